@@ -1,0 +1,11 @@
+//! `corral-topology`: the vocabulary every corral manager shares.
+//!
+//! This crate will own:
+//! - `CpuSet`, a bitset of CPU ids that parses and prints the Linux list format exactly as
+//!   Kubernetes' `k8s.io/utils/cpuset` does;
+//! - `NumaMask`, the topology manager's 64-bit NUMA bitmask;
+//! - `CpuTopology`, per-CPU core/socket/NUMA/uncore-cache placement, discovered from sysfs;
+//! - the pod vocabulary (`Pod`, `Container`, QoS class, quantities);
+//! - the topology manager: hints, the four policies, the two scopes, the affinity store.
+//!
+//! It knows nothing of gRPC, files outside sysfs, or tokio.

@@ -1,0 +1,1 @@
+//! `corral-proto`: the kubelet gRPC APIs, generated for tonic.
