@@ -9,3 +9,11 @@
 //! - the topology manager: hints, the four policies, the two scopes, the affinity store.
 //!
 //! It knows nothing of gRPC, files outside sysfs, or tokio.
+
+mod cpuset;
+mod cpuset_format;
+mod numa_mask;
+
+pub use cpuset::{CpuSet, Iter as CpuSetIter, Ranges as CpuSetRanges};
+pub use cpuset_format::{CpuSetParseError, MAX_SPARSE_RANGE};
+pub use numa_mask::{NumaMask, NumaMaskError};

@@ -10,6 +10,10 @@ use std::path::Path;
 
 use anyhow::{Context, Result, bail};
 
+mod bitmask;
+mod cpuset;
+mod topology_merge;
+
 /// Outcome of one suite over one or more files.
 #[derive(Debug, Default)]
 pub(crate) struct SuiteOutcome {
@@ -115,6 +119,9 @@ type SuiteRunner = fn(&serde_json::Value, &mut SuiteOutcome);
 fn runner_for(suite: &str) -> Option<SuiteRunner> {
     match suite {
         // Suites register here as their crates implement them.
+        "cpuset" => Some(cpuset::run),
+        "bitmask" => Some(bitmask::run),
+        "topology_merge" => Some(topology_merge::run),
         _ => None,
     }
 }

@@ -1,0 +1,126 @@
+//! Suite `bitmask`: upstream `topologymanager/bitmask` against `corral_topology::NumaMask`.
+
+use corral_topology::NumaMask;
+use serde_json::Value;
+
+use super::SuiteOutcome;
+
+/// Check every case of one `bitmask` vector file.
+pub(crate) fn run(doc: &Value, out: &mut SuiteOutcome) {
+    for (i, case) in array(doc, "masks").iter().enumerate() {
+        out.check(format!("masks[{i}]"), check_mask(case));
+    }
+    for (i, case) in array(doc, "pairs").iter().enumerate() {
+        out.check(format!("pairs[{i}]"), check_pair(case));
+    }
+    for (i, case) in array(doc, "iterate_bitmasks").iter().enumerate() {
+        out.check(format!("iterate_bitmasks[{i}]"), check_iterate(case));
+    }
+    for (i, case) in array(doc, "errors").iter().enumerate() {
+        out.check(format!("errors[{i}]"), check_error(case));
+    }
+}
+
+fn array<'a>(doc: &'a Value, key: &str) -> &'a [Value] {
+    doc[key].as_array().map(Vec::as_slice).unwrap_or_default()
+}
+
+fn ids(value: &Value) -> Result<Vec<i64>, String> {
+    value
+        .as_array()
+        .ok_or_else(|| format!("expected a list, got {value}"))?
+        .iter()
+        .map(|v| v.as_i64().ok_or_else(|| format!("bad id {v}")))
+        .collect()
+}
+
+fn mask(value: &Value) -> Result<NumaMask, String> {
+    NumaMask::from_signed(ids(value)?).map_err(|e| e.to_string())
+}
+
+fn bits(m: NumaMask) -> Vec<i64> {
+    m.iter().map(|b| b as i64).collect()
+}
+
+fn eq<T: PartialEq + std::fmt::Debug>(what: &str, want: T, got: T) -> Result<(), String> {
+    if want == got {
+        Ok(())
+    } else {
+        Err(format!("{what}: expected {want:?}, got {got:?}"))
+    }
+}
+
+fn check_mask(case: &Value) -> Result<(), String> {
+    let m = mask(&case["bits"])?;
+    eq(
+        "value_decimal",
+        case["value_decimal"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned(),
+        m.as_u64().to_string(),
+    )?;
+    eq(
+        "string",
+        case["string"].as_str().unwrap_or_default().to_owned(),
+        m.to_string(),
+    )?;
+    eq("count", case["count"].as_u64(), Some(m.count() as u64))?;
+    // Upstream GetBits returns a nil slice for an empty mask; JSON gives null or [].
+    let want_bits = if case["get_bits"].is_null() {
+        Vec::new()
+    } else {
+        ids(&case["get_bits"])?
+    };
+    eq("get_bits", want_bits, bits(m))?;
+    eq("is_empty", case["is_empty"].as_bool(), Some(m.is_empty()))
+}
+
+fn check_pair(case: &Value) -> Result<(), String> {
+    let a = mask(&case["a"])?;
+    let b = mask(&case["b"])?;
+    eq(
+        "a_is_narrower_than_b",
+        case["a_is_narrower_than_b"].as_bool(),
+        Some(a.is_narrower_than(b)),
+    )?;
+    eq(
+        "a_is_less_than_b",
+        case["a_is_less_than_b"].as_bool(),
+        Some(a.is_less_than(b)),
+    )?;
+    eq(
+        "a_is_greater_than_b",
+        case["a_is_greater_than_b"].as_bool(),
+        Some(a.is_greater_than(b)),
+    )?;
+    eq("is_equal", case["is_equal"].as_bool(), Some(a.is_equal(b)))?;
+    eq("and", mask(&case["and"])?, a.and(b))?;
+    eq("or", mask(&case["or"])?, a.or(b))
+}
+
+fn check_iterate(case: &Value) -> Result<(), String> {
+    let input: Vec<usize> = ids(&case["bits"])?
+        .into_iter()
+        .map(|b| usize::try_from(b).map_err(|_| format!("negative id {b}")))
+        .collect::<Result<_, _>>()?;
+    let want: Vec<Vec<i64>> = case["masks_in_callback_order"]
+        .as_array()
+        .ok_or("masks_in_callback_order is not a list")?
+        .iter()
+        .map(ids)
+        .collect::<Result<_, _>>()?;
+    let mut got = Vec::new();
+    NumaMask::iterate_masks(&input, |m| got.push(bits(m)));
+    eq("masks_in_callback_order", want, got)
+}
+
+fn check_error(case: &Value) -> Result<(), String> {
+    match NumaMask::from_signed(ids(&case["bits"])?) {
+        Err(_) => Ok(()),
+        Ok(m) => Err(format!(
+            "expected error {}, got mask {:?}",
+            case["error"], m
+        )),
+    }
+}

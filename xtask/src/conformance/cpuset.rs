@@ -1,0 +1,83 @@
+//! Suite `cpuset`: `k8s.io/utils/cpuset` Parse/String and set operations against
+//! `corral_topology::CpuSet`.
+
+use corral_topology::CpuSet;
+use serde_json::Value;
+
+use super::SuiteOutcome;
+
+/// Check every case of one `cpuset` vector file.
+pub(crate) fn run(doc: &Value, out: &mut SuiteOutcome) {
+    for (i, case) in array(doc, "parse_cases").iter().enumerate() {
+        let input = case["input"].as_str().unwrap_or_default();
+        out.check(
+            format!("parse_cases[{i}] {input:?}"),
+            check_parse(case, input),
+        );
+    }
+    for (i, case) in array(doc, "set_ops").iter().enumerate() {
+        out.check(format!("set_ops[{i}]"), check_ops(case));
+    }
+}
+
+fn array<'a>(doc: &'a Value, key: &str) -> &'a [Value] {
+    doc[key].as_array().map(Vec::as_slice).unwrap_or_default()
+}
+
+fn list(value: &Value) -> Result<Vec<usize>, String> {
+    value
+        .as_array()
+        .ok_or_else(|| format!("expected a list, got {value}"))?
+        .iter()
+        .map(|v| {
+            v.as_u64()
+                .and_then(|n| usize::try_from(n).ok())
+                .ok_or_else(|| format!("bad CPU id {v}"))
+        })
+        .collect()
+}
+
+fn check_parse(case: &Value, input: &str) -> Result<(), String> {
+    let parsed = CpuSet::parse(input);
+    match (&case["error"], parsed) {
+        (Value::Null, Ok(set)) => {
+            let want = list(&case["list"])?;
+            if set.to_vec() != want {
+                return Err(format!("expected list {want:?}, got {:?}", set.to_vec()));
+            }
+            let want_string = case["string"].as_str().unwrap_or_default();
+            if set.to_string() != want_string {
+                return Err(format!("expected string {want_string:?}, got {set}"));
+            }
+            Ok(())
+        }
+        (Value::Null, Err(e)) => Err(format!("expected success, got error {e}")),
+        (err, Ok(set)) => Err(format!("expected error {err}, got set {set}")),
+        (_, Err(_)) => Ok(()),
+    }
+}
+
+fn check_ops(case: &Value) -> Result<(), String> {
+    let a = CpuSet::from_cpus(&list(&case["a"])?);
+    let b = CpuSet::from_cpus(&list(&case["b"])?);
+    let expect = |key: &str, got: String| -> Result<(), String> {
+        let want = case[key].as_str().unwrap_or_default();
+        if want == got {
+            Ok(())
+        } else {
+            Err(format!("{key}: expected {want:?}, got {got:?}"))
+        }
+    };
+    expect("a_string", a.to_string())?;
+    expect("union", a.union(&b).to_string())?;
+    expect("intersection", a.intersection(&b).to_string())?;
+    expect("a_minus_b", a.difference(&b).to_string())?;
+    let flag = |key: &str, got: bool| -> Result<(), String> {
+        match case[key].as_bool() {
+            Some(want) if want == got => Ok(()),
+            want => Err(format!("{key}: expected {want:?}, got {got}")),
+        }
+    };
+    flag("a_is_subset_of_b", a.is_subset_of(&b))?;
+    flag("equals", a == b)
+}
