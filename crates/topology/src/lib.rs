@@ -13,7 +13,22 @@
 mod cpuset;
 mod cpuset_format;
 mod numa_mask;
+mod pod;
+mod qos;
+mod quantity;
 
 pub use cpuset::{CpuSet, Iter as CpuSetIter, Ranges as CpuSetRanges};
 pub use cpuset_format::{CpuSetParseError, MAX_SPARSE_RANGE};
 pub use numa_mask::{NumaMask, NumaMaskError};
+pub use pod::{
+    Container, ContainerClaim, ContainerKind, ContainerRestartPolicy, Pod, PodResourceClaim,
+    ResourceList, ResourceRequirements,
+};
+pub use qos::QosClass;
+pub use quantity::{Quantity, QuantityError, parse_bytes, parse_count, parse_cpu_millis};
+pub mod topologymanager;
+
+pub use topologymanager::{
+    MergeResult, NumaInfo, NumaInfoError, NumaNode, Policy, PolicyConfigError, PolicyName,
+    PolicyOptions, ProviderHints, ResourceHints, TopologyHint,
+};

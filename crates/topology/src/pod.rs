@@ -1,0 +1,184 @@
+//! The pod vocabulary the managers read: [`Pod`], [`Container`], resource lists and resource
+//! claims. The agent converts real Pod manifests into these; quantities are already
+//! converted (CPU in millicores, memory in bytes, everything else as an integer count, each
+//! rounded up as upstream's `MilliValue`/`Value`).
+
+use std::collections::BTreeMap;
+
+/// Requests or limits of one container (or of the whole pod).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
+pub struct ResourceList {
+    /// `cpu`, in millicores; `None` when not given.
+    pub cpu_millis: Option<i64>,
+    /// `memory`, in bytes; `None` when not given.
+    pub memory_bytes: Option<i64>,
+    /// Every other resource (extended resources, hugepages, …) by name, as an integer.
+    pub extended: BTreeMap<String, i64>,
+}
+
+impl ResourceList {
+    /// Whether no resource is given at all.
+    pub fn is_empty(&self) -> bool {
+        self.cpu_millis.is_none() && self.memory_bytes.is_none() && self.extended.is_empty()
+    }
+
+    /// Number of resources given (upstream `len(ResourceList)`).
+    pub fn len(&self) -> usize {
+        usize::from(self.cpu_millis.is_some())
+            + usize::from(self.memory_bytes.is_some())
+            + self.extended.len()
+    }
+
+    /// The integer value of `resource` (`"cpu"` in millicores, `"memory"` in bytes).
+    pub fn get(&self, resource: &str) -> Option<i64> {
+        match resource {
+            "cpu" => self.cpu_millis,
+            "memory" => self.memory_bytes,
+            other => self.extended.get(other).copied(),
+        }
+    }
+}
+
+/// Requests and limits (upstream `ResourceRequirements`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
+pub struct ResourceRequirements {
+    /// What the container asks for.
+    pub requests: ResourceList,
+    /// The most it may use.
+    pub limits: ResourceList,
+}
+
+/// A container's reference to one of the pod's resource claims.
+#[derive(Debug, Clone, Default, PartialEq, Eq, PartialOrd, Ord)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
+pub struct ContainerClaim {
+    /// The pod-level claim name ([`PodResourceClaim::name`]).
+    pub name: String,
+    /// The request within the claim, when the container uses only one.
+    pub request: Option<String>,
+}
+
+/// A pod-level resource claim entry (upstream `PodResourceClaim`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
+pub struct PodResourceClaim {
+    /// The name containers use to refer to it.
+    pub name: String,
+    /// The `ResourceClaim` object it names, if given directly.
+    pub resource_claim_name: Option<String>,
+    /// The `ResourceClaimTemplate` it is generated from, if any.
+    pub resource_claim_template_name: Option<String>,
+}
+
+/// A container's restart policy; only `Always` exists upstream, and only init containers
+/// set it (they are then "sidecars").
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
+pub enum ContainerRestartPolicy {
+    /// Restart the init container for the pod's lifetime (a sidecar).
+    Always,
+}
+
+/// What kind of container a [`Container`] is within its pod.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ContainerKind {
+    /// An init container that runs to completion before the next one.
+    Init,
+    /// A restartable init container (`restartPolicy: Always`): a sidecar.
+    Sidecar,
+    /// An app container.
+    App,
+}
+
+/// One container of a pod.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
+pub struct Container {
+    /// Its name, unique within the pod.
+    pub name: String,
+    /// `Some(Always)` for a sidecar (restartable init container).
+    pub restart_policy: Option<ContainerRestartPolicy>,
+    /// Requests and limits.
+    pub resources: ResourceRequirements,
+    /// The resource claims it uses.
+    pub claims: Vec<ContainerClaim>,
+}
+
+impl Container {
+    /// A container with a name and nothing else.
+    pub fn new(name: impl Into<String>) -> Container {
+        Container {
+            name: name.into(),
+            ..Container::default()
+        }
+    }
+
+    /// Whether `restartPolicy` is `Always` (meaningful on init containers).
+    pub fn is_restartable(&self) -> bool {
+        self.restart_policy == Some(ContainerRestartPolicy::Always)
+    }
+}
+
+/// A pod: the few fields the managers read.
+///
+/// ```
+/// use corral_topology::{Container, Pod, QosClass};
+///
+/// let mut app = Container::new("app");
+/// app.resources.requests.cpu_millis = Some(2000);
+/// app.resources.limits.cpu_millis = Some(2000);
+/// app.resources.requests.memory_bytes = Some(1 << 30);
+/// app.resources.limits.memory_bytes = Some(1 << 30);
+/// let pod = Pod { uid: "uid-1".into(), containers: vec![app], ..Pod::default() };
+/// assert_eq!(pod.qos_class(), QosClass::Guaranteed);
+/// assert_eq!(pod.all_containers().count(), 1);
+/// ```
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
+pub struct Pod {
+    /// `metadata.uid`.
+    pub uid: String,
+    /// `metadata.namespace`.
+    pub namespace: String,
+    /// `metadata.name`.
+    pub name: String,
+    /// `spec.initContainers`, in order (sidecars included).
+    pub init_containers: Vec<Container>,
+    /// `spec.containers`, in order.
+    pub containers: Vec<Container>,
+    /// `spec.resources` (pod-level resources), when set.
+    pub resources: Option<ResourceRequirements>,
+    /// `spec.resourceClaims`.
+    pub resource_claims: Vec<PodResourceClaim>,
+}
+
+impl Pod {
+    /// Init containers then app containers, as upstream's admission walks them.
+    pub fn all_containers(&self) -> impl Iterator<Item = (ContainerKind, &Container)> {
+        self.init_containers
+            .iter()
+            .map(|c| {
+                let kind = if c.is_restartable() {
+                    ContainerKind::Sidecar
+                } else {
+                    ContainerKind::Init
+                };
+                (kind, c)
+            })
+            .chain(self.containers.iter().map(|c| (ContainerKind::App, c)))
+    }
+
+    /// The container named `name` (init or app).
+    pub fn container(&self, name: &str) -> Option<&Container> {
+        self.all_containers()
+            .map(|(_, c)| c)
+            .find(|c| c.name == name)
+    }
+
+    /// "namespace/name", as upstream logs a pod.
+    pub fn key(&self) -> String {
+        format!("{}/{}", self.namespace, self.name)
+    }
+}

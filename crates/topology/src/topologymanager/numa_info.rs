@@ -1,0 +1,166 @@
+//! [`NumaInfo`]: the machine's NUMA node ids and distances, as the policies see them
+//! (upstream `numa_info.go`).
+
+use std::collections::BTreeMap;
+
+use crate::NumaMask;
+
+/// Why a [`NumaInfo`] could not be built.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum NumaInfoError {
+    /// A NUMA node id the 64-bit affinity mask cannot hold.
+    #[error("NUMA node id {id} is out of range: the topology manager handles ids 0-63")]
+    IdOutOfRange {
+        /// The node id.
+        id: usize,
+    },
+    /// The same node id twice.
+    #[error("NUMA node {id} is listed twice")]
+    DuplicateNode {
+        /// The node id.
+        id: usize,
+    },
+    /// `prefer-closest-numa-nodes` needs distances and a node has none (upstream: "error
+    /// getting NUMA distances from cadvisor").
+    #[error("error getting NUMA distances: node {id} has no distance row")]
+    MissingDistances {
+        /// The node id.
+        id: usize,
+    },
+    /// A distance row too short to be indexed by every node id.
+    #[error("NUMA node {id}'s distance row has {len} entries but node ids go up to {max_id}")]
+    ShortDistanceRow {
+        /// The node id.
+        id: usize,
+        /// The row's length.
+        len: usize,
+        /// The largest node id.
+        max_id: usize,
+    },
+}
+
+/// One NUMA node as discovery reports it: its id and its distance row (indexed by node id).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NumaNode {
+    /// Linux node id.
+    pub id: usize,
+    /// `node<id>/distance`, indexed by node id; `None` when unknown.
+    pub distances: Option<Vec<u64>>,
+}
+
+/// The NUMA nodes of the machine and, when `prefer-closest-numa-nodes` is on, their distances.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NumaInfo {
+    nodes: Vec<usize>,
+    default_affinity: NumaMask,
+    distances: BTreeMap<usize, Vec<u64>>,
+}
+
+impl NumaInfo {
+    /// Build from the machine's nodes (upstream `NewNUMAInfo`). Distances are kept only when
+    /// `with_distances` (the prefer-closest option) and are then required for every node and
+    /// checked to be indexable by every node id (upstream would panic instead).
+    pub fn new(nodes: &[NumaNode], with_distances: bool) -> Result<NumaInfo, NumaInfoError> {
+        let mut ids = Vec::with_capacity(nodes.len());
+        let mut mask = NumaMask::EMPTY;
+        for node in nodes {
+            if node.id >= 64 {
+                return Err(NumaInfoError::IdOutOfRange { id: node.id });
+            }
+            if mask.is_set(node.id) {
+                return Err(NumaInfoError::DuplicateNode { id: node.id });
+            }
+            mask = mask.or(NumaMask::from_u64(1 << node.id));
+            ids.push(node.id);
+        }
+        let mut distances = BTreeMap::new();
+        if with_distances {
+            let max_id = ids.iter().copied().max().unwrap_or(0);
+            for node in nodes {
+                let row = node
+                    .distances
+                    .clone()
+                    .ok_or(NumaInfoError::MissingDistances { id: node.id })?;
+                if row.len() <= max_id {
+                    return Err(NumaInfoError::ShortDistanceRow {
+                        id: node.id,
+                        len: row.len(),
+                        max_id,
+                    });
+                }
+                distances.insert(node.id, row);
+            }
+        }
+        Ok(NumaInfo {
+            nodes: ids,
+            default_affinity: mask,
+            distances,
+        })
+    }
+
+    /// A `NumaInfo` for nodes `ids` without distances.
+    pub fn from_ids(ids: impl IntoIterator<Item = usize>) -> Result<NumaInfo, NumaInfoError> {
+        let nodes: Vec<NumaNode> = ids
+            .into_iter()
+            .map(|id| NumaNode {
+                id,
+                distances: None,
+            })
+            .collect();
+        NumaInfo::new(&nodes, false)
+    }
+
+    /// The node ids, in the order given.
+    pub fn nodes(&self) -> &[usize] {
+        &self.nodes
+    }
+
+    /// Every node of the machine (upstream `DefaultAffinityMask`).
+    pub fn default_affinity(&self) -> NumaMask {
+        self.default_affinity
+    }
+
+    /// The distance rows kept (empty unless built with distances).
+    pub fn distances(&self) -> &BTreeMap<usize, Vec<u64>> {
+        &self.distances
+    }
+
+    /// Upstream `Narrowest`: `m1` if it is narrower than `m2`, else `m2`.
+    pub fn narrowest(&self, m1: NumaMask, m2: NumaMask) -> NumaMask {
+        if m1.is_narrower_than(m2) { m1 } else { m2 }
+    }
+
+    /// Upstream `Closest`: the narrower mask; at equal size the one with the smaller average
+    /// distance; at equal average the smaller integer value.
+    pub fn closest(&self, m1: NumaMask, m2: NumaMask) -> NumaMask {
+        if m1.count() != m2.count() {
+            return self.narrowest(m1, m2);
+        }
+        let d1 = self.average_distance(m1);
+        let d2 = self.average_distance(m2);
+        if d1 == d2 {
+            return if m1.is_less_than(m2) { m1 } else { m2 };
+        }
+        if d1 < d2 { m1 } else { m2 }
+    }
+
+    /// Upstream `CalculateAverageFor`: the mean of `distance[i][j]` over all ordered pairs of
+    /// ids in `mask` (0 for the empty mask), summed in `f64` in upstream's order. Ids with no
+    /// row (or beyond a row) count as distance 0.
+    pub fn average_distance(&self, mask: NumaMask) -> f64 {
+        if mask.is_empty() {
+            return 0.0;
+        }
+        let mut sum = 0f64;
+        let mut count = 0f64;
+        for a in mask.iter() {
+            let row = self.distances.get(&a);
+            for b in mask.iter() {
+                sum += row.and_then(|r| r.get(b)).copied().unwrap_or(0) as f64;
+                count += 1.0;
+            }
+        }
+        sum / count
+    }
+}

@@ -1,0 +1,351 @@
+//! The four topology manager policies (upstream `policy_*.go`), their names and options.
+//!
+//! A [`Policy`] is a plain value: its name, the machine's [`NumaInfo`] and its
+//! [`PolicyOptions`]. [`Policy::merge`] is upstream `Policy.Merge`; it returns the same hint
+//! and admit decision as upstream on every input, computed by [`crate::topologymanager::merge`]
+//! without walking every combination of hints.
+//!
+//! Option visibility: upstream hides `max-allowable-numa-nodes` behind the
+//! `TopologyManagerPolicyBetaOptions` feature gate (on by default) and has no alpha options;
+//! `prefer-closest-numa-nodes` is GA. corral has no feature gates and treats every option as
+//! available.
+
+use std::borrow::Cow;
+use std::collections::BTreeMap;
+use std::fmt;
+use std::str::FromStr;
+
+use super::hint::{ProviderHints, TopologyHint};
+use super::merge::{MaskOrder, merge_filtered};
+use super::numa_info::NumaInfo;
+
+/// The policy names kubelet config uses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum PolicyName {
+    /// `none`: no alignment, every pod admitted, no affinity.
+    None,
+    /// `best-effort`: the best hint, always admitted.
+    BestEffort,
+    /// `restricted`: the best hint, admitted only when preferred.
+    Restricted,
+    /// `single-numa-node`: only single-node (or don't-care) preferred hints, admitted only
+    /// when one fits.
+    SingleNumaNode,
+}
+
+impl PolicyName {
+    /// Every policy, in upstream's documentation order.
+    pub const ALL: [PolicyName; 4] = [
+        PolicyName::None,
+        PolicyName::BestEffort,
+        PolicyName::Restricted,
+        PolicyName::SingleNumaNode,
+    ];
+
+    /// The kubelet config string.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            PolicyName::None => "none",
+            PolicyName::BestEffort => "best-effort",
+            PolicyName::Restricted => "restricted",
+            PolicyName::SingleNumaNode => "single-numa-node",
+        }
+    }
+}
+
+impl fmt::Display for PolicyName {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Why a policy name, scope name or policy option was refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum PolicyConfigError {
+    /// Not one of `none`, `best-effort`, `restricted`, `single-numa-node`.
+    #[error("unknown policy: {0:?}")]
+    UnknownPolicy(String),
+    /// Not one of `container`, `pod`.
+    #[error("unknown scope: {0:?}")]
+    UnknownScope(String),
+    /// An option name upstream does not know.
+    #[error("unknown Topology Manager Policy option: {0:?}")]
+    UnknownOption(String),
+    /// `prefer-closest-numa-nodes` with a value Go's `strconv.ParseBool` rejects.
+    #[error("bad value for option {option:?}: {value:?} is not a boolean")]
+    BadBool {
+        /// The option name.
+        option: String,
+        /// The value given.
+        value: String,
+    },
+    /// `max-allowable-numa-nodes` that is not an integer.
+    #[error("unable to convert policy option to integer {option:?}: {value:?}")]
+    BadInteger {
+        /// The option name.
+        option: String,
+        /// The value given.
+        value: String,
+    },
+    /// `max-allowable-numa-nodes` below the default of 8.
+    #[error("the minimum value of {option:?} should not be less than {minimum}")]
+    BelowMinimum {
+        /// The option name.
+        option: String,
+        /// The minimum (8).
+        minimum: usize,
+    },
+}
+
+impl FromStr for PolicyName {
+    type Err = PolicyConfigError;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        PolicyName::ALL
+            .into_iter()
+            .find(|p| p.as_str() == s)
+            .ok_or_else(|| PolicyConfigError::UnknownPolicy(s.to_owned()))
+    }
+}
+
+/// Option name: prefer the set of closest NUMA nodes among equally wide ones.
+pub const PREFER_CLOSEST_NUMA_NODES: &str = "prefer-closest-numa-nodes";
+/// Option name: raise the limit of NUMA nodes a machine may have.
+pub const MAX_ALLOWABLE_NUMA_NODES: &str = "max-allowable-numa-nodes";
+/// Upstream's default (and minimum) for `max-allowable-numa-nodes`.
+pub const DEFAULT_MAX_ALLOWABLE_NUMA_NODES: usize = 8;
+
+/// Parsed topology manager policy options (upstream `PolicyOptions`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PolicyOptions {
+    /// `prefer-closest-numa-nodes`.
+    pub prefer_closest_numa: bool,
+    /// `max-allowable-numa-nodes` (default 8).
+    pub max_allowable_numa_nodes: usize,
+}
+
+impl Default for PolicyOptions {
+    fn default() -> Self {
+        PolicyOptions {
+            prefer_closest_numa: false,
+            max_allowable_numa_nodes: DEFAULT_MAX_ALLOWABLE_NUMA_NODES,
+        }
+    }
+}
+
+/// Go `strconv.ParseBool`.
+fn parse_go_bool(value: &str) -> Option<bool> {
+    match value {
+        "1" | "t" | "T" | "TRUE" | "true" | "True" => Some(true),
+        "0" | "f" | "F" | "FALSE" | "false" | "False" => Some(false),
+        _ => None,
+    }
+}
+
+impl PolicyOptions {
+    /// Parse the kubelet's `topologyManagerPolicyOptions` map (upstream `NewPolicyOptions`).
+    /// Options are checked in name order, so the first error is deterministic.
+    pub fn from_map(
+        options: &BTreeMap<String, String>,
+    ) -> Result<PolicyOptions, PolicyConfigError> {
+        let mut opts = PolicyOptions::default();
+        for (name, value) in options {
+            match name.as_str() {
+                PREFER_CLOSEST_NUMA_NODES => {
+                    opts.prefer_closest_numa =
+                        parse_go_bool(value).ok_or_else(|| PolicyConfigError::BadBool {
+                            option: name.clone(),
+                            value: value.clone(),
+                        })?;
+                }
+                MAX_ALLOWABLE_NUMA_NODES => {
+                    let bad = || PolicyConfigError::BadInteger {
+                        option: name.clone(),
+                        value: value.clone(),
+                    };
+                    let parsed: i64 = parse_go_int(value).ok_or_else(bad)?;
+                    if parsed < DEFAULT_MAX_ALLOWABLE_NUMA_NODES as i64 {
+                        return Err(PolicyConfigError::BelowMinimum {
+                            option: name.clone(),
+                            minimum: DEFAULT_MAX_ALLOWABLE_NUMA_NODES,
+                        });
+                    }
+                    opts.max_allowable_numa_nodes = usize::try_from(parsed).map_err(|_| bad())?;
+                }
+                _ => return Err(PolicyConfigError::UnknownOption(name.clone())),
+            }
+        }
+        Ok(opts)
+    }
+}
+
+/// Go `strconv.Atoi` (optional sign, ASCII digits, 64-bit range).
+fn parse_go_int(value: &str) -> Option<i64> {
+    let digits = value.strip_prefix(['+', '-']).unwrap_or(value);
+    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    value.strip_prefix('+').unwrap_or(value).parse().ok()
+}
+
+/// The result of a merge: the best hint and whether the policy admits it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MergeResult {
+    /// The merged hint (upstream's first return value).
+    pub best_hint: TopologyHint,
+    /// Whether the pod (or container) may be admitted with it.
+    pub admit: bool,
+}
+
+/// A topology manager policy bound to a machine's NUMA nodes.
+///
+/// ```
+/// use corral_topology::{NumaInfo, NumaMask, Policy, PolicyName, PolicyOptions, TopologyHint};
+/// use std::collections::BTreeMap;
+///
+/// let numa = NumaInfo::from_ids([0, 1])?;
+/// let policy = Policy::new(PolicyName::Restricted, numa, PolicyOptions::default());
+/// let node0 = TopologyHint::new(Some(NumaMask::new([0])?), true);
+/// let both = TopologyHint::new(Some(NumaMask::new([0, 1])?), false);
+/// let cpu = BTreeMap::from([("cpu".to_owned(), Some(vec![node0, both]))]);
+/// let result = policy.merge(&[Some(cpu), None]);
+/// assert_eq!(result.best_hint, node0);
+/// assert!(result.admit);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Debug, Clone, PartialEq)]
+pub struct Policy {
+    name: PolicyName,
+    numa_info: NumaInfo,
+    options: PolicyOptions,
+}
+
+/// The single preferred "don't care" hint for providers without a preference.
+const NO_PREFERENCE: &[TopologyHint] = &[TopologyHint::new(None, true)];
+/// The single non-preferred hint for resources that cannot be satisfied.
+const CANNOT_SATISFY: &[TopologyHint] = &[TopologyHint::new(None, false)];
+
+/// Upstream `filterProvidersHints`: one hint list per (provider, resource), resources in
+/// name order.
+pub(crate) fn filter_providers_hints(providers: &[ProviderHints]) -> Vec<Cow<'_, [TopologyHint]>> {
+    let mut all = Vec::with_capacity(providers.len());
+    for provider in providers {
+        match provider {
+            Some(resources) if !resources.is_empty() => {
+                for hints in resources.values() {
+                    all.push(match hints {
+                        None => Cow::Borrowed(NO_PREFERENCE),
+                        Some(list) if list.is_empty() => Cow::Borrowed(CANNOT_SATISFY),
+                        Some(list) => Cow::Borrowed(list.as_slice()),
+                    });
+                }
+            }
+            _ => all.push(Cow::Borrowed(NO_PREFERENCE)),
+        }
+    }
+    all
+}
+
+/// Upstream `filterSingleNumaHints`: keep preferred hints that are nil or name one node.
+pub(crate) fn filter_single_numa_hints<'a>(
+    lists: Vec<Cow<'a, [TopologyHint]>>,
+) -> Vec<Cow<'a, [TopologyHint]>> {
+    lists
+        .into_iter()
+        .map(|list| {
+            let keep =
+                |h: &TopologyHint| h.preferred && h.numa_affinity.is_none_or(|m| m.count() == 1);
+            if list.iter().all(keep) {
+                list
+            } else {
+                Cow::Owned(list.iter().copied().filter(keep).collect())
+            }
+        })
+        .collect()
+}
+
+impl Policy {
+    /// A policy for the machine described by `numa_info`.
+    pub fn new(name: PolicyName, numa_info: NumaInfo, options: PolicyOptions) -> Policy {
+        Policy {
+            name,
+            numa_info,
+            options,
+        }
+    }
+
+    /// The policy's name.
+    pub fn name(&self) -> PolicyName {
+        self.name
+    }
+
+    /// The machine's NUMA nodes.
+    pub fn numa_info(&self) -> &NumaInfo {
+        &self.numa_info
+    }
+
+    /// The options in force.
+    pub fn options(&self) -> PolicyOptions {
+        self.options
+    }
+
+    /// Upstream `IsAlignmentGuaranteed`: only `single-numa-node` guarantees alignment.
+    pub fn is_alignment_guaranteed(&self) -> bool {
+        self.name == PolicyName::SingleNumaNode
+    }
+
+    /// How candidate masks are compared (upstream `compareNumaAffinityMasks`): by distance
+    /// when prefer-closest is on, except for `single-numa-node`.
+    pub(crate) fn mask_order(&self) -> MaskOrder<'_> {
+        if self.name != PolicyName::SingleNumaNode && self.options.prefer_closest_numa {
+            MaskOrder::Closest(&self.numa_info)
+        } else {
+            MaskOrder::Narrowest
+        }
+    }
+
+    /// Upstream `Policy.Merge`: merge the providers' hints into the best hint and decide
+    /// admission. Identical in result to upstream's exhaustive walk (see
+    /// [`crate::topologymanager::reference_merge`]), but computed without enumerating every
+    /// combination.
+    pub fn merge(&self, providers: &[ProviderHints]) -> MergeResult {
+        self.merge_with(providers, merge_filtered)
+    }
+
+    pub(crate) fn merge_with(
+        &self,
+        providers: &[ProviderHints],
+        merger: fn(&[Cow<'_, [TopologyHint]>], NumaMask, &MaskOrder<'_>) -> TopologyHint,
+    ) -> MergeResult {
+        let default = self.numa_info.default_affinity();
+        let order = self.mask_order();
+        match self.name {
+            PolicyName::None => MergeResult {
+                best_hint: TopologyHint::default(),
+                admit: true,
+            },
+            PolicyName::BestEffort | PolicyName::Restricted => {
+                let filtered = filter_providers_hints(providers);
+                let best_hint = merger(&filtered, default, &order);
+                MergeResult {
+                    best_hint,
+                    admit: self.name == PolicyName::BestEffort || best_hint.preferred,
+                }
+            }
+            PolicyName::SingleNumaNode => {
+                let filtered = filter_single_numa_hints(filter_providers_hints(providers));
+                let mut best_hint = merger(&filtered, default, &order);
+                if best_hint.numa_affinity == Some(default) {
+                    best_hint.numa_affinity = None;
+                }
+                MergeResult {
+                    best_hint,
+                    admit: best_hint.preferred,
+                }
+            }
+        }
+    }
+}
+
+use crate::NumaMask;
