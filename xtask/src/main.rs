@@ -1,7 +1,12 @@
 //! `cargo xtask`: corral's project automation.
 //!
+//! - `cargo xtask codegen [--check]` regenerates (or checks) the committed protobuf code.
+//! - `cargo xtask bench [--quick] [--json FILE] [FILTER]` runs the criterion benches and
+//!   prints one summary table, with upstream Go's median beside benches named `go/<name>`.
 //! - `cargo xtask conformance DIR` runs every upstream conformance vector file in `DIR`.
 
+mod bench;
+mod codegen;
 mod conformance;
 
 use std::path::PathBuf;
@@ -18,6 +23,23 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
+    /// Generate Rust from proto/proto/*.proto into proto/src/gen/ (or check it is current).
+    Codegen {
+        /// Do not write; exit non-zero naming each stale file.
+        #[arg(long)]
+        check: bool,
+    },
+    /// Run the workspace's criterion benches and print one summary table.
+    Bench {
+        /// A short smoke run (few samples); never fails on a timing.
+        #[arg(long)]
+        quick: bool,
+        /// Also write the summary as JSON to this file.
+        #[arg(long, value_name = "FILE")]
+        json: Option<PathBuf>,
+        /// Only benchmarks whose id contains this.
+        filter: Option<String>,
+    },
     /// Run every `*.json` conformance vector file in DIR, dispatching on its `suite` field.
     Conformance {
         /// Directory holding vector files (default: testdata/conformance).
@@ -28,6 +50,26 @@ enum Command {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
+        Command::Codegen { check: false } => codegen::write(&workspace_root()).map(|()| true),
+        Command::Codegen { check: true } => codegen::check(&workspace_root()).map(|problems| {
+            for problem in &problems {
+                eprintln!("{problem}; run `cargo xtask codegen`");
+            }
+            problems.is_empty()
+        }),
+        Command::Bench {
+            quick,
+            json,
+            filter,
+        } => bench::run(
+            &workspace_root(),
+            &bench::BenchOptions {
+                quick,
+                json,
+                filter,
+            },
+        )
+        .map(|()| true),
         Command::Conformance { dir } => {
             let dir = dir.unwrap_or_else(|| workspace_root().join("testdata/conformance"));
             conformance::run_dir(&dir).map(|report| {

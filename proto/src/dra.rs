@@ -1,0 +1,38 @@
+//! The DRA plugin API (`k8s.io/kubelet/pkg/apis/dra`): the `DRAPlugin` service that DRA
+//! drivers serve and the kubelet calls.
+
+/// DRA plugin API v1 (the newest).
+pub mod v1 {
+    mod generated {
+        #![allow(
+            missing_docs,
+            unreachable_pub,
+            clippy::all,
+            clippy::pedantic,
+            rustdoc::all
+        )]
+        include!("gen/dra_v1.rs");
+    }
+    pub use generated::*;
+
+    /// Service name a driver lists in `PluginInfo.supported_versions` for this API.
+    pub const DRA_PLUGIN_SERVICE: &str = "v1.DRAPlugin";
+}
+
+/// DRA plugin API v1beta1.
+pub mod v1beta1 {
+    mod generated {
+        #![allow(
+            missing_docs,
+            unreachable_pub,
+            clippy::all,
+            clippy::pedantic,
+            rustdoc::all
+        )]
+        include!("gen/dra_v1beta1.rs");
+    }
+    pub use generated::*;
+
+    /// Service name a driver lists in `PluginInfo.supported_versions` for this API.
+    pub const DRA_PLUGIN_SERVICE: &str = "v1beta1.DRAPlugin";
+}

@@ -1,0 +1,25 @@
+//! The plugin-registration API (`k8s.io/kubelet/pkg/apis/pluginregistration`).
+
+/// Plugin registration API v1. Its proto package is `pluginregistration`, as upstream's.
+pub mod v1 {
+    mod generated {
+        #![allow(
+            missing_docs,
+            unreachable_pub,
+            clippy::all,
+            clippy::pedantic,
+            rustdoc::all
+        )]
+        include!("gen/pluginregistration_v1.rs");
+    }
+    pub use generated::*;
+
+    /// `PluginInfo.type` of a CSI driver.
+    pub const CSI_PLUGIN: &str = "CSIPlugin";
+    /// `PluginInfo.type` of a device plugin.
+    pub const DEVICE_PLUGIN: &str = "DevicePlugin";
+    /// `PluginInfo.type` of a DRA driver.
+    pub const DRA_PLUGIN: &str = "DRAPlugin";
+    /// Upstream's plugin registration directory, watched for plugin sockets.
+    pub const PLUGINS_REGISTRY_PATH: &str = "/var/lib/kubelet/plugins_registry";
+}
