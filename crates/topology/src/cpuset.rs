@@ -520,6 +520,48 @@ impl Iterator for Ranges<'_> {
     }
 }
 
+/// Owning ascending iterator over a [`CpuSet`].
+#[derive(Debug, Clone)]
+pub struct IntoIter {
+    set: CpuSet,
+    word_index: usize,
+    word: u64,
+    sparse_index: usize,
+}
+
+impl Iterator for IntoIter {
+    type Item = usize;
+
+    fn next(&mut self) -> Option<usize> {
+        let mut borrowed = Iter {
+            set: &self.set,
+            word_index: self.word_index,
+            word: self.word,
+            sparse_index: self.sparse_index,
+        };
+        let next = borrowed.next();
+        self.word_index = borrowed.word_index;
+        self.word = borrowed.word;
+        self.sparse_index = borrowed.sparse_index;
+        next
+    }
+}
+
+impl IntoIterator for CpuSet {
+    type Item = usize;
+    type IntoIter = IntoIter;
+
+    fn into_iter(self) -> IntoIter {
+        let word = self.inline[0];
+        IntoIter {
+            set: self,
+            word_index: 0,
+            word,
+            sparse_index: 0,
+        }
+    }
+}
+
 impl<'a> IntoIterator for &'a CpuSet {
     type Item = usize;
     type IntoIter = Iter<'a>;

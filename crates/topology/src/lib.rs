@@ -12,13 +12,18 @@
 
 mod cpuset;
 mod cpuset_format;
+mod details;
 mod numa_mask;
 mod pod;
 mod qos;
 mod quantity;
+#[cfg(feature = "sysfs")]
+pub mod sysfs;
+mod topology;
 
-pub use cpuset::{CpuSet, Iter as CpuSetIter, Ranges as CpuSetRanges};
+pub use cpuset::{CpuSet, IntoIter as CpuSetIntoIter, Iter as CpuSetIter, Ranges as CpuSetRanges};
 pub use cpuset_format::{CpuSetParseError, MAX_SPARSE_RANGE};
+pub use details::CpuDetails;
 pub use numa_mask::{NumaMask, NumaMaskError};
 pub use pod::{
     Container, ContainerClaim, ContainerKind, ContainerRestartPolicy, Pod, PodResourceClaim,
@@ -26,6 +31,11 @@ pub use pod::{
 };
 pub use qos::QosClass;
 pub use quantity::{Quantity, QuantityError, parse_bytes, parse_count, parse_cpu_millis};
+#[cfg(feature = "sysfs")]
+pub use sysfs::{DiscoveryError, discover, discover_host};
+pub use topology::{
+    CpuInfo, CpuRecord, CpuTopology, MAX_TOPOLOGY_ID, TopologyCounts, TopologyError,
+};
 pub mod topologymanager;
 
 pub use topologymanager::{
