@@ -1,14 +1,38 @@
-//! `corral-topology`: the vocabulary every corral manager shares.
+//! `corral-topology`: the vocabulary every corral manager shares, and the kubelet topology
+//! manager.
 //!
-//! This crate will own:
-//! - `CpuSet`, a bitset of CPU ids that parses and prints the Linux list format exactly as
-//!   Kubernetes' `k8s.io/utils/cpuset` does;
-//! - `NumaMask`, the topology manager's 64-bit NUMA bitmask;
-//! - `CpuTopology`, per-CPU core/socket/NUMA/uncore-cache placement, discovered from sysfs;
-//! - the pod vocabulary (`Pod`, `Container`, QoS class, quantities);
-//! - the topology manager: hints, the four policies, the two scopes, the affinity store.
+//! - [`CpuSet`]: a bitset of CPU ids that parses and prints the Linux list format exactly as
+//!   Kubernetes' `k8s.io/utils/cpuset` does.
+//! - [`NumaMask`]: the topology manager's 64-bit NUMA bitmask (upstream `bitmask.BitMask`).
+//! - [`CpuTopology`] and [`CpuDetails`]: per-CPU core/socket/NUMA/uncore placement and the
+//!   queries the CPU manager packs with; [`discover`] reads it from a host root's sysfs
+//!   (feature `sysfs`, on by default).
+//! - The pod vocabulary: [`Pod`], [`Container`], [`QosClass`], [`Quantity`].
+//! - [`topologymanager`]: hints, the four policies and their options, the hint merge, the two
+//!   scopes, the affinity store and admission.
 //!
-//! It knows nothing of gRPC, files outside sysfs, or tokio.
+//! **Architecture Invariant:** this crate knows nothing of gRPC, checkpoint files or tokio;
+//! its only I/O is reading sysfs/procfs in [`sysfs`]. Everything else is synchronous, pure
+//! and allocation-light, because it is the admission hot path.
+//!
+//! ```
+//! use std::collections::BTreeMap;
+//! use corral_topology::{CpuSet, NumaInfo, NumaMask, Policy, PolicyName, PolicyOptions, TopologyHint};
+//!
+//! let cpus: CpuSet = "0-3,8,10-11".parse()?;
+//! assert_eq!(cpus.len(), 7);
+//! assert_eq!(cpus.to_string(), "0-3,8,10-11");
+//!
+//! // Two providers: the CPU manager prefers node 0 or node 1, a device plugin only node 1.
+//! let hint = |ids: &[usize], preferred| TopologyHint::new(Some(NumaMask::new(ids.iter().copied()).unwrap()), preferred);
+//! let cpu = BTreeMap::from([("cpu".to_owned(), Some(vec![hint(&[0], true), hint(&[1], true)]))]);
+//! let gpu = BTreeMap::from([("example.com/gpu".to_owned(), Some(vec![hint(&[1], true)]))]);
+//! let policy = Policy::new(PolicyName::SingleNumaNode, NumaInfo::from_ids([0, 1])?, PolicyOptions::default());
+//! let result = policy.merge(&[Some(cpu), Some(gpu)]);
+//! assert_eq!(result.best_hint, hint(&[1], true));
+//! assert!(result.admit);
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
 
 mod cpuset;
 mod cpuset_format;
@@ -39,6 +63,7 @@ pub use topology::{
 pub mod topologymanager;
 
 pub use topologymanager::{
-    MergeResult, NumaInfo, NumaInfoError, NumaNode, Policy, PolicyConfigError, PolicyName,
-    PolicyOptions, ProviderHints, ResourceHints, TopologyHint,
+    AffinityStore, AllocationError, HintProvider, ManagerConfig, ManagerError, MergeResult,
+    NumaInfo, NumaInfoError, NumaNode, PodAdmitResult, Policy, PolicyConfigError, PolicyName,
+    PolicyOptions, ProviderHints, ResourceHints, ScopeName, TopologyHint, TopologyManager,
 };

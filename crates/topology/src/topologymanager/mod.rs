@@ -2,15 +2,27 @@
 //! four policies and their options, hint merging, the two scopes, the affinity store and
 //! admission.
 
+mod admission;
 mod hint;
+mod manager;
 mod merge;
 mod numa_info;
 mod policy;
+mod provider;
+mod scope;
+mod store;
 
+pub use admission::{
+    PodAdmitResult, TOPOLOGY_AFFINITY_ERROR, TOPOLOGY_AFFINITY_MESSAGE, UNEXPECTED_ADMISSION_ERROR,
+};
 pub use hint::{ProviderHints, ResourceHints, TopologyHint};
+pub use manager::{ManagerConfig, ManagerError, ManagerMetrics, TopologyManager};
 pub use merge::reference_merge;
 pub use numa_info::{NumaInfo, NumaInfoError, NumaNode};
 pub use policy::{
     DEFAULT_MAX_ALLOWABLE_NUMA_NODES, MAX_ALLOWABLE_NUMA_NODES, MergeResult,
     PREFER_CLOSEST_NUMA_NODES, Policy, PolicyConfigError, PolicyName, PolicyOptions,
 };
+pub use provider::{AllocationError, HintProvider};
+pub use scope::ScopeName;
+pub use store::AffinityStore;

@@ -1,0 +1,56 @@
+//! Admission results (upstream `lifecycle.PodAdmitResult` and `admission.GetPodAdmitResult`).
+
+use super::provider::AllocationError;
+
+/// Upstream's reason for a pod rejected for lack of NUMA alignment.
+pub const TOPOLOGY_AFFINITY_ERROR: &str = "TopologyAffinityError";
+/// Upstream's message for that rejection.
+pub const TOPOLOGY_AFFINITY_MESSAGE: &str = "Resources cannot be allocated with Topology locality";
+/// Upstream's reason for an allocation error without its own reason.
+pub const UNEXPECTED_ADMISSION_ERROR: &str = "UnexpectedAdmissionError";
+
+/// Whether a pod is admitted, and why not.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct PodAdmitResult {
+    /// Admitted.
+    pub admit: bool,
+    /// CamelCase reason when rejected (empty when admitted).
+    pub reason: String,
+    /// Human-readable message when rejected (empty when admitted).
+    pub message: String,
+}
+
+impl PodAdmitResult {
+    /// An admitted pod.
+    pub fn admitted() -> PodAdmitResult {
+        PodAdmitResult {
+            admit: true,
+            ..PodAdmitResult::default()
+        }
+    }
+
+    /// Rejected with upstream's `TopologyAffinityError`.
+    pub fn topology_affinity_error() -> PodAdmitResult {
+        PodAdmitResult {
+            admit: false,
+            reason: TOPOLOGY_AFFINITY_ERROR.to_owned(),
+            message: TOPOLOGY_AFFINITY_MESSAGE.to_owned(),
+        }
+    }
+
+    /// Rejected because a provider's allocation failed (upstream `GetPodAdmitResult(err)`).
+    pub fn from_allocation_error(error: &AllocationError) -> PodAdmitResult {
+        match error {
+            AllocationError::Admission { reason, message } => PodAdmitResult {
+                admit: false,
+                reason: reason.clone(),
+                message: message.clone(),
+            },
+            AllocationError::Unexpected(cause) => PodAdmitResult {
+                admit: false,
+                reason: UNEXPECTED_ADMISSION_ERROR.to_owned(),
+                message: format!("Allocate failed due to {cause}, which is unexpected"),
+            },
+        }
+    }
+}

@@ -1,0 +1,217 @@
+//! [`TopologyManager`]: policy + scope + providers + affinity store (upstream
+//! `topology_manager.go`).
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use super::admission::PodAdmitResult;
+use super::numa_info::{NumaInfo, NumaInfoError, NumaNode};
+use super::policy::{Policy, PolicyConfigError, PolicyName, PolicyOptions};
+use super::provider::HintProvider;
+use super::scope::{self, ScopeName};
+use super::store::AffinityStore;
+use crate::Pod;
+
+/// The topology manager's configuration, as kubelet config gives it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ManagerConfig {
+    /// `topologyManagerPolicy`.
+    pub policy: PolicyName,
+    /// `topologyManagerScope`.
+    pub scope: ScopeName,
+    /// `topologyManagerPolicyOptions`, parsed.
+    pub options: PolicyOptions,
+}
+
+impl ManagerConfig {
+    /// Parse kubelet config strings. Both names are validated whatever the policy (as
+    /// kubelet's config validation does); options are parsed only for policies other than
+    /// `none`, which upstream ignores them for.
+    pub fn from_strings(
+        policy: &str,
+        scope: &str,
+        options: &BTreeMap<String, String>,
+    ) -> Result<ManagerConfig, PolicyConfigError> {
+        let policy: PolicyName = policy.parse()?;
+        let scope: ScopeName = scope.parse()?;
+        let options = if policy == PolicyName::None {
+            PolicyOptions::default()
+        } else {
+            PolicyOptions::from_map(options)?
+        };
+        Ok(ManagerConfig {
+            policy,
+            scope,
+            options,
+        })
+    }
+}
+
+/// Why a topology manager could not be built.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ManagerError {
+    /// A bad policy, scope or option.
+    #[error(transparent)]
+    Config(#[from] PolicyConfigError),
+    /// The NUMA nodes could not be used (upstream: "cannot discover NUMA topology").
+    #[error("cannot discover NUMA topology: {0}")]
+    Numa(#[from] NumaInfoError),
+    /// More NUMA nodes than `max-allowable-numa-nodes`.
+    #[error("unsupported on machines with more than {max} NUMA Nodes")]
+    TooManyNumaNodes {
+        /// The machine's NUMA nodes.
+        count: usize,
+        /// The limit in force.
+        max: usize,
+    },
+}
+
+/// Admission counters, named after upstream's metrics
+/// (`topology_manager_admission_requests_total`, `topology_manager_admission_errors_total`).
+#[derive(Debug, Default)]
+pub struct ManagerMetrics {
+    /// Pods admitted or rejected through [`TopologyManager::admit`].
+    pub admission_requests_total: AtomicU64,
+    /// Pods rejected (by the policy or by a provider's allocation).
+    pub admission_errors_total: AtomicU64,
+}
+
+/// The topology manager.
+///
+/// ```
+/// use corral_topology::topologymanager::{ManagerConfig, TopologyManager};
+/// use corral_topology::{NumaNode, Pod};
+/// use std::collections::BTreeMap;
+///
+/// let nodes = [0, 1].map(|id| NumaNode { id, distances: None });
+/// let config = ManagerConfig::from_strings("single-numa-node", "container", &BTreeMap::new())?;
+/// let manager = TopologyManager::new(&config, &nodes)?;
+/// let pod = Pod { uid: "p".into(), containers: vec![corral_topology::Container::new("c")], ..Pod::default() };
+/// assert!(manager.admit(&pod).admit);
+/// assert!(manager.affinity("p", "c").preferred);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub struct TopologyManager {
+    /// `None` for the `none` policy (none scope).
+    policy: Policy,
+    scope: Option<ScopeName>,
+    providers: Vec<Arc<dyn HintProvider>>,
+    store: Arc<AffinityStore>,
+    metrics: ManagerMetrics,
+}
+
+impl std::fmt::Debug for TopologyManager {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TopologyManager")
+            .field("policy", &self.policy)
+            .field("scope", &self.scope)
+            .field("providers", &self.providers.len())
+            .finish_non_exhaustive()
+    }
+}
+
+impl TopologyManager {
+    /// Upstream `NewManager`: with the `none` policy, the none scope (whatever the scope);
+    /// otherwise the policy over `nodes` (failing on more than `max-allowable-numa-nodes`
+    /// nodes, or without distances when prefer-closest is on) in the configured scope.
+    pub fn new(
+        config: &ManagerConfig,
+        nodes: &[NumaNode],
+    ) -> Result<TopologyManager, ManagerError> {
+        let (policy, scope) = if config.policy == PolicyName::None {
+            let numa = NumaInfo::new(&[], false)?;
+            (
+                Policy::new(PolicyName::None, numa, PolicyOptions::default()),
+                None,
+            )
+        } else {
+            let numa = NumaInfo::new(nodes, config.options.prefer_closest_numa)?;
+            if numa.nodes().len() > config.options.max_allowable_numa_nodes {
+                return Err(ManagerError::TooManyNumaNodes {
+                    count: numa.nodes().len(),
+                    max: config.options.max_allowable_numa_nodes,
+                });
+            }
+            (
+                Policy::new(config.policy, numa, config.options),
+                Some(config.scope),
+            )
+        };
+        Ok(TopologyManager {
+            policy,
+            scope,
+            providers: Vec::new(),
+            store: Arc::new(AffinityStore::new()),
+            metrics: ManagerMetrics::default(),
+        })
+    }
+
+    /// Add a hint provider; providers are asked and allocate in the order added.
+    pub fn add_hint_provider(&mut self, provider: Arc<dyn HintProvider>) {
+        self.providers.push(provider);
+    }
+
+    /// The policy (upstream `GetPolicy`).
+    pub fn policy(&self) -> &Policy {
+        &self.policy
+    }
+
+    /// The scope in force; `None` with the `none` policy.
+    pub fn scope(&self) -> Option<ScopeName> {
+        self.scope
+    }
+
+    /// The affinity store providers read.
+    pub fn store(&self) -> &Arc<AffinityStore> {
+        &self.store
+    }
+
+    /// The admission counters.
+    pub fn metrics(&self) -> &ManagerMetrics {
+        &self.metrics
+    }
+
+    /// Upstream `GetAffinity`.
+    pub fn affinity(&self, pod_uid: &str, container_name: &str) -> super::TopologyHint {
+        self.store.affinity(pod_uid, container_name)
+    }
+
+    /// Upstream `AddContainer`.
+    pub fn add_container(&self, pod: &Pod, container_name: &str, container_id: &str) {
+        self.store
+            .add_container(&pod.uid, container_name, container_id);
+    }
+
+    /// Upstream `RemoveContainer` (unknown ids are ignored, as upstream).
+    pub fn remove_container(&self, container_id: &str) {
+        self.store.remove_container(container_id);
+    }
+
+    /// Upstream `Admit`: decide the pod's affinities and allocate its containers.
+    ///
+    /// Like upstream, a rejection part-way leaves earlier containers allocated; the agent
+    /// releases them (and calls [`AffinityStore::remove_pod`]) to make admission
+    /// all-or-nothing.
+    pub fn admit(&self, pod: &Pod) -> PodAdmitResult {
+        self.metrics
+            .admission_requests_total
+            .fetch_add(1, Ordering::Relaxed);
+        let result = match self.scope {
+            None => scope::admit_none(&self.providers, &self.store, pod),
+            Some(ScopeName::Container) => {
+                scope::admit_container(&self.policy, &self.providers, &self.store, pod)
+            }
+            Some(ScopeName::Pod) => {
+                scope::admit_pod(&self.policy, &self.providers, &self.store, pod)
+            }
+        };
+        if !result.admit {
+            self.metrics
+                .admission_errors_total
+                .fetch_add(1, Ordering::Relaxed);
+        }
+        result
+    }
+}

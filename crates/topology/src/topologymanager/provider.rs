@@ -1,0 +1,46 @@
+//! [`HintProvider`]: what the topology manager asks each resource manager (upstream
+//! `topologymanager.HintProvider`), and the error a provider's allocation may fail with.
+
+use super::hint::ProviderHints;
+use super::store::AffinityStore;
+use crate::{Container, Pod};
+
+/// Why a provider could not allocate for a container.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum AllocationError {
+    /// An admission error with its own reason (upstream errors implementing
+    /// `admission.Error`, e.g. the CPU manager's `SMTAlignmentError`): the pod is rejected
+    /// with this reason and message.
+    #[error("{message}")]
+    Admission {
+        /// The rejection reason (a CamelCase word, e.g. `SMTAlignmentError`).
+        reason: String,
+        /// The human-readable message.
+        message: String,
+    },
+    /// Any other failure: rejected as `UnexpectedAdmissionError`.
+    #[error("{0}")]
+    Unexpected(String),
+}
+
+/// A resource manager that gives NUMA hints and allocates (CPU manager, device manager, …).
+///
+/// Calls are synchronous and made in admission order; `allocate` runs after the topology
+/// manager stored the container's affinity, which the provider reads from `store`.
+pub trait HintProvider: Send + Sync {
+    /// Hints for one container: `None` (or an empty map) = no preference for anything; per
+    /// resource, `None` = no preference, `Some(vec![])` = cannot be satisfied.
+    fn hints_for_container(&self, pod: &Pod, container: &Container) -> ProviderHints;
+
+    /// Hints for the whole pod (pod scope), with the same conventions.
+    fn hints_for_pod(&self, pod: &Pod) -> ProviderHints;
+
+    /// Allocate the container's resources, aligned with `store.affinity(pod uid, name)`.
+    fn allocate(
+        &self,
+        pod: &Pod,
+        container: &Container,
+        store: &AffinityStore,
+    ) -> Result<(), AllocationError>;
+}

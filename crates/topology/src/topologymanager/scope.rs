@@ -1,0 +1,125 @@
+//! The two topology manager scopes (upstream `scope_container.go`, `scope_pod.go`, and the
+//! none scope used with the `none` policy).
+
+use std::fmt;
+use std::str::FromStr;
+
+use super::admission::PodAdmitResult;
+use super::hint::ProviderHints;
+use super::policy::{Policy, PolicyConfigError};
+use super::provider::HintProvider;
+use super::store::AffinityStore;
+use crate::{Container, Pod};
+
+/// The scope names kubelet config uses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ScopeName {
+    /// `container`: one merge per container.
+    Container,
+    /// `pod`: one merge for the whole pod, its result stored for every container.
+    Pod,
+}
+
+impl ScopeName {
+    /// The kubelet config string.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            ScopeName::Container => "container",
+            ScopeName::Pod => "pod",
+        }
+    }
+}
+
+impl fmt::Display for ScopeName {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl FromStr for ScopeName {
+    type Err = PolicyConfigError;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "container" => Ok(ScopeName::Container),
+            "pod" => Ok(ScopeName::Pod),
+            other => Err(PolicyConfigError::UnknownScope(other.to_owned())),
+        }
+    }
+}
+
+/// Allocate one container with every provider, in order (upstream
+/// `allocateAlignedResources`).
+fn allocate(
+    providers: &[std::sync::Arc<dyn HintProvider>],
+    store: &AffinityStore,
+    pod: &Pod,
+    container: &Container,
+) -> Result<(), PodAdmitResult> {
+    for provider in providers {
+        provider
+            .allocate(pod, container, store)
+            .map_err(|e| PodAdmitResult::from_allocation_error(&e))?;
+    }
+    Ok(())
+}
+
+/// Upstream `noneScope.Admit`: allocate every container, no hints.
+pub(crate) fn admit_none(
+    providers: &[std::sync::Arc<dyn HintProvider>],
+    store: &AffinityStore,
+    pod: &Pod,
+) -> PodAdmitResult {
+    for (_, container) in pod.all_containers() {
+        if let Err(rejected) = allocate(providers, store, pod, container) {
+            return rejected;
+        }
+    }
+    PodAdmitResult::admitted()
+}
+
+/// Upstream `containerScope.Admit`: merge, store and allocate container by container.
+pub(crate) fn admit_container(
+    policy: &Policy,
+    providers: &[std::sync::Arc<dyn HintProvider>],
+    store: &AffinityStore,
+    pod: &Pod,
+) -> PodAdmitResult {
+    for (_, container) in pod.all_containers() {
+        let hints: Vec<ProviderHints> = providers
+            .iter()
+            .map(|p| p.hints_for_container(pod, container))
+            .collect();
+        let merged = policy.merge(&hints);
+        if !merged.admit {
+            return PodAdmitResult::topology_affinity_error();
+        }
+        store.set_affinity(&pod.uid, &container.name, merged.best_hint);
+        if let Err(rejected) = allocate(providers, store, pod, container) {
+            return rejected;
+        }
+    }
+    PodAdmitResult::admitted()
+}
+
+/// Upstream `podScope.Admit`: one merge for the pod, stored for every container, then
+/// allocate container by container.
+pub(crate) fn admit_pod(
+    policy: &Policy,
+    providers: &[std::sync::Arc<dyn HintProvider>],
+    store: &AffinityStore,
+    pod: &Pod,
+) -> PodAdmitResult {
+    let hints: Vec<ProviderHints> = providers.iter().map(|p| p.hints_for_pod(pod)).collect();
+    let merged = policy.merge(&hints);
+    if !merged.admit {
+        return PodAdmitResult::topology_affinity_error();
+    }
+    for (_, container) in pod.all_containers() {
+        store.set_affinity(&pod.uid, &container.name, merged.best_hint);
+        if let Err(rejected) = allocate(providers, store, pod, container) {
+            return rejected;
+        }
+    }
+    PodAdmitResult::admitted()
+}
