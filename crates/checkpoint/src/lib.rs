@@ -1,8 +1,101 @@
-//! `corral-checkpoint`: checkpoint files a kubelet would accept.
+//! `corral-checkpoint`: checkpoint files a kubelet would accept, and reads the kubelet's.
 //!
-//! This crate will own the durable checkpoint store (atomic, fsynced writes under a state
-//! directory), the kubelet's go-spew/FNV-32a and CRC32 checksums, and typed readers and
-//! writers for the device manager, CPU manager, memory manager and DRA manager state files,
-//! byte for byte compatible with the upstream kubelet.
+//! The kubelet's resource managers remember their assignments in JSON files under its state
+//! directory, each protected by a checksum. This crate writes and reads those files byte for
+//! byte as the kubelet does (Kubernetes v1.32, plus the legacy layouts still found on nodes),
+//! so corral and a kubelet can take over each other's state:
+//!
+//! | file | type | checksum |
+//! |---|---|---|
+//! | `kubelet_internal_checkpoint` | [`DeviceManagerCheckpoint`] (legacy: [`DeviceManagerCheckpointV1`]) | FNV-32a of a go-spew dump |
+//! | `cpu_manager_state` | [`CpuManagerCheckpoint`] (legacy: [`CpuManagerCheckpointV1`]) | FNV-32a of a go-spew dump, 0 accepted |
+//! | `memory_manager_state` | [`MemoryManagerCheckpoint`] | FNV-32a of a go-spew dump |
+//! | `dra_manager_state` | [`DraCheckpoint`] (v1.26–1.30: [`DraCheckpointV130`]) | CRC32 of the `Data` string |
+//!
+//! The pieces, each usable alone:
+//! - [`CheckpointStore`]: upstream's `CheckpointManager` over a directory, with atomic and
+//!   durable writes (temp file, fsync, rename, fsync of the directory);
+//! - [`dump_for_hash`]: go-spew's `%#v` dump with `dump.ForHash` settings for any serde value
+//!   described by a [`GoType`], and [`fnv32a`] / [`crc32_ieee`];
+//! - a Go-compatible JSON layer: `encoding/json` output (escaping, key order, `omitempty`,
+//!   base64) and input rules (case-insensitive keys, last duplicate wins, merging into the
+//!   kubelet's constructed values, `null` vs missing);
+//! - [`inspect`]: detect a file's format, verify it and return the typed value.
+//!
+//! Reading never falls back silently: a missing file, bad JSON, a value of the wrong shape
+//! and a checksum mismatch are distinct [`CheckpointError`] variants.
+//!
+//! # Example
+//!
+//! ```
+//! use std::collections::BTreeMap;
+//! use corral_checkpoint::{Checkpoint, CheckpointStore, CpuManagerCheckpoint, CPU_MANAGER_FILE};
+//!
+//! # fn main() -> Result<(), corral_checkpoint::CheckpointError> {
+//! let dir = tempfile::tempdir().expect("temp dir");
+//! let store = CheckpointStore::open(dir.path())?;
+//!
+//! let state = CpuManagerCheckpoint {
+//!     policy_name: "static".into(),
+//!     default_cpu_set: "0-1,4-7".into(),
+//!     entries: Some(BTreeMap::from([(
+//!         "pod".into(),
+//!         Some(BTreeMap::from([("container1".into(), "2-3".into())])),
+//!     )])),
+//! };
+//! store.create(CPU_MANAGER_FILE, &state)?;
+//!
+//! // The exact bytes a v1.32 kubelet writes, and reads back.
+//! let bytes = store.read_bytes(CPU_MANAGER_FILE)?;
+//! assert!(bytes.starts_with(br#"{"policyName":"static","defaultCpuSet":"0-1,4-7","entries":"#));
+//! let back: CpuManagerCheckpoint = store.get(CPU_MANAGER_FILE)?;
+//! assert_eq!(back, state);
+//!
+//! // A flipped byte is a typed error naming both checksums, never a silent default.
+//! let mut corrupt = bytes.clone();
+//! let at = corrupt.iter().position(|&b| b == b'2').expect("a digit");
+//! corrupt[at] = b'9';
+//! let err = CpuManagerCheckpoint::decode(&corrupt).unwrap_err();
+//! assert!(err.is_checksum_mismatch());
+//!
+//! // Inspecting detects the format from the bytes (and optionally the file name).
+//! let inspected = corral_checkpoint::inspect(&bytes, Some(CPU_MANAGER_FILE))?;
+//! assert_eq!(inspected.format, corral_checkpoint::Format::CpuManagerV2);
+//! # Ok(())
+//! # }
+//! ```
 //!
 //! It knows nothing of gRPC or tokio.
+
+#![deny(missing_docs)]
+
+mod checksum;
+mod error;
+mod format;
+pub mod formats;
+mod gojson;
+pub mod gotype;
+mod inspect;
+mod map_order;
+mod schema_mismatch;
+mod spew;
+mod store;
+
+pub use checksum::{crc32_ieee, fnv32a, kubelet_checksum};
+pub use error::{CheckpointError, Result};
+pub use format::{
+    CPU_MANAGER_FILE, DEVICE_MANAGER_FILE, DRA_MANAGER_FILE, Format, MEMORY_MANAGER_FILE,
+};
+pub use formats::Checkpoint;
+pub use formats::cpumanager::{
+    CpuManagerCheckpoint, CpuManagerCheckpointV1, CpuManagerState, restore_state,
+};
+pub use formats::devicemanager::{DeviceManagerCheckpoint, DevicesPerNuma, PodDevicesEntry};
+pub use formats::devicemanager_v1::{DeviceManagerCheckpointV1, PodDevicesEntryV1};
+pub use formats::dra::{ClaimInfoState, Device, DraCheckpoint, DraCheckpointFile, DriverState};
+pub use formats::dra_v130::{ClaimInfoStateV130, DraCheckpointV130, ResourceHandle};
+pub use formats::memorymanager::{Block, MemoryManagerCheckpoint, MemoryTable, NumaNodeState};
+pub use gotype::{GoField, GoStruct, GoType, IntWidth};
+pub use inspect::{CheckpointValue, Inspected, inspect};
+pub use spew::dump_for_hash;
+pub use store::{CheckpointStore, StoreOptions, validate_key};

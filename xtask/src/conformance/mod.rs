@@ -11,6 +11,7 @@ use std::path::Path;
 use anyhow::{Context, Result, bail};
 
 mod bitmask;
+mod checkpoint;
 mod cpuset;
 mod topology_merge;
 
@@ -121,6 +122,7 @@ fn runner_for(suite: &str) -> Option<SuiteRunner> {
         // Suites register here as their crates implement them.
         "cpuset" => Some(cpuset::run),
         "bitmask" => Some(bitmask::run),
+        "checkpoint" => Some(checkpoint::run),
         "topology_merge" => Some(topology_merge::run),
         _ => None,
     }

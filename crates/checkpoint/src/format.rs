@@ -1,0 +1,63 @@
+//! The checkpoint formats this crate reads and writes, and their upstream file names.
+
+/// A kubelet checkpoint format.
+#[non_exhaustive]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Format {
+    /// Device manager `kubelet_internal_checkpoint`, current format (v1.20+): `DeviceIDs`
+    /// per NUMA node.
+    DeviceManagerV2,
+    /// Device manager `kubelet_internal_checkpoint` written by k8s ≤ 1.19: flat `DeviceIDs`.
+    DeviceManagerV1,
+    /// CPU manager `cpu_manager_state`, v2 (entries per pod, then per container).
+    CpuManagerV2,
+    /// CPU manager `cpu_manager_state`, v1 (entries per container id).
+    CpuManagerV1,
+    /// Memory manager `memory_manager_state`.
+    MemoryManager,
+    /// DRA manager `dra_manager_state`, v1.32 format (JSON `Data` string + CRC32).
+    DraV132,
+    /// DRA manager `dra_manager_state`, v1.26–v1.30 format (`DRAManagerCheckpoint`,
+    /// go-spew/FNV checksum), with or without resource handles.
+    DraV130,
+}
+
+impl Format {
+    /// The file name the kubelet uses for this format under its state directory.
+    pub fn file_name(self) -> &'static str {
+        match self {
+            Format::DeviceManagerV2 | Format::DeviceManagerV1 => DEVICE_MANAGER_FILE,
+            Format::CpuManagerV2 | Format::CpuManagerV1 => CPU_MANAGER_FILE,
+            Format::MemoryManager => MEMORY_MANAGER_FILE,
+            Format::DraV132 | Format::DraV130 => DRA_MANAGER_FILE,
+        }
+    }
+
+    /// A short stable name (`devicemanager_v2`, `cpumanager_v1`, …).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Format::DeviceManagerV2 => "devicemanager_v2",
+            Format::DeviceManagerV1 => "devicemanager_v1",
+            Format::CpuManagerV2 => "cpumanager_v2",
+            Format::CpuManagerV1 => "cpumanager_v1",
+            Format::MemoryManager => "memorymanager",
+            Format::DraV132 => "dra_v132",
+            Format::DraV130 => "dra_v130",
+        }
+    }
+}
+
+impl std::fmt::Display for Format {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// The device manager's checkpoint file name.
+pub const DEVICE_MANAGER_FILE: &str = "kubelet_internal_checkpoint";
+/// The CPU manager's checkpoint file name.
+pub const CPU_MANAGER_FILE: &str = "cpu_manager_state";
+/// The memory manager's checkpoint file name.
+pub const MEMORY_MANAGER_FILE: &str = "memory_manager_state";
+/// The DRA manager's checkpoint file name.
+pub const DRA_MANAGER_FILE: &str = "dra_manager_state";

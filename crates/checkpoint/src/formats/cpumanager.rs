@@ -1,0 +1,329 @@
+//! CPU manager checkpoint `cpu_manager_state` (`pkg/kubelet/cm/cpumanager/state/checkpoint.go`).
+//!
+//! v2 (`CPUManagerCheckpoint`, entries per pod then container) is what the kubelet writes;
+//! v1 (entries per container id) is still read first by `restoreState`. Both hash
+//! `dump.ForHash(&cp)` with `Checksum` zeroed, and both accept a stored checksum of 0
+//! ("compatibility with old file backend").
+//!
+//! v1 has two writers upstream that disagree: files written by old kubelets hash the dump
+//! with the type named `CPUManagerCheckpoint` (what the v1 reader recomputes, after
+//! replacing the first `CPUManagerCheckpointV1` in its own dump), while v1.32's own
+//! `CPUManagerCheckpointV1.MarshalCheckpoint` hashes the unreplaced name — so its reader
+//! rejects what its writer writes. [`CpuManagerCheckpointV1::encode`] writes the readable
+//! (legacy) form; [`CpuManagerCheckpointV1::encode_as_v132_marshal`] reproduces the other.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use super::{Checkpoint, checksum_field, go_replace, verify};
+use crate::checksum::fnv32a;
+use crate::error::{CheckpointError, Result};
+use crate::format::Format;
+use crate::gojson::{self, value::GoValue};
+use crate::gotype::{CHECKSUM, GoField, GoStruct, GoType, MAP_STRING_STRING, STRING};
+use crate::spew::dump_for_hash;
+
+/// v2 entries: pod UID → container name → cpuset string.
+pub type CpuEntries = BTreeMap<String, Option<BTreeMap<String, String>>>;
+
+/// The CPU manager's checkpoint, v2 (`state.CPUManagerCheckpoint`, without its checksum).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CpuManagerCheckpoint {
+    /// `none` or `static`.
+    #[serde(rename = "policyName")]
+    pub policy_name: String,
+    /// The shared pool, in Linux list format (`0-3,8`).
+    #[serde(rename = "defaultCpuSet")]
+    pub default_cpu_set: String,
+    /// Exclusive assignments (omitted from the file when empty).
+    #[serde(rename = "entries")]
+    pub entries: Option<CpuEntries>,
+}
+
+/// The CPU manager's checkpoint, v1 (`state.CPUManagerCheckpointV1`, without its checksum).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CpuManagerCheckpointV1 {
+    /// `none` or `static`.
+    #[serde(rename = "policyName")]
+    pub policy_name: String,
+    /// The shared pool.
+    #[serde(rename = "defaultCpuSet")]
+    pub default_cpu_set: String,
+    /// Container id → cpuset string.
+    #[serde(rename = "entries")]
+    pub entries: Option<BTreeMap<String, String>>,
+}
+
+static V2: GoType = GoType::Struct(&GoStruct {
+    name: "state.CPUManagerCheckpoint",
+    fields: &[
+        GoField::tagged("PolicyName", "policyName", &STRING),
+        GoField::tagged("DefaultCPUSet", "defaultCpuSet", &STRING),
+        GoField::omitempty(
+            "Entries",
+            "entries",
+            &GoType::Map(&STRING, &MAP_STRING_STRING),
+        ),
+        GoField::tagged("Checksum", "checksum", &CHECKSUM),
+    ],
+});
+static V2_PTR: GoType = GoType::Ptr(&V2);
+
+static V1: GoType = GoType::Struct(&GoStruct {
+    name: "state.CPUManagerCheckpointV1",
+    fields: &[
+        GoField::tagged("PolicyName", "policyName", &STRING),
+        GoField::tagged("DefaultCPUSet", "defaultCpuSet", &STRING),
+        GoField::omitempty("Entries", "entries", &MAP_STRING_STRING),
+        GoField::tagged("Checksum", "checksum", &CHECKSUM),
+    ],
+});
+static V1_PTR: GoType = GoType::Ptr(&V1);
+
+/// The Go struct with its checksum field.
+#[derive(Serialize)]
+struct Wire<'a, E> {
+    #[serde(rename = "policyName")]
+    policy_name: &'a str,
+    #[serde(rename = "defaultCpuSet")]
+    default_cpu_set: &'a str,
+    #[serde(rename = "entries")]
+    entries: &'a Option<E>,
+    #[serde(rename = "checksum")]
+    checksum: u64,
+}
+
+/// The kubelet's constructors initialise `Entries` to an empty map.
+fn initial() -> GoValue {
+    GoValue::Struct(vec![
+        GoValue::Str(String::new()),
+        GoValue::Str(String::new()),
+        GoValue::empty(&MAP_STRING_STRING),
+        GoValue::Uint(0),
+    ])
+}
+
+impl CpuManagerCheckpoint {
+    fn wire(&self, checksum: u64) -> Wire<'_, CpuEntries> {
+        Wire {
+            policy_name: &self.policy_name,
+            default_cpu_set: &self.default_cpu_set,
+            entries: &self.entries,
+            checksum,
+        }
+    }
+
+    /// The string upstream hashes: `dump.ForHash(&cp)` with `Checksum` 0.
+    pub fn hash_input(&self) -> Result<String> {
+        dump_for_hash(&self.wire(0), &V2_PTR)
+    }
+
+    /// Upstream's checksum of this value.
+    pub fn checksum(&self) -> Result<u64> {
+        Ok(fnv32a(self.hash_input()?.as_bytes()).into())
+    }
+
+    /// Reads the logical value from Go-convention JSON, without verifying any checksum.
+    pub fn from_go_json(bytes: &[u8]) -> Result<Self> {
+        let value = gojson::unmarshal(bytes, &V2, GoValue::zero(&V2), Format::CpuManagerV2)?;
+        gojson::typed(value, &V2)
+    }
+
+    pub(crate) fn decode_unverified(bytes: &[u8]) -> Result<(Self, u64)> {
+        let value = gojson::unmarshal(bytes, &V2, initial(), Format::CpuManagerV2)?;
+        let stored = checksum_field(&value, 3);
+        Ok((gojson::typed(value, &V2)?, stored))
+    }
+}
+
+impl Checkpoint for CpuManagerCheckpoint {
+    const FORMAT: Format = Format::CpuManagerV2;
+
+    fn encode(&self) -> Result<Vec<u8>> {
+        let checksum = self.checksum()?;
+        Ok(gojson::marshal(&self.wire(checksum), &V2)?.into_bytes())
+    }
+
+    /// Reads as `GetCheckpoint(…, newCPUManagerCheckpointV2())`; a stored checksum of 0 is
+    /// accepted without verification, as upstream does.
+    fn decode(bytes: &[u8]) -> Result<Self> {
+        let (value, stored) = Self::decode_unverified(bytes)?;
+        if stored != 0 {
+            verify(Self::FORMAT, stored, value.checksum()?)?;
+        }
+        Ok(value)
+    }
+}
+
+impl CpuManagerCheckpointV1 {
+    fn wire(&self, checksum: u64) -> Wire<'_, BTreeMap<String, String>> {
+        Wire {
+            policy_name: &self.policy_name,
+            default_cpu_set: &self.default_cpu_set,
+            entries: &self.entries,
+            checksum,
+        }
+    }
+
+    /// The string the v1 reader hashes: the dump with the first `CPUManagerCheckpointV1`
+    /// replaced by `CPUManagerCheckpoint`.
+    pub fn hash_input(&self) -> Result<String> {
+        let dump = dump_for_hash(&self.wire(0), &V1_PTR)?;
+        Ok(go_replace(
+            &dump,
+            "CPUManagerCheckpointV1",
+            "CPUManagerCheckpoint",
+            true,
+        ))
+    }
+
+    /// The checksum the v1 reader accepts.
+    pub fn checksum(&self) -> Result<u64> {
+        Ok(fnv32a(self.hash_input()?.as_bytes()).into())
+    }
+
+    /// The string v1.32's `CPUManagerCheckpointV1.MarshalCheckpoint` hashes (no rename).
+    pub fn v132_marshal_hash_input(&self) -> Result<String> {
+        dump_for_hash(&self.wire(0), &V1_PTR)
+    }
+
+    /// What v1.32's `CPUManagerCheckpointV1.MarshalCheckpoint` writes — a file its own v1
+    /// reader rejects (see the module docs). For compatibility tests only.
+    pub fn encode_as_v132_marshal(&self) -> Result<Vec<u8>> {
+        let checksum = u64::from(fnv32a(self.v132_marshal_hash_input()?.as_bytes()));
+        Ok(gojson::marshal(&self.wire(checksum), &V1)?.into_bytes())
+    }
+
+    /// Reads the logical value from Go-convention JSON, without verifying any checksum.
+    pub fn from_go_json(bytes: &[u8]) -> Result<Self> {
+        let value = gojson::unmarshal(bytes, &V1, GoValue::zero(&V1), Format::CpuManagerV1)?;
+        gojson::typed(value, &V1)
+    }
+
+    pub(crate) fn decode_unverified(bytes: &[u8]) -> Result<(Self, u64)> {
+        let value = gojson::unmarshal(bytes, &V1, initial(), Format::CpuManagerV1)?;
+        let stored = checksum_field(&value, 3);
+        Ok((gojson::typed(value, &V1)?, stored))
+    }
+
+    /// Migrates to v2 as upstream's `migrateV1CheckpointToV2Checkpoint`: each container id
+    /// is resolved to `(pod UID, container name)` by `container_ref` (upstream asks the
+    /// runtime's initial container list).
+    pub fn to_v2(
+        &self,
+        mut container_ref: impl FnMut(&str) -> Option<(String, String)>,
+    ) -> Result<CpuManagerCheckpoint> {
+        let mut entries = CpuEntries::new();
+        for (container_id, cpus) in self.entries.iter().flatten() {
+            let Some((pod, container)) = container_ref(container_id) else {
+                return Err(CheckpointError::UnknownContainer {
+                    container_id: container_id.clone(),
+                });
+            };
+            entries
+                .entry(pod)
+                .or_insert_with(|| Some(BTreeMap::new()))
+                .get_or_insert_with(BTreeMap::new)
+                .insert(container, cpus.clone());
+        }
+        Ok(CpuManagerCheckpoint {
+            policy_name: self.policy_name.clone(),
+            default_cpu_set: self.default_cpu_set.clone(),
+            entries: Some(entries),
+        })
+    }
+}
+
+impl Checkpoint for CpuManagerCheckpointV1 {
+    const FORMAT: Format = Format::CpuManagerV1;
+
+    /// Writes a v1 file the v1 reader accepts (the legacy kubelet's checksum rule).
+    fn encode(&self) -> Result<Vec<u8>> {
+        let checksum = self.checksum()?;
+        Ok(gojson::marshal(&self.wire(checksum), &V1)?.into_bytes())
+    }
+
+    /// Reads as `GetCheckpoint(…, newCPUManagerCheckpointV1())`; 0 is accepted.
+    fn decode(bytes: &[u8]) -> Result<Self> {
+        let (value, stored) = Self::decode_unverified(bytes)?;
+        if stored != 0 {
+            verify(Self::FORMAT, stored, value.checksum()?)?;
+        }
+        Ok(value)
+    }
+}
+
+/// What `restoreState` ends up with: it tries v1 first, then v2.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CpuManagerState {
+    /// The file read as v1 (it still needs [`CpuManagerCheckpointV1::to_v2`]).
+    V1(CpuManagerCheckpointV1),
+    /// The file read as v2.
+    V2(CpuManagerCheckpoint),
+}
+
+/// Reads `cpu_manager_state` as the kubelet's `restoreState` does: v1 if it decodes and
+/// verifies as v1, else v2; when both fail, the v2 error is returned (as upstream).
+pub fn restore_state(bytes: &[u8]) -> Result<CpuManagerState> {
+    if let Ok(v1) = CpuManagerCheckpointV1::decode(bytes) {
+        return Ok(CpuManagerState::V1(v1));
+    }
+    CpuManagerCheckpoint::decode(bytes).map(CpuManagerState::V2)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn readme_example_dump() {
+        // testdata/conformance/README.md: the CPU manager dump, checksum zeroed.
+        let cp = CpuManagerCheckpoint {
+            policy_name: "static".into(),
+            default_cpu_set: "0-1,4-7".into(),
+            entries: Some(BTreeMap::from([(
+                "pod".into(),
+                Some(BTreeMap::from([("container1".into(), "2-3".into())])),
+            )])),
+        };
+        assert_eq!(
+            cp.hash_input().unwrap(),
+            "(*state.CPUManagerCheckpoint){PolicyName:(string)static DefaultCPUSet:(string)0-1,4-7 Entries:(map[string]map[string]string)map[pod:map[container1:2-3]] Checksum:(checksum.Checksum)0}"
+        );
+        let bytes = cp.encode().unwrap();
+        assert_eq!(CpuManagerCheckpoint::decode(&bytes).unwrap(), cp);
+    }
+
+    #[test]
+    fn zero_checksum_is_accepted() {
+        let cp = CpuManagerCheckpoint::decode(
+            br#"{"policyName":"none","defaultCpuSet":"","checksum":0}"#,
+        )
+        .unwrap();
+        assert_eq!(cp.policy_name, "none");
+    }
+
+    #[test]
+    fn v1_migrates_through_container_refs() {
+        let v1 = CpuManagerCheckpointV1 {
+            policy_name: "static".into(),
+            default_cpu_set: "0".into(),
+            entries: Some(BTreeMap::from([("cid".into(), "1-2".into())])),
+        };
+        let v2 = v1
+            .to_v2(|id| (id == "cid").then(|| ("pod".into(), "c".into())))
+            .unwrap();
+        assert_eq!(
+            v2.entries,
+            Some(BTreeMap::from([(
+                "pod".into(),
+                Some(BTreeMap::from([("c".into(), "1-2".into())]))
+            )]))
+        );
+        assert!(matches!(
+            v1.to_v2(|_| None),
+            Err(CheckpointError::UnknownContainer { .. })
+        ));
+    }
+}

@@ -1,0 +1,208 @@
+//! Device manager checkpoint `kubelet_internal_checkpoint`, current format
+//! (`pkg/kubelet/cm/devicemanager/checkpoint/checkpoint.go`).
+//!
+//! File: `json.Marshal(Data{Data: checkpointData{PodDeviceEntries, RegisteredDevices},
+//! Checksum})`; checksum: FNV-32a of `dump.ForHash(cp.Data)` — the data *value*, so the
+//! dump starts `(checkpoint.checkpointData){`.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use super::{Checkpoint, checksum_field, verify};
+use crate::checksum::fnv32a;
+use crate::error::Result;
+use crate::format::Format;
+use crate::gojson::{self, value::GoValue};
+use crate::gotype::{
+    BYTES, CHECKSUM, GoField, GoStruct, GoType, INT64, MAP_STRING_STRINGS, STRING, STRING_SLICE,
+};
+use crate::spew::dump_for_hash;
+
+/// Device ids per NUMA node id (`checkpoint.DevicesPerNUMA`, `map[int64][]string`).
+pub type DevicesPerNuma = BTreeMap<i64, Option<Vec<String>>>;
+
+/// Registered device ids per resource name (`map[string][]string`).
+pub type RegisteredDevices = BTreeMap<String, Option<Vec<String>>>;
+
+/// One container's devices of one resource (`checkpoint.PodDevicesEntry`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PodDevicesEntry {
+    /// Pod UID.
+    #[serde(rename = "PodUID")]
+    pub pod_uid: String,
+    /// Container name.
+    #[serde(rename = "ContainerName")]
+    pub container_name: String,
+    /// Extended resource name, e.g. `nvidia.com/gpu`.
+    #[serde(rename = "ResourceName")]
+    pub resource_name: String,
+    /// Allocated device ids by NUMA node.
+    #[serde(rename = "DeviceIDs")]
+    pub device_ids: Option<DevicesPerNuma>,
+    /// The device plugin's serialized `ContainerAllocateResponse` (base64 in the file).
+    #[serde(rename = "AllocResp")]
+    pub alloc_resp: Option<Vec<u8>>,
+}
+
+/// The device manager's checkpointed state (`checkpoint.checkpointData`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DeviceManagerCheckpoint {
+    /// Allocations.
+    #[serde(rename = "PodDeviceEntries")]
+    pub pod_device_entries: Option<Vec<PodDevicesEntry>>,
+    /// Registered devices per resource.
+    #[serde(rename = "RegisteredDevices")]
+    pub registered_devices: Option<RegisteredDevices>,
+}
+
+static DEVICES_PER_NUMA: GoType = GoType::Named(
+    "checkpoint.DevicesPerNUMA",
+    &GoType::Map(&INT64, &STRING_SLICE),
+);
+
+static ENTRY: GoType = GoType::Struct(&GoStruct {
+    name: "checkpoint.PodDevicesEntry",
+    fields: &[
+        GoField::plain("PodUID", &STRING),
+        GoField::plain("ContainerName", &STRING),
+        GoField::plain("ResourceName", &STRING),
+        GoField::plain("DeviceIDs", &DEVICES_PER_NUMA),
+        GoField::plain("AllocResp", &BYTES),
+    ],
+});
+
+/// `checkpoint.checkpointData`.
+pub static DATA: GoType = GoType::Struct(&GoStruct {
+    name: "checkpoint.checkpointData",
+    fields: &[
+        GoField::plain("PodDeviceEntries", &GoType::Slice(&ENTRY)),
+        GoField::plain("RegisteredDevices", &MAP_STRING_STRINGS),
+    ],
+});
+
+/// `checkpoint.Data` (the file).
+static FILE: GoType = GoType::Struct(&GoStruct {
+    name: "checkpoint.Data",
+    fields: &[
+        GoField::plain("Data", &DATA),
+        GoField::plain("Checksum", &CHECKSUM),
+    ],
+});
+
+#[derive(Serialize)]
+struct FileWire<'a> {
+    #[serde(rename = "Data")]
+    data: &'a DeviceManagerCheckpoint,
+    #[serde(rename = "Checksum")]
+    checksum: u64,
+}
+
+impl DeviceManagerCheckpoint {
+    /// The string upstream hashes: `dump.ForHash(cp.Data)`.
+    pub fn hash_input(&self) -> Result<String> {
+        dump_for_hash(self, &DATA)
+    }
+
+    /// Upstream's checksum of this value (`checksum.New(cp.Data)`).
+    pub fn checksum(&self) -> Result<u64> {
+        Ok(fnv32a(self.hash_input()?.as_bytes()).into())
+    }
+
+    /// Reads the logical value from Go-convention JSON (`checkpointData` as
+    /// `encoding/json` writes it), without any checksum.
+    pub fn from_go_json(bytes: &[u8]) -> Result<Self> {
+        let value = gojson::unmarshal(bytes, &DATA, GoValue::zero(&DATA), Format::DeviceManagerV2)?;
+        gojson::typed(value, &DATA)
+    }
+
+    /// The decoded value and the checksum the file records, before verification.
+    pub(crate) fn decode_unverified(bytes: &[u8]) -> Result<(Self, u64)> {
+        // The kubelet reads into checkpoint.New(make([]PodDevicesEntry, 0), make(map…)).
+        let initial = GoValue::Struct(vec![
+            GoValue::Struct(vec![
+                GoValue::empty(&GoType::Slice(&ENTRY)),
+                GoValue::empty(&MAP_STRING_STRINGS),
+            ]),
+            GoValue::Uint(0),
+        ]);
+        let mut value = gojson::unmarshal(bytes, &FILE, initial, Format::DeviceManagerV2)?;
+        let stored = checksum_field(&value, 1);
+        let data = gojson::typed(value.take_field(0), &DATA)?;
+        Ok((data, stored))
+    }
+}
+
+impl Checkpoint for DeviceManagerCheckpoint {
+    const FORMAT: Format = Format::DeviceManagerV2;
+
+    fn encode(&self) -> Result<Vec<u8>> {
+        let checksum = self.checksum()?;
+        Ok(gojson::marshal(
+            &FileWire {
+                data: self,
+                checksum,
+            },
+            &FILE,
+        )?
+        .into_bytes())
+    }
+
+    fn decode(bytes: &[u8]) -> Result<Self> {
+        let (data, stored) = Self::decode_unverified(bytes)?;
+        verify(Self::FORMAT, stored, data.checksum()?)?;
+        Ok(data)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn example() -> DeviceManagerCheckpoint {
+        DeviceManagerCheckpoint {
+            pod_device_entries: Some(vec![PodDevicesEntry {
+                pod_uid: "pod1".into(),
+                container_name: "con1".into(),
+                resource_name: "domain1.com/resource1".into(),
+                device_ids: Some(BTreeMap::from([(
+                    0,
+                    Some(vec!["dev1".into(), "dev2".into()]),
+                )])),
+                alloc_resp: Some(vec![1, 2, 3]),
+            }]),
+            registered_devices: Some(BTreeMap::from([(
+                "domain1.com/resource1".into(),
+                Some(vec!["dev1".into(), "dev2".into()]),
+            )])),
+        }
+    }
+
+    #[test]
+    fn readme_example_dump_and_file() {
+        // testdata/conformance/README.md and vector devicemanager_v2/single_entry.
+        let cp = example();
+        assert_eq!(
+            cp.hash_input().unwrap(),
+            "(checkpoint.checkpointData){PodDeviceEntries:([]checkpoint.PodDevicesEntry)[{PodUID:(string)pod1 ContainerName:(string)con1 ResourceName:(string)domain1.com/resource1 DeviceIDs:(checkpoint.DevicesPerNUMA)map[0:[dev1 dev2]] AllocResp:([]uint8)[1 2 3]}] RegisteredDevices:(map[string][]string)map[domain1.com/resource1:[dev1 dev2]]}"
+        );
+        assert_eq!(cp.checksum().unwrap(), 151_920_155);
+        let file = String::from_utf8(cp.encode().unwrap()).unwrap();
+        assert_eq!(
+            file,
+            r#"{"Data":{"PodDeviceEntries":[{"PodUID":"pod1","ContainerName":"con1","ResourceName":"domain1.com/resource1","DeviceIDs":{"0":["dev1","dev2"]},"AllocResp":"AQID"}],"RegisteredDevices":{"domain1.com/resource1":["dev1","dev2"]}},"Checksum":151920155}"#
+        );
+        assert_eq!(
+            DeviceManagerCheckpoint::decode(file.as_bytes()).unwrap(),
+            cp
+        );
+    }
+
+    #[test]
+    fn missing_fields_read_as_the_constructor_left_them() {
+        // An empty object keeps the kubelet's empty (non-nil) slice and map, whose checksum
+        // differs from a nil one.
+        let err = DeviceManagerCheckpoint::decode(br#"{"Checksum":1944006890}"#).unwrap_err();
+        assert!(err.is_checksum_mismatch(), "{err}");
+    }
+}

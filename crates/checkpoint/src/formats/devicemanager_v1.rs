@@ -1,0 +1,228 @@
+//! Device manager checkpoint written by k8s ≤ 1.19 (`checkpointv1.go`, removed upstream
+//! after v1.30): flat `DeviceIDs`, read and converted to the current format.
+//!
+//! Its checksum is computed the way k8s 1.19 named the types: the dump of
+//! `checkpointDataV1` with the first `checkpointDataV1` renamed `checkpointData` and every
+//! `PodDevicesEntryV1` renamed `PodDevicesEntry` — a plain text replacement, which (as
+//! upstream) also rewrites those words inside strings.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use super::devicemanager::{DeviceManagerCheckpoint, PodDevicesEntry, RegisteredDevices};
+use super::{Checkpoint, checksum_field, go_replace};
+use crate::checksum::fnv32a;
+use crate::error::{CheckpointError, Result};
+use crate::format::Format;
+use crate::gojson::{self, value::GoValue};
+use crate::gotype::{
+    BYTES, CHECKSUM, GoField, GoStruct, GoType, MAP_STRING_STRINGS, STRING, STRING_SLICE,
+};
+use crate::spew::dump_for_hash;
+
+/// One container's devices of one resource, without NUMA information
+/// (`checkpoint.PodDevicesEntryV1`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PodDevicesEntryV1 {
+    /// Pod UID.
+    #[serde(rename = "PodUID")]
+    pub pod_uid: String,
+    /// Container name.
+    #[serde(rename = "ContainerName")]
+    pub container_name: String,
+    /// Extended resource name.
+    #[serde(rename = "ResourceName")]
+    pub resource_name: String,
+    /// Allocated device ids.
+    #[serde(rename = "DeviceIDs")]
+    pub device_ids: Option<Vec<String>>,
+    /// The device plugin's serialized `ContainerAllocateResponse`.
+    #[serde(rename = "AllocResp")]
+    pub alloc_resp: Option<Vec<u8>>,
+}
+
+/// The pre-1.20 device manager state (`checkpoint.checkpointDataV1`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DeviceManagerCheckpointV1 {
+    /// Allocations.
+    #[serde(rename = "PodDeviceEntries")]
+    pub pod_device_entries: Option<Vec<PodDevicesEntryV1>>,
+    /// Registered devices per resource.
+    #[serde(rename = "RegisteredDevices")]
+    pub registered_devices: Option<RegisteredDevices>,
+}
+
+static ENTRY_V1: GoType = GoType::Struct(&GoStruct {
+    name: "checkpoint.PodDevicesEntryV1",
+    fields: &[
+        GoField::plain("PodUID", &STRING),
+        GoField::plain("ContainerName", &STRING),
+        GoField::plain("ResourceName", &STRING),
+        GoField::plain("DeviceIDs", &STRING_SLICE),
+        GoField::plain("AllocResp", &BYTES),
+    ],
+});
+
+static DATA_V1: GoType = GoType::Struct(&GoStruct {
+    name: "checkpoint.checkpointDataV1",
+    fields: &[
+        GoField::plain("PodDeviceEntries", &GoType::Slice(&ENTRY_V1)),
+        GoField::plain("RegisteredDevices", &MAP_STRING_STRINGS),
+    ],
+});
+
+static FILE_V1: GoType = GoType::Struct(&GoStruct {
+    name: "checkpoint.DataV1",
+    fields: &[
+        GoField::plain("Data", &DATA_V1),
+        GoField::plain("Checksum", &CHECKSUM),
+    ],
+});
+
+#[derive(Serialize)]
+struct FileWire<'a> {
+    #[serde(rename = "Data")]
+    data: &'a DeviceManagerCheckpointV1,
+    #[serde(rename = "Checksum")]
+    checksum: u64,
+}
+
+impl DeviceManagerCheckpointV1 {
+    /// The string k8s 1.19 hashed (and upstream's V1 reader recomputes).
+    pub fn hash_input(&self) -> Result<String> {
+        let dump = dump_for_hash(self, &DATA_V1)?;
+        let dump = go_replace(&dump, "checkpointDataV1", "checkpointData", true);
+        Ok(go_replace(
+            &dump,
+            "PodDevicesEntryV1",
+            "PodDevicesEntry",
+            false,
+        ))
+    }
+
+    /// The checksum k8s 1.19 wrote for this value.
+    pub fn checksum(&self) -> Result<u64> {
+        Ok(fnv32a(self.hash_input()?.as_bytes()).into())
+    }
+
+    /// Reads the logical value from Go-convention JSON, without any checksum.
+    pub fn from_go_json(bytes: &[u8]) -> Result<Self> {
+        let value = gojson::unmarshal(
+            bytes,
+            &DATA_V1,
+            GoValue::zero(&DATA_V1),
+            Format::DeviceManagerV1,
+        )?;
+        gojson::typed(value, &DATA_V1)
+    }
+
+    /// The same allocations in the current format, as upstream's `GetDataInLatestFormat`:
+    /// every device is put on NUMA node 0 (no affinity was recorded), and no entries give a
+    /// nil list.
+    pub fn to_current(&self) -> DeviceManagerCheckpoint {
+        let entries: Vec<PodDevicesEntry> = self
+            .pod_device_entries
+            .iter()
+            .flatten()
+            .map(|e| PodDevicesEntry {
+                pod_uid: e.pod_uid.clone(),
+                container_name: e.container_name.clone(),
+                resource_name: e.resource_name.clone(),
+                device_ids: Some(BTreeMap::from([(0, e.device_ids.clone())])),
+                alloc_resp: e.alloc_resp.clone(),
+            })
+            .collect();
+        DeviceManagerCheckpoint {
+            pod_device_entries: (!entries.is_empty()).then_some(entries),
+            registered_devices: self.registered_devices.clone(),
+        }
+    }
+
+    pub(crate) fn decode_unverified(bytes: &[u8]) -> Result<(Self, u64)> {
+        let initial = GoValue::Struct(vec![
+            GoValue::Struct(vec![
+                GoValue::empty(&GoType::Slice(&ENTRY_V1)),
+                GoValue::empty(&MAP_STRING_STRINGS),
+            ]),
+            GoValue::Uint(0),
+        ]);
+        let mut value = gojson::unmarshal(bytes, &FILE_V1, initial, Format::DeviceManagerV1)?;
+        let stored = checksum_field(&value, 1);
+        let data = gojson::typed(value.take_field(0), &DATA_V1)?;
+        Ok((data, stored))
+    }
+}
+
+impl Checkpoint for DeviceManagerCheckpointV1 {
+    const FORMAT: Format = Format::DeviceManagerV1;
+
+    /// Writes the legacy format (only for tests and migration tooling; the kubelet no longer
+    /// writes it).
+    fn encode(&self) -> Result<Vec<u8>> {
+        let checksum = self.checksum()?;
+        Ok(gojson::marshal(
+            &FileWire {
+                data: self,
+                checksum,
+            },
+            &FILE_V1,
+        )?
+        .into_bytes())
+    }
+
+    fn decode(bytes: &[u8]) -> Result<Self> {
+        let (data, stored) = Self::decode_unverified(bytes)?;
+        let actual = data.checksum()?;
+        if stored != actual {
+            return Err(CheckpointError::ChecksumMismatch {
+                path: None,
+                format: Self::FORMAT,
+                expected: stored,
+                actual,
+            });
+        }
+        Ok(data)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn converts_to_numa_node_zero() {
+        let v1 = DeviceManagerCheckpointV1 {
+            pod_device_entries: Some(vec![PodDevicesEntryV1 {
+                pod_uid: "p".into(),
+                container_name: "c".into(),
+                resource_name: "r".into(),
+                device_ids: Some(vec!["d".into()]),
+                alloc_resp: None,
+            }]),
+            registered_devices: None,
+        };
+        let current = v1.to_current();
+        let entries = current.pod_device_entries.unwrap();
+        assert_eq!(
+            entries[0].device_ids,
+            Some(BTreeMap::from([(0, Some(vec!["d".to_owned()]))]))
+        );
+        assert_eq!(
+            DeviceManagerCheckpointV1::default()
+                .to_current()
+                .pod_device_entries,
+            None
+        );
+    }
+
+    #[test]
+    fn round_trips() {
+        let v1 = DeviceManagerCheckpointV1 {
+            pod_device_entries: Some(vec![]),
+            registered_devices: Some(BTreeMap::new()),
+        };
+        let bytes = v1.encode().unwrap();
+        assert_eq!(DeviceManagerCheckpointV1::decode(&bytes).unwrap(), v1);
+    }
+}

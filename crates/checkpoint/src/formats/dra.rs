@@ -1,0 +1,277 @@
+//! DRA manager checkpoint `dra_manager_state`, v1.32 format
+//! (`pkg/kubelet/cm/dra/state/checkpoint.go`).
+//!
+//! The file is `json.Marshal(Checkpoint{Data, Checksum})` where `Data` is itself a JSON
+//! document — `{"kind":"DRACheckpoint","apiVersion":"checkpoint.dra.kubelet.k8s.io/v1",
+//! "ClaimInfoStateList":[…]}` — carried as a string, and `Checksum` is CRC32-IEEE of those
+//! bytes. The kubelet verifies the CRC while unmarshalling the outer document and parses
+//! `Data` only when asked for the claim list; [`DraCheckpointFile`] keeps those two steps
+//! apart, [`DraCheckpoint`] does both.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use serde::{Deserialize, Serialize};
+
+use super::{Checkpoint, checksum_field, string_set};
+use crate::checksum::crc32_ieee;
+use crate::error::{CheckpointError, Result};
+use crate::format::Format;
+use crate::gojson::{self, value::GoValue};
+use crate::gotype::{
+    GoField, GoStruct, GoType, STRING, STRING_SET, STRING_SLICE, TYPES_UID, UINT32,
+};
+
+/// `kind` written into `Data`.
+pub const CHECKPOINT_KIND: &str = "DRACheckpoint";
+/// `apiVersion` written into `Data`.
+pub const CHECKPOINT_API_VERSION: &str = "checkpoint.dra.kubelet.k8s.io/v1";
+
+/// A device a DRA driver allocated for a claim (`state.Device`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Device {
+    /// Resource pool of the device.
+    #[serde(rename = "PoolName")]
+    pub pool_name: String,
+    /// Device name within the pool.
+    #[serde(rename = "DeviceName")]
+    pub device_name: String,
+    /// The claim requests this device satisfies.
+    #[serde(rename = "RequestNames")]
+    pub request_names: Option<Vec<String>>,
+    /// CDI device ids.
+    #[serde(rename = "CDIDeviceIDs")]
+    pub cdi_device_ids: Option<Vec<String>>,
+}
+
+/// One driver's devices for a claim (`state.DriverState`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DriverState {
+    /// Devices.
+    #[serde(rename = "Devices")]
+    pub devices: Option<Vec<Device>>,
+}
+
+/// A prepared resource claim (`state.ClaimInfoState`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ClaimInfoState {
+    /// Claim UID.
+    #[serde(rename = "ClaimUID")]
+    pub claim_uid: String,
+    /// Claim name.
+    #[serde(rename = "ClaimName")]
+    pub claim_name: String,
+    /// Claim namespace.
+    #[serde(rename = "Namespace")]
+    pub namespace: String,
+    /// Pods referencing the claim (`sets.Set[string]`).
+    #[serde(rename = "PodUIDs", with = "string_set")]
+    pub pod_uids: Option<BTreeSet<String>>,
+    /// Per driver name, what it prepared.
+    #[serde(rename = "DriverState")]
+    pub driver_state: Option<BTreeMap<String, DriverState>>,
+}
+
+/// The DRA manager's checkpointed claim list (`CheckpointData` without its type meta).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DraCheckpoint {
+    /// Prepared claims.
+    #[serde(rename = "ClaimInfoStateList")]
+    pub claim_info_state_list: Option<Vec<ClaimInfoState>>,
+}
+
+/// The outer file (`state.Checkpoint`): the `Data` JSON string and its CRC32.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DraCheckpointFile {
+    /// The serialized `CheckpointData`.
+    pub data: String,
+    /// CRC32-IEEE of `data`.
+    pub checksum: u32,
+}
+
+static DEVICE: GoType = GoType::Struct(&GoStruct {
+    name: "state.Device",
+    fields: &[
+        GoField::plain("PoolName", &STRING),
+        GoField::plain("DeviceName", &STRING),
+        GoField::plain("RequestNames", &STRING_SLICE),
+        GoField::plain("CDIDeviceIDs", &STRING_SLICE),
+    ],
+});
+
+static DRIVER_STATE: GoType = GoType::Struct(&GoStruct {
+    name: "state.DriverState",
+    fields: &[GoField::plain("Devices", &GoType::Slice(&DEVICE))],
+});
+
+static CLAIM_INFO_STATE: GoType = GoType::Struct(&GoStruct {
+    name: "state.ClaimInfoState",
+    fields: &[
+        GoField::plain("ClaimUID", &TYPES_UID),
+        GoField::plain("ClaimName", &STRING),
+        GoField::plain("Namespace", &STRING),
+        GoField::plain("PodUIDs", &STRING_SET),
+        GoField::plain("DriverState", &GoType::Map(&STRING, &DRIVER_STATE)),
+    ],
+});
+
+/// `state.CheckpointData` with `metav1.TypeMeta` inlined.
+static CHECKPOINT_DATA: GoType = GoType::Struct(&GoStruct {
+    name: "state.CheckpointData",
+    fields: &[
+        GoField::omitempty("Kind", "kind", &STRING),
+        GoField::omitempty("APIVersion", "apiVersion", &STRING),
+        GoField::plain(
+            "ClaimInfoStateList",
+            &GoType::Named(
+                "state.ClaimInfoStateList",
+                &GoType::Slice(&CLAIM_INFO_STATE),
+            ),
+        ),
+    ],
+});
+
+static FILE: GoType = GoType::Struct(&GoStruct {
+    name: "state.Checkpoint",
+    fields: &[
+        GoField::plain("Data", &STRING),
+        GoField::plain("Checksum", &UINT32),
+    ],
+});
+
+#[derive(Serialize)]
+struct DataWire<'a> {
+    kind: &'static str,
+    #[serde(rename = "apiVersion")]
+    api_version: &'static str,
+    #[serde(rename = "ClaimInfoStateList")]
+    list: &'a Option<Vec<ClaimInfoState>>,
+}
+
+#[derive(Serialize)]
+struct FileWire<'a> {
+    #[serde(rename = "Data")]
+    data: &'a str,
+    #[serde(rename = "Checksum")]
+    checksum: u32,
+}
+
+impl DraCheckpoint {
+    /// The `Data` string upstream writes and checksums.
+    pub fn hash_input(&self) -> Result<String> {
+        let wire = DataWire {
+            kind: CHECKPOINT_KIND,
+            api_version: CHECKPOINT_API_VERSION,
+            list: &self.claim_info_state_list,
+        };
+        gojson::marshal(&wire, &CHECKPOINT_DATA)
+    }
+
+    /// CRC32-IEEE of [`hash_input`](Self::hash_input).
+    pub fn checksum(&self) -> Result<u32> {
+        Ok(crc32_ieee(self.hash_input()?.as_bytes()))
+    }
+
+    /// Reads the logical value from Go-convention JSON (`CheckpointData`), exactly as
+    /// upstream's `GetClaimInfoStateList` parses `Data`.
+    pub fn from_go_json(bytes: &[u8]) -> Result<Self> {
+        let value = gojson::unmarshal(
+            bytes,
+            &CHECKPOINT_DATA,
+            GoValue::zero(&CHECKPOINT_DATA),
+            Format::DraV132,
+        )?;
+        gojson::typed(value, &CHECKPOINT_DATA)
+    }
+}
+
+impl DraCheckpointFile {
+    /// Upstream's `NewCheckpoint(list)`.
+    pub fn new(list: &DraCheckpoint) -> Result<Self> {
+        let data = list.hash_input()?;
+        let checksum = crc32_ieee(data.as_bytes());
+        Ok(DraCheckpointFile { data, checksum })
+    }
+
+    /// The file bytes (`json.Marshal(cp)`).
+    pub fn encode(&self) -> Result<Vec<u8>> {
+        let wire = FileWire {
+            data: &self.data,
+            checksum: self.checksum,
+        };
+        Ok(gojson::marshal(&wire, &FILE)?.into_bytes())
+    }
+
+    /// Reads the outer document as `GetCheckpoint(…, NewCheckpoint(nil))` does (a missing
+    /// key keeps the empty checkpoint's value) and verifies the CRC. `Data` is not parsed.
+    pub fn decode(bytes: &[u8]) -> Result<Self> {
+        let empty = DraCheckpointFile::new(&DraCheckpoint::default())?;
+        let initial = GoValue::Struct(vec![
+            GoValue::Str(empty.data),
+            GoValue::Uint(empty.checksum.into()),
+        ]);
+        let mut value = gojson::unmarshal(bytes, &FILE, initial, Format::DraV132)?;
+        let stored = checksum_field(&value, 1);
+        let data = match value.take_field(0) {
+            GoValue::Str(s) => s,
+            _ => String::new(),
+        };
+        let actual = crc32_ieee(data.as_bytes());
+        if stored != u64::from(actual) {
+            return Err(CheckpointError::ChecksumMismatch {
+                path: None,
+                format: Format::DraV132,
+                expected: stored,
+                actual: actual.into(),
+            });
+        }
+        Ok(DraCheckpointFile {
+            data,
+            checksum: actual,
+        })
+    }
+
+    /// Parses `Data` (upstream's `GetClaimInfoStateList`).
+    pub fn claim_info_state_list(&self) -> Result<DraCheckpoint> {
+        DraCheckpoint::from_go_json(self.data.as_bytes())
+    }
+}
+
+impl Checkpoint for DraCheckpoint {
+    const FORMAT: Format = Format::DraV132;
+
+    fn encode(&self) -> Result<Vec<u8>> {
+        DraCheckpointFile::new(self)?.encode()
+    }
+
+    fn decode(bytes: &[u8]) -> Result<Self> {
+        DraCheckpointFile::decode(bytes)?.claim_info_state_list()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn empty_list_file() {
+        let cp = DraCheckpoint {
+            claim_info_state_list: Some(vec![]),
+        };
+        let file = String::from_utf8(cp.encode().unwrap()).unwrap();
+        assert_eq!(
+            file,
+            r#"{"Data":"{\"kind\":\"DRACheckpoint\",\"apiVersion\":\"checkpoint.dra.kubelet.k8s.io/v1\",\"ClaimInfoStateList\":[]}","Checksum":2361995144}"#
+        );
+        assert_eq!(DraCheckpoint::decode(file.as_bytes()).unwrap(), cp);
+    }
+
+    #[test]
+    fn missing_keys_keep_the_empty_checkpoint() {
+        // `{}` leaves NewCheckpoint(nil) untouched, which verifies.
+        let file = DraCheckpointFile::decode(b"{}").unwrap();
+        assert_eq!(
+            file.claim_info_state_list().unwrap(),
+            DraCheckpoint::default()
+        );
+    }
+}

@@ -1,0 +1,408 @@
+//! DRA manager checkpoint `dra_manager_state` as k8s 1.26–1.30 wrote it
+//! (`DRAManagerCheckpoint{Version, Entries, Checksum}`, go-spew/FNV checksum), read-only in
+//! the kubelet's terms; the writers exist for tests and migration tooling.
+//!
+//! v1.30's reader first checks the checksum of the current layout and, on mismatch, the one
+//! k8s 1.27–1.28 wrote before `ResourceHandles` existed: the entries copied without that
+//! field into `DRAManagerCheckpointWithoutResourceHandles` (always a non-nil list, version
+//! `v1`), dumped, with the first `DRAManagerCheckpointWithoutResourceHandles` and the first
+//! `ClaimInfoStateListWithoutResourceHandles` renamed to the current names.
+//!
+//! `ResourceHandle.StructuredData` (a large v1alpha2 API type) is not modelled: a file with
+//! a non-null `structuredData` is refused as [`CheckpointError::Unsupported`].
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use serde::{Deserialize, Serialize, Serializer};
+
+use super::{Checkpoint, checksum_field, go_replace, string_set};
+use crate::checksum::fnv32a;
+use crate::error::{CheckpointError, Result};
+use crate::format::Format;
+use crate::gojson::{self, value::GoValue};
+use crate::gotype::{
+    CHECKSUM, GoField, GoStruct, GoType, MAP_STRING_STRINGS, STRING, STRING_SET, TYPES_UID,
+};
+use crate::spew::dump_for_hash;
+
+/// The only version v1.30 writes.
+pub const CHECKPOINT_VERSION: &str = "v1";
+
+/// Opaque resource data for a kubelet plugin (`v1alpha2.ResourceHandle`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ResourceHandle {
+    /// The driver the data is for.
+    #[serde(rename = "driverName")]
+    pub driver_name: String,
+    /// The opaque data.
+    #[serde(rename = "data")]
+    pub data: String,
+    /// Always `None`: structured handles are not modelled (see the module docs).
+    #[serde(rename = "structuredData")]
+    pub structured_data: Option<StructuredResourceHandle>,
+}
+
+/// Placeholder for `v1alpha2.StructuredResourceHandle`, which this crate does not model; it
+/// cannot be constructed, so [`ResourceHandle::structured_data`] is always `None`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StructuredResourceHandle {
+    _unconstructible: (),
+}
+
+impl Serialize for StructuredResourceHandle {
+    fn serialize<S: Serializer>(&self, _serializer: S) -> Result<S::Ok, S::Error> {
+        Err(serde::ser::Error::custom(
+            "StructuredResourceHandle is not modelled",
+        ))
+    }
+}
+
+impl<'de> Deserialize<'de> for StructuredResourceHandle {
+    fn deserialize<D: serde::Deserializer<'de>>(_deserializer: D) -> Result<Self, D::Error> {
+        Err(serde::de::Error::custom(
+            "StructuredResourceHandle is not modelled",
+        ))
+    }
+}
+
+/// A prepared claim as v1.30 recorded it (`state.ClaimInfoState`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ClaimInfoStateV130 {
+    /// DRA driver name.
+    #[serde(rename = "DriverName")]
+    pub driver_name: String,
+    /// Resource class of the claim.
+    #[serde(rename = "ClassName")]
+    pub class_name: String,
+    /// Claim UID.
+    #[serde(rename = "ClaimUID")]
+    pub claim_uid: String,
+    /// Claim name.
+    #[serde(rename = "ClaimName")]
+    pub claim_name: String,
+    /// Claim namespace.
+    #[serde(rename = "Namespace")]
+    pub namespace: String,
+    /// Pods referencing the claim.
+    #[serde(rename = "PodUIDs", with = "string_set")]
+    pub pod_uids: Option<BTreeSet<String>>,
+    /// Resource handles (absent in files from k8s 1.27–1.28).
+    #[serde(rename = "ResourceHandles")]
+    pub resource_handles: Option<Vec<ResourceHandle>>,
+    /// Driver name → CDI devices.
+    #[serde(rename = "CDIDevices")]
+    pub cdi_devices: Option<BTreeMap<String, Option<Vec<String>>>>,
+}
+
+/// The v1.26–v1.30 DRA checkpoint (`state.DRAManagerCheckpoint`, without its checksum).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DraCheckpointV130 {
+    /// Always `v1` when written by a kubelet.
+    #[serde(rename = "version")]
+    pub version: String,
+    /// Prepared claims (omitted from the file when empty).
+    #[serde(rename = "entries")]
+    pub entries: Option<Vec<ClaimInfoStateV130>>,
+}
+
+static STRUCTURED: GoType = GoType::Struct(&GoStruct {
+    name: "v1alpha2.StructuredResourceHandle",
+    fields: &[],
+});
+
+static RESOURCE_HANDLE: GoType = GoType::Struct(&GoStruct {
+    name: "v1alpha2.ResourceHandle",
+    fields: &[
+        GoField::omitempty("DriverName", "driverName", &STRING),
+        GoField::omitempty("Data", "data", &STRING),
+        GoField::omitempty(
+            "StructuredData",
+            "structuredData",
+            &GoType::Ptr(&STRUCTURED),
+        ),
+    ],
+});
+
+static CLAIM: GoType = GoType::Struct(&GoStruct {
+    name: "state.ClaimInfoState",
+    fields: &[
+        GoField::plain("DriverName", &STRING),
+        GoField::plain("ClassName", &STRING),
+        GoField::plain("ClaimUID", &TYPES_UID),
+        GoField::plain("ClaimName", &STRING),
+        GoField::plain("Namespace", &STRING),
+        GoField::plain("PodUIDs", &STRING_SET),
+        GoField::plain("ResourceHandles", &GoType::Slice(&RESOURCE_HANDLE)),
+        GoField::plain("CDIDevices", &MAP_STRING_STRINGS),
+    ],
+});
+
+static CHECKPOINT: GoType = GoType::Struct(&GoStruct {
+    name: "state.DRAManagerCheckpoint",
+    fields: &[
+        GoField::tagged("Version", "version", &STRING),
+        GoField::omitempty(
+            "Entries",
+            "entries",
+            &GoType::Named("state.ClaimInfoStateList", &GoType::Slice(&CLAIM)),
+        ),
+        GoField::tagged("Checksum", "checksum", &CHECKSUM),
+    ],
+});
+static CHECKPOINT_PTR: GoType = GoType::Ptr(&CHECKPOINT);
+
+static CLAIM_WITHOUT_HANDLES: GoType = GoType::Struct(&GoStruct {
+    name: "state.ClaimInfoStateWithoutResourceHandles",
+    fields: &[
+        GoField::plain("DriverName", &STRING),
+        GoField::plain("ClassName", &STRING),
+        GoField::plain("ClaimUID", &TYPES_UID),
+        GoField::plain("ClaimName", &STRING),
+        GoField::plain("Namespace", &STRING),
+        GoField::plain("PodUIDs", &STRING_SET),
+        GoField::plain("CDIDevices", &MAP_STRING_STRINGS),
+    ],
+});
+
+static CHECKPOINT_WITHOUT_HANDLES: GoType = GoType::Struct(&GoStruct {
+    name: "state.DRAManagerCheckpointWithoutResourceHandles",
+    fields: &[
+        GoField::tagged("Version", "version", &STRING),
+        GoField::omitempty(
+            "Entries",
+            "entries",
+            &GoType::Named(
+                "state.ClaimInfoStateListWithoutResourceHandles",
+                &GoType::Slice(&CLAIM_WITHOUT_HANDLES),
+            ),
+        ),
+        GoField::tagged("Checksum", "checksum", &CHECKSUM),
+    ],
+});
+static CHECKPOINT_WITHOUT_HANDLES_PTR: GoType = GoType::Ptr(&CHECKPOINT_WITHOUT_HANDLES);
+
+#[derive(Serialize)]
+struct Wire<'a, E> {
+    #[serde(rename = "version")]
+    version: &'a str,
+    #[serde(rename = "entries")]
+    entries: Option<E>,
+    #[serde(rename = "checksum")]
+    checksum: u64,
+}
+
+struct PodUidsRef<'a>(&'a Option<BTreeSet<String>>);
+
+impl Serialize for PodUidsRef<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        string_set::serialize(self.0, serializer)
+    }
+}
+
+#[derive(Serialize)]
+struct ClaimWithoutHandles<'a> {
+    #[serde(rename = "DriverName")]
+    driver_name: &'a str,
+    #[serde(rename = "ClassName")]
+    class_name: &'a str,
+    #[serde(rename = "ClaimUID")]
+    claim_uid: &'a str,
+    #[serde(rename = "ClaimName")]
+    claim_name: &'a str,
+    #[serde(rename = "Namespace")]
+    namespace: &'a str,
+    #[serde(rename = "PodUIDs")]
+    pod_uids: PodUidsRef<'a>,
+    #[serde(rename = "CDIDevices")]
+    cdi_devices: &'a Option<BTreeMap<String, Option<Vec<String>>>>,
+}
+
+fn without_handles(entries: &[ClaimInfoStateV130]) -> Vec<ClaimWithoutHandles<'_>> {
+    entries
+        .iter()
+        .map(|e| ClaimWithoutHandles {
+            driver_name: &e.driver_name,
+            class_name: &e.class_name,
+            claim_uid: &e.claim_uid,
+            claim_name: &e.claim_name,
+            namespace: &e.namespace,
+            pod_uids: PodUidsRef(&e.pod_uids),
+            cdi_devices: &e.cdi_devices,
+        })
+        .collect()
+}
+
+fn legacy_hash_input(version: &str, entries: Option<&[ClaimInfoStateV130]>) -> Result<String> {
+    let wire = Wire {
+        version,
+        entries: entries.map(without_handles),
+        checksum: 0,
+    };
+    let dump = dump_for_hash(&wire, &CHECKPOINT_WITHOUT_HANDLES_PTR)?;
+    let dump = go_replace(
+        &dump,
+        "DRAManagerCheckpointWithoutResourceHandles",
+        "DRAManagerCheckpoint",
+        true,
+    );
+    Ok(go_replace(
+        &dump,
+        "ClaimInfoStateListWithoutResourceHandles",
+        "ClaimInfoStateList",
+        true,
+    ))
+}
+
+impl DraCheckpointV130 {
+    /// The string upstream hashes: `dump.ForHash(&dc)` with `Checksum` 0.
+    pub fn hash_input(&self) -> Result<String> {
+        let wire = Wire {
+            version: &self.version,
+            entries: self.entries.as_ref(),
+            checksum: 0,
+        };
+        dump_for_hash(&wire, &CHECKPOINT_PTR)
+    }
+
+    /// Upstream's checksum of this value.
+    pub fn checksum(&self) -> Result<u64> {
+        Ok(fnv32a(self.hash_input()?.as_bytes()).into())
+    }
+
+    /// The string k8s 1.27–1.28 hashed (resource handles dropped, names replaced).
+    pub fn hash_input_without_resource_handles(&self) -> Result<String> {
+        legacy_hash_input(&self.version, self.entries.as_deref())
+    }
+
+    /// The file k8s 1.27–1.28 would have written for these entries (no `ResourceHandles`
+    /// key, legacy checksum). For tests and migration tooling.
+    pub fn encode_without_resource_handles(&self) -> Result<Vec<u8>> {
+        let checksum = u64::from(fnv32a(
+            self.hash_input_without_resource_handles()?.as_bytes(),
+        ));
+        let wire = Wire {
+            version: &self.version,
+            entries: self.entries.as_deref().map(without_handles),
+            checksum,
+        };
+        Ok(gojson::marshal(&wire, &CHECKPOINT_WITHOUT_HANDLES)?.into_bytes())
+    }
+
+    /// Reads the logical value from Go-convention JSON, without verifying any checksum.
+    pub fn from_go_json(bytes: &[u8]) -> Result<Self> {
+        let value = gojson::unmarshal(
+            bytes,
+            &CHECKPOINT,
+            GoValue::zero(&CHECKPOINT),
+            Format::DraV130,
+        )?;
+        refuse_structured_data(&value)?;
+        gojson::typed(value, &CHECKPOINT)
+    }
+
+    pub(crate) fn decode_unverified(bytes: &[u8]) -> Result<(Self, u64)> {
+        // NewDRAManagerCheckpoint: Version "v1", Entries an empty list.
+        let initial = GoValue::Struct(vec![
+            GoValue::Str(CHECKPOINT_VERSION.to_owned()),
+            GoValue::Slice(Vec::new()),
+            GoValue::Uint(0),
+        ]);
+        let value = gojson::unmarshal(bytes, &CHECKPOINT, initial, Format::DraV130)?;
+        refuse_structured_data(&value)?;
+        let stored = checksum_field(&value, 2);
+        Ok((gojson::typed(value, &CHECKPOINT)?, stored))
+    }
+}
+
+fn refuse_structured_data(value: &GoValue) -> Result<()> {
+    let Some(GoValue::Slice(entries)) = value.field(1) else {
+        return Ok(());
+    };
+    for entry in entries {
+        if let Some(GoValue::Slice(handles)) = entry.field(6)
+            && handles
+                .iter()
+                .any(|h| !matches!(h.field(2), Some(GoValue::Nil) | None))
+        {
+            return Err(CheckpointError::Unsupported {
+                path: None,
+                format: Format::DraV130,
+                what: "ResourceHandle.structuredData".to_owned(),
+            });
+        }
+    }
+    Ok(())
+}
+
+impl Checkpoint for DraCheckpointV130 {
+    const FORMAT: Format = Format::DraV130;
+
+    fn encode(&self) -> Result<Vec<u8>> {
+        let checksum = self.checksum()?;
+        let wire = Wire {
+            version: &self.version,
+            entries: self.entries.as_ref(),
+            checksum,
+        };
+        Ok(gojson::marshal(&wire, &CHECKPOINT)?.into_bytes())
+    }
+
+    /// Reads as v1.30's `GetCheckpoint(…, NewDRAManagerCheckpoint())`, including its
+    /// fallback to the checksum of the layout without resource handles.
+    fn decode(bytes: &[u8]) -> Result<Self> {
+        let (value, stored) = Self::decode_unverified(bytes)?;
+        let actual = value.checksum()?;
+        if stored == actual {
+            return Ok(value);
+        }
+        let entries = value.entries.as_deref().unwrap_or(&[]);
+        let legacy = u64::from(fnv32a(
+            legacy_hash_input(CHECKPOINT_VERSION, Some(entries))?.as_bytes(),
+        ));
+        if stored == legacy {
+            return Ok(value);
+        }
+        Err(CheckpointError::ChecksumMismatch {
+            path: None,
+            format: Self::FORMAT,
+            expected: stored,
+            actual,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn empty_list_checksum() {
+        // Vector dra_v130/empty_list.
+        let cp = DraCheckpointV130 {
+            version: "v1".into(),
+            entries: Some(vec![]),
+        };
+        assert_eq!(
+            cp.hash_input().unwrap(),
+            "(*state.DRAManagerCheckpoint){Version:(string)v1 Entries:(state.ClaimInfoStateList)[] Checksum:(checksum.Checksum)0}"
+        );
+        assert_eq!(cp.checksum().unwrap(), 991_151_041);
+        assert_eq!(
+            cp.encode().unwrap(),
+            br#"{"version":"v1","checksum":991151041}"#
+        );
+        assert_eq!(
+            DraCheckpointV130::decode(&cp.encode().unwrap()).unwrap(),
+            cp
+        );
+    }
+
+    #[test]
+    fn structured_data_is_refused() {
+        let err = DraCheckpointV130::decode(
+            br#"{"version":"v1","entries":[{"ResourceHandles":[{"structuredData":{}}]}],"checksum":1}"#,
+        )
+        .unwrap_err();
+        assert!(matches!(err, CheckpointError::Unsupported { .. }), "{err}");
+    }
+}

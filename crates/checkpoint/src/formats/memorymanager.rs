@@ -1,0 +1,268 @@
+//! Memory manager checkpoint `memory_manager_state`
+//! (`pkg/kubelet/cm/memorymanager/state/checkpoint.go`): checksum of `dump.ForHash(&cp)`
+//! with `Checksum` zeroed and — unlike the CPU manager — no acceptance of a zero checksum.
+//!
+//! `machineState` maps NUMA ids to *pointers*, so a nil node prints `<nil>` in the dump and,
+//! being a nil pointer, leaves go-spew's "ignore next type" flag set: when the numerically
+//! last node is nil, the `Entries` field that follows prints without its type. The dumper
+//! reproduces that.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use super::{Checkpoint, checksum_field, verify};
+use crate::checksum::fnv32a;
+use crate::error::Result;
+use crate::format::Format;
+use crate::gojson::{self, value::GoValue};
+use crate::gotype::{CHECKSUM, GoField, GoStruct, GoType, INT, INT_SLICE, STRING, UINT64};
+use crate::spew::dump_for_hash;
+
+/// Memory of one type on one NUMA node (`state.MemoryTable`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MemoryTable {
+    /// Total bytes.
+    #[serde(rename = "total")]
+    pub total_mem_size: u64,
+    /// Bytes reserved for the system.
+    #[serde(rename = "systemReserved")]
+    pub system_reserved: u64,
+    /// Allocatable bytes.
+    #[serde(rename = "allocatable")]
+    pub allocatable: u64,
+    /// Bytes assigned to containers.
+    #[serde(rename = "reserved")]
+    pub reserved: u64,
+    /// Bytes still free.
+    #[serde(rename = "free")]
+    pub free: u64,
+}
+
+/// One NUMA node's memory state (`state.NUMANodeState`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NumaNodeState {
+    /// Memory assignments from this node.
+    #[serde(rename = "numberOfAssignments")]
+    pub number_of_assignments: i64,
+    /// Memory per resource name (`memory`, `hugepages-2Mi`, …); values are pointers.
+    #[serde(rename = "memoryMap")]
+    pub memory_map: Option<BTreeMap<String, Option<MemoryTable>>>,
+    /// The NUMA nodes grouped with this one.
+    #[serde(rename = "cells")]
+    pub cells: Option<Vec<i64>>,
+}
+
+/// A memory block assigned to a container (`state.Block`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Block {
+    /// NUMA nodes of the block.
+    #[serde(rename = "numaAffinity")]
+    pub numa_affinity: Option<Vec<i64>>,
+    /// Resource name (`v1.ResourceName`).
+    #[serde(rename = "type")]
+    pub resource: String,
+    /// Bytes.
+    #[serde(rename = "size")]
+    pub size: u64,
+}
+
+/// NUMA id → node state (`state.NUMANodeMap`, values are pointers).
+pub type NumaNodeMap = BTreeMap<i64, Option<NumaNodeState>>;
+
+/// Pod UID → container name → blocks (`state.ContainerMemoryAssignments`).
+pub type ContainerMemoryAssignments =
+    BTreeMap<String, Option<BTreeMap<String, Option<Vec<Block>>>>>;
+
+/// The memory manager's checkpoint (`state.MemoryManagerCheckpoint`, without its checksum).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MemoryManagerCheckpoint {
+    /// `None` or `Static`.
+    #[serde(rename = "policyName")]
+    pub policy_name: String,
+    /// Per-NUMA-node memory state.
+    #[serde(rename = "machineState")]
+    pub machine_state: Option<NumaNodeMap>,
+    /// Assignments (omitted from the file when empty).
+    #[serde(rename = "entries")]
+    pub entries: Option<ContainerMemoryAssignments>,
+}
+
+static RESOURCE_NAME: GoType = GoType::Named("v1.ResourceName", &STRING);
+
+static MEMORY_TABLE: GoType = GoType::Struct(&GoStruct {
+    name: "state.MemoryTable",
+    fields: &[
+        GoField::tagged("TotalMemSize", "total", &UINT64),
+        GoField::tagged("SystemReserved", "systemReserved", &UINT64),
+        GoField::tagged("Allocatable", "allocatable", &UINT64),
+        GoField::tagged("Reserved", "reserved", &UINT64),
+        GoField::tagged("Free", "free", &UINT64),
+    ],
+});
+
+static NUMA_NODE_STATE: GoType = GoType::Struct(&GoStruct {
+    name: "state.NUMANodeState",
+    fields: &[
+        GoField::tagged("NumberOfAssignments", "numberOfAssignments", &INT),
+        GoField::tagged(
+            "MemoryMap",
+            "memoryMap",
+            &GoType::Map(&RESOURCE_NAME, &GoType::Ptr(&MEMORY_TABLE)),
+        ),
+        GoField::tagged("Cells", "cells", &INT_SLICE),
+    ],
+});
+
+static NUMA_NODE_MAP: GoType = GoType::Named(
+    "state.NUMANodeMap",
+    &GoType::Map(&INT, &GoType::Ptr(&NUMA_NODE_STATE)),
+);
+
+static BLOCK: GoType = GoType::Struct(&GoStruct {
+    name: "state.Block",
+    fields: &[
+        GoField::tagged("NUMAAffinity", "numaAffinity", &INT_SLICE),
+        GoField::tagged("Type", "type", &RESOURCE_NAME),
+        GoField::tagged("Size", "size", &UINT64),
+    ],
+});
+
+static ASSIGNMENTS: GoType = GoType::Named(
+    "state.ContainerMemoryAssignments",
+    &GoType::Map(&STRING, &GoType::Map(&STRING, &GoType::Slice(&BLOCK))),
+);
+
+static CHECKPOINT: GoType = GoType::Struct(&GoStruct {
+    name: "state.MemoryManagerCheckpoint",
+    fields: &[
+        GoField::tagged("PolicyName", "policyName", &STRING),
+        GoField::tagged("MachineState", "machineState", &NUMA_NODE_MAP),
+        GoField::omitempty("Entries", "entries", &ASSIGNMENTS),
+        GoField::tagged("Checksum", "checksum", &CHECKSUM),
+    ],
+});
+static CHECKPOINT_PTR: GoType = GoType::Ptr(&CHECKPOINT);
+
+#[derive(Serialize)]
+struct Wire<'a> {
+    #[serde(rename = "policyName")]
+    policy_name: &'a str,
+    #[serde(rename = "machineState")]
+    machine_state: &'a Option<NumaNodeMap>,
+    #[serde(rename = "entries")]
+    entries: &'a Option<ContainerMemoryAssignments>,
+    #[serde(rename = "checksum")]
+    checksum: u64,
+}
+
+impl MemoryManagerCheckpoint {
+    fn wire(&self, checksum: u64) -> Wire<'_> {
+        Wire {
+            policy_name: &self.policy_name,
+            machine_state: &self.machine_state,
+            entries: &self.entries,
+            checksum,
+        }
+    }
+
+    /// The string upstream hashes: `dump.ForHash(&mp)` with `Checksum` 0.
+    pub fn hash_input(&self) -> Result<String> {
+        dump_for_hash(&self.wire(0), &CHECKPOINT_PTR)
+    }
+
+    /// Upstream's checksum of this value.
+    pub fn checksum(&self) -> Result<u64> {
+        Ok(fnv32a(self.hash_input()?.as_bytes()).into())
+    }
+
+    /// Reads the logical value from Go-convention JSON, without verifying any checksum.
+    pub fn from_go_json(bytes: &[u8]) -> Result<Self> {
+        let value = gojson::unmarshal(
+            bytes,
+            &CHECKPOINT,
+            GoValue::zero(&CHECKPOINT),
+            Format::MemoryManager,
+        )?;
+        gojson::typed(value, &CHECKPOINT)
+    }
+
+    pub(crate) fn decode_unverified(bytes: &[u8]) -> Result<(Self, u64)> {
+        // NewMemoryManagerCheckpoint: empty (non-nil) Entries and MachineState.
+        let initial = GoValue::Struct(vec![
+            GoValue::Str(String::new()),
+            GoValue::empty(&NUMA_NODE_MAP),
+            GoValue::empty(&ASSIGNMENTS),
+            GoValue::Uint(0),
+        ]);
+        let value = gojson::unmarshal(bytes, &CHECKPOINT, initial, Format::MemoryManager)?;
+        let stored = checksum_field(&value, 3);
+        Ok((gojson::typed(value, &CHECKPOINT)?, stored))
+    }
+}
+
+impl Checkpoint for MemoryManagerCheckpoint {
+    const FORMAT: Format = Format::MemoryManager;
+
+    fn encode(&self) -> Result<Vec<u8>> {
+        let checksum = self.checksum()?;
+        Ok(gojson::marshal(&self.wire(checksum), &CHECKPOINT)?.into_bytes())
+    }
+
+    fn decode(bytes: &[u8]) -> Result<Self> {
+        let (value, stored) = Self::decode_unverified(bytes)?;
+        verify(Self::FORMAT, stored, value.checksum()?)?;
+        Ok(value)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn nil_last_node_drops_the_entries_type() {
+        // Vector memorymanager/numa_key_order_numeric: node 10 (last numerically) is nil.
+        let cp = MemoryManagerCheckpoint {
+            policy_name: "Static".into(),
+            machine_state: Some(BTreeMap::from([
+                (
+                    0,
+                    Some(NumaNodeState {
+                        number_of_assignments: 0,
+                        memory_map: Some(BTreeMap::new()),
+                        cells: Some(vec![]),
+                    }),
+                ),
+                (1, None),
+                (10, None),
+                (2, Some(NumaNodeState::default())),
+            ])),
+            entries: Some(BTreeMap::from([(
+                "p".into(),
+                Some(BTreeMap::from([
+                    ("b".into(), Some(vec![])),
+                    ("c".into(), None),
+                ])),
+            )])),
+        };
+        assert_eq!(
+            cp.hash_input().unwrap(),
+            "(*state.MemoryManagerCheckpoint){PolicyName:(string)Static MachineState:(state.NUMANodeMap)map[0:<*>{NumberOfAssignments:(int)0 MemoryMap:(map[v1.ResourceName]*state.MemoryTable)map[] Cells:([]int)[]} 1:<nil> 2:<*>{NumberOfAssignments:(int)0 MemoryMap:(map[v1.ResourceName]*state.MemoryTable)<nil> Cells:([]int)<nil>} 10:<nil>] Entries:map[p:map[b:[] c:<nil>]] Checksum:(checksum.Checksum)0}"
+        );
+        assert_eq!(cp.checksum().unwrap(), 1_312_001_569);
+        assert_eq!(
+            String::from_utf8(cp.encode().unwrap()).unwrap(),
+            r#"{"policyName":"Static","machineState":{"0":{"numberOfAssignments":0,"memoryMap":{},"cells":[]},"1":null,"10":null,"2":{"numberOfAssignments":0,"memoryMap":null,"cells":null}},"entries":{"p":{"b":[],"c":null}},"checksum":1312001569}"#
+        );
+    }
+
+    #[test]
+    fn zero_checksum_is_not_accepted() {
+        let err = MemoryManagerCheckpoint::decode(
+            br#"{"policyName":"None","machineState":{},"checksum":0}"#,
+        )
+        .unwrap_err();
+        assert!(err.is_checksum_mismatch(), "{err}");
+    }
+}

@@ -1,0 +1,130 @@
+//! Putting map entries in the order Go prints them, after they were written in Rust's order.
+//!
+//! Both encoders write each map entry straight into the output buffer and remember where it
+//! went; when the entries did not arrive in Go's order (go-spew sorts integer keys
+//! numerically, `encoding/json` sorts every key as a string) the region is rebuilt once.
+//! Entries that already arrive sorted (the usual case with `BTreeMap`) cost nothing extra.
+
+use std::cmp::Ordering;
+use std::ops::Range;
+
+/// How keys compare.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum KeyOrder {
+    /// Byte-wise, as Go compares strings.
+    Bytes,
+    /// As signed integers written in decimal.
+    Signed,
+    /// As unsigned integers written in decimal.
+    Unsigned,
+}
+
+/// One written map entry.
+#[derive(Debug, Clone)]
+pub(crate) struct MapEntry {
+    /// The key's raw text, as a range into the key source.
+    pub(crate) key: Range<usize>,
+    /// The whole entry (key, separator, value) as a range into the output.
+    pub(crate) body: Range<usize>,
+    /// Encoder state after the entry (go-spew's leaked "ignore next type" flag).
+    pub(crate) tail: bool,
+}
+
+fn compare(order: KeyOrder, a: &str, b: &str) -> Ordering {
+    match order {
+        KeyOrder::Bytes => a.as_bytes().cmp(b.as_bytes()),
+        KeyOrder::Signed => match (a.parse::<i128>(), b.parse::<i128>()) {
+            (Ok(x), Ok(y)) => x.cmp(&y),
+            _ => a.as_bytes().cmp(b.as_bytes()),
+        },
+        KeyOrder::Unsigned => match (a.parse::<u128>(), b.parse::<u128>()) {
+            (Ok(x), Ok(y)) => x.cmp(&y),
+            _ => a.as_bytes().cmp(b.as_bytes()),
+        },
+    }
+}
+
+/// Sorts `entries` (written into `out` from `region_start`, joined by `sep`) by key and
+/// rewrites the region in that order. Keys are read from `keys`, or from `out` when `None`.
+pub(crate) fn sort_region(
+    out: &mut String,
+    region_start: usize,
+    entries: &mut [MapEntry],
+    keys: Option<&str>,
+    order: KeyOrder,
+    sep: &str,
+) {
+    {
+        let src: &str = keys.unwrap_or(out.as_str());
+        let sorted = entries
+            .windows(2)
+            .all(|w| compare(order, &src[w[0].key.clone()], &src[w[1].key.clone()]).is_le());
+        if sorted {
+            return;
+        }
+        entries.sort_by(|a, b| compare(order, &src[a.key.clone()], &src[b.key.clone()]));
+    }
+    let region = out[region_start..].to_owned();
+    out.truncate(region_start);
+    for (i, entry) in entries.iter().enumerate() {
+        if i > 0 {
+            out.push_str(sep);
+        }
+        out.push_str(&region[entry.body.start - region_start..entry.body.end - region_start]);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rewrites_out_of_order_entries() {
+        let mut out = String::from("map[10:a 9:b -1:c");
+        let mut entries = vec![
+            MapEntry {
+                key: 4..6,
+                body: 4..8,
+                tail: false,
+            },
+            MapEntry {
+                key: 9..10,
+                body: 9..12,
+                tail: false,
+            },
+            MapEntry {
+                key: 13..15,
+                body: 13..17,
+                tail: true,
+            },
+        ];
+        sort_region(&mut out, 4, &mut entries, None, KeyOrder::Signed, " ");
+        assert_eq!(out, "map[-1:c 9:b 10:a");
+        assert!(entries[0].tail);
+    }
+
+    #[test]
+    fn string_order_is_bytewise() {
+        let keys = "10910";
+        let mut out = String::from("X,Y,Z");
+        let mut entries = vec![
+            MapEntry {
+                key: 0..2,
+                body: 0..1,
+                tail: false,
+            },
+            MapEntry {
+                key: 2..3,
+                body: 2..3,
+                tail: false,
+            },
+            MapEntry {
+                key: 3..5,
+                body: 4..5,
+                tail: false,
+            },
+        ];
+        sort_region(&mut out, 0, &mut entries, Some(keys), KeyOrder::Bytes, ",");
+        assert_eq!(out, "X,Z,Y");
+    }
+}
