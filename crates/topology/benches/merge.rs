@@ -22,7 +22,7 @@ fn hints(nodes: usize, count: usize, salt: usize, any_preferred: bool) -> Vec<To
         .map(|(i, &m)| {
             TopologyHint::new(
                 Some(NumaMask::from_u64(m)),
-                any_preferred && i < singles && (i + salt) % 3 != 0,
+                any_preferred && i < singles && !(i + salt).is_multiple_of(3),
             )
         })
         .collect();

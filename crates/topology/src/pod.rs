@@ -1,7 +1,9 @@
 //! The pod vocabulary the managers read: [`Pod`], [`Container`], resource lists and resource
 //! claims. The agent converts real Pod manifests into these; quantities are already
 //! converted (CPU in millicores, memory in bytes, everything else as an integer count, each
-//! rounded up as upstream's `MilliValue`/`Value`).
+//! rounded up as upstream's `MilliValue`/`Value`). The converter must apply the API
+//! server's defaulting first (a container with limits but no requests gets requests equal to
+//! its limits), as upstream's managers only ever see defaulted pods.
 
 use std::collections::BTreeMap;
 

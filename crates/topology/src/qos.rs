@@ -93,3 +93,99 @@ impl Pod {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{Container, ResourceRequirements};
+
+    fn container(req: (Option<i64>, Option<i64>), lim: (Option<i64>, Option<i64>)) -> Container {
+        let mut c = Container::new("c");
+        c.resources.requests.cpu_millis = req.0;
+        c.resources.requests.memory_bytes = req.1;
+        c.resources.limits.cpu_millis = lim.0;
+        c.resources.limits.memory_bytes = lim.1;
+        c
+    }
+
+    fn pod(containers: Vec<Container>) -> Pod {
+        Pod {
+            containers,
+            ..Pod::default()
+        }
+    }
+
+    /// Facts of upstream `TestComputePodQOS` (pkg/apis/core/v1/helper/qos/qos_test.go).
+    #[test]
+    fn compute_pod_qos() {
+        let guaranteed = container((Some(100), Some(100)), (Some(100), Some(100)));
+        let burstable = container((Some(100), None), (None, None));
+        assert_eq!(
+            pod(vec![guaranteed.clone()]).qos_class(),
+            QosClass::Guaranteed
+        );
+        // Limits without requests: the API server defaults requests to limits before upstream
+        // computes QoS; the undefaulted pod is Burstable (request and limit counts differ).
+        assert_eq!(
+            pod(vec![container((None, None), (Some(100), Some(100)))]).qos_class(),
+            QosClass::Burstable
+        );
+        assert_eq!(
+            pod(vec![guaranteed.clone(), burstable]).qos_class(),
+            QosClass::Burstable
+        );
+        assert_eq!(
+            pod(vec![container((None, None), (None, None))]).qos_class(),
+            QosClass::BestEffort
+        );
+        // Zero quantities do not count.
+        assert_eq!(
+            pod(vec![container((Some(0), Some(0)), (Some(0), None))]).qos_class(),
+            QosClass::BestEffort
+        );
+        // Only cpu and memory count.
+        let mut gpu = Container::new("gpu");
+        gpu.resources
+            .limits
+            .extended
+            .insert("example.com/gpu".into(), 1);
+        assert_eq!(pod(vec![gpu]).qos_class(), QosClass::BestEffort);
+        // Limits without memory are not guaranteed.
+        assert_eq!(
+            pod(vec![container((Some(100), None), (Some(100), None))]).qos_class(),
+            QosClass::Burstable
+        );
+        // Init containers count too.
+        let mut p = pod(vec![guaranteed.clone()]);
+        p.init_containers
+            .push(container((Some(10), None), (None, None)));
+        assert_eq!(p.qos_class(), QosClass::Burstable);
+        // Requests differing from limits.
+        assert_eq!(
+            pod(vec![container(
+                (Some(50), Some(100)),
+                (Some(100), Some(100))
+            )])
+            .qos_class(),
+            QosClass::Burstable
+        );
+    }
+
+    #[test]
+    fn pod_level_resources_decide_alone() {
+        let mut p = pod(vec![container((Some(1), None), (None, None))]);
+        let mut level = ResourceRequirements::default();
+        level.limits.cpu_millis = Some(1000);
+        level.limits.memory_bytes = Some(1 << 20);
+        level.requests = level.limits.clone();
+        p.resources = Some(level.clone());
+        assert_eq!(p.qos_class(), QosClass::Guaranteed);
+        level.limits.memory_bytes = None;
+        level.requests.memory_bytes = None;
+        p.resources = Some(level);
+        assert_eq!(p.qos_class(), QosClass::Burstable);
+        p.resources = Some(ResourceRequirements::default());
+        assert_eq!(p.qos_class(), QosClass::BestEffort);
+        assert_eq!(QosClass::Guaranteed.to_string(), "Guaranteed");
+    }
+}

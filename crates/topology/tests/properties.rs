@@ -147,10 +147,10 @@ proptest! {
         let numa = NumaInfo::new(&nodes, false).expect("valid machine");
         let policy = Policy::new(PolicyName::SingleNumaNode, numa, PolicyOptions::default());
         let result = policy.merge(&providers);
-        if result.admit {
-            if let Some(mask) = result.best_hint.numa_affinity {
-                prop_assert_eq!(mask.count(), 1);
-            }
+        if result.admit
+            && let Some(mask) = result.best_hint.numa_affinity
+        {
+            prop_assert_eq!(mask.count(), 1);
         }
     }
 

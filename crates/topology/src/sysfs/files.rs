@@ -177,10 +177,11 @@ pub(crate) fn numbered_entries(dir: &Path, prefix: &str) -> Result<Vec<usize>, D
         let Some(rest) = name.to_str().and_then(|n| n.strip_prefix(prefix)) else {
             continue;
         };
-        if !rest.is_empty() && rest.bytes().all(|b| b.is_ascii_digit()) {
-            if let Ok(id) = rest.parse() {
-                ids.push(id);
-            }
+        if !rest.is_empty()
+            && rest.bytes().all(|b| b.is_ascii_digit())
+            && let Ok(id) = rest.parse()
+        {
+            ids.push(id);
         }
     }
     ids.sort_unstable();

@@ -221,6 +221,9 @@ pub struct Policy {
     options: PolicyOptions,
 }
 
+/// A merge over filtered hint lists (fast or exhaustive).
+pub(crate) type Merger = fn(&[Cow<'_, [TopologyHint]>], NumaMask, &MaskOrder<'_>) -> TopologyHint;
+
 /// The single preferred "don't care" hint for providers without a preference.
 const NO_PREFERENCE: &[TopologyHint] = &[TopologyHint::new(None, true)];
 /// The single non-preferred hint for resources that cannot be satisfied.
@@ -313,11 +316,7 @@ impl Policy {
         self.merge_with(providers, merge_filtered)
     }
 
-    pub(crate) fn merge_with(
-        &self,
-        providers: &[ProviderHints],
-        merger: fn(&[Cow<'_, [TopologyHint]>], NumaMask, &MaskOrder<'_>) -> TopologyHint,
-    ) -> MergeResult {
+    pub(crate) fn merge_with(&self, providers: &[ProviderHints], merger: Merger) -> MergeResult {
         let default = self.numa_info.default_affinity();
         let order = self.mask_order();
         match self.name {
