@@ -164,3 +164,87 @@ impl NumaInfo {
         sum / count
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn info(rows: &[&[u64]]) -> NumaInfo {
+        let nodes: Vec<NumaNode> = rows
+            .iter()
+            .enumerate()
+            .map(|(id, row)| NumaNode {
+                id,
+                distances: Some(row.to_vec()),
+            })
+            .collect();
+        NumaInfo::new(&nodes, true).expect("valid")
+    }
+
+    fn m(ids: &[usize]) -> NumaMask {
+        NumaMask::new(ids.iter().copied()).expect("mask")
+    }
+
+    /// Upstream `TestClosest` (numa_info_test.go): `Closest(candidate, current)`.
+    #[test]
+    fn closest() {
+        let flat3 = info(&[&[10, 10, 10], &[10, 10, 10], &[10, 10, 10]]);
+        let flat4 = info(&[&[10; 4], &[10; 4], &[10; 4], &[10; 4]]);
+        let two = info(&[
+            &[10, 11, 12, 12],
+            &[11, 10, 12, 12],
+            &[12, 12, 10, 11],
+            &[12, 12, 11, 10],
+        ]);
+        // current narrower
+        assert_eq!(flat3.closest(m(&[0, 2]), m(&[0])), m(&[0]));
+        // same distance, current has more lower bits set
+        assert_eq!(flat3.closest(m(&[0, 2]), m(&[0, 1])), m(&[0, 1]));
+        // same distance, candidate has more lower bits set
+        assert_eq!(flat4.closest(m(&[0, 2]), m(&[0, 3])), m(&[0, 2]));
+        // candidate average distance smaller
+        assert_eq!(two.closest(m(&[0, 1]), m(&[0, 3])), m(&[0, 1]));
+        // current average distance smaller
+        assert_eq!(two.closest(m(&[0, 3]), m(&[2, 3])), m(&[2, 3]));
+        assert_eq!(two.average_distance(m(&[0, 1])), 10.5);
+        assert_eq!(two.average_distance(NumaMask::EMPTY), 0.0);
+    }
+
+    #[test]
+    fn construction_errors() {
+        assert_eq!(
+            NumaInfo::from_ids([0, 64]),
+            Err(NumaInfoError::IdOutOfRange { id: 64 })
+        );
+        assert_eq!(
+            NumaInfo::from_ids([1, 1]),
+            Err(NumaInfoError::DuplicateNode { id: 1 })
+        );
+        let missing = [NumaNode {
+            id: 0,
+            distances: None,
+        }];
+        assert_eq!(
+            NumaInfo::new(&missing, true),
+            Err(NumaInfoError::MissingDistances { id: 0 })
+        );
+        let short = [
+            NumaNode {
+                id: 0,
+                distances: Some(vec![10]),
+            },
+            NumaNode {
+                id: 3,
+                distances: Some(vec![10]),
+            },
+        ];
+        assert!(matches!(
+            NumaInfo::new(&short, true),
+            Err(NumaInfoError::ShortDistanceRow { .. })
+        ));
+        assert_eq!(
+            NumaInfo::from_ids([0, 2]).map(|i| i.default_affinity()),
+            Ok(m(&[0, 2]))
+        );
+    }
+}
