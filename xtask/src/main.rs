@@ -3,11 +3,18 @@
 //! - `cargo xtask codegen [--check]` regenerates (or checks) the committed protobuf code.
 //! - `cargo xtask bench [--quick] [--json FILE] [FILTER]` runs the criterion benches and
 //!   prints one summary table, with upstream Go's median beside benches named `go/<name>`.
+//! - `cargo xtask test [ARGS…]` is the test command (Python peer set-up + `cargo test`).
+//! - `cargo xtask ci` runs everything `.ci/run` checks.
 //! - `cargo xtask conformance DIR` runs every upstream conformance vector file in `DIR`.
 
 mod bench;
+mod ci;
 mod codegen;
 mod conformance;
+mod dependency_rules;
+mod python_env;
+mod run_tests;
+mod tidy;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -29,6 +36,14 @@ enum Command {
         #[arg(long)]
         check: bool,
     },
+    /// The test command: set up the Python interop peer, run `cargo test --workspace`.
+    Test {
+        /// Extra arguments for `cargo test` (after `--`).
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<String>,
+    },
+    /// Everything CI checks (what `.ci/run` runs).
+    Ci,
     /// Run the workspace's criterion benches and print one summary table.
     Bench {
         /// A short smoke run (few samples); never fails on a timing.
@@ -57,6 +72,10 @@ fn main() -> ExitCode {
             }
             problems.is_empty()
         }),
+        Command::Test { args } => {
+            run_tests::run(&workspace_root(), &args).map(|(totals, ok)| ok && totals.failed == 0)
+        }
+        Command::Ci => ci::run(&workspace_root()).map(|()| true),
         Command::Bench {
             quick,
             json,

@@ -44,12 +44,15 @@
 //! # Ok(()) }
 //! ```
 
+mod authority;
 mod client;
+mod connection;
 mod error;
 mod peer;
 mod server;
 
 pub use client::connect;
+pub use connection::UdsConnection;
 pub use error::UdsError;
 pub use peer::{PeerCredentials, peer_credentials};
 pub use server::{SocketOptions, UdsListener, serve};

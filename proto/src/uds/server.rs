@@ -7,10 +7,11 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use tokio::net::UnixListener;
+use tokio_stream::StreamExt;
 use tokio_stream::wrappers::UnixListenerStream;
 use tonic::transport::server::Router;
 
-use super::UdsError;
+use super::{UdsConnection, UdsError};
 
 /// File modes for a served socket.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -93,7 +94,8 @@ pub async fn serve(
     grace: Duration,
 ) -> Result<(), UdsError> {
     let UdsListener { listener, file } = listener;
-    let incoming = UnixListenerStream::new(listener);
+    let incoming =
+        UnixListenerStream::new(listener).map(|accepted| accepted.map(UdsConnection::new));
     let (stop_tx, mut stop_rx) = tokio::sync::watch::channel(false);
     let server = router.serve_with_incoming_shutdown(incoming, async move {
         // An error means the sender is gone, which only happens when serving has ended.

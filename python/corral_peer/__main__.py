@@ -1,0 +1,88 @@
+"""Command line of corral's foreign gRPC peer. Every command prints one JSON object."""
+
+import argparse
+import json
+import sys
+
+import grpc
+
+from . import stubs
+from .channel import AUTHORITY_MODES, open_channel
+
+
+def _register(args):
+    pb, pb_grpc = stubs.load("deviceplugin/v1beta1")
+    with open_channel(args.socket, args.authority) as channel:
+        stub = pb_grpc.RegistrationStub(channel)
+        stub.Register(
+            pb.RegisterRequest(
+                version=args.version,
+                endpoint=args.endpoint + "x" * args.endpoint_padding,
+                resource_name=args.resource,
+                options=pb.DevicePluginOptions(pre_start_required=args.pre_start_required),
+            ),
+            timeout=args.timeout,
+        )
+    return {"ok": True}
+
+
+def _list_and_watch(args):
+    pb, pb_grpc = stubs.load("deviceplugin/v1beta1")
+    lists = []
+    with open_channel(args.socket, args.authority) as channel:
+        stub = pb_grpc.DevicePluginStub(channel)
+        stream = stub.ListAndWatch(pb.Empty(), timeout=args.timeout)
+        for response in stream:
+            lists.append(
+                [
+                    {
+                        "id": d.ID,
+                        "health": d.health,
+                        "numa": [n.ID for n in d.topology.nodes] if d.HasField("topology") else None,
+                    }
+                    for d in response.devices
+                ]
+            )
+            if len(lists) >= args.count:
+                stream.cancel()
+                break
+    return {"ok": True, "lists": lists}
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(prog="corral_peer", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    def common(p):
+        p.add_argument("--socket", required=True, help="unix socket path to dial")
+        p.add_argument("--authority", choices=AUTHORITY_MODES, default="default")
+        p.add_argument("--timeout", type=float, default=10.0, help="deadline in seconds")
+
+    p = sub.add_parser("register", help="call v1beta1.Registration/Register")
+    common(p)
+    p.add_argument("--version", default="v1beta1")
+    p.add_argument("--endpoint", default="python-plugin.sock")
+    p.add_argument("--resource", default="example.com/python")
+    p.add_argument("--pre-start-required", action="store_true")
+    p.add_argument(
+        "--endpoint-padding", type=int, default=0, help="append this many bytes to the endpoint (large messages)"
+    )
+    p.set_defaults(run=_register)
+
+    p = sub.add_parser("list-and-watch", help="read N lists from v1beta1.DevicePlugin/ListAndWatch")
+    common(p)
+    p.add_argument("--count", type=int, default=1)
+    p.set_defaults(run=_list_and_watch)
+
+    args = parser.parse_args(argv)
+    try:
+        result = args.run(args)
+    except grpc.RpcError as err:
+        result = {"ok": False, "code": err.code().name, "details": err.details()}
+    json.dump(result, sys.stdout)
+    sys.stdout.write("\n")
+    return 0 if result.get("ok") else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

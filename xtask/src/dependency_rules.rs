@@ -1,0 +1,153 @@
+//! The workspace's dependency rules, checked on `cargo metadata`'s resolved graph:
+//! the foundation crates (`corral-topology`, `corral-checkpoint`) pull in no async runtime
+//! and no gRPC/protobuf stack through their normal (non-dev) dependencies, with default
+//! features; and no crate of ours depends on one above it in the layering.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
+use std::process::Command;
+
+use anyhow::{Context, Result, bail};
+use serde_json::Value;
+
+/// Crates that must stay free of the heavy stack.
+const FOUNDATION: &[&str] = &["corral-topology", "corral-checkpoint"];
+/// Packages the foundation crates must not reach.
+const FORBIDDEN_IN_FOUNDATION: &[&str] = &["tokio", "tonic", "prost", "hyper", "h2"];
+/// Allowed internal edges: crate → crates of ours it may depend on (normal deps).
+const LAYERS: &[(&str, &[&str])] = &[
+    ("corral-topology", &[]),
+    ("corral-checkpoint", &[]),
+    ("corral-proto", &[]),
+    ("corral-cpumgr", &["corral-topology", "corral-checkpoint"]),
+    (
+        "corral-devicemgr",
+        &["corral-topology", "corral-checkpoint", "corral-proto"],
+    ),
+    (
+        "corral-dra",
+        &["corral-checkpoint", "corral-proto", "corral-topology"],
+    ),
+];
+
+/// Every broken rule, one line each (empty when all hold).
+pub(crate) fn check(root: &Path) -> Result<Vec<String>> {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let output = Command::new(cargo)
+        .current_dir(root)
+        .args(["metadata", "--format-version", "1", "--offline"])
+        .output()
+        .context("running cargo metadata")?;
+    if !output.status.success() {
+        bail!(
+            "cargo metadata failed: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+    }
+    let metadata: Value = serde_json::from_slice(&output.stdout)?;
+    Ok(violations(&metadata))
+}
+
+fn violations(metadata: &Value) -> Vec<String> {
+    // package id → (name, normal dependency ids)
+    let mut names = BTreeMap::new();
+    let mut normal_deps: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for package in metadata["packages"].as_array().into_iter().flatten() {
+        if let (Some(id), Some(name)) = (package["id"].as_str(), package["name"].as_str()) {
+            names.insert(id.to_owned(), name.to_owned());
+        }
+    }
+    for node in metadata["resolve"]["nodes"]
+        .as_array()
+        .into_iter()
+        .flatten()
+    {
+        let Some(id) = node["id"].as_str() else {
+            continue;
+        };
+        let deps = node["deps"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|dep| {
+                dep["dep_kinds"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .any(|kind| kind["kind"].is_null())
+            })
+            .filter_map(|dep| dep["pkg"].as_str().map(str::to_owned))
+            .collect();
+        normal_deps.insert(id.to_owned(), deps);
+    }
+    let id_of = |name: &str| {
+        names
+            .iter()
+            .find(|(_, n)| *n == name)
+            .map(|(id, _)| id.clone())
+    };
+    let mut problems = Vec::new();
+    for crate_name in FOUNDATION {
+        let Some(start) = id_of(crate_name) else {
+            problems.push(format!("{crate_name} is missing from the workspace"));
+            continue;
+        };
+        let mut seen = BTreeSet::new();
+        let mut stack = vec![start];
+        while let Some(id) = stack.pop() {
+            if !seen.insert(id.clone()) {
+                continue;
+            }
+            let name = names.get(&id).map(String::as_str).unwrap_or("?");
+            if FORBIDDEN_IN_FOUNDATION.contains(&name) {
+                problems.push(format!("{crate_name} depends on {name}"));
+            }
+            stack.extend(normal_deps.get(&id).cloned().unwrap_or_default());
+        }
+    }
+    for (crate_name, allowed) in LAYERS {
+        let Some(id) = id_of(crate_name) else {
+            continue;
+        };
+        for dep in normal_deps.get(&id).into_iter().flatten() {
+            let dep_name = names.get(dep).map(String::as_str).unwrap_or("?");
+            if dep_name.starts_with("corral-") && !allowed.contains(&dep_name) {
+                problems.push(format!("{crate_name} must not depend on {dep_name}"));
+            }
+        }
+    }
+    problems
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_workspace_keeps_its_dependency_rules() {
+        let problems = check(&crate::workspace_root()).unwrap();
+        assert_eq!(problems, Vec::<String>::new());
+    }
+
+    #[test]
+    fn a_forbidden_edge_is_reported() {
+        let metadata = serde_json::json!({
+            "packages": [
+                {"id": "t", "name": "corral-topology"},
+                {"id": "c", "name": "corral-checkpoint"},
+                {"id": "m", "name": "mid"},
+                {"id": "k", "name": "tokio"},
+            ],
+            "resolve": {"nodes": [
+                {"id": "t", "deps": [{"pkg": "m", "dep_kinds": [{"kind": null}]}]},
+                {"id": "m", "deps": [{"pkg": "k", "dep_kinds": [{"kind": null}]}]},
+                {"id": "c", "deps": [{"pkg": "k", "dep_kinds": [{"kind": "dev"}]}]},
+                {"id": "k", "deps": []},
+            ]},
+        });
+        assert_eq!(
+            violations(&metadata),
+            vec!["corral-topology depends on tokio".to_string()]
+        );
+    }
+}
