@@ -10,6 +10,7 @@
 //! | `dra` | [`dra::v1`], [`dra::v1beta1`] | `k8s.io.kubelet.pkg.apis.dra.v1[beta1]` (DRAPlugin) |
 //! | `dra-health` | [`dra_health::v1`] | `v1` (DRAResourceHealth) |
 //! | `pluginregistration` | [`pluginregistration::v1`] | `pluginregistration` (Registration) |
+//! | `cri` | [`cri::v1`] | `runtime.v1` (RuntimeService: the RPCs the CPU manager calls) |
 //! | `corral` | [`corral::v1`] | `corral.v1` (the agent's own API) |
 //! | `uds` | [`uds`] | serve and dial tonic services on unix sockets |
 //!
@@ -32,6 +33,8 @@
 
 #[cfg(feature = "corral")]
 pub mod corral;
+#[cfg(feature = "cri")]
+pub mod cri;
 #[cfg(feature = "deviceplugin")]
 pub mod deviceplugin;
 #[cfg(feature = "dra")]

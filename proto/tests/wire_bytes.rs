@@ -374,6 +374,54 @@ fn pluginregistration_v1_info_and_status() {
     );
 }
 
+#[test]
+fn cri_v1_update_container_resources() {
+    use corral_proto::cri::v1::*;
+    let request = UpdateContainerResourcesRequest {
+        container_id: "abc".into(),
+        linux: Some(LinuxContainerResources {
+            cpuset_cpus: "2-3".into(),
+            cpuset_mems: "0".into(),
+            cpu_shares: 2048,
+            ..Default::default()
+        }),
+        windows: None,
+        annotations: HashMap::from([("a".to_string(), "b".to_string())]),
+    };
+    let linux = Wire::default()
+        .int(3, 2048) // cpu_shares
+        .str(6, "2-3") // cpuset_cpus
+        .str(7, "0"); // cpuset_mems
+    let expected = Wire::default()
+        .str(1, "abc") // container_id
+        .msg(2, linux) // linux
+        .map_str(4, "a", "b"); // annotations
+    assert_eq!(request.encode_to_vec(), expected.0);
+
+    let status = ContainerStatusResponse {
+        status: Some(ContainerStatus {
+            id: "abc".into(),
+            metadata: Some(ContainerMetadata {
+                name: "c".into(),
+                attempt: 2,
+            }),
+            state: ContainerState::ContainerExited as i32,
+            exit_code: 1,
+            ..Default::default()
+        }),
+        info: HashMap::new(),
+    };
+    let expected = Wire::default().msg(
+        1, // status
+        Wire::default()
+            .str(1, "abc") // id
+            .msg(2, Wire::default().str(1, "c").int(2, 2)) // metadata
+            .int(3, 2) // state = CONTAINER_EXITED
+            .int(7, 1), // exit_code
+    );
+    assert_eq!(status.encode_to_vec(), expected.0);
+}
+
 /// The gRPC method paths carry the proto package and service names: they must be upstream's.
 #[test]
 fn service_paths_match_upstream() {
@@ -421,6 +469,14 @@ fn service_paths_match_upstream() {
         (
             include_str!("../src/gen/pluginregistration_v1.rs"),
             "/pluginregistration.Registration/NotifyRegistrationStatus",
+        ),
+        (
+            include_str!("../src/gen/cri_v1.rs"),
+            "/runtime.v1.RuntimeService/UpdateContainerResources",
+        ),
+        (
+            include_str!("../src/gen/cri_v1.rs"),
+            "/runtime.v1.RuntimeService/ContainerStatus",
         ),
     ];
     for (source, path) in sources {

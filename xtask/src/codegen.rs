@@ -43,6 +43,10 @@ pub(crate) const APIS: &[Api] = &[
         proto: "pluginregistration/v1/api.proto",
     },
     Api {
+        name: "cri_v1",
+        proto: "cri/v1/api.proto",
+    },
+    Api {
         name: "corral_v1",
         proto: "corral/v1/agent.proto",
     },
