@@ -261,9 +261,28 @@ pub(crate) fn push_type_header(out: &mut String, ty: &GoType) {
     out.push(')');
 }
 
-/// Formats an integer the way Go's `strconv` does (plain decimal).
+/// Formats an integer the way Go's `strconv` does (plain decimal), without going through
+/// `fmt` (the dump prints every byte of a `[]byte` this way).
 pub(crate) fn push_int(out: &mut String, v: i128) {
-    let _ = write!(out, "{v}");
+    let Ok(mut n) = u64::try_from(v.unsigned_abs()) else {
+        let _ = write!(out, "{v}");
+        return;
+    };
+    if v < 0 {
+        out.push('-');
+    }
+    let mut buf = [0u8; 20];
+    let mut i = buf.len();
+    loop {
+        i -= 1;
+        buf[i] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    // Only ASCII digits were written.
+    out.push_str(std::str::from_utf8(&buf[i..]).unwrap_or_default());
 }
 
 #[cfg(test)]
@@ -291,6 +310,24 @@ mod tests {
     impl GoType {
         fn is_uint64(&self) -> bool {
             matches!(self, GoType::Uint(IntWidth::W64))
+        }
+    }
+
+    #[test]
+    fn integers_print_in_decimal() {
+        for v in [
+            0i128,
+            7,
+            -7,
+            255,
+            i128::from(i64::MIN),
+            i128::from(u64::MAX),
+            i128::MAX,
+            i128::MIN,
+        ] {
+            let mut out = String::new();
+            push_int(&mut out, v);
+            assert_eq!(out, v.to_string());
         }
     }
 

@@ -118,6 +118,22 @@ impl<'a> ser::Serializer for ValueSer<'a> {
         self.int(v.into())
     }
     fn serialize_u8(self, v: u8) -> Result<(), SchemaMismatch> {
+        // Fast path for `[]byte` elements: no type header, no pointer, just the decimal.
+        if self.d.ignore_next_type && matches!(self.ty, GoType::Uint(crate::gotype::IntWidth::W8)) {
+            self.d.ignore_next_type = false;
+            let digits = [b'0' + v / 100, b'0' + v / 10 % 10, b'0' + v % 10];
+            let skip = if v >= 100 {
+                0
+            } else if v >= 10 {
+                1
+            } else {
+                2
+            };
+            self.d
+                .out
+                .push_str(std::str::from_utf8(&digits[skip..]).unwrap_or_default());
+            return Ok(());
+        }
         self.int(v.into())
     }
     fn serialize_u16(self, v: u16) -> Result<(), SchemaMismatch> {

@@ -379,10 +379,7 @@ mod tests {
             decode(r#"[]"#, initial()).unwrap_err(),
             "json: cannot unmarshal array into Go value of type state.CPUManagerCheckpointV1"
         );
-        assert_eq!(
-            decode("1e3", initial()).unwrap_err().contains("number"),
-            true
-        );
+        assert!(decode("1e3", initial()).unwrap_err().contains("number"));
     }
 
     #[test]
