@@ -2,7 +2,9 @@
 //! manager and CPU manager checkpoints with 1, 100 and 10 000 entries, and the latency of a
 //! durable store write (temp file, fsync, rename, directory fsync).
 //!
-//! Goal: the checksum of a 10 000-entry device checkpoint under 2 ms.
+//! Goal: the checksum of a 10 000-entry device checkpoint under 2 ms. `device/dump` and
+//! `device/fnv` split the checksum into its two halves: FNV-32a is one dependent multiply
+//! per byte, so its share is fixed by the dump's size (3.3 MB for 10 000 entries here).
 
 use std::collections::BTreeMap;
 use std::hint::black_box;
