@@ -311,3 +311,6 @@ pub(crate) fn reference_merge_filtered(
 pub fn reference_merge(policy: &Policy, providers: &[ProviderHints]) -> MergeResult {
     policy.merge_with(providers, reference_merge_filtered)
 }
+
+#[cfg(test)]
+mod tests;

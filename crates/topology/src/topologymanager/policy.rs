@@ -348,3 +348,6 @@ impl Policy {
 }
 
 use crate::NumaMask;
+
+#[cfg(test)]
+mod tests;

@@ -48,6 +48,28 @@ impl FromStr for ScopeName {
     }
 }
 
+/// Every provider's hints for one container, in provider order, as given (upstream
+/// `containerScope.accumulateProvidersHints`): what the policy merges.
+pub(crate) fn container_hints(
+    providers: &[std::sync::Arc<dyn HintProvider>],
+    pod: &Pod,
+    container: &Container,
+) -> Vec<ProviderHints> {
+    providers
+        .iter()
+        .map(|p| p.hints_for_container(pod, container))
+        .collect()
+}
+
+/// Every provider's hints for the whole pod, in provider order, as given (upstream
+/// `podScope.accumulateProvidersHints`).
+pub(crate) fn pod_hints(
+    providers: &[std::sync::Arc<dyn HintProvider>],
+    pod: &Pod,
+) -> Vec<ProviderHints> {
+    providers.iter().map(|p| p.hints_for_pod(pod)).collect()
+}
+
 /// Allocate one container with every provider, in order (upstream
 /// `allocateAlignedResources`).
 fn allocate(
@@ -86,11 +108,7 @@ pub(crate) fn admit_container(
     pod: &Pod,
 ) -> PodAdmitResult {
     for (_, container) in pod.all_containers() {
-        let hints: Vec<ProviderHints> = providers
-            .iter()
-            .map(|p| p.hints_for_container(pod, container))
-            .collect();
-        let merged = policy.merge(&hints);
+        let merged = policy.merge(&container_hints(providers, pod, container));
         if !merged.admit {
             return PodAdmitResult::topology_affinity_error();
         }
@@ -110,8 +128,7 @@ pub(crate) fn admit_pod(
     store: &AffinityStore,
     pod: &Pod,
 ) -> PodAdmitResult {
-    let hints: Vec<ProviderHints> = providers.iter().map(|p| p.hints_for_pod(pod)).collect();
-    let merged = policy.merge(&hints);
+    let merged = policy.merge(&pod_hints(providers, pod));
     if !merged.admit {
         return PodAdmitResult::topology_affinity_error();
     }
@@ -123,3 +140,6 @@ pub(crate) fn admit_pod(
     }
     PodAdmitResult::admitted()
 }
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,163 @@
+//! Upstream `scope_container_test.go` and `scope_pod_test.go`: `TestContainerCalculateAffinity`,
+//! `TestContainerAccumulateProvidersHints`, `TestPodCalculateAffinity` and
+//! `TestPodAccumulateProvidersHints`. Upstream records what a mock policy was handed; here the
+//! accumulated hints are checked directly, and admission is checked to store exactly the
+//! policy's merge of them.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use super::{admit_container, admit_pod, container_hints, pod_hints};
+use crate::topologymanager::{
+    AffinityStore, AllocationError, HintProvider, NumaInfo, Policy, PolicyName, PolicyOptions,
+    ProviderHints, TopologyHint,
+};
+use crate::{Container, NumaMask, Pod};
+
+/// Upstream's `mockHintProvider`: the same hints for the container and for the pod.
+struct Fixed(ProviderHints);
+
+impl HintProvider for Fixed {
+    fn hints_for_container(&self, _: &Pod, _: &Container) -> ProviderHints {
+        self.0.clone()
+    }
+    fn hints_for_pod(&self, _: &Pod) -> ProviderHints {
+        self.0.clone()
+    }
+    fn allocate(&self, _: &Pod, _: &Container, _: &AffinityStore) -> Result<(), AllocationError> {
+        Ok(())
+    }
+}
+
+fn h(ids: &[usize], preferred: bool) -> TopologyHint {
+    TopologyHint::new(
+        Some(NumaMask::new(ids.iter().copied()).expect("ids below 64")),
+        preferred,
+    )
+}
+
+fn p(resources: &[(&str, Option<Vec<TopologyHint>>)]) -> ProviderHints {
+    Some(
+        resources
+            .iter()
+            .map(|(r, l)| ((*r).to_owned(), l.clone()))
+            .collect(),
+    )
+}
+
+/// The `calculateAffinity` tables (4 cases): what each provider returns is what the policy
+/// gets, in order.
+fn calculate_affinity_cases() -> Vec<(&'static str, Vec<ProviderHints>)> {
+    vec![
+        ("No hint providers", vec![]),
+        (
+            "HintProvider returns empty non-nil map[string][]TopologyHint",
+            vec![Some(BTreeMap::new())],
+        ),
+        (
+            "HintProvider returns -nil map[string][]TopologyHint from provider",
+            vec![p(&[("resource", None)])],
+        ),
+        (
+            "Assorted HintProviders",
+            vec![
+                p(&[
+                    ("resource-1/A", Some(vec![h(&[0], true), h(&[0, 1], false)])),
+                    ("resource-1/B", Some(vec![h(&[1], true), h(&[1, 2], false)])),
+                ]),
+                p(&[
+                    ("resource-2/A", Some(vec![h(&[2], true), h(&[3, 4], false)])),
+                    ("resource-2/B", Some(vec![h(&[2], true), h(&[3, 4], false)])),
+                ]),
+                p(&[("resource-3", None)]),
+            ],
+        ),
+    ]
+}
+
+/// The `accumulateProvidersHints` tables (7 cases).
+fn accumulate_cases() -> Vec<(&'static str, Vec<ProviderHints>)> {
+    let zero = || Some(vec![TopologyHint::default()]);
+    vec![
+        ("TopologyHint not set", vec![]),
+        (
+            "HintProvider returns empty non-nil map[string][]TopologyHint",
+            vec![Some(BTreeMap::new())],
+        ),
+        (
+            "HintProvider returns - nil map[string][]TopologyHint from provider",
+            vec![p(&[("resource", None)])],
+        ),
+        (
+            "2 HintProviders with 1 resource returns hints",
+            vec![p(&[("resource1", zero())]), p(&[("resource2", zero())])],
+        ),
+        (
+            "2 HintProviders 1 with 1 resource 1 with nil hints",
+            vec![p(&[("resource1", zero())]), None],
+        ),
+        (
+            "2 HintProviders 1 with 1 resource 1 empty hints",
+            vec![p(&[("resource1", zero())]), Some(BTreeMap::new())],
+        ),
+        (
+            "HintProvider with 2 resources returns hints",
+            vec![p(&[("resource1", zero()), ("resource2", zero())])],
+        ),
+    ]
+}
+
+fn providers(hints: &[ProviderHints]) -> Vec<Arc<dyn HintProvider>> {
+    hints
+        .iter()
+        .map(|h| Arc::new(Fixed(h.clone())) as Arc<dyn HintProvider>)
+        .collect()
+}
+
+fn pod() -> Pod {
+    Pod {
+        uid: "pod".into(),
+        containers: vec![Container::new("c")],
+        ..Pod::default()
+    }
+}
+
+fn policy() -> Policy {
+    let info = NumaInfo::from_ids(0..5).expect("nodes");
+    Policy::new(PolicyName::BestEffort, info, PolicyOptions::default())
+}
+
+/// Upstream `TestContainerAccumulateProvidersHints` and `TestPodAccumulateProvidersHints`.
+#[test]
+fn accumulate_providers_hints() {
+    let pod = pod();
+    for (name, expected) in accumulate_cases() {
+        let providers = providers(&expected);
+        assert_eq!(
+            container_hints(&providers, &pod, &pod.containers[0]),
+            expected,
+            "container scope: {name}"
+        );
+        assert_eq!(pod_hints(&providers, &pod), expected, "pod scope: {name}");
+    }
+}
+
+/// Upstream `TestContainerCalculateAffinity` and `TestPodCalculateAffinity`: the policy is
+/// handed every provider's hints unchanged, and the affinity stored is its merge of them.
+#[test]
+fn calculate_affinity() {
+    let pod = pod();
+    let policy = policy();
+    for (name, expected) in calculate_affinity_cases() {
+        let providers = providers(&expected);
+        let hints = container_hints(&providers, &pod, &pod.containers[0]);
+        assert_eq!(hints, expected, "container scope: {name}");
+        assert_eq!(pod_hints(&providers, &pod), expected, "pod scope: {name}");
+        let merged = policy.merge(&expected).best_hint;
+        for admit in [admit_container, admit_pod] {
+            let store = AffinityStore::new();
+            assert!(admit(&policy, &providers, &store, &pod).admit, "{name}");
+            assert_eq!(store.affinity("pod", "c"), merged, "{name}");
+        }
+    }
+}
