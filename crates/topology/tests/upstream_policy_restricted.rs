@@ -1,0 +1,61 @@
+//! Ported from upstream `pkg/kubelet/cm/topologymanager/policy_restricted_test.go`. Upstream's
+//! restricted policy embeds the best-effort one, so its merge tests run the best-effort tables
+//! of `policy_test.go` (see `policy_cases`); only admission differs.
+
+mod policy_cases;
+
+use corral_topology::PolicyName;
+use policy_cases::{
+    best_effort, best_effort_closest_numa, best_effort_no_policies, check, common, eight_nodes,
+    four_nodes, nil, p, policy, two_nodes,
+};
+
+/// Upstream `TestPolicyRestrictedName`.
+#[test]
+fn policy_restricted_name() {
+    let policy = policy(PolicyName::Restricted, &two_nodes(), false);
+    assert_eq!(policy.name().as_str(), "restricted");
+    assert_eq!(
+        "restricted".parse::<PolicyName>(),
+        Ok(PolicyName::Restricted)
+    );
+}
+
+/// Upstream `TestPolicyRestrictedCanAdmitPodResult`: admitted exactly when the merged hint is
+/// preferred.
+#[test]
+fn policy_restricted_can_admit_pod_result() {
+    let policy = policy(PolicyName::Restricted, &two_nodes(), false);
+    // "Preferred is set to false in topology hints"
+    let result = policy.merge(&[p(&[("resource", vec![nil(false)])])]);
+    assert!(!result.best_hint.preferred);
+    assert!(!result.admit);
+    // "Preferred is set to true in topology hints"
+    let result = policy.merge(&[p(&[("resource", vec![nil(true)])])]);
+    assert!(result.best_hint.preferred);
+    assert!(result.admit);
+}
+
+/// Upstream `TestPolicyRestrictedMerge`: common + mergeTestCases + mergeTestCasesNoPolicies over
+/// `commonNUMAInfoFourNodes`.
+#[test]
+fn policy_restricted_merge() {
+    let nodes = four_nodes();
+    let policy = policy(PolicyName::Restricted, &nodes, false);
+    let mut cases = common();
+    cases.extend(best_effort(&[0, 1, 2, 3]));
+    cases.extend(best_effort_no_policies());
+    assert_eq!(check(&policy, &cases, |hint| hint.preferred), 28);
+}
+
+/// Upstream `TestPolicyRestrictedMergeClosestNUMA`: common + mergeTestCases +
+/// mergeTestCasesClosestNUMA over `commonNUMAInfoEightNodes` with prefer-closest-numa-nodes.
+#[test]
+fn policy_restricted_merge_closest_numa() {
+    let nodes = eight_nodes();
+    let policy = policy(PolicyName::Restricted, &nodes, true);
+    let mut cases = common();
+    cases.extend(best_effort(&[0, 1, 2, 3, 4, 5, 6, 7]));
+    cases.extend(best_effort_closest_numa());
+    assert_eq!(check(&policy, &cases, |hint| hint.preferred), 30);
+}
