@@ -1,9 +1,26 @@
-//! `corral`: the node agent binary.
-//!
-//! The agent will compose the managers (topology, CPU, device, DRA), restore their
-//! checkpoints, and serve the device-plugin registration socket, the DRA plugin registry, the
-//! admission API and the podresources API. Until then it only reports its version.
+//! `corral`: the node agent binary. Parses the command line, sets up logging and hands each
+//! command to its module under `commands/`; it holds no resource-management logic itself.
 
-fn main() {
-    println!("corral {}", env!("CARGO_PKG_VERSION"));
+mod cli;
+mod commands;
+mod config;
+mod logging;
+
+use std::process::ExitCode;
+
+use clap::Parser;
+
+fn main() -> ExitCode {
+    let cli = cli::Cli::parse();
+    if let Err(err) = logging::init(cli.log_format, cli.verbose) {
+        eprintln!("corral: {err:#}");
+        return ExitCode::from(2);
+    }
+    match commands::run(cli.command) {
+        Ok(code) => code,
+        Err(err) => {
+            eprintln!("corral: {err:#}");
+            ExitCode::FAILURE
+        }
+    }
 }

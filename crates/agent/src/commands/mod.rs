@@ -1,0 +1,26 @@
+//! One module per command; each turns parsed arguments into calls on the library crates and
+//! prints the result.
+
+mod checkpoint;
+mod config_check;
+mod topology;
+
+use std::process::ExitCode;
+
+use anyhow::Result;
+
+use crate::cli::{CheckpointCommand, Command, ConfigCommand};
+
+/// Run a parsed command; the exit code is the command's verdict.
+pub(crate) fn run(command: Command) -> Result<ExitCode> {
+    match command {
+        Command::Topology { host_root, output } => topology::run(&host_root, output),
+        Command::Checkpoint(CheckpointCommand::Inspect { file, output }) => {
+            checkpoint::inspect(&file, output)
+        }
+        Command::Checkpoint(CheckpointCommand::Verify { file }) => checkpoint::verify(&file),
+        Command::Config {
+            command: ConfigCommand::Check(args),
+        } => config_check::run(&args),
+    }
+}

@@ -1,0 +1,148 @@
+//! The `corral` binary's offline commands, run as a user would: `topology` on real-machine
+//! sysfs dumps, `checkpoint inspect|verify` on kubelet-written files, `config check`.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn corral(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_corral"))
+        .args(args)
+        .env_remove("RUST_LOG")
+        .output()
+        .expect("run corral")
+}
+
+fn workspace() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .ancestors()
+        .nth(2)
+        .unwrap()
+        .to_path_buf()
+}
+
+fn stdout(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
+fn stderr(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stderr).into_owned()
+}
+
+#[test]
+fn topology_json_has_the_documented_shape() {
+    let root = workspace().join("testdata/sysfs/48amd64-4pa2n6c-sparse");
+    let output = corral(&[
+        "topology",
+        "--host-root",
+        root.to_str().unwrap(),
+        "-o",
+        "json",
+    ]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let doc: serde_json::Value = serde_json::from_str(&stdout(&output)).unwrap();
+    let cpus = doc["cpus"].as_array().unwrap();
+    assert_eq!(cpus.len(), 48);
+    for key in ["cpu", "core", "socket", "numa", "uncore"] {
+        assert!(cpus[0].get(key).is_some(), "missing {key}");
+    }
+    assert_eq!(
+        doc["numa_nodes"],
+        serde_json::json!([0, 1, 2, 33, 34, 45, 72, 73])
+    );
+    assert_eq!(
+        doc["numa_distances"]["33"][3], 10,
+        "row of node 33, its own column"
+    );
+    assert_eq!(doc["counts"]["sockets"], 4);
+}
+
+#[test]
+fn topology_table_and_this_machine() {
+    let output = corral(&["topology"]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    assert!(stdout(&output).contains("CPUs"), "{}", stdout(&output));
+    let missing = corral(&["topology", "--host-root", "/nonexistent-host-root"]);
+    assert!(!missing.status.success());
+    assert!(
+        stderr(&missing).contains("/nonexistent-host-root"),
+        "{}",
+        stderr(&missing)
+    );
+}
+
+/// The `file` of the first vector of a shared checkpoint conformance file.
+fn kubelet_file(vectors: &str) -> String {
+    let path = workspace().join("testdata/conformance").join(vectors);
+    let doc: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    doc["vectors"][0]["file"].as_str().unwrap().to_owned()
+}
+
+#[test]
+fn checkpoint_inspect_and_verify_kubelet_files() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("cpu_manager_state");
+    std::fs::write(&file, kubelet_file("checkpoint_cpumanager.json")).unwrap();
+    let path = file.to_str().unwrap();
+
+    let output = corral(&["checkpoint", "inspect", path, "-o", "json"]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let doc: serde_json::Value = serde_json::from_str(&stdout(&output)).unwrap();
+    assert_eq!(doc["format"], "cpumanager_v2");
+    assert_eq!(doc["verified"], true);
+    assert_eq!(doc["contents"]["policyName"], "none");
+
+    let output = corral(&["checkpoint", "verify", path]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    assert!(stdout(&output).contains("OK"));
+
+    // One flipped byte: verification fails loudly, naming the file and both checksums.
+    let text = std::fs::read_to_string(&file)
+        .unwrap()
+        .replace("\"none\"", "\"nonf\"");
+    std::fs::write(&file, text).unwrap();
+    let output = corral(&["checkpoint", "verify", path]);
+    assert_eq!(output.status.code(), Some(1));
+    let err = stderr(&output);
+    assert!(
+        err.contains("cpu_manager_state") && err.contains("corrupted"),
+        "{err}"
+    );
+}
+
+#[test]
+fn config_check_reports_every_bad_key() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("config.yaml");
+    std::fs::write(
+        &file,
+        "cpuManagerPolicy: dynamic\ntopologyManagerScope: node\n",
+    )
+    .unwrap();
+    let output = corral(&["config", "check", "-c", file.to_str().unwrap()]);
+    assert_eq!(output.status.code(), Some(2));
+    let err = stderr(&output);
+    assert!(
+        err.contains("cpuManagerPolicy") && err.contains("\"dynamic\""),
+        "{err}"
+    );
+    assert!(
+        err.contains("topologyManagerScope") || err.contains("node"),
+        "{err}"
+    );
+
+    std::fs::write(
+        &file,
+        "cpuManagerPolicy: static\nreservedSystemCPUs: \"0\"\n",
+    )
+    .unwrap();
+    let output = corral(&[
+        "config",
+        "check",
+        "-c",
+        file.to_str().unwrap(),
+        "--kubelet-layout",
+    ]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    assert!(stdout(&output).contains("/var/lib/kubelet/device-plugins"));
+}
