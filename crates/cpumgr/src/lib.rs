@@ -1,6 +1,12 @@
 //! `corral-cpumgr`: the kubelet CPU manager as a library.
-//!
-//! This crate will own the `none` and `static` CPU manager policies with every static policy
-//! option upstream has, CPU assignment (`takeByTopology`), CPU topology hints, the
-//! `cpu_manager_state` checkpoint, and reconciliation of container cpusets through a
-//! container-runtime trait.
+#![deny(missing_docs)]
+
+mod assignment;
+mod hints;
+mod index;
+
+pub use assignment::{
+    CpuSortingStrategy, TakeError, take_by_topology_numa_distributed, take_by_topology_numa_packed,
+};
+pub use hints::generate_cpu_topology_hints;
+pub use index::TopologyIndex;

@@ -12,6 +12,8 @@ use anyhow::{Context, Result, bail};
 
 mod bitmask;
 mod checkpoint;
+mod cpu_assignment;
+mod cpu_hints;
 mod cpuset;
 mod topology_merge;
 
@@ -123,6 +125,8 @@ fn runner_for(suite: &str) -> Option<SuiteRunner> {
         "cpuset" => Some(cpuset::run),
         "bitmask" => Some(bitmask::run),
         "checkpoint" => Some(checkpoint::run),
+        "cpu_assignment" => Some(cpu_assignment::run),
+        "cpu_hints" => Some(cpu_hints::run),
         "topology_merge" => Some(topology_merge::run),
         _ => None,
     }

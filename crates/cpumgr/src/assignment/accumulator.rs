@@ -1,0 +1,267 @@
+//! The CPU accumulator (upstream `cpuAccumulator`): the free CPUs, the CPUs taken so far,
+//! how many are still needed, and upstream's sorted views of the free CPUs.
+//!
+//! Every list here is built exactly as upstream builds it, nesting included: with NUMA nodes
+//! above sockets ("NUMA first", when `NumSockets >= NumNUMANodes`) sockets are listed per
+//! sorted NUMA node, cores per sorted socket; otherwise NUMA nodes per sorted socket and cores
+//! per sorted NUMA node. A group that straddles two parents is listed under both, as upstream
+//! does. Within one parent, groups sort by ascending free CPUs, then ascending id. Lists hold
+//! dense group indices (see [`TopologyIndex`]), whose order is the id order.
+
+use corral_topology::CpuSet;
+
+use super::CpuSortingStrategy;
+use crate::index::{Level, TopologyIndex};
+
+pub(crate) struct Accumulator<'a> {
+    pub(crate) ix: &'a TopologyIndex,
+    /// Free CPUs (upstream `details`).
+    pub(crate) free: CpuSet,
+    /// CPUs taken so far.
+    pub(crate) result: CpuSet,
+    /// CPUs still needed; may go negative as upstream's `int` can.
+    pub(crate) needed: i64,
+    numa_first: bool,
+    strategy: CpuSortingStrategy,
+}
+
+impl<'a> Accumulator<'a> {
+    pub(crate) fn new(
+        ix: &'a TopologyIndex,
+        available: &CpuSet,
+        num_cpus: usize,
+        strategy: CpuSortingStrategy,
+    ) -> Accumulator<'a> {
+        let counts = ix.counts();
+        Accumulator {
+            ix,
+            free: available.intersection(ix.all_cpus()),
+            result: CpuSet::new(),
+            needed: i64::try_from(num_cpus).unwrap_or(i64::MAX),
+            numa_first: counts.num_sockets >= counts.num_numa_nodes,
+            strategy,
+        }
+    }
+
+    /// Free CPUs in group `dense` of `level`.
+    pub(crate) fn free_in(&self, level: Level, dense: usize) -> usize {
+        self.free.intersection_len(self.ix.group_cpus(level, dense))
+    }
+
+    /// The dense ids at `level` of the free CPUs in `within` (all free CPUs when `None`),
+    /// sorted by ascending free CPUs then id, appended to `out`.
+    fn push_sorted(&self, level: Level, within: Option<(Level, usize)>, out: &mut Vec<usize>) {
+        let ids = match within {
+            None => self.ix.dense_ids_of(&self.free, level),
+            Some((parent, dense)) => self
+                .ix
+                .dense_ids_of(&self.free.intersection(self.ix.group_cpus(parent, dense)), level),
+        };
+        let mut keyed: Vec<(usize, usize)> =
+            ids.iter().map(|d| (self.free_in(level, d), d)).collect();
+        keyed.sort_unstable();
+        out.extend(keyed.into_iter().map(|(_, d)| d));
+    }
+
+    /// Upstream `sortAvailableNUMANodes`.
+    pub(crate) fn sort_numas(&self) -> Vec<usize> {
+        let mut out = Vec::new();
+        if self.numa_first {
+            self.push_sorted(Level::Numa, None, &mut out);
+        } else {
+            for socket in self.sort_sockets() {
+                self.push_sorted(Level::Numa, Some((Level::Socket, socket)), &mut out);
+            }
+        }
+        out
+    }
+
+    /// Upstream `sortAvailableSockets`.
+    pub(crate) fn sort_sockets(&self) -> Vec<usize> {
+        let mut out = Vec::new();
+        if self.numa_first {
+            for numa in self.sort_numas() {
+                self.push_sorted(Level::Socket, Some((Level::Numa, numa)), &mut out);
+            }
+        } else {
+            self.push_sorted(Level::Socket, None, &mut out);
+        }
+        out
+    }
+
+    /// Upstream `sortAvailableCores`.
+    pub(crate) fn sort_cores(&self) -> Vec<usize> {
+        let mut out = Vec::new();
+        if self.numa_first {
+            for socket in self.sort_sockets() {
+                self.push_sorted(Level::Core, Some((Level::Socket, socket)), &mut out);
+            }
+        } else {
+            for numa in self.sort_numas() {
+                self.push_sorted(Level::Core, Some((Level::Numa, numa)), &mut out);
+            }
+        }
+        out
+    }
+
+    /// Upstream `sortAvailableUncoreCaches`.
+    pub(crate) fn sort_uncores(&self) -> Vec<usize> {
+        let mut out = Vec::new();
+        for numa in self.sort_numas() {
+            self.push_sorted(Level::Uncore, Some((Level::Numa, numa)), &mut out);
+        }
+        out
+    }
+
+    /// Upstream `availableCPUSorter.sort()`: free CPU ids, packed (per sorted core) or spread
+    /// (per sorted socket, ascending ids).
+    pub(crate) fn sort_cpus(&self) -> Vec<usize> {
+        let mut out = Vec::new();
+        let (level, parents) = match self.strategy {
+            CpuSortingStrategy::Packed => (Level::Core, self.sort_cores()),
+            CpuSortingStrategy::Spread => (Level::Socket, self.sort_sockets()),
+        };
+        for parent in parents {
+            out.extend(self.free.intersection(self.ix.group_cpus(level, parent)).iter());
+        }
+        out
+    }
+
+    pub(crate) fn take(&mut self, cpus: &CpuSet) {
+        self.result.union_with(cpus);
+        self.free.difference_with(&self.result);
+        self.needed -= cpus.len() as i64;
+    }
+
+    pub(crate) fn needs_at_least(&self, n: usize) -> bool {
+        self.needed >= n as i64
+    }
+
+    pub(crate) fn is_satisfied(&self) -> bool {
+        self.needed < 1
+    }
+
+    pub(crate) fn is_failed(&self) -> bool {
+        self.needed > self.free.len() as i64
+    }
+
+    fn is_free(&self, level: Level, dense: usize) -> bool {
+        let counts = self.ix.counts();
+        let whole = match level {
+            Level::Socket => counts.num_cpus.checked_div(counts.num_sockets).unwrap_or(0),
+            Level::Core => counts.num_cpus.checked_div(counts.num_cores).unwrap_or(0),
+            Level::Numa | Level::Uncore => self.ix.group_cpus(level, dense).len(),
+        };
+        self.free_in(level, dense) == whole
+    }
+
+    /// Upstream `takeFullNUMANodes` / `takeFullSockets` / `takeFullUncore` /
+    /// `takeFullCores`: the free groups of the sorted list (computed once, before taking),
+    /// each taken whole (the topology's CPUs of the group) while it fits the need.
+    fn take_full(&mut self, level: Level) {
+        let sorted = match level {
+            Level::Numa => self.sort_numas(),
+            Level::Socket => self.sort_sockets(),
+            Level::Core => self.sort_cores(),
+            Level::Uncore => self.sort_uncores(),
+        };
+        let free: Vec<usize> = sorted
+            .into_iter()
+            .filter(|&d| self.is_free(level, d))
+            .collect();
+        for dense in free {
+            let ix = self.ix;
+            let cpus = ix.group_cpus(level, dense);
+            if self.needs_at_least(cpus.len()) {
+                self.take(cpus);
+            }
+        }
+    }
+
+    pub(crate) fn take_full_numas(&mut self) {
+        self.take_full(Level::Numa);
+    }
+
+    pub(crate) fn take_full_sockets(&mut self) {
+        self.take_full(Level::Socket);
+    }
+
+    pub(crate) fn take_full_cores(&mut self) {
+        self.take_full(Level::Core);
+    }
+
+    /// Upstream `takeFullFirstLevel`.
+    pub(crate) fn take_full_first_level(&mut self) {
+        if self.numa_first {
+            self.take_full_numas();
+        } else {
+            self.take_full_sockets();
+        }
+    }
+
+    /// Upstream `takeFullSecondLevel`.
+    pub(crate) fn take_full_second_level(&mut self) {
+        if self.numa_first {
+            self.take_full_sockets();
+        } else {
+            self.take_full_numas();
+        }
+    }
+
+    /// Upstream `takePartialUncore`: the lowest-id free cores of the uncore cache that cover
+    /// the need, taken only when their free CPUs are exactly the need.
+    fn take_partial_uncore(&mut self, uncore: usize) {
+        let Some(cores_needed) = usize::try_from(self.needed)
+            .ok()
+            .and_then(|n| n.checked_div(self.ix.counts().num_cpus.checked_div(self.ix.counts().num_cores)?))
+        else {
+            return;
+        };
+        let in_uncore = self.free.intersection(self.ix.group_cpus(Level::Uncore, uncore));
+        let cores = self.ix.dense_ids_of(&in_uncore, Level::Core);
+        let cores = if cores.len() <= cores_needed {
+            cores
+        } else {
+            cores.first_n(cores_needed)
+        };
+        let mut cpus = CpuSet::new();
+        for core in &cores {
+            cpus.union_with(self.ix.group_cpus(Level::Core, core));
+        }
+        cpus.intersect_with(&self.free);
+        if self.needed == cpus.len() as i64 {
+            self.take(&cpus);
+        }
+    }
+
+    /// Upstream `takeUncoreCache`.
+    pub(crate) fn take_uncore_cache(&mut self) {
+        let counts = self.ix.counts();
+        let per_uncore = counts
+            .num_cpus
+            .checked_div(counts.num_uncore_caches)
+            .unwrap_or(0);
+        for uncore in self.sort_uncores() {
+            if self.needs_at_least(per_uncore) {
+                self.take_full(Level::Uncore);
+            }
+            if self.is_satisfied() {
+                return;
+            }
+            self.take_partial_uncore(uncore);
+            if self.is_satisfied() {
+                return;
+            }
+        }
+    }
+
+    /// Upstream `takeRemainingCPUs`.
+    pub(crate) fn take_remaining_cpus(&mut self) {
+        for cpu in self.sort_cpus() {
+            self.take(&CpuSet::from_iter([cpu]));
+            if self.is_satisfied() {
+                return;
+            }
+        }
+    }
+}

@@ -1,0 +1,75 @@
+//! Upstream `takeByTopologyNUMAPacked`.
+
+use corral_topology::CpuSet;
+
+use super::accumulator::Accumulator;
+use super::{CpuSortingStrategy, TakeError};
+use crate::index::TopologyIndex;
+
+/// `num_cpus` CPUs from `available`, packed onto as few NUMA nodes, sockets, (uncore caches,)
+/// and cores as possible (upstream `takeByTopologyNUMAPacked`).
+///
+/// Steps, each skipped once the request is met: whole NUMA nodes or sockets (the level
+/// higher in the hierarchy first), whole uncore caches or a fitting part of one (with
+/// `prefer_align_by_uncore_cache`), whole cores (not with [`CpuSortingStrategy::Spread`]),
+/// then single CPUs in the strategy's order.
+///
+/// ```
+/// use corral_cpumgr::{CpuSortingStrategy, TopologyIndex, take_by_topology_numa_packed};
+/// use corral_topology::{CpuInfo, CpuRecord, CpuSet, CpuTopology};
+///
+/// // One socket, 4 cores × 2 threads: CPU n and n+4 share core n.
+/// let records: Vec<CpuRecord> = (0..8)
+///     .map(|cpu| CpuRecord { cpu, info: CpuInfo { core: cpu % 4, socket: 0, numa: 0, uncore: 0 } })
+///     .collect();
+/// let index = TopologyIndex::new(&CpuTopology::new(&records)?);
+/// let all = CpuSet::from_range(0, 7);
+/// let got = take_by_topology_numa_packed(&index, &all, 2, CpuSortingStrategy::Packed, false)?;
+/// assert_eq!(got.to_string(), "0,4");
+/// let got = take_by_topology_numa_packed(&index, &all, 2, CpuSortingStrategy::Spread, false)?;
+/// assert_eq!(got.to_string(), "0-1");
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub fn take_by_topology_numa_packed(
+    index: &TopologyIndex,
+    available: &CpuSet,
+    num_cpus: usize,
+    strategy: CpuSortingStrategy,
+    prefer_align_by_uncore_cache: bool,
+) -> Result<CpuSet, TakeError> {
+    let mut acc = Accumulator::new(index, available, num_cpus, strategy);
+    if acc.is_satisfied() {
+        return Ok(acc.result);
+    }
+    if acc.is_failed() {
+        return Err(TakeError::NotEnoughCpus {
+            requested: num_cpus,
+            available: available.len(),
+        });
+    }
+    acc.take_full_first_level();
+    if acc.is_satisfied() {
+        return Ok(acc.result);
+    }
+    acc.take_full_second_level();
+    if acc.is_satisfied() {
+        return Ok(acc.result);
+    }
+    if prefer_align_by_uncore_cache {
+        acc.take_uncore_cache();
+        if acc.is_satisfied() {
+            return Ok(acc.result);
+        }
+    }
+    if strategy != CpuSortingStrategy::Spread {
+        acc.take_full_cores();
+        if acc.is_satisfied() {
+            return Ok(acc.result);
+        }
+    }
+    acc.take_remaining_cpus();
+    if acc.is_satisfied() {
+        return Ok(acc.result);
+    }
+    Err(TakeError::Failed)
+}

@@ -1,0 +1,125 @@
+//! CPU topology hints (upstream `(*staticPolicy).generateCPUTopologyHints` and
+//! `isHintSocketAligned`).
+//!
+//! Every combination of the topology's NUMA nodes (1-node masks ascending, then 2-node masks
+//! in lexicographic order, …) that holds all reusable CPUs and has enough reusable plus
+//! available CPUs becomes a hint. Hints whose node count equals the minimal affinity size are
+//! preferred; with `align-by-socket`, so are hints spanning the minimal number of sockets.
+//!
+//! As upstream, the minimal affinity size is computed from the *total* CPUs of each
+//! combination, not the available ones, so a fragmented node can yield no preferred hint;
+//! a CPU that is both reusable and available counts twice; and a CPU the topology does not
+//! know counts as NUMA node 0.
+
+use corral_topology::{CpuSet, NumaMask, TopologyHint};
+
+use crate::index::TopologyIndex;
+
+/// Upstream `generateCPUTopologyHints(available, reusable, request)` with the static
+/// policy's `align-by-socket` option given explicitly.
+///
+/// ```
+/// use corral_cpumgr::{TopologyIndex, generate_cpu_topology_hints};
+/// use corral_topology::{CpuInfo, CpuRecord, CpuSet, CpuTopology, NumaMask};
+///
+/// // Two NUMA nodes with 4 CPUs each.
+/// let records: Vec<CpuRecord> = (0..8)
+///     .map(|cpu| CpuRecord { cpu, info: CpuInfo { core: cpu, socket: cpu / 4, numa: cpu / 4, uncore: cpu / 4 } })
+///     .collect();
+/// let index = TopologyIndex::new(&CpuTopology::new(&records)?);
+/// let hints = generate_cpu_topology_hints(&index, &CpuSet::from_range(0, 7), &CpuSet::new(), 3, false);
+/// let masks: Vec<_> = hints.iter().map(|h| (h.numa_affinity.unwrap().get_bits(), h.preferred)).collect();
+/// assert_eq!(masks, vec![(vec![0], true), (vec![1], true), (vec![0, 1], false)]);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub fn generate_cpu_topology_hints(
+    index: &TopologyIndex,
+    available: &CpuSet,
+    reusable: &CpuSet,
+    request: usize,
+    align_by_socket: bool,
+) -> Vec<TopologyHint> {
+    let numa_ids = index.numa_node_ids();
+    // Per NUMA id (< 64; upstream's masks cannot hold more): total and available CPUs.
+    let mut total = [0usize; 64];
+    let mut avail = [0usize; 64];
+    for (dense, &id) in numa_ids.iter().enumerate() {
+        if id < 64 {
+            total[id] = index
+                .groups(crate::index::Level::Numa)
+                .cpus
+                .get(dense)
+                .map_or(0, CpuSet::len);
+        }
+    }
+    for cpu in available {
+        let numa = index.numa_of(cpu).unwrap_or(0);
+        if numa < 64 {
+            avail[numa] += 1;
+        }
+    }
+    // Reusable CPUs: the mask must hold all their nodes.
+    let mut reusable_mask = 0u64;
+    let mut reusable_outside = false;
+    for cpu in reusable {
+        match index.numa_of(cpu).unwrap_or(0) {
+            numa @ 0..64 => reusable_mask |= 1 << numa,
+            _ => reusable_outside = true,
+        }
+    }
+    let reusable_count = reusable.len();
+
+    let mut min_affinity_size = numa_ids.len();
+    let mut hints = Vec::new();
+    NumaMask::iterate_masks(numa_ids, |mask| {
+        let cpus_in_mask: usize = mask.iter().map(|n| total[n]).sum();
+        if cpus_in_mask >= request && mask.count() < min_affinity_size {
+            min_affinity_size = mask.count();
+        }
+        if reusable_outside || mask.as_u64() & reusable_mask != reusable_mask {
+            return;
+        }
+        let matching = reusable_count + mask.iter().map(|n| avail[n]).sum::<usize>();
+        if matching < request {
+            return;
+        }
+        hints.push(TopologyHint::new(Some(mask), false));
+    });
+    for hint in &mut hints {
+        let Some(mask) = hint.numa_affinity else {
+            continue;
+        };
+        if align_by_socket && is_hint_socket_aligned(index, mask, min_affinity_size) {
+            hint.preferred = true;
+            continue;
+        }
+        if mask.count() == min_affinity_size {
+            hint.preferred = true;
+        }
+    }
+    hints
+}
+
+/// Upstream `isHintSocketAligned`: the hint's NUMA nodes span exactly the minimal number of
+/// sockets a `min_affinity_size`-node request needs.
+pub(crate) fn is_hint_socket_aligned(
+    index: &TopologyIndex,
+    mask: NumaMask,
+    min_affinity_size: usize,
+) -> bool {
+    let counts = index.counts();
+    let Some(per_socket) = counts.num_numa_nodes.checked_div(counts.num_sockets) else {
+        return false;
+    };
+    if per_socket == 0 {
+        return false;
+    }
+    let min_sockets = min_affinity_size.div_ceil(per_socket);
+    let mut sockets = CpuSet::new();
+    for numa in mask.iter() {
+        if let Some(dense) = index.numa_dense(numa) {
+            sockets.union_with(index.sockets_of_numa(dense));
+        }
+    }
+    sockets.len() == min_sockets
+}

@@ -1,0 +1,181 @@
+//! Runs the shared conformance vectors `testdata/conformance/cpu_assignment.json` and
+//! `cpu_hints.json` (produced by upstream's Go code) so plain `cargo test` covers them.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use corral_cpumgr::{
+    CpuSortingStrategy, TopologyIndex, generate_cpu_topology_hints,
+    take_by_topology_numa_distributed, take_by_topology_numa_packed,
+};
+use corral_topology::{CpuInfo, CpuRecord, CpuSet, CpuTopology, TopologyCounts};
+use serde_json::Value;
+
+fn load(name: &str) -> Value {
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../../testdata/conformance")
+        .join(name);
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    serde_json::from_str(&text).expect("valid JSON")
+}
+
+fn num(v: &Value, key: &str) -> usize {
+    v[key].as_u64().unwrap_or_else(|| panic!("{key} missing")) as usize
+}
+
+fn topologies(doc: &Value) -> BTreeMap<String, TopologyIndex> {
+    doc["topologies"]
+        .as_array()
+        .expect("topologies")
+        .iter()
+        .map(|t| {
+            let records: Vec<CpuRecord> = t["cpus"]
+                .as_array()
+                .expect("cpus")
+                .iter()
+                .map(|c| CpuRecord {
+                    cpu: num(c, "cpu"),
+                    info: CpuInfo {
+                        core: num(c, "core"),
+                        socket: num(c, "socket"),
+                        numa: num(c, "numa"),
+                        uncore: num(c, "uncore"),
+                    },
+                })
+                .collect();
+            let counts = TopologyCounts {
+                num_cpus: num(t, "num_cpus"),
+                num_cores: num(t, "num_cores"),
+                num_sockets: num(t, "num_sockets"),
+                num_numa_nodes: num(t, "num_numa_nodes"),
+                num_uncore_caches: num(t, "num_uncore_cache"),
+            };
+            let topo = CpuTopology::new(&records).expect("topology").with_counts(counts);
+            (
+                t["name"].as_str().expect("name").to_owned(),
+                TopologyIndex::new(&topo),
+            )
+        })
+        .collect()
+}
+
+fn set(v: &Value) -> CpuSet {
+    v.as_str().expect("cpuset string").parse().expect("cpuset")
+}
+
+#[test]
+fn cpu_assignment_vectors() {
+    let doc = load("cpu_assignment.json");
+    let topos = topologies(&doc);
+    let mut failures = Vec::new();
+    let cases = doc["cases"].as_array().expect("cases");
+    for (i, case) in cases.iter().enumerate() {
+        let index = &topos[case["topology"].as_str().expect("topology")];
+        let available = set(&case["available"]);
+        let n = num(case, "num_cpus");
+        let strategy: CpuSortingStrategy = case["cpu_sorting_strategy"]
+            .as_str()
+            .expect("strategy")
+            .parse()
+            .expect("known strategy");
+        let started = Instant::now();
+        let got = match case["algorithm"].as_str().expect("algorithm") {
+            "takeByTopologyNUMAPacked" => take_by_topology_numa_packed(
+                index,
+                &available,
+                n,
+                strategy,
+                case["prefer_align_by_uncore_cache"].as_bool().unwrap_or(false),
+            ),
+            "takeByTopologyNUMADistributed" => take_by_topology_numa_distributed(
+                index,
+                &available,
+                n,
+                num(case, "cpu_group_size"),
+                strategy,
+            ),
+            other => panic!("unknown algorithm {other}"),
+        };
+        let took = started.elapsed();
+        let want_error = case["error"].as_str();
+        let ok = match (want_error, &got) {
+            (Some(e), got) if e.starts_with("TIMEOUT") => {
+                took < Duration::from_secs(1)
+                    && got
+                        .as_ref()
+                        .map_or(true, |s| s.len() == n && s.is_subset_of(&available))
+            }
+            (Some(_), Err(_)) => true,
+            (None, Ok(s)) => s.to_string() == case["result"].as_str().unwrap_or_default(),
+            _ => false,
+        };
+        if !ok {
+            failures.push(format!(
+                "case {i} {}: want {:?}/{:?}, got {got:?}",
+                case, case["result"], want_error
+            ));
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "{} of {} failed:\n{}",
+        failures.len(),
+        cases.len(),
+        failures.iter().take(20).cloned().collect::<Vec<_>>().join("\n")
+    );
+}
+
+#[test]
+fn cpu_hints_vectors() {
+    let doc = load("cpu_hints.json");
+    let topos = topologies(&doc);
+    let mut failures = Vec::new();
+    let cases = doc["cases"].as_array().expect("cases");
+    for case in cases {
+        let index = &topos[case["topology"].as_str().expect("topology")];
+        let hints = generate_cpu_topology_hints(
+            index,
+            &set(&case["available"]),
+            &set(&case["reusable"]),
+            // Upstream takes an `int`; every request <= 0 behaves as 0 (all masks fit).
+            case["request"].as_i64().expect("request").max(0) as usize,
+            case["align_by_socket"].as_bool().expect("align_by_socket"),
+        );
+        let got: Vec<(Vec<usize>, bool)> = hints
+            .iter()
+            .map(|h| {
+                (
+                    h.numa_affinity.map(|m| m.get_bits()).unwrap_or_default(),
+                    h.preferred,
+                )
+            })
+            .collect();
+        let want: Vec<(Vec<usize>, bool)> = case["hints"]
+            .as_array()
+            .expect("hints")
+            .iter()
+            .map(|h| {
+                (
+                    h["affinity"]
+                        .as_array()
+                        .expect("affinity")
+                        .iter()
+                        .map(|x| x.as_u64().expect("id") as usize)
+                        .collect(),
+                    h["preferred"].as_bool().expect("preferred"),
+                )
+            })
+            .collect();
+        if got != want {
+            failures.push(format!("{}: want {want:?}, got {got:?}", case["id"]));
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "{} of {} failed:\n{}",
+        failures.len(),
+        cases.len(),
+        failures.iter().take(20).cloned().collect::<Vec<_>>().join("\n")
+    );
+}

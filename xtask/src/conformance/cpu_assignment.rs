@@ -1,0 +1,168 @@
+//! Suite `cpu_assignment`: upstream `takeByTopologyNUMAPacked` / `takeByTopologyNUMADistributed`
+//! against `corral_cpumgr`. `TIMEOUT` cases (upstream never returns) pass when corral returns
+//! within a second with an error or `num_cpus` CPUs drawn from `available`.
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use corral_cpumgr::{
+    CpuSortingStrategy, TopologyIndex, take_by_topology_numa_distributed,
+    take_by_topology_numa_packed,
+};
+use corral_topology::{CpuInfo, CpuRecord, CpuSet, CpuTopology, TopologyCounts};
+use serde_json::Value;
+
+use super::SuiteOutcome;
+
+fn num(v: &Value, key: &str) -> Result<usize, String> {
+    v[key]
+        .as_u64()
+        .and_then(|n| usize::try_from(n).ok())
+        .ok_or_else(|| format!("`{key}` is not a non-negative integer: {}", v[key]))
+}
+
+fn topology(t: &Value) -> Result<TopologyIndex, String> {
+    let records = t["cpus"]
+        .as_array()
+        .ok_or("topology without `cpus`")?
+        .iter()
+        .map(|c| {
+            Ok(CpuRecord {
+                cpu: num(c, "cpu")?,
+                info: CpuInfo {
+                    core: num(c, "core")?,
+                    socket: num(c, "socket")?,
+                    numa: num(c, "numa")?,
+                    uncore: num(c, "uncore")?,
+                },
+            })
+        })
+        .collect::<Result<Vec<_>, String>>()?;
+    let counts = TopologyCounts {
+        num_cpus: num(t, "num_cpus")?,
+        num_cores: num(t, "num_cores")?,
+        num_sockets: num(t, "num_sockets")?,
+        num_numa_nodes: num(t, "num_numa_nodes")?,
+        num_uncore_caches: num(t, "num_uncore_cache")?,
+    };
+    let topo = CpuTopology::new(&records)
+        .map_err(|e| e.to_string())?
+        .with_counts(counts);
+    Ok(TopologyIndex::new(&topo))
+}
+
+/// The file's `topologies`, by name (a topology that does not parse maps to its error).
+pub(super) fn topologies(doc: &Value) -> BTreeMap<String, Result<TopologyIndex, String>> {
+    doc["topologies"]
+        .as_array()
+        .map(Vec::as_slice)
+        .unwrap_or_default()
+        .iter()
+        .map(|t| {
+            let name = t["name"].as_str().unwrap_or("?").to_owned();
+            (name, topology(t))
+        })
+        .collect()
+}
+
+/// The topology a case names.
+pub(super) fn topology_of<'a>(
+    topos: &'a BTreeMap<String, Result<TopologyIndex, String>>,
+    case: &Value,
+) -> Result<&'a TopologyIndex, String> {
+    let name = case["topology"].as_str().ok_or("case without `topology`")?;
+    topos
+        .get(name)
+        .ok_or_else(|| format!("unknown topology {name:?}"))?
+        .as_ref()
+        .map_err(|e| format!("topology {name:?}: {e}"))
+}
+
+/// A cpuset in list form.
+pub(super) fn cpuset(v: &Value, key: &str) -> Result<CpuSet, String> {
+    let text = v[key]
+        .as_str()
+        .ok_or_else(|| format!("`{key}` is not a string"))?;
+    text.parse()
+        .map_err(|e| format!("`{key}` {text:?} does not parse: {e}"))
+}
+
+/// Check every case of one `cpu_assignment` vector file.
+pub(crate) fn run(doc: &Value, out: &mut SuiteOutcome) {
+    let topos = topologies(doc);
+    let cases = doc["cases"]
+        .as_array()
+        .map(Vec::as_slice)
+        .unwrap_or_default();
+    for (i, case) in cases.iter().enumerate() {
+        let label = format!(
+            "cases[{i}] {} {} n={}",
+            case["topology"].as_str().unwrap_or("?"),
+            case["algorithm"].as_str().unwrap_or("?"),
+            case["num_cpus"]
+        );
+        out.check(label, check(&topos, case));
+    }
+}
+
+fn check(
+    topos: &BTreeMap<String, Result<TopologyIndex, String>>,
+    case: &Value,
+) -> Result<(), String> {
+    let index = topology_of(topos, case)?;
+    let available = cpuset(case, "available")?;
+    let n = num(case, "num_cpus")?;
+    let strategy: CpuSortingStrategy = case["cpu_sorting_strategy"]
+        .as_str()
+        .ok_or("no `cpu_sorting_strategy`")?
+        .parse()
+        .map_err(|e| format!("{e}"))?;
+    let started = Instant::now();
+    let got = match case["algorithm"].as_str() {
+        Some("takeByTopologyNUMAPacked") => take_by_topology_numa_packed(
+            index,
+            &available,
+            n,
+            strategy,
+            case["prefer_align_by_uncore_cache"]
+                .as_bool()
+                .unwrap_or(false),
+        ),
+        Some("takeByTopologyNUMADistributed") => take_by_topology_numa_distributed(
+            index,
+            &available,
+            n,
+            num(case, "cpu_group_size")?,
+            strategy,
+        ),
+        other => return Err(format!("unknown algorithm {other:?}")),
+    };
+    let took = started.elapsed();
+    match (case["error"].as_str(), got) {
+        (Some(e), got) if e.starts_with("TIMEOUT") => {
+            if took >= Duration::from_secs(1) {
+                return Err(format!("took {took:?} (must return well under a second)"));
+            }
+            match got {
+                Ok(set) if set.len() != n || !set.is_subset_of(&available) => Err(format!(
+                    "expected an error or {n} CPUs from {available}, got {set}"
+                )),
+                _ => Ok(()),
+            }
+        }
+        (Some(_), Err(_)) => Ok(()),
+        (Some(e), Ok(set)) => Err(format!("expected error {e:?}, got {set:?}")),
+        (None, Err(e)) => Err(format!(
+            "expected {:?}, got error {e}",
+            case["result"].as_str().unwrap_or_default()
+        )),
+        (None, Ok(set)) => {
+            let want = case["result"].as_str().unwrap_or_default();
+            if set.to_string() == want {
+                Ok(())
+            } else {
+                Err(format!("expected {want:?}, got {:?}", set.to_string()))
+            }
+        }
+    }
+}

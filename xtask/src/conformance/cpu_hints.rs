@@ -1,0 +1,75 @@
+//! Suite `cpu_hints`: upstream static policy `generateCPUTopologyHints` (with and without
+//! `align-by-socket`) against `corral_cpumgr::generate_cpu_topology_hints`.
+
+use corral_cpumgr::generate_cpu_topology_hints;
+use serde_json::Value;
+
+use super::SuiteOutcome;
+use super::cpu_assignment::{cpuset, topologies, topology_of};
+
+/// Check every case of one `cpu_hints` vector file.
+pub(crate) fn run(doc: &Value, out: &mut SuiteOutcome) {
+    let topos = topologies(doc);
+    let cases = doc["cases"]
+        .as_array()
+        .map(Vec::as_slice)
+        .unwrap_or_default();
+    for (i, case) in cases.iter().enumerate() {
+        let label = format!("cases[{i}] {}", case["id"].as_str().unwrap_or("?"));
+        let result = topology_of(&topos, case).and_then(|index| {
+            let request = case["request"]
+                .as_i64()
+                .ok_or("`request` is not an integer")?;
+            let align = case["align_by_socket"]
+                .as_bool()
+                .ok_or("`align_by_socket` is not a bool")?;
+            // Upstream takes an `int`; every request <= 0 behaves as 0 (all masks fit).
+            let request = usize::try_from(request.max(0)).map_err(|e| e.to_string())?;
+            let hints = generate_cpu_topology_hints(
+                index,
+                &cpuset(case, "available")?,
+                &cpuset(case, "reusable")?,
+                request,
+                align,
+            );
+            let got: Vec<(Vec<usize>, bool)> = hints
+                .iter()
+                .map(|h| {
+                    let bits = h.numa_affinity.map(|m| m.get_bits()).unwrap_or_default();
+                    (bits, h.preferred)
+                })
+                .collect();
+            let want = expected(case)?;
+            if got == want {
+                Ok(())
+            } else {
+                Err(format!("expected {want:?}, got {got:?}"))
+            }
+        });
+        out.check(label, result);
+    }
+}
+
+fn expected(case: &Value) -> Result<Vec<(Vec<usize>, bool)>, String> {
+    case["hints"]
+        .as_array()
+        .ok_or("`hints` is not a list")?
+        .iter()
+        .map(|h| {
+            let bits = h["affinity"]
+                .as_array()
+                .ok_or("`affinity` is not a list")?
+                .iter()
+                .map(|x| {
+                    x.as_u64()
+                        .and_then(|n| usize::try_from(n).ok())
+                        .ok_or_else(|| format!("bad NUMA id {x}"))
+                })
+                .collect::<Result<Vec<_>, String>>()?;
+            let preferred = h["preferred"]
+                .as_bool()
+                .ok_or("`preferred` is not a bool")?;
+            Ok((bits, preferred))
+        })
+        .collect()
+}
