@@ -14,7 +14,7 @@ use corral_topology::{
 };
 
 /// A hint over `ids` (upstream `NewTestBitMask(ids...)`).
-pub fn h(ids: &[usize], preferred: bool) -> TopologyHint {
+pub(crate) fn h(ids: &[usize], preferred: bool) -> TopologyHint {
     TopologyHint::new(
         Some(NumaMask::new(ids.iter().copied()).expect("ids below 64")),
         preferred,
@@ -22,12 +22,12 @@ pub fn h(ids: &[usize], preferred: bool) -> TopologyHint {
 }
 
 /// A hint with a nil affinity.
-pub fn nil(preferred: bool) -> TopologyHint {
+pub(crate) fn nil(preferred: bool) -> TopologyHint {
     TopologyHint::new(None, preferred)
 }
 
 /// One provider's hints: resource name → hint list.
-pub fn p(resources: &[(&str, Vec<TopologyHint>)]) -> ProviderHints {
+pub(crate) fn p(resources: &[(&str, Vec<TopologyHint>)]) -> ProviderHints {
     Some(
         resources
             .iter()
@@ -37,23 +37,23 @@ pub fn p(resources: &[(&str, Vec<TopologyHint>)]) -> ProviderHints {
 }
 
 /// A provider returning a nil hint list for `resource`.
-pub fn p_nil_list(resource: &str) -> ProviderHints {
+pub(crate) fn p_nil_list(resource: &str) -> ProviderHints {
     Some(BTreeMap::from([(resource.to_owned(), None)]))
 }
 
 /// A provider returning an empty (non-nil) map.
-pub fn p_empty_map() -> ProviderHints {
+pub(crate) fn p_empty_map() -> ProviderHints {
     Some(BTreeMap::new())
 }
 
 /// One row of a merge table.
-pub struct Case {
+pub(crate) struct Case {
     /// Upstream's case name.
-    pub name: &'static str,
+    pub(crate) name: &'static str,
     /// What each provider returned.
-    pub providers: Vec<ProviderHints>,
+    pub(crate) providers: Vec<ProviderHints>,
     /// The merged hint upstream expects.
-    pub expected: TopologyHint,
+    pub(crate) expected: TopologyHint,
 }
 
 fn case(name: &'static str, providers: Vec<ProviderHints>, expected: TopologyHint) -> Case {
@@ -65,7 +65,7 @@ fn case(name: &'static str, providers: Vec<ProviderHints>, expected: TopologyHin
 }
 
 /// Upstream `commonPolicyMergeTestCases` (9 cases).
-pub fn common() -> Vec<Case> {
+pub(crate) fn common() -> Vec<Case> {
     vec![
         case(
             "Two providers, 1 hint each, same mask, both preferred 1/2",
@@ -148,7 +148,7 @@ fn wide_non_preferred() -> Vec<TopologyHint> {
 }
 
 /// Upstream `bestEffortPolicy.mergeTestCases(numaNodes)` (17 cases); `all` is `numaNodes`.
-pub fn best_effort(all: &[usize]) -> Vec<Case> {
+pub(crate) fn best_effort(all: &[usize]) -> Vec<Case> {
     vec![
         case(
             "Two providers, 2 hints each, same mask (some with different bits), same preferred",
@@ -291,7 +291,7 @@ fn count_five_six() -> [Vec<ProviderHints>; 2] {
 }
 
 /// Upstream `bestEffortPolicy.mergeTestCasesNoPolicies` (2 cases: narrowest mask wins).
-pub fn best_effort_no_policies() -> Vec<Case> {
+pub(crate) fn best_effort_no_policies() -> Vec<Case> {
     let [five, six] = count_five_six();
     vec![
         case("bestNonPreferredAffinityCount (5)", five, h(&[1, 2], false)),
@@ -300,7 +300,7 @@ pub fn best_effort_no_policies() -> Vec<Case> {
 }
 
 /// Upstream `bestEffortPolicy.mergeTestCasesClosestNUMA` (4 cases, eight-node machine).
-pub fn best_effort_closest_numa() -> Vec<Case> {
+pub(crate) fn best_effort_closest_numa() -> Vec<Case> {
     let [five, six] = count_five_six();
     vec![
         case(
@@ -325,7 +325,7 @@ pub fn best_effort_closest_numa() -> Vec<Case> {
 }
 
 /// Upstream `singleNumaNodePolicy.mergeTestCases` (12 cases).
-pub fn single_numa_node() -> Vec<Case> {
+pub(crate) fn single_numa_node() -> Vec<Case> {
     vec![
         case("TopologyHint not set", vec![], nil(true)),
         case(
@@ -421,12 +421,12 @@ fn numa(rows: &[&[u64]]) -> Vec<NumaNode> {
 }
 
 /// Upstream `commonNUMAInfoTwoNodes`.
-pub fn two_nodes() -> Vec<NumaNode> {
+pub(crate) fn two_nodes() -> Vec<NumaNode> {
     numa(&[&[10, 11], &[11, 10]])
 }
 
 /// Upstream `commonNUMAInfoFourNodes`.
-pub fn four_nodes() -> Vec<NumaNode> {
+pub(crate) fn four_nodes() -> Vec<NumaNode> {
     numa(&[
         &[10, 11, 12, 12],
         &[11, 10, 12, 12],
@@ -436,7 +436,7 @@ pub fn four_nodes() -> Vec<NumaNode> {
 }
 
 /// Upstream `commonNUMAInfoEightNodes` (row 7 is asymmetric upstream too).
-pub fn eight_nodes() -> Vec<NumaNode> {
+pub(crate) fn eight_nodes() -> Vec<NumaNode> {
     numa(&[
         &[10, 11, 12, 12, 30, 30, 30, 30],
         &[11, 10, 12, 12, 30, 30, 30, 30],
@@ -450,7 +450,7 @@ pub fn eight_nodes() -> Vec<NumaNode> {
 }
 
 /// A policy over `nodes`, with distances kept when `prefer_closest`.
-pub fn policy(name: PolicyName, nodes: &[NumaNode], prefer_closest: bool) -> Policy {
+pub(crate) fn policy(name: PolicyName, nodes: &[NumaNode], prefer_closest: bool) -> Policy {
     let options = PolicyOptions {
         prefer_closest_numa: prefer_closest,
         ..PolicyOptions::default()
@@ -462,7 +462,11 @@ pub fn policy(name: PolicyName, nodes: &[NumaNode], prefer_closest: bool) -> Pol
 /// Upstream `testPolicyMerge`: every case's merged hint, with corral's fast merge and with the
 /// exhaustive reference walk; `admit(hint)` is the policy's admission rule (upstream
 /// `canAdmitPodResult`), checked on the same results.
-pub fn check(policy: &Policy, cases: &[Case], admit: impl Fn(&TopologyHint) -> bool) -> usize {
+pub(crate) fn check(
+    policy: &Policy,
+    cases: &[Case],
+    admit: impl Fn(&TopologyHint) -> bool,
+) -> usize {
     for case in cases {
         for (how, result) in [
             ("fast", policy.merge(&case.providers)),
