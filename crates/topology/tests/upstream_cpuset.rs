@@ -116,7 +116,9 @@ fn cpuset_is_subset_of() {
 #[test]
 fn cpuset_union() {
     let all: &[usize] = &[1, 2, 3, 4, 5];
-    let cases: [(&[usize], &[&[usize]], &[usize]); 15] = [
+    /// s1, the others, the expected union.
+    type Row<'a> = (&'a [usize], &'a [&'a [usize]], &'a [usize]);
+    let cases: [Row<'_>; 15] = [
         (&[5], &[], &[5]),
         (&[], &[&[]], &[]),
         (&[], &[&[5]], &[5]),

@@ -19,6 +19,9 @@ fn nil(preferred: bool) -> TopologyHint {
     TopologyHint::new(None, preferred)
 }
 
+/// One table row: name, hint lists in, hint lists out.
+type Row = (&'static str, Vec<Vec<TopologyHint>>, Vec<Vec<TopologyHint>>);
+
 fn filter(lists: Vec<Vec<TopologyHint>>) -> Vec<Vec<TopologyHint>> {
     let lists: Vec<Cow<'_, [TopologyHint]>> = lists.into_iter().map(Cow::Owned).collect();
     filter_single_numa_hints(lists)
@@ -30,7 +33,7 @@ fn filter(lists: Vec<Vec<TopologyHint>>) -> Vec<Vec<TopologyHint>> {
 /// Upstream `TestPolicySingleNumaNodeFilterHints` (5 cases).
 #[test]
 fn policy_single_numa_node_filter_hints() {
-    let cases: [(&str, Vec<Vec<TopologyHint>>, Vec<Vec<TopologyHint>>); 5] = [
+    let cases: [Row; 5] = [
         ("filter empty resources", vec![], vec![]),
         (
             "filter hints with nil socket mask 1/2",
