@@ -50,6 +50,18 @@ pub(crate) enum Command {
         #[arg(short, long, value_enum, default_value_t = OutputFormat::Table)]
         output: OutputFormat,
     },
+    /// Show Pod and ResourceClaim manifests as corral reads them (defaulting, QoS, claims).
+    #[command(
+        after_help = "Examples:\n  corral explain -f examples/pods/guaranteed.yaml\n  corral explain -f pod.yaml -f claims.yaml -o json"
+    )]
+    Explain {
+        /// Manifest files (YAML or JSON, several documents each); `-` for stdin.
+        #[arg(short = 'f', long = "filename", required = true)]
+        files: Vec<PathBuf>,
+        /// Output format.
+        #[arg(short, long, value_enum, default_value_t = OutputFormat::Table)]
+        output: OutputFormat,
+    },
     /// Read kubelet and corral checkpoint files.
     #[command(subcommand)]
     Checkpoint(CheckpointCommand),

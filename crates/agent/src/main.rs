@@ -5,6 +5,7 @@ mod cli;
 mod commands;
 mod config;
 mod logging;
+mod manifest;
 
 use std::process::ExitCode;
 

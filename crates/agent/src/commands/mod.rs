@@ -3,6 +3,7 @@
 
 mod checkpoint;
 mod config_check;
+mod explain;
 mod topology;
 
 use std::process::ExitCode;
@@ -15,6 +16,7 @@ use crate::cli::{CheckpointCommand, Command, ConfigCommand};
 pub(crate) fn run(command: Command) -> Result<ExitCode> {
     match command {
         Command::Topology { host_root, output } => topology::run(&host_root, output),
+        Command::Explain { files, output } => explain::run(&files, output),
         Command::Checkpoint(CheckpointCommand::Inspect { file, output }) => {
             checkpoint::inspect(&file, output)
         }

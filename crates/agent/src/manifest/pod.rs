@@ -1,0 +1,169 @@
+//! A Kubernetes Pod → corral's [`Pod`], with the API server's defaulting applied first
+//! (requests default to limits), as the kubelet's managers only ever see defaulted pods.
+
+use std::collections::BTreeMap;
+
+use corral_topology::{
+    Container, ContainerClaim, ContainerRestartPolicy, Pod, PodResourceClaim, ResourceList,
+    ResourceRequirements,
+};
+use k8s_openapi::api::core::v1::{Container as K8sContainer, Pod as K8sPod};
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+
+/// Why a Pod could not be converted.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum PodConversionError {
+    /// The manifest has no `metadata.name`.
+    #[error("the pod has no metadata.name")]
+    MissingName,
+    /// A quantity does not parse: where (pod, container, resource, request or limit, value)
+    /// and why.
+    #[error("{at}: {message}")]
+    Quantity {
+        /// `pod NS/NAME, container C: RESOURCE request|limit "VALUE"`.
+        at: String,
+        /// Why it does not parse.
+        message: String,
+    },
+    /// No uid was given and none could be generated.
+    #[error("cannot generate a uid for pod {0}: {1}")]
+    Uid(String, std::io::Error),
+}
+
+/// Convert `manifest`; a manifest without `metadata.uid` gets a fresh random one.
+pub(crate) fn pod_from_manifest(manifest: &K8sPod) -> Result<Pod, PodConversionError> {
+    let metadata = &manifest.metadata;
+    let name = metadata
+        .name
+        .clone()
+        .ok_or(PodConversionError::MissingName)?;
+    let namespace = metadata
+        .namespace
+        .clone()
+        .unwrap_or_else(|| "default".into());
+    let full_name = format!("{namespace}/{name}");
+    let uid = match metadata.uid.clone().filter(|u| !u.is_empty()) {
+        Some(uid) => uid,
+        None => random_uid().map_err(|e| PodConversionError::Uid(full_name.clone(), e))?,
+    };
+    let spec = manifest.spec.clone().unwrap_or_default();
+    let convert = |c: &K8sContainer| container(&full_name, c);
+    let init_containers = spec
+        .init_containers
+        .iter()
+        .flatten()
+        .map(convert)
+        .collect::<Result<_, _>>()?;
+    let containers = spec
+        .containers
+        .iter()
+        .map(convert)
+        .collect::<Result<_, _>>()?;
+    let resources = match &spec.resources {
+        Some(r) => Some(requirements(
+            &full_name,
+            "(pod)",
+            r.requests.as_ref(),
+            r.limits.as_ref(),
+        )?),
+        None => None,
+    };
+    let resource_claims = spec
+        .resource_claims
+        .iter()
+        .flatten()
+        .map(|c| PodResourceClaim {
+            name: c.name.clone(),
+            resource_claim_name: c.resource_claim_name.clone(),
+            resource_claim_template_name: c.resource_claim_template_name.clone(),
+        })
+        .collect();
+    Ok(Pod {
+        uid,
+        namespace,
+        name,
+        init_containers,
+        containers,
+        resources,
+        resource_claims,
+    })
+}
+
+fn container(pod: &str, c: &K8sContainer) -> Result<Container, PodConversionError> {
+    let resources = c.resources.clone().unwrap_or_default();
+    Ok(Container {
+        name: c.name.clone(),
+        restart_policy: (c.restart_policy.as_deref() == Some("Always"))
+            .then_some(ContainerRestartPolicy::Always),
+        resources: requirements(
+            pod,
+            &c.name,
+            resources.requests.as_ref(),
+            resources.limits.as_ref(),
+        )?,
+        claims: resources
+            .claims
+            .iter()
+            .flatten()
+            .map(|claim| ContainerClaim {
+                name: claim.name.clone(),
+                request: claim.request.clone().filter(|r| !r.is_empty()),
+            })
+            .collect(),
+    })
+}
+
+/// Requests and limits, with requests defaulted from limits per resource (API server rule).
+fn requirements(
+    pod: &str,
+    container: &str,
+    requests: Option<&BTreeMap<String, Quantity>>,
+    limits: Option<&BTreeMap<String, Quantity>>,
+) -> Result<ResourceRequirements, PodConversionError> {
+    let limits_map = limits.cloned().unwrap_or_default();
+    let mut requests_map = requests.cloned().unwrap_or_default();
+    for (name, quantity) in &limits_map {
+        requests_map
+            .entry(name.clone())
+            .or_insert_with(|| quantity.clone());
+    }
+    Ok(ResourceRequirements {
+        requests: list(pod, container, "request", &requests_map)?,
+        limits: list(pod, container, "limit", &limits_map)?,
+    })
+}
+
+fn list(
+    pod: &str,
+    container: &str,
+    kind: &'static str,
+    map: &BTreeMap<String, Quantity>,
+) -> Result<ResourceList, PodConversionError> {
+    let mut list = ResourceList::default();
+    for (name, Quantity(value)) in map {
+        let parsed = match name.as_str() {
+            "cpu" => corral_topology::parse_cpu_millis(value),
+            "memory" => corral_topology::parse_bytes(value),
+            _ => corral_topology::parse_count(value),
+        };
+        let amount = parsed.map_err(|err| PodConversionError::Quantity {
+            at: format!("pod {pod}, container {container}: {name} {kind} {value:?}"),
+            message: err.to_string(),
+        })?;
+        match name.as_str() {
+            "cpu" => list.cpu_millis = Some(amount),
+            "memory" => list.memory_bytes = Some(amount),
+            _ => {
+                list.extended.insert(name.clone(), amount);
+            }
+        }
+    }
+    Ok(list)
+}
+
+/// A random RFC 4122 uid from the kernel.
+fn random_uid() -> std::io::Result<String> {
+    Ok(std::fs::read_to_string("/proc/sys/kernel/random/uuid")?
+        .trim()
+        .to_owned())
+}
