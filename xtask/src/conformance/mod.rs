@@ -15,6 +15,7 @@ mod checkpoint;
 mod cpu_assignment;
 mod cpu_hints;
 mod cpuset;
+mod device_hints;
 mod topology_merge;
 
 /// Outcome of one suite over one or more files.
@@ -123,6 +124,7 @@ fn runner_for(suite: &str) -> Option<SuiteRunner> {
     match suite {
         // Suites register here as their crates implement them.
         "cpuset" => Some(cpuset::run),
+        "device_hints" => Some(device_hints::run),
         "bitmask" => Some(bitmask::run),
         "checkpoint" => Some(checkpoint::run),
         "cpu_assignment" => Some(cpu_assignment::run),

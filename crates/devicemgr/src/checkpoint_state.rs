@@ -1,0 +1,200 @@
+//! Conversion between [`DeviceState`] and `kubelet_internal_checkpoint`
+//! ([`DeviceManagerCheckpoint`]), and the allocate-response bytes stored in it.
+//!
+//! The kubelet stores each container's `ContainerAllocateResponse` as gogo-protobuf bytes,
+//! whose map entries are sorted by key and always carry key and value. prost writes map
+//! entries in hash order and skips empty strings, so [`encode_allocate_response`] writes
+//! the maps itself: the same response always gives the kubelet's bytes.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::time::Instant;
+
+use corral_checkpoint::{DeviceManagerCheckpoint, PodDevicesEntry};
+use corral_proto::deviceplugin::v1beta1::ContainerAllocateResponse;
+use corral_proto::prost::Message;
+use corral_proto::prost::encoding::{WireType, encode_key, encode_varint, encoded_len_varint};
+
+use crate::DeviceManagerError;
+use crate::pod_devices::{ContainerAllocation, DevicesPerNuma};
+use crate::state::{DeviceState, EndpointInfo};
+
+fn encode_string_map(tag: u32, map: &std::collections::HashMap<String, String>, buf: &mut Vec<u8>) {
+    let mut entries: Vec<_> = map.iter().collect();
+    entries.sort();
+    for (k, v) in entries {
+        let len = 2
+            + encoded_len_varint(k.len() as u64)
+            + k.len()
+            + encoded_len_varint(v.len() as u64)
+            + v.len();
+        encode_key(tag, WireType::LengthDelimited, buf);
+        encode_varint(len as u64, buf);
+        encode_key(1, WireType::LengthDelimited, buf);
+        encode_varint(k.len() as u64, buf);
+        buf.extend_from_slice(k.as_bytes());
+        encode_key(2, WireType::LengthDelimited, buf);
+        encode_varint(v.len() as u64, buf);
+        buf.extend_from_slice(v.as_bytes());
+    }
+}
+
+/// The bytes a kubelet stores for `response` (gogo-protobuf's `Marshal`).
+pub fn encode_allocate_response(response: &ContainerAllocateResponse) -> Vec<u8> {
+    let mut buf = Vec::new();
+    encode_string_map(1, &response.envs, &mut buf);
+    let middle = ContainerAllocateResponse {
+        mounts: response.mounts.clone(),
+        devices: response.devices.clone(),
+        ..ContainerAllocateResponse::default()
+    };
+    middle.encode(&mut buf).expect("a Vec grows as needed");
+    encode_string_map(4, &response.annotations, &mut buf);
+    let tail = ContainerAllocateResponse {
+        cdi_devices: response.cdi_devices.clone(),
+        ..ContainerAllocateResponse::default()
+    };
+    tail.encode(&mut buf).expect("a Vec grows as needed");
+    buf
+}
+
+impl DeviceState {
+    /// The checkpoint of this state (upstream `writeCheckpoint`'s data): allocations that
+    /// have a response, and the healthy devices of every registered resource. Sorted.
+    pub fn to_checkpoint(&self) -> DeviceManagerCheckpoint {
+        let entries: Vec<PodDevicesEntry> = self
+            .pod_devices
+            .entries()
+            .filter_map(|(pod, container, resource, allocation)| {
+                let response = allocation.response.as_ref()?;
+                Some(PodDevicesEntry {
+                    pod_uid: pod.to_owned(),
+                    container_name: container.to_owned(),
+                    resource_name: resource.to_owned(),
+                    device_ids: Some(
+                        allocation
+                            .devices
+                            .iter()
+                            .map(|(numa, ids)| (*numa, Some(ids.clone())))
+                            .collect(),
+                    ),
+                    alloc_resp: Some(encode_allocate_response(response)),
+                })
+            })
+            .collect();
+        let registered = self
+            .resources
+            .iter()
+            .filter(|(_, table)| table.has_healthy)
+            .map(|(name, table)| (name.clone(), Some(table.ids_of(&table.healthy))))
+            .collect();
+        DeviceManagerCheckpoint {
+            pod_device_entries: (!entries.is_empty()).then_some(entries),
+            registered_devices: Some(registered),
+        }
+    }
+
+    /// Restore a checkpoint read from `path` (upstream `readCheckpoint`): allocations come
+    /// back, and every registered resource comes back with a stopped endpoint (capacity 0
+    /// until its plugin registers again; dropped after the grace period counted from `now`).
+    ///
+    /// An entry whose response does not decode is an error naming it (upstream skips it).
+    pub fn restore_checkpoint(
+        &mut self,
+        checkpoint: &DeviceManagerCheckpoint,
+        path: &Path,
+        now: Instant,
+    ) -> Result<(), DeviceManagerError> {
+        let mut restored = Vec::new();
+        for entry in checkpoint.pod_device_entries.iter().flatten() {
+            let bytes = entry.alloc_resp.as_deref().unwrap_or_default();
+            let response = ContainerAllocateResponse::decode(bytes).map_err(|err| {
+                DeviceManagerError::CorruptEntry {
+                    path: path.to_path_buf(),
+                    pod_uid: entry.pod_uid.clone(),
+                    container: entry.container_name.clone(),
+                    resource: entry.resource_name.clone(),
+                    message: err.to_string(),
+                }
+            })?;
+            let devices: DevicesPerNuma = entry
+                .device_ids
+                .iter()
+                .flatten()
+                .map(|(numa, ids)| (*numa, ids.clone().unwrap_or_default()))
+                .collect();
+            restored.push((entry, devices, response));
+        }
+        for (entry, devices, response) in restored {
+            tracing::debug!(pod = %entry.pod_uid, container = %entry.container_name,
+                resource = %entry.resource_name, "restored allocation from checkpoint");
+            self.pod_devices.insert(
+                &entry.pod_uid,
+                &entry.container_name,
+                &entry.resource_name,
+                ContainerAllocation {
+                    devices,
+                    response: Some(response),
+                },
+            );
+        }
+        self.regenerate_allocated();
+        let registered: BTreeMap<_, _> = checkpoint.registered_devices.clone().unwrap_or_default();
+        for resource in registered.keys() {
+            let table = self.resource_mut(resource);
+            table.has_healthy = true;
+            table.healthy.clear();
+            table.has_unhealthy = true;
+            table.unhealthy.clear();
+            self.endpoints.insert(
+                resource.clone(),
+                EndpointInfo {
+                    options: None,
+                    stopped_at: Some(now),
+                },
+            );
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use corral_proto::deviceplugin::v1beta1::{self as api, CdiDevice, DeviceSpec};
+
+    #[test]
+    fn maps_are_sorted_and_keep_empty_values() {
+        let response = ContainerAllocateResponse {
+            envs: [
+                ("B".to_owned(), String::new()),
+                ("A".to_owned(), "1".to_owned()),
+            ]
+            .into(),
+            mounts: vec![api::Mount {
+                container_path: "/c".into(),
+                host_path: "/h".into(),
+                read_only: true,
+            }],
+            devices: vec![DeviceSpec {
+                container_path: "/dev/x".into(),
+                host_path: "/dev/y".into(),
+                permissions: "rw".into(),
+            }],
+            annotations: [("k".to_owned(), "v".to_owned())].into(),
+            cdi_devices: vec![CdiDevice {
+                name: "v.com/c=0".into(),
+            }],
+        };
+        let bytes = encode_allocate_response(&response);
+        // envs A=1 first, then B="" with an explicit empty value (gogo keeps it).
+        assert_eq!(&bytes[..7], &[0x0a, 6, 0x0a, 1, b'A', 0x12, 1]);
+        assert_eq!(&bytes[8..16], &[0x0a, 5, 0x0a, 1, b'B', 0x12, 0, 0x12]);
+        assert_eq!(
+            ContainerAllocateResponse::decode(bytes.as_slice()).unwrap(),
+            response
+        );
+        // Deterministic.
+        assert_eq!(encode_allocate_response(&response.clone()), bytes);
+    }
+}

@@ -1,0 +1,193 @@
+//! The crate's errors: [`AllocateError`] (why devices could not be allocated, upstream's
+//! messages) and [`DeviceManagerError`] (everything the manager facade can fail with).
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// Why devices could not be allocated to a container. Messages are upstream's, with the
+/// resource, pod and container named.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum AllocateError {
+    /// The container already holds a different number of devices.
+    #[error(
+        "pod {pod_uid:?} container {container:?} changed request for resource {resource:?} from {allocated} to {required}"
+    )]
+    ChangedRequest {
+        /// Pod uid.
+        pod_uid: String,
+        /// Container name.
+        container: String,
+        /// Resource name.
+        resource: String,
+        /// Devices it holds.
+        allocated: usize,
+        /// Devices it asks for now.
+        required: usize,
+    },
+    /// No plugin ever registered the resource.
+    #[error("cannot allocate unregistered device {resource}")]
+    Unregistered {
+        /// Resource name.
+        resource: String,
+    },
+    /// The resource has no healthy device.
+    #[error("no healthy devices present; cannot allocate unhealthy devices {resource}")]
+    NoHealthyDevices {
+        /// Resource name.
+        resource: String,
+    },
+    /// Devices the container held before are unhealthy now.
+    #[error(
+        "previously allocated devices are no longer healthy; cannot allocate unhealthy devices {resource}"
+    )]
+    PreviouslyAllocatedUnhealthy {
+        /// Resource name.
+        resource: String,
+    },
+    /// Not enough available devices.
+    #[error(
+        "requested number of devices unavailable for {resource}. Requested: {requested}, Available: {available}"
+    )]
+    Unavailable {
+        /// Resource name.
+        resource: String,
+        /// Devices still needed.
+        requested: usize,
+        /// Devices available.
+        available: usize,
+    },
+    /// The selection took fewer devices than required (an internal inconsistency).
+    #[error(
+        "unexpectedly allocated less resources than required. Requested: {required}, Got: {got}"
+    )]
+    Shortfall {
+        /// Devices required.
+        required: usize,
+        /// Devices taken.
+        got: usize,
+    },
+    /// The resource is registered but its endpoint is gone.
+    #[error("endpoint not found in cache for a registered resource: {resource}")]
+    EndpointNotFound {
+        /// Resource name.
+        resource: String,
+    },
+    /// No plugin endpoint serves the resource.
+    #[error("unknown Device Plugin {resource}")]
+    UnknownPlugin {
+        /// Resource name.
+        resource: String,
+    },
+    /// `GetPreferredAllocation` failed.
+    #[error(
+        "device plugin GetPreferredAllocation rpc failed with err: {message} (resource {resource})"
+    )]
+    PreferredAllocation {
+        /// Resource name.
+        resource: String,
+        /// The plugin's error.
+        message: String,
+    },
+    /// `Allocate` failed.
+    #[error(
+        "device plugin Allocate rpc failed for resource {resource}, pod {pod_uid:?}, container {container:?}: {message}"
+    )]
+    AllocateRpc {
+        /// Resource name.
+        resource: String,
+        /// Pod uid.
+        pod_uid: String,
+        /// Container name.
+        container: String,
+        /// The plugin's error.
+        message: String,
+    },
+    /// The plugin answered `Allocate` without a container response.
+    #[error("no containers return in allocation response for resource {resource}")]
+    NoContainerResponse {
+        /// Resource name.
+        resource: String,
+    },
+    /// `PreStartContainer` failed.
+    #[error("device plugin PreStartContainer rpc failed with err: {message} (resource {resource})")]
+    PreStart {
+        /// Resource name.
+        resource: String,
+        /// The plugin's error.
+        message: String,
+    },
+    /// `PreStartContainer` is required but the container holds no devices.
+    #[error(
+        "no devices found allocated in local cache for pod {pod_uid}, container {container}, resource {resource}"
+    )]
+    NoDevicesForPreStart {
+        /// Pod uid.
+        pod_uid: String,
+        /// Container name.
+        container: String,
+        /// Resource name.
+        resource: String,
+    },
+    /// The resource's plugin did not (re-)register within the configured wait.
+    #[error(
+        "device plugin for resource {resource} did not register within {waited:?}; cannot admit pod {pod_uid:?} container {container:?}"
+    )]
+    PluginNotRegistered {
+        /// Resource name.
+        resource: String,
+        /// Pod uid.
+        pod_uid: String,
+        /// Container name.
+        container: String,
+        /// How long admission waited.
+        waited: Duration,
+    },
+}
+
+/// What the device manager facade can fail with.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum DeviceManagerError {
+    /// Allocation failed (everything taken for the container was given back).
+    #[error(transparent)]
+    Allocate(#[from] AllocateError),
+    /// The checkpoint could not be read or written.
+    #[error("device manager checkpoint: {0}")]
+    Checkpoint(#[from] corral_checkpoint::CheckpointError),
+    /// An entry of the checkpoint holds an allocate response that does not decode.
+    #[error(
+        "device manager checkpoint {path}: entry for pod {pod_uid:?} container {container:?} resource {resource:?} has an undecodable AllocResp: {message}"
+    )]
+    CorruptEntry {
+        /// The checkpoint file.
+        path: PathBuf,
+        /// Pod uid.
+        pod_uid: String,
+        /// Container name.
+        container: String,
+        /// Resource name.
+        resource: String,
+        /// The protobuf decoder's message.
+        message: String,
+    },
+    /// The plugin directory could not be prepared.
+    #[error("device plugin directory {path}: {source}")]
+    PluginDir {
+        /// The directory.
+        path: PathBuf,
+        /// The underlying error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The registration socket could not be served.
+    #[error(transparent)]
+    Socket(#[from] corral_proto::uds::UdsError),
+    /// The manager was used before `start` or after `stop`.
+    #[error("the device manager is not running")]
+    NotRunning,
+    /// A blocking call was made from a thread that may not block (inside a current-thread
+    /// tokio runtime).
+    #[error("cannot wait for device plugins on this thread: {0}")]
+    CannotBlock(String),
+}

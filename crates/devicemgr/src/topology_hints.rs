@@ -1,0 +1,188 @@
+//! The device manager as a topology-manager hint provider: container and pod hints exactly
+//! as upstream's `GetTopologyHints` / `GetPodTopologyHints`, and the device requests they
+//! are computed for (limits of device-plugin resources; for a pod, upstream `PodLimits`).
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use corral_topology::{Container, Pod, ResourceHints, TopologyHint};
+
+use crate::bitset::BitSet;
+use crate::hints::{self, HintInput};
+use crate::resource_devices::ResourceDevices;
+use crate::state::DeviceState;
+
+fn hint_input<'a>(
+    table: &ResourceDevices,
+    available: impl Iterator<Item = usize>,
+    reusable: impl Iterator<Item = &'a String>,
+) -> HintInput {
+    let mut input = HintInput::default();
+    for i in table.listed.iter() {
+        input.all.add(table.slot(i).bits);
+    }
+    for i in available {
+        if table.listed.contains(i) {
+            input.available.add(table.slot(i).bits);
+        }
+    }
+    for id in reusable {
+        if let Some(slot) = table.slot_of(id)
+            && slot.nodes.is_some()
+        {
+            input.reusable.add(slot.bits);
+        }
+    }
+    input
+}
+
+/// Upstream `PodLimits` restricted to extended resources: the larger of (app containers +
+/// sidecars) and the largest init container's view (itself plus the sidecars started
+/// before it).
+pub fn pod_limits(pod: &Pod) -> BTreeMap<String, i64> {
+    let add = |into: &mut BTreeMap<String, i64>, from: &BTreeMap<String, i64>| {
+        for (name, value) in from {
+            *into.entry(name.clone()).or_default() += value;
+        }
+    };
+    let max = |into: &mut BTreeMap<String, i64>, from: &BTreeMap<String, i64>| {
+        for (name, value) in from {
+            let entry = into.entry(name.clone()).or_insert(*value);
+            *entry = (*entry).max(*value);
+        }
+    };
+    let mut limits = BTreeMap::new();
+    for container in &pod.containers {
+        add(&mut limits, &container.resources.limits.extended);
+    }
+    let mut sidecars: BTreeMap<String, i64> = BTreeMap::new();
+    let mut init: BTreeMap<String, i64> = BTreeMap::new();
+    for container in &pod.init_containers {
+        let own = &container.resources.limits.extended;
+        let view = if container.is_restartable() {
+            add(&mut sidecars, own);
+            sidecars.clone()
+        } else {
+            let mut view = own.clone();
+            add(&mut view, &sidecars);
+            view
+        };
+        max(&mut init, &view);
+    }
+    add(&mut limits, &sidecars);
+    max(&mut limits, &init);
+    limits
+}
+
+impl DeviceState {
+    /// Upstream `generateDeviceTopologyHints` for explicit available and reusable sets.
+    pub fn generate_device_topology_hints(
+        &self,
+        resource: &str,
+        available: &BTreeSet<String>,
+        reusable: &BTreeSet<String>,
+        request: usize,
+    ) -> Vec<TopologyHint> {
+        let empty = ResourceDevices::default();
+        let table = self.resources.get(resource).unwrap_or(&empty);
+        let input = hint_input(table, table.known(available), reusable.iter());
+        hints::generate(&self.numa_nodes, &input, request)
+    }
+
+    /// The container's device-plugin requests (its limits of device-plugin resources).
+    pub fn container_device_requests(&self, container: &Container) -> BTreeMap<String, usize> {
+        container
+            .resources
+            .limits
+            .extended
+            .iter()
+            .filter(|(name, _)| self.is_device_plugin_resource(name))
+            .map(|(name, &n)| (name.clone(), usize::try_from(n).unwrap_or(0)))
+            .collect()
+    }
+
+    /// The pod's device-plugin requests (upstream `getPodDeviceRequest`).
+    pub fn pod_device_requests(&self, pod: &Pod) -> BTreeMap<String, usize> {
+        pod_limits(pod)
+            .into_iter()
+            .filter(|(name, _)| self.is_device_plugin_resource(name))
+            .map(|(name, n)| (name, usize::try_from(n).unwrap_or(0)))
+            .collect()
+    }
+
+    /// Upstream `GetTopologyHints` for one container (after stale pods were freed).
+    pub fn container_hints(&self, pod_uid: &str, container: &Container) -> ResourceHints {
+        let mut out = ResourceHints::new();
+        for (resource, requested) in self.container_device_requests(container) {
+            let held = self
+                .pod_devices
+                .container_devices(pod_uid, &container.name, &resource);
+            let reusable = self
+                .devices_to_reuse
+                .get(pod_uid)
+                .and_then(|r| r.get(&resource));
+            let hints = self.resource_hints(&resource, requested, held, reusable);
+            out.insert(resource, hints);
+        }
+        out
+    }
+
+    /// Upstream `GetPodTopologyHints` (after stale pods were freed).
+    pub fn pod_hints(&self, pod: &Pod) -> ResourceHints {
+        let mut out = ResourceHints::new();
+        for (resource, requested) in self.pod_device_requests(pod) {
+            let held = Some(self.pod_devices.pod_devices(&pod.uid, &resource));
+            let hints = self.resource_hints(&resource, requested, held, None);
+            out.insert(resource, hints);
+        }
+        out
+    }
+
+    fn resource_hints(
+        &self,
+        resource: &str,
+        requested: usize,
+        held: Option<BTreeSet<String>>,
+        reusable: Option<&BTreeSet<String>>,
+    ) -> Option<Vec<TopologyHint>> {
+        if !self.device_has_topology_alignment(resource) {
+            tracing::debug!(resource, "resource does not have a topology preference");
+            return None;
+        }
+        let table = self.resources.get(resource)?;
+        if let Some(held) = held.filter(|h| !h.is_empty()) {
+            if held.len() != requested {
+                tracing::warn!(
+                    resource,
+                    requested,
+                    allocated = held.len(),
+                    "resource already allocated with a different number than requested"
+                );
+                return Some(Vec::new());
+            }
+            return Some(self.generate_device_topology_hints(
+                resource,
+                &held,
+                &BTreeSet::new(),
+                requested,
+            ));
+        }
+        let available: BitSet = table.healthy.difference(&table.allocated);
+        let empty = BTreeSet::new();
+        let reusable = reusable.unwrap_or(&empty);
+        let extra = reusable
+            .iter()
+            .filter(|id| table.index_of(id).is_none_or(|i| !available.contains(i)))
+            .count();
+        if available.len() + extra < requested {
+            tracing::warn!(
+                resource,
+                requested,
+                available = available.len() + extra,
+                "unable to generate topology hints: requested number of devices unavailable"
+            );
+            return Some(Vec::new());
+        }
+        let input = hint_input(table, available.iter(), reusable.iter());
+        Some(hints::generate(&self.numa_nodes, &input, requested))
+    }
+}
