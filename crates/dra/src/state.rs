@@ -1,0 +1,165 @@
+//! Where the claim cache is checkpointed: [`StateStore`], with the kubelet's file
+//! ([`FileStateStore`], `dra_manager_state` in the state directory through
+//! [`corral_checkpoint::CheckpointStore`]: atomic, durable, byte-compatible) and an
+//! in-memory one for tests ([`MemoryStateStore`]).
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+use corral_checkpoint::{
+    Checkpoint, CheckpointError, CheckpointStore, DRA_MANAGER_FILE, DraCheckpoint,
+};
+
+use crate::error::DraError;
+
+/// Storage for the DRA manager's claim list.
+pub trait StateStore: Send + 'static {
+    /// The stored claim list; an empty one, written out, when there is none yet
+    /// (upstream `GetOrCreate`). A corrupt file is an error, never an empty list.
+    fn get_or_create(&self) -> Result<DraCheckpoint, DraError>;
+
+    /// Replace the stored claim list.
+    fn store(&self, checkpoint: &DraCheckpoint) -> Result<(), DraError>;
+}
+
+/// `dra_manager_state` in a state directory.
+#[derive(Debug, Clone)]
+pub struct FileStateStore {
+    store: CheckpointStore,
+    name: String,
+}
+
+impl FileStateStore {
+    /// The kubelet's `dra_manager_state` in `state_dir` (created when missing).
+    pub fn open(state_dir: impl AsRef<Path>) -> Result<Self, DraError> {
+        Self::with_name(state_dir, DRA_MANAGER_FILE)
+    }
+
+    /// A checkpoint file of another name in `state_dir`.
+    pub fn with_name(state_dir: impl AsRef<Path>, name: &str) -> Result<Self, DraError> {
+        let dir = state_dir.as_ref();
+        let store = CheckpointStore::open(dir).map_err(|source| DraError::Checkpoint {
+            path: dir.join(name),
+            source,
+        })?;
+        Ok(FileStateStore {
+            store,
+            name: name.to_owned(),
+        })
+    }
+
+    /// The file's path.
+    pub fn path(&self) -> PathBuf {
+        self.store.dir().join(&self.name)
+    }
+
+    fn error(&self, source: CheckpointError) -> DraError {
+        DraError::Checkpoint {
+            path: self.path(),
+            source,
+        }
+    }
+}
+
+impl StateStore for FileStateStore {
+    fn get_or_create(&self) -> Result<DraCheckpoint, DraError> {
+        match self.store.get::<DraCheckpoint>(&self.name) {
+            Ok(checkpoint) => Ok(checkpoint),
+            Err(CheckpointError::NotFound { .. }) => {
+                let empty = DraCheckpoint {
+                    claim_info_state_list: Some(Vec::new()),
+                };
+                self.store(&empty)?;
+                Ok(empty)
+            }
+            Err(err) => Err(self.error(err)),
+        }
+    }
+
+    fn store(&self, checkpoint: &DraCheckpoint) -> Result<(), DraError> {
+        self.store
+            .create(&self.name, checkpoint)
+            .map_err(|err| self.error(err))
+    }
+}
+
+/// An in-memory store holding the encoded file bytes; clones share them, so a test can
+/// "restart" a manager on the same state.
+#[derive(Debug, Clone, Default)]
+pub struct MemoryStateStore {
+    bytes: Arc<Mutex<Option<Vec<u8>>>>,
+}
+
+impl MemoryStateStore {
+    /// An empty store.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// The stored file bytes.
+    pub fn bytes(&self) -> Option<Vec<u8>> {
+        self.bytes.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    fn error(source: CheckpointError) -> DraError {
+        DraError::Checkpoint {
+            path: PathBuf::from("<memory>"),
+            source,
+        }
+    }
+}
+
+impl StateStore for MemoryStateStore {
+    fn get_or_create(&self) -> Result<DraCheckpoint, DraError> {
+        let mut bytes = self.bytes.lock().unwrap_or_else(|e| e.into_inner());
+        match bytes.as_ref() {
+            Some(b) => DraCheckpoint::decode(b).map_err(Self::error),
+            None => {
+                let empty = DraCheckpoint {
+                    claim_info_state_list: Some(Vec::new()),
+                };
+                *bytes = Some(empty.encode().map_err(Self::error)?);
+                Ok(empty)
+            }
+        }
+    }
+
+    fn store(&self, checkpoint: &DraCheckpoint) -> Result<(), DraError> {
+        let encoded = checkpoint.encode().map_err(Self::error)?;
+        *self.bytes.lock().unwrap_or_else(|e| e.into_inner()) = Some(encoded);
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    // Upstream TestCheckpointGetOrCreate: a missing file is created empty; a corrupt one is
+    // an error.
+    #[test]
+    fn get_or_create_and_corruption() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = FileStateStore::open(dir.path()).unwrap();
+        let empty = store.get_or_create().unwrap();
+        assert_eq!(empty.claim_info_state_list, Some(vec![]));
+        let bytes = std::fs::read(store.path()).unwrap();
+        assert!(bytes.starts_with(br#"{"Data":"{\"kind\":\"DRACheckpoint\""#));
+        let mut corrupt = bytes.clone();
+        let at = corrupt.len() - 2;
+        corrupt[at] = if corrupt[at] == b'1' { b'2' } else { b'1' };
+        std::fs::write(store.path(), corrupt).unwrap();
+        let err = store.get_or_create().unwrap_err();
+        assert!(
+            matches!(err, DraError::Checkpoint { ref source, .. } if source.is_checksum_mismatch())
+        );
+    }
+
+    #[test]
+    fn memory_store_shares_bytes() {
+        let a = MemoryStateStore::new();
+        let b = a.clone();
+        a.get_or_create().unwrap();
+        assert_eq!(a.bytes(), b.bytes());
+    }
+}

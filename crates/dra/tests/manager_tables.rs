@@ -1,0 +1,561 @@
+//! Upstream's manager test tables (`pkg/kubelet/cm/dra/manager_test.go`), ported as facts
+//! about behaviour, run against an in-memory driver and an in-memory checkpoint.
+
+use std::collections::BTreeMap;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU32, Ordering};
+
+use corral_dra::{
+    AllocatedDevice, ClaimRef, ConsumerRef, DraError, DriverCallError, DriverClients, Manager,
+    ManagerConfig, MemoryStateStore, PodClaim, PodClaims, PrepareResults, PreparedDevice,
+    ResourceClaim, UnprepareResults,
+};
+use corral_topology::{Container, ContainerClaim};
+
+const DRIVER: &str = "test-driver";
+const NAMESPACE: &str = "test-namespace";
+const POD_UID: &str = "test-pod-uid";
+const CLAIM: &str = "test-claim";
+const CLAIM_UID: &str = "test-claim-uid";
+const REQUEST: &str = "test-request";
+const CDI_ID: &str = "test-driver/test=claim-test-claim-uid";
+
+/// What the fake driver answers.
+#[derive(Clone)]
+enum Answer {
+    /// One device per claim, named after the claim uid (upstream's default fake answer).
+    Devices,
+    /// A fixed per-uid map.
+    Fixed(BTreeMap<String, Result<Vec<PreparedDevice>, String>>),
+    /// The call fails as a whole.
+    CallError(&'static str),
+}
+
+struct FakeDriver {
+    registered: Vec<&'static str>,
+    prepare: Mutex<Answer>,
+    unprepare: Mutex<Option<BTreeMap<String, Result<(), String>>>>,
+    prepare_calls: AtomicU32,
+    unprepare_calls: AtomicU32,
+}
+
+impl FakeDriver {
+    fn new(answer: Answer) -> Self {
+        FakeDriver {
+            registered: vec![DRIVER],
+            prepare: Mutex::new(answer),
+            unprepare: Mutex::new(None),
+            prepare_calls: AtomicU32::new(0),
+            unprepare_calls: AtomicU32::new(0),
+        }
+    }
+}
+
+fn device_for(claim: &ClaimRef) -> PreparedDevice {
+    PreparedDevice {
+        request_names: vec![REQUEST.into()],
+        pool_name: "worker-1-pool".into(),
+        device_name: "dev-1".into(),
+        cdi_device_ids: vec![format!("{DRIVER}/test=claim-{}", claim.uid)],
+    }
+}
+
+impl DriverClients for FakeDriver {
+    fn is_registered(&self, driver: &str) -> bool {
+        self.registered.contains(&driver)
+    }
+
+    async fn node_prepare_resources(
+        &self,
+        _driver: &str,
+        claims: &[ClaimRef],
+    ) -> Result<PrepareResults, DriverCallError> {
+        self.prepare_calls.fetch_add(1, Ordering::SeqCst);
+        let answer = self.prepare.lock().unwrap().clone();
+        match answer {
+            Answer::Devices => Ok(claims
+                .iter()
+                .map(|c| (c.uid.clone(), Ok(vec![device_for(c)])))
+                .collect()),
+            Answer::Fixed(map) => Ok(map),
+            Answer::CallError(message) => Err(DriverCallError::Other(message.into())),
+        }
+    }
+
+    async fn node_unprepare_resources(
+        &self,
+        _driver: &str,
+        claims: &[ClaimRef],
+    ) -> Result<UnprepareResults, DriverCallError> {
+        self.unprepare_calls.fetch_add(1, Ordering::SeqCst);
+        match self.unprepare.lock().unwrap().clone() {
+            Some(map) => Ok(map),
+            None => Ok(claims.iter().map(|c| (c.uid.clone(), Ok(()))).collect()),
+        }
+    }
+}
+
+fn pod(uid: &str, claims: &[&str]) -> PodClaims {
+    PodClaims {
+        uid: uid.into(),
+        namespace: NAMESPACE.into(),
+        name: format!("pod-{uid}"),
+        claims: claims
+            .iter()
+            .map(|c| PodClaim {
+                name: c.to_string(),
+                claim_name: Some(c.to_string()),
+            })
+            .collect(),
+    }
+}
+
+fn claim(name: &str, driver: &str, reserved_for: &[&str]) -> ResourceClaim {
+    ResourceClaim {
+        namespace: NAMESPACE.into(),
+        name: name.into(),
+        uid: format!("{name}-uid"),
+        allocation: Some(vec![AllocatedDevice {
+            request: REQUEST.into(),
+            driver: driver.into(),
+            pool: "worker-1-pool".into(),
+            device: "dev-1".into(),
+        }]),
+        reserved_for: reserved_for
+            .iter()
+            .map(|u| ConsumerRef::pod("p", *u))
+            .collect(),
+    }
+}
+
+fn container(claims: &[(&str, Option<&str>)]) -> Container {
+    let mut c = Container::new("test-container");
+    c.claims = claims
+        .iter()
+        .map(|(name, request)| ContainerClaim {
+            name: name.to_string(),
+            request: request.map(str::to_owned),
+        })
+        .collect();
+    c
+}
+
+fn manager(driver: FakeDriver) -> (Manager<FakeDriver>, MemoryStateStore) {
+    let store = MemoryStateStore::new();
+    let m = Manager::new(store.clone(), driver, ManagerConfig::default()).unwrap();
+    (m, store)
+}
+
+// TestPrepareResources "claim doesn't exist": a pod claim the caller did not supply.
+#[tokio::test]
+async fn prepare_claim_not_supplied() {
+    let (m, _) = manager(FakeDriver::new(Answer::Devices));
+    let err = m
+        .prepare_resources(&pod(POD_UID, &[CLAIM]), &[])
+        .await
+        .unwrap_err();
+    assert!(matches!(err, DraError::ClaimNotSupplied { .. }), "{err}");
+    assert!(err.to_string().contains("test-namespace/test-claim"));
+    assert_eq!(m.drivers().prepare_calls.load(Ordering::SeqCst), 0);
+}
+
+// TestPrepareResources "unknown driver": error names the driver; nothing is recorded.
+#[tokio::test]
+async fn prepare_unknown_driver() {
+    let (m, store) = manager(FakeDriver::new(Answer::Devices));
+    let err = m
+        .prepare_resources(
+            &pod(POD_UID, &[CLAIM]),
+            &[claim(CLAIM, "unknown driver", &[POD_UID])],
+        )
+        .await
+        .unwrap_err();
+    assert!(
+        err.to_string()
+            .contains("DRA driver unknown driver is not registered"),
+        "{err}"
+    );
+    assert!(m.claim_infos().is_empty());
+    let bytes = store.bytes().unwrap();
+    assert!(
+        String::from_utf8(bytes)
+            .unwrap()
+            .contains(r#"\"ClaimInfoStateList\":[]"#)
+    );
+}
+
+// TestPrepareResources "should prepare resources, driver returns nil value": no devices.
+#[tokio::test]
+async fn prepare_driver_returns_no_devices() {
+    let answer = Answer::Fixed(BTreeMap::from([(format!("{CLAIM}-uid"), Ok(vec![]))]));
+    let (m, _) = manager(FakeDriver::new(answer));
+    m.prepare_resources(&pod(POD_UID, &[CLAIM]), &[claim(CLAIM, DRIVER, &[POD_UID])])
+        .await
+        .unwrap();
+    let info = m.claim_info(NAMESPACE, CLAIM).unwrap();
+    assert!(info.is_prepared());
+    assert!(info.devices(DRIVER).is_empty());
+    assert_eq!(m.drivers().prepare_calls.load(Ordering::SeqCst), 1);
+}
+
+// TestPrepareResources "driver returns empty result": every claim must be answered.
+#[tokio::test]
+async fn prepare_driver_skips_claims() {
+    let (m, _) = manager(FakeDriver::new(Answer::Fixed(BTreeMap::new())));
+    let err = m
+        .prepare_resources(&pod(POD_UID, &[CLAIM]), &[claim(CLAIM, DRIVER, &[POD_UID])])
+        .await
+        .unwrap_err();
+    assert!(matches!(err, DraError::ClaimsLeftOut { .. }), "{err}");
+    assert!(err.to_string().contains("test-claim-uid"));
+    assert!(!m.claim_info(NAMESPACE, CLAIM).unwrap().is_prepared());
+}
+
+// An answer for a claim that was not asked about is an error.
+#[tokio::test]
+async fn prepare_driver_answers_unknown_claim() {
+    let answer = Answer::Fixed(BTreeMap::from([
+        (format!("{CLAIM}-uid"), Ok(vec![])),
+        ("stranger".to_owned(), Ok(vec![])),
+    ]));
+    let (m, _) = manager(FakeDriver::new(answer));
+    let err = m
+        .prepare_resources(&pod(POD_UID, &[CLAIM]), &[claim(CLAIM, DRIVER, &[POD_UID])])
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(err, DraError::UnknownClaimInResponse { ref claim_uid, .. } if claim_uid == "stranger")
+    );
+}
+
+// A per-claim driver error names the claim and the driver.
+#[tokio::test]
+async fn prepare_per_claim_error() {
+    let answer = Answer::Fixed(BTreeMap::from([(
+        format!("{CLAIM}-uid"),
+        Err("no such GPU".into()),
+    )]));
+    let (m, _) = manager(FakeDriver::new(answer));
+    let err = m
+        .prepare_resources(&pod(POD_UID, &[CLAIM]), &[claim(CLAIM, DRIVER, &[POD_UID])])
+        .await
+        .unwrap_err();
+    let text = err.to_string();
+    assert!(
+        text.contains("test-namespace/test-claim")
+            && text.contains(DRIVER)
+            && text.contains("no such GPU"),
+        "{text}"
+    );
+    // Recorded (the driver may have done part of the work), not prepared, still the pod's.
+    let info = m.claim_info(NAMESPACE, CLAIM).unwrap();
+    assert!(!info.is_prepared());
+    assert!(m.pod_might_need_to_unprepare_resources(POD_UID));
+}
+
+// TestPrepareResources "pod is not allowed to use resource claim".
+#[tokio::test]
+async fn prepare_not_reserved() {
+    let (m, _) = manager(FakeDriver::new(Answer::Devices));
+    let err = m
+        .prepare_resources(&pod(POD_UID, &[CLAIM]), &[claim(CLAIM, DRIVER, &[""])])
+        .await
+        .unwrap_err();
+    assert!(matches!(err, DraError::NotReserved { .. }));
+    let text = err.to_string();
+    assert!(
+        text.contains("is not allowed to use resource claim")
+            && text.contains(POD_UID)
+            && text.contains("test-claim"),
+        "{text}"
+    );
+    assert!(m.claim_infos().is_empty());
+}
+
+// TestPrepareResources "no container uses the claim": still prepared.
+#[tokio::test]
+async fn prepare_claim_no_container_uses() {
+    let (m, _) = manager(FakeDriver::new(Answer::Devices));
+    m.prepare_resources(&pod(POD_UID, &[CLAIM]), &[claim(CLAIM, DRIVER, &[POD_UID])])
+        .await
+        .unwrap();
+    let info = m
+        .get_resources(&pod(POD_UID, &[CLAIM]), &container(&[]))
+        .unwrap();
+    assert!(info.cdi_devices.is_empty());
+    assert!(m.claim_info(NAMESPACE, CLAIM).unwrap().is_prepared());
+}
+
+// TestPrepareResources "resource already prepared": no driver call, pod reference added.
+#[tokio::test]
+async fn prepare_already_prepared() {
+    let (m, _) = manager(FakeDriver::new(Answer::Devices));
+    let c = claim(CLAIM, DRIVER, &[POD_UID, "other-pod"]);
+    m.prepare_resources(&pod(POD_UID, &[CLAIM]), std::slice::from_ref(&c))
+        .await
+        .unwrap();
+    m.prepare_resources(&pod("other-pod", &[CLAIM]), &[c])
+        .await
+        .unwrap();
+    assert_eq!(m.drivers().prepare_calls.load(Ordering::SeqCst), 1);
+    let info = m.claim_info(NAMESPACE, CLAIM).unwrap();
+    assert_eq!(info.pod_uids().collect::<Vec<_>>(), ["other-pod", POD_UID]);
+}
+
+// TestPrepareResources "should timeout" (the call error is reported with driver and claims).
+#[tokio::test]
+async fn prepare_call_error() {
+    let (m, _) = manager(FakeDriver::new(Answer::CallError("DeadlineExceeded")));
+    let err = m
+        .prepare_resources(&pod(POD_UID, &[CLAIM]), &[claim(CLAIM, DRIVER, &[POD_UID])])
+        .await
+        .unwrap_err();
+    let text = err.to_string();
+    assert!(
+        text.contains("NodePrepareResources")
+            && text.contains(DRIVER)
+            && text.contains("DeadlineExceeded"),
+        "{text}"
+    );
+}
+
+// TestPrepareResources "should prepare resource, claim not in cache": the state matches
+// upstream's genClaimInfoState(cdiID).
+#[tokio::test]
+async fn prepare_claim_not_in_cache() {
+    let (m, store) = manager(FakeDriver::new(Answer::Devices));
+    m.prepare_resources(&pod(POD_UID, &[CLAIM]), &[claim(CLAIM, DRIVER, &[POD_UID])])
+        .await
+        .unwrap();
+    let info = m.claim_info(NAMESPACE, CLAIM).unwrap();
+    assert_eq!(info.uid(), CLAIM_UID);
+    assert_eq!(info.pod_uids().collect::<Vec<_>>(), [POD_UID]);
+    assert_eq!(info.cdi_devices(None), [CDI_ID]);
+    let file = String::from_utf8(store.bytes().unwrap()).unwrap();
+    assert!(file.contains(r#"\"DriverState\":{\"test-driver\":{\"Devices\":[{\"PoolName\":\"worker-1-pool\",\"DeviceName\":\"dev-1\",\"RequestNames\":[\"test-request\"],\"CDIDeviceIDs\":[\"test-driver/test=claim-test-claim-uid\"]}]}}"#), "{file}");
+}
+
+// A cached claim of the same name with another uid is an error naming both uids.
+#[tokio::test]
+async fn prepare_uid_mismatch() {
+    let (m, _) = manager(FakeDriver::new(Answer::Devices));
+    m.prepare_resources(&pod(POD_UID, &[CLAIM]), &[claim(CLAIM, DRIVER, &[POD_UID])])
+        .await
+        .unwrap();
+    let mut recreated = claim(CLAIM, DRIVER, &["pod-2"]);
+    recreated.uid = "new-uid".into();
+    let err = m
+        .prepare_resources(&pod("pod-2", &[CLAIM]), &[recreated])
+        .await
+        .unwrap_err();
+    assert!(matches!(err, DraError::ClaimUidMismatch { .. }));
+    assert!(err.to_string().contains("test-claim-uid") && err.to_string().contains("new-uid"));
+    assert!(!m.pod_might_need_to_unprepare_resources("pod-2"));
+}
+
+// TestUnprepareResources "should unprepare resource" and "resource claim referenced by
+// other pod(s)": only the last pod triggers the driver call.
+#[tokio::test]
+async fn unprepare_shared_claim() {
+    let (m, _) = manager(FakeDriver::new(Answer::Devices));
+    let c = claim(CLAIM, DRIVER, &["pod-a", "pod-b"]);
+    m.prepare_resources(&pod("pod-a", &[CLAIM]), std::slice::from_ref(&c))
+        .await
+        .unwrap();
+    m.prepare_resources(&pod("pod-b", &[CLAIM]), &[c])
+        .await
+        .unwrap();
+    m.unprepare_resources("pod-a").await.unwrap();
+    assert_eq!(m.drivers().unprepare_calls.load(Ordering::SeqCst), 0);
+    assert!(!m.pod_might_need_to_unprepare_resources("pod-a"));
+    assert!(m.claim_info(NAMESPACE, CLAIM).is_some());
+    m.unprepare_resources("pod-b").await.unwrap();
+    assert_eq!(m.drivers().unprepare_calls.load(Ordering::SeqCst), 1);
+    assert!(m.claim_info(NAMESPACE, CLAIM).is_none());
+    // Idempotent.
+    m.unprepare_resources("pod-b").await.unwrap();
+    assert_eq!(m.drivers().unprepare_calls.load(Ordering::SeqCst), 1);
+}
+
+// TestUnprepareResources "should fail when driver returns empty response" and per-claim
+// errors: the claim stays cached and referenced, for a retry.
+#[tokio::test]
+async fn unprepare_failures_keep_the_claim() {
+    let (m, _) = manager(FakeDriver::new(Answer::Devices));
+    m.prepare_resources(&pod(POD_UID, &[CLAIM]), &[claim(CLAIM, DRIVER, &[POD_UID])])
+        .await
+        .unwrap();
+    *m.drivers().unprepare.lock().unwrap() = Some(BTreeMap::new());
+    let err = m.unprepare_resources(POD_UID).await.unwrap_err();
+    assert!(matches!(err, DraError::ClaimsLeftOut { .. }), "{err}");
+    *m.drivers().unprepare.lock().unwrap() = Some(BTreeMap::from([(
+        CLAIM_UID.to_owned(),
+        Err("busy".to_owned()),
+    )]));
+    let err = m.unprepare_resources(POD_UID).await.unwrap_err();
+    assert!(
+        err.to_string().contains("busy") && err.to_string().contains("test-namespace/test-claim")
+    );
+    assert!(m.pod_might_need_to_unprepare_resources(POD_UID));
+    *m.drivers().unprepare.lock().unwrap() = None;
+    m.unprepare_resources(POD_UID).await.unwrap();
+    assert!(!m.pod_might_need_to_unprepare_resources(POD_UID));
+}
+
+// TestPodMightNeedToUnprepareResources.
+#[tokio::test]
+async fn pod_might_need_to_unprepare() {
+    let (m, _) = manager(FakeDriver::new(Answer::Devices));
+    assert!(!m.pod_might_need_to_unprepare_resources(POD_UID));
+    m.prepare_resources(&pod(POD_UID, &[CLAIM]), &[claim(CLAIM, DRIVER, &[POD_UID])])
+        .await
+        .unwrap();
+    assert!(m.pod_might_need_to_unprepare_resources(POD_UID));
+    assert!(!m.pod_might_need_to_unprepare_resources("other"));
+}
+
+// TestGetResources / TestGetContainerClaimInfos: only the requests the container names;
+// a claim missing from the cache is an error.
+#[tokio::test]
+async fn get_resources_by_request() {
+    let two_requests = Answer::Fixed(BTreeMap::from([(
+        format!("{CLAIM}-uid"),
+        Ok(vec![
+            PreparedDevice {
+                request_names: vec!["gpu".into()],
+                pool_name: "p".into(),
+                device_name: "gpu-0".into(),
+                cdi_device_ids: vec!["example.com/gpu=gpu-0".into()],
+            },
+            PreparedDevice {
+                request_names: vec!["nic".into()],
+                pool_name: "p".into(),
+                device_name: "nic-0".into(),
+                cdi_device_ids: vec!["example.com/nic=nic-0".into()],
+            },
+        ]),
+    )]));
+    let (m, _) = manager(FakeDriver::new(two_requests));
+    let p = pod(POD_UID, &[CLAIM]);
+    m.prepare_resources(&p, &[claim(CLAIM, DRIVER, &[POD_UID])])
+        .await
+        .unwrap();
+    let gpu = m
+        .get_resources(&p, &container(&[(CLAIM, Some("gpu"))]))
+        .unwrap();
+    assert_eq!(gpu.cdi_devices, ["example.com/gpu=gpu-0"]);
+    assert!(gpu.annotations.is_empty());
+    let all = m.get_resources(&p, &container(&[(CLAIM, None)])).unwrap();
+    assert_eq!(
+        all.cdi_devices,
+        ["example.com/gpu=gpu-0", "example.com/nic=nic-0"]
+    );
+    let infos = m
+        .container_claim_infos(&p, &container(&[(CLAIM, None)]))
+        .unwrap();
+    assert_eq!(infos.len(), 1);
+    let missing = pod(POD_UID, &["not-prepared"]);
+    let err = m
+        .get_resources(&missing, &container(&[("not-prepared", None)]))
+        .unwrap_err();
+    assert!(matches!(err, DraError::ClaimNotCached { .. }));
+    assert!(
+        m.container_claim_infos(&missing, &container(&[("not-prepared", None)]))
+            .is_err()
+    );
+}
+
+// CDI annotations (upstream up to v1.30) when configured.
+#[tokio::test]
+async fn get_resources_with_annotations() {
+    let store = MemoryStateStore::new();
+    let config = ManagerConfig {
+        cdi_annotations: true,
+        ..ManagerConfig::default()
+    };
+    let m = Manager::new(store, FakeDriver::new(Answer::Devices), config).unwrap();
+    let p = pod(POD_UID, &[CLAIM]);
+    m.prepare_resources(&p, &[claim(CLAIM, DRIVER, &[POD_UID])])
+        .await
+        .unwrap();
+    let info = m.get_resources(&p, &container(&[(CLAIM, None)])).unwrap();
+    assert_eq!(
+        info.annotations,
+        BTreeMap::from([(
+            format!("cdi.k8s.io/{DRIVER}_{CLAIM_UID}"),
+            CDI_ID.to_owned()
+        )])
+    );
+}
+
+// After a restart every cached claim is prepared again, and re-preparing replaces the
+// devices (unlike upstream kubernetes#140471, which appends).
+#[tokio::test]
+async fn restart_reprepares_and_replaces_devices() {
+    let store = MemoryStateStore::new();
+    let p = pod(POD_UID, &[CLAIM]);
+    let c = claim(CLAIM, DRIVER, &[POD_UID]);
+    {
+        let m = Manager::new(
+            store.clone(),
+            FakeDriver::new(Answer::Devices),
+            ManagerConfig::default(),
+        )
+        .unwrap();
+        m.prepare_resources(&p, std::slice::from_ref(&c))
+            .await
+            .unwrap();
+    }
+    let m = Manager::new(
+        store.clone(),
+        FakeDriver::new(Answer::Devices),
+        ManagerConfig::default(),
+    )
+    .unwrap();
+    let restored = m.claim_info(NAMESPACE, CLAIM).unwrap();
+    assert!(!restored.is_prepared());
+    assert_eq!(restored.devices(DRIVER).len(), 1);
+    m.prepare_resources(&p, &[c]).await.unwrap();
+    assert_eq!(m.drivers().prepare_calls.load(Ordering::SeqCst), 1);
+    let info = m.claim_info(NAMESPACE, CLAIM).unwrap();
+    assert!(info.is_prepared());
+    assert_eq!(info.devices(DRIVER).len(), 1, "replaced, not appended");
+}
+
+// Claims of several drivers are batched per driver; a claim used twice by the pod is sent
+// once.
+#[tokio::test]
+async fn batches_per_driver() {
+    let (m, _) = manager(FakeDriver::new(Answer::Devices));
+    let p = PodClaims {
+        claims: vec![
+            PodClaim {
+                name: "a".into(),
+                claim_name: Some("claim-a".into()),
+            },
+            PodClaim {
+                name: "b".into(),
+                claim_name: Some("claim-b".into()),
+            },
+            PodClaim {
+                name: "a-again".into(),
+                claim_name: Some("claim-a".into()),
+            },
+            PodClaim {
+                name: "none".into(),
+                claim_name: None,
+            },
+        ],
+        ..pod(POD_UID, &[])
+    };
+    let claims = [
+        claim("claim-a", DRIVER, &[POD_UID]),
+        claim("claim-b", DRIVER, &[POD_UID]),
+    ];
+    m.prepare_resources(&p, &claims).await.unwrap();
+    assert_eq!(m.drivers().prepare_calls.load(Ordering::SeqCst), 1);
+    assert_eq!(m.claim_infos().len(), 2);
+    m.unprepare_resources(POD_UID).await.unwrap();
+    assert_eq!(m.drivers().unprepare_calls.load(Ordering::SeqCst), 1);
+    assert!(m.claim_infos().is_empty());
+}
