@@ -1,12 +1,85 @@
-//! `corral-cpumgr`: the kubelet CPU manager as a library.
+//! `corral-cpumgr`: the kubelet CPU manager as a library (upstream
+//! `pkg/kubelet/cm/cpumanager`, Kubernetes v1.32).
+//!
+//! - [`take_by_topology_numa_packed`] / [`take_by_topology_numa_distributed`]: upstream's CPU
+//!   assignment, decision for decision (checked against upstream's own outputs), with the
+//!   distributed algorithm's non-terminating loops bounded.
+//! - [`generate_cpu_topology_hints`]: the static policy's NUMA hints.
+//! - [`StaticPolicyOptions`]: every static policy option with upstream's names, validation and
+//!   incompatibility errors.
+//! - [`Policy`], [`NonePolicy`], [`StaticPolicy`]: the policies over a [`CpuState`].
+//! - [`restore`] and [`StateBackend`] ([`CheckpointBackend`], [`MemoryBackend`]): the
+//!   `cpu_manager_state` checkpoint, byte-compatible with a kubelet's.
+//! - [`CpuManager`]: allocation, container lifecycle, stale-state removal, reconciliation
+//!   through a [`ContainerRuntime`], queries, and the topology manager's
+//!   [`HintProvider`](corral_topology::HintProvider).
+//!
+//! **Architecture Invariant:** the core (assignment, hints, policies, state validation) is
+//! synchronous and does no I/O; persistence and the runtime are edges behind
+//! [`StateBackend`] and [`ContainerRuntime`]. No tokio, no gRPC: the agent owns the periodic
+//! reconcile loop and adapts [`ContainerRuntime`] to CRI.
+//!
+//! Where upstream hurts users corral does better, each documented where it happens: init
+//! container CPUs no later container reuses go back to the shared pool once the init
+//! container terminated ([`StaticPolicy`]); a `none` → `static` policy change with no
+//! exclusive assignment migrates the checkpoint ([`restore`]); every restore failure names
+//! the file and the remedy; the distributed algorithm always terminates ([`TakeError`]); the
+//! checkpoint is written once per operation and a failed write is rolled back
+//! ([`CpuManager`]).
+//!
+//! ```
+//! use corral_cpumgr::{CpuSortingStrategy, TopologyIndex, generate_cpu_topology_hints,
+//!     take_by_topology_numa_packed};
+//! use corral_topology::{CpuInfo, CpuRecord, CpuSet, CpuTopology};
+//!
+//! // 2 sockets (= NUMA nodes) × 3 cores × 2 threads, upstream's topoDualSocketHT.
+//! let records: Vec<CpuRecord> = (0..12)
+//!     .map(|cpu| {
+//!         let core = cpu % 6;
+//!         CpuRecord { cpu, info: CpuInfo { core, socket: core % 2, numa: core % 2, uncore: 0 } }
+//!     })
+//!     .collect();
+//! let index = TopologyIndex::new(&CpuTopology::new(&records)?);
+//! let free: CpuSet = "1-11".parse()?; // CPU 0 is reserved
+//! let cpus = take_by_topology_numa_packed(&index, &free, 4, CpuSortingStrategy::Packed, false)?;
+//! assert_eq!(cpus.to_string(), "2,4,8,10");
+//! let hints = generate_cpu_topology_hints(&index, &free, &CpuSet::new(), 6, false);
+//! assert_eq!(hints.len(), 2); // node 1 alone, and both nodes
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
 #![deny(missing_docs)]
 
 mod assignment;
+mod container_map;
 mod hints;
 mod index;
+mod manager;
+mod options;
+mod policy;
+mod runtime;
+mod state;
 
 pub use assignment::{
     CpuSortingStrategy, TakeError, take_by_topology_numa_distributed, take_by_topology_numa_packed,
 };
+pub use container_map::ContainerMap;
 pub use hints::generate_cpu_topology_hints;
 pub use index::TopologyIndex;
+pub use manager::{CpuManager, ManagerConfig, ManagerError, ManagerMetrics};
+pub use options::{
+    ALIGN_BY_SOCKET, ALL_OPTIONS, DISTRIBUTE_CPUS_ACROSS_CORES, DISTRIBUTE_CPUS_ACROSS_NUMA,
+    FULL_PCPUS_ONLY, OptionMaturity, OptionsError, PREFER_ALIGN_CPUS_BY_UNCORECACHE,
+    STRICT_CPU_RESERVATION, StaticPolicyOptions, option_maturity,
+};
+pub use policy::{
+    AllocateError, NonePolicy, Policy, PolicyError, ReservedCpus, SMT_ALIGNMENT_ERROR,
+    SmtAlignmentError, StaticPolicy, ValidationError, guaranteed_cpus, pod_guaranteed_cpus,
+};
+pub use runtime::{
+    ContainerRuntime, ContainerState, ContainerStatus, PodSource, PodStatus, ReconcileReport,
+    ReconciledContainer, RuntimeError,
+};
+pub use state::{
+    CheckpointBackend, ContainerCpuAssignments, CpuState, MemoryBackend, RestoreError, Restored,
+    StateBackend, StateIoError, restore,
+};

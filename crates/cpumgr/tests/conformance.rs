@@ -51,7 +51,9 @@ fn topologies(doc: &Value) -> BTreeMap<String, TopologyIndex> {
                 num_numa_nodes: num(t, "num_numa_nodes"),
                 num_uncore_caches: num(t, "num_uncore_cache"),
             };
-            let topo = CpuTopology::new(&records).expect("topology").with_counts(counts);
+            let topo = CpuTopology::new(&records)
+                .expect("topology")
+                .with_counts(counts);
             (
                 t["name"].as_str().expect("name").to_owned(),
                 TopologyIndex::new(&topo),
@@ -86,7 +88,9 @@ fn cpu_assignment_vectors() {
                 &available,
                 n,
                 strategy,
-                case["prefer_align_by_uncore_cache"].as_bool().unwrap_or(false),
+                case["prefer_align_by_uncore_cache"]
+                    .as_bool()
+                    .unwrap_or(false),
             ),
             "takeByTopologyNUMADistributed" => take_by_topology_numa_distributed(
                 index,
@@ -122,7 +126,12 @@ fn cpu_assignment_vectors() {
         "{} of {} failed:\n{}",
         failures.len(),
         cases.len(),
-        failures.iter().take(20).cloned().collect::<Vec<_>>().join("\n")
+        failures
+            .iter()
+            .take(20)
+            .cloned()
+            .collect::<Vec<_>>()
+            .join("\n")
     );
 }
 
@@ -176,6 +185,11 @@ fn cpu_hints_vectors() {
         "{} of {} failed:\n{}",
         failures.len(),
         cases.len(),
-        failures.iter().take(20).cloned().collect::<Vec<_>>().join("\n")
+        failures
+            .iter()
+            .take(20)
+            .cloned()
+            .collect::<Vec<_>>()
+            .join("\n")
     );
 }

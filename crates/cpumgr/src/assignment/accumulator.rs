@@ -53,9 +53,10 @@ impl<'a> Accumulator<'a> {
     fn push_sorted(&self, level: Level, within: Option<(Level, usize)>, out: &mut Vec<usize>) {
         let ids = match within {
             None => self.ix.dense_ids_of(&self.free, level),
-            Some((parent, dense)) => self
-                .ix
-                .dense_ids_of(&self.free.intersection(self.ix.group_cpus(parent, dense)), level),
+            Some((parent, dense)) => self.ix.dense_ids_of(
+                &self.free.intersection(self.ix.group_cpus(parent, dense)),
+                level,
+            ),
         };
         let mut keyed: Vec<(usize, usize)> =
             ids.iter().map(|d| (self.free_in(level, d), d)).collect();
@@ -122,7 +123,11 @@ impl<'a> Accumulator<'a> {
             CpuSortingStrategy::Spread => (Level::Socket, self.sort_sockets()),
         };
         for parent in parents {
-            out.extend(self.free.intersection(self.ix.group_cpus(level, parent)).iter());
+            out.extend(
+                self.free
+                    .intersection(self.ix.group_cpus(level, parent))
+                    .iter(),
+            );
         }
         out
     }
@@ -211,13 +216,19 @@ impl<'a> Accumulator<'a> {
     /// Upstream `takePartialUncore`: the lowest-id free cores of the uncore cache that cover
     /// the need, taken only when their free CPUs are exactly the need.
     fn take_partial_uncore(&mut self, uncore: usize) {
-        let Some(cores_needed) = usize::try_from(self.needed)
-            .ok()
-            .and_then(|n| n.checked_div(self.ix.counts().num_cpus.checked_div(self.ix.counts().num_cores)?))
-        else {
+        let Some(cores_needed) = usize::try_from(self.needed).ok().and_then(|n| {
+            n.checked_div(
+                self.ix
+                    .counts()
+                    .num_cpus
+                    .checked_div(self.ix.counts().num_cores)?,
+            )
+        }) else {
             return;
         };
-        let in_uncore = self.free.intersection(self.ix.group_cpus(Level::Uncore, uncore));
+        let in_uncore = self
+            .free
+            .intersection(self.ix.group_cpus(Level::Uncore, uncore));
         let cores = self.ix.dense_ids_of(&in_uncore, Level::Core);
         let cores = if cores.len() <= cores_needed {
             cores

@@ -145,10 +145,7 @@ mod tests {
 
     #[test]
     fn order_is_lexicographic() {
-        assert_eq!(
-            all(&[0, 1, 2], 2),
-            vec![vec![0, 1], vec![0, 2], vec![1, 2]]
-        );
+        assert_eq!(all(&[0, 1, 2], 2), vec![vec![0, 1], vec![0, 2], vec![1, 2]]);
         assert_eq!(all(&[5, 3], 3), Vec::<Vec<usize>>::new());
         assert_eq!(all(&[5, 3], 0), Vec::<Vec<usize>>::new());
     }

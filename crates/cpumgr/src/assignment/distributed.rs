@@ -118,14 +118,9 @@ pub fn take_by_topology_numa_distributed(
                     continue;
                 }
                 let in_numa = acc.free.intersection(index.group_cpus(Level::Numa, numa));
-                let cpus = take_by_topology_numa_packed(
-                    index,
-                    &in_numa,
-                    cpu_group_size,
-                    strategy,
-                    false,
-                )
-                .unwrap_or_default();
+                let cpus =
+                    take_by_topology_numa_packed(index, &in_numa, cpu_group_size, strategy, false)
+                        .unwrap_or_default();
                 acc.take(&cpus);
                 remainder -= group;
                 progressed = true;
@@ -299,7 +294,10 @@ mod tests {
     fn rounding_matches_upstream() {
         assert_eq!(mean([1, 2].into_iter()), 1.5);
         assert_eq!(mean([1, 1, 2].into_iter()), 1.333);
-        assert_eq!(standard_deviation([2, 4, 4, 4, 5, 5, 7, 9].into_iter()), 2.0);
+        assert_eq!(
+            standard_deviation([2, 4, 4, 4, 5, 5, 7, 9].into_iter()),
+            2.0
+        );
         assert_eq!(standard_deviation([0, 1].into_iter()), 0.5);
         assert_eq!(standard_deviation([1, 1, 2].into_iter()), 0.471);
     }

@@ -5,7 +5,9 @@
 #[non_exhaustive]
 pub enum TakeError {
     /// Fewer free CPUs than requested (upstream's message).
-    #[error("not enough cpus available to satisfy request: requested={requested}, available={available}")]
+    #[error(
+        "not enough cpus available to satisfy request: requested={requested}, available={available}"
+    )]
     NotEnoughCpus {
         /// CPUs requested.
         requested: usize,

@@ -1,0 +1,340 @@
+//! Static policy options (upstream `policy_options.go`): names, parsing, mutual
+//! incompatibilities and hardware validation, with upstream's error messages.
+//!
+//! Upstream gates options behind `CPUManagerPolicyAlphaOptions` / `BetaOptions`; corral has
+//! no feature gates, so every option upstream knows is accepted and [`option_maturity`]
+//! only reports upstream's level.
+
+use std::collections::BTreeMap;
+
+use corral_topology::{PolicyName, TopologyCounts};
+
+use crate::assignment::CpuSortingStrategy;
+
+/// `full-pcpus-only`: allocate whole physical cores only (beta upstream).
+pub const FULL_PCPUS_ONLY: &str = "full-pcpus-only";
+/// `distribute-cpus-across-numa`: spread evenly over NUMA nodes (alpha upstream).
+pub const DISTRIBUTE_CPUS_ACROSS_NUMA: &str = "distribute-cpus-across-numa";
+/// `align-by-socket`: consider alignment at socket rather than NUMA boundary (alpha upstream).
+pub const ALIGN_BY_SOCKET: &str = "align-by-socket";
+/// `distribute-cpus-across-cores`: spread threads over cores (alpha upstream).
+pub const DISTRIBUTE_CPUS_ACROSS_CORES: &str = "distribute-cpus-across-cores";
+/// `strict-cpu-reservation`: keep reserved CPUs out of the shared pool (alpha upstream).
+pub const STRICT_CPU_RESERVATION: &str = "strict-cpu-reservation";
+/// `prefer-align-cpus-by-uncorecache`: prefer whole uncore caches (alpha upstream).
+pub const PREFER_ALIGN_CPUS_BY_UNCORECACHE: &str = "prefer-align-cpus-by-uncorecache";
+
+/// Every option name upstream knows, alphabetically.
+pub const ALL_OPTIONS: [&str; 6] = [
+    ALIGN_BY_SOCKET,
+    DISTRIBUTE_CPUS_ACROSS_CORES,
+    DISTRIBUTE_CPUS_ACROSS_NUMA,
+    FULL_PCPUS_ONLY,
+    PREFER_ALIGN_CPUS_BY_UNCORECACHE,
+    STRICT_CPU_RESERVATION,
+];
+
+/// Upstream's maturity level of an option.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OptionMaturity {
+    /// Behind `CPUManagerPolicyAlphaOptions` upstream.
+    Alpha,
+    /// Behind `CPUManagerPolicyBetaOptions` upstream.
+    Beta,
+}
+
+/// Upstream's maturity of `name`, `None` for an unknown option.
+pub fn option_maturity(name: &str) -> Option<OptionMaturity> {
+    match name {
+        FULL_PCPUS_ONLY => Some(OptionMaturity::Beta),
+        ALIGN_BY_SOCKET
+        | DISTRIBUTE_CPUS_ACROSS_CORES
+        | DISTRIBUTE_CPUS_ACROSS_NUMA
+        | PREFER_ALIGN_CPUS_BY_UNCORECACHE
+        | STRICT_CPU_RESERVATION => Some(OptionMaturity::Alpha),
+        _ => None,
+    }
+}
+
+/// Why static policy options were refused (upstream's messages).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum OptionsError {
+    /// An option upstream does not know.
+    #[error("unknown CPU Manager Policy option: {name:?}")]
+    Unknown {
+        /// The option given.
+        name: String,
+    },
+    /// A value `strconv.ParseBool` refuses.
+    #[error("bad value for option {name:?}: strconv.ParseBool: parsing {value:?}: invalid syntax")]
+    BadValue {
+        /// The option.
+        name: String,
+        /// The value given.
+        value: String,
+    },
+    /// Two options that cannot be combined.
+    #[error("static policy options {first} and {second} can not be used at the same time")]
+    Incompatible {
+        /// The first option (upstream's order).
+        first: &'static str,
+        /// The second option.
+        second: &'static str,
+    },
+    /// `align-by-socket` with the topology manager's `single-numa-node` policy (upstream's
+    /// message, typo included).
+    #[error(
+        "Topolgy manager single-numa-node policy is incompatible with CPUManager align-by-socket policy option"
+    )]
+    AlignBySocketWithSingleNumaNode,
+    /// `align-by-socket` on a machine with more sockets than NUMA nodes.
+    #[error(
+        "Align by socket is not compatible with hardware where number of sockets are more than number of NUMA"
+    )]
+    AlignBySocketHardware,
+    /// The `none` policy takes no option.
+    #[error("None policy: received unsupported options={options}")]
+    NoneWithOptions {
+        /// The options, as Go prints a map (`map[a:b c:d]`).
+        options: String,
+    },
+}
+
+/// The parsed static policy options (upstream `StaticPolicyOptions`).
+///
+/// ```
+/// use std::collections::BTreeMap;
+/// use corral_cpumgr::StaticPolicyOptions;
+///
+/// let map = BTreeMap::from([("full-pcpus-only".to_owned(), "true".to_owned())]);
+/// let opts = StaticPolicyOptions::from_map(&map)?;
+/// assert!(opts.full_physical_cpus_only);
+/// let bad = BTreeMap::from([("no-such-option".to_owned(), "true".to_owned())]);
+/// assert_eq!(
+///     StaticPolicyOptions::from_map(&bad).unwrap_err().to_string(),
+///     "unknown CPU Manager Policy option: \"no-such-option\""
+/// );
+/// # Ok::<(), corral_cpumgr::OptionsError>(())
+/// ```
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct StaticPolicyOptions {
+    /// `full-pcpus-only`.
+    pub full_physical_cpus_only: bool,
+    /// `distribute-cpus-across-numa`.
+    pub distribute_cpus_across_numa: bool,
+    /// `align-by-socket`.
+    pub align_by_socket: bool,
+    /// `distribute-cpus-across-cores`.
+    pub distribute_cpus_across_cores: bool,
+    /// `strict-cpu-reservation`.
+    pub strict_cpu_reservation: bool,
+    /// `prefer-align-cpus-by-uncorecache`.
+    pub prefer_align_by_uncore_cache: bool,
+}
+
+/// Go's `strconv.ParseBool`.
+pub(crate) fn parse_go_bool(value: &str) -> Option<bool> {
+    match value {
+        "1" | "t" | "T" | "TRUE" | "true" | "True" => Some(true),
+        "0" | "f" | "F" | "FALSE" | "false" | "False" => Some(false),
+        _ => None,
+    }
+}
+
+/// A map as Go's `%v` prints it.
+pub(crate) fn go_map_string(map: &BTreeMap<String, String>) -> String {
+    let inner: Vec<String> = map.iter().map(|(k, v)| format!("{k}:{v}")).collect();
+    format!("map[{}]", inner.join(" "))
+}
+
+impl StaticPolicyOptions {
+    /// Parse the kubelet's `cpuManagerPolicyOptions` (upstream `NewStaticPolicyOptions`);
+    /// options are checked in name order (upstream walks a Go map, in random order).
+    pub fn from_map(options: &BTreeMap<String, String>) -> Result<Self, OptionsError> {
+        let mut opts = StaticPolicyOptions::default();
+        for (name, value) in options {
+            if option_maturity(name).is_none() {
+                return Err(OptionsError::Unknown { name: name.clone() });
+            }
+            let parsed = parse_go_bool(value).ok_or_else(|| OptionsError::BadValue {
+                name: name.clone(),
+                value: value.clone(),
+            })?;
+            match name.as_str() {
+                FULL_PCPUS_ONLY => opts.full_physical_cpus_only = parsed,
+                DISTRIBUTE_CPUS_ACROSS_NUMA => opts.distribute_cpus_across_numa = parsed,
+                ALIGN_BY_SOCKET => opts.align_by_socket = parsed,
+                DISTRIBUTE_CPUS_ACROSS_CORES => opts.distribute_cpus_across_cores = parsed,
+                STRICT_CPU_RESERVATION => opts.strict_cpu_reservation = parsed,
+                _ => opts.prefer_align_by_uncore_cache = parsed,
+            }
+        }
+        let incompatible = [
+            (
+                opts.full_physical_cpus_only && opts.distribute_cpus_across_cores,
+                FULL_PCPUS_ONLY,
+                DISTRIBUTE_CPUS_ACROSS_CORES,
+            ),
+            (
+                opts.distribute_cpus_across_numa && opts.distribute_cpus_across_cores,
+                DISTRIBUTE_CPUS_ACROSS_NUMA,
+                DISTRIBUTE_CPUS_ACROSS_CORES,
+            ),
+            (
+                opts.prefer_align_by_uncore_cache && opts.distribute_cpus_across_cores,
+                PREFER_ALIGN_CPUS_BY_UNCORECACHE,
+                DISTRIBUTE_CPUS_ACROSS_CORES,
+            ),
+            (
+                opts.prefer_align_by_uncore_cache && opts.distribute_cpus_across_numa,
+                PREFER_ALIGN_CPUS_BY_UNCORECACHE,
+                DISTRIBUTE_CPUS_ACROSS_NUMA,
+            ),
+        ];
+        for (clash, first, second) in incompatible {
+            if clash {
+                return Err(OptionsError::Incompatible { first, second });
+            }
+        }
+        Ok(opts)
+    }
+
+    /// Check the options against the machine and the topology manager policy (upstream
+    /// `ValidateStaticPolicyOptions`).
+    pub fn validate(
+        &self,
+        counts: TopologyCounts,
+        topology_manager_policy: PolicyName,
+    ) -> Result<(), OptionsError> {
+        if self.align_by_socket {
+            if topology_manager_policy == PolicyName::SingleNumaNode {
+                return Err(OptionsError::AlignBySocketWithSingleNumaNode);
+            }
+            if counts.num_sockets > counts.num_numa_nodes {
+                return Err(OptionsError::AlignBySocketHardware);
+            }
+        }
+        Ok(())
+    }
+
+    /// The sorting strategy `takeByTopology` uses (`spread` with
+    /// `distribute-cpus-across-cores`).
+    pub fn sorting_strategy(&self) -> CpuSortingStrategy {
+        if self.distribute_cpus_across_cores {
+            CpuSortingStrategy::Spread
+        } else {
+            CpuSortingStrategy::Packed
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn map(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+        pairs
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect()
+    }
+
+    /// Upstream `TestPolicyOptionsAvailable` / `TestPolicyOptionsCompatibility`
+    /// (policy_options_test.go), with every gate on.
+    #[test]
+    fn availability_and_compatibility() {
+        for name in ALL_OPTIONS {
+            assert!(
+                StaticPolicyOptions::from_map(&map(&[(name, "true")])).is_ok(),
+                "{name}"
+            );
+        }
+        assert_eq!(
+            StaticPolicyOptions::from_map(&map(&[("this-option-does-not-exist", "true")])),
+            Err(OptionsError::Unknown {
+                name: "this-option-does-not-exist".into()
+            })
+        );
+        let err = StaticPolicyOptions::from_map(&map(&[
+            (FULL_PCPUS_ONLY, "true"),
+            (DISTRIBUTE_CPUS_ACROSS_CORES, "true"),
+        ]))
+        .unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "static policy options full-pcpus-only and distribute-cpus-across-cores can not be used at the same time"
+        );
+        assert!(
+            StaticPolicyOptions::from_map(&map(&[
+                (DISTRIBUTE_CPUS_ACROSS_NUMA, "true"),
+                (DISTRIBUTE_CPUS_ACROSS_CORES, "true"),
+            ]))
+            .is_err()
+        );
+        assert!(
+            StaticPolicyOptions::from_map(&map(&[
+                (PREFER_ALIGN_CPUS_BY_UNCORECACHE, "true"),
+                (DISTRIBUTE_CPUS_ACROSS_NUMA, "true"),
+            ]))
+            .is_err()
+        );
+        assert!(
+            StaticPolicyOptions::from_map(&map(&[
+                (PREFER_ALIGN_CPUS_BY_UNCORECACHE, "true"),
+                (FULL_PCPUS_ONLY, "true"),
+            ]))
+            .is_ok()
+        );
+        // Disabled options do not clash.
+        assert!(
+            StaticPolicyOptions::from_map(&map(&[
+                (FULL_PCPUS_ONLY, "false"),
+                (DISTRIBUTE_CPUS_ACROSS_CORES, "true"),
+            ]))
+            .is_ok()
+        );
+        assert_eq!(
+            StaticPolicyOptions::from_map(&map(&[(FULL_PCPUS_ONLY, "yes")]))
+                .unwrap_err()
+                .to_string(),
+            "bad value for option \"full-pcpus-only\": strconv.ParseBool: parsing \"yes\": invalid syntax"
+        );
+        assert_eq!(option_maturity(FULL_PCPUS_ONLY), Some(OptionMaturity::Beta));
+        assert_eq!(option_maturity("x"), None);
+    }
+
+    /// Upstream `TestValidateStaticPolicyOptions` (policy_options_test.go).
+    #[test]
+    fn validate_align_by_socket() {
+        let opts = StaticPolicyOptions {
+            align_by_socket: true,
+            ..Default::default()
+        };
+        let dual = TopologyCounts {
+            num_cpus: 12,
+            num_cores: 6,
+            num_sockets: 2,
+            num_numa_nodes: 2,
+            num_uncore_caches: 1,
+        };
+        assert!(opts.validate(dual, PolicyName::BestEffort).is_ok());
+        assert_eq!(
+            opts.validate(dual, PolicyName::SingleNumaNode),
+            Err(OptionsError::AlignBySocketWithSingleNumaNode)
+        );
+        let more_sockets = TopologyCounts {
+            num_numa_nodes: 1,
+            ..dual
+        };
+        assert_eq!(
+            opts.validate(more_sockets, PolicyName::None),
+            Err(OptionsError::AlignBySocketHardware)
+        );
+        assert!(
+            StaticPolicyOptions::default()
+                .validate(more_sockets, PolicyName::SingleNumaNode)
+                .is_ok()
+        );
+    }
+}

@@ -1,0 +1,55 @@
+//! CPU manager policies (upstream `policy.go`, `policy_none.go`, `policy_static.go`): the
+//! [`Policy`] seam, [`NonePolicy`] and [`StaticPolicy`], the errors they return and the
+//! guaranteed-CPU arithmetic they share.
+
+mod errors;
+mod none;
+mod requests;
+mod static_policy;
+
+pub use errors::{
+    AllocateError, PolicyError, SMT_ALIGNMENT_ERROR, SmtAlignmentError, ValidationError,
+};
+pub use none::NonePolicy;
+pub use requests::{guaranteed_cpus, pod_guaranteed_cpus};
+pub use static_policy::{ReservedCpus, StaticPolicy};
+
+use corral_topology::{Container, CpuSet, Pod, ProviderHints, TopologyHint};
+
+use crate::state::CpuState;
+
+/// A CPU manager policy (upstream `cpumanager.Policy`). Policies are pure: they read and
+/// change a [`CpuState`] and never persist it themselves.
+pub trait Policy: Send + Sync + std::fmt::Debug {
+    /// `none` or `static`.
+    fn name(&self) -> &'static str;
+    /// Validate (and initialise) the restored state (upstream `Start`).
+    fn start(&mut self, state: &mut CpuState) -> Result<(), ValidationError>;
+    /// Allocate CPUs to the container if it needs exclusive ones, aligned with `affinity`
+    /// (the topology manager's decision). Idempotent.
+    fn allocate(
+        &mut self,
+        state: &mut CpuState,
+        pod: &Pod,
+        container: &Container,
+        affinity: TopologyHint,
+    ) -> Result<(), AllocateError>;
+    /// Release the container's exclusive CPUs (upstream `RemoveContainer`). Idempotent.
+    fn remove_container(&mut self, state: &mut CpuState, pod_uid: &str, container: &str);
+    /// Hints for one container (upstream `GetTopologyHints`).
+    fn topology_hints(&self, state: &CpuState, pod: &Pod, container: &Container) -> ProviderHints;
+    /// Hints for the whole pod (upstream `GetPodTopologyHints`).
+    fn pod_topology_hints(&self, state: &CpuState, pod: &Pod) -> ProviderHints;
+    /// The CPUs exclusive allocations can come from (upstream `GetAllocatableCPUs`).
+    fn allocatable_cpus(&self, state: &CpuState) -> CpuSet;
+    /// corral only: an init container of `pod` terminated; return the CPUs no later container
+    /// of the pod uses to the shared pool. The default does nothing.
+    fn release_terminated_init_container(
+        &mut self,
+        _state: &mut CpuState,
+        _pod: &Pod,
+        _container: &str,
+    ) -> bool {
+        false
+    }
+}

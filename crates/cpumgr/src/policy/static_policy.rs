@@ -1,0 +1,470 @@
+//! [`StaticPolicy`]: upstream's `static` policy — Guaranteed containers with integer CPU
+//! requests get exclusive CPUs; everything else shares the default pool.
+//!
+//! Pools as upstream: SHARED (the state's default set), RESERVED (never exclusively
+//! allocated; kept out of SHARED too with `strict-cpu-reservation`), ASSIGNABLE = SHARED −
+//! RESERVED, and the exclusive assignments.
+//!
+//! One deliberate difference (upstream issue #112228): upstream keeps an init container's
+//! exclusive CPUs pinned for the pod's lifetime even when no later container reuses them.
+//! Corral returns those CPUs to the shared pool when the init container has terminated
+//! ([`Policy::release_terminated_init_container`], called by the manager's reconcile): the
+//! init container's entry shrinks to the CPUs its siblings reuse (possibly none). Such an
+//! init container then gives no hint preference instead of an unsatisfiable one when the
+//! pod is admitted again after a restart.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use corral_topology::{
+    Container, CpuSet, NumaMask, Pod, PolicyName, ProviderHints, ResourceHints, TopologyHint,
+};
+
+use super::{
+    AllocateError, Policy, PolicyError, SmtAlignmentError, ValidationError, guaranteed_cpus,
+    pod_guaranteed_cpus,
+};
+use crate::assignment::{
+    TakeError, take_by_topology_numa_distributed, take_by_topology_numa_packed,
+};
+use crate::hints::generate_cpu_topology_hints;
+use crate::index::TopologyIndex;
+use crate::options::StaticPolicyOptions;
+use crate::state::CpuState;
+
+/// How the reserved CPUs are chosen.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ReservedCpus {
+    /// This many CPUs, picked by `takeByTopology` over the whole machine (from the rounded-up
+    /// `systemReserved.cpu + kubeReserved.cpu`).
+    Count(usize),
+    /// Exactly these CPUs (`reservedSystemCPUs`).
+    Explicit(CpuSet),
+}
+
+/// The `static` policy.
+#[derive(Debug, Clone)]
+pub struct StaticPolicy {
+    index: Arc<TopologyIndex>,
+    reserved: CpuSet,
+    reserved_physical: CpuSet,
+    options: StaticPolicyOptions,
+    cpu_group_size: usize,
+    /// pod UID → CPUs of finished init containers later containers may reuse.
+    cpus_to_reuse: BTreeMap<String, CpuSet>,
+}
+
+fn cpu_hints(hints: Vec<TopologyHint>) -> ProviderHints {
+    Some(ResourceHints::from([("cpu".to_owned(), Some(hints))]))
+}
+
+impl StaticPolicy {
+    /// Upstream `NewStaticPolicy`: validate the options against the machine and the topology
+    /// manager policy, then choose the reserved CPUs. `num_reserved` is the rounded-up CPU
+    /// reservation; an explicit set must have exactly that size, as upstream checks.
+    pub fn new(
+        index: Arc<TopologyIndex>,
+        num_reserved: usize,
+        explicit_reserved: &CpuSet,
+        options: StaticPolicyOptions,
+        topology_manager_policy: PolicyName,
+    ) -> Result<StaticPolicy, PolicyError> {
+        options.validate(index.counts(), topology_manager_policy)?;
+        let mut policy = StaticPolicy {
+            cpu_group_size: index.topology().cpus_per_core(),
+            index,
+            reserved: CpuSet::new(),
+            reserved_physical: CpuSet::new(),
+            options,
+            cpus_to_reuse: BTreeMap::new(),
+        };
+        let reserved = if explicit_reserved.is_empty() {
+            let all = policy.index.all_cpus().clone();
+            policy
+                .take_by_topology(&all, num_reserved)
+                .unwrap_or_default()
+        } else {
+            explicit_reserved.clone()
+        };
+        if reserved.len() != num_reserved {
+            return Err(PolicyError::Reservation {
+                reserved: reserved.to_string(),
+                wanted: num_reserved,
+            });
+        }
+        if let Some(cpu) = reserved
+            .iter()
+            .find(|&c| policy.index.topology().cpu(c).is_none())
+        {
+            return Err(PolicyError::UnknownReservedCpu { cpu });
+        }
+        policy.reserved_physical = policy.index.core_siblings(&reserved);
+        policy.reserved = reserved;
+        Ok(policy)
+    }
+
+    /// The reserved CPUs.
+    pub fn reserved_cpus(&self) -> &CpuSet {
+        &self.reserved
+    }
+
+    /// The reserved CPUs and their core siblings (upstream `reservedPhysicalCPUs`).
+    pub fn reserved_physical_cpus(&self) -> &CpuSet {
+        &self.reserved_physical
+    }
+
+    /// The options in force.
+    pub fn options(&self) -> &StaticPolicyOptions {
+        &self.options
+    }
+
+    /// The CPUs of finished init containers the pod's next containers may reuse.
+    pub fn cpus_to_reuse(&self, pod_uid: &str) -> CpuSet {
+        self.cpus_to_reuse.get(pod_uid).cloned().unwrap_or_default()
+    }
+
+    /// Upstream `GetAvailableCPUs`: the shared pool minus the reserved CPUs.
+    pub fn available_cpus(&self, state: &CpuState) -> CpuSet {
+        state.default_cpu_set().difference(&self.reserved)
+    }
+
+    /// Upstream `takeByTopology`: the assignment algorithm the options select.
+    pub fn take_by_topology(
+        &self,
+        available: &CpuSet,
+        num_cpus: usize,
+    ) -> Result<CpuSet, TakeError> {
+        let strategy = self.options.sorting_strategy();
+        if self.options.distribute_cpus_across_numa {
+            let group = if self.options.full_physical_cpus_only {
+                self.cpu_group_size
+            } else {
+                1
+            };
+            return take_by_topology_numa_distributed(
+                &self.index,
+                available,
+                num_cpus,
+                group,
+                strategy,
+            );
+        }
+        take_by_topology_numa_packed(
+            &self.index,
+            available,
+            num_cpus,
+            strategy,
+            self.options.prefer_align_by_uncore_cache,
+        )
+    }
+
+    /// Upstream `generateCPUTopologyHints`.
+    pub fn generate_hints(
+        &self,
+        available: &CpuSet,
+        reusable: &CpuSet,
+        request: usize,
+    ) -> Vec<TopologyHint> {
+        generate_cpu_topology_hints(
+            &self.index,
+            available,
+            reusable,
+            request,
+            self.options.align_by_socket,
+        )
+    }
+
+    fn update_cpus_to_reuse(&mut self, pod: &Pod, container: &Container, cpus: &CpuSet) {
+        self.cpus_to_reuse.retain(|uid, _| *uid == pod.uid);
+        let reuse = self.cpus_to_reuse.entry(pod.uid.clone()).or_default();
+        if let Some(init) = pod
+            .init_containers
+            .iter()
+            .find(|c| c.name == container.name)
+            && !init.is_restartable()
+        {
+            reuse.union_with(cpus);
+            return;
+        }
+        reuse.difference_with(cpus);
+    }
+
+    /// Upstream `getAlignedCPUs`.
+    fn aligned_cpus(&self, mask: NumaMask, allocatable: &CpuSet) -> CpuSet {
+        let mut aligned = CpuSet::new();
+        if self.options.align_by_socket {
+            let mut sockets = CpuSet::new();
+            for numa in mask.iter() {
+                for cpu in &self.index.cpus_in_numa_node(numa) {
+                    if let Some(info) = self.index.topology().cpu(cpu) {
+                        sockets.insert(info.socket);
+                    }
+                }
+            }
+            for socket in &sockets {
+                aligned.union_with(&allocatable.intersection(&self.index.cpus_in_socket(socket)));
+            }
+            return aligned;
+        }
+        for numa in mask.iter() {
+            aligned.union_with(&allocatable.intersection(&self.index.cpus_in_numa_node(numa)));
+        }
+        aligned
+    }
+
+    /// Upstream `allocateCPUs`: aligned CPUs first, then the rest.
+    fn allocate_cpus(
+        &self,
+        state: &mut CpuState,
+        num_cpus: usize,
+        affinity: Option<NumaMask>,
+        reusable: &CpuSet,
+    ) -> Result<CpuSet, TakeError> {
+        let allocatable = self.available_cpus(state).union(reusable);
+        let mut result = CpuSet::new();
+        if let Some(mask) = affinity {
+            let aligned = self.aligned_cpus(mask, &allocatable);
+            let n = num_cpus.min(aligned.len());
+            result.union_with(&self.take_by_topology(&aligned, n)?);
+        }
+        let rest =
+            self.take_by_topology(&allocatable.difference(&result), num_cpus - result.len())?;
+        result.union_with(&rest);
+        state.set_default_cpu_set(state.default_cpu_set().difference(&result));
+        Ok(result)
+    }
+
+    /// CPUs assigned to the pod's containers other than `container`.
+    fn siblings_cpus(state: &CpuState, pod_uid: &str, container: &str) -> CpuSet {
+        let mut out = CpuSet::new();
+        for (name, cpus) in state.assignments().get(pod_uid).into_iter().flatten() {
+            if name != container {
+                out.union_with(cpus);
+            }
+        }
+        out
+    }
+
+    /// A non-restartable init container whose entry is smaller than its request: corral
+    /// released its unreused CPUs after it terminated.
+    fn is_released_init(
+        pod: &Pod,
+        container: &Container,
+        allocated: &CpuSet,
+        requested: usize,
+    ) -> bool {
+        allocated.len() < requested
+            && pod
+                .init_containers
+                .iter()
+                .any(|c| c.name == container.name && !c.is_restartable())
+    }
+}
+
+impl Policy for StaticPolicy {
+    fn name(&self) -> &'static str {
+        "static"
+    }
+
+    /// Upstream `validateState` (plus corral's cross-pod overlap check).
+    fn start(&mut self, state: &mut CpuState) -> Result<(), ValidationError> {
+        let mut all = self.index.all_cpus().clone();
+        if self.options.strict_cpu_reservation {
+            all.difference_with(&self.reserved);
+        }
+        let default = state.default_cpu_set().clone();
+        if default.is_empty() {
+            if !state.assignments().is_empty() {
+                return Err(ValidationError::EmptyDefaultSet);
+            }
+            state.set_default_cpu_set(all);
+            return Ok(());
+        }
+        if self.options.strict_cpu_reservation {
+            let found = self.reserved.intersection(&default);
+            if !found.is_empty() {
+                return Err(ValidationError::StrictReservedInDefault {
+                    reserved: found.to_string(),
+                    default: default.to_string(),
+                });
+            }
+        } else if !self.reserved.is_subset_of(&default) {
+            return Err(ValidationError::ReservedNotInDefault {
+                reserved: self.reserved.to_string(),
+                default: default.to_string(),
+            });
+        }
+        for (pod, containers) in state.assignments() {
+            for (container, cpus) in containers {
+                if cpus.intersects(&default) {
+                    return Err(ValidationError::OverlapsDefault {
+                        pod: pod.clone(),
+                        container: container.clone(),
+                        cpus: cpus.to_string(),
+                        default: default.to_string(),
+                    });
+                }
+            }
+        }
+        let mut owner: BTreeMap<usize, (&String, &String)> = BTreeMap::new();
+        for (pod, containers) in state.assignments() {
+            for (container, cpus) in containers {
+                for cpu in cpus {
+                    if let Some((other_pod, other_container)) = owner.insert(cpu, (pod, container))
+                        && other_pod != pod
+                    {
+                        return Err(ValidationError::CrossPodOverlap {
+                            pod: pod.clone(),
+                            container: container.clone(),
+                            cpu,
+                            other_pod: other_pod.clone(),
+                            other_container: other_container.clone(),
+                        });
+                    }
+                }
+            }
+        }
+        let known = default.union(&state.exclusive_cpus());
+        if known != all {
+            return Err(ValidationError::CpusChanged {
+                machine: all.to_string(),
+                state: known.to_string(),
+            });
+        }
+        Ok(())
+    }
+
+    fn allocate(
+        &mut self,
+        state: &mut CpuState,
+        pod: &Pod,
+        container: &Container,
+        affinity: TopologyHint,
+    ) -> Result<(), AllocateError> {
+        let num_cpus = guaranteed_cpus(pod, container);
+        if num_cpus == 0 {
+            return Ok(());
+        }
+        if self.options.full_physical_cpus_only {
+            let group = self.cpu_group_size.max(1);
+            if !num_cpus.is_multiple_of(group) {
+                return Err(SmtAlignmentError {
+                    requested_cpus: num_cpus,
+                    cpus_per_core: self.cpu_group_size,
+                    available_physical_cpus: 0,
+                    caused_by_physical_cpus: false,
+                }
+                .into());
+            }
+            let available_physical = state
+                .default_cpu_set()
+                .difference(&self.reserved_physical)
+                .len();
+            if num_cpus > available_physical {
+                return Err(SmtAlignmentError {
+                    requested_cpus: num_cpus,
+                    cpus_per_core: self.cpu_group_size,
+                    available_physical_cpus: available_physical,
+                    caused_by_physical_cpus: true,
+                }
+                .into());
+            }
+        }
+        if let Some(cpus) = state.cpu_set(&pod.uid, &container.name).cloned() {
+            self.update_cpus_to_reuse(pod, container, &cpus);
+            return Ok(());
+        }
+        let reusable = self.cpus_to_reuse(&pod.uid);
+        let cpus = self.allocate_cpus(state, num_cpus, affinity.numa_affinity, &reusable)?;
+        state.set_cpu_set(&pod.uid, &container.name, cpus.clone());
+        self.update_cpus_to_reuse(pod, container, &cpus);
+        Ok(())
+    }
+
+    fn remove_container(&mut self, state: &mut CpuState, pod_uid: &str, container: &str) {
+        let in_use = Self::siblings_cpus(state, pod_uid, container);
+        if let Some(release) = state.cpu_set(pod_uid, container).cloned() {
+            state.delete(pod_uid, container);
+            let release = release.difference(&in_use);
+            state.set_default_cpu_set(state.default_cpu_set().union(&release));
+        }
+    }
+
+    fn topology_hints(&self, state: &CpuState, pod: &Pod, container: &Container) -> ProviderHints {
+        let requested = guaranteed_cpus(pod, container);
+        if requested == 0 {
+            return None;
+        }
+        if let Some(allocated) = state.cpu_set(&pod.uid, &container.name) {
+            if allocated.len() != requested {
+                if Self::is_released_init(pod, container, allocated, requested) {
+                    return None;
+                }
+                return cpu_hints(Vec::new());
+            }
+            return cpu_hints(self.generate_hints(allocated, &CpuSet::new(), requested));
+        }
+        let available = self.available_cpus(state);
+        let reusable = self.cpus_to_reuse(&pod.uid);
+        cpu_hints(self.generate_hints(&available, &reusable, requested))
+    }
+
+    fn pod_topology_hints(&self, state: &CpuState, pod: &Pod) -> ProviderHints {
+        let requested = pod_guaranteed_cpus(pod);
+        if requested == 0 {
+            return None;
+        }
+        let mut assigned = CpuSet::new();
+        for container in pod.init_containers.iter().chain(&pod.containers) {
+            let by_container = guaranteed_cpus(pod, container);
+            if let Some(allocated) = state.cpu_set(&pod.uid, &container.name) {
+                if allocated.len() != by_container {
+                    if Self::is_released_init(pod, container, allocated, by_container) {
+                        continue;
+                    }
+                    return cpu_hints(Vec::new());
+                }
+                assigned.union_with(allocated);
+            }
+        }
+        if assigned.len() == requested {
+            return cpu_hints(self.generate_hints(&assigned, &CpuSet::new(), requested));
+        }
+        let available = self.available_cpus(state);
+        let reusable = self.cpus_to_reuse(&pod.uid).union(&assigned);
+        cpu_hints(self.generate_hints(&available, &reusable, requested))
+    }
+
+    fn allocatable_cpus(&self, _state: &CpuState) -> CpuSet {
+        self.index.all_cpus().difference(&self.reserved)
+    }
+
+    fn release_terminated_init_container(
+        &mut self,
+        state: &mut CpuState,
+        pod: &Pod,
+        container: &str,
+    ) -> bool {
+        let is_init = pod
+            .init_containers
+            .iter()
+            .any(|c| c.name == container && !c.is_restartable());
+        if !is_init {
+            return false;
+        }
+        let Some(cpus) = state.cpu_set(&pod.uid, container).cloned() else {
+            return false;
+        };
+        let in_use = Self::siblings_cpus(state, &pod.uid, container);
+        let release = cpus.difference(&in_use);
+        if release.is_empty() {
+            return false;
+        }
+        state.set_cpu_set(&pod.uid, container, cpus.intersection(&in_use));
+        state.set_default_cpu_set(state.default_cpu_set().union(&release));
+        if let Some(reuse) = self.cpus_to_reuse.get_mut(&pod.uid) {
+            reuse.difference_with(&release);
+        }
+        true
+    }
+}

@@ -1,0 +1,118 @@
+//! The manager's edges to the rest of the node: [`ContainerRuntime`] (push a container's
+//! cpuset; the agent adapts it to CRI `UpdateContainerResources`) and [`PodSource`] (active
+//! pods and their statuses, upstream's `activePods` and `PodStatusProvider`), plus what
+//! reconciliation reports.
+
+use corral_topology::{CpuSet, Pod};
+
+/// A runtime failure, as text.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct RuntimeError(pub String);
+
+/// The container runtime, as far as the CPU manager needs it.
+pub trait ContainerRuntime: Send + Sync {
+    /// Restrict the running container `container_id` to `cpus`.
+    fn update_container_cpuset(
+        &self,
+        container_id: &str,
+        cpus: &CpuSet,
+    ) -> Result<(), RuntimeError>;
+}
+
+/// A container's state in its pod status.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ContainerState {
+    /// Not started yet (or waiting to restart).
+    Waiting,
+    /// Running.
+    Running,
+    /// Exited.
+    Terminated,
+    /// No state reported.
+    Unknown,
+}
+
+/// One container's status (upstream `v1.ContainerStatus`, the fields reconcile reads).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ContainerStatus {
+    /// Container name.
+    pub name: String,
+    /// `<type>://<id>` as the kubelet reports it (`""` before the container exists).
+    pub container_id: String,
+    /// Its state.
+    pub state: ContainerState,
+}
+
+/// A pod's container statuses (upstream `v1.PodStatus`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PodStatus {
+    /// Init containers' statuses.
+    pub init_container_statuses: Vec<ContainerStatus>,
+    /// App containers' statuses.
+    pub container_statuses: Vec<ContainerStatus>,
+}
+
+impl PodStatus {
+    fn all(&self) -> impl Iterator<Item = &ContainerStatus> {
+        self.init_container_statuses
+            .iter()
+            .chain(&self.container_statuses)
+    }
+
+    /// Upstream `findContainerIDByName`: the id part of `<type>://<id>`.
+    pub fn container_id(&self, name: &str) -> Result<String, String> {
+        let Some(status) = self
+            .all()
+            .find(|s| s.name == name && !s.container_id.is_empty())
+        else {
+            return Err(format!(
+                "unable to find ID for container with name {name} in pod status (it may not be running)"
+            ));
+        };
+        match status.container_id.split_once("://") {
+            Some((_, id)) => Ok(id.to_owned()),
+            None => Err(format!("invalid container ID: {:?}", status.container_id)),
+        }
+    }
+
+    /// Upstream `findContainerStatusByName`.
+    pub fn container_status(&self, name: &str) -> Option<&ContainerStatus> {
+        self.all().find(|s| s.name == name)
+    }
+}
+
+/// The pods the manager works for.
+pub trait PodSource: Send + Sync {
+    /// The active pods (upstream `ActivePodsFunc`).
+    fn active_pods(&self) -> Vec<Pod>;
+    /// The pod's status, if known (upstream `PodStatusProvider.GetPodStatus`).
+    fn pod_status(&self, pod_uid: &str) -> Option<PodStatus>;
+    /// Whether every pod source is ready, so stale state may be removed (upstream
+    /// `SourcesReady.AllReady`).
+    fn all_ready(&self) -> bool {
+        true
+    }
+}
+
+/// One container a reconcile pass looked at (upstream `reconciledContainer`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReconciledContainer {
+    /// Pod name.
+    pub pod_name: String,
+    /// Container name (`""` when the pod had no status).
+    pub container_name: String,
+    /// Container id (`""` when unknown).
+    pub container_id: String,
+}
+
+/// What one reconcile pass did.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ReconcileReport {
+    /// Containers whose cpuset is as the state says.
+    pub success: Vec<ReconciledContainer>,
+    /// Containers skipped or whose update failed.
+    pub failure: Vec<ReconciledContainer>,
+    /// corral: init containers whose unreused CPUs went back to the shared pool.
+    pub released_init_containers: Vec<ReconciledContainer>,
+}

@@ -1,0 +1,226 @@
+//! [`restore`]: read the persisted state back as upstream's `restoreState` does (v1 first,
+//! then v2, v1 entries migrated through the runtime's container list), with one deliberate
+//! difference: a checkpoint written by the `none` policy, restored by the `static` policy,
+//! is migrated (it can hold no exclusive assignment) instead of refusing to start — upstream
+//! makes people delete `cpu_manager_state` by hand for that. Every other failure names the
+//! file and the exact remedy.
+
+use corral_checkpoint::{CpuManagerCheckpoint, CpuManagerState, restore_state};
+use corral_topology::{CpuSet, CpuSetParseError};
+
+use super::backend::{StateBackend, StateIoError};
+use super::memory::{ContainerCpuAssignments, CpuState};
+
+/// What [`restore`] found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Restored {
+    /// The state read (empty when there was no checkpoint or it was migrated).
+    pub state: CpuState,
+    /// `true` when no checkpoint existed (a fresh one was written).
+    pub fresh: bool,
+    /// The policy the checkpoint was written by, when corral migrated it to the configured
+    /// policy (only `none` → `static`).
+    pub migrated_from: Option<String>,
+}
+
+/// Why the persisted state could not be restored. Each message names the file and what to
+/// do about it.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum RestoreError {
+    /// The file could not be read, is not a CPU manager checkpoint, or fails its checksum.
+    #[error(
+        "could not restore CPU manager state from {file}: {source}; the file is unreadable or damaged: drain this node, delete {file} and restart"
+    )]
+    Read {
+        /// The checkpoint file.
+        file: String,
+        /// What failed.
+        #[source]
+        source: Box<StateIoError>,
+    },
+    /// A v1 checkpoint names a container the runtime does not know (upstream's message).
+    #[error(
+        "could not restore CPU manager state from {file}: error migrating v1 checkpoint state to v2 checkpoint state: containerID '{container_id}' not found in initial containers list; drain this node, delete {file} and restart"
+    )]
+    UnknownV1Container {
+        /// The checkpoint file.
+        file: String,
+        /// The unresolved container id.
+        container_id: String,
+    },
+    /// The checkpoint was written by another policy (upstream's message).
+    #[error(
+        "could not restore CPU manager state from {file}: configured policy {configured:?} differs from state checkpoint policy {stored:?}; either configure the {stored:?} policy again, or drain this node, delete {file} and restart with the {configured:?} policy"
+    )]
+    PolicyMismatch {
+        /// The checkpoint file.
+        file: String,
+        /// The policy configured now.
+        configured: String,
+        /// The policy that wrote the checkpoint.
+        stored: String,
+    },
+    /// The default CPU set does not parse (upstream's message).
+    #[error(
+        "could not restore CPU manager state from {file}: could not parse default cpu set {text:?}: {source}; the file is damaged: drain this node, delete {file} and restart"
+    )]
+    DefaultCpuSet {
+        /// The checkpoint file.
+        file: String,
+        /// The text.
+        text: String,
+        /// The parse error.
+        #[source]
+        source: Box<CpuSetParseError>,
+    },
+    /// A container's CPU set does not parse (upstream's message).
+    #[error(
+        "could not restore CPU manager state from {file}: could not parse cpuset {text:?} for container {container:?} in pod {pod:?}: {source}; the file is damaged: drain this node, delete {file} and restart"
+    )]
+    ContainerCpuSet {
+        /// The checkpoint file.
+        file: String,
+        /// Pod UID.
+        pod: String,
+        /// Container name.
+        container: String,
+        /// The text.
+        text: String,
+        /// The parse error.
+        #[source]
+        source: Box<CpuSetParseError>,
+    },
+    /// The fresh or migrated state could not be written.
+    #[error(
+        "could not write the initial CPU manager state to {file}: {source}; check that the state directory is writable and has space, then restart"
+    )]
+    Write {
+        /// The checkpoint file.
+        file: String,
+        /// What failed.
+        #[source]
+        source: Box<StateIoError>,
+    },
+}
+
+/// Restore the state for `policy_name` from `backend` (upstream `NewCheckpointState` +
+/// `restoreState`). `container_ref` resolves a container id to (pod UID, container name) for
+/// v1 checkpoints (upstream: the runtime's initial container list). With no checkpoint, an
+/// empty one is written.
+pub fn restore(
+    backend: &mut dyn StateBackend,
+    policy_name: &str,
+    container_ref: &dyn Fn(&str) -> Option<(String, String)>,
+) -> Result<Restored, RestoreError> {
+    let file = backend.location();
+    let Some(bytes) = backend.load().map_err(|source| RestoreError::Read {
+        file: file.clone(),
+        source: Box::new(source),
+    })?
+    else {
+        let state = CpuState::default();
+        write(backend, &state, policy_name, &file)?;
+        return Ok(Restored {
+            state,
+            fresh: true,
+            migrated_from: None,
+        });
+    };
+    let checkpoint = match restore_state(&bytes) {
+        Ok(CpuManagerState::V2(v2)) => v2,
+        Ok(CpuManagerState::V1(v1)) => v1.to_v2(container_ref).map_err(|_| {
+            let container_id = v1
+                .entries
+                .iter()
+                .flatten()
+                .map(|(id, _)| id)
+                .find(|id| container_ref(id).is_none())
+                .cloned()
+                .unwrap_or_default();
+            RestoreError::UnknownV1Container {
+                file: file.clone(),
+                container_id,
+            }
+        })?,
+        Err(e) => {
+            return Err(RestoreError::Read {
+                file: file.clone(),
+                source: Box::new(StateIoError {
+                    location: file,
+                    source: e,
+                }),
+            });
+        }
+    };
+    if checkpoint.policy_name != policy_name {
+        let no_entries = checkpoint
+            .entries
+            .iter()
+            .flatten()
+            .all(|(_, containers)| containers.as_ref().is_none_or(|c| c.is_empty()));
+        if checkpoint.policy_name == "none" && policy_name == "static" && no_entries {
+            let state = CpuState::default();
+            write(backend, &state, policy_name, &file)?;
+            return Ok(Restored {
+                state,
+                fresh: false,
+                migrated_from: Some(checkpoint.policy_name),
+            });
+        }
+        return Err(RestoreError::PolicyMismatch {
+            file,
+            configured: policy_name.to_owned(),
+            stored: checkpoint.policy_name,
+        });
+    }
+    let state = parse(&checkpoint, &file)?;
+    Ok(Restored {
+        state,
+        fresh: false,
+        migrated_from: None,
+    })
+}
+
+fn write(
+    backend: &mut dyn StateBackend,
+    state: &CpuState,
+    policy_name: &str,
+    file: &str,
+) -> Result<(), RestoreError> {
+    backend
+        .store(&state.to_checkpoint(policy_name))
+        .map_err(|source| RestoreError::Write {
+            file: file.to_owned(),
+            source: Box::new(source),
+        })
+}
+
+fn parse(checkpoint: &CpuManagerCheckpoint, file: &str) -> Result<CpuState, RestoreError> {
+    let default: CpuSet =
+        checkpoint
+            .default_cpu_set
+            .parse()
+            .map_err(|source| RestoreError::DefaultCpuSet {
+                file: file.to_owned(),
+                text: checkpoint.default_cpu_set.clone(),
+                source: Box::new(source),
+            })?;
+    let mut assignments = ContainerCpuAssignments::new();
+    for (pod, containers) in checkpoint.entries.iter().flatten() {
+        let parsed = assignments.entry(pod.clone()).or_default();
+        for (container, text) in containers.iter().flatten() {
+            let cpus = text
+                .parse()
+                .map_err(|source| RestoreError::ContainerCpuSet {
+                    file: file.to_owned(),
+                    pod: pod.clone(),
+                    container: container.clone(),
+                    text: text.clone(),
+                    source: Box::new(source),
+                })?;
+            parsed.insert(container.clone(), cpus);
+        }
+    }
+    Ok(CpuState::new(default, assignments))
+}
