@@ -53,13 +53,19 @@
 mod allocation;
 mod bitset;
 mod checkpoint_state;
+mod config;
 mod device;
+mod endpoint;
 mod error;
 mod hints;
+mod manager;
 mod pod_devices;
+mod registration;
 mod resource_devices;
 mod resource_name;
 mod run_options;
+#[cfg(feature = "sample-plugin")]
+pub mod sample;
 mod state;
 mod topology_hints;
 
@@ -67,8 +73,10 @@ pub use allocation::{
     AffinitySplit, AllocationRequest, NODE_WITHOUT_TOPOLOGY, PreferredRequest, ToAllocate,
 };
 pub use checkpoint_state::encode_allocate_response;
+pub use config::{DEFAULT_ENDPOINT_STOP_GRACE, DeviceManagerConfig};
 pub use device::{Device, PluginOptions};
 pub use error::{AllocateError, DeviceManagerError};
+pub use manager::{ActivePods, DeviceManager, StartOptions};
 pub use pod_devices::{ContainerAllocation, DevicesPerNuma, PodDevices, ResourceAllocations};
 pub use resource_name::{EndpointNameError, is_extended_resource_name, validate_endpoint_name};
 pub use run_options::{Annotation, DeviceNode, EnvVar, Mount, RunContainerOptions};

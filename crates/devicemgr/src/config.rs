@@ -1,0 +1,68 @@
+//! [`DeviceManagerConfig`]: where the manager listens and keeps its checkpoint, and every
+//! deadline and bound it applies to plugins.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// Upstream's grace period before a stopped plugin's resource is dropped
+/// (`endpointStopGracePeriod`).
+pub const DEFAULT_ENDPOINT_STOP_GRACE: Duration = Duration::from_secs(5 * 60);
+
+/// Configuration of a [`crate::DeviceManager`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DeviceManagerConfig {
+    /// The device-plugin directory: `kubelet.sock` is served here and plugin endpoints are
+    /// file names in it (upstream: `/var/lib/kubelet/device-plugins/`).
+    pub plugin_dir: PathBuf,
+    /// Where `kubelet_internal_checkpoint` lives (upstream: the plugin directory).
+    pub checkpoint_dir: PathBuf,
+    /// The machine's NUMA node ids.
+    pub numa_nodes: Vec<usize>,
+    /// How long a stopped plugin's resource stays before it is dropped (upstream: 5 min).
+    pub endpoint_stop_grace: Duration,
+    /// Deadline for dialing a plugin's socket (upstream: 10 s).
+    pub dial_timeout: Duration,
+    /// Deadline for `GetDevicePluginOptions`, `GetPreferredAllocation`, `Allocate` and for
+    /// the first answer of `ListAndWatch` (upstream: none).
+    pub rpc_timeout: Duration,
+    /// Deadline for `PreStartContainer` (upstream: 30 s).
+    pub pre_start_timeout: Duration,
+    /// How long an admission that needs a resource whose plugin has not (re-)registered
+    /// waits for it before failing (upstream: fails at once).
+    pub registration_wait: Duration,
+    /// Largest device list accepted from a plugin; a longer list is ignored and logged.
+    pub max_devices_per_plugin: usize,
+    /// Largest gRPC message accepted from a plugin, in bytes.
+    pub max_message_bytes: usize,
+    /// How often a plugin's socket is checked for existence while its stream is open.
+    pub socket_poll_interval: Duration,
+}
+
+impl DeviceManagerConfig {
+    /// Defaults (upstream's values where upstream has one) for a plugin directory and the
+    /// machine's NUMA nodes; the checkpoint lives in the plugin directory.
+    pub fn new(plugin_dir: impl Into<PathBuf>, numa_nodes: Vec<usize>) -> DeviceManagerConfig {
+        let plugin_dir = plugin_dir.into();
+        DeviceManagerConfig {
+            checkpoint_dir: plugin_dir.clone(),
+            plugin_dir,
+            numa_nodes,
+            endpoint_stop_grace: DEFAULT_ENDPOINT_STOP_GRACE,
+            dial_timeout: Duration::from_secs(10),
+            rpc_timeout: Duration::from_secs(30),
+            pre_start_timeout: Duration::from_secs(
+                corral_proto::deviceplugin::v1beta1::KUBELET_PRE_START_CONTAINER_RPC_TIMEOUT_SECS,
+            ),
+            registration_wait: Duration::from_secs(10),
+            max_devices_per_plugin: 100_000,
+            max_message_bytes: 64 << 20,
+            socket_poll_interval: Duration::from_secs(1),
+        }
+    }
+
+    /// The registration socket, `<plugin dir>/kubelet.sock`.
+    pub fn kubelet_socket(&self) -> PathBuf {
+        self.plugin_dir
+            .join(corral_proto::deviceplugin::v1beta1::KUBELET_SOCKET_NAME)
+    }
+}

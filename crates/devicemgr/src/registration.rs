@@ -1,0 +1,96 @@
+//! The registration server on `<plugin dir>/kubelet.sock` (upstream
+//! `plugin/v1beta1/server.go` `Register`): validates the request as upstream does — API
+//! version, extended resource name — and, unlike upstream, requires the endpoint to be a
+//! plain file name inside the plugin directory. A valid request connects the plugin; a
+//! re-registration replaces the resource's old endpoint.
+
+use std::sync::Arc;
+
+use corral_proto::deviceplugin::v1beta1::{
+    Empty, RegisterRequest, SUPPORTED_VERSIONS, registration_server::Registration,
+};
+use tonic::{Request, Response, Status};
+
+use crate::manager::Shared;
+use crate::{is_extended_resource_name, validate_endpoint_name};
+
+/// Why a registration is refused, as the gRPC status the plugin receives.
+pub(crate) fn validate(request: &RegisterRequest) -> Result<(), Status> {
+    if !SUPPORTED_VERSIONS.contains(&request.version.as_str()) {
+        return Err(Status::invalid_argument(format!(
+            "requested API version {:?} is not supported by kubelet. Supported version is {:?}",
+            request.version, SUPPORTED_VERSIONS
+        )));
+    }
+    if !is_extended_resource_name(&request.resource_name) {
+        return Err(Status::invalid_argument(format!(
+            "the ResourceName {:?} is invalid",
+            request.resource_name
+        )));
+    }
+    validate_endpoint_name(&request.endpoint).map_err(|err| {
+        Status::invalid_argument(format!(
+            "invalid endpoint for resource {:?}: {err}",
+            request.resource_name
+        ))
+    })
+}
+
+/// The `Registration` service.
+pub(crate) struct RegistrationService {
+    pub(crate) shared: Arc<Shared>,
+}
+
+#[tonic::async_trait]
+impl Registration for RegistrationService {
+    async fn register(&self, request: Request<RegisterRequest>) -> Result<Response<Empty>, Status> {
+        let peer = corral_proto::uds::peer_credentials(&request);
+        let request = request.into_inner();
+        tracing::info!(resource = %request.resource_name, endpoint = %request.endpoint,
+            version = %request.version, pid = ?peer.and_then(|p| p.pid),
+            "got registration request from device plugin");
+        if let Err(status) = validate(&request) {
+            tracing::warn!(resource = %request.resource_name, error = %status.message(),
+                "bad registration request from device plugin");
+            return Err(status);
+        }
+        Shared::connect_plugin(&self.shared, &request.resource_name, &request.endpoint)
+            .await
+            .map_err(|message| {
+                tracing::warn!(resource = %request.resource_name, %message,
+                    "cannot connect to device plugin");
+                Status::unavailable(message)
+            })?;
+        Ok(Response::new(Empty {}))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn req(version: &str, endpoint: &str, resource: &str) -> RegisterRequest {
+        RegisterRequest {
+            version: version.into(),
+            endpoint: endpoint.into(),
+            resource_name: resource.into(),
+            options: None,
+        }
+    }
+
+    #[test]
+    fn refusals_are_invalid_argument_with_upstream_messages() {
+        let err = validate(&req("v1alpha1", "a.sock", "example.com/r")).unwrap_err();
+        assert_eq!(err.code(), tonic::Code::InvalidArgument);
+        assert!(
+            err.message().contains("\"v1alpha1\" is not supported"),
+            "{}",
+            err.message()
+        );
+        let err = validate(&req("v1beta1", "a.sock", "gpu")).unwrap_err();
+        assert_eq!(err.message(), "the ResourceName \"gpu\" is invalid");
+        let err = validate(&req("v1beta1", "../a.sock", "example.com/r")).unwrap_err();
+        assert!(err.message().contains("contains '/'"), "{}", err.message());
+        assert!(validate(&req("v1beta1", "a.sock", "example.com/r")).is_ok());
+    }
+}

@@ -1,0 +1,81 @@
+//! Shared helpers of the device manager's integration tests: a manager on a temporary
+//! plugin directory with short deadlines, sample plugins registered with it, pods.
+#![allow(dead_code, unreachable_pub)]
+
+use std::path::Path;
+use std::time::Duration;
+
+use corral_devicemgr::sample::{SampleConfig, SamplePlugin};
+use corral_devicemgr::{DeviceManager, DeviceManagerConfig, StartOptions};
+use corral_topology::{Container, ContainerRestartPolicy, Pod};
+
+/// Every wait in these tests is bounded by this.
+pub const WAIT: Duration = Duration::from_secs(10);
+
+/// A config with deadlines short enough for tests.
+pub fn config(dir: &Path, numa_nodes: Vec<usize>) -> DeviceManagerConfig {
+    let mut config = DeviceManagerConfig::new(dir, numa_nodes);
+    config.dial_timeout = Duration::from_secs(2);
+    config.rpc_timeout = Duration::from_millis(500);
+    config.pre_start_timeout = Duration::from_millis(500);
+    config.registration_wait = Duration::ZERO;
+    config.endpoint_stop_grace = Duration::from_millis(300);
+    config.socket_poll_interval = Duration::from_millis(50);
+    config
+}
+
+/// A started manager.
+pub async fn manager(config: DeviceManagerConfig) -> DeviceManager {
+    let manager = DeviceManager::new(config).expect("manager");
+    manager.start(StartOptions::default()).await.expect("start");
+    manager
+}
+
+/// Start a sample plugin, register it, and wait until its devices are listed.
+pub async fn plugin(manager: &DeviceManager, config: SampleConfig) -> SamplePlugin {
+    let resource = config.resource.clone();
+    let plugin = SamplePlugin::start(config).await.expect("plugin serves");
+    plugin
+        .register(&manager.socket_path())
+        .await
+        .expect("registration accepted");
+    assert!(
+        manager.wait_for_plugin(&resource, WAIT).await,
+        "{resource} listed its devices"
+    );
+    plugin
+}
+
+/// A sample config on `<dir>/<name>.sock`.
+pub fn sample(dir: &Path, resource: &str, name: &str, count: usize, numa: &[i64]) -> SampleConfig {
+    SampleConfig::new(resource, dir.join(format!("{name}.sock")), count, numa)
+}
+
+/// A container asking for device-plugin resources (limits = requests).
+pub fn container(name: &str, resources: &[(&str, i64)]) -> Container {
+    let mut c = Container::new(name);
+    for (r, n) in resources {
+        c.resources.limits.extended.insert((*r).to_owned(), *n);
+        c.resources.requests.extended.insert((*r).to_owned(), *n);
+    }
+    c
+}
+
+/// A sidecar (restartable init container).
+pub fn sidecar(name: &str, resources: &[(&str, i64)]) -> Container {
+    let mut c = container(name, resources);
+    c.restart_policy = Some(ContainerRestartPolicy::Always);
+    c
+}
+
+/// A pod.
+pub fn pod(uid: &str, init: Vec<Container>, app: Vec<Container>) -> Pod {
+    Pod {
+        uid: uid.into(),
+        namespace: "default".into(),
+        name: format!("pod-{uid}"),
+        init_containers: init,
+        containers: app,
+        ..Pod::default()
+    }
+}
