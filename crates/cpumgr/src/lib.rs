@@ -58,6 +58,8 @@ mod options;
 mod policy;
 mod runtime;
 mod state;
+#[cfg(test)]
+mod test_fixtures;
 
 pub use assignment::{
     CpuSortingStrategy, TakeError, take_by_topology_numa_distributed, take_by_topology_numa_packed,

@@ -276,3 +276,222 @@ impl<'a> Accumulator<'a> {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::test_fixtures::*;
+
+    fn set(s: &str) -> CpuSet {
+        s.parse().unwrap()
+    }
+
+    /// Upstream `freeNUMANodes` / `freeSockets` / `freeCores` as ids.
+    fn free(acc: &Accumulator<'_>, level: Level) -> Vec<usize> {
+        let sorted = match level {
+            Level::Numa => acc.sort_numas(),
+            Level::Socket => acc.sort_sockets(),
+            Level::Core => acc.sort_cores(),
+            Level::Uncore => acc.sort_uncores(),
+        };
+        sorted
+            .into_iter()
+            .filter(|&d| acc.is_free(level, d))
+            .map(|d| acc.ix.groups(level).ids[d])
+            .collect()
+    }
+
+    /// Upstream `TestCPUAccumulatorFreeSockets` (cpu_assignment_test.go).
+    #[test]
+    fn free_sockets() {
+        let cases: [(&dyn Fn() -> _, &str, &[usize]); 13] = [
+            (&single_socket_ht, "0-7", &[0]),
+            (&single_socket_ht, "1-7", &[]),
+            (&dual_socket_ht, "0-11", &[0, 1]),
+            (&dual_socket_ht, "0-9,11", &[1]),
+            (&dual_socket_ht, "0,2-9,11", &[]),
+            (&dual_socket_multi_numa_per_socket_ht, "0-79", &[0, 1]),
+            (&dual_socket_multi_numa_per_socket_ht, "1-79", &[1]),
+            (&dual_socket_multi_numa_per_socket_ht, "1-78", &[]),
+            (
+                &fake_multi_socket_dual_socket_per_numa_ht,
+                "0-79",
+                &[0, 1, 2, 3],
+            ),
+            (
+                &fake_multi_socket_dual_socket_per_numa_ht,
+                "0-19,21-79",
+                &[0, 1, 3],
+            ),
+            (
+                &fake_multi_socket_dual_socket_per_numa_ht,
+                "0-59,61-78",
+                &[0, 1],
+            ),
+            (
+                &fake_multi_socket_dual_socket_per_numa_ht,
+                "1-19,21-38,41-60,61-78",
+                &[1],
+            ),
+            (
+                &fake_multi_socket_dual_socket_per_numa_ht,
+                "0-40,42-49,51-68,71-79",
+                &[],
+            ),
+        ];
+        for (topo, available, want) in cases {
+            let ix = topo();
+            let acc = Accumulator::new(&ix, &set(available), 0, CpuSortingStrategy::Packed);
+            let mut got = free(&acc, Level::Socket);
+            got.sort_unstable();
+            assert_eq!(got, want, "{available}");
+        }
+    }
+
+    /// Upstream `TestCPUAccumulatorFreeNUMANodes` (cpu_assignment_test.go).
+    #[test]
+    fn free_numa_nodes() {
+        let cases: [(&dyn Fn() -> _, &str, &[usize]); 13] = [
+            (&single_socket_ht, "0-7", &[0]),
+            (&single_socket_ht, "1-7", &[]),
+            (&dual_socket_ht, "0-11", &[0, 1]),
+            (&dual_socket_ht, "0-9,11", &[1]),
+            (&dual_socket_ht, "0,2-9,11", &[]),
+            (&dual_socket_multi_numa_per_socket_ht, "0-79", &[0, 1, 2, 3]),
+            (&dual_socket_multi_numa_per_socket_ht, "1-79", &[1, 2, 3]),
+            (&dual_socket_multi_numa_per_socket_ht, "1-9,11-79", &[2, 3]),
+            (
+                &dual_socket_multi_numa_per_socket_ht,
+                "1-9,11-59,61-79",
+                &[3],
+            ),
+            (
+                &dual_socket_multi_numa_per_socket_ht,
+                "1-9,11-59,61-78",
+                &[],
+            ),
+            (&fake_multi_socket_dual_socket_per_numa_ht, "0-79", &[0, 1]),
+            (
+                &fake_multi_socket_dual_socket_per_numa_ht,
+                "0-9,11-79",
+                &[1],
+            ),
+            (
+                &fake_multi_socket_dual_socket_per_numa_ht,
+                "0-9,11-59,61-79",
+                &[],
+            ),
+        ];
+        for (topo, available, want) in cases {
+            let ix = topo();
+            let acc = Accumulator::new(&ix, &set(available), 0, CpuSortingStrategy::Packed);
+            assert_eq!(free(&acc, Level::Numa), want, "{available}");
+        }
+    }
+
+    /// Upstream `TestCPUAccumulatorFreeSocketsAndNUMANodes` (cpu_assignment_test.go).
+    #[test]
+    fn free_sockets_and_numa_nodes() {
+        let cases: [(&str, &[usize], &[usize]); 4] = [
+            ("0-79", &[0, 1], &[0, 1, 2, 3]),
+            ("1-79", &[1], &[1, 2, 3]),
+            ("1-9,11-79", &[1], &[2, 3]),
+            ("1-59,61-79", &[], &[1, 3]),
+        ];
+        let ix = dual_socket_multi_numa_per_socket_ht();
+        for (available, sockets, numas) in cases {
+            let acc = Accumulator::new(&ix, &set(available), 0, CpuSortingStrategy::Packed);
+            assert_eq!(free(&acc, Level::Numa), numas, "{available}");
+            assert_eq!(free(&acc, Level::Socket), sockets, "{available}");
+        }
+    }
+
+    /// Upstream `TestCPUAccumulatorFreeCores` (cpu_assignment_test.go).
+    #[test]
+    fn free_cores() {
+        let cases: [(&dyn Fn() -> _, &str, &[usize]); 8] = [
+            (&single_socket_ht, "0-7", &[0, 1, 2, 3]),
+            (&single_socket_ht, "0-2,4-6", &[0, 1, 2]),
+            (&single_socket_ht, "0-6", &[0, 1, 2]),
+            (&single_socket_ht, "", &[]),
+            (&single_socket_ht, "0-3", &[]),
+            (&dual_socket_ht, "0-11", &[0, 2, 4, 1, 3, 5]),
+            (&dual_socket_ht, "1-5,7-11", &[2, 4, 1, 3, 5]),
+            (&dual_socket_ht, "2-5,8-11", &[2, 4, 3, 5]),
+        ];
+        for (topo, available, want) in cases {
+            let ix = topo();
+            let acc = Accumulator::new(&ix, &set(available), 0, CpuSortingStrategy::Packed);
+            assert_eq!(free(&acc, Level::Core), want, "{available}");
+        }
+    }
+
+    /// Upstream `TestCPUAccumulatorFreeCPUs` (cpu_assignment_test.go).
+    #[test]
+    fn free_cpus() {
+        let cases: [(&dyn Fn() -> _, &str, &[usize]); 6] = [
+            (&single_socket_ht, "0-7", &[0, 4, 1, 5, 2, 6, 3, 7]),
+            (&single_socket_ht, "3-7", &[4, 5, 6, 3, 7]),
+            (
+                &dual_socket_ht,
+                "0-11",
+                &[0, 6, 2, 8, 4, 10, 1, 7, 3, 9, 5, 11],
+            ),
+            (
+                &dual_socket_ht,
+                "1-11",
+                &[6, 2, 8, 4, 10, 1, 7, 3, 9, 5, 11],
+            ),
+            (
+                &dual_socket_ht,
+                "1-5,7-11",
+                &[2, 8, 4, 10, 1, 7, 3, 9, 5, 11],
+            ),
+            (
+                &triple_socket_ht,
+                "0-3,6-13",
+                &[12, 13, 0, 1, 2, 3, 6, 7, 8, 9, 10, 11],
+            ),
+        ];
+        for (topo, available, want) in cases {
+            let ix = topo();
+            let acc = Accumulator::new(&ix, &set(available), 0, CpuSortingStrategy::Packed);
+            assert_eq!(acc.sort_cpus(), want, "{available}");
+        }
+    }
+
+    /// Upstream `TestCPUAccumulatorTake` (cpu_assignment_test.go).
+    #[test]
+    fn take() {
+        let cases: [(&str, &[&str], usize, bool, bool); 6] = [
+            ("0-7", &[""], 1, false, false),
+            ("", &[""], 1, false, true),
+            ("0-7", &["0"], 1, true, false),
+            ("0-7", &["0"], 2, false, false),
+            ("0-2", &["0", "1"], 4, false, true),
+            (
+                "0-7",
+                &["0", "1", "2", "3", "4", "5", "6", "7"],
+                8,
+                true,
+                false,
+            ),
+        ];
+        let ix = single_socket_ht();
+        for (available, takes, n, satisfied, failed) in cases {
+            let mut acc = Accumulator::new(&ix, &set(available), n, CpuSortingStrategy::Packed);
+            let mut taken = 0;
+            for t in takes {
+                acc.take(&set(t));
+                taken += set(t).len();
+            }
+            assert_eq!(acc.is_satisfied(), satisfied, "{available} {takes:?}");
+            assert_eq!(acc.is_failed(), failed, "{available} {takes:?}");
+            for t in takes {
+                assert!(!set(t).intersects(&acc.free));
+                assert!(set(t).is_subset_of(&acc.result));
+            }
+            assert_eq!(acc.needed, n as i64 - taken as i64);
+        }
+    }
+}

@@ -1,0 +1,61 @@
+//! Pods for tests, as upstream's `makePod` / `makeMultiContainerPod` build them.
+#![allow(dead_code, unreachable_pub)]
+
+use corral_topology::{Container, ContainerRestartPolicy, Pod};
+
+/// A container with CPU request/limit (millicores) and 1G of memory.
+pub fn container(name: &str, request: i64, limit: i64) -> Container {
+    let mut c = Container::new(name);
+    c.resources.requests.cpu_millis = Some(request);
+    c.resources.limits.cpu_millis = Some(limit);
+    c.resources.requests.memory_bytes = Some(1_000_000_000);
+    c.resources.limits.memory_bytes = Some(1_000_000_000);
+    c
+}
+
+/// Upstream `makePod(podUID, containerName, request, limit)`.
+pub fn make_pod(uid: &str, name: &str, request: i64, limit: i64) -> Pod {
+    Pod {
+        uid: uid.into(),
+        name: uid.into(),
+        namespace: "default".into(),
+        containers: vec![container(name, request, limit)],
+        ..Pod::default()
+    }
+}
+
+/// Upstream `makeMultiContainerPod`: `initContainer-N` and `appContainer-N`.
+pub fn make_multi_container_pod(uid: &str, init: &[(i64, i64)], apps: &[(i64, i64)]) -> Pod {
+    Pod {
+        uid: uid.into(),
+        name: uid.into(),
+        namespace: "default".into(),
+        init_containers: init
+            .iter()
+            .enumerate()
+            .map(|(i, &(r, l))| container(&format!("initContainer-{i}"), r, l))
+            .collect(),
+        containers: apps
+            .iter()
+            .enumerate()
+            .map(|(i, &(r, l))| container(&format!("appContainer-{i}"), r, l))
+            .collect(),
+        ..Pod::default()
+    }
+}
+
+/// Upstream `makeMultiContainerPodWithOptions`: init containers with `Some(Always)` are
+/// sidecars.
+pub fn make_pod_with_sidecars(uid: &str, init: &[(i64, bool)], apps: &[i64]) -> Pod {
+    let mut pod = make_multi_container_pod(
+        uid,
+        &init.iter().map(|&(r, _)| (r, r)).collect::<Vec<_>>(),
+        &apps.iter().map(|&r| (r, r)).collect::<Vec<_>>(),
+    );
+    for (c, &(_, sidecar)) in pod.init_containers.iter_mut().zip(init) {
+        if sidecar {
+            c.restart_policy = Some(ContainerRestartPolicy::Always);
+        }
+    }
+    pod
+}
