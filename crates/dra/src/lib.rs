@@ -88,6 +88,8 @@ mod claim_info;
 mod driver;
 mod error;
 mod manager;
+pub mod plugin;
+pub mod sample;
 mod state;
 
 pub use claim::{
@@ -98,4 +100,8 @@ pub use claim_info::{ClaimInfo, PreparedDevice};
 pub use driver::{DriverClients, PrepareResults, UnprepareResults};
 pub use error::{DraError, DriverCallError};
 pub use manager::{ContainerInfo, CrashPoint, Manager, ManagerConfig};
+pub use plugin::{
+    DraPluginClient, DraService, PluginRegistry, PluginStore, RegistrationEvent, RegistryConfig,
+    RegistryWatcher,
+};
 pub use state::{FileStateStore, MemoryStateStore, StateStore};

@@ -1,0 +1,89 @@
+//! The DRAPlugin gRPC services corral can call, and which one to use for a plugin
+//! (upstream `validateSupportedServices`).
+
+use corral_proto::dra::{v1, v1beta1};
+
+/// A DRAPlugin service version.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum DraService {
+    /// `v1.DRAPlugin` (`k8s.io.kubelet.pkg.apis.dra.v1`), the newest.
+    V1,
+    /// `v1beta1.DRAPlugin`.
+    V1Beta1,
+}
+
+impl DraService {
+    /// Every service corral supports, newest first.
+    pub const SUPPORTED: [DraService; 2] = [DraService::V1, DraService::V1Beta1];
+
+    /// The name plugins list in `PluginInfo.supported_versions`.
+    pub fn name(self) -> &'static str {
+        match self {
+            DraService::V1 => v1::DRA_PLUGIN_SERVICE,
+            DraService::V1Beta1 => v1beta1::DRA_PLUGIN_SERVICE,
+        }
+    }
+
+    /// The newest service both sides support.
+    ///
+    /// Upstream takes the first entry of the plugin's list that the kubelet knows; corral
+    /// prefers the newest regardless of the plugin's order, so a plugin listing
+    /// `v1beta1.DRAPlugin` first still gets `v1`.
+    pub fn choose(supported_versions: &[String]) -> Result<DraService, String> {
+        if supported_versions.is_empty() {
+            return Err("empty list of supported gRPC services (aka supported versions)".into());
+        }
+        DraService::SUPPORTED
+            .into_iter()
+            .find(|s| supported_versions.iter().any(|v| v == s.name()))
+            .ok_or_else(|| {
+                let ours: Vec<&str> = DraService::SUPPORTED.iter().map(|s| s.name()).collect();
+                format!(
+                    "none of services supported by the plugin ({supported_versions:?}) are supported by the kubelet ({ours:?})"
+                )
+            })
+    }
+}
+
+impl std::fmt::Display for DraService {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn v(list: &[&str]) -> Vec<String> {
+        list.iter().map(|s| s.to_string()).collect()
+    }
+
+    // Upstream TestRegistrationHandler (validation cases): supported lists and their
+    // outcome.
+    #[test]
+    fn choose() {
+        assert_eq!(
+            DraService::choose(&v(&["v1.DRAPlugin"])),
+            Ok(DraService::V1)
+        );
+        assert_eq!(
+            DraService::choose(&v(&["v1beta1.DRAPlugin"])),
+            Ok(DraService::V1Beta1)
+        );
+        assert_eq!(
+            DraService::choose(&v(&["v1beta1.DRAPlugin", "v1.DRAPlugin"])),
+            Ok(DraService::V1)
+        );
+        assert_eq!(
+            DraService::choose(&v(&["v1alpha4.DRAPlugin", "v1beta1.DRAPlugin"])),
+            Ok(DraService::V1Beta1)
+        );
+        assert!(DraService::choose(&[]).unwrap_err().contains("empty list"));
+        let err = DraService::choose(&v(&["1.0.0", "v1alpha3.Node"])).unwrap_err();
+        assert!(
+            err.contains("none of services supported by the plugin"),
+            "{err}"
+        );
+    }
+}

@@ -1,0 +1,124 @@
+//! Helpers shared by the socket tests: temp dirs, a fast registry, pods and claims, and a
+//! bounded wait.
+
+#![allow(dead_code, unreachable_pub)]
+
+use std::future::Future;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use corral_dra::sample::{SampleDriver, SampleDriverConfig};
+use corral_dra::{
+    AllocatedDevice, ConsumerRef, PluginRegistry, PodClaim, PodClaims, RegistryConfig,
+    RegistryWatcher, ResourceClaim,
+};
+
+/// Upper bound of every wait in these tests.
+pub const WAIT: Duration = Duration::from_secs(10);
+
+pub const NAMESPACE: &str = "default";
+
+/// A temp dir with `registry/`, `plugins/` and `state/` beneath.
+pub struct Dirs {
+    pub root: tempfile::TempDir,
+}
+
+impl Dirs {
+    pub fn new() -> Self {
+        // Short paths: unix socket paths are limited to 108 bytes.
+        let root = tempfile::Builder::new()
+            .prefix("dra")
+            .tempdir_in("/tmp")
+            .unwrap();
+        Dirs { root }
+    }
+    pub fn registry(&self) -> PathBuf {
+        self.root.path().join("reg")
+    }
+    pub fn plugins(&self, driver: &str) -> PathBuf {
+        self.root.path().join("plugins").join(driver)
+    }
+    pub fn state(&self) -> PathBuf {
+        self.root.path().join("state")
+    }
+}
+
+pub fn fast_config(dir: &Path) -> RegistryConfig {
+    RegistryConfig {
+        poll_interval: Duration::from_millis(20),
+        retry_initial: Duration::from_millis(50),
+        retry_max: Duration::from_millis(200),
+        call_timeout: Duration::from_secs(5),
+        ..RegistryConfig::new(dir)
+    }
+}
+
+pub fn registry(dirs: &Dirs) -> (Arc<PluginRegistry>, RegistryWatcher) {
+    let registry = PluginRegistry::new(fast_config(&dirs.registry()));
+    let watcher = registry.watch();
+    (registry, watcher)
+}
+
+pub async fn sample(dirs: &Dirs, driver: &str) -> SampleDriver {
+    SampleDriver::start(SampleDriverConfig::new(
+        driver,
+        dirs.registry(),
+        dirs.plugins(driver),
+    ))
+    .await
+    .unwrap()
+}
+
+/// Poll `check` every 10 ms until it holds or [`WAIT`] passes.
+pub async fn eventually<F, Fut>(what: &str, mut check: F)
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = bool>,
+{
+    let deadline = tokio::time::Instant::now() + WAIT;
+    while !check().await {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "timed out waiting for {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+pub async fn wait_registered(registry: &PluginRegistry, driver: &str) {
+    eventually(&format!("{driver} registered"), || async {
+        registry.drivers().iter().any(|d| d == driver)
+    })
+    .await;
+}
+
+pub fn pod(uid: &str, claims: &[&str]) -> PodClaims {
+    PodClaims {
+        uid: uid.into(),
+        namespace: NAMESPACE.into(),
+        name: format!("pod-{uid}"),
+        claims: claims
+            .iter()
+            .map(|c| PodClaim {
+                name: c.to_string(),
+                claim_name: Some(c.to_string()),
+            })
+            .collect(),
+    }
+}
+
+pub fn claim(name: &str, driver: &str, pods: &[&str]) -> ResourceClaim {
+    ResourceClaim {
+        namespace: NAMESPACE.into(),
+        name: name.into(),
+        uid: format!("{name}-uid"),
+        allocation: Some(vec![AllocatedDevice {
+            request: "req".into(),
+            driver: driver.into(),
+            pool: "sample-pool".into(),
+            device: "dev".into(),
+        }]),
+        reserved_for: pods.iter().map(|p| ConsumerRef::pod("p", *p)).collect(),
+    }
+}
