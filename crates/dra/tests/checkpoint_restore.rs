@@ -1,0 +1,142 @@
+//! A kubelet-written `dra_manager_state` (the v1.32 conformance vectors) restores into the
+//! claim cache; a file the kubelet would refuse is refused; what corral writes for the
+//! restored cache is what the kubelet wrote when the list was already in key order.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use corral_checkpoint::{Checkpoint, ClaimInfoState, DraCheckpoint};
+use corral_dra::{FileStateStore, Manager, MemoryStateStore, StateStore};
+use serde_json::Value;
+
+fn vectors() -> Value {
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../../testdata/conformance/checkpoint_dra_v132.json");
+    serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap()
+}
+
+struct NoDrivers;
+
+impl corral_dra::DriverClients for NoDrivers {
+    fn is_registered(&self, _: &str) -> bool {
+        false
+    }
+    async fn node_prepare_resources(
+        &self,
+        _: &str,
+        _: &[corral_dra::ClaimRef],
+    ) -> Result<corral_dra::PrepareResults, corral_dra::DriverCallError> {
+        Err(corral_dra::DriverCallError::NotRegistered)
+    }
+    async fn node_unprepare_resources(
+        &self,
+        _: &str,
+        _: &[corral_dra::ClaimRef],
+    ) -> Result<corral_dra::UnprepareResults, corral_dra::DriverCallError> {
+        Err(corral_dra::DriverCallError::NotRegistered)
+    }
+}
+
+#[test]
+fn kubelet_files_restore() {
+    let doc = vectors();
+    let mut restored = 0;
+    for vector in doc["vectors"].as_array().unwrap() {
+        let name = vector["name"].as_str().unwrap();
+        let file = vector["file"].as_str().unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("dra_manager_state"), file).unwrap();
+        let accepted = vector["verdicts"]["as_dra_v132"]["accepted"]
+            .as_bool()
+            .unwrap();
+        let manager = Manager::open(dir.path(), NoDrivers);
+        assert_eq!(manager.is_ok(), accepted, "{name}");
+        let Ok(manager) = manager else { continue };
+        // Expected cache: the decoded list, keyed namespace/name, later entries winning.
+        let list: Vec<ClaimInfoState> =
+            serde_json::from_value(vector["verdicts"]["decoded_claim_info_state_list"].clone())
+                .unwrap_or_default();
+        let expected: BTreeMap<String, ClaimInfoState> = list
+            .into_iter()
+            .map(|s| (format!("{}/{}", s.namespace, s.claim_name), s))
+            .collect();
+        let got: BTreeMap<String, ClaimInfoState> = manager
+            .claim_infos()
+            .into_iter()
+            .map(|c| (c.key(), c.state().clone()))
+            .collect();
+        assert_eq!(got, expected, "{name}");
+        assert!(
+            manager.claim_infos().iter().all(|c| !c.is_prepared()),
+            "{name}"
+        );
+        restored += 1;
+
+        // Written back in key order: identical bytes when the kubelet's list was sorted and
+        // free of duplicates.
+        let store = MemoryStateStore::new();
+        store
+            .store(&DraCheckpoint {
+                claim_info_state_list: Some(got.into_values().collect()),
+            })
+            .unwrap();
+        let sorted_input = {
+            let keys: Vec<String> = vector["input"]["ClaimInfoStateList"]
+                .as_array()
+                .map(|l| {
+                    l.iter()
+                        .map(|s| {
+                            format!(
+                                "{}/{}",
+                                s["Namespace"].as_str().unwrap_or(""),
+                                s["ClaimName"].as_str().unwrap_or("")
+                            )
+                        })
+                        .collect()
+                })
+                .unwrap_or_default();
+            keys.windows(2).all(|w| w[0] < w[1]) && vector["input"]["ClaimInfoStateList"].is_array()
+        };
+        if sorted_input {
+            assert_eq!(
+                String::from_utf8(store.bytes().unwrap()).unwrap(),
+                file,
+                "{name}"
+            );
+        }
+    }
+    assert!(restored >= 20, "only {restored} vectors restored");
+}
+
+#[test]
+fn refused_files_are_errors_not_empty_state() {
+    let doc = vectors();
+    let mut refused = 0;
+    for negative in doc["negatives"].as_array().unwrap() {
+        let name = negative["name"].as_str().unwrap();
+        let accepted = negative["verdicts"]["as_dra_v132"]["accepted"]
+            .as_bool()
+            .unwrap_or(false)
+            && negative["verdicts"]["get_claim_info_state_list_error"].is_null();
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(
+            dir.path().join("dra_manager_state"),
+            negative["file"].as_str().unwrap(),
+        )
+        .unwrap();
+        let result = FileStateStore::open(dir.path()).unwrap().get_or_create();
+        assert_eq!(result.is_ok(), accepted, "{name}: {result:?}");
+        if !accepted {
+            refused += 1;
+            // The file is left alone for an operator to inspect.
+            assert_eq!(
+                std::fs::read_to_string(dir.path().join("dra_manager_state")).unwrap(),
+                negative["file"].as_str().unwrap()
+            );
+        }
+    }
+    assert!(refused > 0);
+    // The same bytes decode directly too.
+    let first = doc["vectors"][1]["file"].as_str().unwrap();
+    assert!(DraCheckpoint::decode(first.as_bytes()).is_ok());
+}

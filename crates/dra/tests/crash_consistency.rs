@@ -1,0 +1,156 @@
+//! Crash consistency: a manager killed between recording a claim and preparing it, between
+//! preparing and checkpointing, or between unpreparing and forgetting, then restarted from
+//! the same state dir, is consistent — the claim is never forgotten while a driver may hold
+//! it prepared — and the driver is called again idempotently.
+
+mod common;
+
+use std::sync::Arc;
+
+use common::*;
+use corral_dra::sample::SampleDriver;
+use corral_dra::{CrashPoint, DraError, FileStateStore, Manager, ManagerConfig, PluginRegistry};
+
+const DRIVER: &str = "gpu.example.com";
+const PREPARE: &str = "NodePrepareResources";
+const UNPREPARE: &str = "NodeUnprepareResources";
+
+fn crashing(
+    dirs: &Dirs,
+    registry: &Arc<PluginRegistry>,
+    point: CrashPoint,
+) -> Manager<Arc<PluginRegistry>> {
+    let config = ManagerConfig {
+        crash_at: Some(point),
+        ..ManagerConfig::default()
+    };
+    Manager::new(
+        FileStateStore::open(dirs.state()).unwrap(),
+        Arc::clone(registry),
+        config,
+    )
+    .unwrap()
+}
+
+async fn setup() -> (
+    Dirs,
+    Arc<PluginRegistry>,
+    corral_dra::RegistryWatcher,
+    SampleDriver,
+) {
+    let dirs = Dirs::new();
+    let (registry, watcher) = registry(&dirs);
+    let driver = sample(&dirs, DRIVER).await;
+    wait_registered(&registry, DRIVER).await;
+    (dirs, registry, watcher, driver)
+}
+
+#[tokio::test]
+async fn killed_between_record_and_prepare() {
+    let (dirs, registry, watcher, driver) = setup().await;
+    let p = pod("pod-1", &["c1"]);
+    let c = claim("c1", DRIVER, &["pod-1"]);
+    {
+        let m = crashing(&dirs, &registry, CrashPoint::AfterRecord);
+        let err = m
+            .prepare_resources(&p, std::slice::from_ref(&c))
+            .await
+            .unwrap_err();
+        assert!(matches!(err, DraError::Crashed(CrashPoint::AfterRecord)));
+        // A dead manager refuses everything.
+        assert!(m.unprepare_resources("pod-1").await.is_err());
+    }
+    assert_eq!(driver.call_count(PREPARE, "c1-uid"), 0);
+
+    // Restarted: the claim is remembered (with its driver), unprepared.
+    let m = Manager::open(dirs.state(), Arc::clone(&registry)).unwrap();
+    let info = m
+        .claim_info("default", "c1")
+        .expect("recorded before the driver call");
+    assert!(!info.is_prepared());
+    assert_eq!(info.drivers().collect::<Vec<_>>(), [DRIVER]);
+    assert!(m.pod_might_need_to_unprepare_resources("pod-1"));
+
+    // The pod is still wanted: prepared now.
+    m.prepare_resources(&p, &[c]).await.unwrap();
+    assert_eq!(driver.call_count(PREPARE, "c1-uid"), 1);
+    assert!(m.claim_info("default", "c1").unwrap().is_prepared());
+    watcher.stop().await;
+}
+
+#[tokio::test]
+async fn killed_between_record_and_prepare_then_pod_gone() {
+    let (dirs, registry, watcher, driver) = setup().await;
+    {
+        let m = crashing(&dirs, &registry, CrashPoint::AfterRecord);
+        let _ = m
+            .prepare_resources(&pod("pod-1", &["c1"]), &[claim("c1", DRIVER, &["pod-1"])])
+            .await;
+    }
+    let m = Manager::open(dirs.state(), Arc::clone(&registry)).unwrap();
+    // The pod went away meanwhile: unpreparing asks the driver (idempotent), then forgets.
+    m.unprepare_resources("pod-1").await.unwrap();
+    assert_eq!(driver.call_count(UNPREPARE, "c1-uid"), 1);
+    assert!(m.claim_infos().is_empty());
+    watcher.stop().await;
+}
+
+#[tokio::test]
+async fn killed_between_prepare_and_checkpoint() {
+    let (dirs, registry, watcher, driver) = setup().await;
+    let p = pod("pod-1", &["c1"]);
+    let c = claim("c1", DRIVER, &["pod-1"]);
+    {
+        let m = crashing(&dirs, &registry, CrashPoint::AfterPrepare);
+        let err = m
+            .prepare_resources(&p, std::slice::from_ref(&c))
+            .await
+            .unwrap_err();
+        assert!(matches!(err, DraError::Crashed(CrashPoint::AfterPrepare)));
+    }
+    // The driver holds it prepared; the checkpoint knows the claim but not its devices.
+    assert_eq!(driver.call_count(PREPARE, "c1-uid"), 1);
+    assert!(driver.prepared().contains_key("c1-uid"));
+    let m = Manager::open(dirs.state(), Arc::clone(&registry)).unwrap();
+    let info = m.claim_info("default", "c1").expect("never forgotten");
+    assert!(info.devices(DRIVER).is_empty());
+
+    // Prepared again: the driver is asked a second time and answers the same devices.
+    m.prepare_resources(&p, &[c]).await.unwrap();
+    assert_eq!(driver.call_count(PREPARE, "c1-uid"), 2);
+    let info = m.claim_info("default", "c1").unwrap();
+    assert_eq!(info.devices(DRIVER), driver.prepared()["c1-uid"]);
+    let text = std::fs::read_to_string(dirs.state().join("dra_manager_state")).unwrap();
+    assert!(text.contains("claim-c1-uid"), "{text}");
+    watcher.stop().await;
+}
+
+#[tokio::test]
+async fn killed_between_unprepare_and_forget() {
+    let (dirs, registry, watcher, driver) = setup().await;
+    let p = pod("pod-1", &["c1"]);
+    Manager::open(dirs.state(), Arc::clone(&registry))
+        .unwrap()
+        .prepare_resources(&p, &[claim("c1", DRIVER, &["pod-1"])])
+        .await
+        .unwrap();
+    {
+        let m = crashing(&dirs, &registry, CrashPoint::AfterUnprepare);
+        let err = m.unprepare_resources("pod-1").await.unwrap_err();
+        assert!(matches!(err, DraError::Crashed(CrashPoint::AfterUnprepare)));
+    }
+    assert_eq!(driver.call_count(UNPREPARE, "c1-uid"), 1);
+    let m = Manager::open(dirs.state(), Arc::clone(&registry)).unwrap();
+    assert!(
+        m.pod_might_need_to_unprepare_resources("pod-1"),
+        "still in the checkpoint"
+    );
+    m.unprepare_resources("pod-1").await.unwrap();
+    assert_eq!(
+        driver.call_count(UNPREPARE, "c1-uid"),
+        2,
+        "unprepared again, idempotently"
+    );
+    assert!(m.claim_infos().is_empty());
+    watcher.stop().await;
+}

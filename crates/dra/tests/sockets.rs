@@ -1,0 +1,235 @@
+//! The manager end to end over real unix sockets: registry + sample driver + the kubelet's
+//! `dra_manager_state` file in a temp state dir.
+
+mod common;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use common::*;
+use corral_dra::sample::Behavior;
+use corral_dra::{DraError, DriverCallError, Manager, PluginRegistry, RegistryConfig};
+use corral_topology::{Container, ContainerClaim};
+
+const DRIVER: &str = "gpu.example.com";
+const PREPARE: &str = "NodePrepareResources";
+const UNPREPARE: &str = "NodeUnprepareResources";
+
+fn container(claim: &str, request: Option<&str>) -> Container {
+    let mut c = Container::new("main");
+    c.claims.push(ContainerClaim {
+        name: claim.into(),
+        request: request.map(str::to_owned),
+    });
+    c
+}
+
+fn checkpoint_text(dirs: &Dirs) -> String {
+    std::fs::read_to_string(dirs.state().join("dra_manager_state")).unwrap()
+}
+
+#[tokio::test]
+async fn prepare_get_unprepare() {
+    let dirs = Dirs::new();
+    let (registry, watcher) = registry(&dirs);
+    let driver = sample(&dirs, DRIVER).await;
+    wait_registered(&registry, DRIVER).await;
+    driver.set_allocation(
+        "c1-uid",
+        vec![
+            ("gpu".into(), "gpu-0".into()),
+            ("nic".into(), "nic-0".into()),
+        ],
+    );
+    let manager = Manager::open(dirs.state(), Arc::clone(&registry)).unwrap();
+    let p = pod("pod-1", &["c1"]);
+    manager
+        .prepare_resources(&p, &[claim("c1", DRIVER, &["pod-1"])])
+        .await
+        .unwrap();
+    assert_eq!(driver.call_count(PREPARE, "c1-uid"), 1);
+    assert!(driver.calls().iter().all(|c| c.version == "v1"));
+
+    let gpu = manager
+        .get_resources(&p, &container("c1", Some("gpu")))
+        .unwrap();
+    assert_eq!(gpu.cdi_devices, ["corral.example.com/sample=gpu-0"]);
+    let all = manager.get_resources(&p, &container("c1", None)).unwrap();
+    assert_eq!(all.cdi_devices.len(), 2);
+    assert!(
+        checkpoint_text(&dirs)
+            .contains(r#"\"CDIDeviceIDs\":[\"corral.example.com/sample=gpu-0\"]"#)
+    );
+
+    manager.unprepare_resources("pod-1").await.unwrap();
+    assert_eq!(driver.call_count(UNPREPARE, "c1-uid"), 1);
+    assert!(driver.prepared().is_empty());
+    assert!(manager.claim_infos().is_empty());
+    assert!(checkpoint_text(&dirs).contains(r#"\"ClaimInfoStateList\":[]"#));
+    watcher.stop().await;
+}
+
+#[tokio::test]
+async fn shared_claim_across_two_pods() {
+    let dirs = Dirs::new();
+    let (registry, watcher) = registry(&dirs);
+    let driver = sample(&dirs, DRIVER).await;
+    wait_registered(&registry, DRIVER).await;
+    let manager = Manager::open(dirs.state(), Arc::clone(&registry)).unwrap();
+    let shared = claim("shared", DRIVER, &["pod-a", "pod-b"]);
+    manager
+        .prepare_resources(&pod("pod-a", &["shared"]), std::slice::from_ref(&shared))
+        .await
+        .unwrap();
+    manager
+        .prepare_resources(&pod("pod-b", &["shared"]), &[shared])
+        .await
+        .unwrap();
+    assert_eq!(driver.call_count(PREPARE, "shared-uid"), 1, "prepared once");
+    assert!(checkpoint_text(&dirs).contains(r#"\"PodUIDs\":{\"pod-a\":{},\"pod-b\":{}}"#));
+
+    manager.unprepare_resources("pod-a").await.unwrap();
+    assert_eq!(
+        driver.call_count(UNPREPARE, "shared-uid"),
+        0,
+        "pod-b still uses it"
+    );
+    let b = manager
+        .get_resources(&pod("pod-b", &["shared"]), &container("shared", None))
+        .unwrap();
+    assert_eq!(
+        b.cdi_devices,
+        ["corral.example.com/sample=claim-shared-uid"]
+    );
+    manager.unprepare_resources("pod-b").await.unwrap();
+    assert_eq!(driver.call_count(UNPREPARE, "shared-uid"), 1);
+    watcher.stop().await;
+}
+
+#[tokio::test]
+async fn driver_missing_is_a_clear_error_and_nothing_is_prepared() {
+    let dirs = Dirs::new();
+    let (registry, watcher) = registry(&dirs);
+    let manager = Manager::open(dirs.state(), Arc::clone(&registry)).unwrap();
+    let err = manager
+        .prepare_resources(
+            &pod("pod-1", &["c1"]),
+            &[claim("c1", "absent.example.com", &["pod-1"])],
+        )
+        .await
+        .unwrap_err();
+    assert!(matches!(err, DraError::DriverNotRegistered { .. }));
+    let text = err.to_string();
+    assert!(
+        text.contains("absent.example.com")
+            && text.contains("default/c1")
+            && text.contains("default/pod-pod-1"),
+        "{text}"
+    );
+    assert!(manager.claim_infos().is_empty());
+    assert!(checkpoint_text(&dirs).contains(r#"\"ClaimInfoStateList\":[]"#));
+    watcher.stop().await;
+}
+
+#[tokio::test]
+async fn driver_restart_and_disappearance() {
+    let dirs = Dirs::new();
+    let (registry, watcher) = registry(&dirs);
+    let mut driver = sample(&dirs, DRIVER).await;
+    wait_registered(&registry, DRIVER).await;
+    let manager = Manager::open(dirs.state(), Arc::clone(&registry)).unwrap();
+    manager
+        .prepare_resources(&pod("pod-1", &["c1"]), &[claim("c1", DRIVER, &["pod-1"])])
+        .await
+        .unwrap();
+
+    // Restart under the same name: registered again, calls reach the new instance.
+    driver.restart().await.unwrap();
+    assert_eq!(
+        driver.wait_for_status(1, WAIT).await,
+        Some((true, String::new()))
+    );
+    wait_registered(&registry, DRIVER).await;
+    manager
+        .prepare_resources(&pod("pod-2", &["c2"]), &[claim("c2", DRIVER, &["pod-2"])])
+        .await
+        .unwrap();
+    assert_eq!(driver.call_count(PREPARE, "c2-uid"), 1);
+
+    // Gone: unprepare fails naming the driver, and the claim stays for a retry.
+    driver.stop().await;
+    eventually("deregistration", || async { registry.drivers().is_empty() }).await;
+    let err = manager.unprepare_resources("pod-1").await.unwrap_err();
+    assert!(
+        matches!(err, DraError::DriverNotRegistered { ref driver, .. } if driver == DRIVER),
+        "{err}"
+    );
+    assert!(manager.pod_might_need_to_unprepare_resources("pod-1"));
+
+    // Back: the retry succeeds.
+    driver.restart().await.unwrap();
+    wait_registered(&registry, DRIVER).await;
+    manager.unprepare_resources("pod-1").await.unwrap();
+    assert!(!manager.pod_might_need_to_unprepare_resources("pod-1"));
+    watcher.stop().await;
+}
+
+#[tokio::test]
+async fn hanging_driver_hits_the_deadline() {
+    let dirs = Dirs::new();
+    let config = RegistryConfig {
+        call_timeout: Duration::from_millis(300),
+        ..fast_config(&dirs.registry())
+    };
+    let registry = PluginRegistry::new(config);
+    let watcher = registry.watch();
+    let driver = sample(&dirs, DRIVER).await;
+    wait_registered(&registry, DRIVER).await;
+    driver.set_behavior(Behavior::Hang);
+    let manager = Manager::open(dirs.state(), Arc::clone(&registry)).unwrap();
+    let err = tokio::time::timeout(
+        WAIT,
+        manager.prepare_resources(&pod("pod-1", &["c1"]), &[claim("c1", DRIVER, &["pod-1"])]),
+    )
+    .await
+    .expect("bounded by the call deadline")
+    .unwrap_err();
+    assert!(
+        matches!(
+            err,
+            DraError::DriverCall {
+                source: DriverCallError::DeadlineExceeded(_),
+                ..
+            }
+        ),
+        "{err}"
+    );
+    assert!(!manager.claim_info("default", "c1").unwrap().is_prepared());
+    watcher.stop().await;
+}
+
+#[tokio::test]
+async fn per_claim_and_call_failures_name_claim_and_driver() {
+    let dirs = Dirs::new();
+    let (registry, watcher) = registry(&dirs);
+    let driver = sample(&dirs, DRIVER).await;
+    wait_registered(&registry, DRIVER).await;
+    let manager = Manager::open(dirs.state(), Arc::clone(&registry)).unwrap();
+    driver.set_behavior(Behavior::FailClaims("device is on fire".into()));
+    let err = manager
+        .prepare_resources(&pod("pod-1", &["c1"]), &[claim("c1", DRIVER, &["pod-1"])])
+        .await
+        .unwrap_err();
+    let text = err.to_string();
+    assert!(
+        text.contains("default/c1") && text.contains(DRIVER) && text.contains("device is on fire"),
+        "{text}"
+    );
+    driver.set_behavior(Behavior::FailCall("out of memory".into()));
+    let err = manager.unprepare_resources("pod-1").await.unwrap_err();
+    assert!(matches!(err, DraError::DriverCall { .. }), "{err}");
+    assert!(err.to_string().contains("out of memory"));
+    driver.set_behavior(Behavior::Normal);
+    manager.unprepare_resources("pod-1").await.unwrap();
+    watcher.stop().await;
+}
