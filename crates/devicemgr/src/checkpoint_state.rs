@@ -15,7 +15,6 @@ use corral_proto::deviceplugin::v1beta1::ContainerAllocateResponse;
 use corral_proto::prost::Message;
 use corral_proto::prost::encoding::{WireType, encode_key, encode_varint, encoded_len_varint};
 
-use crate::DeviceManagerError;
 use crate::pod_devices::{ContainerAllocation, DevicesPerNuma};
 use crate::state::{DeviceState, EndpointInfo};
 
@@ -98,25 +97,24 @@ impl DeviceState {
     /// back, and every registered resource comes back with a stopped endpoint (capacity 0
     /// until its plugin registers again; dropped after the grace period counted from `now`).
     ///
-    /// An entry whose response does not decode is an error naming it (upstream skips it).
+    /// An entry whose response does not decode keeps its devices allocated, with empty run
+    /// options, and is logged as an error (upstream drops the entry, freeing devices a
+    /// running container still uses).
     pub fn restore_checkpoint(
         &mut self,
         checkpoint: &DeviceManagerCheckpoint,
         path: &Path,
         now: Instant,
-    ) -> Result<(), DeviceManagerError> {
+    ) {
         let mut restored = Vec::new();
         for entry in checkpoint.pod_device_entries.iter().flatten() {
             let bytes = entry.alloc_resp.as_deref().unwrap_or_default();
-            let response = ContainerAllocateResponse::decode(bytes).map_err(|err| {
-                DeviceManagerError::CorruptEntry {
-                    path: path.to_path_buf(),
-                    pod_uid: entry.pod_uid.clone(),
-                    container: entry.container_name.clone(),
-                    resource: entry.resource_name.clone(),
-                    message: err.to_string(),
-                }
-            })?;
+            let response = ContainerAllocateResponse::decode(bytes).unwrap_or_else(|err| {
+                tracing::error!(path = %path.display(), pod = %entry.pod_uid,
+                    container = %entry.container_name, resource = %entry.resource_name, %err,
+                    "checkpoint entry has an undecodable AllocResp; its devices stay allocated with empty run options");
+                ContainerAllocateResponse::default()
+            });
             let devices: DevicesPerNuma = entry
                 .device_ids
                 .iter()
@@ -154,7 +152,6 @@ impl DeviceState {
                 },
             );
         }
-        Ok(())
     }
 }
 

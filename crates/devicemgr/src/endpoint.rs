@@ -37,6 +37,11 @@ async fn with_deadline<T>(
 ) -> Result<T, String> {
     match tokio::time::timeout(timeout, call).await {
         Ok(Ok(response)) => Ok(response.into_inner()),
+        Ok(Err(status))
+            if status.code() == tonic::Code::Cancelled && status.message().contains("Timeout") =>
+        {
+            Err(format!("{what}: no answer within {timeout:?}"))
+        }
         Ok(Err(status)) => Err(format!(
             "{what}: {} ({:?})",
             status.message(),

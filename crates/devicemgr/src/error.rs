@@ -155,22 +155,6 @@ pub enum DeviceManagerError {
     /// The checkpoint could not be read or written.
     #[error("device manager checkpoint: {0}")]
     Checkpoint(#[from] corral_checkpoint::CheckpointError),
-    /// An entry of the checkpoint holds an allocate response that does not decode.
-    #[error(
-        "device manager checkpoint {path}: entry for pod {pod_uid:?} container {container:?} resource {resource:?} has an undecodable AllocResp: {message}"
-    )]
-    CorruptEntry {
-        /// The checkpoint file.
-        path: PathBuf,
-        /// Pod uid.
-        pod_uid: String,
-        /// Container name.
-        container: String,
-        /// Resource name.
-        resource: String,
-        /// The protobuf decoder's message.
-        message: String,
-    },
     /// The plugin directory could not be prepared.
     #[error("device plugin directory {path}: {source}")]
     PluginDir {

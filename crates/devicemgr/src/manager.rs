@@ -93,6 +93,9 @@ pub(crate) struct Shared {
     live: Mutex<BTreeMap<String, LiveEndpoint>>,
     store: CheckpointStore,
     checkpoint_lock: Mutex<()>,
+    /// Wakes the background checkpoint writer; repeated requests coalesce.
+    checkpoint_wanted: tokio::sync::Notify,
+    checkpoint_writer: AtomicBool,
     next_generation: AtomicU64,
     changes: watch::Sender<u64>,
     active_pods: RwLock<Option<ActivePods>>,
@@ -131,6 +134,34 @@ impl Shared {
                 source: std::io::Error::other(join.to_string()),
             }),
         }
+    }
+
+    /// Ask the background writer for a checkpoint: a plugin flooding lists causes at most
+    /// one write in flight and one pending, never a write per list on a runtime thread.
+    fn request_checkpoint(&self) {
+        if self.checkpoint_writer.load(Ordering::Acquire) {
+            self.checkpoint_wanted.notify_one();
+        } else {
+            self.checkpoint_or_log();
+        }
+    }
+
+    fn start_checkpoint_writer(self: &Arc<Self>, stop: CancellationToken) {
+        let shared = Arc::clone(self);
+        self.checkpoint_writer.store(true, Ordering::Release);
+        self.spawn(async move {
+            loop {
+                tokio::select! {
+                    () = shared.checkpoint_wanted.notified() => {}
+                    () = stop.cancelled() => break,
+                }
+                if let Err(err) = shared.write_checkpoint_async().await {
+                    tracing::error!(%err, "writing device manager checkpoint failed");
+                }
+            }
+            shared.checkpoint_writer.store(false, Ordering::Release);
+            shared.checkpoint_or_log();
+        });
     }
 
     fn checkpoint_or_log(&self) {
@@ -231,7 +262,7 @@ impl Shared {
                 );
             }
         }
-        self.checkpoint_or_log();
+        self.request_checkpoint();
         self.bump();
     }
 
@@ -250,7 +281,7 @@ impl Shared {
             lock(&self.state).plugin_disconnected(resource, Instant::now());
         }
         tracing::warn!(resource, reason = why, "device plugin endpoint stopped");
-        self.checkpoint_or_log();
+        self.request_checkpoint();
         self.bump();
     }
 
@@ -368,6 +399,8 @@ impl DeviceManager {
                 live: Mutex::new(BTreeMap::new()),
                 store,
                 checkpoint_lock: Mutex::new(()),
+                checkpoint_wanted: tokio::sync::Notify::new(),
+                checkpoint_writer: AtomicBool::new(false),
                 next_generation: AtomicU64::new(1),
                 changes,
                 active_pods: RwLock::new(None),
@@ -409,7 +442,7 @@ impl DeviceManager {
 
         if let Some(checkpoint) = read_checkpoint(&shared.store)? {
             let path = shared.store.path_of(DEVICE_MANAGER_FILE)?;
-            lock(&shared.state).restore_checkpoint(&checkpoint, &path, Instant::now())?;
+            lock(&shared.state).restore_checkpoint(&checkpoint, &path, Instant::now());
             tracing::info!(path = %path.display(), "restored device allocations from checkpoint");
         }
         self.cleanup_plugin_dir()?;
@@ -422,6 +455,7 @@ impl DeviceManager {
         )?;
         let token = CancellationToken::new();
         *lock(&shared.shutdown) = Some(token.clone());
+        shared.start_checkpoint_writer(token.clone());
         let router = tonic::transport::Server::builder().add_service(RegistrationServer::new(
             RegistrationService {
                 shared: Arc::clone(shared),
