@@ -6,7 +6,7 @@ import sys
 
 import grpc
 
-from . import stubs
+from . import dra_driver, stubs
 from .channel import AUTHORITY_MODES, open_channel
 
 
@@ -73,6 +73,17 @@ def main(argv=None):
     common(p)
     p.add_argument("--count", type=int, default=1)
     p.set_defaults(run=_list_and_watch)
+
+    p = sub.add_parser("dra-driver", help="run a DRA driver (registration + DRAPlugin) until stdin closes")
+    p.add_argument("--driver", required=True, help="driver name to register as")
+    p.add_argument("--registry-dir", required=True, help="plugin registration directory")
+    p.add_argument("--plugin-dir", required=True, help="directory of the DRAPlugin socket (dra.sock)")
+    p.add_argument("--versions", default="v1.DRAPlugin,v1beta1.DRAPlugin", help="comma-separated supported services")
+    p.add_argument("--type", default="DRAPlugin", help="PluginInfo.type to report")
+    p.add_argument("--cdi-kind", default="corral.example.com/python", help="CDI vendor/class of the devices")
+    p.add_argument("--pool", default="python-pool")
+    p.add_argument("--fail", default="", help="answer every claim with this error")
+    p.set_defaults(run=dra_driver.run)
 
     args = parser.parse_args(argv)
     try:

@@ -1,0 +1,58 @@
+//! A sample DRA driver: registers through a plugin registration directory and prepares
+//! fake devices into CDI ids until interrupted.
+//!
+//! ```text
+//! cargo run -p corral-dra --example sample_dra_driver -- \
+//!     --driver gpu.example.com --registry-dir /var/lib/kubelet/plugins_registry \
+//!     --plugin-dir /var/lib/kubelet/plugins/gpu.example.com [--fail MESSAGE | --hang]
+//! ```
+
+use std::path::PathBuf;
+
+use corral_dra::sample::{Behavior, SampleDriver, SampleDriverConfig};
+use corral_proto::pluginregistration::v1::PLUGINS_REGISTRY_PATH;
+
+fn usage() -> ! {
+    eprintln!(
+        "usage: sample_dra_driver --driver NAME [--registry-dir DIR] [--plugin-dir DIR] [--fail MESSAGE | --hang]"
+    );
+    std::process::exit(2)
+}
+
+#[tokio::main(flavor = "current_thread")]
+async fn main() {
+    let mut driver = None;
+    let mut registry_dir = PathBuf::from(PLUGINS_REGISTRY_PATH);
+    let mut plugin_dir = None;
+    let mut behavior = Behavior::Normal;
+    let mut args = std::env::args().skip(1);
+    while let Some(arg) = args.next() {
+        let mut value = || args.next().unwrap_or_else(|| usage());
+        match arg.as_str() {
+            "--driver" => driver = Some(value()),
+            "--registry-dir" => registry_dir = PathBuf::from(value()),
+            "--plugin-dir" => plugin_dir = Some(PathBuf::from(value())),
+            "--fail" => behavior = Behavior::FailClaims(value()),
+            "--hang" => behavior = Behavior::Hang,
+            _ => usage(),
+        }
+    }
+    let Some(driver) = driver else { usage() };
+    let plugin_dir =
+        plugin_dir.unwrap_or_else(|| PathBuf::from("/var/lib/kubelet/plugins").join(&driver));
+    let config = SampleDriverConfig::new(&driver, registry_dir, plugin_dir);
+    let mut sample = match SampleDriver::start(config).await {
+        Ok(sample) => sample,
+        Err(err) => {
+            eprintln!("sample_dra_driver: {err}");
+            std::process::exit(1);
+        }
+    };
+    sample.set_behavior(behavior);
+    println!(
+        "sample DRA driver {driver} registered at {}; Ctrl-C to stop",
+        sample.config().registration_socket().display()
+    );
+    let _ = tokio::signal::ctrl_c().await;
+    sample.stop().await;
+}
