@@ -595,10 +595,14 @@ impl DeviceManager {
         capacity
     }
 
-    /// Upstream `ShouldResetExtendedResourceCapacity`: true when the checkpoint directory
-    /// holds no checkpoint at all (the node was likely recreated).
+    /// Upstream `ShouldResetExtendedResourceCapacity`: true when there is no
+    /// `kubelet_internal_checkpoint` (the node was likely recreated). Upstream asks whether
+    /// the directory lists any file at all, which a socket or a stray file answers too.
     pub fn should_reset_extended_resource_capacity(&self) -> bool {
-        self.shared.store.list().is_ok_and(|keys| keys.is_empty())
+        self.shared
+            .store
+            .path_of(DEVICE_MANAGER_FILE)
+            .is_ok_and(|path| !path.exists())
     }
 
     /// The healthy devices of every registered resource (upstream
