@@ -1,2 +1,173 @@
-//! placeholder
-fn main() {}
+//! The exact inputs of `testdata/bench/go_bench.json` this crate implements
+//! (`takeByTopologyNUMAPacked/*`, `takeByTopologyNUMADistributed/*`,
+//! `generateCPUTopologyHints/*`): topologies loaded from the conformance files, each output
+//! checked once against the recorded one, then benchmarked as `go/<name>` so
+//! `cargo xtask bench` prints Go's median beside corral's.
+
+use std::collections::BTreeMap;
+use std::hint::black_box;
+use std::path::Path;
+use std::time::Duration;
+
+use corral_cpumgr::{
+    CpuSortingStrategy, TopologyIndex, generate_cpu_topology_hints,
+    take_by_topology_numa_distributed, take_by_topology_numa_packed,
+};
+use corral_topology::{CpuInfo, CpuRecord, CpuSet, CpuTopology, TopologyCounts};
+use criterion::{Criterion, criterion_group, criterion_main};
+use serde_json::Value;
+
+fn load(rel: &str) -> Value {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../..")
+        .join(rel);
+    serde_json::from_str(&std::fs::read_to_string(&path).expect("readable")).expect("json")
+}
+
+fn num(v: &Value, key: &str) -> usize {
+    v[key].as_u64().expect(key) as usize
+}
+
+fn topologies() -> BTreeMap<String, TopologyIndex> {
+    let doc = load("testdata/conformance/cpu_assignment.json");
+    doc["topologies"]
+        .as_array()
+        .expect("topologies")
+        .iter()
+        .map(|t| {
+            let records: Vec<CpuRecord> = t["cpus"]
+                .as_array()
+                .expect("cpus")
+                .iter()
+                .map(|c| CpuRecord {
+                    cpu: num(c, "cpu"),
+                    info: CpuInfo {
+                        core: num(c, "core"),
+                        socket: num(c, "socket"),
+                        numa: num(c, "numa"),
+                        uncore: num(c, "uncore"),
+                    },
+                })
+                .collect();
+            let counts = TopologyCounts {
+                num_cpus: num(t, "num_cpus"),
+                num_cores: num(t, "num_cores"),
+                num_sockets: num(t, "num_sockets"),
+                num_numa_nodes: num(t, "num_numa_nodes"),
+                num_uncore_caches: num(t, "num_uncore_cache"),
+            };
+            let topo = CpuTopology::new(&records)
+                .expect("topology")
+                .with_counts(counts);
+            (
+                t["name"].as_str().expect("name").to_owned(),
+                TopologyIndex::new(&topo),
+            )
+        })
+        .collect()
+}
+
+fn set(v: &Value) -> CpuSet {
+    v.as_str().expect("cpuset").parse().expect("parses")
+}
+
+fn go_benches(c: &mut Criterion) {
+    let doc = load("testdata/bench/go_bench.json");
+    let topos = topologies();
+    let mut group = c.benchmark_group("go");
+    group
+        .sample_size(30)
+        .warm_up_time(Duration::from_millis(300))
+        .measurement_time(Duration::from_secs(1));
+    for bench in doc["benchmarks"].as_array().expect("benchmarks") {
+        let name = bench["name"].as_str().expect("name");
+        let inputs = &bench["inputs"];
+        let output = &bench["output"];
+        let topo_name = |v: &Value| -> String {
+            v["topology"]
+                .as_str()
+                .expect("topology")
+                .split(' ')
+                .next()
+                .unwrap_or_default()
+                .to_owned()
+        };
+        if name.starts_with("takeByTopologyNUMAPacked/")
+            || name.starts_with("takeByTopologyNUMADistributed/")
+        {
+            let index = &topos[&topo_name(inputs)];
+            let available = set(&inputs["available"]);
+            let n = num(inputs, "num_cpus");
+            let strategy: CpuSortingStrategy = inputs["cpu_sorting_strategy"]
+                .as_str()
+                .expect("strategy")
+                .parse()
+                .expect("strategy");
+            let packed = name.starts_with("takeByTopologyNUMAPacked/");
+            let prefer = inputs["prefer_align_by_uncore_cache"]
+                .as_bool()
+                .unwrap_or(false);
+            let group_size = inputs["cpu_group_size"].as_u64().unwrap_or(1) as usize;
+            let run = |available: &CpuSet| {
+                if packed {
+                    take_by_topology_numa_packed(index, available, n, strategy, prefer)
+                } else {
+                    take_by_topology_numa_distributed(index, available, n, group_size, strategy)
+                }
+            };
+            let got = run(&available).expect("allocates");
+            assert_eq!(
+                Some(got.to_string().as_str()),
+                output["result"].as_str(),
+                "{name}"
+            );
+            group.bench_function(name, |b| b.iter(|| run(black_box(&available))));
+        } else if name.starts_with("generateCPUTopologyHints/") {
+            let index = &topos[&topo_name(inputs)];
+            let available = set(&inputs["available"]);
+            let reusable = set(&inputs["reusable"]);
+            let request = num(inputs, "request");
+            let align = inputs["align_by_socket"].as_bool().unwrap_or(false);
+            let hints = generate_cpu_topology_hints(index, &available, &reusable, request, align);
+            let got: Vec<(Vec<usize>, bool)> = hints
+                .iter()
+                .map(|h| {
+                    (
+                        h.numa_affinity.map(|m| m.get_bits()).unwrap_or_default(),
+                        h.preferred,
+                    )
+                })
+                .collect();
+            let want: Vec<(Vec<usize>, bool)> = output["hints"]
+                .as_array()
+                .expect("hints")
+                .iter()
+                .map(|h| {
+                    let bits = h["affinity"]
+                        .as_array()
+                        .expect("affinity")
+                        .iter()
+                        .map(|x| x.as_u64().expect("id") as usize)
+                        .collect();
+                    (bits, h["preferred"].as_bool().expect("preferred"))
+                })
+                .collect();
+            assert_eq!(got, want, "{name}");
+            group.bench_function(name, |b| {
+                b.iter(|| {
+                    generate_cpu_topology_hints(
+                        index,
+                        black_box(&available),
+                        &reusable,
+                        request,
+                        align,
+                    )
+                })
+            });
+        }
+    }
+    group.finish();
+}
+
+criterion_group!(benches, go_benches);
+criterion_main!(benches);
