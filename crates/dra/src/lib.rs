@@ -3,12 +3,26 @@
 //! - [`Manager`]: prepares a pod's resource claims through their DRA drivers, tells which
 //!   CDI devices a container gets, and unprepares claims when their last pod is gone.
 //! - [`ClaimInfoCache`] / [`ClaimInfo`]: the claim cache, keyed by `namespace/claimName`,
-//!   checkpointed as the kubelet's `dra_manager_state` ([`FileStateStore`]).
-//! - [`DriverClients`]: how the manager reaches drivers.
+//!   checkpointed as the kubelet's `dra_manager_state` ([`FileStateStore`]), crash-consistent
+//!   (see [`Manager`]'s module docs).
+//! - [`DriverClients`]: how the manager reaches drivers; [`PluginRegistry`] implements it
+//!   over gRPC: it watches a registration directory (upstream's
+//!   `/var/lib/kubelet/plugins_registry` by default), runs the pluginregistration v1
+//!   handshake, and calls DRAPlugin v1 or v1beta1 with deadlines ([`DraPluginClient`]).
+//! - [`sample::SampleDriver`]: a fake DRA driver over real sockets, for tests and the
+//!   `sample_dra_driver` example.
 //!
 //! The caller supplies what a kubelet would read from the API server: the pod's resolved
 //! claims ([`PodClaims`]) and each claim's identity, allocation and `reservedFor`
-//! ([`ResourceClaim`]).
+//! ([`ResourceClaim`]). The core (cache, claim state, transitions) is synchronous; only
+//! driver calls are async, and they never run under the cache lock.
+//!
+//! Deviations from upstream (v1.32 and newer), each deliberate: re-preparing replaces a
+//! driver's devices instead of appending (kubernetes#140471); the checkpoint lists claims in
+//! key order; a claim is unprepared only when the pod being released is its last reference
+//! (upstream also unprepares a claim this pod never referenced if one other pod does); plugin names must be DNS subdomains and endpoints absolute paths without `..`;
+//! the newest service both sides support is chosen regardless of the plugin's list order;
+//! a cached claim whose uid differs from the supplied one is an error.
 //!
 //! # Example
 //!
@@ -76,6 +90,30 @@
 //!
 //! manager.unprepare_resources("pod-uid").await?;
 //! assert!(!manager.pod_might_need_to_unprepare_resources("pod-uid"));
+//! # Ok(()) }
+//! ```
+
+//! # Over real sockets
+//!
+//! ```
+//! use std::sync::Arc;
+//! use std::time::Duration;
+//! use corral_dra::sample::{SampleDriver, SampleDriverConfig};
+//! use corral_dra::{PluginRegistry, RegistryConfig};
+//!
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let dir = tempfile::Builder::new().prefix("dra").tempdir_in("/tmp")?;
+//! let registry = PluginRegistry::new(RegistryConfig::new(dir.path().join("registry")));
+//! let driver = SampleDriver::start(SampleDriverConfig::new(
+//!     "gpu.example.com", dir.path().join("registry"), dir.path().join("plugin"),
+//! )).await?;
+//! registry.sync_once().await; // or `registry.watch()` to poll in the background
+//! assert_eq!(registry.drivers(), ["gpu.example.com"]);
+//! let status = driver.wait_for_status(0, Duration::from_secs(5)).await;
+//! assert_eq!(status, Some((true, String::new())));
+//! // `Manager::open(state_dir, Arc::clone(&registry))` now prepares claims through it.
+//! # let _ = Arc::clone(&registry);
 //! # Ok(()) }
 //! ```
 

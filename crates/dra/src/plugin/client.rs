@@ -86,9 +86,15 @@ impl DraPluginClient {
     where
         F: Future<Output = Result<tonic::Response<T>, tonic::Status>>,
     {
+        let started = tokio::time::Instant::now();
         match tokio::time::timeout(self.timeout, call).await {
             Err(_) => Err(DriverCallError::DeadlineExceeded(self.timeout)),
-            Ok(Err(status)) if status.code() == tonic::Code::DeadlineExceeded => {
+            // The deadline also travels as `grpc-timeout`: the server (tonic answers
+            // `CANCELLED` "Timeout expired") may give up first.
+            Ok(Err(status))
+                if status.code() == tonic::Code::DeadlineExceeded
+                    || started.elapsed() >= self.timeout =>
+            {
                 Err(DriverCallError::DeadlineExceeded(self.timeout))
             }
             Ok(Err(status)) => Err(status.into()),
