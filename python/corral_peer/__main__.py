@@ -6,7 +6,7 @@ import sys
 
 import grpc
 
-from . import dra_driver, stubs
+from . import device_plugin, dra_driver, stubs
 from .channel import AUTHORITY_MODES, open_channel
 
 
@@ -84,6 +84,17 @@ def main(argv=None):
     p.add_argument("--pool", default="python-pool")
     p.add_argument("--fail", default="", help="answer every claim with this error")
     p.set_defaults(run=dra_driver.run)
+
+    p = sub.add_parser("device-plugin", help="serve v1beta1.DevicePlugin and register it")
+    p.add_argument("--kubelet-socket", required=True, help="registration socket to register with")
+    p.add_argument("--socket", required=True, help="unix socket to serve the plugin on")
+    p.add_argument("--authority", choices=AUTHORITY_MODES, default="raw")
+    p.add_argument("--timeout", type=float, default=20.0, help="overall deadline in seconds")
+    p.add_argument("--resource", default="example.com/python")
+    p.add_argument("--devices", type=int, default=2)
+    p.add_argument("--numa", default="", help="comma-separated NUMA ids, device i on id i mod n")
+    p.add_argument("--exit-after-allocations", type=int, default=1)
+    p.set_defaults(run=device_plugin.serve)
 
     args = parser.parse_args(argv)
     try:
