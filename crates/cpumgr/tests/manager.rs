@@ -1,0 +1,487 @@
+//! The manager with real checkpoint files: kubelet-written `cpu_manager_state` files restore
+//! and validate (upstream `state_checkpoint_test.go` `TestCheckpointStateRestore` shapes and
+//! the conformance checkpoint vectors), restore failures name the file and the remedy, the
+//! documented deviations (none → static migration, #112228), reconciliation rules
+//! (`cpu_manager_test.go` `TestReconcileState` shapes) and stale-state removal.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+
+use corral_checkpoint::{CPU_MANAGER_FILE, CheckpointStore, CpuManagerCheckpoint};
+use corral_cpumgr::{
+    CheckpointBackend, ContainerMap, ContainerRuntime, ContainerState, ContainerStatus, CpuManager,
+    ManagerConfig, ManagerError, MemoryBackend, PodSource, PodStatus, RuntimeError, restore,
+};
+use corral_topology::{
+    AffinityStore, CpuInfo, CpuRecord, CpuSet, CpuTopology, HintProvider, Pod, TopologyHint,
+};
+use serde_json::Value;
+
+mod support;
+use support::*;
+
+/// upstream topoSingleSocketHT.
+fn topology() -> CpuTopology {
+    let records: Vec<CpuRecord> = (0..8)
+        .map(|cpu| CpuRecord {
+            cpu,
+            info: CpuInfo {
+                core: cpu % 4,
+                socket: 0,
+                numa: 0,
+                uncore: 0,
+            },
+        })
+        .collect();
+    CpuTopology::new(&records).unwrap()
+}
+
+fn static_config() -> ManagerConfig {
+    ManagerConfig {
+        policy: "static".into(),
+        reserved_cpu_millis: Some(1000),
+        ..ManagerConfig::default()
+    }
+}
+
+#[derive(Default, Debug)]
+struct Pods {
+    pods: Mutex<Vec<Pod>>,
+    statuses: Mutex<BTreeMap<String, PodStatus>>,
+}
+
+impl PodSource for Pods {
+    fn active_pods(&self) -> Vec<Pod> {
+        self.pods.lock().unwrap().clone()
+    }
+    fn pod_status(&self, uid: &str) -> Option<PodStatus> {
+        self.statuses.lock().unwrap().get(uid).cloned()
+    }
+}
+
+#[derive(Default, Debug)]
+struct Runtime {
+    updates: Mutex<Vec<(String, String)>>,
+    fail: Mutex<bool>,
+}
+
+impl ContainerRuntime for Runtime {
+    fn update_container_cpuset(&self, id: &str, cpus: &CpuSet) -> Result<(), RuntimeError> {
+        if *self.fail.lock().unwrap() {
+            return Err(RuntimeError("boom".into()));
+        }
+        self.updates
+            .lock()
+            .unwrap()
+            .push((id.into(), cpus.to_string()));
+        Ok(())
+    }
+}
+
+fn start(
+    config: &ManagerConfig,
+    backend: Box<dyn corral_cpumgr::StateBackend>,
+    initial: ContainerMap,
+) -> Result<(CpuManager, Arc<Pods>, Arc<Runtime>), ManagerError> {
+    let manager = CpuManager::new(config, &topology())?;
+    let pods = Arc::new(Pods::default());
+    let runtime = Arc::new(Runtime::default());
+    manager.start(backend, pods.clone(), runtime.clone(), initial)?;
+    Ok((manager, pods, runtime))
+}
+
+fn vector(name: &str) -> Vec<u8> {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../testdata/conformance/checkpoint_cpumanager.json");
+    let doc: Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    let v = doc["vectors"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|v| v["name"] == name)
+        .unwrap_or_else(|| panic!("vector {name}"));
+    v["file"].as_str().unwrap().as_bytes().to_vec()
+}
+
+/// Every conformance checkpoint file restores as upstream's `restoreState` decides: files it
+/// rejects are refused with the file named, files it accepts give a state (or a cpuset
+/// parse error for garbage sets), v1 files are migrated through the container map.
+#[test]
+fn conformance_checkpoints_restore_as_upstream() {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../testdata/conformance/checkpoint_cpumanager.json");
+    let doc: Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    let all = doc["vectors"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .chain(doc["negatives"].as_array().unwrap());
+    for v in all {
+        let file = v["file"].as_str().unwrap().as_bytes().to_vec();
+        let verdict = v["verdicts"]["restore_state_accepts_as"]
+            .as_str()
+            .unwrap_or("error");
+        let policy = serde_json::from_slice::<Value>(&file)
+            .ok()
+            .and_then(|j| j["policyName"].as_str().map(str::to_owned))
+            .unwrap_or_default();
+        let mut backend = MemoryBackend::with_bytes(file);
+        let got = restore(&mut backend, &policy, &|id| Some(("pod".into(), id.into())));
+        match verdict {
+            "error" => {
+                let e = got.expect_err(v["name"].as_str().unwrap());
+                assert!(e.to_string().contains("<memory>"), "{e}");
+            }
+            _ => {
+                if let Err(e) = got {
+                    assert!(
+                        e.to_string().contains("could not parse"),
+                        "{}: {e}",
+                        v["name"]
+                    );
+                }
+            }
+        }
+    }
+}
+
+/// A kubelet-written `cpu_manager_state` (v2, static, default 0-7) restores and validates,
+/// and corral writes back exactly what a kubelet reads.
+#[test]
+fn kubelet_written_state_restores_and_validates() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = CheckpointStore::open(dir.path()).unwrap();
+    store
+        .write_bytes(
+            CPU_MANAGER_FILE,
+            &vector("cpumanager_v2/static_default_only"),
+        )
+        .unwrap();
+    let (manager, _, _) = start(
+        &static_config(),
+        Box::new(CheckpointBackend::new(store.clone())),
+        ContainerMap::new(),
+    )
+    .unwrap();
+    assert_eq!(manager.state().default_cpu_set().to_string(), "0-7");
+    assert_eq!(manager.allocatable_cpus().to_string(), "1-7");
+    let pod = make_pod("uid", "c", 2000, 2000);
+    manager
+        .allocate(&pod, &pod.containers[0], TopologyHint::default())
+        .unwrap();
+    let back: CpuManagerCheckpoint = store.get(CPU_MANAGER_FILE).unwrap();
+    assert_eq!(back.default_cpu_set, "0,2-4,6-7");
+    assert_eq!(back.entries.unwrap()["uid"].as_ref().unwrap()["c"], "1,5");
+
+    // A v1 (legacy) kubelet file is migrated through the runtime's containers.
+    let store = CheckpointStore::open(dir.path().join("v1")).unwrap();
+    store
+        .write_bytes(
+            CPU_MANAGER_FILE,
+            &vector("cpumanager_v1_legacy/static_two_containers"),
+        )
+        .unwrap();
+    let mut initial = ContainerMap::new();
+    initial.add("pod", "c1", "containerID1");
+    initial.add("pod", "c2", "containerID2");
+    let (manager, _, _) = start(
+        &static_config(),
+        Box::new(CheckpointBackend::new(store)),
+        initial,
+    )
+    .unwrap();
+    assert_eq!(manager.exclusive_cpus("pod", "c1").to_string(), "2-3");
+    assert_eq!(manager.exclusive_cpus("pod", "c2").to_string(), "4-5");
+}
+
+/// Upstream refuses every policy change; corral migrates none → static when nothing is
+/// exclusively assigned, and refuses the rest naming the file and the remedy.
+#[test]
+fn policy_change_none_to_static_migrates() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = CheckpointStore::open(dir.path()).unwrap();
+    store
+        .write_bytes(CPU_MANAGER_FILE, &vector("cpumanager_v2/none_policy_empty"))
+        .unwrap();
+    let (manager, _, _) = start(
+        &static_config(),
+        Box::new(CheckpointBackend::new(store.clone())),
+        ContainerMap::new(),
+    )
+    .unwrap();
+    assert_eq!(manager.state().default_cpu_set().to_string(), "0-7");
+    let back: CpuManagerCheckpoint = store.get(CPU_MANAGER_FILE).unwrap();
+    assert_eq!(back.policy_name, "static");
+
+    // static → none is refused, naming the file and what to do.
+    let err = start(
+        &ManagerConfig::default(),
+        Box::new(CheckpointBackend::new(store)),
+        ContainerMap::new(),
+    )
+    .unwrap_err()
+    .to_string();
+    let file = dir.path().join(CPU_MANAGER_FILE).display().to_string();
+    assert!(
+        err.contains("configured policy \"none\" differs from state checkpoint policy \"static\""),
+        "{err}"
+    );
+    assert!(err.contains(&file), "{err}");
+    assert!(err.contains("delete"), "{err}");
+}
+
+/// Validation failures (upstream `validateState`) refuse to start and name the file.
+#[test]
+fn invalid_state_refuses_to_start_with_remedy() {
+    let mut state = corral_cpumgr::CpuState::default();
+    state.set_default_cpu_set("0-3".parse().unwrap()); // CPUs 4-7 vanished
+    let backend = MemoryBackend::new();
+    let mut b: Box<dyn corral_cpumgr::StateBackend> = Box::new(backend.clone());
+    b.store(&state.to_checkpoint("static")).unwrap();
+    let err = start(&static_config(), b, ContainerMap::new())
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("doesn't match with CPUs in state"), "{err}");
+    assert!(err.contains("the node's CPUs changed"), "{err}");
+    assert!(err.contains("<memory>"), "{err}");
+
+    // Two pods holding the same CPU: corral's extra check.
+    let mut state = corral_cpumgr::CpuState::default();
+    state.set_default_cpu_set("0,3-7".parse().unwrap());
+    state.set_cpu_set("a", "c", "1-2".parse().unwrap());
+    state.set_cpu_set("b", "c", "2".parse().unwrap());
+    let mut b: Box<dyn corral_cpumgr::StateBackend> = Box::new(MemoryBackend::new());
+    b.store(&state.to_checkpoint("static")).unwrap();
+    let err = start(&static_config(), b, ContainerMap::new())
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("CPU 2 is assigned exclusively to both"),
+        "{err}"
+    );
+}
+
+/// Zero reservation and unknown policies/options are refused as upstream does.
+#[test]
+fn configuration_errors() {
+    let zero = ManagerConfig {
+        reserved_cpu_millis: Some(0),
+        ..static_config()
+    };
+    let err = CpuManager::new(&zero, &topology()).unwrap_err().to_string();
+    assert!(
+        err.contains("requires systemreserved.cpu + kubereserved.cpu to be greater than zero"),
+        "{err}"
+    );
+    let unknown = ManagerConfig {
+        policy: "dynamic".into(),
+        ..ManagerConfig::default()
+    };
+    assert!(
+        CpuManager::new(&unknown, &topology())
+            .unwrap_err()
+            .to_string()
+            .contains("unknown policy: \"dynamic\"")
+    );
+    let bad_option = ManagerConfig {
+        policy_options: BTreeMap::from([("bogus".into(), "true".into())]),
+        ..static_config()
+    };
+    assert!(
+        CpuManager::new(&bad_option, &topology())
+            .unwrap_err()
+            .to_string()
+            .contains("\"bogus\"")
+    );
+    // 1.5 CPUs reserved round up to 2: CPUs 0 and 4 (one core).
+    let half = ManagerConfig {
+        reserved_cpu_millis: Some(1500),
+        ..static_config()
+    };
+    let (m, _, _) = start(&half, Box::new(MemoryBackend::new()), ContainerMap::new()).unwrap();
+    assert_eq!(m.allocatable_cpus().to_string(), "1-3,5-7");
+}
+
+fn running(name: &str, id: &str) -> ContainerStatus {
+    ContainerStatus {
+        name: name.into(),
+        container_id: format!("containerd://{id}"),
+        state: ContainerState::Running,
+    }
+}
+
+/// Upstream `TestReconcileState` shapes: running containers get their cpuset once, waiting
+/// ones are skipped, failed updates are reported and retried.
+#[test]
+fn reconcile_pushes_only_changes() {
+    let (manager, pods, runtime) = start(
+        &static_config(),
+        Box::new(MemoryBackend::new()),
+        ContainerMap::new(),
+    )
+    .unwrap();
+    let pod = make_pod("uid", "c", 2000, 2000);
+    let shared = make_pod("uid2", "s", 500, 1000);
+    manager
+        .allocate(&pod, &pod.containers[0], TopologyHint::default())
+        .unwrap();
+    *pods.pods.lock().unwrap() = vec![pod.clone(), shared.clone()];
+    pods.statuses.lock().unwrap().insert(
+        "uid".into(),
+        PodStatus {
+            container_statuses: vec![running("c", "cid")],
+            ..PodStatus::default()
+        },
+    );
+    pods.statuses.lock().unwrap().insert(
+        "uid2".into(),
+        PodStatus {
+            container_statuses: vec![ContainerStatus {
+                state: ContainerState::Waiting,
+                ..running("s", "sid")
+            }],
+            ..PodStatus::default()
+        },
+    );
+    let report = manager.reconcile_once();
+    assert_eq!(report.success.len(), 1);
+    assert_eq!(report.failure.len(), 1);
+    assert_eq!(
+        runtime.updates.lock().unwrap().as_slice(),
+        &[("cid".into(), "1,5".into())]
+    );
+    // Nothing changed: nothing pushed again.
+    manager.reconcile_once();
+    assert_eq!(runtime.updates.lock().unwrap().len(), 1);
+    // The shared container starts; a failed update is reported, then retried.
+    pods.statuses
+        .lock()
+        .unwrap()
+        .get_mut("uid2")
+        .unwrap()
+        .container_statuses[0]
+        .state = ContainerState::Running;
+    *runtime.fail.lock().unwrap() = true;
+    let report = manager.reconcile_once();
+    assert_eq!(report.failure[0].container_id, "sid");
+    *runtime.fail.lock().unwrap() = false;
+    manager.reconcile_once();
+    assert_eq!(
+        runtime.updates.lock().unwrap().last().unwrap(),
+        &("sid".into(), "0,2-4,6-7".into())
+    );
+    // No status at all: the pod is reported.
+    pods.statuses.lock().unwrap().remove("uid");
+    let report = manager.reconcile_once();
+    assert!(
+        report
+            .failure
+            .iter()
+            .any(|f| f.pod_name == "uid" && f.container_name.is_empty())
+    );
+}
+
+/// Deviation from upstream #112228: an init container's CPUs that no later container reuses
+/// return to the shared pool once it terminated (upstream keeps them pinned for the pod's
+/// life).
+#[test]
+fn terminated_init_container_cpus_return_to_the_pool() {
+    let (manager, pods, _) = start(
+        &static_config(),
+        Box::new(MemoryBackend::new()),
+        ContainerMap::new(),
+    )
+    .unwrap();
+    let pod = make_multi_container_pod("uid", &[(4000, 4000)], &[(2000, 2000)]);
+    let store = AffinityStore::new();
+    for (_, c) in pod.all_containers() {
+        HintProvider::allocate(&manager, &pod, c, &store).unwrap();
+    }
+    assert_eq!(
+        manager.exclusive_cpus("uid", "initContainer-0").to_string(),
+        "1-2,5-6"
+    );
+    assert_eq!(
+        manager.exclusive_cpus("uid", "appContainer-0").to_string(),
+        "1,5"
+    );
+    assert_eq!(manager.state().default_cpu_set().to_string(), "0,3-4,7");
+    *pods.pods.lock().unwrap() = vec![pod.clone()];
+    pods.statuses.lock().unwrap().insert(
+        "uid".into(),
+        PodStatus {
+            init_container_statuses: vec![ContainerStatus {
+                state: ContainerState::Terminated,
+                ..running("initContainer-0", "init")
+            }],
+            container_statuses: vec![running("appContainer-0", "app")],
+        },
+    );
+    let report = manager.reconcile_once();
+    assert_eq!(report.released_init_containers.len(), 1);
+    assert_eq!(manager.state().default_cpu_set().to_string(), "0,2-4,6-7");
+    assert_eq!(
+        manager.exclusive_cpus("uid", "initContainer-0").to_string(),
+        "1,5"
+    );
+    // Re-admission after a restart: the released init container has no preference instead
+    // of an unsatisfiable one, and allocation stays idempotent.
+    assert!(
+        manager
+            .topology_hints(&pod, &pod.init_containers[0])
+            .is_none()
+    );
+    for (_, c) in pod.all_containers() {
+        HintProvider::allocate(&manager, &pod, c, &store).unwrap();
+    }
+    assert_eq!(manager.state().default_cpu_set().to_string(), "0,2-4,6-7");
+}
+
+/// Upstream `removeStaleState`, with the pod pending admission kept (newer upstream passes
+/// it as the root pod).
+#[test]
+fn stale_state_removal_keeps_the_pending_pod() {
+    let (manager, _, _) = start(
+        &static_config(),
+        Box::new(MemoryBackend::new()),
+        ContainerMap::new(),
+    )
+    .unwrap();
+    let a = make_pod("a", "c", 2000, 2000);
+    let b = make_pod("b", "c", 2000, 2000);
+    manager
+        .allocate(&a, &a.containers[0], TopologyHint::default())
+        .unwrap();
+    manager
+        .allocate(&b, &b.containers[0], TopologyHint::default())
+        .unwrap();
+    manager.add_container("a", "c", "cid-a");
+    manager.remove_stale_state(&[], Some(&b)).unwrap();
+    assert!(manager.exclusive_cpus("a", "c").is_empty());
+    assert_eq!(manager.exclusive_cpus("b", "c").len(), 2);
+    // remove_container releases; unknown ids are ignored.
+    manager.add_container("b", "c", "cid-b");
+    manager.remove_container("cid-b").unwrap();
+    manager.remove_container("nope").unwrap();
+    assert_eq!(manager.state().default_cpu_set().to_string(), "0-7");
+    assert_eq!(manager.cpu_affinity("b", "c").to_string(), "0-7");
+}
+
+/// The none policy: no hints, nothing allocatable, everything in the shared pool.
+#[test]
+fn none_policy_manager() {
+    let (manager, _, _) = start(
+        &ManagerConfig::default(),
+        Box::new(MemoryBackend::new()),
+        ContainerMap::new(),
+    )
+    .unwrap();
+    let pod = make_pod("uid", "c", 2000, 2000);
+    assert!(manager.topology_hints(&pod, &pod.containers[0]).is_none());
+    manager
+        .allocate(&pod, &pod.containers[0], TopologyHint::default())
+        .unwrap();
+    assert!(manager.exclusive_cpus("uid", "c").is_empty());
+    assert!(manager.allocatable_cpus().is_empty());
+    assert_eq!(manager.all_cpus().to_string(), "0-7");
+}
