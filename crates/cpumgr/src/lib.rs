@@ -74,8 +74,8 @@ pub use options::{
     STRICT_CPU_RESERVATION, StaticPolicyOptions, option_maturity,
 };
 pub use policy::{
-    AllocateError, NonePolicy, Policy, PolicyError, ReservedCpus, SMT_ALIGNMENT_ERROR,
-    SmtAlignmentError, StaticPolicy, ValidationError, guaranteed_cpus, pod_guaranteed_cpus,
+    AllocateError, NonePolicy, Policy, PolicyError, SMT_ALIGNMENT_ERROR, SmtAlignmentError,
+    StaticPolicy, ValidationError, guaranteed_cpus, pod_guaranteed_cpus,
 };
 pub use runtime::{
     ContainerRuntime, ContainerState, ContainerStatus, PodSource, PodStatus, ReconcileReport,

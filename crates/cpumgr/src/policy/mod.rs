@@ -12,7 +12,7 @@ pub use errors::{
 };
 pub use none::NonePolicy;
 pub use requests::{guaranteed_cpus, pod_guaranteed_cpus};
-pub use static_policy::{ReservedCpus, StaticPolicy};
+pub use static_policy::StaticPolicy;
 
 use corral_topology::{Container, CpuSet, Pod, ProviderHints, TopologyHint};
 

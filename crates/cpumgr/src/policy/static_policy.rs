@@ -32,16 +32,6 @@ use crate::index::TopologyIndex;
 use crate::options::StaticPolicyOptions;
 use crate::state::CpuState;
 
-/// How the reserved CPUs are chosen.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum ReservedCpus {
-    /// This many CPUs, picked by `takeByTopology` over the whole machine (from the rounded-up
-    /// `systemReserved.cpu + kubeReserved.cpu`).
-    Count(usize),
-    /// Exactly these CPUs (`reservedSystemCPUs`).
-    Explicit(CpuSet),
-}
-
 /// The `static` policy.
 #[derive(Debug, Clone)]
 pub struct StaticPolicy {
