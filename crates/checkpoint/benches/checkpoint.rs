@@ -2,9 +2,10 @@
 //! manager and CPU manager checkpoints with 1, 100 and 10 000 entries, and the latency of a
 //! durable store write (temp file, fsync, rename, directory fsync).
 //!
-//! Goal: the checksum of a 10 000-entry device checkpoint under 2 ms. `device/dump` and
-//! `device/fnv` split the checksum into its two halves: FNV-32a is one dependent multiply
-//! per byte, so its share is fixed by the dump's size (3.3 MB for 10 000 entries here).
+//! Goal: the checksum of a 10 000-entry device checkpoint under 2 ms. `device` entries carry
+//! a 32-byte `AllocResp`, `device_noalloc` an empty one. `*/dump` (the materialised go-spew
+//! text) and `*/fnv` (FNV-32a over it) are the two halves the checksum streams together:
+//! FNV-32a is one dependent multiply per byte, so `*/fnv` bounds `*/checksum` from below.
 
 use std::collections::BTreeMap;
 use std::hint::black_box;
@@ -12,12 +13,15 @@ use std::time::Duration;
 
 use corral_checkpoint::{
     Checkpoint, CheckpointStore, CpuManagerCheckpoint, DeviceManagerCheckpoint, PodDevicesEntry,
+    fnv32a,
 };
 use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
 
 const SIZES: [usize; 3] = [1, 100, 10_000];
 
-fn device_checkpoint(entries: usize) -> DeviceManagerCheckpoint {
+/// A device checkpoint with `entries` allocations, each with a 32-byte `AllocResp` when
+/// `alloc_resp` (device plugins that return no mounts, devices or envs leave it empty).
+fn device_checkpoint(entries: usize, alloc_resp: bool) -> DeviceManagerCheckpoint {
     let pod_device_entries = (0..entries)
         .map(|i| PodDevicesEntry {
             pod_uid: format!("{:08x}-0000-4000-8000-{:012x}", i / 4, i),
@@ -27,7 +31,11 @@ fn device_checkpoint(entries: usize) -> DeviceManagerCheckpoint {
                 (i % 2) as i64,
                 Some(vec![format!("GPU-{i:06}-a"), format!("GPU-{i:06}-b")]),
             )])),
-            alloc_resp: Some((0..32).map(|b| (b * 7 + i) as u8).collect()),
+            alloc_resp: Some(if alloc_resp {
+                (0..32).map(|b| (b * 7 + i) as u8).collect()
+            } else {
+                Vec::new()
+            }),
         })
         .collect();
     let registered = (0..entries.min(64))
@@ -73,18 +81,33 @@ fn configure(c: &mut Criterion) -> criterion::BenchmarkGroup<'_, criterion::meas
 
 fn device_manager(c: &mut Criterion) {
     let mut group = configure(c);
-    for n in SIZES {
-        let cp = device_checkpoint(n);
-        let file = cp.encode().expect("encode");
-        group.bench_with_input(BenchmarkId::new("device/checksum", n), &cp, |b, cp| {
-            b.iter(|| black_box(cp.checksum().expect("checksum")))
-        });
-        group.bench_with_input(BenchmarkId::new("device/encode", n), &cp, |b, cp| {
-            b.iter(|| black_box(cp.encode().expect("encode")))
-        });
-        group.bench_with_input(BenchmarkId::new("device/decode", n), &file, |b, file| {
-            b.iter(|| black_box(DeviceManagerCheckpoint::decode(file).expect("decode")))
-        });
+    for (name, alloc_resp) in [("device", true), ("device_noalloc", false)] {
+        for n in SIZES {
+            let cp = device_checkpoint(n, alloc_resp);
+            let file = cp.encode().expect("encode");
+            let dump = cp.hash_input().expect("dump");
+            group.bench_with_input(
+                BenchmarkId::new(format!("{name}/checksum"), n),
+                &cp,
+                |b, cp| b.iter(|| black_box(cp.checksum().expect("checksum"))),
+            );
+            group.bench_with_input(BenchmarkId::new(format!("{name}/dump"), n), &cp, |b, cp| {
+                b.iter(|| black_box(cp.hash_input().expect("dump")))
+            });
+            group.bench_with_input(
+                BenchmarkId::new(format!("{name}/fnv"), n),
+                &dump,
+                |b, dump| b.iter(|| black_box(fnv32a(dump.as_bytes()))),
+            );
+            if alloc_resp {
+                group.bench_with_input(BenchmarkId::new("device/encode", n), &cp, |b, cp| {
+                    b.iter(|| black_box(cp.encode().expect("encode")))
+                });
+                group.bench_with_input(BenchmarkId::new("device/decode", n), &file, |b, file| {
+                    b.iter(|| black_box(DeviceManagerCheckpoint::decode(file).expect("decode")))
+                });
+            }
+        }
     }
     group.finish();
 }
