@@ -5,16 +5,53 @@ use serde::Serialize;
 
 use crate::error::Result;
 use crate::gotype::GoType;
-use crate::spew::dump_for_hash;
+use crate::spew::dump_into;
 
 /// FNV-1a, 32 bit, as Go's `hash/fnv.New32a`.
 pub fn fnv32a(data: &[u8]) -> u32 {
-    let mut hash: u32 = 0x811c_9dc5;
-    for &b in data {
-        hash ^= u32::from(b);
-        hash = hash.wrapping_mul(0x0100_0193);
+    let mut hasher = Fnv32a::new();
+    hasher.write(data);
+    hasher.finish()
+}
+
+/// An incremental FNV-1a/32 hasher: feeding the bytes in pieces gives [`fnv32a`] of their
+/// concatenation.
+///
+/// Each byte is one XOR and one dependent multiply, so hashing N bytes takes at least N
+/// multiply latencies whatever the loop looks like; the loop below just keeps the state in
+/// a register and adds no work per byte.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Fnv32a(u32);
+
+const FNV32_OFFSET: u32 = 0x811c_9dc5;
+const FNV32_PRIME: u32 = 0x0100_0193;
+
+impl Fnv32a {
+    /// The hasher of the empty input.
+    pub(crate) fn new() -> Self {
+        Fnv32a(FNV32_OFFSET)
     }
-    hash
+
+    /// Hashes `data`.
+    #[inline]
+    pub(crate) fn write(&mut self, data: &[u8]) {
+        let mut hash = self.0;
+        for &b in data {
+            hash = (hash ^ u32::from(b)).wrapping_mul(FNV32_PRIME);
+        }
+        self.0 = hash;
+    }
+
+    /// Hashes one byte.
+    #[inline]
+    pub(crate) fn write_byte(&mut self, b: u8) {
+        self.0 = (self.0 ^ u32::from(b)).wrapping_mul(FNV32_PRIME);
+    }
+
+    /// The hash of everything written so far.
+    pub(crate) fn finish(self) -> u32 {
+        self.0
+    }
 }
 
 const fn crc32_table() -> [u32; 256] {
@@ -49,9 +86,12 @@ pub fn crc32_ieee(data: &[u8]) -> u32 {
 }
 
 /// The kubelet's `checksum.New(value)`: FNV-32a of `dump.ForHash(value)`, widened to the
-/// `uint64` that `checksum.Checksum` is.
+/// `uint64` that `checksum.Checksum` is. The dump streams into the hasher: equal to
+/// `fnv32a(dump_for_hash(value, ty)?.as_bytes())` without building the text.
 pub fn kubelet_checksum<T: Serialize + ?Sized>(value: &T, ty: &'static GoType) -> Result<u64> {
-    Ok(fnv32a(dump_for_hash(value, ty)?.as_bytes()).into())
+    let mut hasher = Fnv32a::new();
+    dump_into(value, ty, &mut hasher)?;
+    Ok(hasher.finish().into())
 }
 
 #[cfg(test)]

@@ -8,8 +8,6 @@
 //! descriptor side by side. A Rust struct's serde fields must be in the Go struct's field
 //! order and carry the JSON names; the codecs check the names as they go.
 
-use std::fmt::Write as _;
-
 /// Width of a Go integer type (`int` and `uint` are 64-bit on the kubelet's platforms).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum IntWidth {
@@ -254,35 +252,10 @@ impl std::fmt::Display for GoType {
     }
 }
 
-/// Writes `ty`'s name into a formatter without allocating per call site.
-pub(crate) fn push_type_header(out: &mut String, ty: &GoType) {
-    out.push('(');
-    ty.write_name(out);
-    out.push(')');
-}
-
 /// Formats an integer the way Go's `strconv` does (plain decimal), without going through
-/// `fmt` (the dump prints every byte of a `[]byte` this way).
+/// `fmt`.
 pub(crate) fn push_int(out: &mut String, v: i128) {
-    let Ok(mut n) = u64::try_from(v.unsigned_abs()) else {
-        let _ = write!(out, "{v}");
-        return;
-    };
-    if v < 0 {
-        out.push('-');
-    }
-    let mut buf = [0u8; 20];
-    let mut i = buf.len();
-    loop {
-        i -= 1;
-        buf[i] = b'0' + (n % 10) as u8;
-        n /= 10;
-        if n == 0 {
-            break;
-        }
-    }
-    // Only ASCII digits were written.
-    out.push_str(std::str::from_utf8(&buf[i..]).unwrap_or_default());
+    out.push_str(crate::decimal::decimal(&mut [0; 40], v));
 }
 
 #[cfg(test)]

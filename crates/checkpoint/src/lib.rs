@@ -70,6 +70,8 @@
 #![deny(missing_docs)]
 
 mod checksum;
+mod decimal;
+mod dump_sink;
 mod error;
 mod format;
 pub mod formats;

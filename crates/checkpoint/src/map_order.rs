@@ -1,7 +1,7 @@
 //! Putting map entries in the order Go prints them, after they were written in Rust's order.
 //!
-//! Both encoders write each map entry straight into the output buffer and remember where it
-//! went; when the entries did not arrive in Go's order (go-spew sorts integer keys
+//! The JSON encoder writes each map entry straight into the output buffer and remembers
+//! where it went; when the entries did not arrive in Go's order (go-spew sorts integer keys
 //! numerically, `encoding/json` sorts every key as a string) the region is rebuilt once.
 //! Entries that already arrive sorted (the usual case with `BTreeMap`) cost nothing extra.
 
@@ -26,11 +26,10 @@ pub(crate) struct MapEntry {
     pub(crate) key: Range<usize>,
     /// The whole entry (key, separator, value) as a range into the output.
     pub(crate) body: Range<usize>,
-    /// Encoder state after the entry (go-spew's leaked "ignore next type" flag).
-    pub(crate) tail: bool,
 }
 
-fn compare(order: KeyOrder, a: &str, b: &str) -> Ordering {
+/// Compares two keys' raw text as Go orders them.
+pub(crate) fn compare_keys(order: KeyOrder, a: &str, b: &str) -> Ordering {
     match order {
         KeyOrder::Bytes => a.as_bytes().cmp(b.as_bytes()),
         KeyOrder::Signed => match (a.parse::<i128>(), b.parse::<i128>()) {
@@ -58,11 +57,11 @@ pub(crate) fn sort_region(
         let src: &str = keys.unwrap_or(out.as_str());
         let sorted = entries
             .windows(2)
-            .all(|w| compare(order, &src[w[0].key.clone()], &src[w[1].key.clone()]).is_le());
+            .all(|w| compare_keys(order, &src[w[0].key.clone()], &src[w[1].key.clone()]).is_le());
         if sorted {
             return;
         }
-        entries.sort_by(|a, b| compare(order, &src[a.key.clone()], &src[b.key.clone()]));
+        entries.sort_by(|a, b| compare_keys(order, &src[a.key.clone()], &src[b.key.clone()]));
     }
     let region = out[region_start..].to_owned();
     out.truncate(region_start);
@@ -85,22 +84,19 @@ mod tests {
             MapEntry {
                 key: 4..6,
                 body: 4..8,
-                tail: false,
             },
             MapEntry {
                 key: 9..10,
                 body: 9..12,
-                tail: false,
             },
             MapEntry {
                 key: 13..15,
                 body: 13..17,
-                tail: true,
             },
         ];
         sort_region(&mut out, 4, &mut entries, None, KeyOrder::Signed, " ");
         assert_eq!(out, "map[-1:c 9:b 10:a");
-        assert!(entries[0].tail);
+        assert_eq!(entries[0].key, 13..15);
     }
 
     #[test]
@@ -111,17 +107,14 @@ mod tests {
             MapEntry {
                 key: 0..2,
                 body: 0..1,
-                tail: false,
             },
             MapEntry {
                 key: 2..3,
                 body: 2..3,
-                tail: false,
             },
             MapEntry {
                 key: 3..5,
                 body: 4..5,
-                tail: false,
             },
         ];
         sort_region(&mut out, 0, &mut entries, Some(keys), KeyOrder::Bytes, ",");

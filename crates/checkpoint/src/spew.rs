@@ -1,5 +1,5 @@
 //! go-spew's `%#v` dump with `k8s.io/apimachinery/pkg/util/dump.ForHash` settings, as a
-//! serde [`Serializer`](serde::Serializer).
+//! serde [`Serializer`](serde::Serializer) writing into a [`DumpSink`].
 //!
 //! The kubelet's checksums hash `dump.ForHash(obj)`: go-spew with `SortKeys`,
 //! `DisableMethods`, `SpewKeys`, `DisablePointerAddresses` and `DisableCapacities`, printed
@@ -16,12 +16,19 @@
 //! - strings are raw (no quotes, no escapes); nil maps and slices print `<nil>`, empty
 //!   ones `map[]` and `[]`; `[]byte` prints as decimal bytes `[1 2 3]`;
 //! - map keys are sorted: strings byte-wise, integers numerically.
+//!
+//! The dump is written front to back and never revisited, so a checksum can stream it into
+//! its hasher. Map order is settled before a map is printed: its keys alone are rendered
+//! into a scratch buffer and checked (they usually arrive sorted, from a `BTreeMap`); a map
+//! whose keys do not is printed entry by entry into side buffers, sorted, then written.
 
 use serde::Serialize;
 use serde::ser::{self, Impossible};
 
-use crate::gotype::{GoType, push_int, push_type_header};
-use crate::map_order::{KeyOrder, MapEntry, sort_region};
+use crate::decimal::{byte_decimal, decimal};
+use crate::dump_sink::DumpSink;
+use crate::gotype::{GoField, GoType, IntWidth};
+use crate::map_order::{KeyOrder, compare_keys};
 use crate::schema_mismatch::{SchemaMismatch, mismatch};
 
 /// Dumps `value`, described by `ty`, exactly as `dump.ForHash` would print the Go value.
@@ -32,25 +39,159 @@ pub fn dump_for_hash<T: Serialize + ?Sized>(
     value: &T,
     ty: &'static GoType,
 ) -> Result<String, crate::CheckpointError> {
-    let mut dumper = Dumper {
-        out: String::with_capacity(256),
-        ignore_next_type: false,
-    };
-    value.serialize(ValueSer { d: &mut dumper, ty })?;
-    Ok(dumper.out)
+    let mut out = String::with_capacity(256);
+    dump_into(value, ty, &mut out)?;
+    Ok(out)
 }
 
-struct Dumper {
-    out: String,
-    ignore_next_type: bool,
-}
-
-struct ValueSer<'a> {
-    d: &'a mut Dumper,
+/// Writes the [`dump_for_hash`] text of `value` into `sink`, front to back.
+pub(crate) fn dump_into<T: Serialize + ?Sized, S: DumpSink>(
+    value: &T,
     ty: &'static GoType,
+    sink: &mut S,
+) -> Result<(), crate::CheckpointError> {
+    Dumper::new(sink).value(value, ty)?;
+    Ok(())
 }
 
-impl ValueSer<'_> {
+struct Dumper<'s, S> {
+    out: &'s mut S,
+    ignore_next_type: bool,
+    /// `(type)` headers of slice, map and pointer types, spelled out once per dump.
+    headers: Vec<(&'static GoType, Box<str>)>,
+    /// Scratch for map keys while their order is checked.
+    key_scratch: [String; 2],
+}
+
+impl<'s, S: DumpSink> Dumper<'s, S> {
+    fn new(out: &'s mut S) -> Self {
+        Dumper {
+            out,
+            ignore_next_type: false,
+            headers: Vec::new(),
+            key_scratch: [String::new(), String::new()],
+        }
+    }
+
+    /// Prints one value of Go type `ty`.
+    fn value<T: Serialize + ?Sized>(
+        &mut self,
+        value: &T,
+        ty: &'static GoType,
+    ) -> Result<(), SchemaMismatch> {
+        let stream_map = match map_key_order(ty) {
+            Some((key_ty, order)) => self.keys_sorted(value, key_ty, order),
+            None => true,
+        };
+        value.serialize(ValueSer {
+            d: self,
+            ty,
+            stream_map,
+        })
+    }
+
+    /// Whether `value` is nil or a map whose keys arrive in go-spew's order (so it can be
+    /// printed as it comes). Anything else, errors included, takes the sorting path, which
+    /// also reports the errors.
+    fn keys_sorted<T: Serialize + ?Sized>(
+        &mut self,
+        value: &T,
+        key_ty: &'static GoType,
+        order: KeyOrder,
+    ) -> bool {
+        let [prev, cur] = std::mem::take(&mut self.key_scratch);
+        let mut probe = KeyProbe {
+            key_ty,
+            order,
+            prev,
+            cur,
+            count: 0,
+        };
+        let sorted = value.serialize(&mut probe).unwrap_or(false);
+        self.key_scratch = [probe.prev, probe.cur];
+        sorted
+    }
+
+    /// Writes `(type)`.
+    fn type_header(&mut self, ty: &'static GoType) {
+        match ty {
+            GoType::Struct(s) => self.bracketed(s.name),
+            GoType::Named(name, _) => self.bracketed(name),
+            GoType::Bool => self.out.push_str("(bool)"),
+            GoType::String => self.out.push_str("(string)"),
+            GoType::Int(w) => self.out.push_str(int_header(*w)),
+            GoType::Uint(w) => self.out.push_str(uint_header(*w)),
+            GoType::Slice(_) | GoType::Map(..) | GoType::Ptr(_) => {
+                let header = match self.headers.iter().find(|(t, _)| std::ptr::eq(*t, ty)) {
+                    Some((_, header)) => header,
+                    None => {
+                        let mut header = String::from("(");
+                        ty.write_name(&mut header);
+                        header.push(')');
+                        self.headers.push((ty, header.into_boxed_str()));
+                        &self.headers[self.headers.len() - 1].1
+                    }
+                };
+                self.out.push_str(header);
+            }
+        }
+    }
+
+    fn bracketed(&mut self, name: &str) {
+        self.out.push_byte(b'(');
+        self.out.push_str(name);
+        self.out.push_byte(b')');
+    }
+}
+
+fn int_header(w: IntWidth) -> &'static str {
+    match w {
+        IntWidth::Native => "(int)",
+        IntWidth::W8 => "(int8)",
+        IntWidth::W16 => "(int16)",
+        IntWidth::W32 => "(int32)",
+        IntWidth::W64 => "(int64)",
+    }
+}
+
+fn uint_header(w: IntWidth) -> &'static str {
+    match w {
+        IntWidth::Native => "(uint)",
+        IntWidth::W8 => "(uint8)",
+        IntWidth::W16 => "(uint16)",
+        IntWidth::W32 => "(uint32)",
+        IntWidth::W64 => "(uint64)",
+    }
+}
+
+/// The key type and order of the map a value of type `ty` prints as (through names and a
+/// pointer), if it is one.
+fn map_key_order(ty: &'static GoType) -> Option<(&'static GoType, KeyOrder)> {
+    let mut ty = ty;
+    loop {
+        match ty {
+            GoType::Named(_, inner) | GoType::Ptr(inner) => ty = inner,
+            GoType::Map(key, _) => {
+                let order = match key.underlying() {
+                    GoType::Int(_) => KeyOrder::Signed,
+                    GoType::Uint(_) => KeyOrder::Unsigned,
+                    _ => KeyOrder::Bytes,
+                };
+                return Some((key, order));
+            }
+            _ => return None,
+        }
+    }
+}
+
+struct ValueSer<'a, 's, S> {
+    d: &'a mut Dumper<'s, S>,
+    ty: &'static GoType,
+    /// For a map: its keys were found in order, so entries print as they come.
+    stream_map: bool,
+}
+
+impl<S: DumpSink> ValueSer<'_, '_, S> {
     /// Writes what go-spew writes before a non-nil value (pointer prefix, type header)
     /// and returns the underlying type the value is printed as.
     fn header(&mut self) -> &'static GoType {
@@ -59,15 +200,13 @@ impl ValueSer<'_> {
             if self.d.ignore_next_type {
                 self.d.out.push_str("<*>");
             } else {
-                self.d.out.push_str("(*");
-                elem.write_name(&mut self.d.out);
-                self.d.out.push(')');
+                self.d.type_header(ty);
             }
             self.d.ignore_next_type = true;
             ty = elem;
         }
         if !self.d.ignore_next_type {
-            push_type_header(&mut self.d.out, ty);
+            self.d.type_header(ty);
         }
         self.d.ignore_next_type = false;
         ty.underlying()
@@ -79,20 +218,20 @@ impl ValueSer<'_> {
             GoType::Uint(w) if u64::try_from(v).is_ok_and(|x| w.fits_unsigned(x)) => {}
             other => return mismatch(format!("integer {v} does not fit Go type {other}")),
         }
-        push_int(&mut self.d.out, v);
+        self.d.out.push_str(decimal(&mut [0; 40], v));
         Ok(())
     }
 }
 
-impl<'a> ser::Serializer for ValueSer<'a> {
+impl<'a, 's, S: DumpSink> ser::Serializer for ValueSer<'a, 's, S> {
     type Ok = ();
     type Error = SchemaMismatch;
-    type SerializeSeq = SeqSer<'a>;
+    type SerializeSeq = SeqSer<'a, 's, S>;
     type SerializeTuple = Impossible<(), SchemaMismatch>;
     type SerializeTupleStruct = Impossible<(), SchemaMismatch>;
     type SerializeTupleVariant = Impossible<(), SchemaMismatch>;
-    type SerializeMap = MapSer<'a>;
-    type SerializeStruct = StructSer<'a>;
+    type SerializeMap = MapSer<'a, 's, S>;
+    type SerializeStruct = StructSer<'a, 's, S>;
     type SerializeStructVariant = Impossible<(), SchemaMismatch>;
 
     fn serialize_bool(mut self, v: bool) -> Result<(), SchemaMismatch> {
@@ -119,19 +258,9 @@ impl<'a> ser::Serializer for ValueSer<'a> {
     }
     fn serialize_u8(self, v: u8) -> Result<(), SchemaMismatch> {
         // Fast path for `[]byte` elements: no type header, no pointer, just the decimal.
-        if self.d.ignore_next_type && matches!(self.ty, GoType::Uint(crate::gotype::IntWidth::W8)) {
+        if self.d.ignore_next_type && matches!(self.ty, GoType::Uint(IntWidth::W8)) {
             self.d.ignore_next_type = false;
-            let digits = [b'0' + v / 100, b'0' + v / 10 % 10, b'0' + v % 10];
-            let skip = if v >= 100 {
-                0
-            } else if v >= 10 {
-                1
-            } else {
-                2
-            };
-            self.d
-                .out
-                .push_str(std::str::from_utf8(&digits[skip..]).unwrap_or_default());
+            self.d.out.push_str(byte_decimal(v));
             return Ok(());
         }
         self.int(v.into())
@@ -173,14 +302,14 @@ impl<'a> ser::Serializer for ValueSer<'a> {
             return mismatch(format!("bytes for Go type {ty}"));
         }
         self.header();
-        self.d.out.push('[');
-        for (i, b) in v.iter().enumerate() {
+        self.d.out.push_byte(b'[');
+        for (i, &b) in v.iter().enumerate() {
             if i > 0 {
-                self.d.out.push(' ');
+                self.d.out.push_byte(b' ');
             }
-            push_int(&mut self.d.out, (*b).into());
+            self.d.out.push_str(byte_decimal(b));
         }
-        self.d.out.push(']');
+        self.d.out.push_byte(b']');
         Ok(())
     }
 
@@ -188,7 +317,7 @@ impl<'a> ser::Serializer for ValueSer<'a> {
         if let GoType::Ptr(_) = self.ty {
             // formatPtr: a nil pointer prints `<nil>` and leaves the flag as it was.
             if !self.d.ignore_next_type {
-                push_type_header(&mut self.d.out, self.ty);
+                self.d.type_header(self.ty);
             }
             self.d.out.push_str("<nil>");
             return Ok(());
@@ -247,10 +376,10 @@ impl<'a> ser::Serializer for ValueSer<'a> {
         mismatch(format!("enum {name} has no Go counterpart"))
     }
 
-    fn serialize_seq(mut self, _len: Option<usize>) -> Result<SeqSer<'a>, SchemaMismatch> {
+    fn serialize_seq(mut self, _len: Option<usize>) -> Result<SeqSer<'a, 's, S>, SchemaMismatch> {
         match self.header() {
             GoType::Slice(elem) => {
-                self.d.out.push('[');
+                self.d.out.push_byte(b'[');
                 Ok(SeqSer {
                     d: self.d,
                     elem,
@@ -283,7 +412,7 @@ impl<'a> ser::Serializer for ValueSer<'a> {
         mismatch(format!("enum {name} has no Go counterpart"))
     }
 
-    fn serialize_map(mut self, len: Option<usize>) -> Result<MapSer<'a>, SchemaMismatch> {
+    fn serialize_map(mut self, _len: Option<usize>) -> Result<MapSer<'a, 's, S>, SchemaMismatch> {
         match self.header() {
             GoType::Map(key, value) => {
                 self.d.out.push_str("map[");
@@ -292,16 +421,13 @@ impl<'a> ser::Serializer for ValueSer<'a> {
                     GoType::Uint(_) => KeyOrder::Unsigned,
                     _ => KeyOrder::Bytes,
                 };
-                let region_start = self.d.out.len();
                 Ok(MapSer {
                     d: self.d,
                     key_ty: key,
                     value_ty: value,
                     order,
-                    region_start,
-                    entries: Vec::with_capacity(len.unwrap_or(0)),
-                    entry_start: 0,
-                    key_end: 0,
+                    count: 0,
+                    held: (!self.stream_map).then(Vec::new),
                 })
             }
             other => mismatch(format!("map for Go type {other}")),
@@ -312,10 +438,10 @@ impl<'a> ser::Serializer for ValueSer<'a> {
         mut self,
         name: &'static str,
         _len: usize,
-    ) -> Result<StructSer<'a>, SchemaMismatch> {
+    ) -> Result<StructSer<'a, 's, S>, SchemaMismatch> {
         match self.header() {
             GoType::Struct(s) => {
-                self.d.out.push('{');
+                self.d.out.push_byte(b'{');
                 Ok(StructSer {
                     d: self.d,
                     fields: s.fields,
@@ -339,13 +465,13 @@ impl<'a> ser::Serializer for ValueSer<'a> {
 }
 
 /// Slice elements: each printed with the type header suppressed, separated by spaces.
-struct SeqSer<'a> {
-    d: &'a mut Dumper,
+struct SeqSer<'a, 's, S> {
+    d: &'a mut Dumper<'s, S>,
     elem: &'static GoType,
     index: usize,
 }
 
-impl ser::SerializeSeq for SeqSer<'_> {
+impl<S: DumpSink> ser::SerializeSeq for SeqSer<'_, '_, S> {
     type Ok = ();
     type Error = SchemaMismatch;
 
@@ -354,94 +480,266 @@ impl ser::SerializeSeq for SeqSer<'_> {
         value: &T,
     ) -> Result<(), SchemaMismatch> {
         if self.index > 0 {
-            self.d.out.push(' ');
+            self.d.out.push_byte(b' ');
         }
         self.index += 1;
         self.d.ignore_next_type = true;
-        value.serialize(ValueSer {
-            d: self.d,
-            ty: self.elem,
-        })
+        self.d.value(value, self.elem)
     }
 
     fn end(self) -> Result<(), SchemaMismatch> {
-        self.d.out.push(']');
+        self.d.out.push_byte(b']');
         Ok(())
     }
 }
 
-/// Map entries: written as they come, sorted at the end.
-struct MapSer<'a> {
-    d: &'a mut Dumper,
+/// A map entry printed aside because the map's keys were out of order.
+struct HeldEntry {
+    /// `key:value`.
+    text: String,
+    /// Length of the key's text.
+    key_len: usize,
+    /// The "ignore next type" flag after the value (it leaks past the map).
+    tail: bool,
+}
+
+/// Map entries: printed as they come when their keys are in order, otherwise held aside
+/// and printed sorted at the end.
+struct MapSer<'a, 's, S> {
+    d: &'a mut Dumper<'s, S>,
     key_ty: &'static GoType,
     value_ty: &'static GoType,
     order: KeyOrder,
-    region_start: usize,
-    entries: Vec<MapEntry>,
-    entry_start: usize,
-    key_end: usize,
+    count: usize,
+    /// The entries of a map whose keys were out of order.
+    held: Option<Vec<HeldEntry>>,
 }
 
-impl ser::SerializeMap for MapSer<'_> {
+impl<S: DumpSink> ser::SerializeMap for MapSer<'_, '_, S> {
     type Ok = ();
     type Error = SchemaMismatch;
 
     fn serialize_key<T: Serialize + ?Sized>(&mut self, key: &T) -> Result<(), SchemaMismatch> {
-        if !self.entries.is_empty() {
-            self.d.out.push(' ');
-        }
-        self.entry_start = self.d.out.len();
-        self.d.ignore_next_type = true;
-        key.serialize(ValueSer {
-            d: self.d,
-            ty: self.key_ty,
-        })?;
-        self.key_end = self.d.out.len();
-        self.d.out.push(':');
-        Ok(())
-    }
-
-    fn serialize_value<T: Serialize + ?Sized>(&mut self, value: &T) -> Result<(), SchemaMismatch> {
-        self.d.ignore_next_type = true;
-        value.serialize(ValueSer {
-            d: self.d,
-            ty: self.value_ty,
-        })?;
-        self.entries.push(MapEntry {
-            key: self.entry_start..self.key_end,
-            body: self.entry_start..self.d.out.len(),
-            tail: self.d.ignore_next_type,
+        let Some(held) = &mut self.held else {
+            if self.count > 0 {
+                self.d.out.push_byte(b' ');
+            }
+            self.count += 1;
+            self.d.ignore_next_type = true;
+            self.d.value(key, self.key_ty)?;
+            self.d.out.push_byte(b':');
+            return Ok(());
+        };
+        let mut text = String::new();
+        let mut aside = Dumper::new(&mut text);
+        aside.ignore_next_type = true;
+        aside.value(key, self.key_ty)?;
+        let key_len = text.len();
+        text.push(':');
+        held.push(HeldEntry {
+            text,
+            key_len,
+            tail: false,
         });
         Ok(())
     }
 
-    fn end(mut self) -> Result<(), SchemaMismatch> {
-        sort_region(
-            &mut self.d.out,
-            self.region_start,
-            &mut self.entries,
-            None,
-            self.order,
-            " ",
-        );
-        // The flag left by the last printed value survives the map (go-spew never resets
-        // it after a nil pointer).
-        self.d.ignore_next_type = self.entries.last().is_some_and(|e| e.tail);
-        self.d.out.push(']');
+    fn serialize_value<T: Serialize + ?Sized>(&mut self, value: &T) -> Result<(), SchemaMismatch> {
+        let Some(entry) = self.held.as_mut().and_then(|held| held.last_mut()) else {
+            self.d.ignore_next_type = true;
+            return self.d.value(value, self.value_ty);
+        };
+        let mut aside = Dumper::new(&mut entry.text);
+        aside.ignore_next_type = true;
+        aside.value(value, self.value_ty)?;
+        entry.tail = aside.ignore_next_type;
         Ok(())
+    }
+
+    fn end(self) -> Result<(), SchemaMismatch> {
+        // Printed as they came, the flag left by the last value is already in place: it
+        // survives the map (go-spew never resets it after a nil pointer).
+        if let Some(mut held) = self.held {
+            let order = self.order;
+            held.sort_by(|a, b| compare_keys(order, &a.text[..a.key_len], &b.text[..b.key_len]));
+            for (i, entry) in held.iter().enumerate() {
+                if i > 0 {
+                    self.d.out.push_byte(b' ');
+                }
+                self.d.out.push_str(&entry.text);
+            }
+            self.d.ignore_next_type = held.last().is_some_and(|e| e.tail);
+        }
+        self.d.out.push_byte(b']');
+        Ok(())
+    }
+}
+
+/// Checks whether a map's keys arrive in go-spew's order: renders each key into a scratch
+/// buffer and compares it with the one before. Any other value, or an error, is `false`.
+struct KeyProbe {
+    key_ty: &'static GoType,
+    order: KeyOrder,
+    prev: String,
+    cur: String,
+    count: usize,
+}
+
+/// Why a probe stopped early (out of order, or not a map); never reported.
+fn stop<T>() -> Result<T, SchemaMismatch> {
+    Err(SchemaMismatch(String::new()))
+}
+
+macro_rules! not_a_map {
+    ($($method:ident($($arg:ty),*)),* $(,)?) => {
+        $(fn $method(self, $(_: $arg),*) -> Result<bool, SchemaMismatch> {
+            stop()
+        })*
+    };
+}
+
+impl<'p> ser::Serializer for &'p mut KeyProbe {
+    type Ok = bool;
+    type Error = SchemaMismatch;
+    type SerializeSeq = Impossible<bool, SchemaMismatch>;
+    type SerializeTuple = Impossible<bool, SchemaMismatch>;
+    type SerializeTupleStruct = Impossible<bool, SchemaMismatch>;
+    type SerializeTupleVariant = Impossible<bool, SchemaMismatch>;
+    type SerializeMap = &'p mut KeyProbe;
+    type SerializeStruct = Impossible<bool, SchemaMismatch>;
+    type SerializeStructVariant = Impossible<bool, SchemaMismatch>;
+
+    not_a_map!(
+        serialize_bool(bool),
+        serialize_i8(i8),
+        serialize_i16(i16),
+        serialize_i32(i32),
+        serialize_i64(i64),
+        serialize_u8(u8),
+        serialize_u16(u16),
+        serialize_u32(u32),
+        serialize_u64(u64),
+        serialize_f32(f32),
+        serialize_f64(f64),
+        serialize_char(char),
+        serialize_str(&str),
+        serialize_bytes(&[u8]),
+        serialize_unit(),
+        serialize_unit_struct(&'static str),
+        serialize_unit_variant(&'static str, u32, &'static str),
+    );
+
+    fn serialize_none(self) -> Result<bool, SchemaMismatch> {
+        Ok(true)
+    }
+
+    fn serialize_some<T: Serialize + ?Sized>(self, value: &T) -> Result<bool, SchemaMismatch> {
+        value.serialize(self)
+    }
+
+    fn serialize_newtype_struct<T: Serialize + ?Sized>(
+        self,
+        _name: &'static str,
+        value: &T,
+    ) -> Result<bool, SchemaMismatch> {
+        value.serialize(self)
+    }
+
+    fn serialize_newtype_variant<T: Serialize + ?Sized>(
+        self,
+        _name: &'static str,
+        _index: u32,
+        _variant: &'static str,
+        _value: &T,
+    ) -> Result<bool, SchemaMismatch> {
+        stop()
+    }
+
+    fn serialize_seq(self, _len: Option<usize>) -> Result<Self::SerializeSeq, SchemaMismatch> {
+        stop()
+    }
+
+    fn serialize_tuple(self, _len: usize) -> Result<Self::SerializeTuple, SchemaMismatch> {
+        stop()
+    }
+
+    fn serialize_tuple_struct(
+        self,
+        _name: &'static str,
+        _len: usize,
+    ) -> Result<Self::SerializeTupleStruct, SchemaMismatch> {
+        stop()
+    }
+
+    fn serialize_tuple_variant(
+        self,
+        _name: &'static str,
+        _index: u32,
+        _variant: &'static str,
+        _len: usize,
+    ) -> Result<Self::SerializeTupleVariant, SchemaMismatch> {
+        stop()
+    }
+
+    fn serialize_map(self, _len: Option<usize>) -> Result<Self::SerializeMap, SchemaMismatch> {
+        Ok(self)
+    }
+
+    fn serialize_struct(
+        self,
+        _name: &'static str,
+        _len: usize,
+    ) -> Result<Self::SerializeStruct, SchemaMismatch> {
+        stop()
+    }
+
+    fn serialize_struct_variant(
+        self,
+        _name: &'static str,
+        _index: u32,
+        _variant: &'static str,
+        _len: usize,
+    ) -> Result<Self::SerializeStructVariant, SchemaMismatch> {
+        stop()
+    }
+}
+
+impl ser::SerializeMap for &mut KeyProbe {
+    type Ok = bool;
+    type Error = SchemaMismatch;
+
+    fn serialize_key<T: Serialize + ?Sized>(&mut self, key: &T) -> Result<(), SchemaMismatch> {
+        self.cur.clear();
+        let mut keys = Dumper::new(&mut self.cur);
+        keys.ignore_next_type = true;
+        keys.value(key, self.key_ty)?;
+        if self.count > 0 && compare_keys(self.order, &self.prev, &self.cur).is_gt() {
+            return stop();
+        }
+        self.count += 1;
+        std::mem::swap(&mut self.prev, &mut self.cur);
+        Ok(())
+    }
+
+    fn serialize_value<T: Serialize + ?Sized>(&mut self, _value: &T) -> Result<(), SchemaMismatch> {
+        Ok(())
+    }
+
+    fn end(self) -> Result<bool, SchemaMismatch> {
+        Ok(true)
     }
 }
 
 /// Struct fields: `Name:(type)value`, space separated; field types always print unless a
 /// leaked flag suppresses them.
-struct StructSer<'a> {
-    d: &'a mut Dumper,
-    fields: &'static [crate::gotype::GoField],
+struct StructSer<'a, 's, S> {
+    d: &'a mut Dumper<'s, S>,
+    fields: &'static [GoField],
     go_name: &'static str,
     index: usize,
 }
 
-impl ser::SerializeStruct for StructSer<'_> {
+impl<S: DumpSink> ser::SerializeStruct for StructSer<'_, '_, S> {
     type Ok = ();
     type Error = SchemaMismatch;
 
@@ -460,15 +758,12 @@ impl ser::SerializeStruct for StructSer<'_> {
             ));
         }
         if self.index > 0 {
-            self.d.out.push(' ');
+            self.d.out.push_byte(b' ');
         }
         self.index += 1;
         self.d.out.push_str(field.name);
-        self.d.out.push(':');
-        value.serialize(ValueSer {
-            d: self.d,
-            ty: field.ty,
-        })
+        self.d.out.push_byte(b':');
+        self.d.value(value, field.ty)
     }
 
     fn end(self) -> Result<(), SchemaMismatch> {
@@ -480,7 +775,7 @@ impl ser::SerializeStruct for StructSer<'_> {
                 self.index
             ));
         }
-        self.d.out.push('}');
+        self.d.out.push_byte(b'}');
         Ok(())
     }
 }

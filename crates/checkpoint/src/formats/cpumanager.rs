@@ -17,7 +17,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use super::{Checkpoint, checksum_field, go_replace, verify};
-use crate::checksum::fnv32a;
+use crate::checksum::{fnv32a, kubelet_checksum};
 use crate::error::{CheckpointError, Result};
 use crate::format::Format;
 use crate::gojson::{self, value::GoValue};
@@ -121,7 +121,7 @@ impl CpuManagerCheckpoint {
 
     /// Upstream's checksum of this value.
     pub fn checksum(&self) -> Result<u64> {
-        Ok(fnv32a(self.hash_input()?.as_bytes()).into())
+        kubelet_checksum(&self.wire(0), &V2_PTR)
     }
 
     /// Reads the logical value from Go-convention JSON, without verifying any checksum.

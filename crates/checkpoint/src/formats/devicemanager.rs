@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use super::{Checkpoint, checksum_field, verify};
-use crate::checksum::fnv32a;
+use crate::checksum::kubelet_checksum;
 use crate::error::Result;
 use crate::format::Format;
 use crate::gojson::{self, value::GoValue};
@@ -106,7 +106,7 @@ impl DeviceManagerCheckpoint {
 
     /// Upstream's checksum of this value (`checksum.New(cp.Data)`).
     pub fn checksum(&self) -> Result<u64> {
-        Ok(fnv32a(self.hash_input()?.as_bytes()).into())
+        kubelet_checksum(self, &DATA)
     }
 
     /// Reads the logical value from Go-convention JSON (`checkpointData` as

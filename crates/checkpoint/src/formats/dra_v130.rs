@@ -16,7 +16,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use serde::{Deserialize, Serialize, Serializer};
 
 use super::{Checkpoint, checksum_field, go_replace, string_set};
-use crate::checksum::fnv32a;
+use crate::checksum::{fnv32a, kubelet_checksum};
 use crate::error::{CheckpointError, Result};
 use crate::format::Format;
 use crate::gojson::{self, value::GoValue};
@@ -254,19 +254,23 @@ fn legacy_hash_input(version: &str, entries: Option<&[ClaimInfoStateV130]>) -> R
 }
 
 impl DraCheckpointV130 {
-    /// The string upstream hashes: `dump.ForHash(&dc)` with `Checksum` 0.
-    pub fn hash_input(&self) -> Result<String> {
-        let wire = Wire {
+    /// The value upstream hashes: `&dc` with `Checksum` 0.
+    fn wire(&self) -> Wire<'_, &Vec<ClaimInfoStateV130>> {
+        Wire {
             version: &self.version,
             entries: self.entries.as_ref(),
             checksum: 0,
-        };
-        dump_for_hash(&wire, &CHECKPOINT_PTR)
+        }
+    }
+
+    /// The string upstream hashes: `dump.ForHash(&dc)` with `Checksum` 0.
+    pub fn hash_input(&self) -> Result<String> {
+        dump_for_hash(&self.wire(), &CHECKPOINT_PTR)
     }
 
     /// Upstream's checksum of this value.
     pub fn checksum(&self) -> Result<u64> {
-        Ok(fnv32a(self.hash_input()?.as_bytes()).into())
+        kubelet_checksum(&self.wire(), &CHECKPOINT_PTR)
     }
 
     /// The string k8s 1.27–1.28 hashed (resource handles dropped, names replaced).

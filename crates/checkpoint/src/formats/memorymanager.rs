@@ -12,7 +12,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use super::{Checkpoint, checksum_field, verify};
-use crate::checksum::fnv32a;
+use crate::checksum::kubelet_checksum;
 use crate::error::Result;
 use crate::format::Format;
 use crate::gojson::{self, value::GoValue};
@@ -173,7 +173,7 @@ impl MemoryManagerCheckpoint {
 
     /// Upstream's checksum of this value.
     pub fn checksum(&self) -> Result<u64> {
-        Ok(fnv32a(self.hash_input()?.as_bytes()).into())
+        kubelet_checksum(&self.wire(0), &CHECKPOINT_PTR)
     }
 
     /// Reads the logical value from Go-convention JSON, without verifying any checksum.

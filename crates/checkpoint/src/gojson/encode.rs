@@ -376,7 +376,6 @@ impl ser::SerializeMap for MapEnc<'_> {
         self.entries.push(MapEntry {
             key: self.key_range.clone(),
             body: self.entry_start..self.e.out.len(),
-            tail: false,
         });
         Ok(())
     }
