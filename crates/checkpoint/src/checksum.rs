@@ -45,7 +45,13 @@ impl Fnv32a {
     /// Hashes one byte.
     #[inline]
     pub(crate) fn write_byte(&mut self, b: u8) {
-        self.0 = (self.0 ^ u32::from(b)).wrapping_mul(FNV32_PRIME);
+        *self = self.then(b);
+    }
+
+    /// The hasher after one more byte.
+    #[inline]
+    pub(crate) fn then(self, b: u8) -> Self {
+        Fnv32a((self.0 ^ u32::from(b)).wrapping_mul(FNV32_PRIME))
     }
 
     /// The hash of everything written so far.

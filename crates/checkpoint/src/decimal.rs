@@ -95,6 +95,23 @@ pub(crate) fn byte_decimal(b: u8) -> &'static str {
     &spaced_byte_decimal(b)[1..]
 }
 
+/// Every byte value's decimal digits, left-aligned and zero-padded, and how many there are.
+pub(crate) static BYTE_DIGITS: [([u8; 3], u8); 256] = {
+    let mut out = [([0u8; 3], 0u8); 256];
+    let mut v = 0;
+    while v < 256 {
+        let len = BYTE_TABLE.1[v] - 1;
+        let mut d = 0;
+        while d < len as usize {
+            out[v].0[d] = BYTE_TABLE.0[v * BYTE_SLOT + 1 + d];
+            d += 1;
+        }
+        out[v].1 = len;
+        v += 1;
+    }
+    out
+};
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -131,6 +148,8 @@ mod tests {
         for b in 0..=u8::MAX {
             assert_eq!(byte_decimal(b), b.to_string());
             assert_eq!(spaced_byte_decimal(b), format!(" {b}"));
+            let (digits, len) = BYTE_DIGITS[usize::from(b)];
+            assert_eq!(&digits[..usize::from(len)], b.to_string().as_bytes());
         }
     }
 }

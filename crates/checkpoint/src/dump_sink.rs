@@ -2,6 +2,7 @@
 //! FNV-32a hasher, so a checksum never materialises the dump.
 
 use crate::checksum::Fnv32a;
+use crate::decimal::{BYTE_DIGITS, byte_decimal, spaced_byte_decimal};
 
 /// A consumer of dump text. The dumper only ever writes valid UTF-8 through
 /// [`push_str`](Self::push_str) and ASCII through [`push_byte`](Self::push_byte).
@@ -10,6 +11,15 @@ pub(crate) trait DumpSink {
     fn push_str(&mut self, s: &str);
     /// Appends one ASCII byte.
     fn push_byte(&mut self, b: u8);
+
+    /// Appends a `[]byte` element: `b` in decimal, after a space when `spaced`.
+    fn push_byte_decimal(&mut self, b: u8, spaced: bool) {
+        self.push_str(if spaced {
+            spaced_byte_decimal(b)
+        } else {
+            byte_decimal(b)
+        });
+    }
 }
 
 impl DumpSink for String {
@@ -34,5 +44,26 @@ impl DumpSink for Fnv32a {
     #[inline]
     fn push_byte(&mut self, b: u8) {
         self.write_byte(b);
+    }
+
+    /// Hashes all three digit slots and picks the state after the last real digit:
+    /// selects instead of a loop whose length (1–3 digits) would be mispredicted on
+    /// random bytes.
+    #[inline]
+    fn push_byte_decimal(&mut self, b: u8, spaced: bool) {
+        if spaced {
+            self.write_byte(b' ');
+        }
+        let (digits, len) = BYTE_DIGITS[usize::from(b)];
+        let h1 = self.then(digits[0]);
+        let h2 = h1.then(digits[1]);
+        let h3 = h2.then(digits[2]);
+        *self = if len == 3 {
+            h3
+        } else if len == 2 {
+            h2
+        } else {
+            h1
+        };
     }
 }

@@ -25,7 +25,7 @@
 use serde::Serialize;
 use serde::ser::{self, Impossible};
 
-use crate::decimal::{byte_decimal, decimal};
+use crate::decimal::decimal;
 use crate::dump_sink::DumpSink;
 use crate::gotype::{GoField, GoType, IntWidth};
 use crate::map_order::{KeyOrder, compare_keys};
@@ -79,7 +79,17 @@ impl<'s, S: DumpSink> Dumper<'s, S> {
         value: &T,
         ty: &'static GoType,
     ) -> Result<(), SchemaMismatch> {
-        let stream_map = match map_key_order(ty) {
+        self.value_of_kind(value, ty, map_key_order(ty))
+    }
+
+    /// [`value`](Self::value) with `map_key_order(ty)` already worked out.
+    fn value_of_kind<T: Serialize + ?Sized>(
+        &mut self,
+        value: &T,
+        ty: &'static GoType,
+        map: Option<(&'static GoType, KeyOrder)>,
+    ) -> Result<(), SchemaMismatch> {
+        let stream_map = match map {
             Some((key_ty, order)) => self.keys_sorted(value, key_ty, order),
             None => true,
         };
@@ -257,12 +267,6 @@ impl<'a, 's, S: DumpSink> ser::Serializer for ValueSer<'a, 's, S> {
         self.int(v.into())
     }
     fn serialize_u8(self, v: u8) -> Result<(), SchemaMismatch> {
-        // Fast path for `[]byte` elements: no type header, no pointer, just the decimal.
-        if self.d.ignore_next_type && matches!(self.ty, GoType::Uint(IntWidth::W8)) {
-            self.d.ignore_next_type = false;
-            self.d.out.push_str(byte_decimal(v));
-            return Ok(());
-        }
         self.int(v.into())
     }
     fn serialize_u16(self, v: u16) -> Result<(), SchemaMismatch> {
@@ -304,10 +308,7 @@ impl<'a, 's, S: DumpSink> ser::Serializer for ValueSer<'a, 's, S> {
         self.header();
         self.d.out.push_byte(b'[');
         for (i, &b) in v.iter().enumerate() {
-            if i > 0 {
-                self.d.out.push_byte(b' ');
-            }
-            self.d.out.push_str(byte_decimal(b));
+            self.d.out.push_byte_decimal(b, i > 0);
         }
         self.d.out.push_byte(b']');
         Ok(())
@@ -383,6 +384,8 @@ impl<'a, 's, S: DumpSink> ser::Serializer for ValueSer<'a, 's, S> {
                 Ok(SeqSer {
                     d: self.d,
                     elem,
+                    bytes: matches!(elem, GoType::Uint(IntWidth::W8)),
+                    elem_map: map_key_order(elem),
                     index: 0,
                 })
             }
@@ -468,6 +471,10 @@ impl<'a, 's, S: DumpSink> ser::Serializer for ValueSer<'a, 's, S> {
 struct SeqSer<'a, 's, S> {
     d: &'a mut Dumper<'s, S>,
     elem: &'static GoType,
+    /// The elements are `uint8` (a `[]byte`).
+    bytes: bool,
+    /// `map_key_order(elem)`.
+    elem_map: Option<(&'static GoType, KeyOrder)>,
     index: usize,
 }
 
@@ -479,17 +486,169 @@ impl<S: DumpSink> ser::SerializeSeq for SeqSer<'_, '_, S> {
         &mut self,
         value: &T,
     ) -> Result<(), SchemaMismatch> {
-        if self.index > 0 {
-            self.d.out.push_byte(b' ');
-        }
+        let spaced = self.index > 0;
         self.index += 1;
         self.d.ignore_next_type = true;
-        self.d.value(value, self.elem)
+        if self.bytes {
+            return value.serialize(ByteElem {
+                d: self.d,
+                ty: self.elem,
+                spaced,
+            });
+        }
+        if spaced {
+            self.d.out.push_byte(b' ');
+        }
+        self.d.value_of_kind(value, self.elem, self.elem_map)
     }
 
     fn end(self) -> Result<(), SchemaMismatch> {
         self.d.out.push_byte(b']');
         Ok(())
+    }
+}
+
+/// One element of a `[]byte`: a byte prints as its decimal with no type header (the
+/// separating space folded in); anything else is separated and printed as usual.
+struct ByteElem<'a, 's, S> {
+    d: &'a mut Dumper<'s, S>,
+    ty: &'static GoType,
+    spaced: bool,
+}
+
+impl<'a, 's, S: DumpSink> ByteElem<'a, 's, S> {
+    /// The ordinary printer for a value that is not a `u8`, after the separator.
+    fn plain(self) -> ValueSer<'a, 's, S> {
+        if self.spaced {
+            self.d.out.push_byte(b' ');
+        }
+        ValueSer {
+            d: self.d,
+            ty: self.ty,
+            stream_map: true,
+        }
+    }
+}
+
+macro_rules! forward_to_plain {
+    ($($method:ident($($arg:ident: $ty:ty),*)),* $(,)?) => {
+        $(fn $method(self, $($arg: $ty),*) -> Result<(), SchemaMismatch> {
+            self.plain().$method($($arg),*)
+        })*
+    };
+}
+
+impl<'a, 's, S: DumpSink> ser::Serializer for ByteElem<'a, 's, S> {
+    type Ok = ();
+    type Error = SchemaMismatch;
+    type SerializeSeq = SeqSer<'a, 's, S>;
+    type SerializeTuple = Impossible<(), SchemaMismatch>;
+    type SerializeTupleStruct = Impossible<(), SchemaMismatch>;
+    type SerializeTupleVariant = Impossible<(), SchemaMismatch>;
+    type SerializeMap = MapSer<'a, 's, S>;
+    type SerializeStruct = StructSer<'a, 's, S>;
+    type SerializeStructVariant = Impossible<(), SchemaMismatch>;
+
+    fn serialize_u8(self, v: u8) -> Result<(), SchemaMismatch> {
+        // The element's type header is suppressed (`ignore_next_type`), and a `uint8` is
+        // never a pointer: just the decimal.
+        self.d.ignore_next_type = false;
+        self.d.out.push_byte_decimal(v, self.spaced);
+        Ok(())
+    }
+
+    forward_to_plain!(
+        serialize_bool(v: bool),
+        serialize_i8(v: i8),
+        serialize_i16(v: i16),
+        serialize_i32(v: i32),
+        serialize_i64(v: i64),
+        serialize_u16(v: u16),
+        serialize_u32(v: u32),
+        serialize_u64(v: u64),
+        serialize_f32(v: f32),
+        serialize_f64(v: f64),
+        serialize_char(v: char),
+        serialize_str(v: &str),
+        serialize_bytes(v: &[u8]),
+        serialize_none(),
+        serialize_unit(),
+        serialize_unit_struct(name: &'static str),
+        serialize_unit_variant(name: &'static str, index: u32, variant: &'static str),
+    );
+
+    fn serialize_some<T: Serialize + ?Sized>(self, value: &T) -> Result<(), SchemaMismatch> {
+        // Still one element: a `u8` inside keeps the fast path.
+        value.serialize(self)
+    }
+
+    fn serialize_newtype_struct<T: Serialize + ?Sized>(
+        self,
+        _name: &'static str,
+        value: &T,
+    ) -> Result<(), SchemaMismatch> {
+        value.serialize(self)
+    }
+
+    fn serialize_newtype_variant<T: Serialize + ?Sized>(
+        self,
+        name: &'static str,
+        index: u32,
+        variant: &'static str,
+        value: &T,
+    ) -> Result<(), SchemaMismatch> {
+        self.plain()
+            .serialize_newtype_variant(name, index, variant, value)
+    }
+
+    fn serialize_seq(self, len: Option<usize>) -> Result<SeqSer<'a, 's, S>, SchemaMismatch> {
+        self.plain().serialize_seq(len)
+    }
+
+    fn serialize_tuple(self, len: usize) -> Result<Self::SerializeTuple, SchemaMismatch> {
+        self.plain().serialize_tuple(len)
+    }
+
+    fn serialize_tuple_struct(
+        self,
+        name: &'static str,
+        len: usize,
+    ) -> Result<Self::SerializeTupleStruct, SchemaMismatch> {
+        self.plain().serialize_tuple_struct(name, len)
+    }
+
+    fn serialize_tuple_variant(
+        self,
+        name: &'static str,
+        index: u32,
+        variant: &'static str,
+        len: usize,
+    ) -> Result<Self::SerializeTupleVariant, SchemaMismatch> {
+        self.plain()
+            .serialize_tuple_variant(name, index, variant, len)
+    }
+
+    fn serialize_map(self, len: Option<usize>) -> Result<MapSer<'a, 's, S>, SchemaMismatch> {
+        self.plain().serialize_map(len)
+    }
+
+    fn serialize_struct(
+        self,
+        name: &'static str,
+        len: usize,
+    ) -> Result<StructSer<'a, 's, S>, SchemaMismatch> {
+        self.plain().serialize_struct(name, len)
+    }
+
+    fn serialize_struct_variant(
+        self,
+        name: &'static str,
+        index: u32,
+        variant: &'static str,
+        len: usize,
+    ) -> Result<Self::SerializeStructVariant, SchemaMismatch> {
+        self.plain()
+            .serialize_struct_variant(name, index, variant, len)
     }
 }
 
