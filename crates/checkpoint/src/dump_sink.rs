@@ -67,3 +67,26 @@ impl DumpSink for Fnv32a {
         };
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::checksum::fnv32a;
+
+    #[test]
+    fn hasher_sink_hashes_what_the_string_sink_holds() {
+        let mut text = String::new();
+        let mut hasher = Fnv32a::new();
+        for b in 0..=u8::MAX {
+            for spaced in [false, true] {
+                text.push_byte_decimal(b, spaced);
+                hasher.push_byte_decimal(b, spaced);
+            }
+            DumpSink::push_str(&mut text, "map[é");
+            DumpSink::push_str(&mut hasher, "map[é");
+            text.push_byte(b'}');
+            hasher.push_byte(b'}');
+        }
+        assert_eq!(hasher.finish(), fnv32a(text.as_bytes()));
+    }
+}

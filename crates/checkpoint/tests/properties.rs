@@ -1,6 +1,7 @@
 //! Property tests: every format round-trips (decode ∘ encode = id for the values a kubelet
-//! can write), and any single-byte change of a file is either refused or decodes to a value
-//! whose own encoding verifies — never a silently wrong checksum.
+//! can write), any single-byte change of a file is either refused or decodes to a value
+//! whose own encoding verifies — never a silently wrong checksum — and every checksum, which
+//! streams the dump straight into its hasher, equals the hash of the dump's text.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Debug;
@@ -10,7 +11,7 @@ use corral_checkpoint::{
     Block, Checkpoint, ClaimInfoState, ClaimInfoStateV130, CpuManagerCheckpoint,
     CpuManagerCheckpointV1, Device, DeviceManagerCheckpoint, DeviceManagerCheckpointV1,
     DraCheckpoint, DraCheckpointV130, DriverState, MemoryManagerCheckpoint, PodDevicesEntry,
-    PodDevicesEntryV1, ResourceHandle,
+    PodDevicesEntryV1, ResourceHandle, crc32_ieee, fnv32a,
 };
 use proptest::prelude::*;
 
@@ -289,8 +290,54 @@ fn mutation_is_refused_or_consistent<T: Checkpoint + PartialEq + Debug>(
     Ok(())
 }
 
+/// `checksum` (computed without materialising the dump) is the hash of `hash_input`.
+fn streams_like_text(
+    checksum: corral_checkpoint::Result<u64>,
+    hash_input: corral_checkpoint::Result<String>,
+    hash: fn(&[u8]) -> u32,
+) -> Result<(), TestCaseError> {
+    let fail = |e: corral_checkpoint::CheckpointError| TestCaseError::fail(e.to_string());
+    let text = hash_input.map_err(fail)?;
+    prop_assert_eq!(
+        checksum.map_err(fail)?,
+        u64::from(hash(text.as_bytes())),
+        "{}",
+        text
+    );
+    Ok(())
+}
+
 proptest! {
     #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
+
+    #[test]
+    fn device_manager_checksum_streams(v in device_manager()) {
+        streams_like_text(v.checksum(), v.hash_input(), fnv32a)?;
+    }
+    #[test]
+    fn device_manager_v1_checksum_streams(v in device_manager_v1()) {
+        streams_like_text(v.checksum(), v.hash_input(), fnv32a)?;
+    }
+    #[test]
+    fn cpu_v2_checksum_streams(v in cpu_v2()) {
+        streams_like_text(v.checksum(), v.hash_input(), fnv32a)?;
+    }
+    #[test]
+    fn cpu_v1_checksum_streams(v in cpu_v1()) {
+        streams_like_text(v.checksum(), v.hash_input(), fnv32a)?;
+    }
+    #[test]
+    fn memory_manager_checksum_streams(v in memory_manager()) {
+        streams_like_text(v.checksum(), v.hash_input(), fnv32a)?;
+    }
+    #[test]
+    fn dra_v132_checksum_streams(v in dra_v132()) {
+        streams_like_text(v.checksum().map(u64::from), v.hash_input(), crc32_ieee)?;
+    }
+    #[test]
+    fn dra_v130_checksum_streams(v in dra_v130()) {
+        streams_like_text(v.checksum(), v.hash_input(), fnv32a)?;
+    }
 
     #[test]
     fn device_manager_round_trips(v in device_manager()) { round_trips(&v)?; }
