@@ -4,8 +4,6 @@
 
 mod common;
 
-use std::path::PathBuf;
-use std::process::Stdio;
 use std::sync::Arc;
 
 use common::*;
@@ -13,7 +11,7 @@ use corral_dra::{DraService, Manager};
 use corral_topology::{Container, ContainerClaim};
 use serde_json::Value;
 use tokio::io::{AsyncBufReadExt, BufReader};
-use tokio::process::{Child, ChildStdin, Command};
+use tokio::process::{Child, ChildStdin};
 use tokio::sync::mpsc;
 
 const DRIVER: &str = "py.example.com";
@@ -25,29 +23,16 @@ struct PythonDriver {
     events: mpsc::UnboundedReceiver<Value>,
 }
 
-fn python() -> PathBuf {
-    std::env::var_os("CORRAL_PYTHON")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| corral_testkit::workspace_root().join(".venv/bin/python"))
-}
-
 impl PythonDriver {
     async fn spawn(dirs: &Dirs, extra: &[&str]) -> Self {
         let peer = corral_testkit::PythonPeer::locate().expect("Python peer");
-        let mut child = Command::new(python())
-            .args(["-m", "corral_peer", "dra-driver", "--driver", DRIVER])
-            .arg("--registry-dir")
-            .arg(dirs.registry())
-            .arg("--plugin-dir")
-            .arg(dirs.plugins("py"))
-            .args(extra)
-            .current_dir(peer.harness_dir())
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .kill_on_drop(true)
-            .spawn()
-            .expect("start the Python DRA driver");
+        let (registry, plugins) = (dirs.registry(), dirs.plugins("py"));
+        let mut args = vec!["dra-driver", "--driver", DRIVER, "--registry-dir"];
+        args.push(registry.to_str().expect("UTF-8 temp path"));
+        args.push("--plugin-dir");
+        args.push(plugins.to_str().expect("UTF-8 temp path"));
+        args.extend_from_slice(extra);
+        let mut child = peer.spawn(&args).expect("start the Python DRA driver");
         let stdin = child.stdin.take();
         let stdout = child.stdout.take().unwrap();
         let (tx, events) = mpsc::unbounded_channel();

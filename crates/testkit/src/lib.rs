@@ -87,6 +87,28 @@ impl PythonPeer {
             .map_err(|err| format!("corral_peer printed bad JSON {line:?}: {err}"))
     }
 
+    /// Start a long-running peer (`python -m corral_peer ARGS…`, e.g. a device plugin or a
+    /// DRA driver) with piped stdin/stdout. The child is killed when the handle is dropped;
+    /// many peers also exit when their stdin closes.
+    pub fn spawn(&self, args: &[&str]) -> Result<tokio::process::Child, String> {
+        tokio::process::Command::new(&self.python)
+            .arg("-m")
+            .arg("corral_peer")
+            .args(args)
+            .current_dir(&self.harness_dir)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .kill_on_drop(true)
+            .spawn()
+            .map_err(|err| format!("starting {}: {err}", self.python.display()))
+    }
+
+    /// The Python interpreter.
+    pub fn python(&self) -> &Path {
+        &self.python
+    }
+
     /// The harness directory (`python/`).
     pub fn harness_dir(&self) -> &Path {
         &self.harness_dir
