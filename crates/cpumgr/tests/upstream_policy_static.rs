@@ -1,50 +1,24 @@
-//! Ported tables of upstream `policy_static_test.go`: `TestStaticPolicyName`,
-//! `TestStaticPolicyStart`, `TestStaticPolicyAdd` (every case not on `topoQuadSocketFourWayHT`),
-//! `TestStaticPolicyReuseCPUs`, `TestStaticPolicyRemove`, `TestTopologyAwareAllocateCPUs`, and
-//! the hint-generation cases of `TestGetTopologyHints` shapes.
-
-use std::collections::BTreeMap;
-use std::sync::Arc;
+//! Ported tables of upstream `policy_static_test.go` (v1.32): `TestStaticPolicyName`,
+//! `TestStaticPolicyStart` (all 8 rows), `TestStaticPolicyAdd` (every row, those on
+//! `topoQuadSocketFourWayHT` included), `TestStaticPolicyReuseCPUs`, `TestStaticPolicyRemove`,
+//! `TestTopologyAwareAllocateCPUs`, and the hint-generation cases of `TestGetTopologyHints`
+//! shapes. The reserved-list, options and error-text tables are in
+//! `upstream_policy_static_resv.rs`.
 
 use corral_cpumgr::{
     AllocateError, ContainerCpuAssignments, CpuState, Policy, SmtAlignmentError, StaticPolicy,
-    StaticPolicyOptions, TakeError, TopologyIndex, ValidationError,
+    StaticPolicyOptions, ValidationError,
 };
 use corral_topology::{CpuSet, NumaMask, PolicyName, TopologyHint};
 
+#[allow(unused_imports)]
+use corral_cpumgr::TopologyIndex;
 #[path = "../src/test_fixtures.rs"]
 mod fixtures;
 mod support;
 use fixtures::*;
+use support::static_cases::*;
 use support::*;
-
-fn set(s: &str) -> CpuSet {
-    s.parse().unwrap()
-}
-
-fn policy(
-    topo: Arc<TopologyIndex>,
-    reserved: usize,
-    explicit: &str,
-    options: &[(&str, &str)],
-) -> StaticPolicy {
-    let map: BTreeMap<String, String> = options
-        .iter()
-        .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
-        .collect();
-    let options = StaticPolicyOptions::from_map(&map).unwrap();
-    StaticPolicy::new(topo, reserved, &set(explicit), options, PolicyName::None).unwrap()
-}
-
-fn state(default: &str, assignments: &[(&str, &str, &str)]) -> CpuState {
-    let mut a = ContainerCpuAssignments::new();
-    for (pod, c, cpus) in assignments {
-        a.entry((*pod).to_owned())
-            .or_default()
-            .insert((*c).to_owned(), set(cpus));
-    }
-    CpuState::new(set(default), a)
-}
 
 /// Upstream `TestStaticPolicyName`.
 #[test]
@@ -109,59 +83,6 @@ fn static_policy_start() {
             Err(e) => assert_eq!(got, Err(e), "{description}"),
         }
     }
-}
-
-struct AddCase {
-    description: &'static str,
-    topo: fn() -> Arc<TopologyIndex>,
-    reserved: usize,
-    explicit: &'static str,
-    options: &'static [(&'static str, &'static str)],
-    state: CpuState,
-    pod: (&'static str, i64, i64),
-    hint: Option<&'static [usize]>,
-    want: Result<&'static str, AllocateError>,
-}
-
-fn run_add(case: AddCase) {
-    let mut p = policy((case.topo)(), case.reserved, case.explicit, case.options);
-    let pod = make_pod("fakePod", case.pod.0, case.pod.1, case.pod.2);
-    let container = pod.containers[0].clone();
-    let hint = case.hint.map_or_else(TopologyHint::default, |bits| {
-        TopologyHint::new(Some(NumaMask::new(bits.iter().copied()).unwrap()), true)
-    });
-    let mut st = case.state;
-    let got = p.allocate(&mut st, &pod, &container, hint);
-    let label = format!("{} options={:?}", case.description, case.options);
-    match case.want {
-        Ok("") => {
-            assert_eq!(got, Ok(()), "{label}");
-            assert!(st.cpu_set("fakePod", case.pod.0).is_none(), "{label}");
-        }
-        Ok(cpus) => {
-            assert_eq!(got, Ok(()), "{label}");
-            let assigned = st.cpu_set("fakePod", case.pod.0).cloned();
-            assert_eq!(assigned, Some(set(cpus)), "{label}");
-            assert!(!set(cpus).intersects(st.default_cpu_set()), "{label}");
-        }
-        Err(want) => {
-            match (&want, &got) {
-                (
-                    AllocateError::Take(TakeError::NotEnoughCpus { .. }),
-                    Err(AllocateError::Take(TakeError::NotEnoughCpus { .. })),
-                ) => {}
-                _ => assert_eq!(got, Err(want), "{label}"),
-            }
-            assert!(st.cpu_set("fakePod", case.pod.0).is_none(), "{label}");
-        }
-    }
-}
-
-fn not_enough() -> AllocateError {
-    AllocateError::Take(TakeError::NotEnoughCpus {
-        requested: 0,
-        available: 0,
-    })
 }
 
 /// Upstream `TestStaticPolicyAdd`: the options-insensitive cases (run without options and
@@ -285,7 +206,7 @@ fn static_policy_add() {
             state: state("0-7", &[]),
             pod: ("fakeContainer2", 8000, 8000),
             hint: None,
-            want: Err(not_enough()),
+            want: Err(not_enough(8, 7)),
         },
         AddCase {
             description: "GuPodMultipleCores, SingleSocketHT, ExpectSameAllocation",
@@ -307,7 +228,7 @@ fn static_policy_add() {
             state: state("0,4-11", &[("fakePod", "fakeContainer100", "1-3")]),
             pod: ("fakeContainer5", 10000, 10000),
             hint: None,
-            want: Err(not_enough()),
+            want: Err(not_enough(10, 8)),
         },
         AddCase {
             description: "GuPodMultipleCores, SingleSocketHT, NoAllocExpectError",
@@ -318,7 +239,7 @@ fn static_policy_add() {
             state: state("0,7", &[("fakePod", "fakeContainer100", "1-6")]),
             pod: ("fakeContainer5", 2000, 2000),
             hint: None,
-            want: Err(not_enough()),
+            want: Err(not_enough(2, 1)),
         },
     ]);
     // smtalignOptionTestCases
@@ -593,4 +514,159 @@ fn topology_hints() {
     assert_eq!(corral_cpumgr::pod_guaranteed_cpus(&pod), 4);
     let pod = make_pod_with_sidecars("r", &[(1000, true), (4000, false)], &[2000]);
     assert_eq!(corral_cpumgr::pod_guaranteed_cpus(&pod), 5);
+}
+
+/// Upstream `TestStaticPolicyStart`, the `StrictCPUReservationOption` rows.
+#[test]
+fn static_policy_start_strict_reservation() {
+    const STRICT: &[(&str, &str)] = &[("strict-cpu-reservation", "true")];
+    // Reserved 0,6 (2 CPUs taken by topology); CPU 0 is still in the shared pool.
+    let mut p = policy(dual_socket_ht(), 2, "", STRICT);
+    let mut st = state("0-1", &[]);
+    assert_eq!(
+        p.start(&mut st).map_err(|e| e.to_string()),
+        Err("some of strictly reserved cpus: \"0\" are present in defaultCpuSet: \"0-1\"".into())
+    );
+    // Nothing reserved; an assignment still overlaps the shared pool.
+    let mut p = policy(dual_socket_ht(), 0, "", STRICT);
+    let mut st = state("2-11", &[("fakePod", "0", "0-2")]);
+    assert_eq!(
+        p.start(&mut st).map_err(|e| e.to_string()),
+        Err(
+            "pod: fakePod, container: 0 cpuset: \"0-2\" overlaps with default cpuset \"2-11\""
+                .into()
+        )
+    );
+}
+
+fn leak(s: String) -> &'static str {
+    Box::leak(s.into_boxed_str())
+}
+
+/// Upstream `TestStaticPolicyAdd`, every row on `topoQuadSocketFourWayHT`: the three
+/// options-insensitive rows (run without options and with `full-pcpus-only`, as upstream
+/// permutes them), the two default-option rows and the `full-pcpus-only` SMT-level-4 row.
+#[test]
+fn static_policy_add_quad_socket_four_way_ht() {
+    let topo = quad_socket_four_way_ht();
+    let all = topo.all_cpus().clone();
+    let socket = |s: usize| -> CpuSet {
+        all.iter()
+            .filter(|&c| topo.topology().cpu(c).map(|i| i.socket) == Some(s))
+            .collect()
+    };
+    let (sock0, sock1) = (socket(0), socket(1));
+    assert_eq!((sock0.len(), sock1.len()), (72, 72));
+    let list = |cpus: &[usize]| CpuSet::from_iter(cpus.iter().copied());
+    let st = |default: &CpuSet| {
+        let mut a = ContainerCpuAssignments::new();
+        a.entry("fakePod".to_owned())
+            .or_default()
+            .insert("fakeContainer100".to_owned(), all.difference(default));
+        CpuState::new(default.clone(), a)
+    };
+
+    let three_sockets = list(&[
+        1, 25, 13, 38, 2, 9, 11, 35, 23, 48, 12, 51, 53, 173, 113, 233, 54, 61,
+    ]);
+    let sock1_plus = sock1.union(&list(&[
+        10, 34, 22, 47, 53, 173, 61, 181, 108, 228, 115, 235,
+    ]));
+    let insensitive = |options: &'static [(&'static str, &'static str)]| {
+        [
+            // All of socket 0 is free, some CPUs of each other socket are taken.
+            AddCase {
+                description: "GuPodMultipleCores, topoQuadSocketFourWayHT, ExpectAllocSock0",
+                topo: quad_socket_four_way_ht,
+                reserved: 0,
+                explicit: "",
+                options,
+                state: st(&all.difference(&list(&[3, 11, 4, 5, 6, 7]))),
+                pod: ("fakeContainer5", 72000, 72000),
+                hint: None,
+                want: Ok(leak(sock0.to_string())),
+            },
+            // Two full cores on three sockets plus partial cores: the full cores.
+            AddCase {
+                description: "GuPodMultipleCores, topoQuadSocketFourWayHT, ExpectAllocAllFullCoresFromThreeSockets",
+                topo: quad_socket_four_way_ht,
+                reserved: 0,
+                explicit: "",
+                options,
+                state: st(&three_sockets),
+                pod: ("fakeCcontainer5", 12000, 12000),
+                hint: None,
+                want: Ok(leak(
+                    list(&[1, 25, 13, 38, 11, 35, 23, 48, 53, 173, 113, 233]).to_string(),
+                )),
+            },
+            // All of socket 1, one full core and partial cores: socket 1 and the full core.
+            AddCase {
+                description: "GuPodMultipleCores, topoQuadSocketFourWayHT, ExpectAllocAllSock1+FullCore",
+                topo: quad_socket_four_way_ht,
+                reserved: 0,
+                explicit: "",
+                options,
+                state: st(&sock1_plus),
+                pod: ("fakeContainer5", 76000, 76000),
+                hint: None,
+                want: Ok(leak(sock1.union(&list(&[10, 34, 22, 47])).to_string())),
+            },
+        ]
+    };
+    let mut cases: Vec<AddCase> = insensitive(&[]).into_iter().collect();
+    cases.extend(insensitive(&[("full-pcpus-only", "true")]));
+    let partial = list(&[10, 11, 53, 67, 52]);
+    let seven = list(&[10, 11, 53, 37, 55, 67, 52]);
+    cases.extend([
+        // Only partial cores are free anywhere: all of them.
+        AddCase {
+            description: "GuPodMultipleCores, topoQuadSocketFourWayHT, ExpectAllocCPUs",
+            topo: quad_socket_four_way_ht,
+            reserved: 0,
+            explicit: "",
+            options: &[],
+            state: {
+                // Upstream's row: CPUs 37 and 55 are in neither the pool nor the assignment.
+                let mut s = st(&seven);
+                s.set_default_cpu_set(partial.clone());
+                s
+            },
+            pod: ("fakeContainer5", 5000, 5000),
+            hint: None,
+            want: Ok(leak(partial.to_string())),
+        },
+        AddCase {
+            description: "GuPodMultipleCores, topoQuadSocketFourWayHT, NoAlloc",
+            topo: quad_socket_four_way_ht,
+            reserved: 0,
+            explicit: "",
+            options: &[],
+            state: st(&seven),
+            pod: ("fakeContainer5", 76000, 76000),
+            hint: None,
+            want: Err(not_enough(76, 7)),
+        },
+        // SMT level 4: 15 CPUs are not whole cores.
+        AddCase {
+            description: "GuPodMultipleCores, topoQuadSocketFourWayHT, ExpectAllocOneCPUs",
+            topo: quad_socket_four_way_ht,
+            reserved: 8,
+            explicit: "",
+            options: &[("full-pcpus-only", "true")],
+            state: CpuState::new(all.clone(), ContainerCpuAssignments::new()),
+            pod: ("fakeContainer15", 15000, 15000),
+            hint: None,
+            want: Err(AllocateError::SmtAlignment(SmtAlignmentError {
+                requested_cpus: 15,
+                cpus_per_core: 4,
+                available_physical_cpus: 0,
+                caused_by_physical_cpus: false,
+            })),
+        },
+    ]);
+    assert_eq!(cases.len(), 9);
+    for case in cases {
+        run_add(case);
+    }
 }

@@ -3,6 +3,8 @@
 
 use corral_topology::{Container, ContainerRestartPolicy, Pod};
 
+pub mod static_cases;
+
 /// A container with CPU request/limit (millicores) and 1G of memory.
 pub fn container(name: &str, request: i64, limit: i64) -> Container {
     let mut c = Container::new(name);

@@ -1,0 +1,201 @@
+//! Ported tables of upstream `policy_static_test.go` (v1.32) about explicit reserved CPUs,
+//! option parsing and error texts: `TestStaticPolicyStartWithResvList`,
+//! `TestStaticPolicyAddWithResvList`, `TestStaticPolicyDoNotReuseCPUs`,
+//! `TestStaticPolicyOptions` and `TestSMTAlignmentErrorText`.
+
+use std::collections::BTreeMap;
+
+use corral_cpumgr::{
+    ContainerCpuAssignments, CpuState, Policy, SmtAlignmentError, StaticPolicy,
+    StaticPolicyOptions,
+};
+use corral_topology::{PolicyName, TopologyHint};
+
+#[allow(unused_imports)]
+use corral_cpumgr::TopologyIndex;
+#[path = "../src/test_fixtures.rs"]
+mod fixtures;
+mod support;
+use fixtures::*;
+use support::static_cases::*;
+use support::*;
+
+/// Upstream `TestStaticPolicyStartWithResvList`: (description, reserved count, reserved
+/// list, options, default set, expected pool or error).
+#[test]
+fn static_policy_start_with_resv_list() {
+    const STRICT: &[(&str, &str)] = &[("strict-cpu-reservation", "true")];
+    let cases: [(&str, usize, &str, &[(&str, &str)], &str, Result<&str, &str>); 4] = [
+        ("empty cpuset", 2, "0-1", &[], "", Ok("0-11")),
+        (
+            "empty cpuset with StrictCPUReservationOption enabled",
+            2,
+            "0-1",
+            STRICT,
+            "",
+            Ok("2-11"),
+        ),
+        (
+            "reserved cores 0 & 1 are not present in available cpuset",
+            2,
+            "0-1",
+            &[],
+            "2-5",
+            Err("not all reserved cpus: \"0-1\" are present in defaultCpuSet: \"2-5\""),
+        ),
+        (
+            "reserved cores 0 & 1 are present in available cpuset with StrictCPUReservationOption enabled",
+            2,
+            "0-1",
+            STRICT,
+            "0-5",
+            Err("some of strictly reserved cpus: \"0-1\" are present in defaultCpuSet: \"0-5\""),
+        ),
+    ];
+    for (description, n, reserved, options, default, want) in cases {
+        let mut p = policy(dual_socket_ht(), n, reserved, options);
+        let mut st = state(default, &[]);
+        match (p.start(&mut st), want) {
+            (Ok(()), Ok(pool)) => assert_eq!(st.default_cpu_set(), &set(pool), "{description}"),
+            (got, want) => assert_eq!(
+                got.map_err(|e| e.to_string()),
+                want.map(|_| ()).map_err(str::to_owned),
+                "{description}"
+            ),
+        }
+    }
+    // "inconsistency between numReservedCPUs and reserved": refused by NewStaticPolicy.
+    let err = StaticPolicy::new(
+        dual_socket_ht(),
+        1,
+        &set("0-1"),
+        StaticPolicyOptions::default(),
+        PolicyName::None,
+    )
+    .unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "[cpumanager] unable to reserve the required amount of CPUs (size of 0-1 did not equal 1)"
+    );
+}
+
+/// Upstream `TestStaticPolicyAddWithResvList`.
+#[test]
+fn static_policy_add_with_resv_list() {
+    let cases = [
+        AddCase {
+            description: "GuPodSingleCore, SingleSocketHT, ExpectError",
+            topo: single_socket_ht,
+            reserved: 1,
+            explicit: "0",
+            options: &[],
+            state: state("0-7", &[]),
+            pod: ("fakeContainer2", 8000, 8000),
+            hint: None,
+            want: Err(not_enough(8, 7)),
+        },
+        AddCase {
+            description: "GuPodSingleCore, SingleSocketHT, ExpectAllocOneCPU",
+            topo: single_socket_ht,
+            reserved: 2,
+            explicit: "0-1",
+            options: &[],
+            state: state("0-7", &[]),
+            pod: ("fakeContainer2", 1000, 1000),
+            hint: None,
+            want: Ok("4"),
+        },
+        AddCase {
+            description: "GuPodMultipleCores, SingleSocketHT, ExpectAllocOneCore",
+            topo: single_socket_ht,
+            reserved: 2,
+            explicit: "0-1",
+            options: &[],
+            state: state("0-1,4-5", &[("fakePod", "fakeContainer100", "2-3,6-7")]),
+            pod: ("fakeContainer3", 2000, 2000),
+            hint: None,
+            want: Ok("4-5"),
+        },
+    ];
+    for case in cases {
+        run_add(case);
+    }
+}
+
+/// Upstream `TestStaticPolicyDoNotReuseCPUs`: a restartable init container (sidecar) keeps
+/// its CPUs, the app container gets others.
+#[test]
+fn static_policy_do_not_reuse_cpus() {
+    let mut p = policy(single_socket_ht(), 0, "", &[]);
+    let pod = make_pod_with_sidecars("podUID", &[(4000, true)], &[2000]);
+    let mut st = CpuState::new(set("0-7"), ContainerCpuAssignments::new());
+    for (_, c) in pod.all_containers() {
+        p.allocate(&mut st, &pod, c, TopologyHint::default())
+            .unwrap();
+    }
+    assert_eq!(st.default_cpu_set(), &set("3,7"));
+}
+
+/// Upstream `TestStaticPolicyOptions`: (description, options, parsed value or error).
+#[test]
+fn static_policy_options() {
+    let full = StaticPolicyOptions {
+        full_physical_cpus_only: true,
+        ..StaticPolicyOptions::default()
+    };
+    let cases: [(&str, &[(&str, &str)], Option<StaticPolicyOptions>); 7] = [
+        ("nil args", &[], Some(StaticPolicyOptions::default())),
+        ("empty args", &[], Some(StaticPolicyOptions::default())),
+        ("bad single arg", &[("badValue1", "")], None),
+        (
+            "bad multiple arg",
+            &[("badValue1", ""), ("badvalue2", "aaaa")],
+            None,
+        ),
+        ("good arg", &[("full-pcpus-only", "true")], Some(full)),
+        ("good arg, bad value", &[("full-pcpus-only", "enabled!")], None),
+        (
+            "bad arg intermixed",
+            &[("full-pcpus-only", "1"), ("badvalue2", "lorem ipsum")],
+            None,
+        ),
+    ];
+    for (description, options, want) in cases {
+        let map: BTreeMap<String, String> = options
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect();
+        assert_eq!(
+            StaticPolicyOptions::from_map(&map).ok(),
+            want,
+            "{description}"
+        );
+    }
+}
+
+/// Upstream `TestSMTAlignmentErrorText`.
+#[test]
+fn smt_alignment_error_text() {
+    let err = |requested_cpus, cpus_per_core, available_physical_cpus, caused_by_physical_cpus| {
+        SmtAlignmentError {
+            requested_cpus,
+            cpus_per_core,
+            available_physical_cpus,
+            caused_by_physical_cpus,
+        }
+        .to_string()
+    };
+    assert_eq!(
+        err(15, 4, 0, false),
+        "SMT Alignment Error: requested 15 cpus not multiple cpus per core = 4"
+    );
+    // No physical CPUs at all, flag missing: the old message.
+    assert_eq!(
+        err(4, 2, 0, false),
+        "SMT Alignment Error: requested 4 cpus not multiple cpus per core = 2"
+    );
+    assert_eq!(
+        err(4, 2, 0, true),
+        "SMT Alignment Error: not enough free physical CPUs: available physical CPUs = 0, requested CPUs = 4, CPUs per core = 2"
+    );
+}
