@@ -110,10 +110,11 @@ fn split(table: &ResourceDevices, available: &BitSet, affinity: Option<NumaMask>
         };
     };
     let bits = mask.as_u64();
+    let len = table.listed.len().max(available.len()) + 64;
     let mut out = Split {
-        aligned: BitSet::default(),
-        unaligned: BitSet::default(),
-        no_affinity: BitSet::default(),
+        aligned: BitSet::with_len(len),
+        unaligned: BitSet::with_len(len),
+        no_affinity: BitSet::with_len(len),
     };
     for i in available.iter() {
         let listed = table.listed.contains(i);

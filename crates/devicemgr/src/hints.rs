@@ -6,39 +6,61 @@
 //! first grouped by their NUMA bits, so each mask is checked against the few distinct
 //! placements instead of thousands of devices; the answer is the same.
 
-use std::collections::BTreeMap;
-
 use corral_topology::{NumaMask, TopologyHint};
 
-/// Devices grouped by NUMA bits: `(bits, count)`.
+/// Devices grouped by NUMA bits: `(bits, count)`. Machines have few distinct placements,
+/// so a short vector searched linearly is fastest; a plugin reporting many distinct
+/// placements moves the groups into a hash map.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct PlacementCounts {
-    groups: BTreeMap<u64, usize>,
+    groups: Vec<(u64, usize)>,
+    many: Option<std::collections::HashMap<u64, usize>>,
 }
+
+/// Distinct placements kept in the vector before switching to the map.
+const FEW: usize = 32;
 
 impl PlacementCounts {
     /// Count one device with these NUMA bits.
     pub(crate) fn add(&mut self, bits: u64) {
-        *self.groups.entry(bits).or_default() += 1;
+        if let Some(many) = &mut self.many {
+            *many.entry(bits).or_default() += 1;
+            return;
+        }
+        if let Some((_, n)) = self.groups.iter_mut().find(|(b, _)| *b == bits) {
+            *n += 1;
+        } else if self.groups.len() < FEW {
+            self.groups.push((bits, 1));
+        } else {
+            let mut many: std::collections::HashMap<u64, usize> = self.groups.drain(..).collect();
+            many.insert(bits, 1);
+            self.many = Some(many);
+        }
+    }
+
+    fn iter(&self) -> Box<dyn Iterator<Item = (u64, usize)> + '_> {
+        match &self.many {
+            Some(many) => Box::new(many.iter().map(|(b, n)| (*b, *n))),
+            None => Box::new(self.groups.iter().copied()),
+        }
     }
 
     /// Devices with any bit in `mask`.
     fn in_mask(&self, mask: u64) -> usize {
-        self.groups
-            .iter()
-            .filter(|(bits, _)| *bits & mask != 0)
+        self.iter()
+            .filter(|(bits, _)| bits & mask != 0)
             .map(|(_, n)| n)
             .sum()
     }
 
     /// Whether every group has a bit in `mask`.
     fn all_in(&self, mask: u64) -> bool {
-        self.groups.keys().all(|bits| bits & mask != 0)
+        self.iter().all(|(bits, _)| bits & mask != 0)
     }
 
     /// Total devices.
     fn total(&self) -> usize {
-        self.groups.values().sum()
+        self.iter().map(|(_, n)| n).sum()
     }
 }
 
@@ -109,6 +131,18 @@ mod tests {
             generate(&[0, 1], &input, 1),
             vec![hint(&[0], true), hint(&[1], true), hint(&[0, 1], false)]
         );
+    }
+
+    #[test]
+    fn many_placements_switch_to_a_map() {
+        let mut c = PlacementCounts::default();
+        for bits in 0..100u64 {
+            c.add(bits);
+            c.add(bits);
+        }
+        assert_eq!(c.total(), 200);
+        assert_eq!(c.in_mask(1), 100);
+        assert!(!c.all_in(u64::MAX), "bits 0 meets no mask");
     }
 
     #[test]

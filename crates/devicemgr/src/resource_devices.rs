@@ -69,6 +69,8 @@ pub(crate) struct ResourceDevices {
     pub(crate) has_allocated: bool,
     /// Some listed device has a NUMA node (upstream `deviceHasTopologyAlignment`).
     pub(crate) topology_aligned: bool,
+    /// Listed devices grouped by NUMA bits, for hint generation.
+    pub(crate) placements: crate::hints::PlacementCounts,
 }
 
 impl ResourceDevices {
@@ -130,9 +132,11 @@ impl ResourceDevices {
         let mut healthy = BitSet::with_len(listed.len());
         let mut unhealthy = BitSet::with_len(listed.len());
         let mut aligned = false;
+        let mut placements = crate::hints::PlacementCounts::default();
         for (i, device) in listed.iter().enumerate() {
             ids.push(device.id.clone());
             let slot = Slot::of(device);
+            placements.add(slot.bits);
             aligned |= slot.has_topology();
             slots.push(slot);
             listed_bits.insert(i);
@@ -165,6 +169,7 @@ impl ResourceDevices {
             }
         }
         self.topology_aligned = aligned;
+        self.placements = placements;
         self.has_all = true;
         self.has_healthy = true;
         self.has_unhealthy = true;

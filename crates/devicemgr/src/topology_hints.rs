@@ -16,10 +16,10 @@ fn hint_input<'a>(
     available: impl Iterator<Item = usize>,
     reusable: impl Iterator<Item = &'a String>,
 ) -> HintInput {
-    let mut input = HintInput::default();
-    for i in table.listed.iter() {
-        input.all.add(table.slot(i).bits);
-    }
+    let mut input = HintInput {
+        all: table.placements.clone(),
+        ..HintInput::default()
+    };
     for i in available {
         if table.listed.contains(i) {
             input.available.add(table.slot(i).bits);
