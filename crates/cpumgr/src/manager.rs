@@ -565,9 +565,19 @@ impl CpuManager {
                 let (cpus, last) = {
                     let mut inner = self.lock();
                     inner.containers.add(&pod.uid, name, &id);
+                    // As upstream, an empty assignment is skipped (reported below), except
+                    // for an init container whose CPUs corral handed back: it runs in the
+                    // shared pool.
+                    let released_init = pod
+                        .init_containers
+                        .iter()
+                        .any(|c| c.name == name && !c.is_restartable());
                     let cpus = match inner.state.cpu_set(&pod.uid, name) {
-                        Some(cpus) if !cpus.is_empty() => cpus.clone(),
-                        _ => inner.state.default_cpu_set().clone(),
+                        Some(cpus) if cpus.is_empty() && released_init => {
+                            inner.state.default_cpu_set().clone()
+                        }
+                        Some(cpus) => cpus.clone(),
+                        None => inner.state.default_cpu_set().clone(),
                     };
                     let last = inner.last_update.cpu_set_or_default(&pod.uid, name).clone();
                     (cpus, last)
