@@ -3,6 +3,7 @@
 
 use corral_topology::{Container, ContainerRestartPolicy, Pod};
 
+pub mod harness;
 pub mod static_cases;
 
 /// A container with CPU request/limit (millicores) and 1G of memory.

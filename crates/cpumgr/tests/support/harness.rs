@@ -1,0 +1,184 @@
+//! `cpu_manager_test.go`'s doubles: a policy that skips `Start`'s validation (upstream's tests
+//! build a `manager` around a `mockState` and never call `Start`), upstream's `mockPolicy`, a
+//! pod source (`activePods` + `mockPodStatusProvider`), a runtime with a settable error
+//! (`mockRuntimeService`) and a backend whose writes can be made to fail.
+#![allow(dead_code, unreachable_pub)]
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use corral_checkpoint::{CheckpointError, CpuManagerCheckpoint};
+use corral_cpumgr::{
+    AllocateError, ContainerMap, ContainerRuntime, CpuManager, CpuState, MemoryBackend, PodSource,
+    PodStatus, Policy, RuntimeError, StateBackend, StateIoError, TakeError, TopologyIndex,
+    ValidationError,
+};
+use corral_topology::{Container, CpuSet, Pod, ProviderHints, TopologyHint};
+
+/// Delegates to the wrapped policy, except that `start` accepts the state as it is.
+#[derive(Debug)]
+pub struct Unvalidated<P>(pub P);
+
+impl<P: Policy> Policy for Unvalidated<P> {
+    fn name(&self) -> &'static str {
+        self.0.name()
+    }
+    fn start(&mut self, _state: &mut CpuState) -> Result<(), ValidationError> {
+        Ok(())
+    }
+    fn allocate(
+        &mut self,
+        state: &mut CpuState,
+        pod: &Pod,
+        container: &Container,
+        affinity: TopologyHint,
+    ) -> Result<(), AllocateError> {
+        self.0.allocate(state, pod, container, affinity)
+    }
+    fn remove_container(&mut self, state: &mut CpuState, pod_uid: &str, container: &str) {
+        self.0.remove_container(state, pod_uid, container);
+    }
+    fn topology_hints(&self, state: &CpuState, pod: &Pod, container: &Container) -> ProviderHints {
+        self.0.topology_hints(state, pod, container)
+    }
+    fn pod_topology_hints(&self, state: &CpuState, pod: &Pod) -> ProviderHints {
+        self.0.pod_topology_hints(state, pod)
+    }
+    fn allocatable_cpus(&self, state: &CpuState) -> CpuSet {
+        self.0.allocatable_cpus(state)
+    }
+    fn release_terminated_init_container(
+        &mut self,
+        state: &mut CpuState,
+        pod: &Pod,
+        container: &str,
+    ) -> bool {
+        self.0.release_terminated_init_container(state, pod, container)
+    }
+}
+
+/// Upstream `mockPolicy{err}`: every allocation fails (corral's `Policy::remove_container`
+/// cannot fail, so only `Allocate` carries the error).
+#[derive(Debug)]
+pub struct FailingPolicy;
+
+impl Policy for FailingPolicy {
+    fn name(&self) -> &'static str {
+        "mock"
+    }
+    fn start(&mut self, _state: &mut CpuState) -> Result<(), ValidationError> {
+        Ok(())
+    }
+    fn allocate(
+        &mut self,
+        _: &mut CpuState,
+        _: &Pod,
+        _: &Container,
+        _: TopologyHint,
+    ) -> Result<(), AllocateError> {
+        Err(AllocateError::Take(TakeError::Failed))
+    }
+    fn remove_container(&mut self, _: &mut CpuState, _: &str, _: &str) {}
+    fn topology_hints(&self, _: &CpuState, _: &Pod, _: &Container) -> ProviderHints {
+        None
+    }
+    fn pod_topology_hints(&self, _: &CpuState, _: &Pod) -> ProviderHints {
+        None
+    }
+    fn allocatable_cpus(&self, _: &CpuState) -> CpuSet {
+        CpuSet::new()
+    }
+}
+
+/// `activePods` and `mockPodStatusProvider{podStatus, found}` (one status for every pod).
+#[derive(Debug, Default)]
+pub struct Pods {
+    /// The active pods.
+    pub pods: Mutex<Vec<Pod>>,
+    /// The status every pod reports; `None` = not found.
+    pub status: Mutex<Option<PodStatus>>,
+}
+
+impl PodSource for Pods {
+    fn active_pods(&self) -> Vec<Pod> {
+        self.pods.lock().unwrap().clone()
+    }
+    fn pod_status(&self, _uid: &str) -> Option<PodStatus> {
+        self.status.lock().unwrap().clone()
+    }
+}
+
+/// `mockRuntimeService{err}`, recording the updates it accepted.
+#[derive(Debug, Default)]
+pub struct Runtime {
+    /// The error every update returns, if any.
+    pub err: Mutex<Option<String>>,
+    /// (container id, cpuset) of every accepted update.
+    pub updates: Mutex<Vec<(String, String)>>,
+}
+
+impl ContainerRuntime for Runtime {
+    fn update_container_cpuset(&self, id: &str, cpus: &CpuSet) -> Result<(), RuntimeError> {
+        if let Some(e) = self.err.lock().unwrap().clone() {
+            return Err(RuntimeError(e));
+        }
+        self.updates
+            .lock()
+            .unwrap()
+            .push((id.to_owned(), cpus.to_string()));
+        Ok(())
+    }
+}
+
+/// A memory backend whose writes fail while `fail` is set.
+#[derive(Debug, Clone, Default)]
+pub struct FlakyBackend {
+    /// The stored bytes.
+    pub inner: MemoryBackend,
+    /// Whether writes fail.
+    pub fail: Arc<AtomicBool>,
+}
+
+impl StateBackend for FlakyBackend {
+    fn load(&mut self) -> Result<Option<Vec<u8>>, StateIoError> {
+        self.inner.load()
+    }
+    fn store(&mut self, checkpoint: &CpuManagerCheckpoint) -> Result<(), StateIoError> {
+        if self.fail.load(Ordering::SeqCst) {
+            return Err(StateIoError {
+                location: self.location(),
+                source: CheckpointError::Io {
+                    op: "write",
+                    path: "cpu_manager_state".into(),
+                    source: std::io::Error::other("disk full"),
+                },
+            });
+        }
+        self.inner.store(checkpoint)
+    }
+    fn location(&self) -> String {
+        "<flaky>".to_owned()
+    }
+}
+
+/// A started manager around `policy` whose state is exactly `state` (written as the
+/// checkpoint it restores), with the given doubles.
+pub fn manager_with_state(
+    index: Arc<TopologyIndex>,
+    policy: Box<dyn Policy>,
+    state: &CpuState,
+    pods: Arc<Pods>,
+    runtime: Arc<Runtime>,
+) -> CpuManager {
+    let backend = MemoryBackend::new();
+    let mut writer: Box<dyn StateBackend> = Box::new(backend.clone());
+    writer
+        .store(&state.to_checkpoint(policy.name()))
+        .expect("memory store");
+    let manager = CpuManager::with_policy(index, policy, Duration::from_secs(10));
+    manager
+        .start(Box::new(backend), pods, runtime, ContainerMap::new())
+        .expect("start");
+    manager
+}
