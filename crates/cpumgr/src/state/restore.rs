@@ -63,7 +63,8 @@ pub enum RestoreError {
     },
     /// The default CPU set does not parse (upstream's message).
     #[error(
-        "could not restore CPU manager state from {file}: could not parse default cpu set {text:?}: {source}; the file is damaged: drain this node, delete {file} and restart"
+        "could not restore CPU manager state from {file}: could not parse default cpu set {text:?}: {}; the file is damaged: drain this node, delete {file} and restart",
+        go_parse_message(source)
     )]
     DefaultCpuSet {
         /// The checkpoint file.
@@ -76,7 +77,8 @@ pub enum RestoreError {
     },
     /// A container's CPU set does not parse (upstream's message).
     #[error(
-        "could not restore CPU manager state from {file}: could not parse cpuset {text:?} for container {container:?} in pod {pod:?}: {source}; the file is damaged: drain this node, delete {file} and restart"
+        "could not restore CPU manager state from {file}: could not parse cpuset {text:?} for container {container:?} in pod {pod:?}: {}; the file is damaged: drain this node, delete {file} and restart",
+        go_parse_message(source)
     )]
     ContainerCpuSet {
         /// The checkpoint file.
@@ -102,6 +104,20 @@ pub enum RestoreError {
         #[source]
         source: Box<StateIoError>,
     },
+}
+
+/// The text upstream's `cpuset.Parse` error has (`strconv.Atoi: parsing "1.3": invalid
+/// syntax`), so restore errors read as a kubelet's do.
+fn go_parse_message(e: &CpuSetParseError) -> String {
+    match e {
+        CpuSetParseError::InvalidNumber { number, .. } => {
+            format!("strconv.Atoi: parsing {number:?}: invalid syntax")
+        }
+        CpuSetParseError::OutOfRange { number, .. } => {
+            format!("strconv.Atoi: parsing {number:?}: value out of range")
+        }
+        other => other.to_string(),
+    }
 }
 
 /// Restore the state for `policy_name` from `backend` (upstream `NewCheckpointState` +
