@@ -1,0 +1,289 @@
+//! Ported tables of upstream `state/state_checkpoint_test.go` (v1.32) against real files:
+//! `TestCheckpointStateRestore`, `TestCheckpointStateStore`, `TestCheckpointStateHelpers`,
+//! `TestCheckpointStateClear`, `TestGetCPUSetOrDefault`; and `state_compatibility_test.go`'s
+//! round trip (upstream's second format, `state_file.go`, no longer exists, so both of its
+//! tests reduce to: what corral writes, a kubelet reads back as the same state).
+//!
+//! The checkpoint texts are upstream's, byte for byte, with the checksums upstream computed
+//! (its `MockCheckpoint` writes them unchanged): corral must accept and refuse exactly them.
+
+use corral_checkpoint::{CPU_MANAGER_FILE, CheckpointStore};
+use corral_cpumgr::{
+    CheckpointBackend, ContainerCpuAssignments, CpuState, RestoreError, StateBackend, restore,
+};
+use corral_topology::CpuSet;
+
+fn set(s: &str) -> CpuSet {
+    s.parse().unwrap()
+}
+
+fn state(default: &str, assignments: &[(&str, &str, &str)]) -> CpuState {
+    let mut a = ContainerCpuAssignments::new();
+    for (pod, c, cpus) in assignments {
+        a.entry((*pod).to_owned())
+            .or_default()
+            .insert((*c).to_owned(), set(cpus));
+    }
+    CpuState::new(set(default), a)
+}
+
+/// A checkpoint store in a fresh temporary directory, holding `content` when not empty.
+fn store_with(content: &str) -> (tempfile::TempDir, CheckpointStore) {
+    let dir = tempfile::tempdir().unwrap();
+    let store = CheckpointStore::open(dir.path()).unwrap();
+    if !content.trim().is_empty() {
+        store
+            .write_bytes(CPU_MANAGER_FILE, content.as_bytes())
+            .unwrap();
+    }
+    (dir, store)
+}
+
+fn initial_containers(id: &str) -> Option<(String, String)> {
+    match id {
+        "containerID1" => Some(("pod".into(), "container1".into())),
+        "containerID2" => Some(("pod".into(), "container2".into())),
+        _ => None,
+    }
+}
+
+/// Upstream `TestCheckpointStateRestore`: (description, file content, policy, expected
+/// state or the text the error must contain).
+#[test]
+fn checkpoint_state_restore() {
+    let two = [("pod", "container1", "4-6"), ("pod", "container2", "1-3")];
+    let rows: Vec<(&str, &str, &str, Result<CpuState, &str>)> = vec![
+        ("Restore non-existing checkpoint", "", "none", Ok(state("", &[]))),
+        (
+            "Restore default cpu set",
+            r#"{
+				"policyName": "none",
+				"defaultCPUSet": "4-6",
+				"entries": {},
+				"checksum": 354655845
+			}"#,
+            "none",
+            Ok(state("4-6", &[])),
+        ),
+        (
+            "Restore valid checkpoint",
+            r#"{
+				"policyName": "none",
+				"defaultCPUSet": "1-3",
+				"entries": {
+					"pod": {
+						"container1": "4-6",
+						"container2": "1-3"
+					}
+				},
+				"checksum": 3610638499
+			}"#,
+            "none",
+            Ok(state("1-3", &two)),
+        ),
+        (
+            "Restore checkpoint with invalid checksum",
+            r#"{
+				"policyName": "none",
+				"defaultCPUSet": "4-6",
+				"entries": {},
+				"checksum": 1337
+			}"#,
+            "none",
+            Err("checksum"),
+        ),
+        (
+            "Restore checkpoint with invalid JSON",
+            "{",
+            "none",
+            Err("could not restore CPU manager state"),
+        ),
+        (
+            "Restore checkpoint with invalid policy name",
+            r#"{
+				"policyName": "other",
+				"defaultCPUSet": "1-3",
+				"entries": {},
+				"checksum": 1394507217
+			}"#,
+            "none",
+            Err(r#"configured policy "none" differs from state checkpoint policy "other""#),
+        ),
+        (
+            "Restore checkpoint with unparsable default cpu set",
+            r#"{
+				"policyName": "none",
+				"defaultCPUSet": "1.3",
+				"entries": {},
+				"checksum": 3021697696
+			}"#,
+            "none",
+            Err(r#"could not parse default cpu set "1.3": strconv.Atoi: parsing "1.3": invalid syntax"#),
+        ),
+        (
+            "Restore checkpoint with unparsable assignment entry",
+            r#"{
+				"policyName": "none",
+				"defaultCPUSet": "1-3",
+				"entries": {
+					"pod": {
+						"container1": "4-6",
+						"container2": "asd"
+					}
+				},
+				"checksum": 962272150
+			}"#,
+            "none",
+            Err(r#"could not parse cpuset "asd" for container "container2" in pod "pod": strconv.Atoi: parsing "asd": invalid syntax"#),
+        ),
+        (
+            "Restore checkpoint from checkpoint with v1 checksum",
+            r#"{
+				"policyName": "none",
+				"defaultCPUSet": "1-3",
+				"checksum": 1694838852
+			}"#,
+            "none",
+            Ok(state("1-3", &[])),
+        ),
+        (
+            "Restore checkpoint with migration",
+            r#"{
+				"policyName": "none",
+				"defaultCPUSet": "1-3",
+				"entries": {
+					"containerID1": "4-6",
+					"containerID2": "1-3"
+				},
+				"checksum": 3680390589
+			}"#,
+            "none",
+            Ok(state("1-3", &two)),
+        ),
+    ];
+    for (description, content, policy, want) in rows {
+        let (dir, store) = store_with(content);
+        let mut backend = CheckpointBackend::new(store);
+        let got = restore(&mut backend, policy, &initial_containers);
+        match (got, want) {
+            (Ok(restored), Ok(want)) => assert_eq!(restored.state, want, "{description}"),
+            (Err(e), Err(text)) => {
+                let msg = e.to_string();
+                assert!(msg.contains(text), "{description}: {msg}");
+                // Every refusal names the file and what to do.
+                let file = dir.path().join(CPU_MANAGER_FILE).display().to_string();
+                assert!(msg.contains(&file), "{description}: {msg}");
+                assert!(msg.contains("restart"), "{description}: {msg}");
+            }
+            (got, want) => panic!("{description}: got {got:?}, want {want:?}"),
+        }
+    }
+}
+
+/// Upstream "Restore checkpoint with invalid checksum": the refusal is typed, not a
+/// fallback to an empty state.
+#[test]
+fn checkpoint_state_restore_invalid_checksum_is_typed() {
+    let (_dir, store) = store_with(
+        r#"{"policyName": "none", "defaultCPUSet": "4-6", "entries": {}, "checksum": 1337}"#,
+    );
+    let err = restore(&mut CheckpointBackend::new(store), "none", &|_| None).unwrap_err();
+    assert!(matches!(err, RestoreError::Read { .. }), "{err}");
+}
+
+/// Upstream `TestCheckpointStateStore`: what one state instance stores, a second restores.
+#[test]
+fn checkpoint_state_store() {
+    let rows = [
+        ("Store default cpu set", state("1-3", &[])),
+        (
+            "Store assignments",
+            state("", &[("pod", "container1", "1,5,8")]),
+        ),
+    ];
+    for (description, want) in rows {
+        let (_dir, store) = store_with("");
+        let mut cs1 = CheckpointBackend::new(store.clone());
+        restore(&mut cs1, "none", &|_| None).unwrap();
+        cs1.store(&want.to_checkpoint("none")).unwrap();
+        let mut cs2 = CheckpointBackend::new(store);
+        let restored = restore(&mut cs2, "none", &|_| None).unwrap();
+        assert_eq!(restored.state, want, "{description}");
+    }
+}
+
+/// The rows `TestCheckpointStateHelpers` and `TestGetCPUSetOrDefault` share.
+fn helper_rows() -> [(&'static str, &'static [(&'static str, &'static str)]); 3] {
+    [
+        ("One container", &[("c1", "0-1")]),
+        ("Two containers", &[("c1", "0-1"), ("c2", "2-5")]),
+        ("Container without assigned cpus", &[("c1", "")]),
+    ]
+}
+
+/// Upstream `TestCheckpointStateHelpers`: set, get and delete one container at a time, each
+/// change persisted and read back.
+#[test]
+fn checkpoint_state_helpers() {
+    for (description, containers) in helper_rows() {
+        let (_dir, store) = store_with("");
+        let mut backend = CheckpointBackend::new(store);
+        let mut st = restore(&mut backend, "none", &|_| None).unwrap().state;
+        st.set_default_cpu_set(set("0-8"));
+        for (container, cpus) in containers {
+            st.set_cpu_set("pod", container, set(cpus));
+            backend.store(&st.to_checkpoint("none")).unwrap();
+            let back = restore(&mut backend, "none", &|_| None).unwrap().state;
+            assert_eq!(back.cpu_set("pod", container), Some(&set(cpus)), "{description}");
+            st.delete("pod", container);
+            backend.store(&st.to_checkpoint("none")).unwrap();
+            let back = restore(&mut backend, "none", &|_| None).unwrap().state;
+            assert_eq!(back.cpu_set("pod", container), None, "{description}");
+        }
+    }
+}
+
+/// Upstream `TestCheckpointStateClear`.
+#[test]
+fn checkpoint_state_clear() {
+    let (_dir, store) = store_with("");
+    let mut backend = CheckpointBackend::new(store);
+    let mut st = restore(&mut backend, "none", &|_| None).unwrap().state;
+    st.set_default_cpu_set(set("1,5,10"));
+    st.set_assignments(state("", &[("pod", "container1", "1,4")]).assignments().clone());
+    st.clear();
+    backend.store(&st.to_checkpoint("none")).unwrap();
+    let back = restore(&mut backend, "none", &|_| None).unwrap().state;
+    assert!(back.default_cpu_set().is_empty());
+    assert_eq!(back.cpu_set("pod", "container1"), None);
+}
+
+/// Upstream `TestGetCPUSetOrDefault`.
+#[test]
+fn get_cpu_set_or_default() {
+    for (description, containers) in helper_rows() {
+        let mut st = state("0-8", &[]);
+        for (container, cpus) in containers {
+            st.set_cpu_set("pod", container, set(cpus));
+            assert_eq!(st.cpu_set_or_default("pod", container), &set(cpus), "{description}");
+            st.delete("pod", container);
+            assert_eq!(st.cpu_set_or_default("pod", container), &set("0-8"), "{description}");
+        }
+    }
+}
+
+/// Upstream `state_compatibility_test.go` (`TestFileToCheckpointCompatibility`,
+/// `TestCheckpointToFileCompatibility`) on its state: written by corral, restored as the
+/// same state, and the file is a kubelet checkpoint (its checksum verifies on restore).
+#[test]
+fn state_compatibility_round_trip() {
+    let want = state("1-3", &[("pod", "container1", "4-6"), ("pod", "container2", "1-3")]);
+    let (_dir, store) = store_with("");
+    let mut backend = CheckpointBackend::new(store.clone());
+    backend.store(&want.to_checkpoint("none")).unwrap();
+    let bytes = store.read_bytes(CPU_MANAGER_FILE).unwrap();
+    let text = String::from_utf8(bytes).unwrap();
+    assert!(text.contains("\"defaultCpuSet\":\"1-3\""), "{text}");
+    let restored = restore(&mut CheckpointBackend::new(store), "none", &|_| None).unwrap();
+    assert_eq!(restored.state, want);
+}
