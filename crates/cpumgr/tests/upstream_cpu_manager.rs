@@ -9,8 +9,8 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
 use corral_cpumgr::{
-    ContainerCpuAssignments, ContainerState, ContainerStatus, CpuManager, CpuState,
-    ManagerConfig, ManagerError, NonePolicy, PodStatus, StaticPolicy, StaticPolicyOptions,
+    ContainerCpuAssignments, ContainerState, ContainerStatus, CpuManager, CpuState, ManagerConfig,
+    ManagerError, NonePolicy, PodStatus, StaticPolicy, StaticPolicyOptions,
 };
 use corral_topology::{Container, CpuSet, Pod, PolicyName, TopologyHint};
 
@@ -113,11 +113,41 @@ fn cpu_manager_add_with_init_containers() {
         &'static [&'static str],
     );
     let rows: [Row; 9] = [
-        ("No Guaranteed Init CPUs", &[100], &[4000], &[""], &["0-1,4-5"]),
-        ("Equal Number of Guaranteed CPUs", &[4000], &[4000], &["0-1,4-5"], &["0-1,4-5"]),
-        ("More Init Container Guaranteed CPUs", &[6000], &[4000], &["0-2,4-6"], &["0-1,4-5"]),
-        ("Less Init Container Guaranteed CPUs", &[2000], &[4000], &["0,4"], &["0-1,4-5"]),
-        ("Multi Init Container Equal CPUs", &[2000, 2000], &[2000], &["0,4", "0,4"], &["0,4"]),
+        (
+            "No Guaranteed Init CPUs",
+            &[100],
+            &[4000],
+            &[""],
+            &["0-1,4-5"],
+        ),
+        (
+            "Equal Number of Guaranteed CPUs",
+            &[4000],
+            &[4000],
+            &["0-1,4-5"],
+            &["0-1,4-5"],
+        ),
+        (
+            "More Init Container Guaranteed CPUs",
+            &[6000],
+            &[4000],
+            &["0-2,4-6"],
+            &["0-1,4-5"],
+        ),
+        (
+            "Less Init Container Guaranteed CPUs",
+            &[2000],
+            &[4000],
+            &["0,4"],
+            &["0-1,4-5"],
+        ),
+        (
+            "Multi Init Container Equal CPUs",
+            &[2000, 2000],
+            &[2000],
+            &["0,4", "0,4"],
+            &["0,4"],
+        ),
         (
             "Multi Init Container Less CPUs",
             &[4000, 4000],
@@ -192,7 +222,14 @@ fn cpu_manager_add_with_init_containers() {
 #[test]
 fn cpu_manager_generate() {
     let topology = single_socket_four_cores_no_ht().topology().clone();
-    let cases: [(&str, &str, Option<i64>, Result<&str, &str>); 5] = [
+    // (description, policy, reserved millicores, policy name or error text)
+    type Row = (
+        &'static str,
+        &'static str,
+        Option<i64>,
+        Result<&'static str, &'static str>,
+    );
+    let cases: [Row; 5] = [
         ("set none policy", "none", None, Ok("none")),
         (
             "invalid policy name",
@@ -211,7 +248,9 @@ fn cpu_manager_generate() {
             "static policy - no CPU resources",
             "static",
             Some(0),
-            Err("the static policy requires systemreserved.cpu + kubereserved.cpu to be greater than zero"),
+            Err(
+                "the static policy requires systemreserved.cpu + kubereserved.cpu to be greater than zero",
+            ),
         ),
     ];
     for (description, policy, reserved, want) in cases {
@@ -482,14 +521,21 @@ fn reconcile_state_last_update() {
     assert_eq!(report.success[0].container_name, "fakeContainerName");
     let guaranteed = make_pod("other", "c", 2000, 2000);
     pods.pods.lock().unwrap().push(guaranteed.clone());
-    m.allocate(&guaranteed, &guaranteed.containers[0], TopologyHint::default())
-        .unwrap();
+    m.allocate(
+        &guaranteed,
+        &guaranteed.containers[0],
+        TopologyHint::default(),
+    )
+    .unwrap();
     m.reconcile_once();
     let updates = runtime.updates.lock().unwrap().clone();
     assert_eq!(updates[0], ("fakeContainerID".into(), "0-7".into()));
     let shared = m.state().default_cpu_set().to_string();
     assert_eq!(updates[1].1, shared);
-    assert_eq!(updates.iter().filter(|u| u.0 == "fakeContainerID").count(), 2);
+    assert_eq!(
+        updates.iter().filter(|u| u.0 == "fakeContainerID").count(),
+        2
+    );
 }
 
 /// Upstream `TestCPUManagerAddWithResvList`: CPU 0 reserved explicitly on the 4-CPU machine.

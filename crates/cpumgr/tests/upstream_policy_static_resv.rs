@@ -6,8 +6,7 @@
 use std::collections::BTreeMap;
 
 use corral_cpumgr::{
-    ContainerCpuAssignments, CpuState, Policy, SmtAlignmentError, StaticPolicy,
-    StaticPolicyOptions,
+    ContainerCpuAssignments, CpuState, Policy, SmtAlignmentError, StaticPolicy, StaticPolicyOptions,
 };
 use corral_topology::{PolicyName, TopologyHint};
 
@@ -20,12 +19,23 @@ use fixtures::*;
 use support::static_cases::*;
 use support::*;
 
+/// Policy options as name/value pairs.
+type Options = &'static [(&'static str, &'static str)];
+
 /// Upstream `TestStaticPolicyStartWithResvList`: (description, reserved count, reserved
 /// list, options, default set, expected pool or error).
 #[test]
 fn static_policy_start_with_resv_list() {
     const STRICT: &[(&str, &str)] = &[("strict-cpu-reservation", "true")];
-    let cases: [(&str, usize, &str, &[(&str, &str)], &str, Result<&str, &str>); 4] = [
+    type Row = (
+        &'static str,
+        usize,
+        &'static str,
+        Options,
+        &'static str,
+        Result<&'static str, &'static str>,
+    );
+    let cases: [Row; 4] = [
         ("empty cpuset", 2, "0-1", &[], "", Ok("0-11")),
         (
             "empty cpuset with StrictCPUReservationOption enabled",
@@ -143,7 +153,7 @@ fn static_policy_options() {
         full_physical_cpus_only: true,
         ..StaticPolicyOptions::default()
     };
-    let cases: [(&str, &[(&str, &str)], Option<StaticPolicyOptions>); 7] = [
+    let cases: [(&str, Options, Option<StaticPolicyOptions>); 7] = [
         ("nil args", &[], Some(StaticPolicyOptions::default())),
         ("empty args", &[], Some(StaticPolicyOptions::default())),
         ("bad single arg", &[("badValue1", "")], None),
@@ -153,7 +163,11 @@ fn static_policy_options() {
             None,
         ),
         ("good arg", &[("full-pcpus-only", "true")], Some(full)),
-        ("good arg, bad value", &[("full-pcpus-only", "enabled!")], None),
+        (
+            "good arg, bad value",
+            &[("full-pcpus-only", "enabled!")],
+            None,
+        ),
         (
             "bad arg intermixed",
             &[("full-pcpus-only", "1"), ("badvalue2", "lorem ipsum")],

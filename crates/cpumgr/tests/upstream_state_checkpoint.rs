@@ -53,7 +53,12 @@ fn initial_containers(id: &str) -> Option<(String, String)> {
 fn checkpoint_state_restore() {
     let two = [("pod", "container1", "4-6"), ("pod", "container2", "1-3")];
     let rows: Vec<(&str, &str, &str, Result<CpuState, &str>)> = vec![
-        ("Restore non-existing checkpoint", "", "none", Ok(state("", &[]))),
+        (
+            "Restore non-existing checkpoint",
+            "",
+            "none",
+            Ok(state("", &[])),
+        ),
         (
             "Restore default cpu set",
             r#"{
@@ -118,7 +123,9 @@ fn checkpoint_state_restore() {
 				"checksum": 3021697696
 			}"#,
             "none",
-            Err(r#"could not parse default cpu set "1.3": strconv.Atoi: parsing "1.3": invalid syntax"#),
+            Err(
+                r#"could not parse default cpu set "1.3": strconv.Atoi: parsing "1.3": invalid syntax"#,
+            ),
         ),
         (
             "Restore checkpoint with unparsable assignment entry",
@@ -134,7 +141,9 @@ fn checkpoint_state_restore() {
 				"checksum": 962272150
 			}"#,
             "none",
-            Err(r#"could not parse cpuset "asd" for container "container2" in pod "pod": strconv.Atoi: parsing "asd": invalid syntax"#),
+            Err(
+                r#"could not parse cpuset "asd" for container "container2" in pod "pod": strconv.Atoi: parsing "asd": invalid syntax"#,
+            ),
         ),
         (
             "Restore checkpoint from checkpoint with v1 checksum",
@@ -234,7 +243,11 @@ fn checkpoint_state_helpers() {
             st.set_cpu_set("pod", container, set(cpus));
             backend.store(&st.to_checkpoint("none")).unwrap();
             let back = restore(&mut backend, "none", &|_| None).unwrap().state;
-            assert_eq!(back.cpu_set("pod", container), Some(&set(cpus)), "{description}");
+            assert_eq!(
+                back.cpu_set("pod", container),
+                Some(&set(cpus)),
+                "{description}"
+            );
             st.delete("pod", container);
             backend.store(&st.to_checkpoint("none")).unwrap();
             let back = restore(&mut backend, "none", &|_| None).unwrap().state;
@@ -250,7 +263,11 @@ fn checkpoint_state_clear() {
     let mut backend = CheckpointBackend::new(store);
     let mut st = restore(&mut backend, "none", &|_| None).unwrap().state;
     st.set_default_cpu_set(set("1,5,10"));
-    st.set_assignments(state("", &[("pod", "container1", "1,4")]).assignments().clone());
+    st.set_assignments(
+        state("", &[("pod", "container1", "1,4")])
+            .assignments()
+            .clone(),
+    );
     st.clear();
     backend.store(&st.to_checkpoint("none")).unwrap();
     let back = restore(&mut backend, "none", &|_| None).unwrap().state;
@@ -265,9 +282,17 @@ fn get_cpu_set_or_default() {
         let mut st = state("0-8", &[]);
         for (container, cpus) in containers {
             st.set_cpu_set("pod", container, set(cpus));
-            assert_eq!(st.cpu_set_or_default("pod", container), &set(cpus), "{description}");
+            assert_eq!(
+                st.cpu_set_or_default("pod", container),
+                &set(cpus),
+                "{description}"
+            );
             st.delete("pod", container);
-            assert_eq!(st.cpu_set_or_default("pod", container), &set("0-8"), "{description}");
+            assert_eq!(
+                st.cpu_set_or_default("pod", container),
+                &set("0-8"),
+                "{description}"
+            );
         }
     }
 }
@@ -277,7 +302,10 @@ fn get_cpu_set_or_default() {
 /// same state, and the file is a kubelet checkpoint (its checksum verifies on restore).
 #[test]
 fn state_compatibility_round_trip() {
-    let want = state("1-3", &[("pod", "container1", "4-6"), ("pod", "container2", "1-3")]);
+    let want = state(
+        "1-3",
+        &[("pod", "container1", "4-6"), ("pod", "container2", "1-3")],
+    );
     let (_dir, store) = store_with("");
     let mut backend = CheckpointBackend::new(store.clone());
     backend.store(&want.to_checkpoint("none")).unwrap();

@@ -26,18 +26,78 @@ use support::*;
 fn pod_guaranteed_cpus_table() {
     type C = &'static [(i64, bool)];
     let rows: [(&str, C, C, usize); 12] = [
-        ("TestCase01: if requestedCPU == 0, Pod is not Guaranteed Qos", &[(0, false)], &[(0, false)], 0),
-        ("TestCase02: if requestedCPU == 0, Pod is not Guaranteed Qos", &[(0, false)], &[(2, false)], 0),
-        ("TestCase03: if requestedCPU == 0, Pod is not Guaranteed Qos", &[(2, false)], &[(0, false)], 0),
-        ("TestCase04: Guaranteed Pod requests 2 CPUs", &[(2, false)], &[(2, false)], 2),
-        ("TestCase05: Guaranteed Pod requests 5 CPUs", &[(5, false)], &[(5, false)], 5),
-        ("TestCase06: app requests more than init", &[(2, false)], &[(5, false)], 5),
-        ("TestCase07: init requests more than app", &[(5, false)], &[(2, false)], 5),
-        ("TestCase08: Sum of CPUs requested by multiple containers", &[(2, false), (4, false)], &[(2, false), (4, false)], 6),
-        ("TestCase09: restartable init container + regular container", &[(1, true)], &[(1, false)], 2),
-        ("TestCase10: multiple restartable init containers", &[(5, false), (1, true), (2, true), (3, true)], &[(1, false)], 7),
-        ("TestCase11: multiple restartable and regular init containers", &[(5, false), (1, true), (2, true), (5, false), (3, true)], &[(1, false)], 8),
-        ("TestCase12: restartable init, regular init and regular container", &[(10, true), (200, false)], &[(100, false)], 210),
+        (
+            "TestCase01: if requestedCPU == 0, Pod is not Guaranteed Qos",
+            &[(0, false)],
+            &[(0, false)],
+            0,
+        ),
+        (
+            "TestCase02: if requestedCPU == 0, Pod is not Guaranteed Qos",
+            &[(0, false)],
+            &[(2, false)],
+            0,
+        ),
+        (
+            "TestCase03: if requestedCPU == 0, Pod is not Guaranteed Qos",
+            &[(2, false)],
+            &[(0, false)],
+            0,
+        ),
+        (
+            "TestCase04: Guaranteed Pod requests 2 CPUs",
+            &[(2, false)],
+            &[(2, false)],
+            2,
+        ),
+        (
+            "TestCase05: Guaranteed Pod requests 5 CPUs",
+            &[(5, false)],
+            &[(5, false)],
+            5,
+        ),
+        (
+            "TestCase06: app requests more than init",
+            &[(2, false)],
+            &[(5, false)],
+            5,
+        ),
+        (
+            "TestCase07: init requests more than app",
+            &[(5, false)],
+            &[(2, false)],
+            5,
+        ),
+        (
+            "TestCase08: Sum of CPUs requested by multiple containers",
+            &[(2, false), (4, false)],
+            &[(2, false), (4, false)],
+            6,
+        ),
+        (
+            "TestCase09: restartable init container + regular container",
+            &[(1, true)],
+            &[(1, false)],
+            2,
+        ),
+        (
+            "TestCase10: multiple restartable init containers",
+            &[(5, false), (1, true), (2, true), (3, true)],
+            &[(1, false)],
+            7,
+        ),
+        (
+            "TestCase11: multiple restartable and regular init containers",
+            &[(5, false), (1, true), (2, true), (5, false), (3, true)],
+            &[(1, false)],
+            8,
+        ),
+        (
+            "TestCase12: restartable init, regular init and regular container",
+            &[(10, true), (200, false)],
+            &[(100, false)],
+            210,
+        ),
     ];
     for (name, init, apps, want) in rows {
         let init: Vec<(i64, bool)> = init.iter().map(|&(n, s)| (n * 1000, s)).collect();
@@ -65,17 +125,77 @@ fn return_test_cases() -> Vec<Row> {
     let cross = |preferred| (vec![0, 1], preferred);
     let pool = "2-11";
     vec![
-        ("Request 2 CPUs, 4 available on NUMA 0, 6 available on NUMA 1", 2, "", pool, vec![first(), second(), cross(false)]),
-        ("Request 5 CPUs, 4 available on NUMA 0, 6 available on NUMA 1", 5, "", pool, vec![second(), cross(false)]),
-        ("Request 7 CPUs, 4 available on NUMA 0, 6 available on NUMA 1", 7, "", pool, vec![cross(true)]),
-        ("Request 11 CPUs, 4 available on NUMA 0, 6 available on NUMA 1", 11, "", pool, vec![]),
-        ("Request 2 CPUs, 1 available on NUMA 0, 1 available on NUMA 1", 2, "", "0,3", vec![cross(false)]),
+        (
+            "Request 2 CPUs, 4 available on NUMA 0, 6 available on NUMA 1",
+            2,
+            "",
+            pool,
+            vec![first(), second(), cross(false)],
+        ),
+        (
+            "Request 5 CPUs, 4 available on NUMA 0, 6 available on NUMA 1",
+            5,
+            "",
+            pool,
+            vec![second(), cross(false)],
+        ),
+        (
+            "Request 7 CPUs, 4 available on NUMA 0, 6 available on NUMA 1",
+            7,
+            "",
+            pool,
+            vec![cross(true)],
+        ),
+        (
+            "Request 11 CPUs, 4 available on NUMA 0, 6 available on NUMA 1",
+            11,
+            "",
+            pool,
+            vec![],
+        ),
+        (
+            "Request 2 CPUs, 1 available on NUMA 0, 1 available on NUMA 1",
+            2,
+            "",
+            "0,3",
+            vec![cross(false)],
+        ),
         ("Request more CPUs than available", 5, "", "0-3", vec![]),
-        ("Regenerate Single-Node NUMA Hints if already allocated 1/2", 2, "0,6", "", vec![first(), cross(false)]),
-        ("Regenerate Single-Node NUMA Hints if already allocated 2/2", 2, "3,9", "", vec![second(), cross(false)]),
-        ("Regenerate Cross-NUMA Hints if already allocated", 11, "0-10", "", vec![cross(true)]),
-        ("Requested less than already allocated", 2, "0,3,6,9", "", vec![]),
-        ("Requested more than already allocated", 11, "0,3,6,9", "", vec![]),
+        (
+            "Regenerate Single-Node NUMA Hints if already allocated 1/2",
+            2,
+            "0,6",
+            "",
+            vec![first(), cross(false)],
+        ),
+        (
+            "Regenerate Single-Node NUMA Hints if already allocated 2/2",
+            2,
+            "3,9",
+            "",
+            vec![second(), cross(false)],
+        ),
+        (
+            "Regenerate Cross-NUMA Hints if already allocated",
+            11,
+            "0-10",
+            "",
+            vec![cross(true)],
+        ),
+        (
+            "Requested less than already allocated",
+            2,
+            "0,3,6,9",
+            "",
+            vec![],
+        ),
+        (
+            "Requested more than already allocated",
+            11,
+            "0,3,6,9",
+            "",
+            vec![],
+        ),
     ]
 }
 
@@ -98,7 +218,12 @@ fn cpu_hints(hints: corral_topology::ProviderHints) -> Vec<Hint> {
         .flatten()
         .unwrap_or_default()
         .into_iter()
-        .map(|h| (h.numa_affinity.map(|m| m.get_bits()).unwrap_or_default(), h.preferred))
+        .map(|h| {
+            (
+                h.numa_affinity.map(|m| m.get_bits()).unwrap_or_default(),
+                h.preferred,
+            )
+        })
         .collect()
 }
 

@@ -54,7 +54,8 @@ impl<P: Policy> Policy for Unvalidated<P> {
         pod: &Pod,
         container: &str,
     ) -> bool {
-        self.0.release_terminated_init_container(state, pod, container)
+        self.0
+            .release_terminated_init_container(state, pod, container)
     }
 }
 

@@ -94,4 +94,3 @@ pub fn not_enough(requested: usize, available: usize) -> AllocateError {
         available,
     })
 }
-
