@@ -6,6 +6,8 @@ mod commands;
 mod config;
 mod logging;
 mod manifest;
+#[allow(dead_code)] // wired into `corral run` next
+mod node;
 
 use std::process::ExitCode;
 

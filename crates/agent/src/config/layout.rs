@@ -57,6 +57,11 @@ impl Layout {
         self.root.join("corral/agent.sock")
     }
 
+    /// The admitted pods, persisted by the agent.
+    pub(crate) fn pods_file(&self) -> PathBuf {
+        self.root.join("corral/pods.json")
+    }
+
     /// The directory of `cpu_manager_state`, `dra_manager_state` (the kubelet's root).
     pub(crate) fn state_dir(&self) -> &Path {
         &self.root

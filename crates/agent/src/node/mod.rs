@@ -1,0 +1,386 @@
+//! The composition: the topology manager with the CPU manager as its hint provider, the DRA
+//! manager over the plugin registry, and the admitted pods — built from an [`AgentConfig`],
+//! restored from the checkpoints under the layout's state dir.
+//!
+//! Admission runs the kubelet's sequence (topology manager scope → hints → merge → allocate
+//! CPUs; then DRA prepare), one pod at a time under one async mutex, with the synchronous
+//! managers' work on the blocking pool. Unlike upstream it is all-or-nothing: a rejection or
+//! failure part-way releases everything the pod was given (CPU assignments, affinities,
+//! claims), so every checkpoint ends byte-identical to before.
+
+mod pods;
+mod view;
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::sync::Arc;
+
+use anyhow::{Context, Result, anyhow};
+use corral_checkpoint::CheckpointStore;
+use corral_cpumgr::{CheckpointBackend, ContainerMap, ContainerRuntime, CpuManager, RuntimeError};
+use corral_dra::{PluginRegistry, PodClaims, RegistryConfig, ResourceClaim};
+use corral_topology::topologymanager::{TopologyManager, UNEXPECTED_ADMISSION_ERROR};
+use corral_topology::{CpuSet, CpuTopology, Pod};
+use k8s_openapi::api::core::v1::Pod as K8sPod;
+use k8s_openapi::api::resource::v1::ResourceClaim as K8sResourceClaim;
+
+use crate::config::AgentConfig;
+use crate::manifest::{ClaimManifest, pod_from_manifest};
+
+pub(crate) use pods::{AdmittedPod, PodBook, PodRecord};
+pub(crate) use view::PodView;
+
+/// The DRA manager as the agent runs it: drivers found through the plugin registry.
+pub(crate) type DraManager = corral_dra::Manager<Arc<PluginRegistry>>;
+
+/// What an admission answered.
+#[derive(Debug, Clone)]
+pub(crate) enum Admission {
+    /// Admitted (or already admitted): what each container holds.
+    Admitted(PodView),
+    /// Rejected, with upstream's reason string and message; nothing was kept.
+    Rejected {
+        /// e.g. `TopologyAffinityError`, `SMTAlignmentError`, `UnexpectedAdmissionError`.
+        reason: String,
+        /// The message.
+        message: String,
+    },
+}
+
+/// A container runtime for when no CRI endpoint is configured: every push fails.
+#[derive(Debug)]
+pub(crate) struct NoRuntime;
+
+impl ContainerRuntime for NoRuntime {
+    fn update_container_cpuset(&self, container_id: &str, _: &CpuSet) -> Result<(), RuntimeError> {
+        Err(RuntimeError(format!(
+            "no containerRuntimeEndpoint configured: cannot update container {container_id}"
+        )))
+    }
+}
+
+/// Every manager of one node, composed.
+pub(crate) struct Node {
+    topology: TopologyManager,
+    cpu: Arc<CpuManager>,
+    dra: DraManager,
+    registry: Arc<PluginRegistry>,
+    pods: Arc<PodBook>,
+    admission: tokio::sync::Mutex<()>,
+}
+
+impl std::fmt::Debug for Node {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Node")
+            .field("topology", &self.topology)
+            .field("cpu", &self.cpu)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Turn a persisted record back into the managers' pod.
+fn pod_of_record(record: &PodRecord) -> Result<Pod> {
+    let manifest: K8sPod = serde_json::from_value(record.pod.clone())?;
+    Ok(pod_from_manifest(&manifest)?)
+}
+
+/// A claim manifest as the DRA manager takes it.
+fn dra_claim(claim: &K8sResourceClaim) -> Result<ResourceClaim> {
+    let claim = ClaimManifest::from_k8s(claim).map_err(|e| anyhow!(e))?;
+    Ok(ResourceClaim {
+        namespace: claim.namespace,
+        name: claim.name,
+        uid: claim.uid,
+        allocation: Some(
+            claim
+                .devices
+                .into_iter()
+                .map(|d| corral_dra::AllocatedDevice {
+                    request: d.request,
+                    driver: d.driver,
+                    pool: d.pool,
+                    device: d.device,
+                })
+                .collect(),
+        ),
+        reserved_for: claim
+            .reserved_for
+            .into_iter()
+            .map(|c| corral_dra::ConsumerRef {
+                resource: c.resource,
+                name: c.name,
+                uid: c.uid,
+            })
+            .collect(),
+    })
+}
+
+/// The pod's claims resolved (corral takes claims by name; template claims need an API
+/// server and are refused by the DRA manager).
+fn pod_claims(pod: &Pod) -> Result<PodClaims, corral_dra::DraError> {
+    PodClaims::from_pod(pod, &BTreeMap::new())
+}
+
+impl Node {
+    /// Build every manager from `config` over `topology`, restoring their checkpoints under
+    /// the layout's state dir and the admitted pods from `<root>/corral/pods.json`.
+    pub(crate) fn open(
+        config: &AgentConfig,
+        topology: &CpuTopology,
+        runtime: Arc<dyn ContainerRuntime>,
+    ) -> Result<Node> {
+        let layout = &config.layout;
+        let state_dir = layout.state_dir();
+        std::fs::create_dir_all(state_dir)
+            .with_context(|| format!("creating the state dir {}", state_dir.display()))?;
+        let pods = Arc::new(PodBook::load(layout.pods_file(), pod_of_record)?);
+        let mut manager =
+            TopologyManager::new(&config.topology, &topology.numa_nodes_for_manager())
+                .context("building the topology manager")?;
+        let cpu_config = corral_cpumgr::ManagerConfig {
+            policy: config.cpu_manager_policy.clone(),
+            policy_options: config.cpu_manager_policy_options.clone(),
+            reconcile_period: config.cpu_manager_reconcile_period,
+            reserved_cpu_millis: (config.reserved_cpu_millis > 0)
+                .then_some(config.reserved_cpu_millis),
+            reserved_system_cpus: config.reserved_system_cpus.clone().unwrap_or_default(),
+            topology_manager_policy: config.topology.policy,
+        };
+        let cpu =
+            Arc::new(CpuManager::new(&cpu_config, topology).context("building the CPU manager")?);
+        let mut containers = ContainerMap::new();
+        for admitted in pods.all() {
+            for (name, id) in &admitted.record.container_ids {
+                containers.add(&admitted.pod.uid, name, id);
+            }
+        }
+        let store = CheckpointStore::open(state_dir)
+            .with_context(|| format!("opening the state dir {}", state_dir.display()))?;
+        cpu.start(
+            Box::new(CheckpointBackend::new(store)),
+            Arc::clone(&pods) as _,
+            runtime,
+            containers.clone(),
+        )
+        .context("starting the CPU manager")?;
+        manager.add_hint_provider(Arc::clone(&cpu) as _);
+        for (id, pod_uid, name) in containers.iter() {
+            manager.store().add_container(pod_uid, name, id);
+        }
+        let registry = PluginRegistry::new(RegistryConfig::new(layout.plugins_registry_dir()));
+        let dra = DraManager::open(state_dir, Arc::clone(&registry))
+            .context("restoring the DRA manager")?;
+        Ok(Node {
+            topology: manager,
+            cpu,
+            dra,
+            registry,
+            pods,
+            admission: tokio::sync::Mutex::new(()),
+        })
+    }
+
+    /// The CPU manager.
+    pub(crate) fn cpu(&self) -> &Arc<CpuManager> {
+        &self.cpu
+    }
+
+    /// The topology manager.
+    pub(crate) fn topology(&self) -> &TopologyManager {
+        &self.topology
+    }
+
+    /// The DRA plugin registry (the agent watches its directory).
+    pub(crate) fn registry(&self) -> &Arc<PluginRegistry> {
+        &self.registry
+    }
+
+    /// The admitted pods.
+    pub(crate) fn pods(&self) -> &Arc<PodBook> {
+        &self.pods
+    }
+
+    /// Admit a pod: the kubelet's admission sequence, all-or-nothing. A pod already
+    /// admitted (same uid) answers what it holds.
+    pub(crate) async fn admit(
+        self: &Arc<Self>,
+        mut manifest: K8sPod,
+        claims: Vec<K8sResourceClaim>,
+    ) -> Result<Admission> {
+        let pod = pod_from_manifest(&manifest)?;
+        manifest.metadata.uid = Some(pod.uid.clone());
+        let dra_claims = claims.iter().map(dra_claim).collect::<Result<Vec<_>>>()?;
+        let _admission = self.admission.lock().await;
+        if self.pods.get(&pod.uid).is_some() {
+            return Ok(Admission::Admitted(self.view(&pod.uid)?));
+        }
+        let node = Arc::clone(self);
+        let admitting = pod.clone();
+        let result = tokio::task::spawn_blocking(move || node.topology.admit(&admitting))
+            .await
+            .context("the topology manager's admission panicked")?;
+        if !result.admit {
+            tracing::info!(pod = %pod.uid, reason = %result.reason, message = %result.message, "pod rejected");
+            self.release_managers(&pod.uid, false).await;
+            return Ok(Admission::Rejected {
+                reason: result.reason,
+                message: result.message,
+            });
+        }
+        if !pod.resource_claims.is_empty() {
+            let prepared = match pod_claims(&pod) {
+                Ok(claims) => self.dra.prepare_resources(&claims, &dra_claims).await,
+                Err(err) => Err(err),
+            };
+            if let Err(err) = prepared {
+                tracing::info!(pod = %pod.uid, error = %err, "preparing claims failed; pod rejected");
+                self.release_managers(&pod.uid, true).await;
+                return Ok(Admission::Rejected {
+                    reason: UNEXPECTED_ADMISSION_ERROR.to_owned(),
+                    message: format!("Allocate failed due to {err}, which is unexpected"),
+                });
+            }
+        }
+        let record = PodRecord {
+            pod: serde_json::to_value(&manifest)?,
+            claims: claims
+                .iter()
+                .map(serde_json::to_value)
+                .collect::<Result<_, _>>()?,
+            container_ids: BTreeMap::new(),
+        };
+        let uid = pod.uid.clone();
+        let admitted = AdmittedPod { record, pod };
+        if let Err(err) = self.pods.update(|pods| {
+            pods.insert(uid.clone(), admitted);
+        }) {
+            self.release_managers(&uid, true).await;
+            return Err(err.context("persisting the admitted pod; the admission was undone"));
+        }
+        tracing::info!(pod = %uid, "pod admitted");
+        Ok(Admission::Admitted(self.view(&uid)?))
+    }
+
+    /// Release whatever the managers hold for `pod_uid` beyond the admitted pods: CPU
+    /// assignments of pods not in the book, the pod's affinities, and (with `claims`) its
+    /// prepared claims.
+    async fn release_managers(self: &Arc<Self>, pod_uid: &str, claims: bool) {
+        let node = Arc::clone(self);
+        let uid = pod_uid.to_owned();
+        let cpu = tokio::task::spawn_blocking(move || {
+            let active: Vec<Pod> = node.pods.all().into_iter().map(|p| p.pod).collect();
+            let released = node.cpu.remove_stale_state(&active, None);
+            node.topology.store().remove_pod(&uid);
+            released
+        })
+        .await;
+        match cpu {
+            Ok(Ok(())) => {}
+            Ok(Err(err)) => tracing::error!(pod = pod_uid, error = %err, "releasing CPUs failed"),
+            Err(err) => tracing::error!(pod = pod_uid, error = %err, "releasing CPUs panicked"),
+        }
+        if claims && let Err(err) = self.dra.unprepare_resources(pod_uid).await {
+            tracing::error!(pod = pod_uid, error = %err, "unpreparing claims failed");
+        }
+    }
+
+    /// Release everything `pod_uid` holds; `false` when the pod was not admitted.
+    pub(crate) async fn release(self: &Arc<Self>, pod_uid: &str) -> Result<bool> {
+        let _admission = self.admission.lock().await;
+        let known = self.pods.update(|pods| pods.remove(pod_uid).is_some())?;
+        self.release_managers(pod_uid, true).await;
+        if known {
+            tracing::info!(pod = pod_uid, "pod released");
+        }
+        Ok(known)
+    }
+
+    /// Release every admitted pod not in `active`; returns their uids.
+    pub(crate) async fn sync_active(self: &Arc<Self>, active: &[String]) -> Result<Vec<String>> {
+        let stale: Vec<String> = self
+            .pods
+            .all()
+            .into_iter()
+            .map(|p| p.pod.uid)
+            .filter(|uid| !active.contains(uid))
+            .collect();
+        for uid in &stale {
+            self.release(uid).await?;
+        }
+        Ok(stale)
+    }
+
+    /// A container of an admitted pod started with `container_id`.
+    pub(crate) fn container_started(
+        &self,
+        pod_uid: &str,
+        name: &str,
+        container_id: &str,
+    ) -> Result<()> {
+        let known = self.pods.update(|pods| {
+            let Some(admitted) = pods.get_mut(pod_uid) else {
+                return Err(anyhow!("pod {pod_uid} was not admitted"));
+            };
+            if admitted.pod.container(name).is_none() {
+                return Err(anyhow!("pod {pod_uid} has no container {name:?}"));
+            }
+            admitted
+                .record
+                .container_ids
+                .insert(name.to_owned(), container_id.to_owned());
+            Ok(())
+        })?;
+        known?;
+        self.cpu.add_container(pod_uid, name, container_id);
+        self.topology
+            .store()
+            .add_container(pod_uid, name, container_id);
+        Ok(())
+    }
+
+    /// The container `container_id` was removed: its exclusive CPUs go back to the pool.
+    pub(crate) fn container_removed(&self, container_id: &str) -> Result<()> {
+        self.cpu.remove_container(container_id)?;
+        self.topology.remove_container(container_id);
+        self.pods.update(|pods| {
+            for admitted in pods.values_mut() {
+                admitted
+                    .record
+                    .container_ids
+                    .retain(|_, id| id != container_id);
+            }
+        })?;
+        Ok(())
+    }
+
+    /// What every container of `pod_uid` holds.
+    pub(crate) fn view(&self, pod_uid: &str) -> Result<PodView> {
+        let admitted = self
+            .pods
+            .get(pod_uid)
+            .ok_or_else(|| anyhow!("pod {pod_uid} was not admitted"))?;
+        Ok(view::pod_view(self, &admitted))
+    }
+
+    /// What every admitted pod holds.
+    pub(crate) fn views(&self) -> Vec<PodView> {
+        self.pods
+            .all()
+            .iter()
+            .map(|admitted| view::pod_view(self, admitted))
+            .collect()
+    }
+
+    /// The DRA manager.
+    pub(crate) fn dra(&self) -> &DraManager {
+        &self.dra
+    }
+
+    /// The state dir's path (for messages).
+    pub(crate) fn pods_file(&self) -> &Path {
+        self.pods.path()
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,180 @@
+//! Admission through the composed managers: results, all-or-nothing rejections (every
+//! checkpoint byte-identical afterwards) and restarts.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use corral_topology::CpuTopology;
+use k8s_openapi::api::core::v1::Pod as K8sPod;
+
+use super::{Admission, NoRuntime, Node};
+use crate::config::{AgentConfig, ConfigSource};
+
+fn fixture(machine: &str) -> CpuTopology {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../testdata/sysfs")
+        .join(machine);
+    corral_topology::sysfs::discover(&root).unwrap()
+}
+
+fn config(root: &Path, topology_policy: &str, cpu_options: &[(&str, &str)]) -> AgentConfig {
+    ConfigSource {
+        cpu_manager_policy: Some("static".into()),
+        reserved_system_cpus: Some("0".into()),
+        topology_manager_policy: Some(topology_policy.into()),
+        cpu_manager_policy_options: Some(
+            cpu_options
+                .iter()
+                .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+                .collect::<BTreeMap<_, _>>(),
+        ),
+        root: Some(root.to_path_buf()),
+        ..ConfigSource::default()
+    }
+    .validate()
+    .unwrap()
+}
+
+/// A Guaranteed pod with one container per CPU count.
+fn pod(uid: &str, cpus: &[u32]) -> K8sPod {
+    let containers: Vec<_> = cpus
+        .iter()
+        .enumerate()
+        .map(|(i, n)| {
+            serde_json::json!({
+                "name": format!("c{i}"),
+                "resources": {"limits": {"cpu": n.to_string(), "memory": "64Mi"}},
+            })
+        })
+        .collect();
+    serde_json::from_value(serde_json::json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": uid, "namespace": "default", "uid": uid},
+        "spec": {"containers": containers},
+    }))
+    .unwrap()
+}
+
+fn open(config: &AgentConfig, topology: &CpuTopology) -> Arc<Node> {
+    Arc::new(Node::open(config, topology, Arc::new(NoRuntime)).unwrap())
+}
+
+/// Every file under `dir`, with its bytes.
+fn snapshot(dir: &Path) -> BTreeMap<PathBuf, Vec<u8>> {
+    let mut files = BTreeMap::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(dir) = stack.pop() {
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                stack.push(path);
+            } else {
+                files.insert(path.clone(), std::fs::read(&path).unwrap());
+            }
+        }
+    }
+    files
+}
+
+async fn admitted(node: &Arc<Node>, pod: K8sPod) -> super::PodView {
+    match node.admit(pod, Vec::new()).await.unwrap() {
+        Admission::Admitted(view) => view,
+        Admission::Rejected { reason, message } => panic!("rejected: {reason}: {message}"),
+    }
+}
+
+#[tokio::test]
+async fn an_unalignable_pod_is_rejected_and_leaves_every_checkpoint_byte_identical() {
+    let dir = tempfile::tempdir().unwrap();
+    let topology = fixture("32em64t-2n8c+dax+nvme+mic+dimms");
+    let config = config(dir.path(), "single-numa-node", &[]);
+    let node = open(&config, &topology);
+    let first = admitted(&node, pod("first", &[2, 1])).await;
+    assert!(first.containers.iter().all(|c| c.exclusive_cpus));
+    let before = snapshot(dir.path());
+    assert!(before.keys().any(|p| p.ends_with("cpu_manager_state")));
+    assert!(before.keys().any(|p| p.ends_with("dra_manager_state")));
+    // c0 fits one NUMA node and is allocated; c1 needs more CPUs than any node has.
+    let answer = node
+        .admit(pod("second", &[3, 20]), Vec::new())
+        .await
+        .unwrap();
+    let Admission::Rejected { reason, .. } = answer else {
+        panic!("admitted: {answer:?}");
+    };
+    assert_eq!(reason, "TopologyAffinityError");
+    assert_eq!(snapshot(dir.path()), before);
+    assert!(node.pods().get("second").is_none());
+    assert_eq!(node.topology().store().pod_count(), 1);
+    // The freed CPUs are usable again.
+    admitted(&node, pod("third", &[3])).await;
+}
+
+#[tokio::test]
+async fn an_smt_alignment_error_with_full_pcpus_only_leaves_every_checkpoint_byte_identical() {
+    let dir = tempfile::tempdir().unwrap();
+    let topology = fixture("16em64t-4s2c2t");
+    let config = config(dir.path(), "none", &[("full-pcpus-only", "true")]);
+    let node = open(&config, &topology);
+    admitted(&node, pod("first", &[2])).await;
+    let before = snapshot(dir.path());
+    let answer = node.admit(pod("odd", &[2, 3]), Vec::new()).await.unwrap();
+    let Admission::Rejected { reason, message } = answer else {
+        panic!("admitted: {answer:?}");
+    };
+    assert_eq!(reason, "SMTAlignmentError", "{message}");
+    assert_eq!(snapshot(dir.path()), before);
+}
+
+#[tokio::test]
+async fn a_restarted_node_keeps_every_admitted_pod_and_its_cpus() {
+    let dir = tempfile::tempdir().unwrap();
+    let topology = fixture("32em64t-2n8c+dax+nvme+mic+dimms");
+    let config = config(dir.path(), "single-numa-node", &[]);
+    let node = open(&config, &topology);
+    let a = admitted(&node, pod("a", &[4])).await;
+    let b = admitted(&node, pod("b", &[2, 2])).await;
+    node.container_started("b", "c1", "cid-b1").unwrap();
+    drop(node);
+    let node = open(&config, &topology);
+    let again = |view: &super::PodView| {
+        node.view(&view.uid)
+            .unwrap()
+            .containers
+            .iter()
+            .map(|c| c.cpuset.clone())
+            .collect::<Vec<_>>()
+    };
+    let cpus = |view: &super::PodView| {
+        view.containers
+            .iter()
+            .map(|c| c.cpuset.clone())
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(again(&a), cpus(&a));
+    assert_eq!(again(&b), cpus(&b));
+    assert_eq!(node.view("b").unwrap().containers[1].container_id, "cid-b1");
+    // Admitting the same uid again answers what it holds.
+    assert_eq!(cpus(&admitted(&node, pod("a", &[4])).await), cpus(&a));
+    // Released pods give their CPUs back and are forgotten across restarts.
+    assert!(node.release("a").await.unwrap());
+    assert!(!node.release("a").await.unwrap());
+    drop(node);
+    let node = open(&config, &topology);
+    assert!(node.pods().get("a").is_none());
+    assert_eq!(node.views().len(), 1);
+}
+
+#[tokio::test]
+async fn sync_active_pods_releases_the_others() {
+    let dir = tempfile::tempdir().unwrap();
+    let topology = fixture("32em64t-2n8c+dax+nvme+mic+dimms");
+    let node = open(&config(dir.path(), "none", &[]), &topology);
+    admitted(&node, pod("keep", &[2])).await;
+    admitted(&node, pod("drop", &[2])).await;
+    let released = node.sync_active(&["keep".to_owned()]).await.unwrap();
+    assert_eq!(released, vec!["drop".to_owned()]);
+    assert!(node.cpu().exclusive_cpus("drop", "c0").is_empty());
+    assert!(!node.cpu().exclusive_cpus("keep", "c0").is_empty());
+}

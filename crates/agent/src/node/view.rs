@@ -1,0 +1,89 @@
+//! What each container of an admitted pod holds, read from the managers: its cpuset
+//! (exclusive or the shared pool), NUMA affinity and DRA CDI devices.
+
+use std::collections::BTreeMap;
+
+use corral_topology::ContainerKind;
+use serde::Serialize;
+
+use super::{AdmittedPod, Node, pod_claims};
+
+/// One container's holdings.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub(crate) struct ContainerView {
+    /// Container name.
+    pub(crate) name: String,
+    /// `init`, `sidecar` or `app`.
+    pub(crate) kind: &'static str,
+    /// Its cpuset: exclusive CPUs, or the shared pool.
+    pub(crate) cpuset: String,
+    /// Whether `cpuset` is exclusive.
+    pub(crate) exclusive_cpus: bool,
+    /// The topology manager's NUMA affinity (empty: none).
+    pub(crate) numa_affinity: Vec<usize>,
+    /// DRA CDI devices.
+    pub(crate) cdi_devices: Vec<String>,
+    /// Annotations for the runtime.
+    pub(crate) annotations: BTreeMap<String, String>,
+    /// The container id once started.
+    pub(crate) container_id: String,
+}
+
+/// One pod's holdings.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub(crate) struct PodView {
+    /// `metadata.uid`.
+    pub(crate) uid: String,
+    /// `metadata.namespace`.
+    pub(crate) namespace: String,
+    /// `metadata.name`.
+    pub(crate) name: String,
+    /// Init containers then app containers.
+    pub(crate) containers: Vec<ContainerView>,
+}
+
+pub(super) fn pod_view(node: &Node, admitted: &AdmittedPod) -> PodView {
+    let pod = &admitted.pod;
+    let claims = pod_claims(pod).ok();
+    let containers = pod
+        .all_containers()
+        .map(|(kind, container)| {
+            let exclusive = node.cpu.exclusive_cpus(&pod.uid, &container.name);
+            let cpuset = node.cpu.cpu_affinity(&pod.uid, &container.name);
+            let affinity = node.topology.affinity(&pod.uid, &container.name);
+            let dra = claims
+                .as_ref()
+                .filter(|_| !container.claims.is_empty())
+                .and_then(|claims| node.dra.get_resources(claims, container).ok())
+                .unwrap_or_default();
+            ContainerView {
+                name: container.name.clone(),
+                kind: match kind {
+                    ContainerKind::Init => "init",
+                    ContainerKind::Sidecar => "sidecar",
+                    ContainerKind::App => "app",
+                },
+                cpuset: cpuset.to_string(),
+                exclusive_cpus: !exclusive.is_empty(),
+                numa_affinity: affinity
+                    .numa_affinity
+                    .map(|mask| mask.iter().collect())
+                    .unwrap_or_default(),
+                cdi_devices: dra.cdi_devices,
+                annotations: dra.annotations,
+                container_id: admitted
+                    .record
+                    .container_ids
+                    .get(&container.name)
+                    .cloned()
+                    .unwrap_or_default(),
+            }
+        })
+        .collect();
+    PodView {
+        uid: pod.uid.clone(),
+        namespace: pod.namespace.clone(),
+        name: pod.name.clone(),
+        containers,
+    }
+}
