@@ -38,6 +38,46 @@ pub(crate) enum OutputFormat {
 
 #[derive(Debug, Subcommand)]
 pub(crate) enum Command {
+    /// Run the agent: discover the machine, restore the managers, serve the admission and
+    /// podresources APIs until SIGTERM/SIGINT.
+    #[command(
+        after_help = "Examples:\n  corral run --cpu-manager-policy static --reserved-system-cpus 0\n  corral run -c /etc/corral/config.yaml --kubelet-layout\n  corral run --root /tmp/corral --host-root /host --topology-manager-policy single-numa-node"
+    )]
+    Run(Box<ConfigArgs>),
+    /// Admit the pods of manifest files through a running agent and print what each
+    /// container got (exit 1 when a pod is rejected).
+    #[command(
+        after_help = "Examples:\n  corral admit -f examples/pods/guaranteed.yaml\n  corral admit -f pod.yaml -f claims.yaml --root /tmp/corral -o json"
+    )]
+    Admit {
+        /// Pod and ResourceClaim manifests (YAML or JSON, several documents each); `-` for stdin.
+        #[arg(short = 'f', long = "filename", required = true)]
+        files: Vec<PathBuf>,
+        /// Output format.
+        #[arg(short, long, value_enum, default_value_t = OutputFormat::Table)]
+        output: OutputFormat,
+        #[command(flatten)]
+        target: AgentTarget,
+    },
+    /// Release everything a pod holds (its CPUs, affinities, claims).
+    #[command(after_help = "Example:\n  corral release 6f1c0d7e-5a2b-4c3d-9e8f-0a1b2c3d4e5f")]
+    Release {
+        /// The pod's uid.
+        pod_uid: String,
+        #[command(flatten)]
+        target: AgentTarget,
+    },
+    /// Show what every container of every admitted pod holds.
+    #[command(
+        after_help = "Examples:\n  corral status\n  corral status -o json --root /tmp/corral"
+    )]
+    Status {
+        /// Output format.
+        #[arg(short, long, value_enum, default_value_t = OutputFormat::Table)]
+        output: OutputFormat,
+        #[command(flatten)]
+        target: AgentTarget,
+    },
     /// Show the machine's CPU topology as the managers see it.
     #[command(
         after_help = "Examples:\n  corral topology\n  corral topology -o json\n  corral topology --host-root /host   # a host's /sys mounted elsewhere"
@@ -103,6 +143,20 @@ pub(crate) enum CheckpointCommand {
 pub(crate) enum ConfigCommand {
     /// Validate the configuration and print it as the agent would run with it.
     Check(Box<ConfigArgs>),
+}
+
+/// Which agent a client command talks to: the agent socket under the root.
+#[derive(Debug, Clone, Default, Args)]
+pub(crate) struct AgentTarget {
+    /// Config file whose `root`/`kubeletLayout` locate the agent.
+    #[arg(short, long)]
+    pub(crate) config: Option<PathBuf>,
+    /// Root directory of the agent (its socket is ROOT/corral/agent.sock).
+    #[arg(long)]
+    pub(crate) root: Option<PathBuf>,
+    /// The agent runs with the kubelet's standard paths.
+    #[arg(long)]
+    pub(crate) kubelet_layout: bool,
 }
 
 /// The configuration: a file plus flags that override its keys.

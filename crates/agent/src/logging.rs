@@ -1,5 +1,7 @@
 //! Log set-up: `tracing` to stderr, text or JSON, filtered by `RUST_LOG` or `-v`.
 
+use std::io::IsTerminal as _;
+
 use anyhow::Result;
 use tracing_subscriber::EnvFilter;
 
@@ -15,6 +17,7 @@ pub(crate) fn init(format: LogFormat, verbose: u8) -> Result<()> {
     let filter = EnvFilter::try_from_default_env().or_else(|_| EnvFilter::try_new(default))?;
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
+        .with_ansi(std::io::stderr().is_terminal())
         .with_writer(std::io::stderr);
     let result = match format {
         LogFormat::Text => builder.try_init(),

@@ -6,8 +6,8 @@ mod commands;
 mod config;
 mod logging;
 mod manifest;
-#[allow(dead_code)] // wired into `corral run` next
 mod node;
+mod server;
 
 use std::process::ExitCode;
 

@@ -2,8 +2,10 @@
 //! prints the result.
 
 mod checkpoint;
+mod client;
 mod config_check;
 mod explain;
+mod run;
 mod topology;
 
 use std::process::ExitCode;
@@ -16,6 +18,14 @@ use crate::cli::{CheckpointCommand, Command, ConfigCommand};
 pub(crate) fn run(command: Command) -> Result<ExitCode> {
     match command {
         Command::Topology { host_root, output } => topology::run(&host_root, output),
+        Command::Run(args) => run::run(&args),
+        Command::Admit {
+            files,
+            output,
+            target,
+        } => client::admit(&target, &files, output),
+        Command::Release { pod_uid, target } => client::release(&target, &pod_uid),
+        Command::Status { output, target } => client::status(&target, output),
         Command::Explain { files, output } => explain::run(&files, output),
         Command::Checkpoint(CheckpointCommand::Inspect { file, output }) => {
             checkpoint::inspect(&file, output)

@@ -12,7 +12,6 @@ mod pods;
 mod view;
 
 use std::collections::BTreeMap;
-use std::path::Path;
 use std::sync::Arc;
 
 use anyhow::{Context, Result, anyhow};
@@ -186,6 +185,7 @@ impl Node {
     }
 
     /// The topology manager.
+    #[cfg(test)]
     pub(crate) fn topology(&self) -> &TopologyManager {
         &self.topology
     }
@@ -369,16 +369,6 @@ impl Node {
             .iter()
             .map(|admitted| view::pod_view(self, admitted))
             .collect()
-    }
-
-    /// The DRA manager.
-    pub(crate) fn dra(&self) -> &DraManager {
-        &self.dra
-    }
-
-    /// The state dir's path (for messages).
-    pub(crate) fn pods_file(&self) -> &Path {
-        self.pods.path()
     }
 }
 

@@ -105,11 +105,6 @@ impl PodBook {
         }
         Ok(out)
     }
-
-    /// Where the pods are persisted.
-    pub(crate) fn path(&self) -> &Path {
-        &self.path
-    }
 }
 
 impl PodSource for PodBook {

@@ -1,0 +1,203 @@
+//! The client commands (`admit`, `release`, `status`): dial the agent socket under the root
+//! and print the answers.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use anyhow::{Context, Result};
+use corral_proto::corral::v1 as api;
+use corral_proto::corral::v1::agent_client::AgentClient;
+use corral_proto::uds::Channel;
+
+use crate::cli::{AgentTarget, ConfigArgs, OutputFormat};
+use crate::commands::explain::read_manifests;
+use crate::config;
+use crate::manifest::pod_from_manifest;
+
+const DIAL_TIMEOUT: Duration = Duration::from_secs(5);
+
+fn socket(target: &AgentTarget) -> Result<PathBuf> {
+    let args = ConfigArgs {
+        config: target.config.clone(),
+        root: target.root.clone(),
+        kubelet_layout: target.kubelet_layout,
+        ..ConfigArgs::default()
+    };
+    let (config, _) = config::load(&args)?;
+    Ok(config.layout.agent_socket())
+}
+
+fn with_client<T>(
+    target: &AgentTarget,
+    call: impl AsyncFnOnce(AgentClient<Channel>) -> Result<T>,
+) -> Result<T> {
+    let socket = socket(target)?;
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    runtime.block_on(async {
+        let channel = corral_proto::uds::connect(&socket, DIAL_TIMEOUT)
+            .await
+            .with_context(|| {
+                format!(
+                    "cannot reach the agent at {} (is `corral run` running with the same --root?)",
+                    socket.display()
+                )
+            })?;
+        call(AgentClient::new(channel)).await
+    })
+}
+
+pub(crate) fn admit(
+    target: &AgentTarget,
+    files: &[PathBuf],
+    output: OutputFormat,
+) -> Result<ExitCode> {
+    let manifests = read_manifests(files)?;
+    let claims: Vec<Vec<u8>> = manifests
+        .claims
+        .iter()
+        .map(serde_json::to_vec)
+        .collect::<Result<_, _>>()?;
+    let mut requests = Vec::new();
+    for mut pod in manifests.pods {
+        let converted = pod_from_manifest(&pod)?;
+        pod.metadata.uid = Some(converted.uid.clone());
+        requests.push(api::AdmitRequest {
+            pod_json: serde_json::to_vec(&pod)?,
+            resource_claims_json: claims.clone(),
+        });
+    }
+    if requests.is_empty() {
+        anyhow::bail!("no Pod in {files:?}");
+    }
+    let answers = with_client(target, async |mut client| {
+        let mut answers = Vec::new();
+        for request in requests {
+            answers.push(client.admit(request).await?.into_inner());
+        }
+        Ok(answers)
+    })?;
+    let rejected = answers.iter().any(|a| !a.admitted);
+    match output {
+        OutputFormat::Json => {
+            let doc: Vec<_> = answers
+                .iter()
+                .map(|a| {
+                    serde_json::json!({
+                        "admitted": a.admitted,
+                        "reason": a.reason,
+                        "message": a.message,
+                        "allocation": a.allocation.as_ref().map(allocation_json),
+                    })
+                })
+                .collect();
+            println!("{}", serde_json::to_string_pretty(&doc)?);
+        }
+        OutputFormat::Table => {
+            for answer in &answers {
+                match &answer.allocation {
+                    Some(pod) if answer.admitted => {
+                        println!(
+                            "pod {}/{} admitted (uid {})",
+                            pod.namespace, pod.name, pod.uid
+                        );
+                        print_table(std::slice::from_ref(pod));
+                    }
+                    _ => eprintln!("pod rejected: {}: {}", answer.reason, answer.message),
+                }
+            }
+        }
+    }
+    Ok(if rejected {
+        ExitCode::FAILURE
+    } else {
+        ExitCode::SUCCESS
+    })
+}
+
+pub(crate) fn release(target: &AgentTarget, pod_uid: &str) -> Result<ExitCode> {
+    with_client(target, async |mut client| {
+        client
+            .pod_removed(api::PodRemovedRequest {
+                pod_uid: pod_uid.to_owned(),
+            })
+            .await
+            .map_err(|status| anyhow::anyhow!("{}", status.message()))?;
+        Ok(())
+    })?;
+    println!("pod {pod_uid} released");
+    Ok(ExitCode::SUCCESS)
+}
+
+pub(crate) fn status(target: &AgentTarget, output: OutputFormat) -> Result<ExitCode> {
+    let pods = with_client(target, async |mut client| {
+        Ok(client
+            .list_pods(api::ListPodsRequest {})
+            .await?
+            .into_inner()
+            .pods)
+    })?;
+    match output {
+        OutputFormat::Json => {
+            let doc: Vec<_> = pods.iter().map(allocation_json).collect();
+            println!("{}", serde_json::to_string_pretty(&doc)?);
+        }
+        OutputFormat::Table => print_table(&pods),
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn numa(container: &api::ContainerAllocation) -> String {
+    if container.numa_affinity.is_empty() {
+        return "-".into();
+    }
+    let ids: Vec<String> = container.numa_affinity.iter().map(i64::to_string).collect();
+    ids.join(",")
+}
+
+fn print_table(pods: &[api::PodAllocation]) {
+    println!(
+        "{:<36}  {:<28}  {:<16}  {:<7}  {:<16}  {:<4}  {:<5}  CDI",
+        "POD UID", "POD", "CONTAINER", "KIND", "CPUSET", "EXCL", "NUMA"
+    );
+    for pod in pods {
+        for c in &pod.containers {
+            let cdi = c
+                .run_options
+                .as_ref()
+                .map(|o| o.cdi_devices.join(","))
+                .filter(|s| !s.is_empty())
+                .unwrap_or_else(|| "-".into());
+            println!(
+                "{:<36}  {:<28}  {:<16}  {:<7}  {:<16}  {:<4}  {:<5}  {}",
+                pod.uid,
+                format!("{}/{}", pod.namespace, pod.name),
+                c.name,
+                c.kind,
+                c.cpuset,
+                if c.exclusive_cpus { "yes" } else { "no" },
+                numa(c),
+                cdi
+            );
+        }
+    }
+}
+
+fn allocation_json(pod: &api::PodAllocation) -> serde_json::Value {
+    serde_json::json!({
+        "uid": pod.uid,
+        "namespace": pod.namespace,
+        "name": pod.name,
+        "containers": pod.containers.iter().map(|c| serde_json::json!({
+            "name": c.name,
+            "kind": c.kind,
+            "cpuset": c.cpuset,
+            "exclusiveCpus": c.exclusive_cpus,
+            "numaAffinity": c.numa_affinity,
+            "cdiDevices": c.run_options.as_ref().map(|o| o.cdi_devices.clone()).unwrap_or_default(),
+            "containerId": c.container_id,
+        })).collect::<Vec<_>>(),
+    })
+}

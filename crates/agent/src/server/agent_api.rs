@@ -1,0 +1,158 @@
+//! `corral.v1.Agent`: the admission API over the agent socket, answered by the [`Node`].
+
+use std::sync::Arc;
+
+use corral_proto::corral::v1 as api;
+use corral_proto::corral::v1::agent_server::Agent;
+use k8s_openapi::api::core::v1::Pod as K8sPod;
+use k8s_openapi::api::resource::v1::ResourceClaim as K8sResourceClaim;
+use tonic::{Request, Response, Status};
+
+use crate::node::{Admission, Node, PodView};
+
+/// The admission API's service.
+#[derive(Debug, Clone)]
+pub(crate) struct AgentService {
+    node: Arc<Node>,
+}
+
+impl AgentService {
+    /// Serve `node`.
+    pub(crate) fn new(node: Arc<Node>) -> Self {
+        Self { node }
+    }
+}
+
+fn internal(err: anyhow::Error) -> Status {
+    Status::internal(format!("{err:#}"))
+}
+
+/// A pod's holdings on the wire.
+pub(crate) fn allocation(view: PodView) -> api::PodAllocation {
+    api::PodAllocation {
+        uid: view.uid,
+        namespace: view.namespace,
+        name: view.name,
+        containers: view
+            .containers
+            .into_iter()
+            .map(|c| api::ContainerAllocation {
+                name: c.name,
+                kind: c.kind.to_owned(),
+                cpuset: c.cpuset,
+                exclusive_cpus: c.exclusive_cpus,
+                devices: Vec::new(),
+                numa_affinity: c.numa_affinity.into_iter().map(|n| n as i64).collect(),
+                run_options: Some(api::RunOptions {
+                    annotations: c.annotations.into_iter().collect(),
+                    cdi_devices: c.cdi_devices,
+                    ..api::RunOptions::default()
+                }),
+                container_id: c.container_id,
+            })
+            .collect(),
+    }
+}
+
+#[tonic::async_trait]
+impl Agent for AgentService {
+    async fn admit(
+        &self,
+        request: Request<api::AdmitRequest>,
+    ) -> Result<Response<api::AdmitResponse>, Status> {
+        let request = request.into_inner();
+        let pod: K8sPod = serde_json::from_slice(&request.pod_json)
+            .map_err(|e| Status::invalid_argument(format!("pod_json is not a v1 Pod: {e}")))?;
+        let claims = request
+            .resource_claims_json
+            .iter()
+            .enumerate()
+            .map(|(i, bytes)| {
+                serde_json::from_slice::<K8sResourceClaim>(bytes).map_err(|e| {
+                    Status::invalid_argument(format!(
+                        "resource_claims_json[{i}] is not a resource.k8s.io/v1 ResourceClaim: {e}"
+                    ))
+                })
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        let answer = match self.node.admit(pod, claims).await.map_err(internal)? {
+            Admission::Admitted(view) => api::AdmitResponse {
+                admitted: true,
+                allocation: Some(allocation(view)),
+                ..api::AdmitResponse::default()
+            },
+            Admission::Rejected { reason, message } => api::AdmitResponse {
+                admitted: false,
+                reason,
+                message,
+                allocation: None,
+            },
+        };
+        Ok(Response::new(answer))
+    }
+
+    async fn container_started(
+        &self,
+        request: Request<api::ContainerStartedRequest>,
+    ) -> Result<Response<api::ContainerStartedResponse>, Status> {
+        let r = request.into_inner();
+        self.node
+            .container_started(&r.pod_uid, &r.container_name, &r.container_id)
+            .map_err(|e| Status::failed_precondition(format!("{e:#}")))?;
+        Ok(Response::new(api::ContainerStartedResponse {}))
+    }
+
+    async fn container_removed(
+        &self,
+        request: Request<api::ContainerRemovedRequest>,
+    ) -> Result<Response<api::ContainerRemovedResponse>, Status> {
+        let r = request.into_inner();
+        self.node
+            .container_removed(&r.container_id)
+            .map_err(internal)?;
+        Ok(Response::new(api::ContainerRemovedResponse {}))
+    }
+
+    async fn pod_removed(
+        &self,
+        request: Request<api::PodRemovedRequest>,
+    ) -> Result<Response<api::PodRemovedResponse>, Status> {
+        let uid = request.into_inner().pod_uid;
+        if !self.node.release(&uid).await.map_err(internal)? {
+            return Err(Status::not_found(format!("pod {uid} was not admitted")));
+        }
+        Ok(Response::new(api::PodRemovedResponse {}))
+    }
+
+    async fn sync_active_pods(
+        &self,
+        request: Request<api::SyncActivePodsRequest>,
+    ) -> Result<Response<api::SyncActivePodsResponse>, Status> {
+        let active = request.into_inner().active_pod_uids;
+        let released = self.node.sync_active(&active).await.map_err(internal)?;
+        Ok(Response::new(api::SyncActivePodsResponse {
+            released_pod_uids: released,
+        }))
+    }
+
+    async fn get_pod(
+        &self,
+        request: Request<api::GetPodRequest>,
+    ) -> Result<Response<api::PodAllocation>, Status> {
+        let uid = request.into_inner().pod_uid;
+        let view = self
+            .node
+            .view(&uid)
+            .map_err(|e| Status::not_found(format!("{e:#}")))?;
+        Ok(Response::new(allocation(view)))
+    }
+
+    async fn list_pods(
+        &self,
+        _: Request<api::ListPodsRequest>,
+    ) -> Result<Response<api::ListPodsResponse>, Status> {
+        Ok(Response::new(api::ListPodsResponse {
+            pods: self.node.views().into_iter().map(allocation).collect(),
+        }))
+    }
+}

@@ -1,0 +1,93 @@
+//! `corral run`: discover the machine, compose the managers, serve the admission API and the
+//! podresources API on their unix sockets and watch the DRA plugin registry, until SIGTERM or
+//! SIGINT; then stop accepting, let in-flight calls finish, remove the sockets and return.
+
+mod agent_api;
+mod podresources;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{Context, Result};
+use corral_proto::corral::v1::agent_server::AgentServer;
+use corral_proto::podresources::v1::pod_resources_lister_server::PodResourcesListerServer;
+use corral_proto::uds::{SocketOptions, UdsListener, serve};
+use tokio::sync::watch;
+
+use crate::config::AgentConfig;
+use crate::node::{NoRuntime, Node};
+
+/// How long in-flight calls may take after a shutdown signal.
+const SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
+
+/// Run the agent until a signal asks it to stop.
+pub(crate) async fn run(config: AgentConfig) -> Result<()> {
+    let topology = corral_topology::sysfs::discover(&config.host_root).with_context(|| {
+        format!(
+            "discovering the CPU topology under {}",
+            config.host_root.display()
+        )
+    })?;
+    let node = {
+        let config = config.clone();
+        tokio::task::spawn_blocking(move || Node::open(&config, &topology, Arc::new(NoRuntime)))
+            .await??
+    };
+    let node = Arc::new(node);
+    tracing::info!(
+        root = %config.layout.root().display(),
+        pods = node.pods().all().len(),
+        cpu_policy = node.cpu().policy_name(),
+        "managers restored"
+    );
+    let watcher = node.registry().watch();
+    let (stop_tx, stop_rx) = watch::channel(false);
+    let stopped = move || {
+        let mut rx = stop_rx.clone();
+        async move {
+            let _ = rx.wait_for(|stop| *stop).await;
+        }
+    };
+    let agent_socket = config.layout.agent_socket();
+    let agent_listener = UdsListener::bind(&agent_socket, &SocketOptions::default())
+        .with_context(|| format!("binding {}", agent_socket.display()))?;
+    let pr_socket = config.layout.pod_resources_socket();
+    let pr_listener = UdsListener::bind(
+        &pr_socket,
+        &SocketOptions {
+            dir_mode: 0o755,
+            socket_mode: 0o600,
+        },
+    )
+    .with_context(|| format!("binding {}", pr_socket.display()))?;
+    let agent = tonic::transport::Server::builder().add_service(AgentServer::new(
+        agent_api::AgentService::new(Arc::clone(&node)),
+    ));
+    let pod_resources = tonic::transport::Server::builder().add_service(
+        PodResourcesListerServer::new(podresources::PodResourcesService::new(Arc::clone(&node))),
+    );
+    let agent = tokio::spawn(serve(agent, agent_listener, stopped(), SHUTDOWN_GRACE));
+    let pod_resources = tokio::spawn(serve(pod_resources, pr_listener, stopped(), SHUTDOWN_GRACE));
+    tracing::info!(agent = %agent_socket.display(), podresources = %pr_socket.display(), "serving");
+    wait_for_signal().await?;
+    tracing::info!("shutting down: no new calls, finishing in-flight ones");
+    let _ = stop_tx.send(true);
+    agent.await?.context("serving the admission API")?;
+    pod_resources
+        .await?
+        .context("serving the podresources API")?;
+    drop(watcher);
+    tracing::info!(pods = node.pods().all().len(), "stopped");
+    Ok(())
+}
+
+async fn wait_for_signal() -> Result<()> {
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut term = signal(SignalKind::terminate()).context("installing the SIGTERM handler")?;
+    let mut int = signal(SignalKind::interrupt()).context("installing the SIGINT handler")?;
+    tokio::select! {
+        _ = term.recv() => tracing::info!("SIGTERM"),
+        _ = int.recv() => tracing::info!("SIGINT"),
+    }
+    Ok(())
+}

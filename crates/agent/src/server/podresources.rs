@@ -1,0 +1,99 @@
+//! The podresources v1 API (List, GetAllocatableResources, Get), served read-only from the
+//! managers' state as a kubelet serves it. Only admitted pods are reported: a released
+//! (terminated, removed) pod holds nothing (upstream #119423).
+
+use std::sync::Arc;
+
+use corral_proto::podresources::v1 as api;
+use corral_proto::podresources::v1::pod_resources_lister_server::PodResourcesLister;
+use tonic::{Request, Response, Status};
+
+use crate::node::{Node, PodView};
+
+/// The podresources service.
+#[derive(Debug, Clone)]
+pub(crate) struct PodResourcesService {
+    node: Arc<Node>,
+}
+
+impl PodResourcesService {
+    /// Serve `node`.
+    pub(crate) fn new(node: Arc<Node>) -> Self {
+        Self { node }
+    }
+
+    fn pod_resources(&self, view: &PodView) -> api::PodResources {
+        api::PodResources {
+            name: view.name.clone(),
+            namespace: view.namespace.clone(),
+            containers: view
+                .containers
+                .iter()
+                .map(|c| api::ContainerResources {
+                    name: c.name.clone(),
+                    cpu_ids: self
+                        .node
+                        .cpu()
+                        .exclusive_cpus(&view.uid, &c.name)
+                        .iter()
+                        .map(|cpu| cpu as i64)
+                        .collect(),
+                    ..api::ContainerResources::default()
+                })
+                .collect(),
+            ..api::PodResources::default()
+        }
+    }
+}
+
+#[tonic::async_trait]
+impl PodResourcesLister for PodResourcesService {
+    async fn list(
+        &self,
+        _: Request<api::ListPodResourcesRequest>,
+    ) -> Result<Response<api::ListPodResourcesResponse>, Status> {
+        let pod_resources = self
+            .node
+            .views()
+            .iter()
+            .map(|view| self.pod_resources(view))
+            .collect();
+        Ok(Response::new(api::ListPodResourcesResponse {
+            pod_resources,
+        }))
+    }
+
+    async fn get_allocatable_resources(
+        &self,
+        _: Request<api::AllocatableResourcesRequest>,
+    ) -> Result<Response<api::AllocatableResourcesResponse>, Status> {
+        Ok(Response::new(api::AllocatableResourcesResponse {
+            cpu_ids: self
+                .node
+                .cpu()
+                .allocatable_cpus()
+                .iter()
+                .map(|cpu| cpu as i64)
+                .collect(),
+            ..api::AllocatableResourcesResponse::default()
+        }))
+    }
+
+    async fn get(
+        &self,
+        request: Request<api::GetPodResourcesRequest>,
+    ) -> Result<Response<api::GetPodResourcesResponse>, Status> {
+        let r = request.into_inner();
+        let view = self
+            .node
+            .views()
+            .into_iter()
+            .find(|v| v.name == r.pod_name && v.namespace == r.pod_namespace)
+            .ok_or_else(|| {
+                Status::not_found(format!("pod {}/{} not found", r.pod_namespace, r.pod_name))
+            })?;
+        Ok(Response::new(api::GetPodResourcesResponse {
+            pod_resources: Some(self.pod_resources(&view)),
+        }))
+    }
+}
