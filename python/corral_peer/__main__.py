@@ -6,7 +6,7 @@ import sys
 
 import grpc
 
-from . import device_plugin, dra_driver, stubs
+from . import device_plugin, dra_driver, podresources_client, stubs
 from .channel import AUTHORITY_MODES, open_channel
 
 
@@ -95,6 +95,11 @@ def main(argv=None):
     p.add_argument("--numa", default="", help="comma-separated NUMA ids, device i on id i mod n")
     p.add_argument("--exit-after-allocations", type=int, default=1)
     p.set_defaults(run=device_plugin.serve)
+
+    p = sub.add_parser("podresources", help="call podresources v1 List, GetAllocatableResources (and Get)")
+    common(p)
+    p.add_argument("--pod", default="", help="also Get this pod, as NAMESPACE/NAME")
+    p.set_defaults(run=podresources_client.run)
 
     args = parser.parse_args(argv)
     try:

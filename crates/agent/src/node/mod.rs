@@ -18,15 +18,15 @@ use anyhow::{Context, Result, anyhow};
 use corral_checkpoint::CheckpointStore;
 use corral_cpumgr::{CheckpointBackend, ContainerMap, ContainerRuntime, CpuManager, RuntimeError};
 use corral_dra::{PluginRegistry, PodClaims, RegistryConfig, ResourceClaim};
-use corral_topology::topologymanager::{TopologyManager, UNEXPECTED_ADMISSION_ERROR};
-use corral_topology::{CpuSet, CpuTopology, Pod};
+use corral_topology::topologymanager::{TopologyHint, TopologyManager, UNEXPECTED_ADMISSION_ERROR};
+use corral_topology::{CpuSet, CpuTopology, NumaMask, Pod};
 use k8s_openapi::api::core::v1::Pod as K8sPod;
 use k8s_openapi::api::resource::v1::ResourceClaim as K8sResourceClaim;
 
 use crate::config::AgentConfig;
 use crate::manifest::{ClaimManifest, pod_from_manifest};
 
-pub(crate) use pods::{AdmittedPod, PodBook, PodRecord};
+pub(crate) use pods::{AdmittedPod, Affinity, PodBook, PodRecord};
 pub(crate) use view::PodView;
 
 /// The DRA manager as the agent runs it: drivers found through the plugin registry.
@@ -163,6 +163,22 @@ impl Node {
         )
         .context("starting the CPU manager")?;
         manager.add_hint_provider(Arc::clone(&cpu) as _);
+        for admitted in pods.all() {
+            for (name, affinity) in &admitted.record.affinities {
+                let numa = match &affinity.numa {
+                    Some(ids) => Some(
+                        NumaMask::new(ids.iter().copied())
+                            .with_context(|| format!("pod {}: NUMA affinity", admitted.pod.uid))?,
+                    ),
+                    None => None,
+                };
+                let hint = TopologyHint {
+                    numa_affinity: numa,
+                    preferred: affinity.preferred,
+                };
+                manager.store().set_affinity(&admitted.pod.uid, name, hint);
+            }
+        }
         for (id, pod_uid, name) in containers.iter() {
             manager.store().add_container(pod_uid, name, id);
         }
@@ -248,6 +264,18 @@ impl Node {
                 .map(serde_json::to_value)
                 .collect::<Result<_, _>>()?,
             container_ids: BTreeMap::new(),
+            affinities: pod
+                .all_containers()
+                .map(|(_, c)| {
+                    let hint = self.topology.affinity(&pod.uid, &c.name);
+                    let numa = hint.numa_affinity.map(|mask| mask.iter().collect());
+                    let affinity = Affinity {
+                        numa,
+                        preferred: hint.preferred,
+                    };
+                    (c.name.clone(), affinity)
+                })
+                .collect(),
         };
         let uid = pod.uid.clone();
         let admitted = AdmittedPod { record, pod };

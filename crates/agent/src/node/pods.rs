@@ -25,6 +25,19 @@ pub(crate) struct PodRecord {
     /// Container name → container id, for started containers.
     #[serde(default)]
     pub(crate) container_ids: BTreeMap<String, String>,
+    /// Container name → the topology manager's decision at admission (the affinity store
+    /// is in memory only, as upstream's; a restart restores it from here).
+    #[serde(default)]
+    pub(crate) affinities: BTreeMap<String, Affinity>,
+}
+
+/// A persisted topology hint.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
+pub(crate) struct Affinity {
+    /// The NUMA nodes; `None` for no constraint.
+    pub(crate) numa: Option<Vec<usize>>,
+    /// Whether the hint was preferred.
+    pub(crate) preferred: bool,
 }
 
 #[derive(Debug, Default, Serialize, Deserialize)]

@@ -155,6 +155,11 @@ async fn a_restarted_node_keeps_every_admitted_pod_and_its_cpus() {
     assert_eq!(again(&a), cpus(&a));
     assert_eq!(again(&b), cpus(&b));
     assert_eq!(node.view("b").unwrap().containers[1].container_id, "cid-b1");
+    assert_eq!(
+        node.view("a").unwrap(),
+        a,
+        "cpusets and NUMA affinities survive"
+    );
     // Admitting the same uid again answers what it holds.
     assert_eq!(cpus(&admitted(&node, pod("a", &[4])).await), cpus(&a));
     // Released pods give their CPUs back and are forgotten across restarts.

@@ -1,0 +1,312 @@
+//! The real `corral` binary end to end: `corral run` on a two-NUMA-node sysfs fixture with a
+//! temp root, example pods admitted through the CLI, a rejected pod leaving every checkpoint
+//! byte-identical, SIGKILL and restart with every allocation intact, and the podresources
+//! API (a Rust client and the Python grpcio client dialing with a raw-path `:authority`)
+//! reporting them; finally SIGTERM drains and removes the sockets.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use corral_proto::podresources::v1 as pr;
+use corral_proto::podresources::v1::pod_resources_lister_client::PodResourcesListerClient;
+
+/// Two NUMA nodes: CPUs 0-7 and 8-15, no SMT.
+const MACHINE: &str = "testdata/sysfs/32em64t-2n8c+dax+nvme+mic+dimms";
+const WAIT: Duration = Duration::from_secs(20);
+
+fn workspace() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .ancestors()
+        .nth(2)
+        .unwrap()
+        .to_path_buf()
+}
+
+/// A running `corral run`, killed (SIGKILL) and reaped on drop.
+struct Agent {
+    child: Child,
+    root: PathBuf,
+}
+
+impl Agent {
+    fn start(root: &Path) -> Agent {
+        let log = std::fs::File::create(root.with_extension("log")).unwrap();
+        let host_root = workspace().join(MACHINE);
+        let child = Command::new(env!("CARGO_BIN_EXE_corral"))
+            .args(["run", "--root"])
+            .arg(root)
+            .arg("--host-root")
+            .arg(&host_root)
+            .args([
+                "--cpu-manager-policy",
+                "static",
+                "--reserved-system-cpus",
+                "0",
+                "--topology-manager-policy",
+                "single-numa-node",
+            ])
+            .env_remove("RUST_LOG")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .expect("start corral run");
+        let mut agent = Agent {
+            child,
+            root: root.to_path_buf(),
+        };
+        let deadline = Instant::now() + WAIT;
+        // Ready once `corral status` answers.
+        loop {
+            if let Some(status) = agent.child.try_wait().unwrap() {
+                panic!("corral run exited with {status}: {}", agent.log());
+            }
+            if agent.cli(&["status"]).status.success() {
+                break;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "agent not ready: {}",
+                agent.log()
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        agent
+    }
+
+    fn log(&self) -> String {
+        std::fs::read_to_string(self.root.with_extension("log")).unwrap_or_default()
+    }
+
+    fn cli(&self, args: &[&str]) -> Output {
+        Command::new(env!("CARGO_BIN_EXE_corral"))
+            .args(args)
+            .arg("--root")
+            .arg(&self.root)
+            .current_dir(workspace())
+            .env_remove("RUST_LOG")
+            .output()
+            .expect("run corral")
+    }
+
+    fn json(&self, args: &[&str]) -> serde_json::Value {
+        let output = self.cli(args);
+        assert!(
+            output.status.success(),
+            "corral {args:?}: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        serde_json::from_slice(&output.stdout).unwrap()
+    }
+
+    fn pod_resources_socket(&self) -> PathBuf {
+        self.root.join("pod-resources/kubelet.sock")
+    }
+
+    /// SIGTERM, and wait (bounded) for the exit status.
+    fn terminate(mut self) -> std::process::ExitStatus {
+        let pid = self.child.id().to_string();
+        Command::new("kill").args(["-TERM", &pid]).status().unwrap();
+        let deadline = Instant::now() + WAIT;
+        loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                return status;
+            }
+            assert!(Instant::now() < deadline, "no exit after SIGTERM");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+impl Drop for Agent {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// The state files' bytes.
+fn checkpoints(root: &Path) -> BTreeMap<&'static str, Vec<u8>> {
+    ["cpu_manager_state", "dra_manager_state", "corral/pods.json"]
+        .into_iter()
+        .map(|name| (name, std::fs::read(root.join(name)).unwrap()))
+        .collect()
+}
+
+/// container name → (cpuset, exclusive, NUMA affinity) for the pod named `name`.
+fn containers(status: &serde_json::Value, name: &str) -> BTreeMap<String, (String, bool, String)> {
+    let pods = status.as_array().unwrap();
+    let pod = pods
+        .iter()
+        .find(|p| p["name"] == name)
+        .unwrap_or_else(|| panic!("no pod {name} in {status}"));
+    pod["containers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| {
+            (
+                c["name"].as_str().unwrap().to_owned(),
+                (
+                    c["cpuset"].as_str().unwrap().to_owned(),
+                    c["exclusiveCpus"].as_bool().unwrap(),
+                    c["numaAffinity"].to_string(),
+                ),
+            )
+        })
+        .collect()
+}
+
+async fn pod_resources(socket: &Path) -> (pr::ListPodResourcesResponse, Vec<i64>) {
+    let channel = corral_proto::uds::connect(socket, WAIT).await.unwrap();
+    let mut client = PodResourcesListerClient::new(channel);
+    let list = client
+        .list(pr::ListPodResourcesRequest {})
+        .await
+        .unwrap()
+        .into_inner();
+    let allocatable = client
+        .get_allocatable_resources(pr::AllocatableResourcesRequest {})
+        .await
+        .unwrap()
+        .into_inner()
+        .cpu_ids;
+    (list, allocatable)
+}
+
+fn cpu_ids(list: &pr::ListPodResourcesResponse, pod: &str, container: &str) -> Option<Vec<i64>> {
+    list.pod_resources
+        .iter()
+        .find(|p| p.name == pod)?
+        .containers
+        .iter()
+        .find(|c| c.name == container)
+        .map(|c| c.cpu_ids.clone())
+}
+
+fn ids(cpuset: &str) -> Vec<i64> {
+    let mut out = Vec::new();
+    for part in cpuset.split(',').filter(|p| !p.is_empty()) {
+        let (a, b) = part.split_once('-').unwrap_or((part, part));
+        out.extend(a.parse::<i64>().unwrap()..=b.parse::<i64>().unwrap());
+    }
+    out
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pods_admitted_through_the_cli_survive_sigkill_and_podresources_reports_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("root");
+    let agent = Agent::start(&root);
+
+    // Admit the example pods.
+    let admitted = agent.json(&["admit", "-f", "examples/pods/guaranteed.yaml", "-o", "json"]);
+    assert_eq!(admitted[0]["admitted"], true, "{admitted}");
+    agent.json(&["admit", "-f", "examples/pods/burstable.yaml", "-o", "json"]);
+    let status = agent.json(&["status", "-o", "json"]);
+    let guaranteed = containers(&status, "guaranteed");
+    let (app, app_exclusive, app_numa) = &guaranteed["app"];
+    let (side, side_exclusive, side_numa) = &guaranteed["sidecar-metrics"];
+    assert!(*app_exclusive && *side_exclusive);
+    assert_eq!(ids(app).len(), 4);
+    assert_eq!(ids(side).len(), 2);
+    // single-numa-node: each container's CPUs on the one node of its affinity, CPU 0 reserved.
+    for (cpus, numa) in [(app, app_numa), (side, side_numa)] {
+        let node: i64 = serde_json::from_str::<Vec<i64>>(numa).unwrap()[0];
+        assert!(
+            ids(cpus).iter().all(|c| c / 8 == node && *c != 0),
+            "{cpus} {numa}"
+        );
+    }
+    let (web, web_exclusive, _) = &containers(&status, "burstable")["web"];
+    assert!(!web_exclusive);
+    assert!(
+        !ids(web)
+            .iter()
+            .any(|c| ids(app).contains(c) || ids(side).contains(c))
+    );
+
+    // A rejected pod: reason on stderr, exit 1, every checkpoint byte-identical.
+    let before = checkpoints(&root);
+    let rejected = agent.cli(&["admit", "-f", "examples/pods/unalignable.yaml"]);
+    assert_eq!(rejected.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&rejected.stderr);
+    assert!(stderr.contains("TopologyAffinityError"), "{stderr}");
+    assert_eq!(checkpoints(&root), before);
+
+    // SIGKILL, restart: every allocation intact.
+    drop(agent);
+    let agent = Agent::start(&root);
+    let after = agent.json(&["status", "-o", "json"]);
+    assert_eq!(containers(&after, "guaranteed"), guaranteed);
+    assert_eq!(
+        containers(&after, "burstable"),
+        containers(&status, "burstable")
+    );
+
+    // podresources (Rust client): exclusive CPUs per container, none for the shared pool.
+    let (list, allocatable) = pod_resources(&agent.pod_resources_socket()).await;
+    assert_eq!(cpu_ids(&list, "guaranteed", "app"), Some(ids(app)));
+    assert_eq!(
+        cpu_ids(&list, "guaranteed", "sidecar-metrics"),
+        Some(ids(side))
+    );
+    assert_eq!(cpu_ids(&list, "burstable", "web"), Some(Vec::new()));
+    assert_eq!(allocatable, ids("1-15"));
+
+    // The Python grpcio client, dialing with the raw socket path as :authority.
+    let peer = corral_testkit::PythonPeer::locate().unwrap();
+    let socket = agent.pod_resources_socket();
+    let answer = peer
+        .run(&[
+            "podresources",
+            "--socket",
+            socket.to_str().unwrap(),
+            "--authority",
+            "raw",
+            "--pod",
+            "default/guaranteed",
+        ])
+        .await
+        .unwrap();
+    assert_eq!(answer["ok"], true, "{answer}");
+    let got = &answer["get"]["containers"];
+    assert_eq!(got[0]["cpu_ids"], serde_json::json!(ids(app)), "{answer}");
+    assert_eq!(answer["pods"].as_array().unwrap().len(), 2);
+
+    // A released pod is no longer reported, and its CPUs are allocatable again.
+    let uid = after
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["name"] == "guaranteed")
+        .unwrap()["uid"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(agent.cli(&["release", &uid]).status.success());
+    let (list, _) = pod_resources(&agent.pod_resources_socket()).await;
+    assert_eq!(cpu_ids(&list, "guaranteed", "app"), None);
+    assert!(!agent.cli(&["release", &uid]).status.success());
+
+    // SIGTERM: exit 0, sockets removed.
+    let socket = agent.pod_resources_socket();
+    let agent_socket = root.join("corral/agent.sock");
+    assert!(agent.terminate().success());
+    assert!(!socket.exists() && !agent_socket.exists());
+}
+
+#[test]
+fn client_commands_explain_an_absent_agent() {
+    let dir = tempfile::tempdir().unwrap();
+    let output = Command::new(env!("CARGO_BIN_EXE_corral"))
+        .args(["status", "--root"])
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    assert!(!output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("cannot reach the agent"), "{stderr}");
+}

@@ -1,0 +1,35 @@
+"""A podresources v1 client written with Python grpcio, as monitoring agents dial the
+kubelet's pod-resources socket: List, GetAllocatableResources and Get, reported as JSON."""
+
+from . import stubs
+from .channel import open_channel
+
+
+def _container(c):
+    return {
+        "name": c.name,
+        "cpu_ids": list(c.cpu_ids),
+        "devices": [{"resource": d.resource_name, "ids": list(d.device_ids)} for d in c.devices],
+    }
+
+
+def _pod(p):
+    return {"name": p.name, "namespace": p.namespace, "containers": [_container(c) for c in p.containers]}
+
+
+def run(args):
+    pb, pb_grpc = stubs.load("podresources/v1")
+    with open_channel(args.socket, args.authority) as channel:
+        stub = pb_grpc.PodResourcesListerStub(channel)
+        listed = stub.List(pb.ListPodResourcesRequest(), timeout=args.timeout)
+        allocatable = stub.GetAllocatableResources(pb.AllocatableResourcesRequest(), timeout=args.timeout)
+        result = {
+            "ok": True,
+            "pods": [_pod(p) for p in listed.pod_resources],
+            "allocatable_cpu_ids": list(allocatable.cpu_ids),
+        }
+        if args.pod:
+            namespace, _, name = args.pod.partition("/")
+            got = stub.Get(pb.GetPodResourcesRequest(pod_name=name, pod_namespace=namespace), timeout=args.timeout)
+            result["get"] = _pod(got.pod_resources)
+    return result
