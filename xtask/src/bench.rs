@@ -40,9 +40,11 @@ pub(crate) fn run(root: &Path, options: &BenchOptions) -> Result<()> {
     let criterion_dir = target.join("criterion");
     // Old estimates of renamed or filtered-out benches must not show up in this summary.
     let started = std::time::SystemTime::now();
+    // `--bench '*'` selects only `benches/` targets: libraries and binaries stay out of the
+    // bench build (their libtest harness would not understand criterion's flags).
     let mut cmd = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
     cmd.current_dir(root)
-        .args(["bench", "--workspace", "--benches", "--"]);
+        .args(["bench", "--workspace", "--bench", "*", "--"]);
     if let Some(filter) = &options.filter {
         cmd.arg(filter);
     }
