@@ -41,9 +41,16 @@ pub(crate) enum Command {
     /// Run the agent: discover the machine, restore the managers, serve the admission and
     /// podresources APIs until SIGTERM/SIGINT.
     #[command(
-        after_help = "Examples:\n  corral run --cpu-manager-policy static --reserved-system-cpus 0\n  corral run -c /etc/corral/config.yaml --kubelet-layout\n  corral run --root /tmp/corral --host-root /host --topology-manager-policy single-numa-node"
+        after_help = "Examples:\n  corral run --cpu-manager-policy static --reserved-system-cpus 0 --demo-devices 4\n  corral run -c /etc/corral/config.yaml --kubelet-layout\n  corral run --root /tmp/corral --host-root /host --topology-manager-policy single-numa-node"
     )]
-    Run(Box<ConfigArgs>),
+    Run {
+        #[command(flatten)]
+        config: Box<ConfigArgs>,
+        /// Start the sample device plugin in-process with N devices of `example.com/gpu`,
+        /// spread over the NUMA nodes, so device allocation and alignment can be tried.
+        #[arg(long, value_name = "N", default_value_t = 0)]
+        demo_devices: usize,
+    },
     /// Admit the pods of manifest files through a running agent and print what each
     /// container got (exit 1 when a pod is rejected).
     #[command(

@@ -46,6 +46,8 @@ impl Agent {
                 "0",
                 "--topology-manager-policy",
                 "single-numa-node",
+                "--demo-devices",
+                "4",
             ])
             .env_remove("RUST_LOG")
             .stdin(Stdio::null())
@@ -129,14 +131,21 @@ impl Drop for Agent {
 
 /// The state files' bytes.
 fn checkpoints(root: &Path) -> BTreeMap<&'static str, Vec<u8>> {
-    ["cpu_manager_state", "dra_manager_state", "corral/pods.json"]
-        .into_iter()
-        .map(|name| (name, std::fs::read(root.join(name)).unwrap()))
-        .collect()
+    [
+        "cpu_manager_state",
+        "dra_manager_state",
+        "device-plugins/kubelet_internal_checkpoint",
+        "corral/pods.json",
+    ]
+    .into_iter()
+    .map(|name| (name, std::fs::read(root.join(name)).unwrap()))
+    .collect()
 }
 
-/// container name → (cpuset, exclusive, NUMA affinity) for the pod named `name`.
-fn containers(status: &serde_json::Value, name: &str) -> BTreeMap<String, (String, bool, String)> {
+/// container name → (cpuset, exclusive, NUMA affinity, devices) for the pod named `name`.
+type Held = (String, bool, String, String);
+
+fn containers(status: &serde_json::Value, name: &str) -> BTreeMap<String, Held> {
     let pods = status.as_array().unwrap();
     let pod = pods
         .iter()
@@ -153,6 +162,7 @@ fn containers(status: &serde_json::Value, name: &str) -> BTreeMap<String, (Strin
                     c["cpuset"].as_str().unwrap().to_owned(),
                     c["exclusiveCpus"].as_bool().unwrap(),
                     c["numaAffinity"].to_string(),
+                    c["devices"].to_string(),
                 ),
             )
         })
@@ -207,8 +217,8 @@ async fn pods_admitted_through_the_cli_survive_sigkill_and_podresources_reports_
     agent.json(&["admit", "-f", "examples/pods/burstable.yaml", "-o", "json"]);
     let status = agent.json(&["status", "-o", "json"]);
     let guaranteed = containers(&status, "guaranteed");
-    let (app, app_exclusive, app_numa) = &guaranteed["app"];
-    let (side, side_exclusive, side_numa) = &guaranteed["sidecar-metrics"];
+    let (app, app_exclusive, app_numa, _) = &guaranteed["app"];
+    let (side, side_exclusive, side_numa, _) = &guaranteed["sidecar-metrics"];
     assert!(*app_exclusive && *side_exclusive);
     assert_eq!(ids(app).len(), 4);
     assert_eq!(ids(side).len(), 2);
@@ -220,13 +230,28 @@ async fn pods_admitted_through_the_cli_survive_sigkill_and_podresources_reports_
             "{cpus} {numa}"
         );
     }
-    let (web, web_exclusive, _) = &containers(&status, "burstable")["web"];
+    let (web, web_exclusive, _, _) = &containers(&status, "burstable")["web"];
     assert!(!web_exclusive);
     assert!(
         !ids(web)
             .iter()
             .any(|c| ids(app).contains(c) || ids(side).contains(c))
     );
+
+    // Demo devices: 4 devices round-robin over the two nodes; the pod's CPUs and devices
+    // share one node (even device indexes are on node 0, odd on node 1).
+    agent.json(&["admit", "-f", "examples/pods/gpu.yaml", "-o", "json"]);
+    let status = agent.json(&["status", "-o", "json"]);
+    let (gpu_cpus, _, gpu_numa, gpu_devices) = containers(&status, "gpu")["trainer"].clone();
+    let node: i64 = serde_json::from_str::<Vec<i64>>(&gpu_numa).unwrap()[0];
+    assert!(ids(&gpu_cpus).iter().all(|c| c / 8 == node), "{gpu_cpus}");
+    let devices: BTreeMap<String, Vec<String>> = serde_json::from_str(&gpu_devices).unwrap();
+    let gpus = &devices["example.com/gpu"];
+    assert_eq!(gpus.len(), 2, "{gpu_devices}");
+    for gpu in gpus {
+        let index: i64 = gpu.trim_start_matches("gpu-").parse().unwrap();
+        assert_eq!(index % 2, node, "{gpu_devices} on node {node}");
+    }
 
     // A rejected pod: reason on stderr, exit 1, every checkpoint byte-identical.
     let before = checkpoints(&root);
@@ -245,6 +270,7 @@ async fn pods_admitted_through_the_cli_survive_sigkill_and_podresources_reports_
         containers(&after, "burstable"),
         containers(&status, "burstable")
     );
+    assert_eq!(containers(&after, "gpu"), containers(&status, "gpu"));
 
     // podresources (Rust client): exclusive CPUs per container, none for the shared pool.
     let (list, allocatable) = pod_resources(&agent.pod_resources_socket()).await;
@@ -254,6 +280,26 @@ async fn pods_admitted_through_the_cli_survive_sigkill_and_podresources_reports_
         Some(ids(side))
     );
     assert_eq!(cpu_ids(&list, "burstable", "web"), Some(Vec::new()));
+    let trainer = list
+        .pod_resources
+        .iter()
+        .find(|p| p.name == "gpu")
+        .unwrap()
+        .containers[0]
+        .clone();
+    let mut reported: Vec<String> = trainer
+        .devices
+        .iter()
+        .flat_map(|d| d.device_ids.clone())
+        .collect();
+    reported.sort();
+    assert_eq!(&reported, gpus);
+    assert!(
+        trainer
+            .devices
+            .iter()
+            .all(|d| d.topology.as_ref().unwrap().nodes[0].id == node)
+    );
     assert_eq!(allocatable, ids("1-15"));
 
     // The Python grpcio client, dialing with the raw socket path as :authority.
@@ -274,7 +320,7 @@ async fn pods_admitted_through_the_cli_survive_sigkill_and_podresources_reports_
     assert_eq!(answer["ok"], true, "{answer}");
     let got = &answer["get"]["containers"];
     assert_eq!(got[0]["cpu_ids"], serde_json::json!(ids(app)), "{answer}");
-    assert_eq!(answer["pods"].as_array().unwrap().len(), 2);
+    assert_eq!(answer["pods"].as_array().unwrap().len(), 3);
 
     // A released pod is no longer reported, and its CPUs are allocatable again.
     let uid = after

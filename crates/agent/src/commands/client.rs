@@ -159,17 +159,26 @@ fn numa(container: &api::ContainerAllocation) -> String {
 
 fn print_table(pods: &[api::PodAllocation]) {
     println!(
-        "{:<36}  {:<28}  {:<16}  {:<7}  {:<16}  {:<4}  {:<5}  CDI",
+        "{:<36}  {:<28}  {:<16}  {:<7}  {:<16}  {:<4}  {:<5}  DEVICES",
         "POD UID", "POD", "CONTAINER", "KIND", "CPUSET", "EXCL", "NUMA"
     );
     for pod in pods {
         for c in &pod.containers {
-            let cdi = c
-                .run_options
-                .as_ref()
-                .map(|o| o.cdi_devices.join(","))
-                .filter(|s| !s.is_empty())
-                .unwrap_or_else(|| "-".into());
+            let mut held: Vec<String> = c
+                .devices
+                .iter()
+                .map(|d| format!("{}={}", d.resource, d.device_ids.join(",")))
+                .collect();
+            held.extend(
+                c.run_options
+                    .iter()
+                    .flat_map(|o| o.cdi_devices.iter().map(|d| format!("cdi:{d}"))),
+            );
+            let cdi = if held.is_empty() {
+                "-".to_owned()
+            } else {
+                held.join(" ")
+            };
             println!(
                 "{:<36}  {:<28}  {:<16}  {:<7}  {:<16}  {:<4}  {:<5}  {}",
                 pod.uid,
@@ -196,6 +205,7 @@ fn allocation_json(pod: &api::PodAllocation) -> serde_json::Value {
             "cpuset": c.cpuset,
             "exclusiveCpus": c.exclusive_cpus,
             "numaAffinity": c.numa_affinity,
+            "devices": c.devices.iter().map(|d| (d.resource.clone(), d.device_ids.clone())).collect::<std::collections::BTreeMap<_, _>>(),
             "cdiDevices": c.run_options.as_ref().map(|o| o.cdi_devices.clone()).unwrap_or_default(),
             "containerId": c.container_id,
         })).collect::<Vec<_>>(),

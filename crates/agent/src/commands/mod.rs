@@ -18,7 +18,10 @@ use crate::cli::{CheckpointCommand, Command, ConfigCommand};
 pub(crate) fn run(command: Command) -> Result<ExitCode> {
     match command {
         Command::Topology { host_root, output } => topology::run(&host_root, output),
-        Command::Run(args) => run::run(&args),
+        Command::Run {
+            config,
+            demo_devices,
+        } => run::run(&config, demo_devices),
         Command::Admit {
             files,
             output,

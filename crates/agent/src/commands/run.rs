@@ -7,7 +7,7 @@ use anyhow::Result;
 use crate::cli::ConfigArgs;
 use crate::config;
 
-pub(crate) fn run(args: &ConfigArgs) -> Result<ExitCode> {
+pub(crate) fn run(args: &ConfigArgs, demo_devices: usize) -> Result<ExitCode> {
     let (config, unknown) = config::load(args)?;
     for key in unknown {
         tracing::warn!(key, "configuration key not read by corral");
@@ -16,6 +16,6 @@ pub(crate) fn run(args: &ConfigArgs) -> Result<ExitCode> {
         .worker_threads(2)
         .enable_all()
         .build()?;
-    runtime.block_on(crate::server::run(config))?;
+    runtime.block_on(crate::server::run(config, demo_devices))?;
     Ok(ExitCode::SUCCESS)
 }

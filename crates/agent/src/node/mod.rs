@@ -11,12 +11,13 @@
 mod pods;
 mod view;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use anyhow::{Context, Result, anyhow};
 use corral_checkpoint::CheckpointStore;
 use corral_cpumgr::{CheckpointBackend, ContainerMap, ContainerRuntime, CpuManager, RuntimeError};
+use corral_devicemgr::{DeviceManager, DeviceManagerConfig, StartOptions};
 use corral_dra::{PluginRegistry, PodClaims, RegistryConfig, ResourceClaim};
 use corral_topology::topologymanager::{TopologyHint, TopologyManager, UNEXPECTED_ADMISSION_ERROR};
 use corral_topology::{CpuSet, CpuTopology, NumaMask, Pod};
@@ -62,6 +63,7 @@ impl ContainerRuntime for NoRuntime {
 pub(crate) struct Node {
     topology: TopologyManager,
     cpu: Arc<CpuManager>,
+    devices: Arc<DeviceManager>,
     dra: DraManager,
     registry: Arc<PluginRegistry>,
     pods: Arc<PodBook>,
@@ -162,7 +164,21 @@ impl Node {
             containers.clone(),
         )
         .context("starting the CPU manager")?;
+        let mut device_config = DeviceManagerConfig::new(
+            layout.device_plugins_dir(),
+            topology
+                .numa_nodes_for_manager()
+                .iter()
+                .map(|n| n.id)
+                .collect(),
+        );
+        device_config.endpoint_stop_grace = config.device_plugin_grace_period;
+        device_config.registration_wait = config.plugin_wait_timeout;
+        let devices =
+            Arc::new(DeviceManager::new(device_config).context("building the device manager")?);
+        // Providers allocate in this order: CPUs, then devices (as the kubelet).
         manager.add_hint_provider(Arc::clone(&cpu) as _);
+        manager.add_hint_provider(Arc::clone(&devices) as _);
         for admitted in pods.all() {
             for (name, affinity) in &admitted.record.affinities {
                 let numa = match &affinity.numa {
@@ -188,11 +204,51 @@ impl Node {
         Ok(Node {
             topology: manager,
             cpu,
+            devices,
             dra,
             registry,
             pods,
             admission: tokio::sync::Mutex::new(()),
         })
+    }
+
+    /// Start the device manager: restore `kubelet_internal_checkpoint` and serve the
+    /// device-plugin registration socket. Must run before any admission.
+    pub(crate) async fn start_devices(&self) -> Result<()> {
+        let pods = Arc::clone(&self.pods);
+        let mut running = BTreeSet::new();
+        for admitted in pods.all() {
+            for name in admitted.record.container_ids.keys() {
+                running.insert((admitted.pod.uid.clone(), name.clone()));
+            }
+        }
+        let options = StartOptions {
+            active_pods: Some(Arc::new(move || {
+                pods.all().into_iter().map(|p| p.pod.uid).collect()
+            })),
+            sources_ready: true,
+            running_containers: running,
+        };
+        self.devices
+            .start(options)
+            .await
+            .context("starting the device manager")?;
+        // Write `kubelet_internal_checkpoint` now (removing a pod nobody has writes the
+        // current state), so a later rejected admission that touched devices finds the file
+        // as it left it rather than creating it.
+        self.devices
+            .remove_pod("")
+            .context("writing the device manager checkpoint")
+    }
+
+    /// Stop serving device plugins.
+    pub(crate) async fn stop_devices(&self) {
+        self.devices.stop().await;
+    }
+
+    /// The device manager.
+    pub(crate) fn devices(&self) -> &Arc<DeviceManager> {
+        &self.devices
     }
 
     /// The CPU manager.
@@ -237,7 +293,7 @@ impl Node {
             .context("the topology manager's admission panicked")?;
         if !result.admit {
             tracing::info!(pod = %pod.uid, reason = %result.reason, message = %result.message, "pod rejected");
-            self.release_managers(&pod.uid, false).await;
+            self.release_managers(&pod, false).await;
             return Ok(Admission::Rejected {
                 reason: result.reason,
                 message: result.message,
@@ -250,7 +306,7 @@ impl Node {
             };
             if let Err(err) = prepared {
                 tracing::info!(pod = %pod.uid, error = %err, "preparing claims failed; pod rejected");
-                self.release_managers(&pod.uid, true).await;
+                self.release_managers(&pod, true).await;
                 return Ok(Admission::Rejected {
                     reason: UNEXPECTED_ADMISSION_ERROR.to_owned(),
                     message: format!("Allocate failed due to {err}, which is unexpected"),
@@ -278,11 +334,14 @@ impl Node {
                 .collect(),
         };
         let uid = pod.uid.clone();
-        let admitted = AdmittedPod { record, pod };
+        let admitted = AdmittedPod {
+            record,
+            pod: pod.clone(),
+        };
         if let Err(err) = self.pods.update(|pods| {
             pods.insert(uid.clone(), admitted);
         }) {
-            self.release_managers(&uid, true).await;
+            self.release_managers(&pod, true).await;
             return Err(err.context("persisting the admitted pod; the admission was undone"));
         }
         tracing::info!(pod = %uid, "pod admitted");
@@ -292,13 +351,22 @@ impl Node {
     /// Release whatever the managers hold for `pod_uid` beyond the admitted pods: CPU
     /// assignments of pods not in the book, the pod's affinities, and (with `claims`) its
     /// prepared claims.
-    async fn release_managers(self: &Arc<Self>, pod_uid: &str, claims: bool) {
+    async fn release_managers(self: &Arc<Self>, pod: &Pod, claims: bool) {
+        let pod_uid = pod.uid.as_str();
         let node = Arc::clone(self);
         let uid = pod_uid.to_owned();
+        // Only a pod that holds devices is removed from the device manager, so its
+        // checkpoint is not rewritten for pods that never touched it.
+        let holds_devices = pod
+            .all_containers()
+            .any(|(_, c)| !self.devices.container_devices(pod_uid, &c.name).is_empty());
         let cpu = tokio::task::spawn_blocking(move || {
             let active: Vec<Pod> = node.pods.all().into_iter().map(|p| p.pod).collect();
             let released = node.cpu.remove_stale_state(&active, None);
             node.topology.store().remove_pod(&uid);
+            if holds_devices && let Err(err) = node.devices.remove_pod(&uid) {
+                tracing::error!(pod = %uid, error = %err, "releasing devices failed");
+            }
             released
         })
         .await;
@@ -315,8 +383,13 @@ impl Node {
     /// Release everything `pod_uid` holds; `false` when the pod was not admitted.
     pub(crate) async fn release(self: &Arc<Self>, pod_uid: &str) -> Result<bool> {
         let _admission = self.admission.lock().await;
-        let known = self.pods.update(|pods| pods.remove(pod_uid).is_some())?;
-        self.release_managers(pod_uid, true).await;
+        let removed = self.pods.update(|pods| pods.remove(pod_uid))?;
+        let known = removed.is_some();
+        let pod = removed.map(|p| p.pod).unwrap_or_else(|| Pod {
+            uid: pod_uid.to_owned(),
+            ..Pod::default()
+        });
+        self.release_managers(&pod, true).await;
         if known {
             tracing::info!(pod = pod_uid, "pod released");
         }

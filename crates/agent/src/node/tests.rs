@@ -56,8 +56,10 @@ fn pod(uid: &str, cpus: &[u32]) -> K8sPod {
     .unwrap()
 }
 
-fn open(config: &AgentConfig, topology: &CpuTopology) -> Arc<Node> {
-    Arc::new(Node::open(config, topology, Arc::new(NoRuntime)).unwrap())
+async fn open(config: &AgentConfig, topology: &CpuTopology) -> Arc<Node> {
+    let node = Arc::new(Node::open(config, topology, Arc::new(NoRuntime)).unwrap());
+    node.start_devices().await.unwrap();
+    node
 }
 
 /// Every file under `dir`, with its bytes.
@@ -69,7 +71,7 @@ fn snapshot(dir: &Path) -> BTreeMap<PathBuf, Vec<u8>> {
             let path = entry.unwrap().path();
             if path.is_dir() {
                 stack.push(path);
-            } else {
+            } else if path.is_file() {
                 files.insert(path.clone(), std::fs::read(&path).unwrap());
             }
         }
@@ -84,17 +86,22 @@ async fn admitted(node: &Arc<Node>, pod: K8sPod) -> super::PodView {
     }
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_unalignable_pod_is_rejected_and_leaves_every_checkpoint_byte_identical() {
     let dir = tempfile::tempdir().unwrap();
     let topology = fixture("32em64t-2n8c+dax+nvme+mic+dimms");
     let config = config(dir.path(), "single-numa-node", &[]);
-    let node = open(&config, &topology);
+    let node = open(&config, &topology).await;
     let first = admitted(&node, pod("first", &[2, 1])).await;
     assert!(first.containers.iter().all(|c| c.exclusive_cpus));
     let before = snapshot(dir.path());
     assert!(before.keys().any(|p| p.ends_with("cpu_manager_state")));
     assert!(before.keys().any(|p| p.ends_with("dra_manager_state")));
+    assert!(
+        before
+            .keys()
+            .any(|p| p.ends_with("kubelet_internal_checkpoint"))
+    );
     // c0 fits one NUMA node and is allocated; c1 needs more CPUs than any node has.
     let answer = node
         .admit(pod("second", &[3, 20]), Vec::new())
@@ -111,12 +118,12 @@ async fn an_unalignable_pod_is_rejected_and_leaves_every_checkpoint_byte_identic
     admitted(&node, pod("third", &[3])).await;
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_smt_alignment_error_with_full_pcpus_only_leaves_every_checkpoint_byte_identical() {
     let dir = tempfile::tempdir().unwrap();
     let topology = fixture("16em64t-4s2c2t");
     let config = config(dir.path(), "none", &[("full-pcpus-only", "true")]);
-    let node = open(&config, &topology);
+    let node = open(&config, &topology).await;
     admitted(&node, pod("first", &[2])).await;
     let before = snapshot(dir.path());
     let answer = node.admit(pod("odd", &[2, 3]), Vec::new()).await.unwrap();
@@ -127,17 +134,18 @@ async fn an_smt_alignment_error_with_full_pcpus_only_leaves_every_checkpoint_byt
     assert_eq!(snapshot(dir.path()), before);
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_restarted_node_keeps_every_admitted_pod_and_its_cpus() {
     let dir = tempfile::tempdir().unwrap();
     let topology = fixture("32em64t-2n8c+dax+nvme+mic+dimms");
     let config = config(dir.path(), "single-numa-node", &[]);
-    let node = open(&config, &topology);
+    let node = open(&config, &topology).await;
     let a = admitted(&node, pod("a", &[4])).await;
     let b = admitted(&node, pod("b", &[2, 2])).await;
     node.container_started("b", "c1", "cid-b1").unwrap();
+    node.stop_devices().await;
     drop(node);
-    let node = open(&config, &topology);
+    let node = open(&config, &topology).await;
     let again = |view: &super::PodView| {
         node.view(&view.uid)
             .unwrap()
@@ -165,17 +173,18 @@ async fn a_restarted_node_keeps_every_admitted_pod_and_its_cpus() {
     // Released pods give their CPUs back and are forgotten across restarts.
     assert!(node.release("a").await.unwrap());
     assert!(!node.release("a").await.unwrap());
+    node.stop_devices().await;
     drop(node);
-    let node = open(&config, &topology);
+    let node = open(&config, &topology).await;
     assert!(node.pods().get("a").is_none());
     assert_eq!(node.views().len(), 1);
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sync_active_pods_releases_the_others() {
     let dir = tempfile::tempdir().unwrap();
     let topology = fixture("32em64t-2n8c+dax+nvme+mic+dimms");
-    let node = open(&config(dir.path(), "none", &[]), &topology);
+    let node = open(&config(dir.path(), "none", &[]), &topology).await;
     admitted(&node, pod("keep", &[2])).await;
     admitted(&node, pod("drop", &[2])).await;
     let released = node.sync_active(&["keep".to_owned()]).await.unwrap();

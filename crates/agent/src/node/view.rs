@@ -21,6 +21,8 @@ pub(crate) struct ContainerView {
     pub(crate) exclusive_cpus: bool,
     /// The topology manager's NUMA affinity (empty: none).
     pub(crate) numa_affinity: Vec<usize>,
+    /// Device-plugin devices: resource → NUMA node → device ids.
+    pub(crate) devices: BTreeMap<String, BTreeMap<i64, Vec<String>>>,
     /// DRA CDI devices.
     pub(crate) cdi_devices: Vec<String>,
     /// Annotations for the runtime.
@@ -69,6 +71,12 @@ pub(super) fn pod_view(node: &Node, admitted: &AdmittedPod) -> PodView {
                     .numa_affinity
                     .map(|mask| mask.iter().collect())
                     .unwrap_or_default(),
+                devices: node
+                    .devices
+                    .container_devices(&pod.uid, &container.name)
+                    .into_iter()
+                    .map(|(resource, allocation)| (resource, allocation.devices))
+                    .collect(),
                 cdi_devices: dra.cdi_devices,
                 annotations: dra.annotations,
                 container_id: admitted

@@ -41,7 +41,14 @@ pub(crate) fn allocation(view: PodView) -> api::PodAllocation {
                 kind: c.kind.to_owned(),
                 cpuset: c.cpuset,
                 exclusive_cpus: c.exclusive_cpus,
-                devices: Vec::new(),
+                devices: c
+                    .devices
+                    .into_iter()
+                    .map(|(resource, per_numa)| api::ResourceDevices {
+                        resource,
+                        device_ids: device_ids(&per_numa),
+                    })
+                    .collect(),
                 numa_affinity: c.numa_affinity.into_iter().map(|n| n as i64).collect(),
                 run_options: Some(api::RunOptions {
                     annotations: c.annotations.into_iter().collect(),
@@ -52,6 +59,12 @@ pub(crate) fn allocation(view: PodView) -> api::PodAllocation {
             })
             .collect(),
     }
+}
+
+/// The distinct device ids of a resource's per-NUMA listing, sorted.
+pub(crate) fn device_ids(per_numa: &std::collections::BTreeMap<i64, Vec<String>>) -> Vec<String> {
+    let ids: std::collections::BTreeSet<&String> = per_numa.values().flatten().collect();
+    ids.into_iter().cloned().collect()
 }
 
 #[tonic::async_trait]

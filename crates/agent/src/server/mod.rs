@@ -3,6 +3,7 @@
 //! SIGINT; then stop accepting, let in-flight calls finish, remove the sockets and return.
 
 mod agent_api;
+mod demo;
 mod podresources;
 
 use std::sync::Arc;
@@ -21,7 +22,7 @@ use crate::node::{NoRuntime, Node};
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
 
 /// Run the agent until a signal asks it to stop.
-pub(crate) async fn run(config: AgentConfig) -> Result<()> {
+pub(crate) async fn run(config: AgentConfig, demo_devices: usize) -> Result<()> {
     let topology = corral_topology::sysfs::discover(&config.host_root).with_context(|| {
         format!(
             "discovering the CPU topology under {}",
@@ -34,6 +35,11 @@ pub(crate) async fn run(config: AgentConfig) -> Result<()> {
             .await??
     };
     let node = Arc::new(node);
+    node.start_devices().await?;
+    let demo = match demo_devices {
+        0 => None,
+        n => Some(demo::start(&node, &config, n).await?),
+    };
     tracing::info!(
         root = %config.layout.root().display(),
         pods = node.pods().all().len(),
@@ -77,6 +83,10 @@ pub(crate) async fn run(config: AgentConfig) -> Result<()> {
         .await?
         .context("serving the podresources API")?;
     drop(watcher);
+    if let Some(plugin) = demo {
+        plugin.stop().await;
+    }
+    node.stop_devices().await;
     tracing::info!(pods = node.pods().all().len(), "stopped");
     Ok(())
 }

@@ -38,6 +38,20 @@ impl PodResourcesService {
                         .iter()
                         .map(|cpu| cpu as i64)
                         .collect(),
+                    devices: c
+                        .devices
+                        .iter()
+                        .flat_map(|(resource, per_numa)| {
+                            // One entry per NUMA node, as the kubelet reports devices.
+                            per_numa.iter().map(|(numa, ids)| api::ContainerDevices {
+                                resource_name: resource.clone(),
+                                device_ids: ids.clone(),
+                                topology: (*numa >= 0).then(|| api::TopologyInfo {
+                                    nodes: vec![api::NumaNode { id: *numa }],
+                                }),
+                            })
+                        })
+                        .collect(),
                     ..api::ContainerResources::default()
                 })
                 .collect(),
@@ -74,6 +88,21 @@ impl PodResourcesLister for PodResourcesService {
                 .allocatable_cpus()
                 .iter()
                 .map(|cpu| cpu as i64)
+                .collect(),
+            devices: self
+                .node
+                .devices()
+                .allocatable_devices()
+                .into_iter()
+                .flat_map(|(resource, devices)| {
+                    devices.into_iter().map(move |d| api::ContainerDevices {
+                        resource_name: resource.clone(),
+                        topology: d.numa_nodes.as_ref().map(|nodes| api::TopologyInfo {
+                            nodes: nodes.iter().map(|id| api::NumaNode { id: *id }).collect(),
+                        }),
+                        device_ids: vec![d.id],
+                    })
+                })
                 .collect(),
             ..api::AllocatableResourcesResponse::default()
         }))
