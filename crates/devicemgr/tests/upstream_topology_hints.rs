@@ -321,10 +321,14 @@ fn state_for(case: &HintCase) -> DeviceState {
 #[test]
 fn get_topology_hints() {
     // Upstream TestGetTopologyHints (topology_hints_test.go), all of getCommonTestCases.
+    // Upstream's expectations are compared after sorting both sides, as here.
     let cases = common_cases();
     assert_eq!(cases.len(), 11);
     for case in cases {
-        let state = state_for(&case);
+        let mut state = state_for(&case);
+        // Upstream's only active pod is the case's pod: nothing is freed first.
+        let active = BTreeSet::from([case.pod.uid.clone()]);
+        assert!(state.remove_inactive_pods(&active).is_empty());
         let container = &case.pod.containers[0];
         let hints = state.container_hints(&case.pod.uid, container);
         for (resource, expected) in &case.expected {
