@@ -257,7 +257,6 @@ impl Node {
     }
 
     /// The topology manager.
-    #[cfg(test)]
     pub(crate) fn topology(&self) -> &TopologyManager {
         &self.topology
     }

@@ -8,18 +8,20 @@ use k8s_openapi::api::core::v1::Pod as K8sPod;
 use k8s_openapi::api::resource::v1::ResourceClaim as K8sResourceClaim;
 use tonic::{Request, Response, Status};
 
+use super::metrics::AgentMetrics;
 use crate::node::{Admission, Node, PodView};
 
 /// The admission API's service.
 #[derive(Debug, Clone)]
 pub(crate) struct AgentService {
     node: Arc<Node>,
+    metrics: AgentMetrics,
 }
 
 impl AgentService {
-    /// Serve `node`.
-    pub(crate) fn new(node: Arc<Node>) -> Self {
-        Self { node }
+    /// Serve `node`, timing admissions into `metrics`.
+    pub(crate) fn new(node: Arc<Node>, metrics: AgentMetrics) -> Self {
+        Self { node, metrics }
     }
 }
 
@@ -88,7 +90,12 @@ impl Agent for AgentService {
                 })
             })
             .collect::<Result<Vec<_>, _>>()?;
-        let answer = match self.node.admit(pod, claims).await.map_err(internal)? {
+        let started = std::time::Instant::now();
+        let admission = self.node.admit(pod, claims).await;
+        self.metrics
+            .admission_duration_ms
+            .observe(started.elapsed().as_secs_f64() * 1000.0);
+        let answer = match admission.map_err(internal)? {
             Admission::Admitted(view) => api::AdmitResponse {
                 admitted: true,
                 allocation: Some(allocation(view)),

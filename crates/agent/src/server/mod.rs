@@ -4,6 +4,7 @@
 
 mod agent_api;
 mod demo;
+mod metrics;
 mod podresources;
 
 use std::sync::Arc;
@@ -66,8 +67,17 @@ pub(crate) async fn run(config: AgentConfig, demo_devices: usize) -> Result<()> 
         },
     )
     .with_context(|| format!("binding {}", pr_socket.display()))?;
+    let agent_metrics = metrics::AgentMetrics::default();
+    let metrics_server = config.metrics_address.map(|addr| {
+        tokio::spawn(metrics::serve(
+            addr,
+            Arc::clone(&node),
+            agent_metrics.clone(),
+            stopped(),
+        ))
+    });
     let agent = tonic::transport::Server::builder().add_service(AgentServer::new(
-        agent_api::AgentService::new(Arc::clone(&node)),
+        agent_api::AgentService::new(Arc::clone(&node), agent_metrics),
     ));
     let pod_resources = tonic::transport::Server::builder().add_service(
         PodResourcesListerServer::new(podresources::PodResourcesService::new(Arc::clone(&node))),
@@ -82,6 +92,9 @@ pub(crate) async fn run(config: AgentConfig, demo_devices: usize) -> Result<()> 
     pod_resources
         .await?
         .context("serving the podresources API")?;
+    if let Some(server) = metrics_server {
+        server.await??;
+    }
     drop(watcher);
     if let Some(plugin) = demo {
         plugin.stop().await;
