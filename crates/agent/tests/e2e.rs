@@ -32,6 +32,10 @@ struct Agent {
 
 impl Agent {
     fn start(root: &Path) -> Agent {
+        Agent::start_with(root, &[])
+    }
+
+    fn start_with(root: &Path, extra: &[&str]) -> Agent {
         let log = std::fs::File::create(root.with_extension("log")).unwrap();
         let host_root = workspace().join(MACHINE);
         let child = Command::new(env!("CARGO_BIN_EXE_corral"))
@@ -49,6 +53,7 @@ impl Agent {
                 "--demo-devices",
                 "4",
             ])
+            .args(extra)
             .env_remove("RUST_LOG")
             .stdin(Stdio::null())
             .stdout(Stdio::null())
@@ -355,4 +360,128 @@ fn client_commands_explain_an_absent_agent() {
     assert!(!output.status.success());
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(stderr.contains("cannot reach the agent"), "{stderr}");
+}
+
+/// A fake CRI runtime: records every UpdateContainerResources call.
+#[derive(Default, Clone)]
+struct FakeCri {
+    updates: std::sync::Arc<std::sync::Mutex<Vec<(String, String)>>>,
+}
+
+#[tonic::async_trait]
+impl corral_proto::cri::v1::runtime_service_server::RuntimeService for FakeCri {
+    async fn list_containers(
+        &self,
+        _: tonic::Request<corral_proto::cri::v1::ListContainersRequest>,
+    ) -> Result<tonic::Response<corral_proto::cri::v1::ListContainersResponse>, tonic::Status> {
+        Ok(tonic::Response::new(Default::default()))
+    }
+
+    async fn container_status(
+        &self,
+        _: tonic::Request<corral_proto::cri::v1::ContainerStatusRequest>,
+    ) -> Result<tonic::Response<corral_proto::cri::v1::ContainerStatusResponse>, tonic::Status>
+    {
+        Err(tonic::Status::unimplemented("not needed"))
+    }
+
+    async fn update_container_resources(
+        &self,
+        request: tonic::Request<corral_proto::cri::v1::UpdateContainerResourcesRequest>,
+    ) -> Result<
+        tonic::Response<corral_proto::cri::v1::UpdateContainerResourcesResponse>,
+        tonic::Status,
+    > {
+        let request = request.into_inner();
+        let cpus = request.linux.map(|l| l.cpuset_cpus).unwrap_or_default();
+        self.updates
+            .lock()
+            .unwrap()
+            .push((request.container_id, cpus));
+        Ok(tonic::Response::new(Default::default()))
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cpu_reconcile_pushes_cpusets_through_cri_update_container_resources() {
+    use corral_proto::corral::v1 as api;
+    use corral_proto::cri::v1::runtime_service_server::RuntimeServiceServer;
+
+    let dir = tempfile::tempdir().unwrap();
+    let cri_socket = dir.path().join("cri.sock");
+    let fake = FakeCri::default();
+    let listener = corral_proto::uds::UdsListener::bind(&cri_socket, &Default::default()).unwrap();
+    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+    let router =
+        tonic::transport::Server::builder().add_service(RuntimeServiceServer::new(fake.clone()));
+    let server = tokio::spawn(corral_proto::uds::serve(
+        router,
+        listener,
+        async {
+            let _ = stop_rx.await;
+        },
+        Duration::from_secs(1),
+    ));
+    let config = dir.path().join("config.yaml");
+    std::fs::write(
+        &config,
+        format!(
+            "cpuManagerReconcilePeriod: 100ms\ncontainerRuntimeEndpoint: unix://{}\n",
+            cri_socket.display()
+        ),
+    )
+    .unwrap();
+    let root = dir.path().join("root");
+    let agent = Agent::start_with(&root, &["-c", config.to_str().unwrap()]);
+    let admitted = agent.json(&["admit", "-f", "examples/pods/burstable.yaml", "-o", "json"]);
+    let uid = admitted[0]["allocation"]["uid"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let channel = corral_proto::uds::connect(root.join("corral/agent.sock"), WAIT)
+        .await
+        .unwrap();
+    let mut client = api::agent_client::AgentClient::new(channel);
+    client
+        .container_started(api::ContainerStartedRequest {
+            pod_uid: uid,
+            container_name: "web".into(),
+            container_id: "cid-web".into(),
+        })
+        .await
+        .unwrap();
+    // The running shared-pool container gets the pool pushed; after a Guaranteed pod takes
+    // exclusive CPUs, the shrunken pool is pushed on a later pass.
+    let pushed = |cpus: String| {
+        let fake = fake.clone();
+        let agent_log = root.with_extension("log");
+        async move {
+            let deadline = Instant::now() + WAIT;
+            loop {
+                let updates = fake.updates.lock().unwrap().clone();
+                if updates
+                    .iter()
+                    .any(|(id, set)| id == "cid-web" && *set == cpus)
+                {
+                    return;
+                }
+                assert!(
+                    Instant::now() < deadline,
+                    "no UpdateContainerResources(cid-web, {cpus}); calls: {updates:?}; log: {}",
+                    std::fs::read_to_string(&agent_log).unwrap_or_default()
+                );
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        }
+    };
+    pushed("0-15".into()).await;
+    agent.json(&["admit", "-f", "examples/pods/guaranteed.yaml", "-o", "json"]);
+    let web = containers(&agent.json(&["status", "-o", "json"]), "burstable")["web"]
+        .0
+        .clone();
+    assert_ne!(web, "0-15");
+    pushed(web).await;
+    assert!(agent.terminate().success());
+    let _ = stop_tx.send(());
+    server.await.unwrap().unwrap();
 }

@@ -3,6 +3,7 @@
 //! SIGINT; then stop accepting, let in-flight calls finish, remove the sockets and return.
 
 mod agent_api;
+mod cri;
 mod demo;
 mod metrics;
 mod podresources;
@@ -32,8 +33,15 @@ pub(crate) async fn run(config: AgentConfig, demo_devices: usize) -> Result<()> 
     })?;
     let node = {
         let config = config.clone();
-        tokio::task::spawn_blocking(move || Node::open(&config, &topology, Arc::new(NoRuntime)))
-            .await??
+        let runtime: Arc<dyn corral_cpumgr::ContainerRuntime> =
+            match &config.container_runtime_endpoint {
+                Some(socket) => Arc::new(cri::CriRuntime::new(
+                    socket.clone(),
+                    tokio::runtime::Handle::current(),
+                )),
+                None => Arc::new(NoRuntime),
+            };
+        tokio::task::spawn_blocking(move || Node::open(&config, &topology, runtime)).await??
     };
     let node = Arc::new(node);
     node.start_devices().await?;
@@ -55,6 +63,10 @@ pub(crate) async fn run(config: AgentConfig, demo_devices: usize) -> Result<()> 
             let _ = rx.wait_for(|stop| *stop).await;
         }
     };
+    let reconcile = config
+        .container_runtime_endpoint
+        .as_ref()
+        .map(|_| tokio::spawn(reconcile_loop(Arc::clone(&node), stopped())));
     let agent_socket = config.layout.agent_socket();
     let agent_listener = UdsListener::bind(&agent_socket, &SocketOptions::default())
         .with_context(|| format!("binding {}", agent_socket.display()))?;
@@ -96,12 +108,37 @@ pub(crate) async fn run(config: AgentConfig, demo_devices: usize) -> Result<()> 
         server.await??;
     }
     drop(watcher);
+    if let Some(task) = reconcile {
+        task.await?;
+    }
     if let Some(plugin) = demo {
         plugin.stop().await;
     }
     node.stop_devices().await;
     tracing::info!(pods = node.pods().all().len(), "stopped");
     Ok(())
+}
+
+/// Push cpusets to the runtime every reconcile period (upstream `reconcileState`).
+async fn reconcile_loop(node: Arc<Node>, stop: impl std::future::Future<Output = ()>) {
+    let mut tick = tokio::time::interval(node.cpu().reconcile_period());
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    tokio::pin!(stop);
+    loop {
+        tokio::select! {
+            () = &mut stop => return,
+            _ = tick.tick() => {}
+        }
+        let cpu = Arc::clone(node.cpu());
+        match tokio::task::spawn_blocking(move || cpu.reconcile_once()).await {
+            Ok(report) => tracing::debug!(
+                success = report.success.len(),
+                failure = report.failure.len(),
+                "CPU reconcile pass"
+            ),
+            Err(err) => tracing::error!(%err, "CPU reconcile pass panicked"),
+        }
+    }
 }
 
 async fn wait_for_signal() -> Result<()> {

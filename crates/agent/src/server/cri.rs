@@ -1,0 +1,66 @@
+//! The CPU manager's [`ContainerRuntime`] over CRI: each cpuset push is one
+//! `RuntimeService/UpdateContainerResources` call on `containerRuntimeEndpoint`, with a
+//! deadline, made from the reconcile loop's blocking thread.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use corral_cpumgr::{ContainerRuntime, RuntimeError};
+use corral_proto::cri::v1 as cri;
+use corral_proto::cri::v1::runtime_service_client::RuntimeServiceClient;
+use corral_topology::CpuSet;
+use tokio::runtime::Handle;
+
+/// How long one CRI call may take (dial included).
+pub(crate) const CRI_DEADLINE: Duration = Duration::from_secs(2);
+
+/// A CRI runtime on a unix socket.
+#[derive(Debug)]
+pub(crate) struct CriRuntime {
+    socket: PathBuf,
+    handle: Handle,
+}
+
+impl CriRuntime {
+    /// Calls go to `socket`, run on `handle`'s runtime.
+    pub(crate) fn new(socket: PathBuf, handle: Handle) -> Self {
+        Self { socket, handle }
+    }
+}
+
+impl ContainerRuntime for CriRuntime {
+    fn update_container_cpuset(
+        &self,
+        container_id: &str,
+        cpus: &CpuSet,
+    ) -> Result<(), RuntimeError> {
+        let request = cri::UpdateContainerResourcesRequest {
+            container_id: container_id.to_owned(),
+            linux: Some(cri::LinuxContainerResources {
+                cpuset_cpus: cpus.to_string(),
+                ..cri::LinuxContainerResources::default()
+            }),
+            ..cri::UpdateContainerResourcesRequest::default()
+        };
+        let socket = self.socket.clone();
+        let call = async move {
+            let channel = corral_proto::uds::connect(&socket, CRI_DEADLINE)
+                .await
+                .map_err(|e| RuntimeError(e.to_string()))?;
+            RuntimeServiceClient::new(channel)
+                .update_container_resources(request)
+                .await
+                .map_err(|status| {
+                    RuntimeError(format!("UpdateContainerResources: {}", status.message()))
+                })?;
+            Ok(())
+        };
+        self.handle.block_on(async {
+            tokio::time::timeout(CRI_DEADLINE, call).await.unwrap_or_else(|_| {
+                Err(RuntimeError(format!(
+                    "UpdateContainerResources for {container_id} did not answer within {CRI_DEADLINE:?}"
+                )))
+            })
+        })
+    }
+}
