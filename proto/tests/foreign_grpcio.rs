@@ -8,45 +8,23 @@
 //! path is refused there: the problem the rewriter exists for.
 
 use std::path::{Path, PathBuf};
-use std::pin::Pin;
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use corral_proto::deviceplugin::v1beta1::{
-    AllocateRequest, AllocateResponse, Device, DevicePluginOptions, Empty, HEALTHY,
-    ListAndWatchResponse, NumaNode, PreStartContainerRequest, PreStartContainerResponse,
-    PreferredAllocationRequest, PreferredAllocationResponse, RegisterRequest, TopologyInfo,
-    UNHEALTHY,
-    device_plugin_server::{DevicePlugin, DevicePluginServer},
-    registration_server::{Registration, RegistrationServer},
+    Device, HEALTHY, ListAndWatchResponse, NumaNode, TopologyInfo, UNHEALTHY,
+    device_plugin_server::DevicePluginServer, registration_server::RegistrationServer,
 };
 use corral_proto::uds::{self, SocketOptions, UdsListener};
 use corral_testkit::PythonPeer;
-use tokio_stream::Stream;
 use tokio_util::sync::CancellationToken;
 use tonic::transport::Server;
-use tonic::{Request, Response, Status};
+
+mod support;
+
+use support::{RecordingRegistration, StreamingPlugin};
 
 const WAIT: Duration = Duration::from_secs(10);
 const MODES: [&str; 5] = ["default", "raw", "encoded", "localhost", "empty"];
-
-#[derive(Clone, Default)]
-struct Recorder {
-    registered: Arc<Mutex<Vec<RegisterRequest>>>,
-}
-
-#[tonic::async_trait]
-impl Registration for Recorder {
-    async fn register(&self, request: Request<RegisterRequest>) -> Result<Response<Empty>, Status> {
-        self.registered.lock().unwrap().push(request.into_inner());
-        Ok(Response::new(Empty {}))
-    }
-}
-
-/// Streams two device lists, then holds the stream open until the server shuts down.
-struct TwoLists {
-    cancel: CancellationToken,
-}
 
 fn lists() -> Vec<ListAndWatchResponse> {
     let numa = |id| {
@@ -79,80 +57,25 @@ fn lists() -> Vec<ListAndWatchResponse> {
     ]
 }
 
-type ListStream = Pin<Box<dyn Stream<Item = Result<ListAndWatchResponse, Status>> + Send>>;
-
-#[tonic::async_trait]
-impl DevicePlugin for TwoLists {
-    type ListAndWatchStream = ListStream;
-
-    async fn get_device_plugin_options(
-        &self,
-        _: Request<Empty>,
-    ) -> Result<Response<DevicePluginOptions>, Status> {
-        Ok(Response::new(DevicePluginOptions::default()))
-    }
-
-    async fn list_and_watch(
-        &self,
-        _: Request<Empty>,
-    ) -> Result<Response<Self::ListAndWatchStream>, Status> {
-        let (tx, rx) = tokio::sync::mpsc::channel(4);
-        let cancel = self.cancel.clone();
-        tokio::spawn(async move {
-            for list in lists() {
-                if tx.send(Ok(list)).await.is_err() {
-                    return;
-                }
-            }
-            tokio::select! {
-                () = cancel.cancelled() => {}
-                () = tx.closed() => {}
-            }
-        });
-        Ok(Response::new(Box::pin(
-            tokio_stream::wrappers::ReceiverStream::new(rx),
-        )))
-    }
-
-    async fn get_preferred_allocation(
-        &self,
-        _: Request<PreferredAllocationRequest>,
-    ) -> Result<Response<PreferredAllocationResponse>, Status> {
-        Err(Status::unimplemented("not offered"))
-    }
-
-    async fn allocate(
-        &self,
-        _: Request<AllocateRequest>,
-    ) -> Result<Response<AllocateResponse>, Status> {
-        Err(Status::unimplemented("not needed"))
-    }
-
-    async fn pre_start_container(
-        &self,
-        _: Request<PreStartContainerRequest>,
-    ) -> Result<Response<PreStartContainerResponse>, Status> {
-        Ok(Response::new(PreStartContainerResponse {}))
-    }
-}
-
 /// A corral unix-socket server with both services; stops when dropped.
 struct TestServer {
     path: PathBuf,
-    recorder: Recorder,
+    recorder: RecordingRegistration,
     cancel: CancellationToken,
     task: Option<tokio::task::JoinHandle<Result<(), uds::UdsError>>>,
 }
 
 impl TestServer {
     fn start(path: &Path) -> Self {
-        let recorder = Recorder::default();
+        let recorder = RecordingRegistration::default();
         let cancel = CancellationToken::new();
         let listener = UdsListener::bind(path, &SocketOptions::default()).unwrap();
         let router = Server::builder()
             .add_service(RegistrationServer::new(recorder.clone()))
-            .add_service(DevicePluginServer::new(TwoLists {
+            .add_service(DevicePluginServer::new(StreamingPlugin {
+                lists: lists(),
                 cancel: cancel.clone(),
+                honour_cancel: true,
             }));
         let task = tokio::spawn(uds::serve(
             router,
@@ -212,7 +135,14 @@ async fn exercise(peer: &PythonPeer, server: &TestServer, mode: &str) {
         answer["ok"], true,
         "register with authority {mode}: {answer}"
     );
-    let registered = server.recorder.registered.lock().unwrap().clone();
+    let registered = server
+        .recorder
+        .seen
+        .lock()
+        .unwrap()
+        .iter()
+        .map(|(r, _)| r.clone())
+        .collect::<Vec<_>>();
     assert!(
         registered
             .iter()
@@ -266,7 +196,14 @@ async fn grpcio_calls_succeed_with_every_authority() {
         .await
         .unwrap();
     assert_eq!(answer["ok"], true, "large request: {answer}");
-    let registered = server.recorder.registered.lock().unwrap().clone();
+    let registered = server
+        .recorder
+        .seen
+        .lock()
+        .unwrap()
+        .iter()
+        .map(|(r, _)| r.clone())
+        .collect::<Vec<_>>();
     let big = registered
         .iter()
         .find(|r| r.resource_name == "example.com/big")
@@ -302,7 +239,7 @@ async fn plain_tonic_refuses_the_raw_path_authority() {
     let cancel = CancellationToken::new();
     let server = tokio::spawn(
         Server::builder()
-            .add_service(RegistrationServer::new(Recorder::default()))
+            .add_service(RegistrationServer::new(RecordingRegistration::default()))
             .serve_with_incoming_shutdown(incoming, cancel.clone().cancelled_owned()),
     );
     let socket = path.to_str().unwrap();
