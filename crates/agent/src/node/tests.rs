@@ -7,6 +7,7 @@ use std::sync::Arc;
 
 use corral_topology::CpuTopology;
 use k8s_openapi::api::core::v1::Pod as K8sPod;
+use k8s_openapi::api::resource::v1::ResourceClaim as K8sResourceClaim;
 
 use super::{Admission, NoRuntime, Node};
 use crate::config::{AgentConfig, ConfigSource};
@@ -191,4 +192,87 @@ async fn sync_active_pods_releases_the_others() {
     assert_eq!(released, vec!["drop".to_owned()]);
     assert!(node.cpu().exclusive_cpus("drop", "c0").is_empty());
     assert!(!node.cpu().exclusive_cpus("keep", "c0").is_empty());
+}
+
+/// A pod with one container using claim `gpu-claim`, and that claim, allocated on the sample
+/// driver and reserved for `reserved_for`.
+fn pod_with_claim(uid: &str, reserved_for: &str) -> (K8sPod, K8sResourceClaim) {
+    let pod = serde_json::from_value(serde_json::json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": uid, "namespace": "default", "uid": uid},
+        "spec": {
+            "resourceClaims": [{"name": "gpu", "resourceClaimName": "gpu-claim"}],
+            "containers": [{
+                "name": "c0",
+                "resources": {"limits": {"cpu": "2", "memory": "64Mi"}, "claims": [{"name": "gpu"}]},
+            }],
+        },
+    }))
+    .unwrap();
+    let claim = serde_json::from_value(serde_json::json!({
+        "apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
+        "metadata": {"name": "gpu-claim", "namespace": "default", "uid": "claim-uid"},
+        "spec": {},
+        "status": {
+            "allocation": {"devices": {"results": [
+                {"request": "gpu", "driver": DRIVER, "pool": "sample-pool", "device": "gpu-0"},
+            ]}},
+            "reservedFor": [{"resource": "pods", "name": reserved_for, "uid": reserved_for}],
+        },
+    }))
+    .unwrap();
+    (pod, claim)
+}
+
+const DRIVER: &str = "gpu.example.com";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dra_claims_are_prepared_reported_and_a_failed_prepare_leaves_no_trace() {
+    let dir = tempfile::tempdir().unwrap();
+    let topology = fixture("32em64t-2n8c+dax+nvme+mic+dimms");
+    let config = config(dir.path(), "single-numa-node", &[]);
+    let node = open(&config, &topology).await;
+    let driver_config = corral_dra::sample::SampleDriverConfig::new(
+        DRIVER,
+        config.layout.plugins_registry_dir(),
+        dir.path().join("plugins").join(DRIVER),
+    );
+    let _driver = corral_dra::sample::SampleDriver::start(driver_config)
+        .await
+        .unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while node.registry().plugin(DRIVER).is_none() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "driver never registered"
+        );
+        node.registry().sync_once().await;
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+
+    // A claim reserved for another pod: DRA refuses after CPUs were allocated; nothing stays.
+    let before = snapshot(dir.path());
+    let (pod, claim) = pod_with_claim("thief", "someone-else");
+    let answer = node.admit(pod, vec![claim]).await.unwrap();
+    let Admission::Rejected { reason, .. } = answer else {
+        panic!("admitted: {answer:?}");
+    };
+    assert_eq!(reason, "UnexpectedAdmissionError");
+    assert_eq!(snapshot(dir.path()), before);
+    assert!(node.cpu().exclusive_cpus("thief", "c0").is_empty());
+
+    // Reserved for the pod: prepared, CDI devices and the claim in the view.
+    let (pod, claim) = pod_with_claim("owner", "owner");
+    let Admission::Admitted(view) = node.admit(pod, vec![claim]).await.unwrap() else {
+        panic!("rejected");
+    };
+    let container = &view.containers[0];
+    assert!(container.exclusive_cpus);
+    assert!(!container.cdi_devices.is_empty(), "{container:?}");
+    assert_eq!(container.claims.len(), 1);
+    assert_eq!(container.claims[0].name, "gpu-claim");
+    assert_eq!(container.claims[0].devices[0].driver, DRIVER);
+    // Releasing unprepares the claim.
+    assert!(node.release("owner").await.unwrap());
+    assert!(node.dra.claim_infos().is_empty());
 }

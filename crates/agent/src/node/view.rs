@@ -23,12 +23,38 @@ pub(crate) struct ContainerView {
     pub(crate) numa_affinity: Vec<usize>,
     /// Device-plugin devices: resource → NUMA node → device ids.
     pub(crate) devices: BTreeMap<String, BTreeMap<i64, Vec<String>>>,
+    /// The DRA claims it uses, with their prepared devices.
+    pub(crate) claims: Vec<ClaimView>,
     /// DRA CDI devices.
     pub(crate) cdi_devices: Vec<String>,
     /// Annotations for the runtime.
     pub(crate) annotations: BTreeMap<String, String>,
     /// The container id once started.
     pub(crate) container_id: String,
+}
+
+/// One prepared device of a DRA claim.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub(crate) struct ClaimDeviceView {
+    /// The DRA driver.
+    pub(crate) driver: String,
+    /// The device's pool.
+    pub(crate) pool: String,
+    /// The device's name in the pool.
+    pub(crate) device: String,
+    /// Its CDI device ids.
+    pub(crate) cdi_devices: Vec<String>,
+}
+
+/// A DRA claim a container uses.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub(crate) struct ClaimView {
+    /// The ResourceClaim's name.
+    pub(crate) name: String,
+    /// Its namespace.
+    pub(crate) namespace: String,
+    /// Its prepared devices.
+    pub(crate) devices: Vec<ClaimDeviceView>,
 }
 
 /// One pod's holdings.
@@ -76,6 +102,30 @@ pub(super) fn pod_view(node: &Node, admitted: &AdmittedPod) -> PodView {
                     .container_devices(&pod.uid, &container.name)
                     .into_iter()
                     .map(|(resource, allocation)| (resource, allocation.devices))
+                    .collect(),
+                claims: claims
+                    .as_ref()
+                    .filter(|_| !container.claims.is_empty())
+                    .and_then(|claims| node.dra.container_claim_infos(claims, container).ok())
+                    .unwrap_or_default()
+                    .iter()
+                    .map(|info| ClaimView {
+                        name: info.name().to_owned(),
+                        namespace: info.namespace().to_owned(),
+                        devices: info
+                            .drivers()
+                            .flat_map(|driver| {
+                                info.devices(driver)
+                                    .into_iter()
+                                    .map(move |d| ClaimDeviceView {
+                                        driver: driver.to_owned(),
+                                        pool: d.pool_name,
+                                        device: d.device_name,
+                                        cdi_devices: d.cdi_device_ids,
+                                    })
+                            })
+                            .collect(),
+                    })
                     .collect(),
                 cdi_devices: dra.cdi_devices,
                 annotations: dra.annotations,

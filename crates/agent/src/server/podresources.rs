@@ -52,6 +52,29 @@ impl PodResourcesService {
                             })
                         })
                         .collect(),
+                    dynamic_resources: c
+                        .claims
+                        .iter()
+                        .map(|claim| api::DynamicResource {
+                            claim_name: claim.name.clone(),
+                            claim_namespace: claim.namespace.clone(),
+                            claim_resources: claim
+                                .devices
+                                .iter()
+                                .map(|d| api::ClaimResource {
+                                    cdi_devices: d
+                                        .cdi_devices
+                                        .iter()
+                                        .map(|name| api::CdiDevice { name: name.clone() })
+                                        .collect(),
+                                    driver_name: d.driver.clone(),
+                                    pool_name: d.pool.clone(),
+                                    device_name: d.device.clone(),
+                                    share_id: None,
+                                })
+                                .collect(),
+                        })
+                        .collect(),
                     ..api::ContainerResources::default()
                 })
                 .collect(),
