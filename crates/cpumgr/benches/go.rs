@@ -4,18 +4,22 @@
 //! checked once against the recorded one, then benchmarked as `go/<name>` so
 //! `cargo xtask bench` prints Go's median beside corral's.
 
-use std::collections::BTreeMap;
 use std::hint::black_box;
 use std::path::Path;
 use std::time::Duration;
 
 use corral_cpumgr::{
-    CpuSortingStrategy, TopologyIndex, generate_cpu_topology_hints,
-    take_by_topology_numa_distributed, take_by_topology_numa_packed,
+    CpuSortingStrategy, generate_cpu_topology_hints, take_by_topology_numa_distributed,
+    take_by_topology_numa_packed,
 };
-use corral_topology::{CpuInfo, CpuRecord, CpuSet, CpuTopology, TopologyCounts};
+use corral_topology::CpuSet;
 use criterion::{Criterion, criterion_group, criterion_main};
 use serde_json::Value;
+
+#[path = "../tests/support/conformance_topology.rs"]
+mod conformance_topology;
+
+use conformance_topology::{num, topologies};
 
 fn load(rel: &str) -> Value {
     let path = Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -24,56 +28,13 @@ fn load(rel: &str) -> Value {
     serde_json::from_str(&std::fs::read_to_string(&path).expect("readable")).expect("json")
 }
 
-fn num(v: &Value, key: &str) -> usize {
-    v[key].as_u64().expect(key) as usize
-}
-
-fn topologies() -> BTreeMap<String, TopologyIndex> {
-    let doc = load("testdata/conformance/cpu_assignment.json");
-    doc["topologies"]
-        .as_array()
-        .expect("topologies")
-        .iter()
-        .map(|t| {
-            let records: Vec<CpuRecord> = t["cpus"]
-                .as_array()
-                .expect("cpus")
-                .iter()
-                .map(|c| CpuRecord {
-                    cpu: num(c, "cpu"),
-                    info: CpuInfo {
-                        core: num(c, "core"),
-                        socket: num(c, "socket"),
-                        numa: num(c, "numa"),
-                        uncore: num(c, "uncore"),
-                    },
-                })
-                .collect();
-            let counts = TopologyCounts {
-                num_cpus: num(t, "num_cpus"),
-                num_cores: num(t, "num_cores"),
-                num_sockets: num(t, "num_sockets"),
-                num_numa_nodes: num(t, "num_numa_nodes"),
-                num_uncore_caches: num(t, "num_uncore_cache"),
-            };
-            let topo = CpuTopology::new(&records)
-                .expect("topology")
-                .with_counts(counts);
-            (
-                t["name"].as_str().expect("name").to_owned(),
-                TopologyIndex::new(&topo),
-            )
-        })
-        .collect()
-}
-
 fn set(v: &Value) -> CpuSet {
     v.as_str().expect("cpuset").parse().expect("parses")
 }
 
 fn go_benches(c: &mut Criterion) {
     let doc = load("testdata/bench/go_bench.json");
-    let topos = topologies();
+    let topos = topologies(&load("testdata/conformance/cpu_assignment.json"));
     let mut group = c.benchmark_group("go");
     group
         .sample_size(30)

@@ -1,16 +1,20 @@
 //! Runs the shared conformance vectors `testdata/conformance/cpu_assignment.json` and
 //! `cpu_hints.json` (produced by upstream's Go code) so plain `cargo test` covers them.
 
-use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use corral_cpumgr::{
-    CpuSortingStrategy, TopologyIndex, generate_cpu_topology_hints,
-    take_by_topology_numa_distributed, take_by_topology_numa_packed,
+    CpuSortingStrategy, generate_cpu_topology_hints, take_by_topology_numa_distributed,
+    take_by_topology_numa_packed,
 };
-use corral_topology::{CpuInfo, CpuRecord, CpuSet, CpuTopology, TopologyCounts};
+use corral_topology::CpuSet;
 use serde_json::Value;
+
+#[path = "support/conformance_topology.rs"]
+mod conformance_topology;
+
+use conformance_topology::{num, topologies};
 
 fn load(name: &str) -> Value {
     let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
@@ -18,48 +22,6 @@ fn load(name: &str) -> Value {
         .join(name);
     let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
     serde_json::from_str(&text).expect("valid JSON")
-}
-
-fn num(v: &Value, key: &str) -> usize {
-    v[key].as_u64().unwrap_or_else(|| panic!("{key} missing")) as usize
-}
-
-fn topologies(doc: &Value) -> BTreeMap<String, TopologyIndex> {
-    doc["topologies"]
-        .as_array()
-        .expect("topologies")
-        .iter()
-        .map(|t| {
-            let records: Vec<CpuRecord> = t["cpus"]
-                .as_array()
-                .expect("cpus")
-                .iter()
-                .map(|c| CpuRecord {
-                    cpu: num(c, "cpu"),
-                    info: CpuInfo {
-                        core: num(c, "core"),
-                        socket: num(c, "socket"),
-                        numa: num(c, "numa"),
-                        uncore: num(c, "uncore"),
-                    },
-                })
-                .collect();
-            let counts = TopologyCounts {
-                num_cpus: num(t, "num_cpus"),
-                num_cores: num(t, "num_cores"),
-                num_sockets: num(t, "num_sockets"),
-                num_numa_nodes: num(t, "num_numa_nodes"),
-                num_uncore_caches: num(t, "num_uncore_cache"),
-            };
-            let topo = CpuTopology::new(&records)
-                .expect("topology")
-                .with_counts(counts);
-            (
-                t["name"].as_str().expect("name").to_owned(),
-                TopologyIndex::new(&topo),
-            )
-        })
-        .collect()
 }
 
 fn set(v: &Value) -> CpuSet {
