@@ -257,6 +257,23 @@ async fn pods_admitted_through_the_cli_survive_sigkill_and_podresources_reports_
         let index: i64 = gpu.trim_start_matches("gpu-").parse().unwrap();
         assert_eq!(index % 2, node, "{gpu_devices} on node {node}");
     }
+    // The plugin's Allocate answer, merged into the container's run options.
+    let trainer = &status
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["name"] == "gpu")
+        .unwrap()["containers"][0];
+    assert_eq!(
+        trainer["envs"]["SAMPLE_DEVICES"],
+        gpus.join(","),
+        "{trainer}"
+    );
+    assert_eq!(
+        trainer["deviceNodes"].as_array().unwrap().len(),
+        2,
+        "{trainer}"
+    );
 
     // A rejected pod: reason on stderr, exit 1, every checkpoint byte-identical.
     let before = checkpoints(&root);

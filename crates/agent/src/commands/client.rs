@@ -207,6 +207,8 @@ fn allocation_json(pod: &api::PodAllocation) -> serde_json::Value {
             "numaAffinity": c.numa_affinity,
             "devices": c.devices.iter().map(|d| (d.resource.clone(), d.device_ids.clone())).collect::<std::collections::BTreeMap<_, _>>(),
             "cdiDevices": c.run_options.as_ref().map(|o| o.cdi_devices.clone()).unwrap_or_default(),
+            "envs": c.run_options.as_ref().map(|o| o.envs.iter().map(|(k, v)| (k.clone(), v.clone())).collect::<std::collections::BTreeMap<_, _>>()).unwrap_or_default(),
+            "deviceNodes": c.run_options.as_ref().map(|o| o.devices.iter().map(|d| d.host_path.clone()).collect::<Vec<_>>()).unwrap_or_default(),
             "containerId": c.container_id,
         })).collect::<Vec<_>>(),
     })

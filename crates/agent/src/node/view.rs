@@ -23,6 +23,12 @@ pub(crate) struct ContainerView {
     pub(crate) numa_affinity: Vec<usize>,
     /// Device-plugin devices: resource → NUMA node → device ids.
     pub(crate) devices: BTreeMap<String, BTreeMap<i64, Vec<String>>>,
+    /// Environment from the device plugins' Allocate answers.
+    pub(crate) envs: BTreeMap<String, String>,
+    /// Mounts from the device plugins' Allocate answers.
+    pub(crate) mounts: Vec<MountView>,
+    /// Device nodes from the device plugins' Allocate answers.
+    pub(crate) device_nodes: Vec<DeviceNodeView>,
     /// The DRA claims it uses, with their prepared devices.
     pub(crate) claims: Vec<ClaimView>,
     /// DRA CDI devices.
@@ -44,6 +50,28 @@ pub(crate) struct ClaimDeviceView {
     pub(crate) device: String,
     /// Its CDI device ids.
     pub(crate) cdi_devices: Vec<String>,
+}
+
+/// A mount a device plugin asked for.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub(crate) struct MountView {
+    /// Path in the container.
+    pub(crate) container_path: String,
+    /// Path on the host.
+    pub(crate) host_path: String,
+    /// Read-only.
+    pub(crate) read_only: bool,
+}
+
+/// A device node a device plugin asked for.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub(crate) struct DeviceNodeView {
+    /// Path in the container.
+    pub(crate) container_path: String,
+    /// Path on the host.
+    pub(crate) host_path: String,
+    /// cgroup permissions (`rwm`).
+    pub(crate) permissions: String,
 }
 
 /// A DRA claim a container uses.
@@ -84,6 +112,58 @@ pub(super) fn pod_view(node: &Node, admitted: &AdmittedPod) -> PodView {
                 .filter(|_| !container.claims.is_empty())
                 .and_then(|claims| node.dra.get_resources(claims, container).ok())
                 .unwrap_or_default();
+            let allocations = node.devices.container_devices(&pod.uid, &container.name);
+            let mut envs = BTreeMap::new();
+            let mut mounts = Vec::new();
+            let mut device_nodes = Vec::new();
+            let mut annotations = dra.annotations;
+            let mut cdi_devices = Vec::new();
+            // Merged in resource order; a later resource does not override an earlier
+            // one's value (as upstream's deviceRunContainerOptions).
+            for response in allocations.values().filter_map(|a| a.response.as_ref()) {
+                for (key, value) in &response.envs {
+                    envs.entry(key.clone()).or_insert_with(|| value.clone());
+                }
+                for (key, value) in &response.annotations {
+                    annotations
+                        .entry(key.clone())
+                        .or_insert_with(|| value.clone());
+                }
+                for m in &response.mounts {
+                    if !mounts
+                        .iter()
+                        .any(|x: &MountView| x.container_path == m.container_path)
+                    {
+                        mounts.push(MountView {
+                            container_path: m.container_path.clone(),
+                            host_path: m.host_path.clone(),
+                            read_only: m.read_only,
+                        });
+                    }
+                }
+                for d in &response.devices {
+                    if !device_nodes
+                        .iter()
+                        .any(|x: &DeviceNodeView| x.host_path == d.host_path)
+                    {
+                        device_nodes.push(DeviceNodeView {
+                            container_path: d.container_path.clone(),
+                            host_path: d.host_path.clone(),
+                            permissions: d.permissions.clone(),
+                        });
+                    }
+                }
+                for c in &response.cdi_devices {
+                    if !cdi_devices.contains(&c.name) {
+                        cdi_devices.push(c.name.clone());
+                    }
+                }
+            }
+            for c in dra.cdi_devices {
+                if !cdi_devices.contains(&c) {
+                    cdi_devices.push(c);
+                }
+            }
             ContainerView {
                 name: container.name.clone(),
                 kind: match kind {
@@ -97,12 +177,13 @@ pub(super) fn pod_view(node: &Node, admitted: &AdmittedPod) -> PodView {
                     .numa_affinity
                     .map(|mask| mask.iter().collect())
                     .unwrap_or_default(),
-                devices: node
-                    .devices
-                    .container_devices(&pod.uid, &container.name)
+                devices: allocations
                     .into_iter()
                     .map(|(resource, allocation)| (resource, allocation.devices))
                     .collect(),
+                envs,
+                mounts,
+                device_nodes,
                 claims: claims
                     .as_ref()
                     .filter(|_| !container.claims.is_empty())
@@ -127,8 +208,8 @@ pub(super) fn pod_view(node: &Node, admitted: &AdmittedPod) -> PodView {
                             .collect(),
                     })
                     .collect(),
-                cdi_devices: dra.cdi_devices,
-                annotations: dra.annotations,
+                cdi_devices,
+                annotations,
                 container_id: admitted
                     .record
                     .container_ids

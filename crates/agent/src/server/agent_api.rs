@@ -53,9 +53,27 @@ pub(crate) fn allocation(view: PodView) -> api::PodAllocation {
                     .collect(),
                 numa_affinity: c.numa_affinity.into_iter().map(|n| n as i64).collect(),
                 run_options: Some(api::RunOptions {
+                    envs: c.envs.into_iter().collect(),
+                    mounts: c
+                        .mounts
+                        .into_iter()
+                        .map(|m| api::Mount {
+                            container_path: m.container_path,
+                            host_path: m.host_path,
+                            read_only: m.read_only,
+                        })
+                        .collect(),
+                    devices: c
+                        .device_nodes
+                        .into_iter()
+                        .map(|d| api::DeviceNode {
+                            container_path: d.container_path,
+                            host_path: d.host_path,
+                            permissions: d.permissions,
+                        })
+                        .collect(),
                     annotations: c.annotations.into_iter().collect(),
                     cdi_devices: c.cdi_devices,
-                    ..api::RunOptions::default()
                 }),
                 container_id: c.container_id,
             })
