@@ -59,8 +59,24 @@ impl ContainerRuntime for NoRuntime {
     }
 }
 
+/// `dra_operations_duration_seconds` (upstream's name): DRA prepare/unprepare latency by
+/// `operation_name` and `is_error`.
+pub(crate) type DraDurations = prometheus_client::metrics::family::Family<
+    Vec<(String, String)>,
+    prometheus_client::metrics::histogram::Histogram,
+    fn() -> prometheus_client::metrics::histogram::Histogram,
+>;
+
+fn dra_histogram() -> prometheus_client::metrics::histogram::Histogram {
+    // Upstream's buckets for DRA operations: 0.1 s .. 180 s.
+    prometheus_client::metrics::histogram::Histogram::new([
+        0.1, 0.2, 0.3, 0.5, 1.0, 2.0, 3.0, 5.0, 10.0, 20.0, 30.0, 60.0, 120.0, 180.0,
+    ])
+}
+
 /// Every manager of one node, composed.
 pub(crate) struct Node {
+    dra_durations: DraDurations,
     topology: TopologyManager,
     cpu: Arc<CpuManager>,
     devices: Arc<DeviceManager>,
@@ -202,6 +218,7 @@ impl Node {
         let dra = DraManager::open(state_dir, Arc::clone(&registry))
             .context("restoring the DRA manager")?;
         Ok(Node {
+            dra_durations: DraDurations::new_with_constructor(dra_histogram),
             topology: manager,
             cpu,
             devices,
@@ -299,10 +316,12 @@ impl Node {
             });
         }
         if !pod.resource_claims.is_empty() {
+            let started = std::time::Instant::now();
             let prepared = match pod_claims(&pod) {
                 Ok(claims) => self.dra.prepare_resources(&claims, &dra_claims).await,
                 Err(err) => Err(err),
             };
+            self.observe_dra("PrepareResources", started, prepared.is_err());
             if let Err(err) = prepared {
                 tracing::info!(pod = %pod.uid, error = %err, "preparing claims failed; pod rejected");
                 self.release_managers(&pod, true).await;
@@ -374,9 +393,31 @@ impl Node {
             Ok(Err(err)) => tracing::error!(pod = pod_uid, error = %err, "releasing CPUs failed"),
             Err(err) => tracing::error!(pod = pod_uid, error = %err, "releasing CPUs panicked"),
         }
-        if claims && let Err(err) = self.dra.unprepare_resources(pod_uid).await {
-            tracing::error!(pod = pod_uid, error = %err, "unpreparing claims failed");
+        if claims
+            && (!pod.resource_claims.is_empty()
+                || self.dra.pod_might_need_to_unprepare_resources(pod_uid))
+        {
+            let started = std::time::Instant::now();
+            let unprepared = self.dra.unprepare_resources(pod_uid).await;
+            self.observe_dra("UnprepareResources", started, unprepared.is_err());
+            if let Err(err) = unprepared {
+                tracing::error!(pod = pod_uid, error = %err, "unpreparing claims failed");
+            }
         }
+    }
+
+    fn observe_dra(&self, operation: &str, started: std::time::Instant, error: bool) {
+        self.dra_durations
+            .get_or_create(&vec![
+                ("operation_name".to_owned(), operation.to_owned()),
+                ("is_error".to_owned(), error.to_string()),
+            ])
+            .observe(started.elapsed().as_secs_f64());
+    }
+
+    /// `dra_operations_duration_seconds`.
+    pub(crate) fn dra_durations(&self) -> &DraDurations {
+        &self.dra_durations
     }
 
     /// Release everything `pod_uid` holds; `false` when the pod was not admitted.
@@ -473,4 +514,4 @@ impl Node {
 }
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

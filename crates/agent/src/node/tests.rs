@@ -12,14 +12,18 @@ use k8s_openapi::api::resource::v1::ResourceClaim as K8sResourceClaim;
 use super::{Admission, NoRuntime, Node};
 use crate::config::{AgentConfig, ConfigSource};
 
-fn fixture(machine: &str) -> CpuTopology {
+pub(crate) fn fixture(machine: &str) -> CpuTopology {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("../../testdata/sysfs")
         .join(machine);
     corral_topology::sysfs::discover(&root).unwrap()
 }
 
-fn config(root: &Path, topology_policy: &str, cpu_options: &[(&str, &str)]) -> AgentConfig {
+pub(crate) fn config(
+    root: &Path,
+    topology_policy: &str,
+    cpu_options: &[(&str, &str)],
+) -> AgentConfig {
     ConfigSource {
         cpu_manager_policy: Some("static".into()),
         reserved_system_cpus: Some("0".into()),
@@ -38,7 +42,7 @@ fn config(root: &Path, topology_policy: &str, cpu_options: &[(&str, &str)]) -> A
 }
 
 /// A Guaranteed pod with one container per CPU count.
-fn pod(uid: &str, cpus: &[u32]) -> K8sPod {
+pub(crate) fn pod(uid: &str, cpus: &[u32]) -> K8sPod {
     let containers: Vec<_> = cpus
         .iter()
         .enumerate()
@@ -57,7 +61,7 @@ fn pod(uid: &str, cpus: &[u32]) -> K8sPod {
     .unwrap()
 }
 
-async fn open(config: &AgentConfig, topology: &CpuTopology) -> Arc<Node> {
+pub(crate) async fn open(config: &AgentConfig, topology: &CpuTopology) -> Arc<Node> {
     let node = Arc::new(Node::open(config, topology, Arc::new(NoRuntime)).unwrap());
     node.start_devices().await.unwrap();
     node

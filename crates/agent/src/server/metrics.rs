@@ -1,7 +1,8 @@
 //! Prometheus metrics in text format on `--metrics-addr` (loopback only, off by default),
 //! with upstream's names: `topology_manager_admission_requests_total`,
 //! `topology_manager_admission_errors_total`, `topology_manager_admission_duration_ms`,
-//! `cpu_manager_pinning_requests_total`, `cpu_manager_pinning_errors_total`; plus corral's
+//! `cpu_manager_pinning_requests_total`, `cpu_manager_pinning_errors_total`,
+//! `dra_operations_duration_seconds`; plus corral's
 //! `corral_admitted_pods`.
 
 use std::future::Future;
@@ -48,35 +49,40 @@ pub(crate) fn render(node: &Node, agent: &AgentMetrics) -> String {
     let topology = node.topology().metrics();
     registry.register(
         "topology_manager_admission_requests",
-        "Number of admission requests where resources have to be aligned.",
+        "Number of admission requests where resources have to be aligned",
         counter(topology.admission_requests_total.load(Ordering::Relaxed)),
     );
     registry.register(
         "topology_manager_admission_errors",
-        "Number of admission request failures where resources could not be aligned.",
+        "Number of admission request failures where resources could not be aligned",
         counter(topology.admission_errors_total.load(Ordering::Relaxed)),
     );
     registry.register(
         "topology_manager_admission_duration_ms",
-        "Duration in milliseconds to serve a pod admission request.",
+        "Duration in milliseconds to serve a pod admission request",
         agent.admission_duration_ms.clone(),
     );
     let cpu = node.cpu().metrics();
     registry.register(
         "cpu_manager_pinning_requests",
-        "The number of cpu core allocations which required pinning.",
+        "The number of cpu core allocations which required pinning",
         counter(cpu.pinning_requests_total.load(Ordering::Relaxed)),
     );
     registry.register(
         "cpu_manager_pinning_errors",
-        "The number of cpu core allocations which required pinning failed.",
+        "The number of cpu core allocations which required pinning failed",
         counter(cpu.pinning_errors_total.load(Ordering::Relaxed)),
+    );
+    registry.register(
+        "dra_operations_duration_seconds",
+        "Latency histogram in seconds for the duration of handling all ResourceClaims referenced by a pod when the pod starts or stops",
+        node.dra_durations().clone(),
     );
     let pods = Gauge::<i64>::default();
     pods.set(node.pods().all().len() as i64);
     registry.register(
         "corral_admitted_pods",
-        "Pods admitted and not released.",
+        "Pods admitted and not released",
         pods,
     );
     let mut text = String::new();
@@ -140,5 +146,35 @@ pub(crate) async fn serve(
             let _ = stream.write_all(response.as_bytes()).await;
             let _ = stream.shutdown().await;
         });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::node::tests::{config, fixture, open, pod};
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn metrics_carry_upstream_names_and_counts() {
+        let dir = tempfile::tempdir().unwrap();
+        let topology = fixture("32em64t-2n8c+dax+nvme+mic+dimms");
+        let node = open(&config(dir.path(), "single-numa-node", &[]), &topology).await;
+        node.admit(pod("ok", &[2]), Vec::new()).await.unwrap();
+        node.admit(pod("too-big", &[20]), Vec::new()).await.unwrap();
+        let agent = super::AgentMetrics::default();
+        agent.admission_duration_ms.observe(1.5);
+        let text = super::render(&node, &agent);
+        for line in [
+            "topology_manager_admission_requests_total 2",
+            "topology_manager_admission_errors_total 1",
+            "topology_manager_admission_duration_ms_count 1",
+            "cpu_manager_pinning_requests_total 1",
+            "cpu_manager_pinning_errors_total 0",
+            "corral_admitted_pods 1",
+        ] {
+            assert!(
+                text.lines().any(|l| l == line),
+                "{line:?} missing in:\n{text}"
+            );
+        }
     }
 }
