@@ -134,17 +134,26 @@ impl Drop for Agent {
     }
 }
 
-/// The state files' bytes.
-fn checkpoints(root: &Path) -> BTreeMap<&'static str, Vec<u8>> {
-    [
+/// The state files' bytes (the checkpoints and every admitted pod's file).
+fn checkpoints(root: &Path) -> BTreeMap<PathBuf, Vec<u8>> {
+    let mut files: Vec<PathBuf> = [
         "cpu_manager_state",
         "dra_manager_state",
         "device-plugins/kubelet_internal_checkpoint",
-        "corral/pods.json",
     ]
     .into_iter()
-    .map(|name| (name, std::fs::read(root.join(name)).unwrap()))
-    .collect()
+    .map(|name| root.join(name))
+    .collect();
+    for entry in std::fs::read_dir(root.join("corral/pods")).unwrap() {
+        files.push(entry.unwrap().path());
+    }
+    files
+        .into_iter()
+        .map(|path| {
+            let bytes = std::fs::read(&path).unwrap();
+            (path, bytes)
+        })
+        .collect()
 }
 
 /// container name → (cpuset, exclusive, NUMA affinity, devices) for the pod named `name`.

@@ -57,9 +57,9 @@ impl Layout {
         self.root.join("corral/agent.sock")
     }
 
-    /// The admitted pods, persisted by the agent.
-    pub(crate) fn pods_file(&self) -> PathBuf {
-        self.root.join("corral/pods.json")
+    /// The admitted pods, persisted by the agent (one file per pod).
+    pub(crate) fn pods_dir(&self) -> PathBuf {
+        self.root.join("corral/pods")
     }
 
     /// The directory of `cpu_manager_state`, `dra_manager_state` (the kubelet's root).

@@ -140,7 +140,7 @@ fn pod_claims(pod: &Pod) -> Result<PodClaims, corral_dra::DraError> {
 
 impl Node {
     /// Build every manager from `config` over `topology`, restoring their checkpoints under
-    /// the layout's state dir and the admitted pods from `<root>/corral/pods.json`.
+    /// the layout's state dir and the admitted pods from `<root>/corral/pods/`.
     pub(crate) fn open(
         config: &AgentConfig,
         topology: &CpuTopology,
@@ -150,7 +150,7 @@ impl Node {
         let state_dir = layout.state_dir();
         std::fs::create_dir_all(state_dir)
             .with_context(|| format!("creating the state dir {}", state_dir.display()))?;
-        let pods = Arc::new(PodBook::load(layout.pods_file(), pod_of_record)?);
+        let pods = Arc::new(PodBook::load(layout.pods_dir(), pod_of_record)?);
         let mut manager =
             TopologyManager::new(&config.topology, &topology.numa_nodes_for_manager())
                 .context("building the topology manager")?;

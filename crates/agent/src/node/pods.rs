@@ -1,6 +1,9 @@
-//! The admitted pods: kept in memory (the CPU manager's [`PodSource`]) and persisted as
-//! `<root>/corral/pods.json` (temp file, fsync, rename, fsync dir) so a restarted agent knows
-//! which pods it admitted, their manifests and their started containers.
+//! The admitted pods: kept in memory (the CPU manager's [`PodSource`]) and persisted one
+//! file per pod under `<root>/corral/pods/` (temp file, fsync, rename, fsync dir), so a
+//! restarted agent knows which pods it admitted, their manifests, started containers and
+//! affinities, and an admission rewrites only its own pod's file whatever the pod count.
+//! File names are the uid with every byte outside `[A-Za-z0-9_-]` percent-encoded: a uid
+//! from a manifest never names a path.
 
 use std::collections::BTreeMap;
 use std::io::Write as _;
@@ -40,11 +43,6 @@ pub(crate) struct Affinity {
     pub(crate) preferred: bool,
 }
 
-#[derive(Debug, Default, Serialize, Deserialize)]
-struct PodsFile {
-    pods: BTreeMap<String, PodRecord>,
-}
-
 /// An admitted pod: its record and its converted form.
 #[derive(Debug, Clone)]
 pub(crate) struct AdmittedPod {
@@ -57,31 +55,52 @@ pub(crate) struct AdmittedPod {
 /// The admitted pods, by uid.
 #[derive(Debug)]
 pub(crate) struct PodBook {
-    path: PathBuf,
+    dir: PathBuf,
     pods: Mutex<BTreeMap<String, AdmittedPod>>,
 }
 
 impl PodBook {
-    /// Load `path` (missing = no pods); `convert` turns a record into the managers' pod.
+    /// Load every pod file in `dir` (missing = no pods); `convert` turns a record into the
+    /// managers' pod.
     pub(crate) fn load(
-        path: PathBuf,
+        dir: PathBuf,
         convert: impl Fn(&PodRecord) -> Result<Pod>,
     ) -> Result<PodBook> {
-        let file: PodsFile = match std::fs::read(&path) {
-            Ok(bytes) => serde_json::from_slice(&bytes)
-                .with_context(|| format!("{}: not a corral pods file", path.display()))?,
-            Err(err) if err.kind() == std::io::ErrorKind::NotFound => PodsFile::default(),
-            Err(err) => return Err(err).with_context(|| format!("reading {}", path.display())),
-        };
         let mut pods = BTreeMap::new();
-        for (uid, record) in file.pods {
-            let pod = convert(&record).with_context(|| format!("{}: pod {uid}", path.display()))?;
-            pods.insert(uid, AdmittedPod { record, pod });
+        let entries = match std::fs::read_dir(&dir) {
+            Ok(entries) => entries.collect::<Result<Vec<_>, _>>()?,
+            Err(err) if err.kind() == std::io::ErrorKind::NotFound => Vec::new(),
+            Err(err) => return Err(err).with_context(|| format!("reading {}", dir.display())),
+        };
+        for entry in entries {
+            let path = entry.path();
+            if path.extension().and_then(|e| e.to_str()) != Some("json") {
+                continue; // temp files of an interrupted write
+            }
+            let bytes =
+                std::fs::read(&path).with_context(|| format!("reading {}", path.display()))?;
+            let record: PodRecord = serde_json::from_slice(&bytes)
+                .with_context(|| format!("{}: not a corral pod record", path.display()))?;
+            let pod = convert(&record).with_context(|| format!("{}", path.display()))?;
+            pods.insert(pod.uid.clone(), AdmittedPod { record, pod });
         }
         Ok(PodBook {
-            path,
+            dir,
             pods: Mutex::new(pods),
         })
+    }
+
+    fn file(&self, uid: &str) -> PathBuf {
+        let mut name = String::with_capacity(uid.len() + 5);
+        for byte in uid.bytes() {
+            if byte.is_ascii_alphanumeric() || byte == b'-' || byte == b'_' {
+                name.push(byte as char);
+            } else {
+                name.push_str(&format!("%{byte:02X}"));
+            }
+        }
+        name.push_str(".json");
+        self.dir.join(name)
     }
 
     fn lock(&self) -> MutexGuard<'_, BTreeMap<String, AdmittedPod>> {
@@ -98,7 +117,8 @@ impl PodBook {
         self.lock().values().cloned().collect()
     }
 
-    /// Change the pods with `change` and persist; on a failed write the change is undone.
+    /// Change the pods with `change` and persist the pods it changed; on a failed write the
+    /// change is undone.
     pub(crate) fn update<T>(
         &self,
         change: impl FnOnce(&mut BTreeMap<String, AdmittedPod>) -> T,
@@ -106,13 +126,18 @@ impl PodBook {
         let mut pods = self.lock();
         let before = pods.clone();
         let out = change(&mut pods);
-        let file = PodsFile {
-            pods: pods
-                .iter()
-                .map(|(uid, p)| (uid.clone(), p.record.clone()))
-                .collect(),
+        let persist = || -> Result<()> {
+            for (uid, admitted) in pods.iter() {
+                if before.get(uid).map(|b| &b.record) != Some(&admitted.record) {
+                    write_atomically(&self.file(uid), &serde_json::to_vec(&admitted.record)?)?;
+                }
+            }
+            for uid in before.keys().filter(|uid| !pods.contains_key(*uid)) {
+                remove_durably(&self.file(uid))?;
+            }
+            Ok(())
         };
-        if let Err(err) = write_atomically(&self.path, &serde_json::to_vec_pretty(&file)?) {
+        if let Err(err) = persist() {
             *pods = before;
             return Err(err);
         }
@@ -166,7 +191,7 @@ pub(crate) fn write_atomically(path: &Path, bytes: &[u8]) -> Result<()> {
     std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
     let temp = dir.join(format!(
         ".{}.tmp",
-        path.file_name().and_then(|n| n.to_str()).unwrap_or("pods")
+        path.file_name().and_then(|n| n.to_str()).unwrap_or("pod")
     ));
     let write = || -> std::io::Result<()> {
         let mut file = std::fs::File::create(&temp)?;
@@ -176,4 +201,70 @@ pub(crate) fn write_atomically(path: &Path, bytes: &[u8]) -> Result<()> {
         std::fs::File::open(dir)?.sync_all()
     };
     write().with_context(|| format!("writing {}", path.display()))
+}
+
+/// Remove `path` (gone already is fine) and fsync its directory.
+fn remove_durably(path: &Path) -> Result<()> {
+    match std::fs::remove_file(path) {
+        Ok(()) => {}
+        Err(err) if err.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(err) => return Err(err).with_context(|| format!("removing {}", path.display())),
+    }
+    if let Some(dir) = path.parent() {
+        std::fs::File::open(dir)
+            .and_then(|d| d.sync_all())
+            .with_context(|| format!("syncing {}", dir.display()))?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn record(uid: &str) -> AdmittedPod {
+        AdmittedPod {
+            record: PodRecord {
+                pod: serde_json::json!({"metadata": {"uid": uid}}),
+                ..PodRecord::default()
+            },
+            pod: Pod {
+                uid: uid.to_owned(),
+                ..Pod::default()
+            },
+        }
+    }
+
+    #[test]
+    fn a_uid_never_names_a_path_and_pods_survive_a_reload() {
+        let dir = tempfile::tempdir().unwrap();
+        let pods_dir = dir.path().join("pods");
+        let book = PodBook::load(pods_dir.clone(), |_| Ok(Pod::default())).unwrap();
+        let evil = "../../escape";
+        book.update(|pods| {
+            pods.insert(evil.to_owned(), record(evil));
+            pods.insert("plain-uid".to_owned(), record("plain-uid"));
+        })
+        .unwrap();
+        let mut names: Vec<String> = std::fs::read_dir(&pods_dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .collect();
+        names.sort();
+        assert_eq!(names, ["%2E%2E%2F%2E%2E%2Fescape.json", "plain-uid.json"]);
+        assert!(!dir.path().join("escape.json").exists());
+        let uid_of = |r: &PodRecord| {
+            Ok(Pod {
+                uid: r.pod["metadata"]["uid"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_owned(),
+                ..Pod::default()
+            })
+        };
+        let reloaded = PodBook::load(pods_dir.clone(), uid_of).unwrap();
+        assert!(reloaded.get(evil).is_some() && reloaded.get("plain-uid").is_some());
+        reloaded.update(|pods| pods.remove(evil)).unwrap();
+        assert_eq!(std::fs::read_dir(&pods_dir).unwrap().count(), 1);
+    }
 }
