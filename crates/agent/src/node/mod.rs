@@ -240,9 +240,7 @@ impl Node {
             }
         }
         let options = StartOptions {
-            active_pods: Some(Arc::new(move || {
-                pods.all().into_iter().map(|p| p.pod.uid).collect()
-            })),
+            active_pods: Some(Arc::new(move || pods.uids())),
             sources_ready: true,
             running_containers: running,
         };
@@ -356,9 +354,7 @@ impl Node {
             record,
             pod: pod.clone(),
         };
-        if let Err(err) = self.pods.update(|pods| {
-            pods.insert(uid.clone(), admitted);
-        }) {
+        if let Err(err) = self.pods.update(&uid, |entry| *entry = Some(admitted)) {
             self.release_managers(&pod, true).await;
             return Err(err.context("persisting the admitted pod; the admission was undone"));
         }
@@ -379,7 +375,7 @@ impl Node {
             .all_containers()
             .any(|(_, c)| !self.devices.container_devices(pod_uid, &c.name).is_empty());
         let cpu = tokio::task::spawn_blocking(move || {
-            let active: Vec<Pod> = node.pods.all().into_iter().map(|p| p.pod).collect();
+            let active = corral_cpumgr::PodSource::active_pods(node.pods.as_ref());
             let released = node.cpu.remove_stale_state(&active, None);
             node.topology.store().remove_pod(&uid);
             if holds_devices && let Err(err) = node.devices.remove_pod(&uid) {
@@ -423,7 +419,7 @@ impl Node {
     /// Release everything `pod_uid` holds; `false` when the pod was not admitted.
     pub(crate) async fn release(self: &Arc<Self>, pod_uid: &str) -> Result<bool> {
         let _admission = self.admission.lock().await;
-        let removed = self.pods.update(|pods| pods.remove(pod_uid))?;
+        let removed = self.pods.update(pod_uid, Option::take)?;
         let known = removed.is_some();
         let pod = removed.map(|p| p.pod).unwrap_or_else(|| Pod {
             uid: pod_uid.to_owned(),
@@ -440,9 +436,8 @@ impl Node {
     pub(crate) async fn sync_active(self: &Arc<Self>, active: &[String]) -> Result<Vec<String>> {
         let stale: Vec<String> = self
             .pods
-            .all()
+            .uids()
             .into_iter()
-            .map(|p| p.pod.uid)
             .filter(|uid| !active.contains(uid))
             .collect();
         for uid in &stale {
@@ -458,8 +453,8 @@ impl Node {
         name: &str,
         container_id: &str,
     ) -> Result<()> {
-        let known = self.pods.update(|pods| {
-            let Some(admitted) = pods.get_mut(pod_uid) else {
+        let known = self.pods.update(pod_uid, |entry| {
+            let Some(admitted) = entry else {
                 return Err(anyhow!("pod {pod_uid} was not admitted"));
             };
             if admitted.pod.container(name).is_none() {
@@ -483,14 +478,16 @@ impl Node {
     pub(crate) fn container_removed(&self, container_id: &str) -> Result<()> {
         self.cpu.remove_container(container_id)?;
         self.topology.remove_container(container_id);
-        self.pods.update(|pods| {
-            for admitted in pods.values_mut() {
-                admitted
-                    .record
-                    .container_ids
-                    .retain(|_, id| id != container_id);
-            }
-        })?;
+        if let Some(uid) = self.pods.pod_of_container(container_id) {
+            self.pods.update(&uid, |entry| {
+                if let Some(admitted) = entry {
+                    admitted
+                        .record
+                        .container_ids
+                        .retain(|_, id| id != container_id);
+                }
+            })?;
+        }
         Ok(())
     }
 

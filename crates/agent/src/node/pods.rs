@@ -112,36 +112,58 @@ impl PodBook {
         self.lock().get(uid).cloned()
     }
 
+    /// The admitted pods' uids (no clones of their records).
+    pub(crate) fn uids(&self) -> std::collections::BTreeSet<String> {
+        self.lock().keys().cloned().collect()
+    }
+
+    /// How many pods are admitted.
+    pub(crate) fn len(&self) -> usize {
+        self.lock().len()
+    }
+
     /// Every admitted pod, by uid.
     pub(crate) fn all(&self) -> Vec<AdmittedPod> {
         self.lock().values().cloned().collect()
     }
 
-    /// Change the pods with `change` and persist the pods it changed; on a failed write the
-    /// change is undone.
+    /// Change the pod `uid` (`None`: not admitted) with `change` and persist it when its
+    /// record changed; on a failed write nothing changes. Only that pod is copied and
+    /// written, whatever the pod count.
     pub(crate) fn update<T>(
         &self,
-        change: impl FnOnce(&mut BTreeMap<String, AdmittedPod>) -> T,
+        uid: &str,
+        change: impl FnOnce(&mut Option<AdmittedPod>) -> T,
     ) -> Result<T> {
         let mut pods = self.lock();
-        let before = pods.clone();
-        let out = change(&mut pods);
-        let persist = || -> Result<()> {
-            for (uid, admitted) in pods.iter() {
-                if before.get(uid).map(|b| &b.record) != Some(&admitted.record) {
-                    write_atomically(&self.file(uid), &serde_json::to_vec(&admitted.record)?)?;
+        let before = pods.get(uid);
+        let mut entry = before.cloned();
+        let out = change(&mut entry);
+        if entry.as_ref().map(|a| &a.record) != before.map(|b| &b.record) {
+            match &entry {
+                Some(admitted) => {
+                    write_atomically(&self.file(uid), &serde_json::to_vec(&admitted.record)?)?
                 }
+                None => remove_durably(&self.file(uid))?,
             }
-            for uid in before.keys().filter(|uid| !pods.contains_key(*uid)) {
-                remove_durably(&self.file(uid))?;
+        }
+        match entry {
+            Some(admitted) => {
+                pods.insert(uid.to_owned(), admitted);
             }
-            Ok(())
-        };
-        if let Err(err) = persist() {
-            *pods = before;
-            return Err(err);
+            None => {
+                pods.remove(uid);
+            }
         }
         Ok(out)
+    }
+
+    /// The uid of the pod whose container has `container_id`.
+    pub(crate) fn pod_of_container(&self, container_id: &str) -> Option<String> {
+        self.lock()
+            .iter()
+            .find(|(_, p)| p.record.container_ids.values().any(|id| id == container_id))
+            .map(|(uid, _)| uid.clone())
     }
 }
 
@@ -241,11 +263,9 @@ mod tests {
         let pods_dir = dir.path().join("pods");
         let book = PodBook::load(pods_dir.clone(), |_| Ok(Pod::default())).unwrap();
         let evil = "../../escape";
-        book.update(|pods| {
-            pods.insert(evil.to_owned(), record(evil));
-            pods.insert("plain-uid".to_owned(), record("plain-uid"));
-        })
-        .unwrap();
+        book.update(evil, |e| *e = Some(record(evil))).unwrap();
+        book.update("plain-uid", |e| *e = Some(record("plain-uid")))
+            .unwrap();
         let mut names: Vec<String> = std::fs::read_dir(&pods_dir)
             .unwrap()
             .map(|e| e.unwrap().file_name().into_string().unwrap())
@@ -264,7 +284,7 @@ mod tests {
         };
         let reloaded = PodBook::load(pods_dir.clone(), uid_of).unwrap();
         assert!(reloaded.get(evil).is_some() && reloaded.get("plain-uid").is_some());
-        reloaded.update(|pods| pods.remove(evil)).unwrap();
+        reloaded.update(evil, Option::take).unwrap();
         assert_eq!(std::fs::read_dir(&pods_dir).unwrap().count(), 1);
     }
 }

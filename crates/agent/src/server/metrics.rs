@@ -79,7 +79,7 @@ pub(crate) fn render(node: &Node, agent: &AgentMetrics) -> String {
         node.dra_durations().clone(),
     );
     let pods = Gauge::<i64>::default();
-    pods.set(node.pods().all().len() as i64);
+    pods.set(node.pods().len() as i64);
     registry.register(
         "corral_admitted_pods",
         "Pods admitted and not released",

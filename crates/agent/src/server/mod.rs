@@ -51,7 +51,7 @@ pub(crate) async fn run(config: AgentConfig, demo_devices: usize) -> Result<()> 
     };
     tracing::info!(
         root = %config.layout.root().display(),
-        pods = node.pods().all().len(),
+        pods = node.pods().len(),
         cpu_policy = node.cpu().policy_name(),
         "managers restored"
     );
@@ -115,7 +115,7 @@ pub(crate) async fn run(config: AgentConfig, demo_devices: usize) -> Result<()> 
         plugin.stop().await;
     }
     node.stop_devices().await;
-    tracing::info!(pods = node.pods().all().len(), "stopped");
+    tracing::info!(pods = node.pods().len(), "stopped");
     Ok(())
 }
 
