@@ -28,6 +28,7 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use crate::endpoint::PluginClient;
+use crate::observer::DeviceManagerObserver;
 use crate::registration::RegistrationService;
 use crate::{
     AllocateError, AllocationRequest, Capacity, ContainerAllocation, Device, DeviceManagerConfig,
@@ -104,9 +105,18 @@ pub(crate) struct Shared {
     shutdown: Mutex<Option<CancellationToken>>,
     tasks: Mutex<Vec<JoinHandle<()>>>,
     runtime: Mutex<Option<tokio::runtime::Handle>>,
+    observer: RwLock<Option<Arc<dyn DeviceManagerObserver>>>,
 }
 
 impl Shared {
+    /// The observer, if one is set.
+    pub(crate) fn observer(&self) -> Option<Arc<dyn DeviceManagerObserver>> {
+        self.observer
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone()
+    }
+
     fn bump(&self) {
         self.changes.send_modify(|n| *n = n.wrapping_add(1));
     }
@@ -409,8 +419,18 @@ impl DeviceManager {
                 shutdown: Mutex::new(None),
                 tasks: Mutex::new(Vec::new()),
                 runtime: Mutex::new(None),
+                observer: RwLock::new(None),
             }),
         })
+    }
+
+    /// Report registrations and Allocate latencies to `observer` (replacing any earlier one).
+    pub fn set_observer(&self, observer: Arc<dyn DeviceManagerObserver>) {
+        *self
+            .shared
+            .observer
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(observer);
     }
 
     /// The configuration.
@@ -814,7 +834,11 @@ impl DeviceManager {
         };
         let started = Instant::now();
         let answer = client.allocate(&reservation.devices).await;
-        tracing::debug!(resource, elapsed = ?started.elapsed(), "device plugin Allocate returned");
+        let elapsed = started.elapsed();
+        tracing::debug!(resource, ?elapsed, "device plugin Allocate returned");
+        if let Some(observer) = shared.observer() {
+            observer.allocate_rpc_finished(resource, elapsed);
+        }
         match answer {
             Ok(Some(response)) => {
                 lock(&shared.state).commit(&reservation, &pod.uid, &container.name, response);

@@ -54,6 +54,10 @@ impl Registration for RegistrationService {
                 "bad registration request from device plugin");
             return Err(status);
         }
+        // Counted once validated, as upstream's Register does, whether the dial succeeds.
+        if let Some(observer) = self.shared.observer() {
+            observer.plugin_registered(&request.resource_name);
+        }
         Shared::connect_plugin(&self.shared, &request.resource_name, &request.endpoint)
             .await
             .map_err(|message| {

@@ -8,6 +8,7 @@
 //! failure part-way releases everything the pod was given (CPU assignments, affinities,
 //! claims), so every checkpoint ends byte-identical to before.
 
+mod device_metrics;
 mod pods;
 mod view;
 
@@ -26,6 +27,7 @@ use k8s_openapi::api::resource::v1::ResourceClaim as K8sResourceClaim;
 
 use crate::config::AgentConfig;
 use crate::manifest::{ClaimManifest, pod_from_manifest};
+use device_metrics::DevicePluginMetrics;
 
 pub(crate) use pods::{AdmittedPod, Affinity, PodBook, PodRecord};
 pub(crate) use view::PodView;
@@ -77,6 +79,7 @@ fn dra_histogram() -> prometheus_client::metrics::histogram::Histogram {
 /// Every manager of one node, composed.
 pub(crate) struct Node {
     dra_durations: DraDurations,
+    device_metrics: DevicePluginMetrics,
     topology: TopologyManager,
     cpu: Arc<CpuManager>,
     devices: Arc<DeviceManager>,
@@ -192,6 +195,8 @@ impl Node {
         device_config.registration_wait = config.plugin_wait_timeout;
         let devices =
             Arc::new(DeviceManager::new(device_config).context("building the device manager")?);
+        let device_metrics = DevicePluginMetrics::default();
+        devices.set_observer(Arc::new(device_metrics.clone()));
         // Providers allocate in this order: CPUs, then devices (as the kubelet).
         manager.add_hint_provider(Arc::clone(&cpu) as _);
         manager.add_hint_provider(Arc::clone(&devices) as _);
@@ -219,6 +224,7 @@ impl Node {
             .context("restoring the DRA manager")?;
         Ok(Node {
             dra_durations: DraDurations::new_with_constructor(dra_histogram),
+            device_metrics,
             topology: manager,
             cpu,
             devices,
@@ -409,6 +415,11 @@ impl Node {
                 ("is_error".to_owned(), error.to_string()),
             ])
             .observe(started.elapsed().as_secs_f64());
+    }
+
+    /// `device_plugin_registration_total`, `device_plugin_alloc_duration_seconds`.
+    pub(crate) fn device_metrics(&self) -> &DevicePluginMetrics {
+        &self.device_metrics
     }
 
     /// `dra_operations_duration_seconds`.

@@ -2,6 +2,7 @@
 //! with upstream's names: `topology_manager_admission_requests_total`,
 //! `topology_manager_admission_errors_total`, `topology_manager_admission_duration_ms`,
 //! `cpu_manager_pinning_requests_total`, `cpu_manager_pinning_errors_total`,
+//! `device_plugin_registration_total`, `device_plugin_alloc_duration_seconds`,
 //! `dra_operations_duration_seconds`; plus corral's
 //! `corral_admitted_pods`.
 
@@ -72,6 +73,17 @@ pub(crate) fn render(node: &Node, agent: &AgentMetrics) -> String {
         "cpu_manager_pinning_errors",
         "The number of cpu core allocations which required pinning failed",
         counter(cpu.pinning_errors_total.load(Ordering::Relaxed)),
+    );
+    let devices = node.device_metrics();
+    registry.register(
+        "device_plugin_registration",
+        "Cumulative number of device plugin registrations",
+        devices.registrations.clone(),
+    );
+    registry.register(
+        "device_plugin_alloc_duration_seconds",
+        "Duration in seconds to serve a device plugin Allocation request",
+        devices.alloc_duration.clone(),
     );
     registry.register(
         "dra_operations_duration_seconds",
@@ -162,6 +174,12 @@ mod tests {
         node.admit(pod("too-big", &[20]), Vec::new()).await.unwrap();
         let agent = super::AgentMetrics::default();
         agent.admission_duration_ms.observe(1.5);
+        {
+            use corral_devicemgr::DeviceManagerObserver as _;
+            let devices = node.device_metrics();
+            devices.plugin_registered("example.com/gpu");
+            devices.allocate_rpc_finished("example.com/gpu", std::time::Duration::from_millis(3));
+        }
         let text = super::render(&node, &agent);
         for line in [
             "topology_manager_admission_requests_total 2",
@@ -170,6 +188,9 @@ mod tests {
             "cpu_manager_pinning_requests_total 1",
             "cpu_manager_pinning_errors_total 0",
             "corral_admitted_pods 1",
+            "device_plugin_registration_total{resource_name=\"example.com/gpu\"} 1",
+            "device_plugin_alloc_duration_seconds_count{resource_name=\"example.com/gpu\"} 1",
+            "device_plugin_alloc_duration_seconds_bucket{le=\"0.005\",resource_name=\"example.com/gpu\"} 1",
         ] {
             assert!(
                 text.lines().any(|l| l == line),
