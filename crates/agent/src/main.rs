@@ -4,6 +4,7 @@
 mod cli;
 mod commands;
 mod config;
+mod deployment_files;
 mod logging;
 mod manifest;
 mod node;

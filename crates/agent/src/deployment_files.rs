@@ -1,0 +1,91 @@
+//! Checks of the deployment files shipped with the agent (`deploy/daemonset.yaml`,
+//! `Dockerfile`), run by `cargo test`: no cluster or Docker engine is needed to know that
+//! their manifests are valid Kubernetes objects, that their configuration passes the agent's
+//! own validation, and that the command lines they run parse.
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser as _;
+    use k8s_openapi::api::apps::v1::DaemonSet;
+    use k8s_openapi::api::core::v1::ConfigMap;
+
+    use crate::cli::{Cli, Command};
+    use crate::config::ConfigSource;
+
+    fn workspace_file(rel: &str) -> String {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../..")
+            .join(rel);
+        std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+    }
+
+    fn run_args(args: &[String]) -> Cli {
+        let mut argv = vec!["corral".to_owned()];
+        argv.extend(args.iter().cloned());
+        let cli = Cli::try_parse_from(&argv).unwrap_or_else(|e| panic!("{argv:?}: {e}"));
+        assert!(
+            matches!(cli.command, Command::Run { .. }),
+            "{argv:?} is not `corral run`"
+        );
+        cli
+    }
+
+    #[test]
+    fn daemonset_manifests_are_valid_and_consistent() {
+        let text = workspace_file("deploy/daemonset.yaml");
+        let docs: Vec<serde_json::Value> = serde_saphyr::from_multiple(&text).unwrap();
+        let config_map: ConfigMap = serde_json::from_value(
+            docs.iter()
+                .find(|d| d["kind"] == "ConfigMap")
+                .unwrap()
+                .clone(),
+        )
+        .unwrap();
+        let config_yaml = &config_map.data.as_ref().unwrap()["config.yaml"];
+        let source: ConfigSource = serde_saphyr::from_str(config_yaml).unwrap();
+        assert!(
+            source.unknown_keys().is_empty(),
+            "{:?}",
+            source.unknown_keys()
+        );
+        source.validate().unwrap();
+
+        let daemonset: DaemonSet = serde_json::from_value(
+            docs.iter()
+                .find(|d| d["kind"] == "DaemonSet")
+                .unwrap()
+                .clone(),
+        )
+        .unwrap();
+        let pod = daemonset.spec.unwrap().template.spec.unwrap();
+        let container = &pod.containers[0];
+        run_args(container.args.as_ref().unwrap());
+        let volumes = pod.volumes.unwrap_or_default();
+        for mount in container.volume_mounts.iter().flatten() {
+            assert!(
+                volumes.iter().any(|v| v.name == mount.name),
+                "mount {} has no volume",
+                mount.name
+            );
+        }
+        let sys = container
+            .volume_mounts
+            .iter()
+            .flatten()
+            .find(|m| m.mount_path == "/host/sys")
+            .expect("the host's sysfs is mounted");
+        assert_eq!(sys.read_only, Some(true), "sysfs is mounted read-only");
+    }
+
+    #[test]
+    fn dockerfile_default_command_parses() {
+        let text = workspace_file("Dockerfile");
+        let cmd = text
+            .lines()
+            .find_map(|l| l.strip_prefix("CMD "))
+            .expect("a CMD line");
+        let args: Vec<String> = serde_json::from_str(cmd).unwrap();
+        run_args(&args);
+        assert!(text.contains("ENTRYPOINT [\"/usr/local/bin/corral\"]"));
+    }
+}
