@@ -116,18 +116,13 @@ impl DraPluginClient {
                 let response = self
                     .bounded(client.node_prepare_resources(self.request(request)))
                     .await?;
-                Ok(response
-                    .claims
-                    .into_iter()
-                    .map(|(uid, r)| {
-                        let result = if r.error.is_empty() {
-                            Ok(r.devices.into_iter().map(device_v1).collect())
-                        } else {
-                            Err(r.error)
-                        };
-                        (uid, result)
-                    })
-                    .collect())
+                Ok(prepare_results(
+                    response
+                        .claims
+                        .into_iter()
+                        .map(|(uid, r)| (uid, r.error, r.devices)),
+                    device_v1,
+                ))
             }
             DraService::V1Beta1 => {
                 let mut client =
@@ -138,18 +133,13 @@ impl DraPluginClient {
                 let response = self
                     .bounded(client.node_prepare_resources(self.request(request)))
                     .await?;
-                Ok(response
-                    .claims
-                    .into_iter()
-                    .map(|(uid, r)| {
-                        let result = if r.error.is_empty() {
-                            Ok(r.devices.into_iter().map(device_v1beta1).collect())
-                        } else {
-                            Err(r.error)
-                        };
-                        (uid, result)
-                    })
-                    .collect())
+                Ok(prepare_results(
+                    response
+                        .claims
+                        .into_iter()
+                        .map(|(uid, r)| (uid, r.error, r.devices)),
+                    device_v1beta1,
+                ))
             }
         }
     }
@@ -208,6 +198,23 @@ fn claim_v1beta1(c: &ClaimRef) -> v1beta1::Claim {
         uid: c.uid.clone(),
         name: c.name.clone(),
     }
+}
+
+/// Per claim uid: the devices (converted with `device`), or the driver's error when it set one.
+fn prepare_results<D>(
+    claims: impl Iterator<Item = (String, String, Vec<D>)>,
+    device: fn(D) -> PreparedDevice,
+) -> PrepareResults {
+    claims
+        .map(|(uid, error, devices)| {
+            let result = if error.is_empty() {
+                Ok(devices.into_iter().map(device).collect())
+            } else {
+                Err(error)
+            };
+            (uid, result)
+        })
+        .collect()
 }
 
 fn device_v1(d: v1::Device) -> PreparedDevice {
