@@ -14,7 +14,8 @@
 //!
 //! The pieces, each usable alone:
 //! - [`CheckpointStore`]: upstream's `CheckpointManager` over a directory, with atomic and
-//!   durable writes (temp file, fsync, rename, fsync of the directory);
+//!   durable writes (temp file, fsync, rename, fsync of the directory); opening one removes
+//!   the temporary files of writers that crashed mid-write;
 //! - [`dump_for_hash`]: go-spew's `%#v` dump with `dump.ForHash` settings for any serde value
 //!   described by a [`GoType`], and [`fnv32a`] / [`crc32_ieee`];
 //! - a Go-compatible JSON layer: `encoding/json` output (escaping, key order, `omitempty`,

@@ -6,14 +6,37 @@
 //! which no valid key can, so [`CheckpointStore::list`] skips it as upstream does), is
 //! written, fsynced and closed, renamed over the target, and then the directory is fsynced
 //! so the rename itself is durable. Upstream stops before the directory fsync; a crash at
-//! any point here leaves either the old file or the new one, never a torn one (a stray
-//! temporary file at worst, see [`CheckpointStore::remove_stale_temp_files`]).
+//! any point here leaves either the old file or the new one, never a torn one.
+//!
+//! # Temporary files left by crashes
+//!
+//! A writer killed between creating its temporary file and renaming it leaves the file
+//! behind. Its name is `.<key>.tmp.<pid>.<n>`: a valid key, the writer's process id and a
+//! per-process counter, all decimal. Opening a store removes such leftovers
+//! ([`CheckpointStore::removed_at_open`] tells which); so does
+//! [`CheckpointStore::remove_stale_temp_files`]. The rule, which never touches another
+//! name (the kubelet's own temporary files are `.<random>` and never match) nor anything
+//! but a regular file:
+//!
+//! - a file of **this process** (its pid) is removed unless one of this process's writes is
+//!   using it right now — an earlier process with the same pid (a container's agent is
+//!   often pid 1 on every start) left it;
+//! - a file of **another pid** is removed only when `/proc/<pid>` does not exist, i.e. no
+//!   such process is alive; a live pid's file may be a write in progress and stays (if the
+//!   pid was reused by an unrelated process, the file stays until a later open). Without
+//!   `/proc` nothing of other pids is removed.
+//!
+//! Writers in another pid namespace sharing the directory cannot be seen: their in-progress
+//! temporary file can be removed, and that write then fails (its rename finds no file); the
+//! checkpoint itself is never damaged.
 
+use std::collections::HashSet;
 use std::fs::{self, DirBuilder, File, OpenOptions, Permissions};
 use std::io::{self, Write};
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Mutex, MutexGuard};
 
 use crate::error::{CheckpointError, Result};
 use crate::formats::Checkpoint;
@@ -52,6 +75,7 @@ impl Default for StoreOptions {
 pub struct CheckpointStore {
     dir: PathBuf,
     options: StoreOptions,
+    removed_at_open: Vec<PathBuf>,
 }
 
 /// Checks a key as upstream's `ValidateKey`: 1–250 characters of `[-A-Za-z0-9_.]`, the
@@ -86,20 +110,90 @@ fn io_error<'a>(
 
 static TEMP_COUNTER: AtomicU64 = AtomicU64::new(0);
 
+/// How many names a write tries when its temporary name is taken (by a leftover of an
+/// earlier process that had the same pid).
+const TEMP_NAME_ATTEMPTS: usize = 64;
+
+/// Temporary files this process is writing right now (registered before the file is
+/// created, released after it is renamed or removed), so a sweep never removes them.
+static IN_FLIGHT: Mutex<Option<HashSet<PathBuf>>> = Mutex::new(None);
+
+fn in_flight() -> MutexGuard<'static, Option<HashSet<PathBuf>>> {
+    // The set stays consistent even if a holder panicked: every critical section is one
+    // insert, remove or lookup.
+    IN_FLIGHT
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// A temporary file registered in [`IN_FLIGHT`] for as long as this value lives.
+struct InFlight(PathBuf);
+
+impl InFlight {
+    /// Registers `path`, a name made with a fresh counter value (so never registered yet).
+    fn register(path: PathBuf) -> Self {
+        in_flight()
+            .get_or_insert_with(HashSet::new)
+            .insert(path.clone());
+        InFlight(path)
+    }
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        if let Some(set) = in_flight().as_mut() {
+            set.remove(&self.0);
+        }
+    }
+}
+
+/// The writer pid of a temporary file name of this store's making, `.<key>.tmp.<pid>.<n>`.
+fn temp_file_pid(name: &str) -> Option<u32> {
+    let rest = name.strip_prefix('.')?;
+    let (rest, counter) = rest.rsplit_once('.')?;
+    let (rest, pid) = rest.rsplit_once('.')?;
+    let key = rest.strip_suffix(TEMP_MARKER.trim_end_matches('.'))?;
+    let decimal = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
+    if !decimal(counter) || !decimal(pid) || validate_key(key).is_err() {
+        return None;
+    }
+    counter.parse::<u64>().ok()?;
+    pid.parse().ok()
+}
+
+/// Whether a temporary file of `pid` at `path` may be a write in progress (see the module
+/// documentation for the rule).
+fn may_be_in_progress(pid: u32, path: &Path, in_flight: &Option<HashSet<PathBuf>>) -> bool {
+    if pid == std::process::id() {
+        return in_flight.as_ref().is_some_and(|set| set.contains(path));
+    }
+    let proc_root = Path::new("/proc");
+    !proc_root.join("self").exists() || proc_root.join(pid.to_string()).exists()
+}
+
 impl CheckpointStore {
-    /// Opens (creating if needed) a store in `dir` with default options.
+    /// Opens (creating if needed) a store in `dir` with default options, removing
+    /// temporary files that crashed writers left (see the module documentation).
     pub fn open(dir: impl AsRef<Path>) -> Result<Self> {
         Self::with_options(dir, StoreOptions::default())
     }
 
-    /// Opens (creating if needed) a store in `dir`.
+    /// Opens (creating if needed) a store in `dir`, removing temporary files that crashed
+    /// writers left (see the module documentation).
     pub fn with_options(dir: impl AsRef<Path>, options: StoreOptions) -> Result<Self> {
-        let store = CheckpointStore {
+        let mut store = CheckpointStore {
             dir: dir.as_ref().to_path_buf(),
             options,
+            removed_at_open: Vec::new(),
         };
         store.ensure_dir()?;
+        store.removed_at_open = store.remove_stale_temp_files()?;
         Ok(store)
+    }
+
+    /// The stale temporary files opening the store removed.
+    pub fn removed_at_open(&self) -> &[PathBuf] {
+        &self.removed_at_open
     }
 
     /// The store's directory.
@@ -158,25 +252,49 @@ impl CheckpointStore {
     pub fn write_bytes(&self, key: &str, data: &[u8]) -> Result<()> {
         let target = self.path_of(key)?;
         self.ensure_dir()?;
-        let temp = self.dir.join(format!(
-            ".{key}{TEMP_MARKER}{}.{}",
-            std::process::id(),
-            TEMP_COUNTER.fetch_add(1, Ordering::Relaxed)
-        ));
-        let result = self.write_temp_then_rename(&temp, &target, data);
+        let (temp, file) = self.create_temp(key)?;
+        let result = self.write_temp_then_rename(file, &temp.0, &target, data);
         if result.is_err() {
-            let _ = fs::remove_file(&temp);
+            let _ = fs::remove_file(&temp.0);
         }
         result
     }
 
-    fn write_temp_then_rename(&self, temp: &Path, target: &Path, data: &[u8]) -> Result<()> {
-        let mut file = OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(self.options.file_mode)
-            .open(temp)
-            .map_err(io_error("create temporary file", temp))?;
+    /// Creates a fresh temporary file for `key`, registered as in flight. A name already
+    /// taken (a leftover of an earlier process with this pid) is skipped.
+    fn create_temp(&self, key: &str) -> Result<(InFlight, File)> {
+        let mut attempt = 0;
+        loop {
+            attempt += 1;
+            let path = self.dir.join(format!(
+                ".{key}{TEMP_MARKER}{}.{}",
+                std::process::id(),
+                TEMP_COUNTER.fetch_add(1, Ordering::Relaxed)
+            ));
+            // Registered before the file exists, so a sweep never sees it unregistered.
+            let temp = InFlight::register(path);
+            match OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .mode(self.options.file_mode)
+                .open(&temp.0)
+            {
+                Ok(file) => return Ok((temp, file)),
+                Err(err)
+                    if err.kind() == io::ErrorKind::AlreadyExists
+                        && attempt < TEMP_NAME_ATTEMPTS => {}
+                Err(err) => return Err(io_error("create temporary file", &temp.0)(err)),
+            }
+        }
+    }
+
+    fn write_temp_then_rename(
+        &self,
+        mut file: File,
+        temp: &Path,
+        target: &Path,
+        data: &[u8],
+    ) -> Result<()> {
         file.set_permissions(Permissions::from_mode(self.options.file_mode))
             .map_err(io_error("chmod temporary file", temp))?;
         file.write_all(data).map_err(io_error("write", temp))?;
@@ -218,17 +336,32 @@ impl CheckpointStore {
         Ok(keys)
     }
 
-    /// Deletes temporary files left by writers that crashed mid-write; returns how many.
-    /// Call it only while no other process writes to this store (for example at start-up).
-    pub fn remove_stale_temp_files(&self) -> Result<usize> {
-        let mut removed = 0;
+    /// Removes temporary files of this store's naming that no live writer can be using
+    /// (the rule is in the module documentation) and returns their paths. Opening a store
+    /// does this; it is safe to call at any time, also while this or other processes write.
+    pub fn remove_stale_temp_files(&self) -> Result<Vec<PathBuf>> {
+        let mut removed = Vec::new();
         for entry in fs::read_dir(&self.dir).map_err(io_error("list", &self.dir))? {
             let entry = entry.map_err(io_error("list", &self.dir))?;
-            let name = entry.file_name().to_string_lossy().into_owned();
-            if name.starts_with('.') && name.contains(TEMP_MARKER) {
-                let path = entry.path();
-                fs::remove_file(&path).map_err(io_error("remove temporary file", &path))?;
-                removed += 1;
+            let Some(pid) = entry.file_name().to_str().and_then(temp_file_pid) else {
+                continue;
+            };
+            let path = entry.path();
+            // Not `entry.file_type()` alone: a symlink or directory is never ours.
+            match fs::symlink_metadata(&path) {
+                Ok(meta) if meta.file_type().is_file() => {}
+                _ => continue,
+            }
+            // Held across the removal: a write of this process cannot register this name
+            // in between (its counter never repeats a name it already used).
+            let in_flight = in_flight();
+            if may_be_in_progress(pid, &path, &in_flight) {
+                continue;
+            }
+            match fs::remove_file(&path) {
+                Ok(()) => removed.push(path),
+                Err(err) if err.kind() == io::ErrorKind::NotFound => {}
+                Err(err) => return Err(io_error("remove stale temporary file", &path)(err)),
             }
         }
         Ok(removed)
@@ -238,6 +371,46 @@ impl CheckpointStore {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn temp_file_names_of_our_making() {
+        assert_eq!(temp_file_pid(".cpu_manager_state.tmp.42.7"), Some(42));
+        assert_eq!(temp_file_pid(".a.tmp.b.tmp.1.0"), Some(1));
+        for other in [
+            "cpu_manager_state.tmp.42.7",
+            ".cpu_manager_state.tmp.42",
+            ".cpu_manager_state.tmp.42.",
+            ".cpu_manager_state.tmp..7",
+            ".cpu_manager_state.tmp.+42.7",
+            ".cpu_manager_state.tmp.42.7x",
+            ".cpu_manager_state.tmp.99999999999.7",
+            ".cpu_manager_state.tmp.1.99999999999999999999",
+            ".cpu_manager_state.tmp.",
+            "..tmp.1.2",
+            ".-x.tmp.1.2",
+            ".cpu_manager_stateXtmp.1.2",
+            ".tmp.1.2",
+            ".",
+            "",
+        ] {
+            assert_eq!(temp_file_pid(other), None, "{other}");
+        }
+    }
+
+    /// An earlier process with this pid left temporary files under the names this process
+    /// is about to use: the write takes the next free name instead of failing.
+    #[test]
+    fn a_taken_temp_name_is_skipped() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = CheckpointStore::open(dir.path()).unwrap();
+        let next = TEMP_COUNTER.load(Ordering::Relaxed);
+        for n in next..next + 8 {
+            let name = format!(".key{TEMP_MARKER}{}.{n}", std::process::id());
+            fs::write(dir.path().join(name), b"old").unwrap();
+        }
+        store.write_bytes("key", b"new").unwrap();
+        assert_eq!(store.read_bytes("key").unwrap(), b"new");
+    }
 
     #[test]
     fn keys_as_upstream_validate_key() {

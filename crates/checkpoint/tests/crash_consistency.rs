@@ -191,15 +191,23 @@ fn sigkill_at_random_points_leaves_a_written_version() {
         newest_seen = n;
     }
 
-    // Kills may strand temporary files; they never show up as checkpoints and can be swept.
+    // Kills strand temporary files (`.cpu_manager_state.tmp.<pid>.<n>`); they never show up
+    // as checkpoints, and reopening the store (as a restarted agent does) removes them all:
+    // every writer is dead.
     assert_eq!(
         store.list().expect("list"),
         vec![CPU_MANAGER_FILE.to_owned()]
     );
-    store.remove_stale_temp_files().expect("sweep");
+    let reopened = CheckpointStore::open(&dir).expect("reopen store");
     let leftovers: Vec<_> = std::fs::read_dir(&dir)
         .expect("read dir")
         .map(|e| e.expect("entry").file_name())
         .collect();
-    assert_eq!(leftovers, vec![std::ffi::OsString::from(CPU_MANAGER_FILE)]);
+    assert_eq!(
+        leftovers,
+        vec![std::ffi::OsString::from(CPU_MANAGER_FILE)],
+        "temporary files left after reopening (it removed {:?})",
+        reopened.removed_at_open()
+    );
+    let _: CpuManagerCheckpoint = reopened.get(CPU_MANAGER_FILE).expect("still readable");
 }

@@ -154,5 +154,118 @@ fn rewrite_replaces_and_leaves_no_temporary_files() {
         .map(|e| e.unwrap().file_name())
         .collect();
     assert_eq!(names, vec![std::ffi::OsString::from(CPU_MANAGER_FILE)]);
-    assert_eq!(store.remove_stale_temp_files().unwrap(), 0);
+    assert!(store.remove_stale_temp_files().unwrap().is_empty());
+}
+
+/// The pid of a process that has exited and been reaped.
+fn dead_pid() -> u32 {
+    let mut child = std::process::Command::new("true")
+        .spawn()
+        .expect("spawn true");
+    let pid = child.id();
+    child.wait().expect("reap true");
+    pid
+}
+
+fn names_in(dir: &std::path::Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    names
+}
+
+/// Interrupted writes leave `.<key>.tmp.<pid>.<n>`; opening the store removes those of
+/// writers that are gone (and this process's own leftovers, e.g. from an earlier process
+/// that had the same pid), and nothing else.
+#[test]
+fn open_removes_stale_temp_files_of_our_naming_only() {
+    let dir = tempfile::tempdir().unwrap();
+    let dead = dead_pid();
+    let own = std::process::id();
+    let stale = [
+        format!(".{CPU_MANAGER_FILE}.tmp.{dead}.0"),
+        format!(".{CPU_MANAGER_FILE}.tmp.{dead}.17"),
+        format!(".kubelet_internal_checkpoint.tmp.{dead}.3"),
+        format!(".a.tmp.b.tmp.{dead}.1"),
+        // This process cannot be writing these: it never used such counters in this dir.
+        format!(".{CPU_MANAGER_FILE}.tmp.{own}.18446744073709551615"),
+    ];
+    let kept = [
+        CPU_MANAGER_FILE.to_owned(),
+        "notes.tmp.1.2".to_owned(),
+        ".hidden".to_owned(),
+        format!(".{CPU_MANAGER_FILE}.tmp.x.1"),
+        format!(".{CPU_MANAGER_FILE}.tmp.{dead}"),
+        format!(".{CPU_MANAGER_FILE}.tmp.{dead}.1.bak"),
+        format!(".{CPU_MANAGER_FILE}.tmp.{dead}.-1"),
+        format!(".{CPU_MANAGER_FILE}.tmp.+{dead}.1"),
+        format!("..tmp.{dead}.1"),
+        format!(".bad key.tmp.{dead}.1"),
+        // Pid 1 is alive: its temp file may be a write in progress.
+        format!(".{CPU_MANAGER_FILE}.tmp.1.0"),
+    ];
+    for name in stale.iter().chain(&kept) {
+        std::fs::write(dir.path().join(name), b"x").unwrap();
+    }
+    // A directory with a temp file's name is not ours to delete either.
+    let dir_like = format!(
+        ".{DEVICE}.tmp.{dead}.9",
+        DEVICE = "kubelet_internal_checkpoint"
+    );
+    std::fs::create_dir(dir.path().join(&dir_like)).unwrap();
+
+    let store = CheckpointStore::open(dir.path()).unwrap();
+
+    let mut expected: Vec<String> = kept.to_vec();
+    expected.push(dir_like);
+    expected.sort();
+    assert_eq!(names_in(dir.path()), expected);
+    let mut removed: Vec<String> = store
+        .removed_at_open()
+        .iter()
+        .map(|p| p.file_name().unwrap().to_string_lossy().into_owned())
+        .collect();
+    removed.sort();
+    let mut stale_sorted = stale.to_vec();
+    stale_sorted.sort();
+    assert_eq!(removed, stale_sorted);
+    assert_eq!(
+        store.list().unwrap(),
+        vec![CPU_MANAGER_FILE, "notes.tmp.1.2"]
+    );
+}
+
+/// Opening stores on a directory while this process writes to it never removes a write in
+/// progress: every write succeeds and the file is always a complete version.
+#[test]
+fn open_never_removes_a_write_in_progress() {
+    let dir = tempfile::tempdir().unwrap();
+    let writer_store = CheckpointStore::open(dir.path()).unwrap();
+    let stop = std::sync::atomic::AtomicBool::new(false);
+    std::thread::scope(|s| {
+        let opener = s.spawn(|| {
+            let mut opens = 0u32;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                let store = CheckpointStore::open(dir.path()).expect("open");
+                assert!(
+                    store.removed_at_open().is_empty(),
+                    "removed a live write: {:?}",
+                    store.removed_at_open()
+                );
+                opens += 1;
+            }
+            opens
+        });
+        for n in 0..300 {
+            let version = cpu("static", &format!("0-{n}"));
+            writer_store
+                .create(CPU_MANAGER_FILE, &version)
+                .unwrap_or_else(|e| panic!("write {n} failed: {e}"));
+        }
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        assert!(opener.join().expect("opener") > 0);
+    });
+    assert_eq!(names_in(dir.path()), vec![CPU_MANAGER_FILE.to_owned()]);
 }
