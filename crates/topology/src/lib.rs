@@ -3,13 +3,30 @@
 //!
 //! - [`CpuSet`]: a bitset of CPU ids that parses and prints the Linux list format exactly as
 //!   Kubernetes' `k8s.io/utils/cpuset` does.
-//! - [`NumaMask`]: the topology manager's 64-bit NUMA bitmask (upstream `bitmask.BitMask`).
+//! - [`NumaMask`]: the topology manager's 64-bit NUMA bitmask (upstream `bitmask.BitMask`),
+//!   and [`NumaIds`]: which mask bit stands for which NUMA node OS id.
 //! - [`CpuTopology`] and [`CpuDetails`]: per-CPU core/socket/NUMA/uncore placement and the
 //!   queries the CPU manager packs with; [`discover`] reads it from a host root's sysfs
 //!   (feature `sysfs`, on by default).
 //! - The pod vocabulary: [`Pod`], [`Container`], [`QosClass`], [`Quantity`].
 //! - [`topologymanager`]: hints, the four policies and their options, the hint merge, the two
 //!   scopes, the affinity store and admission.
+//!
+//! # Deviations from upstream
+//!
+//! Each is deliberate and documented where it happens:
+//!
+//! - **NUMA node ids of 64 and more** ([`NumaIds`], [`topology`](CpuTopology#numa-node-ids-are-mask-bits)):
+//!   upstream's masks hold node ids 0–63 only, so kubelet cannot run on a machine whose
+//!   firmware numbers nodes sparsely (e.g. `0-2,33-34,45,72-73`). corral gives such a
+//!   machine's nodes (at most 64) dense mask bits in ascending id order; the managers work on
+//!   bits and every edge reports OS ids. When every id is below 64 the bit is the id, exactly
+//!   upstream.
+//! - **Discovery follows the hardware** ([`sysfs`]): cores and sockets come from sibling
+//!   masks, not cadvisor's `core_id`/`physical_package_id` keys, and NUMA distance columns
+//!   are mapped to nodes rather than indexed by node id.
+//! - **Distance rows too short to be indexed by node id** are a [`NumaInfoError`] where
+//!   upstream would panic ([`NumaInfo::new`]).
 //!
 //! **Architecture Invariant:** this crate knows nothing of gRPC, checkpoint files or tokio;
 //! its only I/O is reading sysfs/procfs in [`sysfs`]. Everything else is synchronous, pure
@@ -37,6 +54,7 @@
 mod cpuset;
 mod cpuset_format;
 mod details;
+mod numa_ids;
 mod numa_mask;
 mod pod;
 mod qos;
@@ -48,6 +66,7 @@ mod topology;
 pub use cpuset::{CpuSet, IntoIter as CpuSetIntoIter, Iter as CpuSetIter, Ranges as CpuSetRanges};
 pub use cpuset_format::{CpuSetParseError, MAX_SPARSE_RANGE};
 pub use details::CpuDetails;
+pub use numa_ids::{NumaIds, NumaIdsError};
 pub use numa_mask::{NumaMask, NumaMaskError};
 pub use pod::{
     Container, ContainerClaim, ContainerKind, ContainerRestartPolicy, Pod, PodResourceClaim,

@@ -1,6 +1,9 @@
 //! [`NumaMask`]: the topology manager's bitmask over NUMA node ids 0–63, with the semantics
 //! of upstream's `topologymanager/bitmask.BitMask` (including its ordering, its zero-padded
 //! binary `String` and the callback order of `IterateBitMasks`).
+//!
+//! Bit *i* is NUMA node *i*, as upstream, except on a machine whose node ids reach 64 or more:
+//! there [`NumaIds`](crate::NumaIds) says which node each bit stands for.
 
 use std::fmt;
 

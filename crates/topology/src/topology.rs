@@ -5,13 +5,28 @@
 //! files) or discovered from sysfs ([`crate::sysfs`]). Every id (CPU, core, socket, NUMA
 //! node, uncore cache) must be below [`MAX_TOPOLOGY_ID`]: lookups are plain vector indexing,
 //! because the CPU manager's packing algorithms query the topology in tight loops.
+//!
+//! # NUMA node ids are mask bits
+//!
+//! The managers put NUMA nodes in 64-bit [`NumaMask`](crate::NumaMask)s, so a topology
+//! speaks of each NUMA node by its mask bit: [`CpuInfo::numa`], [`CpuTopology::numa_nodes`],
+//! [`CpuTopology::numa_distance`], [`CpuTopology::numa_nodes_for_manager`] and every
+//! [`CpuDetails`] NUMA query take and return bits, and [`CpuTopology::numa_ids`] translates
+//! them to and from the OS ids the records (or sysfs) gave. When every node id is below 64 —
+//! every machine upstream supports — the bit *is* the OS id and nothing differs from
+//! upstream. A machine with at most 64 nodes but some id ≥ 64 (Linux numbers nodes sparsely
+//! on some firmware) gets dense bits in ascending id order instead; upstream cannot run there
+//! at all. This is a deliberate deviation, described on [`NumaIds`]. Only
+//! [`CpuTopology::to_json`] prints OS ids itself; other edges translate through
+//! [`CpuTopology::numa_ids`]. A machine with more than 64 nodes keeps its OS ids (no mask can
+//! hold them; the topology manager refuses it).
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
-use crate::CpuSet;
 use crate::details::CpuDetails;
 use crate::topologymanager::NumaNode;
+use crate::{CpuSet, NumaIds};
 
 /// Ids (of CPUs, cores, sockets, NUMA nodes, uncore caches) must be below this.
 pub const MAX_TOPOLOGY_ID: usize = 1 << 16;
@@ -24,7 +39,8 @@ pub struct CpuInfo {
     pub core: usize,
     /// Socket (package) id.
     pub socket: usize,
-    /// NUMA node id.
+    /// NUMA node: its mask bit (the OS id unless the topology renumbers sparse ids above
+    /// 63; see [`CpuTopology::numa_ids`]).
     pub numa: usize,
     /// Uncore (L3) cache id; the socket id where the CPU has no L3.
     pub uncore: usize,
@@ -113,10 +129,12 @@ pub struct CpuTopology {
     by_socket: Vec<CpuSet>,
     by_numa: Vec<CpuSet>,
     by_uncore: Vec<CpuSet>,
-    /// Every NUMA node of the machine, ascending, CPU-less ones included.
+    /// Every NUMA node of the machine (as mask bits), ascending, CPU-less ones included.
     numa_nodes: Vec<usize>,
-    /// `distances[a][b]`, for nodes that have a distance row.
+    /// `distances[a][b]` (mask bits), for nodes that have a distance row.
     distances: BTreeMap<usize, BTreeMap<usize, u64>>,
+    /// OS id ↔ mask bit of every NUMA node.
+    numa_ids: NumaIds,
 }
 
 fn group_into(groups: &mut Vec<CpuSet>, id: usize, cpu: usize) {
@@ -144,6 +162,7 @@ impl CpuTopology {
             by_uncore: Vec::new(),
             numa_nodes: Vec::new(),
             distances: BTreeMap::new(),
+            numa_ids: NumaIds::identity(),
         };
         for record in records {
             let CpuRecord { cpu, info } = *record;
@@ -177,10 +196,68 @@ impl CpuTopology {
             num_numa_nodes: count_nonempty(&topo.by_numa),
             num_uncore_caches: count_nonempty(&topo.by_uncore),
         };
-        topo.numa_nodes = (0..topo.by_numa.len())
+        // Until renumbered, NUMA ids are the records' OS ids.
+        let cpu_nodes: Vec<usize> = (0..topo.by_numa.len())
             .filter(|&id| !topo.by_numa[id].is_empty())
             .collect();
+        topo.numa_ids = NumaIds::identity_over(cpu_nodes.clone());
+        topo.numa_nodes.clone_from(&cpu_nodes);
+        topo.set_numa_layout(cpu_nodes, BTreeMap::new());
         Ok(topo)
+    }
+
+    /// The OS id of NUMA node (mask bit) `node`.
+    fn os_numa(&self, node: usize) -> usize {
+        self.numa_ids.os_id(node).unwrap_or(node)
+    }
+
+    /// The machine's NUMA nodes as OS ids, ascending.
+    fn os_numa_nodes(&self) -> Vec<usize> {
+        self.numa_nodes.iter().map(|&n| self.os_numa(n)).collect()
+    }
+
+    /// Number the NUMA nodes `os_nodes` (OS ids; the nodes holding CPUs are added) afresh and
+    /// store `os_distances` (keyed by OS ids) under their bits: the identity when every id is
+    /// below 64 (or there are more than 64 nodes), dense bits in id order otherwise.
+    fn set_numa_layout(
+        &mut self,
+        mut os_nodes: Vec<usize>,
+        os_distances: BTreeMap<usize, BTreeMap<usize, u64>>,
+    ) {
+        let cpu_os: Vec<(usize, usize)> = self
+            .all
+            .iter()
+            .filter_map(|cpu| self.cpu(cpu).map(|info| (cpu, self.os_numa(info.numa))))
+            .collect();
+        os_nodes.extend(cpu_os.iter().map(|&(_, os)| os));
+        os_nodes.sort_unstable();
+        os_nodes.dedup();
+        let ids = NumaIds::new(os_nodes.iter().copied())
+            .unwrap_or_else(|_| NumaIds::identity_over(os_nodes.clone()));
+        // Total over `os_nodes` by construction: dense bits are positions, identity bits ids.
+        let bit_of: BTreeMap<usize, usize> = os_nodes
+            .iter()
+            .enumerate()
+            .map(|(pos, &os)| (os, if ids.is_identity() { os } else { pos }))
+            .collect();
+        let bit = |os: usize| bit_of.get(&os).copied().unwrap_or(os);
+        self.by_numa.clear();
+        for (cpu, os) in cpu_os {
+            let numa = bit(os);
+            if let Some(Some(info)) = self.cpus.get_mut(cpu) {
+                info.numa = numa;
+            }
+            group_into(&mut self.by_numa, numa, cpu);
+        }
+        self.numa_nodes = os_nodes.iter().map(|&os| bit(os)).collect();
+        self.distances = os_distances
+            .into_iter()
+            .map(|(from, row)| {
+                let row = row.into_iter().map(|(to, d)| (bit(to), d)).collect();
+                (bit(from), row)
+            })
+            .collect();
+        self.numa_ids = ids;
     }
 
     /// Replace the derived counts by explicit ones (as the conformance files give them).
@@ -190,14 +267,15 @@ impl CpuTopology {
         self
     }
 
-    /// Declare the machine's NUMA nodes (CPU-less ones included) and their distance rows.
-    /// Each row lists the distances to every node of `nodes` in ascending id order, as
-    /// Linux's `nodeN/distance` does. Nodes holding CPUs are always kept.
+    /// Declare the machine's NUMA nodes (CPU-less ones included) and their distance rows,
+    /// keyed by OS node id. Each row lists the distances to every node in ascending id order,
+    /// as Linux's `nodeN/distance` does. Nodes already known (those holding CPUs, and those
+    /// declared before) are kept. The nodes are then numbered afresh (see the module docs).
     pub fn with_numa_distances(
         mut self,
         rows: &BTreeMap<usize, Vec<u64>>,
     ) -> Result<CpuTopology, TopologyError> {
-        let mut nodes: Vec<usize> = self.numa_nodes.clone();
+        let mut nodes = self.os_numa_nodes();
         nodes.extend(rows.keys().copied());
         nodes.sort_unstable();
         nodes.dedup();
@@ -211,28 +289,28 @@ impl CpuTopology {
                 nodes.iter().copied().zip(row.iter().copied()).collect(),
             );
         }
-        self.numa_nodes = nodes;
-        self.distances = distances;
+        self.set_numa_layout(nodes, distances);
         Ok(self)
     }
 
-    /// Set the machine's NUMA nodes (sorted, CPU-less ones included) and positional distance
-    /// rows (columns = `nodes` in ascending order); rows of another length are dropped.
+    /// Set the machine's NUMA nodes (OS ids, CPU-less ones included) and positional distance
+    /// rows keyed by OS id (columns = the nodes in ascending id order); rows of another length
+    /// are dropped.
     #[cfg_attr(not(feature = "sysfs"), allow(dead_code))]
     pub(crate) fn with_numa_layout(
         mut self,
         mut nodes: Vec<usize>,
         rows: BTreeMap<usize, Vec<u64>>,
     ) -> CpuTopology {
-        nodes.extend(self.numa_nodes.iter().copied());
+        nodes.extend(self.os_numa_nodes());
         nodes.sort_unstable();
         nodes.dedup();
-        self.distances = rows
+        let distances = rows
             .into_iter()
             .filter(|(_, row)| row.len() == nodes.len())
             .map(|(from, row)| (from, nodes.iter().copied().zip(row).collect()))
             .collect();
-        self.numa_nodes = nodes;
+        self.set_numa_layout(nodes, distances);
         self
     }
 
@@ -305,12 +383,35 @@ impl CpuTopology {
         CpuDetails::new(self, self.all.clone())
     }
 
-    /// Every NUMA node of the machine, ascending (CPU-less nodes included when known).
+    /// Every NUMA node of the machine as mask bits, ascending (CPU-less nodes included when
+    /// known). [`numa_ids`](Self::numa_ids) gives their OS ids.
     pub fn numa_nodes(&self) -> &[usize] {
         &self.numa_nodes
     }
 
-    /// Distance from NUMA node `from` to `to`, when known.
+    /// The table between the NUMA nodes' mask bits (every NUMA id this topology takes or
+    /// returns) and their OS ids: the identity unless some id is 64 or more.
+    ///
+    /// ```
+    /// use corral_topology::{CpuInfo, CpuRecord, CpuTopology};
+    ///
+    /// // Two CPUs on NUMA nodes 0 and 72 (Linux numbers nodes sparsely on some machines).
+    /// let records = [(0, 0), (1, 72)].map(|(cpu, numa)| CpuRecord {
+    ///     cpu,
+    ///     info: CpuInfo { core: cpu, socket: 0, numa, uncore: 0 },
+    /// });
+    /// let topo = CpuTopology::new(&records)?;
+    /// assert_eq!(topo.numa_nodes(), &[0, 1], "mask bits");
+    /// assert_eq!(topo.cpu(1).map(|i| i.numa), Some(1));
+    /// assert_eq!(topo.numa_ids().os_id(1)?, 72);
+    /// assert_eq!(topo.numa_ids().os_ids(), &[0, 72]);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn numa_ids(&self) -> &NumaIds {
+        &self.numa_ids
+    }
+
+    /// Distance from NUMA node `from` to `to` (mask bits), when known.
     pub fn numa_distance(&self, from: usize, to: usize) -> Option<u64> {
         self.distances.get(&from)?.get(&to).copied()
     }
@@ -320,11 +421,11 @@ impl CpuTopology {
         !self.distances.is_empty()
     }
 
-    /// The NUMA nodes as the topology manager takes them, each distance row indexed by node
-    /// id (length = largest id + 1; 0 where Linux gives no distance). Linux's rows are
-    /// positional over the online nodes, so for sparse node ids indexing the raw row by id, as
-    /// upstream does with cadvisor's rows, would read the wrong column; corral maps columns
-    /// to ids here.
+    /// The NUMA nodes as the topology manager takes them (ids = mask bits), each distance
+    /// row indexed by bit (length = largest bit + 1; 0 where Linux gives no distance).
+    /// Linux's rows are positional over the online nodes, so for sparse node ids indexing the
+    /// raw row by id, as upstream does with cadvisor's rows, would read the wrong column;
+    /// corral maps columns to nodes here.
     pub fn numa_nodes_for_manager(&self) -> Vec<NumaNode> {
         let width = self.numa_nodes.last().map_or(0, |&max| max + 1);
         self.numa_nodes
@@ -359,9 +460,10 @@ impl CpuTopology {
     }
 
     /// The JSON document `corral topology -o json` prints:
-    /// `{"cpus": [{"cpu","core","socket","numa","uncore"}…], "numa_distances": {"<id>": [row]}}`
-    /// with rows over the NUMA nodes in ascending id order (as `nodeN/distance`), and
-    /// `"numa_distances": null` when no distance is known.
+    /// `{"cpus": [{"cpu","core","socket","numa","uncore"}…], "numa_distances": {"<id>": [row]},
+    /// "numa_nodes": [id…]}` with rows over the NUMA nodes in ascending id order (as
+    /// `nodeN/distance`), and `"numa_distances": null` when no distance is known. NUMA nodes
+    /// are OS ids here, not mask bits.
     pub fn to_json(&self) -> String {
         let mut out = String::from("{\"cpus\": [");
         for (i, cpu) in self.all.iter().enumerate() {
@@ -372,7 +474,10 @@ impl CpuTopology {
             let _ = write!(
                 out,
                 "{{\"cpu\": {cpu}, \"core\": {}, \"socket\": {}, \"numa\": {}, \"uncore\": {}}}",
-                info.core, info.socket, info.numa, info.uncore
+                info.core,
+                info.socket,
+                self.os_numa(info.numa),
+                info.uncore
             );
         }
         out.push_str("], \"numa_distances\": ");
@@ -384,7 +489,7 @@ impl CpuTopology {
                 if i > 0 {
                     out.push_str(", ");
                 }
-                let _ = write!(out, "\"{from}\": [");
+                let _ = write!(out, "\"{}\": [", self.os_numa(*from));
                 for (j, d) in row.values().enumerate() {
                     if j > 0 {
                         out.push_str(", ");
@@ -396,7 +501,7 @@ impl CpuTopology {
             out.push('}');
         }
         out.push_str(", \"numa_nodes\": [");
-        for (i, id) in self.numa_nodes.iter().enumerate() {
+        for (i, id) in self.os_numa_nodes().iter().enumerate() {
             if i > 0 {
                 out.push_str(", ");
             }
@@ -499,5 +604,75 @@ mod tests {
                 .with_numa_distances(&bad)
                 .is_err()
         );
+    }
+    #[test]
+    fn sparse_ids_above_63_are_renumbered_in_id_order() {
+        let recs = [
+            CpuRecord {
+                cpu: 0,
+                info: info(0, 0, 0, 0),
+            },
+            CpuRecord {
+                cpu: 1,
+                info: info(1, 0, 72, 0),
+            },
+            CpuRecord {
+                cpu: 2,
+                info: info(2, 0, 70, 0),
+            },
+        ];
+        let topo = CpuTopology::new(&recs).unwrap();
+        assert_eq!(topo.numa_ids().os_ids(), &[0, 70, 72]);
+        assert_eq!(topo.numa_nodes(), &[0, 1, 2]);
+        assert_eq!(topo.cpu(1).map(|i| i.numa), Some(2));
+        assert_eq!(
+            topo.details().cpus_in_numa_nodes([1]),
+            CpuSet::from_iter([2])
+        );
+        // A CPU-less node 65 declared with distances slots in by id: 70 and 72 move up.
+        let rows = BTreeMap::from([
+            (0, vec![10, 11, 12, 13]),
+            (65, vec![11, 10, 14, 15]),
+            (70, vec![12, 14, 10, 16]),
+            (72, vec![13, 15, 16, 10]),
+        ]);
+        let topo = topo.with_numa_distances(&rows).unwrap();
+        assert_eq!(topo.numa_ids().os_ids(), &[0, 65, 70, 72]);
+        assert_eq!(topo.numa_nodes(), &[0, 1, 2, 3]);
+        assert_eq!(topo.cpu(1).map(|i| i.numa), Some(3));
+        assert_eq!(topo.cpu(2).map(|i| i.numa), Some(2));
+        assert_eq!(topo.details().cpus_in_numa_nodes([1]), CpuSet::new());
+        assert_eq!(
+            topo.details().cpus_in_numa_nodes([3]),
+            CpuSet::from_iter([1])
+        );
+        assert_eq!(topo.numa_distance(1, 3), Some(15), "65 -> 72");
+        assert_eq!(topo.num_numa_nodes(), 3);
+        let nodes = topo.numa_nodes_for_manager();
+        assert_eq!(nodes[3].distances, Some(vec![13, 15, 16, 10]));
+        let json = topo.to_json();
+        assert!(
+            json.contains("\"cpu\": 1, \"core\": 1, \"socket\": 0, \"numa\": 72"),
+            "{json}"
+        );
+        assert!(json.contains("\"65\": [11, 10, 14, 15]"), "{json}");
+        assert!(json.ends_with("\"numa_nodes\": [0, 65, 70, 72]}"), "{json}");
+        // Declaring the same layout again changes nothing.
+        assert_eq!(topo.clone().with_numa_distances(&rows).unwrap(), topo);
+    }
+
+    #[test]
+    fn more_than_64_nodes_keep_their_ids() {
+        let recs: Vec<CpuRecord> = (0..65)
+            .map(|cpu| CpuRecord {
+                cpu,
+                info: info(cpu, 0, cpu * 2, 0),
+            })
+            .collect();
+        let topo = CpuTopology::new(&recs).unwrap();
+        assert!(topo.numa_ids().is_identity());
+        assert_eq!(topo.cpu(64).map(|i| i.numa), Some(128));
+        assert_eq!(topo.numa_nodes().len(), 65);
+        assert!(crate::NumaInfo::new(&topo.numa_nodes_for_manager(), false).is_err());
     }
 }

@@ -1,13 +1,14 @@
 //! Property tests: the fast merge equals upstream's exhaustive walk and returns a hint some
 //! combination produced; single-numa-node never admits a multi-node affinity; `CpuSet`
-//! agrees with a `BTreeSet` model; parsing a printed set gives it back.
+//! agrees with a `BTreeSet` model; parsing a printed set gives it back; NUMA ids renumbered
+//! for masks keep their order, round-trip, and leave a topology's groups unchanged.
 
 use std::collections::{BTreeMap, BTreeSet};
 
 use corral_topology::topologymanager::reference_merge;
 use corral_topology::{
-    CpuSet, NumaInfo, NumaMask, NumaNode, Policy, PolicyName, PolicyOptions, ProviderHints,
-    TopologyHint,
+    CpuInfo, CpuRecord, CpuSet, CpuTopology, NumaIds, NumaInfo, NumaMask, NumaNode, Policy,
+    PolicyName, PolicyOptions, ProviderHints, TopologyHint,
 };
 use proptest::prelude::*;
 
@@ -178,6 +179,53 @@ proptest! {
         let mut removed = sa.clone();
         for x in &b { removed.remove(*x); }
         prop_assert_eq!(removed, sa.difference(&sb));
+    }
+
+    #[test]
+    fn numa_ids_keep_order_and_round_trip(
+        nodes in prop::collection::btree_set(prop_oneof![0usize..64, 0usize..300, 60usize..70], 1..=64),
+        pick in prop::collection::vec(any::<prop::sample::Index>(), 0..6),
+    ) {
+        let ids = NumaIds::new(nodes.iter().copied()).expect("at most 64 nodes");
+        prop_assert_eq!(ids.is_identity(), nodes.iter().all(|&n| n < 64));
+        let list: Vec<usize> = nodes.iter().copied().collect();
+        prop_assert_eq!(ids.os_ids(), &list[..]);
+        let mut last = None;
+        for &n in &nodes {
+            let bit = ids.bit(n).expect("a node has a bit");
+            prop_assert!(bit < 64);
+            prop_assert!(last.is_none_or(|l| l < bit), "bits follow id order");
+            last = Some(bit);
+            prop_assert_eq!(ids.os_id(bit), Ok(n));
+        }
+        let chosen: BTreeSet<usize> = pick.iter().map(|i| *i.get(&list)).collect();
+        let mask = ids.mask_of(chosen.iter().copied()).expect("nodes of the machine");
+        prop_assert_eq!(mask.count(), chosen.len());
+        prop_assert_eq!(ids.os_ids_of(mask), Ok(chosen.into_iter().collect::<Vec<_>>()));
+    }
+
+    #[test]
+    fn renumbered_topology_keeps_its_groups(
+        numa_of_cpu in prop::collection::vec(prop_oneof![0usize..4, 60usize..80, 1000usize..1003], 1..40),
+    ) {
+        let records: Vec<CpuRecord> = numa_of_cpu
+            .iter()
+            .enumerate()
+            .map(|(cpu, &numa)| CpuRecord { cpu, info: CpuInfo { core: cpu, socket: 0, numa, uncore: 0 } })
+            .collect();
+        let topo = CpuTopology::new(&records).expect("valid records");
+        let ids = topo.numa_ids();
+        let os: BTreeSet<usize> = numa_of_cpu.iter().copied().collect();
+        prop_assert_eq!(ids.os_ids(), &os.iter().copied().collect::<Vec<_>>()[..]);
+        prop_assert_eq!(ids.is_identity(), os.iter().all(|&n| n < 64));
+        prop_assert_eq!(topo.numa_nodes().len(), os.len());
+        for &node in &os {
+            let bit = ids.bit(node).expect("a node of the machine");
+            prop_assert!(topo.numa_nodes().contains(&bit));
+            let want: CpuSet = (0..numa_of_cpu.len()).filter(|&c| numa_of_cpu[c] == node).collect();
+            prop_assert_eq!(topo.details().cpus_in_numa_nodes([bit]), want);
+        }
+        prop_assert!(NumaInfo::new(&topo.numa_nodes_for_manager(), false).is_ok());
     }
 
     #[test]

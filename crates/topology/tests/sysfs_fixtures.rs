@@ -1,13 +1,16 @@
 //! Discovery against the real-machine sysfs dumps in `testdata/sysfs` (every directory with
 //! a `truth.json` whose `use` is true, so held-out dumps dropped in are checked too), compared
 //! by the rules of `testdata/sysfs/README.md`: which CPUs share a package, a core, a NUMA node
-//! and an L3, the online CPUs, NUMA node ids by value, and the distance rows.
+//! and an L3, the online CPUs, NUMA node ids by value, and the distance rows. NUMA nodes are
+//! compared by OS id through the topology's [`NumaIds`](corral_topology::NumaIds) (mask bits
+//! are the ids unless some id is 64 or more, as in `48amd64-4pa2n6c-sparse`), and every
+//! fixture's nodes must be usable by the topology manager.
 #![cfg(feature = "sysfs")]
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
-use corral_topology::{CpuTopology, discover};
+use corral_topology::{CpuTopology, NumaInfo, discover};
 use serde_json::Value;
 
 fn fixtures_dir() -> PathBuf {
@@ -74,6 +77,7 @@ fn check(dir: &Path, truth: &Value) -> Vec<String> {
         Err(e) => return vec![format!("discovery failed: {e}")],
     };
     let info = |cpu: usize| topo.cpu(cpu).expect("discovered CPU has info");
+    let ids = topo.numa_ids();
     let online: BTreeSet<usize> = topo.all_cpus().iter().collect();
     let want_online = cpu_list(&truth["online_cpus"]);
     if online != want_online {
@@ -95,18 +99,31 @@ fn check(dir: &Path, truth: &Value) -> Vec<String> {
         compare_groups("numa", &sharing(&topo, |c| info(c).numa), &t, &mut out);
         for (id, cpus) in nodes {
             let id: usize = id.parse().expect("numeric node id");
-            for cpu in cpu_list(cpus) {
-                if online.contains(&cpu) && info(cpu).numa != id {
-                    out.push(format!(
-                        "numa: CPU {cpu} on node {}, truth {id}",
-                        info(cpu).numa
-                    ));
+            let truth_cpus: BTreeSet<usize> =
+                cpu_list(cpus).intersection(&online).copied().collect();
+            for &cpu in &truth_cpus {
+                let os = ids.os_id(info(cpu).numa);
+                if os != Ok(id) {
+                    out.push(format!("numa: CPU {cpu} on node {os:?}, truth {id}"));
                 }
             }
-            if !topo.numa_nodes().contains(&id) {
-                out.push(format!("numa: node {id} not reported"));
+            match ids.bit(id) {
+                Ok(bit) if topo.numa_nodes().contains(&bit) => {
+                    let mine: BTreeSet<usize> =
+                        topo.details().cpus_in_numa_nodes([bit]).iter().collect();
+                    if mine != truth_cpus {
+                        out.push(format!(
+                            "numa: node {id} (bit {bit}) has CPUs {mine:?}, truth {truth_cpus:?}"
+                        ));
+                    }
+                }
+                other => out.push(format!("numa: node {id} not reported ({other:?})")),
             }
         }
+    }
+    let manager_nodes = topo.numa_nodes_for_manager();
+    if let Err(e) = NumaInfo::new(&manager_nodes, topo.has_numa_distances()) {
+        out.push(format!("topology manager refuses the NUMA nodes: {e}"));
     }
     let uncore = sharing(&topo, |c| info(c).uncore);
     match truth_groups(&truth["l3"]) {
@@ -125,7 +142,10 @@ fn check(dir: &Path, truth: &Value) -> Vec<String> {
             let from: usize = from.parse().expect("numeric node id");
             for (col, want) in columns.iter().zip(row.as_array().into_iter().flatten()) {
                 let to = col.as_u64().expect("numeric column") as usize;
-                let got = topo.numa_distance(from, to);
+                let got = match (ids.bit(from), ids.bit(to)) {
+                    (Ok(from), Ok(to)) => topo.numa_distance(from, to),
+                    _ => None,
+                };
                 if got != want.as_u64() {
                     out.push(format!("distance {from}->{to}: {got:?}, truth {want}"));
                 }

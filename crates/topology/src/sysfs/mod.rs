@@ -47,6 +47,13 @@
 //! Kubelet also indexes the positional `nodeN/distance` rows by node id, which reads the
 //! wrong column when node ids are sparse; corral maps columns to node ids
 //! ([`CpuTopology::numa_nodes_for_manager`]).
+//!
+//! Kubelet cannot run at all where a NUMA node id is 64 or more (its masks are 64-bit, bit =
+//! node id): real firmware numbers nodes sparsely, e.g. `0-2,33-34,45,72-73` in the
+//! `48amd64-4pa2n6c-sparse` dump. The discovered topology then gives the nodes (at most 64)
+//! dense mask bits in ascending id order, so the managers run unchanged; the OS ids stay
+//! available through [`CpuTopology::numa_ids`] for everything that reports a node (a
+//! deviation, see [`NumaIds`](crate::NumaIds)). With every id below 64, bits are ids.
 
 mod files;
 

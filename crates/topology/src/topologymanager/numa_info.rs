@@ -9,11 +9,19 @@ use crate::NumaMask;
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum NumaInfoError {
-    /// A NUMA node id the 64-bit affinity mask cannot hold.
+    /// A NUMA node id the 64-bit affinity mask cannot hold (node ids here are mask bits:
+    /// [`CpuTopology::numa_nodes_for_manager`](crate::CpuTopology::numa_nodes_for_manager)
+    /// renumbers sparse OS ids into 0–63).
     #[error("NUMA node id {id} is out of range: the topology manager handles ids 0-63")]
     IdOutOfRange {
         /// The node id.
         id: usize,
+    },
+    /// More nodes than a 64-bit affinity mask has bits (no numbering can help).
+    #[error("{count} NUMA nodes: the topology manager handles at most 64")]
+    TooManyNodes {
+        /// The number of nodes given.
+        count: usize,
     },
     /// The same node id twice.
     #[error("NUMA node {id} is listed twice")]
@@ -62,6 +70,9 @@ impl NumaInfo {
     /// `with_distances` (the prefer-closest option) and are then required for every node and
     /// checked to be indexable by every node id (upstream would panic instead).
     pub fn new(nodes: &[NumaNode], with_distances: bool) -> Result<NumaInfo, NumaInfoError> {
+        if nodes.len() > 64 {
+            return Err(NumaInfoError::TooManyNodes { count: nodes.len() });
+        }
         let mut ids = Vec::with_capacity(nodes.len());
         let mut mask = NumaMask::EMPTY;
         for node in nodes {
@@ -215,6 +226,10 @@ mod tests {
         assert_eq!(
             NumaInfo::from_ids([0, 64]),
             Err(NumaInfoError::IdOutOfRange { id: 64 })
+        );
+        assert_eq!(
+            NumaInfo::from_ids(0..65),
+            Err(NumaInfoError::TooManyNodes { count: 65 })
         );
         assert_eq!(
             NumaInfo::from_ids([1, 1]),
