@@ -6,7 +6,7 @@
 //! entries in hash order and skips empty strings, so [`encode_allocate_response`] writes
 //! the maps itself: the same response always gives the kubelet's bytes.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 use std::time::Instant;
 
@@ -14,7 +14,9 @@ use corral_checkpoint::{DeviceManagerCheckpoint, PodDevicesEntry};
 use corral_proto::deviceplugin::v1beta1::ContainerAllocateResponse;
 use corral_proto::prost::Message;
 use corral_proto::prost::encoding::{WireType, encode_key, encode_varint, encoded_len_varint};
+use corral_topology::Pod;
 
+use crate::error::{DeviceOwner, DoubleAssignment};
 use crate::pod_devices::{ContainerAllocation, DevicesPerNuma};
 use crate::state::{DeviceState, EndpointInfo};
 
@@ -97,15 +99,45 @@ impl DeviceState {
     /// back, and every registered resource comes back with a stopped endpoint (capacity 0
     /// until its plugin registers again; dropped after the grace period counted from `now`).
     ///
+    /// Allocations come back whether or not their resource's plugin has registered, and
+    /// whether or not the resource is among the checkpoint's registered ones, as upstream:
+    /// their devices count as allocated, so when the plugin registers (again) no other pod
+    /// receives them, until their pod is removed.
+    ///
     /// An entry whose response does not decode keeps its devices allocated, with empty run
     /// options, and is logged as an error (upstream drops the entry, freeing devices a
     /// running container still uses).
+    ///
+    /// Unlike upstream, a checkpoint that gives a device of a resource to two pods is
+    /// refused ([`DoubleAssignment`]) and the state is left unchanged: both pods would keep
+    /// it. Nothing is known here about the pods' containers, so two containers of one pod
+    /// may share a device (it may be an init container's device reused by a later
+    /// container); [`restore_checkpoint_with_pods`](Self::restore_checkpoint_with_pods)
+    /// checks that too.
     pub fn restore_checkpoint(
         &mut self,
         checkpoint: &DeviceManagerCheckpoint,
         path: &Path,
         now: Instant,
-    ) {
+    ) -> Result<(), Box<DoubleAssignment>> {
+        self.restore_checkpoint_with_pods(checkpoint, path, now, &|_| None)
+    }
+
+    /// [`restore_checkpoint`](Self::restore_checkpoint), knowing the specs of (some of) the
+    /// checkpoint's pods through `pod_spec` (by uid). Within a known pod a device may be
+    /// held by several of its non-restartable init containers and at most one other
+    /// container — upstream's reusable devices: an init container's devices go to the
+    /// containers after it, a sidecar's or app container's to nobody — so any other sharing
+    /// is a [`DoubleAssignment`] too. Within a pod `pod_spec` does not know, sharing is
+    /// accepted, as in [`restore_checkpoint`](Self::restore_checkpoint).
+    pub fn restore_checkpoint_with_pods(
+        &mut self,
+        checkpoint: &DeviceManagerCheckpoint,
+        path: &Path,
+        now: Instant,
+        pod_spec: &dyn Fn(&str) -> Option<Pod>,
+    ) -> Result<(), Box<DoubleAssignment>> {
+        check_owners(checkpoint, path, pod_spec)?;
         let mut restored = Vec::new();
         for entry in checkpoint.pod_device_entries.iter().flatten() {
             let bytes = entry.alloc_resp.as_deref().unwrap_or_default();
@@ -152,7 +184,88 @@ impl DeviceState {
                 },
             );
         }
+        Ok(())
     }
+}
+
+/// Refuse a checkpoint that gives a device to two owners that cannot share it (see
+/// [`DeviceState::restore_checkpoint_with_pods`]). Later entries for the same pod,
+/// container and resource replace earlier ones, as on restore; a device listed under
+/// several NUMA nodes of one entry has one owner.
+fn check_owners(
+    checkpoint: &DeviceManagerCheckpoint,
+    path: &Path,
+    pod_spec: &dyn Fn(&str) -> Option<Pod>,
+) -> Result<(), Box<DoubleAssignment>> {
+    let mut effective: BTreeMap<(&str, &str, &str), &PodDevicesEntry> = BTreeMap::new();
+    for entry in checkpoint.pod_device_entries.iter().flatten() {
+        let key = (
+            entry.resource_name.as_str(),
+            entry.pod_uid.as_str(),
+            entry.container_name.as_str(),
+        );
+        effective.insert(key, entry);
+    }
+    // (resource, device) → owners as (pod, container), sorted.
+    let mut owners: BTreeMap<(&str, &str), BTreeSet<(&str, &str)>> = BTreeMap::new();
+    for ((resource, pod, container), entry) in &effective {
+        for id in entry
+            .device_ids
+            .iter()
+            .flatten()
+            .flat_map(|(_, ids)| ids.iter().flatten())
+        {
+            owners
+                .entry((resource, id.as_str()))
+                .or_default()
+                .insert((pod, container));
+        }
+    }
+    let owner = |(pod, container): (&str, &str)| DeviceOwner {
+        pod_uid: pod.to_owned(),
+        container: container.to_owned(),
+    };
+    let conflict = |resource: &str, device: &str, first, second| {
+        Box::new(DoubleAssignment {
+            path: path.to_path_buf(),
+            resource: resource.to_owned(),
+            device: device.to_owned(),
+            first: owner(first),
+            second: owner(second),
+        })
+    };
+    let mut specs: BTreeMap<&str, Option<Pod>> = BTreeMap::new();
+    for ((resource, device), holders) in &owners {
+        let mut holders = holders.iter().copied();
+        let Some(first) = holders.next() else {
+            continue;
+        };
+        let rest: Vec<(&str, &str)> = holders.collect();
+        if rest.is_empty() {
+            continue;
+        }
+        if let Some(&other) = rest.iter().find(|(pod, _)| *pod != first.0) {
+            return Err(conflict(resource, device, first, other));
+        }
+        // One pod, several containers: legitimate only as upstream's init-container reuse.
+        let Some(spec) = specs.entry(first.0).or_insert_with(|| pod_spec(first.0)) else {
+            tracing::debug!(path = %path.display(), resource, device, pod = first.0,
+                "containers of one pod share a device (init-container reuse, pod spec unknown)");
+            continue;
+        };
+        let reusing_init = |name: &str| {
+            spec.init_containers
+                .iter()
+                .any(|c| c.name == name && !c.is_restartable())
+        };
+        let mut keepers = std::iter::once(first)
+            .chain(rest)
+            .filter(|(_, container)| !reusing_init(container));
+        if let (Some(one), Some(other)) = (keepers.next(), keepers.next()) {
+            return Err(conflict(resource, device, one, other));
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]

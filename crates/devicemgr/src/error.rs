@@ -1,5 +1,6 @@
 //! The crate's errors: [`AllocateError`] (why devices could not be allocated, upstream's
-//! messages) and [`DeviceManagerError`] (everything the manager facade can fail with).
+//! messages), [`DoubleAssignment`] (an inconsistent checkpoint) and [`DeviceManagerError`]
+//! (everything the manager facade can fail with).
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -145,6 +146,41 @@ pub enum AllocateError {
     },
 }
 
+/// A container holding devices, as `kubelet_internal_checkpoint` names it.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct DeviceOwner {
+    /// Pod uid.
+    pub pod_uid: String,
+    /// Container name.
+    pub container: String,
+}
+
+/// A `kubelet_internal_checkpoint` that passed its checksum but gives one device to two
+/// owners that cannot share it: containers of two pods, or two containers of one pod
+/// neither of which is an init container whose devices a later container may reuse
+/// (upstream's reusable devices). Restoring such a file would let both keep the device.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "device manager checkpoint {} assigns device {device:?} of resource {resource:?} to both pod {:?} container {:?} and pod {:?} container {:?}{}; the file is inconsistent: drain this node, delete {} and restart",
+    path.display(), first.pod_uid, first.container, second.pod_uid, second.container,
+    if first.pod_uid == second.pod_uid {
+        " (same pod, and neither is an init container whose devices a later container may reuse)"
+    } else { "" },
+    path.display()
+)]
+pub struct DoubleAssignment {
+    /// The checkpoint file.
+    pub path: PathBuf,
+    /// The resource.
+    pub resource: String,
+    /// The device held twice.
+    pub device: String,
+    /// One owner (the first in sorted order).
+    pub first: DeviceOwner,
+    /// Another owner.
+    pub second: DeviceOwner,
+}
+
 /// What the device manager facade can fail with.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
@@ -155,6 +191,9 @@ pub enum DeviceManagerError {
     /// The checkpoint could not be read or written.
     #[error("device manager checkpoint: {0}")]
     Checkpoint(#[from] corral_checkpoint::CheckpointError),
+    /// The checkpoint passed its checksum but gives a device to two owners.
+    #[error(transparent)]
+    DoubleAssignment(#[from] Box<DoubleAssignment>),
     /// The plugin directory could not be prepared.
     #[error("device plugin directory {path}: {source}")]
     PluginDir {

@@ -16,8 +16,9 @@
 //! Where upstream picks devices by ranging over Go maps (at random), corral picks in
 //! byte-wise id order. Where upstream has known flaws corral does better and says so:
 //! endpoints must be plain file names in the plugin directory; a failed allocation gives
-//! back everything it took; a corrupt checkpoint is an error, never ignored; a
-//! re-registration never lets the old stream's end disconnect the new plugin.
+//! back everything it took; a corrupt checkpoint is an error, never ignored, and so is one
+//! that gives a device to two owners ([`DoubleAssignment`]); a re-registration never lets
+//! the old stream's end disconnect the new plugin.
 //!
 //! ```
 //! use std::collections::BTreeSet;
@@ -76,8 +77,8 @@ pub use allocation::{
 pub use checkpoint_state::encode_allocate_response;
 pub use config::{DEFAULT_ENDPOINT_STOP_GRACE, DeviceManagerConfig};
 pub use device::{Device, PluginOptions};
-pub use error::{AllocateError, DeviceManagerError};
-pub use manager::{ActivePods, DeviceManager, StartOptions};
+pub use error::{AllocateError, DeviceManagerError, DeviceOwner, DoubleAssignment};
+pub use manager::{ActivePods, DeviceManager, PodSpecs, StartOptions};
 pub use observer::{ALLOC_DURATION_BUCKETS, DeviceManagerObserver};
 pub use pod_devices::{ContainerAllocation, DevicesPerNuma, PodDevices, ResourceAllocations};
 pub use resource_name::{EndpointNameError, is_extended_resource_name, validate_endpoint_name};

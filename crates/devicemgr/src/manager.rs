@@ -38,6 +38,11 @@ use crate::{
 /// Returns the uids of the pods that are active on the node (upstream `ActivePodsFunc`).
 pub type ActivePods = Arc<dyn Fn() -> BTreeSet<String> + Send + Sync>;
 
+/// Returns the spec of a pod the node admitted, by uid (`None` when unknown). The
+/// checkpoint restore uses it to tell upstream's init-container device reuse from a device
+/// given to two containers of one pod.
+pub type PodSpecs = Arc<dyn Fn(&str) -> Option<Pod> + Send + Sync>;
+
 /// What [`DeviceManager::start`] needs to know about the node.
 #[derive(Clone)]
 pub struct StartOptions {
@@ -106,6 +111,7 @@ pub(crate) struct Shared {
     tasks: Mutex<Vec<JoinHandle<()>>>,
     runtime: Mutex<Option<tokio::runtime::Handle>>,
     observer: RwLock<Option<Arc<dyn DeviceManagerObserver>>>,
+    pod_specs: RwLock<Option<PodSpecs>>,
 }
 
 impl Shared {
@@ -420,6 +426,7 @@ impl DeviceManager {
                 tasks: Mutex::new(Vec::new()),
                 runtime: Mutex::new(None),
                 observer: RwLock::new(None),
+                pod_specs: RwLock::new(None),
             }),
         })
     }
@@ -433,6 +440,18 @@ impl DeviceManager {
             .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(observer);
     }
 
+    /// Let [`start`](Self::start) check the checkpoint against the specs of the pods the
+    /// node admitted (replacing any earlier lookup): two containers of one known pod may
+    /// then share a device only as upstream's init-container reuse. Without it, devices
+    /// shared inside one pod are accepted and only a device of two pods is refused.
+    pub fn set_pod_specs(&self, specs: PodSpecs) {
+        *self
+            .shared
+            .pod_specs
+            .write()
+            .unwrap_or_else(PoisonError::into_inner) = Some(specs);
+    }
+
     /// The configuration.
     pub fn config(&self) -> &DeviceManagerConfig {
         &self.shared.config
@@ -443,8 +462,13 @@ impl DeviceManager {
         self.shared.config.kubelet_socket()
     }
 
-    /// Start (upstream `Start`): restore the checkpoint — a corrupt one is an error, never
+    /// Start (upstream `Start`): restore the checkpoint — a corrupt one, or one that gives a
+    /// device to two owners ([`DeviceManagerError::DoubleAssignment`]), is an error, never
     /// skipped — remove stale sockets from the plugin directory, and serve `kubelet.sock`.
+    ///
+    /// Allocations whose plugin has not registered (yet) come back and keep their devices,
+    /// as upstream; admission of new pods needing the resource waits for the plugin (see
+    /// [`DeviceManagerConfig::registration_wait`]).
     pub async fn start(&self, options: StartOptions) -> Result<(), DeviceManagerError> {
         let shared = &self.shared;
         *shared
@@ -462,7 +486,16 @@ impl DeviceManager {
 
         if let Some(checkpoint) = read_checkpoint(&shared.store)? {
             let path = shared.store.path_of(DEVICE_MANAGER_FILE)?;
-            lock(&shared.state).restore_checkpoint(&checkpoint, &path, Instant::now());
+            let specs = shared
+                .pod_specs
+                .read()
+                .unwrap_or_else(PoisonError::into_inner)
+                .clone();
+            let spec_of = |uid: &str| specs.as_ref().and_then(|specs| specs(uid));
+            // Restored outside the lock: the pod-spec lookup is the caller's code.
+            let mut restored = lock(&shared.state).clone();
+            restored.restore_checkpoint_with_pods(&checkpoint, &path, Instant::now(), &spec_of)?;
+            *lock(&shared.state) = restored;
             tracing::info!(path = %path.display(), "restored device allocations from checkpoint");
         }
         self.cleanup_plugin_dir()?;

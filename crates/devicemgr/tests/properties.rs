@@ -100,3 +100,89 @@ proptest! {
         prop_assert!(sizes.len() <= 1, "{:?}", hints);
     }
 }
+
+/// A checkpoint entry: (pod, container, resource, NUMA node, device ids).
+type Entry = (u8, u8, u8, i64, BTreeSet<u8>);
+
+fn checkpoint_of(entries: &[Entry]) -> corral_checkpoint::DeviceManagerCheckpoint {
+    let entries = entries
+        .iter()
+        .map(
+            |(pod, container, resource, numa, ids)| corral_checkpoint::PodDevicesEntry {
+                pod_uid: format!("pod-{pod}"),
+                container_name: format!("c{container}"),
+                resource_name: format!("example.com/r{resource}"),
+                device_ids: Some(
+                    [(*numa, Some(ids.iter().map(|i| format!("d{i}")).collect()))]
+                        .into_iter()
+                        .collect(),
+                ),
+                alloc_resp: Some(Vec::new()),
+            },
+        )
+        .collect();
+    corral_checkpoint::DeviceManagerCheckpoint {
+        pod_device_entries: Some(entries),
+        registered_devices: None,
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(512))]
+
+    /// Without pod specs, a checkpoint is refused exactly when, after later entries for the
+    /// same pod, container and resource replaced earlier ones, some device of a resource
+    /// is held by containers of two pods; a refused restore leaves the state untouched, an
+    /// accepted one allocates exactly the listed devices.
+    #[test]
+    fn checkpoint_restore_refuses_exactly_devices_of_two_pods(
+        entries in prop::collection::vec(
+            (0u8..3, 0u8..3, 0u8..2, -1i64..2, prop::collection::btree_set(0u8..6, 0..3)),
+            0..10,
+        ),
+    ) {
+        let mut effective = std::collections::BTreeMap::new();
+        for (pod, container, resource, _, ids) in &entries {
+            effective.insert((*resource, *pod, *container), ids.clone());
+        }
+        let mut pods_of = std::collections::BTreeMap::<(u8, u8), BTreeSet<u8>>::new();
+        for ((resource, pod, _), ids) in &effective {
+            for id in ids {
+                pods_of.entry((*resource, *id)).or_default().insert(*pod);
+            }
+        }
+        let conflict = pods_of.values().any(|pods| pods.len() > 1);
+        let mut state = DeviceState::new(vec![0, 1]);
+        let result = state.restore_checkpoint(
+            &checkpoint_of(&entries),
+            std::path::Path::new("kubelet_internal_checkpoint"),
+            std::time::Instant::now(),
+        );
+        prop_assert_eq!(result.is_err(), conflict, "{:?}", result);
+        for resource in 0u8..2 {
+            let name = format!("example.com/r{resource}");
+            let want: BTreeSet<String> = if conflict {
+                BTreeSet::new()
+            } else {
+                pods_of
+                    .keys()
+                    .filter(|(r, _)| *r == resource)
+                    .map(|(_, id)| format!("d{id}"))
+                    .collect()
+            };
+            prop_assert_eq!(state.allocated_devices(&name), want);
+        }
+        if let Err(err) = result {
+            prop_assert_ne!(&err.first.pod_uid, &err.second.pod_uid);
+            let held_by = |owner: &corral_devicemgr::DeviceOwner| {
+                entries.iter().any(|(pod, container, resource, _, ids)| {
+                    format!("pod-{pod}") == owner.pod_uid
+                        && format!("c{container}") == owner.container
+                        && format!("example.com/r{resource}") == err.resource
+                        && ids.iter().any(|id| format!("d{id}") == err.device)
+                })
+            };
+            prop_assert!(held_by(&err.first) && held_by(&err.second));
+        }
+    }
+}

@@ -455,7 +455,9 @@ fn update_capacity_allocatable() {
     // device-plugin resource (so pods asking for it are rejected, not started).
     let checkpoint = state.to_checkpoint();
     let mut restored = DeviceState::new(vec![0]);
-    restored.restore_checkpoint(&checkpoint, Path::new("kubelet_internal_checkpoint"), later);
+    restored
+        .restore_checkpoint(&checkpoint, Path::new("kubelet_internal_checkpoint"), later)
+        .unwrap();
     assert!(restored.endpoint(r2).is_some());
     assert_eq!(restored.endpoint(r1), None);
     let c = capacity_of(&mut restored, later, grace);
@@ -544,11 +546,13 @@ fn checkpoint_round_trip() {
 
     let checkpoint = state.to_checkpoint();
     let mut restored = DeviceState::new(vec![0]);
-    restored.restore_checkpoint(
-        &checkpoint,
-        Path::new("kubelet_internal_checkpoint"),
-        Instant::now(),
-    );
+    restored
+        .restore_checkpoint(
+            &checkpoint,
+            Path::new("kubelet_internal_checkpoint"),
+            Instant::now(),
+        )
+        .unwrap();
 
     assert_eq!(restored.pod_devices().len(), state.pod_devices().len());
     for (pod, con, res, allocation) in state.pod_devices().entries() {
