@@ -52,6 +52,24 @@ pub enum CheckpointError {
         /// What was wrong, in Go's words (`unexpected end of JSON input`, …).
         message: String,
     },
+    /// The JSON nests objects and arrays deeper than this crate reads (Go's `exceeded max
+    /// depth`, at 10000 levels there; no kubelet checkpoint nests beyond a handful).
+    #[error(
+        "checkpoint {}: JSON nesting deeper than {limit} levels at line {line}, column {column} (byte offset {offset})",
+        shown(path)
+    )]
+    TooDeep {
+        /// The file, when the bytes came from one.
+        path: Option<PathBuf>,
+        /// How many levels are read.
+        limit: usize,
+        /// Byte offset of the bracket that opens one level too many.
+        offset: usize,
+        /// 1-based line of that bracket.
+        line: usize,
+        /// 1-based column (in bytes) of that bracket.
+        column: usize,
+    },
     /// Valid JSON that does not decode into the format's Go types (upstream:
     /// `json.UnmarshalTypeError`, base64 errors, integer overflow, …).
     #[error("checkpoint {} ({format}): {message}", shown(path))]
@@ -101,13 +119,13 @@ pub enum CheckpointError {
         key: String,
     },
     /// A file-system operation failed.
-    #[error("checkpoint I/O failed: {op} {}: {source}", path.display())]
+    #[error("checkpoint I/O failed: {op} {}", path.display())]
     Io {
         /// What was being done (`write`, `rename`, `fsync directory`, …).
         op: &'static str,
         /// The path operated on.
         path: PathBuf,
-        /// The underlying error.
+        /// The underlying error (not repeated in this error's message: print the chain).
         #[source]
         source: std::io::Error,
     },
@@ -134,6 +152,7 @@ impl CheckpointError {
         match &mut self {
             CheckpointError::ChecksumMismatch { path, .. }
             | CheckpointError::Syntax { path, .. }
+            | CheckpointError::TooDeep { path, .. }
             | CheckpointError::Decode { path, .. }
             | CheckpointError::Unsupported { path, .. }
             | CheckpointError::UnknownFormat { path, .. } => *path = Some(file.to_path_buf()),
@@ -152,6 +171,7 @@ impl CheckpointError {
         matches!(
             self,
             CheckpointError::Syntax { .. }
+                | CheckpointError::TooDeep { .. }
                 | CheckpointError::Decode { .. }
                 | CheckpointError::Unsupported { .. }
                 | CheckpointError::UnknownFormat { .. }

@@ -8,14 +8,14 @@ use crate::error::{CheckpointError, Result};
 use crate::format::{
     CPU_MANAGER_FILE, DEVICE_MANAGER_FILE, DRA_MANAGER_FILE, Format, MEMORY_MANAGER_FILE,
 };
-use crate::formats::Checkpoint;
 use crate::formats::cpumanager::{CpuManagerCheckpoint, CpuManagerCheckpointV1};
 use crate::formats::devicemanager::DeviceManagerCheckpoint;
 use crate::formats::devicemanager_v1::DeviceManagerCheckpointV1;
 use crate::formats::dra::DraCheckpoint;
 use crate::formats::dra_v130::DraCheckpointV130;
 use crate::formats::memorymanager::MemoryManagerCheckpoint;
-use crate::gojson::top_level_keys;
+use crate::formats::{ChecksumCheck, ChecksumVerification};
+use crate::gojson::{TopLevel, top_level};
 
 /// A verified checkpoint of any known format.
 #[non_exhaustive]
@@ -38,51 +38,82 @@ pub enum CheckpointValue {
 }
 
 /// What [`inspect`] found.
+#[non_exhaustive]
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Inspected {
     /// The detected format.
     pub format: Format,
-    /// The checksum of the content under the format's rule (a CPU manager file may record
-    /// 0 instead, which upstream accepts).
+    /// The checksum **computed** over the content under the format's current rule. It is
+    /// not necessarily what the file records: see `recorded_checksum` and `verification`.
     pub checksum: u64,
-    /// The decoded, verified value.
+    /// The checksum the file records (0 in a `cpu_manager_state` that records none).
+    pub recorded_checksum: u64,
+    /// How the recorded checksum was accepted; for
+    /// [`NotRecorded`](ChecksumVerification::NotRecorded) the content was not verified.
+    pub verification: ChecksumVerification,
+    /// The decoded value (verified unless `verification` says otherwise).
     pub value: CheckpointValue,
 }
 
+impl Inspected {
+    /// One line on the checksum for people: what the file records, whether and how it was
+    /// verified, and the computed value when it differs from the recorded one, e.g.
+    /// `checksum 1234 (verified)` or `checksum 0 recorded: content not verified (the
+    /// kubelet accepts 0 in cpu_manager_state); the content hashes to 1234`.
+    pub fn checksum_summary(&self) -> String {
+        let recorded = self.recorded_checksum;
+        let computed = self.checksum;
+        match self.verification {
+            ChecksumVerification::Verified => format!("checksum {recorded} (verified)"),
+            ChecksumVerification::VerifiedByLegacyRule => format!(
+                "checksum {recorded} (verified by the k8s 1.27-1.28 rule, which hashes without \
+                 resource handles; the current rule gives {computed})"
+            ),
+            ChecksumVerification::NotRecorded => format!(
+                "checksum {recorded} recorded: content not verified (the kubelet accepts 0 in \
+                 {}); the content hashes to {computed}",
+                self.format.file_name()
+            ),
+        }
+    }
+}
+
 fn read_as(format: Format, bytes: &[u8]) -> Result<Inspected> {
-    let (checksum, value) = match format {
+    let (check, value): (ChecksumCheck, _) = match format {
         Format::DeviceManagerV2 => {
-            let v = DeviceManagerCheckpoint::decode(bytes)?;
-            (v.checksum()?, CheckpointValue::DeviceManager(v))
+            let (v, check) = DeviceManagerCheckpoint::decode_checked(bytes)?;
+            (check, CheckpointValue::DeviceManager(v))
         }
         Format::DeviceManagerV1 => {
-            let v = DeviceManagerCheckpointV1::decode(bytes)?;
-            (v.checksum()?, CheckpointValue::DeviceManagerV1(v))
+            let (v, check) = DeviceManagerCheckpointV1::decode_checked(bytes)?;
+            (check, CheckpointValue::DeviceManagerV1(v))
         }
         Format::CpuManagerV2 => {
-            let v = CpuManagerCheckpoint::decode(bytes)?;
-            (v.checksum()?, CheckpointValue::CpuManager(v))
+            let (v, check) = CpuManagerCheckpoint::decode_checked(bytes)?;
+            (check, CheckpointValue::CpuManager(v))
         }
         Format::CpuManagerV1 => {
-            let v = CpuManagerCheckpointV1::decode(bytes)?;
-            (v.checksum()?, CheckpointValue::CpuManagerV1(v))
+            let (v, check) = CpuManagerCheckpointV1::decode_checked(bytes)?;
+            (check, CheckpointValue::CpuManagerV1(v))
         }
         Format::MemoryManager => {
-            let v = MemoryManagerCheckpoint::decode(bytes)?;
-            (v.checksum()?, CheckpointValue::MemoryManager(v))
+            let (v, check) = MemoryManagerCheckpoint::decode_checked(bytes)?;
+            (check, CheckpointValue::MemoryManager(v))
         }
         Format::DraV132 => {
-            let v = DraCheckpoint::decode(bytes)?;
-            (v.checksum()?.into(), CheckpointValue::Dra(v))
+            let (v, check) = DraCheckpoint::decode_checked(bytes)?;
+            (check, CheckpointValue::Dra(v))
         }
         Format::DraV130 => {
-            let v = DraCheckpointV130::decode(bytes)?;
-            (v.checksum()?, CheckpointValue::DraV130(v))
+            let (v, check) = DraCheckpointV130::decode_checked(bytes)?;
+            (check, CheckpointValue::DraV130(v))
         }
     };
     Ok(Inspected {
         format,
-        checksum,
+        checksum: check.computed,
+        recorded_checksum: check.recorded,
+        verification: check.verification,
         value,
     })
 }
@@ -106,12 +137,14 @@ fn candidates_for_file(name: &str) -> Option<(&'static [Format], Format)> {
 }
 
 fn candidates_from_content(bytes: &[u8]) -> Result<(&'static [Format], Format)> {
-    let Some(keys) = top_level_keys(bytes) else {
-        // Not a JSON object: let the current formats report the syntax error.
-        return Err(CheckpointError::UnknownFormat {
-            path: None,
-            why: "not a JSON object".to_owned(),
-        });
+    let keys = match top_level(bytes)? {
+        TopLevel::Object(keys) => keys,
+        TopLevel::Other(kind) => {
+            return Err(CheckpointError::UnknownFormat {
+                path: None,
+                why: format!("the document is a JSON {kind}, not an object"),
+            });
+        }
     };
     let has = |name: &str| {
         keys.iter()
@@ -154,7 +187,9 @@ fn candidates_from_content(bytes: &[u8]) -> Result<(&'static [Format], Format)> 
 /// With `file_name` (a path or a bare name) the kubelet's file name decides the candidate
 /// formats, tried in the kubelet's order (`cpu_manager_state`: v1 then v2, as
 /// `restoreState`; `kubelet_internal_checkpoint`: current then pre-1.20;
-/// `dra_manager_state`: v1.32 then v1.30). Without one, the top-level keys decide. When no
+/// `dra_manager_state`: v1.32 then v1.30). Without one, the top-level keys decide (bytes
+/// that do not parse report why, as [`CheckpointError::Syntax`] or
+/// [`CheckpointError::TooDeep`]). When no
 /// candidate verifies, the current format's error is returned, unless only an older
 /// format got as far as a checksum mismatch.
 pub fn inspect(bytes: &[u8], file_name: Option<&str>) -> Result<Inspected> {
@@ -194,6 +229,7 @@ pub fn inspect(bytes: &[u8], file_name: Option<&str>) -> Result<Inspected> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::formats::Checkpoint;
 
     #[test]
     fn detects_by_content() {
@@ -217,6 +253,10 @@ mod tests {
         ));
         assert!(matches!(
             inspect(b"nope", None),
+            Err(CheckpointError::Syntax { .. })
+        ));
+        assert!(matches!(
+            inspect(b"[1]", None),
             Err(CheckpointError::UnknownFormat { .. })
         ));
         let err = inspect(b"nope", Some("/var/lib/kubelet/cpu_manager_state")).unwrap_err();

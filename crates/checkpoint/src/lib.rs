@@ -89,7 +89,6 @@ pub use error::{CheckpointError, Result};
 pub use format::{
     CPU_MANAGER_FILE, DEVICE_MANAGER_FILE, DRA_MANAGER_FILE, Format, MEMORY_MANAGER_FILE,
 };
-pub use formats::Checkpoint;
 pub use formats::cpumanager::{
     CpuManagerCheckpoint, CpuManagerCheckpointV1, CpuManagerState, restore_state,
 };
@@ -98,6 +97,7 @@ pub use formats::devicemanager_v1::{DeviceManagerCheckpointV1, PodDevicesEntryV1
 pub use formats::dra::{ClaimInfoState, Device, DraCheckpoint, DraCheckpointFile, DriverState};
 pub use formats::dra_v130::{ClaimInfoStateV130, DraCheckpointV130, ResourceHandle};
 pub use formats::memorymanager::{Block, MemoryManagerCheckpoint, MemoryTable, NumaNodeState};
+pub use formats::{Checkpoint, ChecksumVerification};
 pub use gotype::{GoField, GoStruct, GoType, IntWidth};
 pub use inspect::{CheckpointValue, Inspected, inspect};
 pub use spew::dump_for_hash;

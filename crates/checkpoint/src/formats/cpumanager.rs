@@ -16,7 +16,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use super::{Checkpoint, checksum_field, go_replace, verify};
+use super::{Checkpoint, ChecksumCheck, checksum_field, go_replace, verify_unless_zero};
 use crate::checksum::{fnv32a, kubelet_checksum};
 use crate::error::{CheckpointError, Result};
 use crate::format::Format;
@@ -130,10 +130,13 @@ impl CpuManagerCheckpoint {
         gojson::typed(value, &V2)
     }
 
-    pub(crate) fn decode_unverified(bytes: &[u8]) -> Result<(Self, u64)> {
+    /// Decodes and verifies (a recorded 0 is accepted unchecked).
+    pub(crate) fn decode_checked(bytes: &[u8]) -> Result<(Self, ChecksumCheck)> {
         let value = gojson::unmarshal(bytes, &V2, initial(), Format::CpuManagerV2)?;
-        let stored = checksum_field(&value, 3);
-        Ok((gojson::typed(value, &V2)?, stored))
+        let recorded = checksum_field(&value, 3);
+        let value: Self = gojson::typed(value, &V2)?;
+        let check = verify_unless_zero(Self::FORMAT, recorded, value.checksum()?)?;
+        Ok((value, check))
     }
 }
 
@@ -148,11 +151,7 @@ impl Checkpoint for CpuManagerCheckpoint {
     /// Reads as `GetCheckpoint(…, newCPUManagerCheckpointV2())`; a stored checksum of 0 is
     /// accepted without verification, as upstream does.
     fn decode(bytes: &[u8]) -> Result<Self> {
-        let (value, stored) = Self::decode_unverified(bytes)?;
-        if stored != 0 {
-            verify(Self::FORMAT, stored, value.checksum()?)?;
-        }
-        Ok(value)
+        Self::decode_checked(bytes).map(|(value, _)| value)
     }
 }
 
@@ -201,10 +200,13 @@ impl CpuManagerCheckpointV1 {
         gojson::typed(value, &V1)
     }
 
-    pub(crate) fn decode_unverified(bytes: &[u8]) -> Result<(Self, u64)> {
+    /// Decodes and verifies (a recorded 0 is accepted unchecked).
+    pub(crate) fn decode_checked(bytes: &[u8]) -> Result<(Self, ChecksumCheck)> {
         let value = gojson::unmarshal(bytes, &V1, initial(), Format::CpuManagerV1)?;
-        let stored = checksum_field(&value, 3);
-        Ok((gojson::typed(value, &V1)?, stored))
+        let recorded = checksum_field(&value, 3);
+        let value: Self = gojson::typed(value, &V1)?;
+        let check = verify_unless_zero(Self::FORMAT, recorded, value.checksum()?)?;
+        Ok((value, check))
     }
 
     /// Migrates to v2 as upstream's `migrateV1CheckpointToV2Checkpoint`: each container id
@@ -246,11 +248,7 @@ impl Checkpoint for CpuManagerCheckpointV1 {
 
     /// Reads as `GetCheckpoint(…, newCPUManagerCheckpointV1())`; 0 is accepted.
     fn decode(bytes: &[u8]) -> Result<Self> {
-        let (value, stored) = Self::decode_unverified(bytes)?;
-        if stored != 0 {
-            verify(Self::FORMAT, stored, value.checksum()?)?;
-        }
-        Ok(value)
+        Self::decode_checked(bytes).map(|(value, _)| value)
     }
 }
 

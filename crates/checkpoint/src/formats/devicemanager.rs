@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use super::{Checkpoint, checksum_field, verify};
+use super::{Checkpoint, ChecksumCheck, checksum_field, verify};
 use crate::checksum::kubelet_checksum;
 use crate::error::Result;
 use crate::format::Format;
@@ -116,8 +116,8 @@ impl DeviceManagerCheckpoint {
         gojson::typed(value, &DATA)
     }
 
-    /// The decoded value and the checksum the file records, before verification.
-    pub(crate) fn decode_unverified(bytes: &[u8]) -> Result<(Self, u64)> {
+    /// Decodes and verifies.
+    pub(crate) fn decode_checked(bytes: &[u8]) -> Result<(Self, ChecksumCheck)> {
         // The kubelet reads into checkpoint.New(make([]PodDevicesEntry, 0), make(map…)).
         let initial = GoValue::Struct(vec![
             GoValue::Struct(vec![
@@ -127,9 +127,10 @@ impl DeviceManagerCheckpoint {
             GoValue::Uint(0),
         ]);
         let mut value = gojson::unmarshal(bytes, &FILE, initial, Format::DeviceManagerV2)?;
-        let stored = checksum_field(&value, 1);
-        let data = gojson::typed(value.take_field(0), &DATA)?;
-        Ok((data, stored))
+        let recorded = checksum_field(&value, 1);
+        let data: Self = gojson::typed(value.take_field(0), &DATA)?;
+        let check = verify(Self::FORMAT, recorded, data.checksum()?)?;
+        Ok((data, check))
     }
 }
 
@@ -149,9 +150,7 @@ impl Checkpoint for DeviceManagerCheckpoint {
     }
 
     fn decode(bytes: &[u8]) -> Result<Self> {
-        let (data, stored) = Self::decode_unverified(bytes)?;
-        verify(Self::FORMAT, stored, data.checksum()?)?;
-        Ok(data)
+        Self::decode_checked(bytes).map(|(data, _)| data)
     }
 }
 

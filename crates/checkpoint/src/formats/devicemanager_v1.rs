@@ -11,9 +11,9 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use super::devicemanager::{DeviceManagerCheckpoint, PodDevicesEntry, RegisteredDevices};
-use super::{Checkpoint, checksum_field, go_replace};
+use super::{Checkpoint, ChecksumCheck, checksum_field, go_replace, verify};
 use crate::checksum::fnv32a;
-use crate::error::{CheckpointError, Result};
+use crate::error::Result;
 use crate::format::Format;
 use crate::gojson::{self, value::GoValue};
 use crate::gotype::{
@@ -139,7 +139,8 @@ impl DeviceManagerCheckpointV1 {
         }
     }
 
-    pub(crate) fn decode_unverified(bytes: &[u8]) -> Result<(Self, u64)> {
+    /// Decodes and verifies.
+    pub(crate) fn decode_checked(bytes: &[u8]) -> Result<(Self, ChecksumCheck)> {
         let initial = GoValue::Struct(vec![
             GoValue::Struct(vec![
                 GoValue::empty(&GoType::Slice(&ENTRY_V1)),
@@ -148,9 +149,10 @@ impl DeviceManagerCheckpointV1 {
             GoValue::Uint(0),
         ]);
         let mut value = gojson::unmarshal(bytes, &FILE_V1, initial, Format::DeviceManagerV1)?;
-        let stored = checksum_field(&value, 1);
-        let data = gojson::typed(value.take_field(0), &DATA_V1)?;
-        Ok((data, stored))
+        let recorded = checksum_field(&value, 1);
+        let data: Self = gojson::typed(value.take_field(0), &DATA_V1)?;
+        let check = verify(Self::FORMAT, recorded, data.checksum()?)?;
+        Ok((data, check))
     }
 }
 
@@ -172,17 +174,7 @@ impl Checkpoint for DeviceManagerCheckpointV1 {
     }
 
     fn decode(bytes: &[u8]) -> Result<Self> {
-        let (data, stored) = Self::decode_unverified(bytes)?;
-        let actual = data.checksum()?;
-        if stored != actual {
-            return Err(CheckpointError::ChecksumMismatch {
-                path: None,
-                format: Self::FORMAT,
-                expected: stored,
-                actual,
-            });
-        }
-        Ok(data)
+        Self::decode_checked(bytes).map(|(data, _)| data)
     }
 }
 

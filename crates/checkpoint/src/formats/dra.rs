@@ -12,7 +12,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde::{Deserialize, Serialize};
 
-use super::{Checkpoint, checksum_field, string_set};
+use super::{Checkpoint, ChecksumCheck, ChecksumVerification, checksum_field, string_set};
 use crate::checksum::crc32_ieee;
 use crate::error::{CheckpointError, Result};
 use crate::format::Format;
@@ -236,6 +236,19 @@ impl DraCheckpointFile {
     }
 }
 
+impl DraCheckpoint {
+    /// Decodes the file, verifies its CRC and parses `Data`.
+    pub(crate) fn decode_checked(bytes: &[u8]) -> Result<(Self, ChecksumCheck)> {
+        let file = DraCheckpointFile::decode(bytes)?;
+        let check = ChecksumCheck {
+            recorded: file.checksum.into(),
+            computed: file.checksum.into(),
+            verification: ChecksumVerification::Verified,
+        };
+        Ok((file.claim_info_state_list()?, check))
+    }
+}
+
 impl Checkpoint for DraCheckpoint {
     const FORMAT: Format = Format::DraV132;
 
@@ -244,7 +257,7 @@ impl Checkpoint for DraCheckpoint {
     }
 
     fn decode(bytes: &[u8]) -> Result<Self> {
-        DraCheckpointFile::decode(bytes)?.claim_info_state_list()
+        Self::decode_checked(bytes).map(|(value, _)| value)
     }
 }
 

@@ -15,7 +15,9 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde::{Deserialize, Serialize, Serializer};
 
-use super::{Checkpoint, checksum_field, go_replace, string_set};
+use super::{
+    Checkpoint, ChecksumCheck, ChecksumVerification, checksum_field, go_replace, string_set,
+};
 use crate::checksum::{fnv32a, kubelet_checksum};
 use crate::error::{CheckpointError, Result};
 use crate::format::Format;
@@ -304,7 +306,7 @@ impl DraCheckpointV130 {
         gojson::typed(value, &CHECKPOINT)
     }
 
-    pub(crate) fn decode_unverified(bytes: &[u8]) -> Result<(Self, u64)> {
+    fn decode_unverified(bytes: &[u8]) -> Result<(Self, u64)> {
         // NewDRAManagerCheckpoint: Version "v1", Entries an empty list.
         let initial = GoValue::Struct(vec![
             GoValue::Str(CHECKPOINT_VERSION.to_owned()),
@@ -315,6 +317,35 @@ impl DraCheckpointV130 {
         refuse_structured_data(&value)?;
         let stored = checksum_field(&value, 2);
         Ok((gojson::typed(value, &CHECKPOINT)?, stored))
+    }
+}
+
+impl DraCheckpointV130 {
+    /// Decodes and verifies, accepting k8s 1.27–1.28's checksum rule as v1.30 does.
+    pub(crate) fn decode_checked(bytes: &[u8]) -> Result<(Self, ChecksumCheck)> {
+        let (value, recorded) = Self::decode_unverified(bytes)?;
+        let computed = value.checksum()?;
+        let check = |verification| ChecksumCheck {
+            recorded,
+            computed,
+            verification,
+        };
+        if recorded == computed {
+            return Ok((value, check(ChecksumVerification::Verified)));
+        }
+        let entries = value.entries.as_deref().unwrap_or(&[]);
+        let legacy = u64::from(fnv32a(
+            legacy_hash_input(CHECKPOINT_VERSION, Some(entries))?.as_bytes(),
+        ));
+        if recorded == legacy {
+            return Ok((value, check(ChecksumVerification::VerifiedByLegacyRule)));
+        }
+        Err(CheckpointError::ChecksumMismatch {
+            path: None,
+            format: Self::FORMAT,
+            expected: recorded,
+            actual: computed,
+        })
     }
 }
 
@@ -354,24 +385,7 @@ impl Checkpoint for DraCheckpointV130 {
     /// Reads as v1.30's `GetCheckpoint(…, NewDRAManagerCheckpoint())`, including its
     /// fallback to the checksum of the layout without resource handles.
     fn decode(bytes: &[u8]) -> Result<Self> {
-        let (value, stored) = Self::decode_unverified(bytes)?;
-        let actual = value.checksum()?;
-        if stored == actual {
-            return Ok(value);
-        }
-        let entries = value.entries.as_deref().unwrap_or(&[]);
-        let legacy = u64::from(fnv32a(
-            legacy_hash_input(CHECKPOINT_VERSION, Some(entries))?.as_bytes(),
-        ));
-        if stored == legacy {
-            return Ok(value);
-        }
-        Err(CheckpointError::ChecksumMismatch {
-            path: None,
-            format: Self::FORMAT,
-            expected: stored,
-            actual,
-        })
+        Self::decode_checked(bytes).map(|(value, _)| value)
     }
 }
 

@@ -11,7 +11,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use super::{Checkpoint, checksum_field, verify};
+use super::{Checkpoint, ChecksumCheck, checksum_field, verify};
 use crate::checksum::kubelet_checksum;
 use crate::error::Result;
 use crate::format::Format;
@@ -187,7 +187,8 @@ impl MemoryManagerCheckpoint {
         gojson::typed(value, &CHECKPOINT)
     }
 
-    pub(crate) fn decode_unverified(bytes: &[u8]) -> Result<(Self, u64)> {
+    /// Decodes and verifies.
+    pub(crate) fn decode_checked(bytes: &[u8]) -> Result<(Self, ChecksumCheck)> {
         // NewMemoryManagerCheckpoint: empty (non-nil) Entries and MachineState.
         let initial = GoValue::Struct(vec![
             GoValue::Str(String::new()),
@@ -196,8 +197,10 @@ impl MemoryManagerCheckpoint {
             GoValue::Uint(0),
         ]);
         let value = gojson::unmarshal(bytes, &CHECKPOINT, initial, Format::MemoryManager)?;
-        let stored = checksum_field(&value, 3);
-        Ok((gojson::typed(value, &CHECKPOINT)?, stored))
+        let recorded = checksum_field(&value, 3);
+        let value: Self = gojson::typed(value, &CHECKPOINT)?;
+        let check = verify(Self::FORMAT, recorded, value.checksum()?)?;
+        Ok((value, check))
     }
 }
 
@@ -210,9 +213,7 @@ impl Checkpoint for MemoryManagerCheckpoint {
     }
 
     fn decode(bytes: &[u8]) -> Result<Self> {
-        let (value, stored) = Self::decode_unverified(bytes)?;
-        verify(Self::FORMAT, stored, value.checksum()?)?;
-        Ok(value)
+        Self::decode_checked(bytes).map(|(value, _)| value)
     }
 }
 

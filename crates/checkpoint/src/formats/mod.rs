@@ -30,17 +30,72 @@ pub trait Checkpoint: Sized {
     fn decode(bytes: &[u8]) -> Result<Self>;
 }
 
+/// How a checkpoint's recorded checksum was accepted.
+#[non_exhaustive]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ChecksumVerification {
+    /// The recorded checksum equals the one computed over the content under the format's
+    /// current rule.
+    Verified,
+    /// The recorded checksum equals the one an older kubelet computed for this content (a
+    /// `dra_manager_state` of k8s 1.27–1.28, hashed without resource handles), which
+    /// upstream accepts too.
+    VerifiedByLegacyRule,
+    /// The file records 0, which upstream accepts in `cpu_manager_state` without checking
+    /// anything ("compatibility with old file backend"): the content is not verified.
+    NotRecorded,
+}
+
+impl ChecksumVerification {
+    /// True when the content was checked against the recorded checksum.
+    pub fn is_verified(self) -> bool {
+        !matches!(self, ChecksumVerification::NotRecorded)
+    }
+}
+
+/// A checksum as the file records it and as computed over the content.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct ChecksumCheck {
+    /// What the file records.
+    pub(crate) recorded: u64,
+    /// The content's checksum under the format's current rule.
+    pub(crate) computed: u64,
+    /// How `recorded` was accepted.
+    pub(crate) verification: ChecksumVerification,
+}
+
 /// Upstream's `VerifyChecksum` comparison.
-pub(crate) fn verify(format: Format, expected: u64, actual: u64) -> Result<()> {
-    if expected == actual {
-        Ok(())
+pub(crate) fn verify(format: Format, recorded: u64, computed: u64) -> Result<ChecksumCheck> {
+    if recorded == computed {
+        Ok(ChecksumCheck {
+            recorded,
+            computed,
+            verification: ChecksumVerification::Verified,
+        })
     } else {
         Err(CheckpointError::ChecksumMismatch {
             path: None,
             format,
-            expected,
-            actual,
+            expected: recorded,
+            actual: computed,
         })
+    }
+}
+
+/// [`verify`], except that a recorded 0 is accepted unchecked (the CPU manager's rule).
+pub(crate) fn verify_unless_zero(
+    format: Format,
+    recorded: u64,
+    computed: u64,
+) -> Result<ChecksumCheck> {
+    if recorded == 0 {
+        Ok(ChecksumCheck {
+            recorded,
+            computed,
+            verification: ChecksumVerification::NotRecorded,
+        })
+    } else {
+        verify(format, recorded, computed)
     }
 }
 

@@ -33,16 +33,7 @@ pub(crate) fn unmarshal(
     mut initial: GoValue,
     format: Format,
 ) -> Result<GoValue> {
-    let json = parse::parse(bytes).map_err(|err| {
-        let (line, column) = line_column(bytes, err.offset);
-        CheckpointError::Syntax {
-            path: None,
-            offset: err.offset,
-            line,
-            column,
-            message: err.message,
-        }
-    })?;
+    let json = parse::parse(bytes).map_err(|err| syntax_error(bytes, err))?;
     decode::decode_into(&json, ty, &mut initial).map_err(|err| CheckpointError::Decode {
         path: None,
         format,
@@ -56,14 +47,44 @@ pub(crate) fn typed<T: DeserializeOwned>(value: GoValue, ty: &'static GoType) ->
     Ok(from_value::from_value(value, ty)?)
 }
 
-/// The top-level object's keys and the JSON kind of each value (`None` when the bytes are
-/// not a JSON object).
-pub(crate) fn top_level_keys(bytes: &[u8]) -> Option<Vec<(String, &'static str)>> {
-    match parse::parse(bytes).ok()? {
-        parse::Json::Object(members) => {
-            Some(members.iter().map(|(k, v)| (k.clone(), v.kind())).collect())
+/// The error for a document the parser refused.
+fn syntax_error(bytes: &[u8], err: parse::SyntaxError) -> CheckpointError {
+    let (line, column) = line_column(bytes, err.offset);
+    if err.too_deep {
+        CheckpointError::TooDeep {
+            path: None,
+            limit: parse::MAX_DEPTH,
+            offset: err.offset,
+            line,
+            column,
         }
-        _ => None,
+    } else {
+        CheckpointError::Syntax {
+            path: None,
+            offset: err.offset,
+            line,
+            column,
+            message: err.message,
+        }
+    }
+}
+
+/// The shape of a JSON document's top level.
+pub(crate) enum TopLevel {
+    /// An object: each key and the JSON kind of its value, in file order.
+    Object(Vec<(String, &'static str)>),
+    /// Another kind of value (`array`, `string`, …).
+    Other(&'static str),
+}
+
+/// The top level of `bytes`; a document that does not parse is its syntax (or nesting)
+/// error.
+pub(crate) fn top_level(bytes: &[u8]) -> Result<TopLevel> {
+    match parse::parse(bytes).map_err(|err| syntax_error(bytes, err))? {
+        parse::Json::Object(members) => Ok(TopLevel::Object(
+            members.iter().map(|(k, v)| (k.clone(), v.kind())).collect(),
+        )),
+        other => Ok(TopLevel::Other(other.kind())),
     }
 }
 

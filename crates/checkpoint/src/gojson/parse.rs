@@ -37,11 +37,15 @@ impl Json {
 pub(crate) struct SyntaxError {
     pub(crate) offset: usize,
     pub(crate) message: String,
+    /// Whether the document nests deeper than [`MAX_DEPTH`] at `offset` (otherwise it is
+    /// not JSON there).
+    pub(crate) too_deep: bool,
 }
 
-/// Nesting deeper than this is refused (Go allows 10000; no checkpoint nests beyond ~8, and
-/// a recursive parser must bound its stack).
-const MAX_DEPTH: usize = 1000;
+/// How many objects and arrays may enclose one another; the bracket opening one more is
+/// refused (Go allows 10000; no checkpoint nests beyond ~8, and a recursive parser must
+/// bound its stack).
+pub(crate) const MAX_DEPTH: usize = 1000;
 
 /// Parses a whole document: one value, optional surrounding whitespace, nothing else.
 pub(crate) fn parse(input: &[u8]) -> Result<Json, SyntaxError> {
@@ -79,6 +83,7 @@ impl Parser<'_> {
         SyntaxError {
             offset: self.s.len(),
             message: "unexpected end of JSON input".to_owned(),
+            too_deep: false,
         }
     }
 
@@ -89,6 +94,7 @@ impl Parser<'_> {
             Some(&c) => SyntaxError {
                 offset: self.i,
                 message: format!("invalid character {} {context}", quote_char(c)),
+                too_deep: false,
             },
         }
     }
@@ -103,11 +109,13 @@ impl Parser<'_> {
         self.s.get(self.i).copied()
     }
 
+    /// A value inside `depth` enclosing objects and arrays.
     fn value(&mut self, depth: usize) -> Result<Json, SyntaxError> {
-        if depth > MAX_DEPTH {
+        if matches!(self.peek(), Some(b'{' | b'[')) && depth >= MAX_DEPTH {
             return Err(SyntaxError {
                 offset: self.i,
-                message: "exceeded max depth".to_owned(),
+                message: format!("exceeded max depth: nesting deeper than {MAX_DEPTH} levels"),
+                too_deep: true,
             });
         }
         match self.peek() {
