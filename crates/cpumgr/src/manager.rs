@@ -124,6 +124,8 @@ struct Inner {
     containers: ContainerMap,
     allocatable: CpuSet,
     edges: Option<Edges>,
+    /// The pod source's generation and the pending pod of the last stale-state sweep.
+    last_sweep: Option<(u64, Option<String>)>,
 }
 
 impl Inner {
@@ -276,6 +278,7 @@ impl CpuManager {
                 containers: ContainerMap::new(),
                 allocatable: CpuSet::new(),
                 edges: None,
+                last_sweep: None,
             }),
         }
     }
@@ -363,12 +366,20 @@ impl CpuManager {
     }
 
     fn remove_stale_from_source(&self, pending: Option<&Pod>) {
-        if let Some(pods) = self.pods()
-            && pods.all_ready()
-        {
-            let active = pods.active_pods();
-            // Errors are logged upstream; here the state is rolled back and kept.
-            let _ = self.remove_stale_state(&active, pending);
+        let Some(pods) = self.pods() else { return };
+        if !pods.all_ready() {
+            return;
+        }
+        let sweep = pods
+            .generation()
+            .map(|generation| (generation, pending.map(|p| p.uid.clone())));
+        if sweep.is_some() && self.lock().last_sweep == sweep {
+            return;
+        }
+        let active = pods.active_pods();
+        // Errors are logged upstream; here the state is rolled back and kept.
+        if self.remove_stale_state(&active, pending).is_ok() {
+            self.lock().last_sweep = sweep;
         }
     }
 

@@ -93,6 +93,14 @@ pub trait PodSource: Send + Sync {
     fn all_ready(&self) -> bool {
         true
     }
+    /// corral: a number that changes whenever the active pods (or their containers) change,
+    /// or `None` (the default) when the source cannot tell. With a generation, the manager
+    /// sweeps stale state once per (generation, pending pod) instead of on every call, which
+    /// makes admitting a pod linear in its containers; the outcome is the same, because
+    /// between two sweeps only the pending pod gains assignments.
+    fn generation(&self) -> Option<u64> {
+        None
+    }
 }
 
 /// One container a reconcile pass looked at (upstream `reconciledContainer`).

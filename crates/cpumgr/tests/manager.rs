@@ -485,3 +485,65 @@ fn none_policy_manager() {
     assert!(manager.allocatable_cpus().is_empty());
     assert_eq!(manager.all_cpus().to_string(), "0-7");
 }
+
+/// A pod source with a generation, counting how often the manager asks for the pods.
+#[derive(Default, Debug)]
+struct CountedPods {
+    pods: Mutex<Vec<Pod>>,
+    generation: std::sync::atomic::AtomicU64,
+    asked: std::sync::atomic::AtomicUsize,
+}
+
+impl PodSource for CountedPods {
+    fn active_pods(&self) -> Vec<Pod> {
+        self.asked.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        self.pods.lock().unwrap().clone()
+    }
+    fn pod_status(&self, _: &str) -> Option<PodStatus> {
+        None
+    }
+    fn generation(&self) -> Option<u64> {
+        Some(self.generation.load(std::sync::atomic::Ordering::SeqCst))
+    }
+}
+
+/// Admitting a pod sweeps stale state once per (pod source generation, pending pod), not
+/// once per container: a 300-container pod costs one walk over the node's pods, not 300
+/// (the quadratic admission of issue 12). The sweep still runs when either changes.
+#[test]
+fn stale_state_is_swept_once_per_pod_source_generation_and_pending_pod() {
+    use std::sync::atomic::Ordering::SeqCst;
+    let manager = CpuManager::new(&static_config(), &topology()).unwrap();
+    let pods = Arc::new(CountedPods::default());
+    manager
+        .start(
+            Box::new(MemoryBackend::new()),
+            pods.clone(),
+            Arc::new(Runtime::default()),
+            ContainerMap::new(),
+        )
+        .unwrap();
+    let apps: Vec<(i64, i64)> = (0..300).map(|_| (100, 200)).collect();
+    let big = make_multi_container_pod("big", &[], &apps);
+    let store = AffinityStore::default();
+    for c in &big.containers {
+        manager.topology_hints(&big, c);
+        HintProvider::allocate(&manager, &big, c, &store).unwrap();
+    }
+    assert_eq!(pods.asked.load(SeqCst), 1);
+    // Another pending pod: swept again; so is a changed pod source.
+    let a = make_pod("a", "c", 2000, 2000);
+    manager
+        .allocate(&a, &a.containers[0], TopologyHint::default())
+        .unwrap();
+    assert_eq!(pods.asked.load(SeqCst), 2);
+    assert_eq!(manager.exclusive_cpus("a", "c").len(), 2);
+    // `a` never became active: once the source changes, a sweep takes its CPUs back.
+    pods.generation.fetch_add(1, SeqCst);
+    let b = make_pod("b", "c", 1000, 1000);
+    manager
+        .allocate(&b, &b.containers[0], TopologyHint::default())
+        .unwrap();
+    assert_eq!(pods.asked.load(SeqCst), 3);
+    assert!(manager.exclusive_cpus("a", "c").is_empty());
+}

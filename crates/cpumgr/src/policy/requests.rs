@@ -19,7 +19,12 @@ use corral_topology::{Container, Pod, QosClass};
 /// assert_eq!(guaranteed_cpus(&pod, &c), 2);
 /// ```
 pub fn guaranteed_cpus(pod: &Pod, container: &Container) -> usize {
-    if pod.qos_class() != QosClass::Guaranteed {
+    whole_cpus(pod.qos_class(), container)
+}
+
+/// `guaranteed_cpus` with the pod's QoS class computed once by the caller.
+fn whole_cpus(qos: QosClass, container: &Container) -> usize {
+    if qos != QosClass::Guaranteed {
         return 0;
     }
     let millis = container.resources.requests.cpu_millis.unwrap_or(0);
@@ -33,13 +38,14 @@ pub fn guaranteed_cpus(pod: &Pod, container: &Container) -> usize {
 /// sidecars started before it) and the app containers plus all sidecars (upstream
 /// `podGuaranteedCPUs`).
 pub fn pod_guaranteed_cpus(pod: &Pod) -> usize {
+    let qos = pod.qos_class();
     let mut by_init = 0;
     let mut by_sidecars = 0;
     for container in &pod.init_containers {
         if container.resources.requests.cpu_millis.is_none() {
             continue;
         }
-        let requested = guaranteed_cpus(pod, container);
+        let requested = whole_cpus(qos, container);
         if container.is_restartable() {
             by_sidecars += requested;
         } else if by_sidecars + requested > by_init {
@@ -50,7 +56,7 @@ pub fn pod_guaranteed_cpus(pod: &Pod) -> usize {
         .containers
         .iter()
         .filter(|c| c.resources.requests.cpu_millis.is_some())
-        .map(|c| guaranteed_cpus(pod, c))
+        .map(|c| whole_cpus(qos, c))
         .sum();
     by_init.max(by_apps + by_sidecars)
 }
