@@ -12,10 +12,39 @@ use corral_proto::uds::Channel;
 
 use crate::cli::{AgentTarget, ConfigArgs, OutputFormat};
 use crate::commands::explain::read_manifests;
-use crate::config;
+use crate::config::{self, PodLimits};
 use crate::manifest::pod_from_manifest;
 
 const DIAL_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Deadline for one call to the agent: above the longest an admission may take (a device
+/// plugin's registration wait and `Allocate`, a DRA driver's prepare), never forever.
+pub(crate) const RPC_TIMEOUT: Duration = Duration::from_secs(120);
+
+/// `message` as a request that tells the agent the deadline (`grpc-timeout`).
+fn request<T>(message: T) -> tonic::Request<T> {
+    let mut request = tonic::Request::new(message);
+    request.set_timeout(RPC_TIMEOUT);
+    request
+}
+
+/// Wait for one call, at most [`RPC_TIMEOUT`].
+async fn answer<T>(
+    call: impl Future<Output = Result<tonic::Response<T>, tonic::Status>>,
+) -> Result<T> {
+    match tokio::time::timeout(RPC_TIMEOUT, call).await {
+        Ok(Ok(response)) => Ok(response.into_inner()),
+        Ok(Err(status)) => Err(anyhow::anyhow!(
+            "the agent answered {:?}: {}",
+            status.code(),
+            status.message()
+        )),
+        Err(_) => Err(anyhow::anyhow!(
+            "the agent did not answer within {}s",
+            RPC_TIMEOUT.as_secs()
+        )),
+    }
+}
 
 fn socket(target: &AgentTarget) -> Result<PathBuf> {
     let args = ConfigArgs {
@@ -61,9 +90,11 @@ pub(crate) fn admit(
         .map(serde_json::to_vec)
         .collect::<Result<_, _>>()?;
     let mut requests = Vec::new();
+    let mut names = Vec::new();
     for mut pod in manifests.pods {
-        let converted = pod_from_manifest(&pod)?;
+        let converted = pod_from_manifest(&pod, &PodLimits::DEFAULT)?;
         pod.metadata.uid = Some(converted.uid.clone());
+        names.push(format!("{}/{}", converted.namespace, converted.name));
         requests.push(api::AdmitRequest {
             pod_json: serde_json::to_vec(&pod)?,
             resource_claims_json: claims.clone(),
@@ -74,8 +105,8 @@ pub(crate) fn admit(
     }
     let answers = with_client(target, async |mut client| {
         let mut answers = Vec::new();
-        for request in requests {
-            answers.push(client.admit(request).await?.into_inner());
+        for message in requests {
+            answers.push(answer(client.admit(request(message))).await?);
         }
         Ok(answers)
     })?;
@@ -96,7 +127,7 @@ pub(crate) fn admit(
             println!("{}", serde_json::to_string_pretty(&doc)?);
         }
         OutputFormat::Table => {
-            for answer in &answers {
+            for (answer, name) in answers.iter().zip(&names) {
                 match &answer.allocation {
                     Some(pod) if answer.admitted => {
                         println!(
@@ -105,7 +136,7 @@ pub(crate) fn admit(
                         );
                         print_table(std::slice::from_ref(pod));
                     }
-                    _ => eprintln!("pod rejected: {}: {}", answer.reason, answer.message),
+                    _ => eprintln!("pod {name} rejected: {}: {}", answer.reason, answer.message),
                 }
             }
         }
@@ -119,12 +150,10 @@ pub(crate) fn admit(
 
 pub(crate) fn release(target: &AgentTarget, pod_uid: &str) -> Result<ExitCode> {
     with_client(target, async |mut client| {
-        client
-            .pod_removed(api::PodRemovedRequest {
-                pod_uid: pod_uid.to_owned(),
-            })
-            .await
-            .map_err(|status| anyhow::anyhow!("{}", status.message()))?;
+        answer(client.pod_removed(request(api::PodRemovedRequest {
+            pod_uid: pod_uid.to_owned(),
+        })))
+        .await?;
         Ok(())
     })?;
     println!("pod {pod_uid} released");
@@ -133,10 +162,8 @@ pub(crate) fn release(target: &AgentTarget, pod_uid: &str) -> Result<ExitCode> {
 
 pub(crate) fn status(target: &AgentTarget, output: OutputFormat) -> Result<ExitCode> {
     let pods = with_client(target, async |mut client| {
-        Ok(client
-            .list_pods(api::ListPodsRequest {})
+        Ok(answer(client.list_pods(request(api::ListPodsRequest {})))
             .await?
-            .into_inner()
             .pods)
     })?;
     match output {

@@ -9,6 +9,7 @@ use anyhow::{Context, Result};
 use corral_topology::{ContainerKind, Pod, ResourceList};
 
 use crate::cli::OutputFormat;
+use crate::config::PodLimits;
 use crate::manifest::{ClaimManifest, Manifests, pod_from_manifest};
 
 /// Read every file (`-` is stdin) into one set of manifests.
@@ -36,7 +37,7 @@ pub(crate) fn run(files: &[PathBuf], output: OutputFormat) -> Result<ExitCode> {
     let pods: Vec<Pod> = manifests
         .pods
         .iter()
-        .map(pod_from_manifest)
+        .map(|pod| pod_from_manifest(pod, &PodLimits::DEFAULT))
         .collect::<Result<_, _>>()?;
     let claims: Vec<ClaimManifest> = manifests
         .claims

@@ -43,6 +43,8 @@ pub(crate) struct ConfigSource {
     pub(crate) metrics_address: Option<String>,
     pub(crate) device_plugin_grace_period: Option<String>,
     pub(crate) plugin_wait_timeout: Option<String>,
+    pub(crate) max_containers_per_pod: Option<u64>,
+    pub(crate) max_manifest_bytes: Option<u64>,
     /// Keys corral does not read (a full KubeletConfiguration has many): warned about.
     #[serde(flatten)]
     pub(crate) other: BTreeMap<String, serde_json::Value>,
@@ -92,7 +94,9 @@ impl ConfigSource {
             host_root,
             metrics_address,
             device_plugin_grace_period,
-            plugin_wait_timeout
+            plugin_wait_timeout,
+            max_containers_per_pod,
+            max_manifest_bytes
         );
         self
     }
@@ -215,6 +219,18 @@ impl ConfigSource {
                 }
             }
         };
+        let pod_limits = PodLimits {
+            max_containers: errors.positive(
+                "maxContainersPerPod",
+                self.max_containers_per_pod,
+                PodLimits::DEFAULT.max_containers,
+            ),
+            max_manifest_bytes: errors.positive(
+                "maxManifestBytes",
+                self.max_manifest_bytes,
+                PodLimits::DEFAULT.max_manifest_bytes,
+            ),
+        };
         if !errors.is_empty() {
             return Err(errors);
         }
@@ -234,8 +250,27 @@ impl ConfigSource {
             metrics_address,
             device_plugin_grace_period,
             plugin_wait_timeout,
+            pod_limits,
         })
     }
+}
+
+/// What one admission request may ask for (`maxContainersPerPod`, `maxManifestBytes`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct PodLimits {
+    /// Containers per pod, init and sidecar containers included.
+    pub(crate) max_containers: usize,
+    /// Bytes of one admission request's manifests (a pod and its claims).
+    pub(crate) max_manifest_bytes: usize,
+}
+
+impl PodLimits {
+    /// The defaults: 512 containers (far above any real pod; the API server sets no count
+    /// but bounds the object), 3 MiB of manifests (the API server's request body limit).
+    pub(crate) const DEFAULT: PodLimits = PodLimits {
+        max_containers: 512,
+        max_manifest_bytes: 3 * 1024 * 1024,
+    };
 }
 
 /// Load the file named by `args` (if any), overlay the flags, validate. Returns the config
@@ -294,6 +329,8 @@ pub(crate) struct AgentConfig {
     pub(crate) device_plugin_grace_period: Duration,
     /// How long an admission waits for a resource's plugin to (re)register.
     pub(crate) plugin_wait_timeout: Duration,
+    /// `maxContainersPerPod`, `maxManifestBytes`.
+    pub(crate) pod_limits: PodLimits,
 }
 
 /// One invalid value.
@@ -341,6 +378,19 @@ impl ConfigErrors {
                 );
                 default
             }),
+        }
+    }
+
+    fn positive(&mut self, key: &str, value: Option<u64>, default: usize) -> usize {
+        match value {
+            None => default,
+            Some(n) => match usize::try_from(n) {
+                Ok(n) if n > 0 => n,
+                _ => {
+                    self.push(key, &n.to_string(), "a positive whole number");
+                    default
+                }
+            },
         }
     }
 

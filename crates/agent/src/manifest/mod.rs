@@ -4,12 +4,13 @@
 
 mod claim;
 mod pod;
+mod validate;
 
 use k8s_openapi::api::core::v1::Pod as K8sPod;
 use k8s_openapi::api::resource::v1::ResourceClaim as K8sResourceClaim;
 
 pub(crate) use claim::ClaimManifest;
-pub(crate) use pod::pod_from_manifest;
+pub(crate) use pod::{PodConversionError, pod_from_manifest};
 
 /// Why a manifest could not be used; names the document and what is wrong.
 #[derive(Debug, thiserror::Error)]

@@ -10,6 +10,18 @@ use corral_topology::{
 use k8s_openapi::api::core::v1::{Container as K8sContainer, Pod as K8sPod};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 
+use super::validate;
+use crate::config::PodLimits;
+
+/// `text` with control characters escaped, for error messages.
+fn printable(text: &str) -> String {
+    if text.chars().any(char::is_control) {
+        text.escape_debug().to_string()
+    } else {
+        text.to_owned()
+    }
+}
+
 /// Why a Pod could not be converted.
 #[derive(Debug, thiserror::Error)]
 pub(crate) enum PodConversionError {
@@ -26,12 +38,39 @@ pub(crate) enum PodConversionError {
         message: String,
     },
     /// No uid was given and none could be generated.
-    #[error("cannot generate a uid for pod {0}: {1}")]
-    Uid(String, std::io::Error),
+    #[error("cannot generate a uid for pod {0}")]
+    Uid(String, #[source] std::io::Error),
+    /// A field the API server would refuse, in its words: `pod NS/NAME: FIELD: WHY`.
+    #[error("pod {pod}: {field}: {why}")]
+    Invalid {
+        /// `namespace/name` as given.
+        pod: String,
+        /// The field path, e.g. `spec.containers[1].name`.
+        field: String,
+        /// Why, e.g. `Duplicate value: "c"`.
+        why: String,
+    },
+    /// More containers than `maxContainersPerPod` allows.
+    #[error(
+        "pod {pod}: {count} containers (init and app together) exceed maxContainersPerPod ({max})"
+    )]
+    TooManyContainers {
+        /// `namespace/name`.
+        pod: String,
+        /// How many it has.
+        count: usize,
+        /// The limit.
+        max: usize,
+    },
 }
 
-/// Convert `manifest`; a manifest without `metadata.uid` gets a fresh random one.
-pub(crate) fn pod_from_manifest(manifest: &K8sPod) -> Result<Pod, PodConversionError> {
+/// Convert `manifest`, validated as the API server validates what the managers read (names,
+/// uids, container names, quantities) and bounded by `limits`; a manifest without
+/// `metadata.uid` gets a fresh random one.
+pub(crate) fn pod_from_manifest(
+    manifest: &K8sPod,
+    limits: &PodLimits,
+) -> Result<Pod, PodConversionError> {
     let metadata = &manifest.metadata;
     let name = metadata
         .name
@@ -41,12 +80,57 @@ pub(crate) fn pod_from_manifest(manifest: &K8sPod) -> Result<Pod, PodConversionE
         .namespace
         .clone()
         .unwrap_or_else(|| "default".into());
-    let full_name = format!("{namespace}/{name}");
+    let full_name = format!("{}/{}", printable(&namespace), printable(&name));
+    let invalid = |field: &str, why: String| PodConversionError::Invalid {
+        pod: full_name.clone(),
+        field: field.to_owned(),
+        why,
+    };
+    if let Err(why) = validate::dns_subdomain(&name) {
+        return Err(invalid("metadata.name", why));
+    }
+    if let Err(why) = validate::dns_label(&namespace) {
+        return Err(invalid("metadata.namespace", why));
+    }
     let uid = match metadata.uid.clone().filter(|u| !u.is_empty()) {
-        Some(uid) => uid,
+        Some(uid) => {
+            validate::uid(&uid).map_err(|why| invalid("metadata.uid", why))?;
+            uid
+        }
         None => random_uid().map_err(|e| PodConversionError::Uid(full_name.clone(), e))?,
     };
     let spec = manifest.spec.clone().unwrap_or_default();
+    let count = spec.containers.len() + spec.init_containers.as_ref().map_or(0, Vec::len);
+    if count > limits.max_containers {
+        return Err(PodConversionError::TooManyContainers {
+            pod: full_name,
+            count,
+            max: limits.max_containers,
+        });
+    }
+    if spec.containers.is_empty() {
+        return Err(invalid("spec.containers", "Required value".to_owned()));
+    }
+    let mut names = std::collections::HashSet::with_capacity(count);
+    let all = spec
+        .init_containers
+        .iter()
+        .flatten()
+        .enumerate()
+        .map(|(i, c)| ("initContainers", i, c))
+        .chain(
+            spec.containers
+                .iter()
+                .enumerate()
+                .map(|(i, c)| ("containers", i, c)),
+        );
+    for (list, i, c) in all {
+        let field = format!("spec.{list}[{i}].name");
+        validate::dns_label(&c.name).map_err(|why| invalid(&field, why))?;
+        if !names.insert(c.name.as_str()) {
+            return Err(invalid(&field, format!("Duplicate value: {:?}", c.name)));
+        }
+    }
     let convert = |c: &K8sContainer| container(&full_name, c);
     let init_containers = spec
         .init_containers
@@ -146,10 +230,17 @@ fn list(
             "memory" => corral_topology::parse_bytes(value),
             _ => corral_topology::parse_count(value),
         };
+        let at = || format!("pod {pod}, container {container}: {name} {kind} {value:?}");
         let amount = parsed.map_err(|err| PodConversionError::Quantity {
-            at: format!("pod {pod}, container {container}: {name} {kind} {value:?}"),
+            at: at(),
             message: err.to_string(),
         })?;
+        if amount < 0 {
+            return Err(PodConversionError::Quantity {
+                at: at(),
+                message: "must be greater than or equal to 0".to_owned(),
+            });
+        }
         match name.as_str() {
             "cpu" => list.cpu_millis = Some(amount),
             "memory" => list.memory_bytes = Some(amount),

@@ -65,7 +65,7 @@ fn pods_and_claims_from_one_multi_document_file() {
     assert_eq!(manifests.pods.len(), 1);
     assert_eq!(manifests.claims.len(), 1);
 
-    let pod = pod_from_manifest(&manifests.pods[0]).unwrap();
+    let pod = pod_from_manifest(&manifests.pods[0], &crate::config::PodLimits::DEFAULT).unwrap();
     assert_eq!(pod.namespace, "team-a");
     assert_eq!(pod.uid, "6a1b3c8e-0000-4000-8000-000000000001");
     assert_eq!(pod.init_containers.len(), 2);
@@ -102,8 +102,8 @@ fn json_and_lists_are_read_and_a_missing_uid_is_generated() {
     ]}"#;
     let mut manifests = Manifests::default();
     manifests.add_text("pods.json", json).unwrap();
-    let a = pod_from_manifest(&manifests.pods[0]).unwrap();
-    let b = pod_from_manifest(&manifests.pods[1]).unwrap();
+    let a = pod_from_manifest(&manifests.pods[0], &crate::config::PodLimits::DEFAULT).unwrap();
+    let b = pod_from_manifest(&manifests.pods[1], &crate::config::PodLimits::DEFAULT).unwrap();
     assert_eq!(a.namespace, "default");
     assert_eq!(a.uid.len(), 36, "{}", a.uid);
     assert_ne!(a.uid, b.uid);
@@ -140,7 +140,8 @@ spec:
     match manifests.add_text("z.yaml", bad_quantity) {
         Err(err) => assert!(err.to_string().contains("z.yaml"), "{err}"),
         Ok(()) => {
-            let err = pod_from_manifest(&manifests.pods[0]).unwrap_err();
+            let err = pod_from_manifest(&manifests.pods[0], &crate::config::PodLimits::DEFAULT)
+                .unwrap_err();
             // Requests default to limits, so the bad value is reported as the request.
             assert!(
                 err.to_string().contains("container c: cpu request \"two\""),

@@ -9,7 +9,10 @@
 //! claims), so every checkpoint ends byte-identical to before.
 
 mod device_metrics;
+mod device_provider;
+mod locks;
 mod pods;
+mod restore_check;
 mod view;
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -25,11 +28,13 @@ use corral_topology::{CpuSet, CpuTopology, NumaMask, Pod};
 use k8s_openapi::api::core::v1::Pod as K8sPod;
 use k8s_openapi::api::resource::v1::ResourceClaim as K8sResourceClaim;
 
-use crate::config::AgentConfig;
-use crate::manifest::{ClaimManifest, pod_from_manifest};
+use crate::config::{AgentConfig, PodLimits};
+use crate::manifest::{ClaimManifest, PodConversionError, pod_from_manifest};
 use device_metrics::DevicePluginMetrics;
+use device_provider::DeviceProvider;
+use locks::{DecisionLock, PodLocks};
 
-pub(crate) use pods::{AdmittedPod, Affinity, PodBook, PodRecord};
+pub(crate) use pods::{AdmittedPod, Affinity, Holding, PodBook, PodRecord};
 pub(crate) use view::PodView;
 
 /// The DRA manager as the agent runs it: drivers found through the plugin registry.
@@ -47,6 +52,20 @@ pub(crate) enum Admission {
         /// The message.
         message: String,
     },
+}
+
+/// Why an admission request was not answered with an admission or a rejection.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum AdmitError {
+    /// The pod is invalid or asks for more than the limits allow (nothing was changed).
+    #[error(transparent)]
+    InvalidPod(#[from] PodConversionError),
+    /// A ResourceClaim manifest is invalid (nothing was changed).
+    #[error("invalid ResourceClaim")]
+    InvalidClaim(#[source] anyhow::Error),
+    /// The node failed; whatever the admission took was given back.
+    #[error(transparent)]
+    Internal(#[from] anyhow::Error),
 }
 
 /// A container runtime for when no CRI endpoint is configured: every push fails.
@@ -86,7 +105,13 @@ pub(crate) struct Node {
     dra: DraManager,
     registry: Arc<PluginRegistry>,
     pods: Arc<PodBook>,
-    admission: tokio::sync::Mutex<()>,
+    state_dir: std::path::PathBuf,
+    limits: PodLimits,
+    /// One decision at a time (hints, merge, CPU and device choice); handed back while
+    /// device plugins answer.
+    decisions: Arc<DecisionLock>,
+    /// One admission or release of a pod at a time.
+    pod_locks: PodLocks,
 }
 
 impl std::fmt::Debug for Node {
@@ -101,7 +126,12 @@ impl std::fmt::Debug for Node {
 /// Turn a persisted record back into the managers' pod.
 fn pod_of_record(record: &PodRecord) -> Result<Pod> {
     let manifest: K8sPod = serde_json::from_value(record.pod.clone())?;
-    Ok(pod_from_manifest(&manifest)?)
+    // Admitted before: validated then, whatever the limits are now.
+    let limits = PodLimits {
+        max_containers: usize::MAX,
+        ..PodLimits::DEFAULT
+    };
+    Ok(pod_from_manifest(&manifest, &limits)?)
 }
 
 /// A claim manifest as the DRA manager takes it.
@@ -198,8 +228,12 @@ impl Node {
         let device_metrics = DevicePluginMetrics::default();
         devices.set_observer(Arc::new(device_metrics.clone()));
         // Providers allocate in this order: CPUs, then devices (as the kubelet).
+        let decisions = Arc::new(DecisionLock::new());
         manager.add_hint_provider(Arc::clone(&cpu) as _);
-        manager.add_hint_provider(Arc::clone(&devices) as _);
+        manager.add_hint_provider(Arc::new(DeviceProvider::new(
+            Arc::clone(&devices),
+            Arc::clone(&decisions),
+        )));
         for admitted in pods.all() {
             for (name, affinity) in &admitted.record.affinities {
                 let numa = match &affinity.numa {
@@ -231,7 +265,10 @@ impl Node {
             dra,
             registry,
             pods,
-            admission: tokio::sync::Mutex::new(()),
+            state_dir: state_dir.to_path_buf(),
+            limits: config.pod_limits,
+            decisions,
+            pod_locks: PodLocks::default(),
         })
     }
 
@@ -246,7 +283,7 @@ impl Node {
             }
         }
         let options = StartOptions {
-            active_pods: Some(Arc::new(move || pods.uids())),
+            active_pods: Some(Arc::new(move || pods.active_uids())),
             sources_ready: true,
             running_containers: running,
         };
@@ -254,6 +291,7 @@ impl Node {
             .start(options)
             .await
             .context("starting the device manager")?;
+        restore_check::check(self)?;
         // Write `kubelet_internal_checkpoint` now (removing a pod nobody has writes the
         // current state), so a later rejected admission that touched devices finds the file
         // as it left it rather than creating it.
@@ -293,24 +331,40 @@ impl Node {
     }
 
     /// Admit a pod: the kubelet's admission sequence, all-or-nothing. A pod already
-    /// admitted (same uid) answers what it holds.
+    /// admitted (same uid) answers what it holds; a second admission of a pod whose
+    /// admission is under way waits for it. Admissions of different pods run their
+    /// decisions one at a time, but not while a device plugin or a DRA driver answers.
     pub(crate) async fn admit(
         self: &Arc<Self>,
         mut manifest: K8sPod,
         claims: Vec<K8sResourceClaim>,
-    ) -> Result<Admission> {
-        let pod = pod_from_manifest(&manifest)?;
+    ) -> Result<Admission, AdmitError> {
+        let pod = pod_from_manifest(&manifest, &self.limits)?;
         manifest.metadata.uid = Some(pod.uid.clone());
-        let dra_claims = claims.iter().map(dra_claim).collect::<Result<Vec<_>>>()?;
-        let _admission = self.admission.lock().await;
+        let dra_claims = claims
+            .iter()
+            .map(dra_claim)
+            .collect::<Result<Vec<_>>>()
+            .map_err(AdmitError::InvalidClaim)?;
+        let _pod_lock = self.pod_locks.lock(&pod.uid).await;
         if self.pods.get(&pod.uid).is_some() {
             return Ok(Admission::Admitted(self.view(&pod.uid)?));
         }
+        self.pods.begin_admitting(&pod);
         let node = Arc::clone(self);
         let admitting = pod.clone();
-        let result = tokio::task::spawn_blocking(move || node.topology.admit(&admitting))
-            .await
-            .context("the topology manager's admission panicked")?;
+        let result = tokio::task::spawn_blocking(move || {
+            let _decision = node.decisions.acquire_blocking();
+            node.topology.admit(&admitting)
+        })
+        .await;
+        let result = match result {
+            Ok(result) => result,
+            Err(err) => {
+                self.release_managers(&pod, false).await;
+                return Err(anyhow!("the topology manager's admission panicked: {err}").into());
+            }
+        };
         if !result.admit {
             tracing::info!(pod = %pod.uid, reason = %result.reason, message = %result.message, "pod rejected");
             self.release_managers(&pod, false).await;
@@ -335,25 +389,12 @@ impl Node {
                 });
             }
         }
-        let record = PodRecord {
-            pod: serde_json::to_value(&manifest)?,
-            claims: claims
-                .iter()
-                .map(serde_json::to_value)
-                .collect::<Result<_, _>>()?,
-            container_ids: BTreeMap::new(),
-            affinities: pod
-                .all_containers()
-                .map(|(_, c)| {
-                    let hint = self.topology.affinity(&pod.uid, &c.name);
-                    let numa = hint.numa_affinity.map(|mask| mask.iter().collect());
-                    let affinity = Affinity {
-                        numa,
-                        preferred: hint.preferred,
-                    };
-                    (c.name.clone(), affinity)
-                })
-                .collect(),
+        let record = match self.record_of(&pod, &manifest, &claims) {
+            Ok(record) => record,
+            Err(err) => {
+                self.release_managers(&pod, true).await;
+                return Err(err.into());
+            }
         };
         let uid = pod.uid.clone();
         let admitted = AdmittedPod {
@@ -362,16 +403,58 @@ impl Node {
         };
         if let Err(err) = self.pods.update(&uid, |entry| *entry = Some(admitted)) {
             self.release_managers(&pod, true).await;
-            return Err(err.context("persisting the admitted pod; the admission was undone"));
+            return Err(err
+                .context("persisting the admitted pod; the admission was undone")
+                .into());
         }
         tracing::info!(pod = %uid, "pod admitted");
         Ok(Admission::Admitted(self.view(&uid)?))
     }
 
-    /// Release whatever the managers hold for `pod_uid` beyond the admitted pods: CPU
-    /// assignments of pods not in the book, the pod's affinities, and (with `claims`) its
-    /// prepared claims.
+    /// What the pod's file records: its manifests, its containers' affinities and what the
+    /// managers gave each container.
+    fn record_of(
+        &self,
+        pod: &Pod,
+        manifest: &K8sPod,
+        claims: &[K8sResourceClaim],
+    ) -> Result<PodRecord> {
+        let mut affinities = BTreeMap::new();
+        let mut holdings = BTreeMap::new();
+        for (kind, c) in pod.all_containers() {
+            let hint = self.topology.affinity(&pod.uid, &c.name);
+            let numa = hint.numa_affinity.map(|mask| mask.iter().collect());
+            affinities.insert(
+                c.name.clone(),
+                Affinity {
+                    numa,
+                    preferred: hint.preferred,
+                },
+            );
+            let holding = restore_check::holding_of(self, pod, kind, c);
+            if holding != Holding::default() {
+                holdings.insert(c.name.clone(), holding);
+            }
+        }
+        Ok(PodRecord {
+            pod: serde_json::to_value(manifest)?,
+            claims: claims
+                .iter()
+                .map(serde_json::to_value)
+                .collect::<Result<_, _>>()?,
+            container_ids: BTreeMap::new(),
+            affinities,
+            holdings: Some(holdings),
+            removed_containers: Default::default(),
+        })
+    }
+
+    /// Release whatever the managers hold for `pod` (no longer admitted nor being
+    /// admitted): CPU assignments of pods neither admitted nor being admitted, the pod's
+    /// affinities, its devices, and (with `claims`) its prepared claims. The managers'
+    /// part runs under the decision lock; DRA drivers are called outside it.
     async fn release_managers(self: &Arc<Self>, pod: &Pod, claims: bool) {
+        self.pods.end_admitting(&pod.uid);
         let pod_uid = pod.uid.as_str();
         let node = Arc::clone(self);
         let uid = pod_uid.to_owned();
@@ -381,6 +464,7 @@ impl Node {
             .all_containers()
             .any(|(_, c)| !self.devices.container_devices(pod_uid, &c.name).is_empty());
         let cpu = tokio::task::spawn_blocking(move || {
+            let _decision = node.decisions.acquire_blocking();
             let active = corral_cpumgr::PodSource::active_pods(node.pods.as_ref());
             let released = node.cpu.remove_stale_state(&active, None);
             node.topology.store().remove_pod(&uid);
@@ -429,7 +513,7 @@ impl Node {
 
     /// Release everything `pod_uid` holds; `false` when the pod was not admitted.
     pub(crate) async fn release(self: &Arc<Self>, pod_uid: &str) -> Result<bool> {
-        let _admission = self.admission.lock().await;
+        let _pod_lock = self.pod_locks.lock(pod_uid).await;
         let removed = self.pods.update(pod_uid, Option::take)?;
         let known = removed.is_some();
         let pod = removed.map(|p| p.pod).unwrap_or_else(|| Pod {
@@ -492,10 +576,18 @@ impl Node {
         if let Some(uid) = self.pods.pod_of_container(container_id) {
             self.pods.update(&uid, |entry| {
                 if let Some(admitted) = entry {
+                    let names: Vec<String> = admitted
+                        .record
+                        .container_ids
+                        .iter()
+                        .filter(|(_, id)| *id == container_id)
+                        .map(|(name, _)| name.clone())
+                        .collect();
                     admitted
                         .record
                         .container_ids
                         .retain(|_, id| id != container_id);
+                    admitted.record.removed_containers.extend(names);
                 }
             })?;
         }
@@ -523,3 +615,5 @@ impl Node {
 
 #[cfg(test)]
 pub(crate) mod tests;
+#[cfg(test)]
+mod tests_hostile;

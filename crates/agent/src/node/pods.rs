@@ -32,6 +32,28 @@ pub(crate) struct PodRecord {
     /// is in memory only, as upstream's; a restart restores it from here).
     #[serde(default)]
     pub(crate) affinities: BTreeMap<String, Affinity>,
+    /// Container name → what the managers gave it at admission (exclusive CPUs, devices).
+    /// A restart checks every manager's restored state against it, so a lost or stale
+    /// state file is refused instead of handing the same CPUs or devices out twice.
+    /// Absent in records written before corral 0.1.1 (nothing is checked for those).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) holdings: Option<BTreeMap<String, Holding>>,
+    /// Containers the runtime removed (their exclusive CPUs went back to the pool).
+    #[serde(default, skip_serializing_if = "std::collections::BTreeSet::is_empty")]
+    pub(crate) removed_containers: std::collections::BTreeSet<String>,
+}
+
+/// What one container was given at admission, as the managers' state files must still say.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct Holding {
+    /// Exclusive CPUs (Linux list format), for app containers and sidecars; init
+    /// containers' CPUs may go back to the pool once they ran, so they are not recorded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) exclusive_cpus: Option<String>,
+    /// Device-plugin resource → device ids.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub(crate) devices: BTreeMap<String, Vec<String>>,
 }
 
 /// A persisted topology hint.
@@ -52,11 +74,21 @@ pub(crate) struct AdmittedPod {
     pub(crate) pod: Pod,
 }
 
-/// The admitted pods, by uid.
+/// The admitted pods, by uid, and the pods being admitted right now.
 #[derive(Debug)]
 pub(crate) struct PodBook {
     dir: PathBuf,
-    pods: Mutex<BTreeMap<String, AdmittedPod>>,
+    pods: Mutex<Book>,
+}
+
+#[derive(Debug, Default)]
+struct Book {
+    admitted: BTreeMap<String, AdmittedPod>,
+    /// Pods whose admission is under way: active for the managers (their stale-state
+    /// sweeps must not take back what an in-flight admission was given), not yet admitted.
+    admitting: BTreeMap<String, Pod>,
+    /// Changes whenever `admitted` or `admitting` does ([`PodSource::generation`]).
+    generation: u64,
 }
 
 impl PodBook {
@@ -75,7 +107,13 @@ impl PodBook {
         for entry in entries {
             let path = entry.path();
             if path.extension().and_then(|e| e.to_str()) != Some("json") {
-                continue; // temp files of an interrupted write
+                if is_own_temp_file(&path) {
+                    // Left by a write the process did not live to finish: the pod file
+                    // it would have replaced is still whole.
+                    std::fs::remove_file(&path)
+                        .with_context(|| format!("removing {}", path.display()))?;
+                }
+                continue;
             }
             let bytes =
                 std::fs::read(&path).with_context(|| format!("reading {}", path.display()))?;
@@ -86,11 +124,15 @@ impl PodBook {
         }
         Ok(PodBook {
             dir,
-            pods: Mutex::new(pods),
+            pods: Mutex::new(Book {
+                admitted: pods,
+                ..Book::default()
+            }),
         })
     }
 
-    fn file(&self, uid: &str) -> PathBuf {
+    /// The file pod `uid` is persisted in.
+    pub(crate) fn file_of(&self, uid: &str) -> PathBuf {
         let mut name = String::with_capacity(uid.len() + 5);
         for byte in uid.bytes() {
             if byte.is_ascii_alphanumeric() || byte == b'-' || byte == b'_' {
@@ -103,28 +145,53 @@ impl PodBook {
         self.dir.join(name)
     }
 
-    fn lock(&self) -> MutexGuard<'_, BTreeMap<String, AdmittedPod>> {
+    fn lock(&self) -> MutexGuard<'_, Book> {
         self.pods.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
     /// The pod with `uid`, if admitted.
     pub(crate) fn get(&self, uid: &str) -> Option<AdmittedPod> {
-        self.lock().get(uid).cloned()
+        self.lock().admitted.get(uid).cloned()
     }
 
     /// The admitted pods' uids (no clones of their records).
     pub(crate) fn uids(&self) -> std::collections::BTreeSet<String> {
-        self.lock().keys().cloned().collect()
+        self.lock().admitted.keys().cloned().collect()
+    }
+
+    /// The uids the managers must treat as active: admitted and being admitted.
+    pub(crate) fn active_uids(&self) -> std::collections::BTreeSet<String> {
+        let book = self.lock();
+        book.admitted
+            .keys()
+            .chain(book.admitting.keys())
+            .cloned()
+            .collect()
     }
 
     /// How many pods are admitted.
     pub(crate) fn len(&self) -> usize {
-        self.lock().len()
+        self.lock().admitted.len()
     }
 
     /// Every admitted pod, by uid.
     pub(crate) fn all(&self) -> Vec<AdmittedPod> {
-        self.lock().values().cloned().collect()
+        self.lock().admitted.values().cloned().collect()
+    }
+
+    /// `pod`'s admission starts: active for the managers from now on.
+    pub(crate) fn begin_admitting(&self, pod: &Pod) {
+        let mut book = self.lock();
+        book.admitting.insert(pod.uid.clone(), pod.clone());
+        book.generation += 1;
+    }
+
+    /// `uid`'s admission ended without admitting it: no longer active.
+    pub(crate) fn end_admitting(&self, uid: &str) {
+        let mut book = self.lock();
+        if book.admitting.remove(uid).is_some() {
+            book.generation += 1;
+        }
     }
 
     /// Change the pod `uid` (`None`: not admitted) with `change` and persist it when its
@@ -135,32 +202,36 @@ impl PodBook {
         uid: &str,
         change: impl FnOnce(&mut Option<AdmittedPod>) -> T,
     ) -> Result<T> {
-        let mut pods = self.lock();
-        let before = pods.get(uid);
+        let mut book = self.lock();
+        let before = book.admitted.get(uid);
         let mut entry = before.cloned();
         let out = change(&mut entry);
         if entry.as_ref().map(|a| &a.record) != before.map(|b| &b.record) {
             match &entry {
                 Some(admitted) => {
-                    write_atomically(&self.file(uid), &serde_json::to_vec(&admitted.record)?)?
+                    write_atomically(&self.file_of(uid), &serde_json::to_vec(&admitted.record)?)?
                 }
-                None => remove_durably(&self.file(uid))?,
+                None => remove_durably(&self.file_of(uid))?,
             }
         }
+        // The pod is admitted (or released) now: its admission, if one ran, is over.
+        book.admitting.remove(uid);
         match entry {
             Some(admitted) => {
-                pods.insert(uid.to_owned(), admitted);
+                book.admitted.insert(uid.to_owned(), admitted);
             }
             None => {
-                pods.remove(uid);
+                book.admitted.remove(uid);
             }
         }
+        book.generation += 1;
         Ok(out)
     }
 
     /// The uid of the pod whose container has `container_id`.
     pub(crate) fn pod_of_container(&self, container_id: &str) -> Option<String> {
         self.lock()
+            .admitted
             .iter()
             .find(|(_, p)| p.record.container_ids.values().any(|id| id == container_id))
             .map(|(uid, _)| uid.clone())
@@ -169,12 +240,22 @@ impl PodBook {
 
 impl PodSource for PodBook {
     fn active_pods(&self) -> Vec<Pod> {
-        self.lock().values().map(|p| p.pod.clone()).collect()
+        let book = self.lock();
+        book.admitted
+            .values()
+            .map(|p| &p.pod)
+            .chain(book.admitting.values())
+            .cloned()
+            .collect()
+    }
+
+    fn generation(&self) -> Option<u64> {
+        Some(self.lock().generation)
     }
 
     fn pod_status(&self, pod_uid: &str) -> Option<PodStatus> {
-        let pods = self.lock();
-        let admitted = pods.get(pod_uid)?;
+        let book = self.lock();
+        let admitted = book.admitted.get(pod_uid)?;
         let status = |name: &str| {
             let id = admitted.record.container_ids.get(name);
             ContainerStatus {
@@ -204,6 +285,21 @@ impl PodSource for PodBook {
     }
 }
 
+/// The temp file [`write_atomically`] writes `path` through.
+fn temp_file_of(path: &Path, dir: &Path) -> PathBuf {
+    dir.join(format!(
+        ".{}.tmp",
+        path.file_name().and_then(|n| n.to_str()).unwrap_or("pod")
+    ))
+}
+
+/// Whether `path` is a temp file [`write_atomically`] names (`.<name>.json.tmp`).
+fn is_own_temp_file(path: &Path) -> bool {
+    path.file_name()
+        .and_then(|n| n.to_str())
+        .is_some_and(|n| n.starts_with('.') && n.ends_with(".json.tmp"))
+}
+
 /// Write `bytes` to `path`: temp file in the same directory, fsync, rename, fsync the dir.
 pub(crate) fn write_atomically(path: &Path, bytes: &[u8]) -> Result<()> {
     let dir = path
@@ -211,10 +307,7 @@ pub(crate) fn write_atomically(path: &Path, bytes: &[u8]) -> Result<()> {
         .filter(|d| !d.as_os_str().is_empty())
         .unwrap_or(Path::new("."));
     std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
-    let temp = dir.join(format!(
-        ".{}.tmp",
-        path.file_name().and_then(|n| n.to_str()).unwrap_or("pod")
-    ));
+    let temp = temp_file_of(path, dir);
     let write = || -> std::io::Result<()> {
         let mut file = std::fs::File::create(&temp)?;
         file.write_all(bytes)?;

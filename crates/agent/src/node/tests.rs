@@ -68,7 +68,7 @@ pub(crate) async fn open(config: &AgentConfig, topology: &CpuTopology) -> Arc<No
 }
 
 /// Every file under `dir`, with its bytes.
-fn snapshot(dir: &Path) -> BTreeMap<PathBuf, Vec<u8>> {
+pub(crate) fn snapshot(dir: &Path) -> BTreeMap<PathBuf, Vec<u8>> {
     let mut files = BTreeMap::new();
     let mut stack = vec![dir.to_path_buf()];
     while let Some(dir) = stack.pop() {
@@ -84,7 +84,7 @@ fn snapshot(dir: &Path) -> BTreeMap<PathBuf, Vec<u8>> {
     files
 }
 
-async fn admitted(node: &Arc<Node>, pod: K8sPod) -> super::PodView {
+pub(crate) async fn admitted(node: &Arc<Node>, pod: K8sPod) -> super::PodView {
     match node.admit(pod, Vec::new()).await.unwrap() {
         Admission::Admitted(view) => view,
         Admission::Rejected { reason, message } => panic!("rejected: {reason}: {message}"),

@@ -9,7 +9,7 @@ use k8s_openapi::api::resource::v1::ResourceClaim as K8sResourceClaim;
 use tonic::{Request, Response, Status};
 
 use super::metrics::AgentMetrics;
-use crate::node::{Admission, Node, PodView};
+use crate::node::{Admission, AdmitError, Node, PodView};
 
 /// The admission API's service.
 #[derive(Debug, Clone)]
@@ -27,6 +27,18 @@ impl AgentService {
 
 fn internal(err: anyhow::Error) -> Status {
     Status::internal(format!("{err:#}"))
+}
+
+/// An error and its causes, each once: `error: cause: cause`.
+fn error_chain(err: &dyn std::error::Error) -> String {
+    let mut text = err.to_string();
+    let mut source = err.source();
+    while let Some(cause) = source {
+        text.push_str(": ");
+        text.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    text
 }
 
 /// A pod's holdings on the wire.
@@ -113,7 +125,11 @@ impl Agent for AgentService {
         self.metrics
             .admission_duration_ms
             .observe(started.elapsed().as_secs_f64() * 1000.0);
-        let answer = match admission.map_err(internal)? {
+        let admission = admission.map_err(|err| match err {
+            AdmitError::Internal(err) => internal(err),
+            invalid => Status::invalid_argument(error_chain(&invalid)),
+        });
+        let answer = match admission? {
             Admission::Admitted(view) => api::AdmitResponse {
                 admitted: true,
                 allocation: Some(allocation(view)),

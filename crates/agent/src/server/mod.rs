@@ -88,9 +88,15 @@ pub(crate) async fn run(config: AgentConfig, demo_devices: usize) -> Result<()> 
             stopped(),
         ))
     });
-    let agent = tonic::transport::Server::builder().add_service(AgentServer::new(
-        agent_api::AgentService::new(Arc::clone(&node), agent_metrics),
-    ));
+    // A request larger than maxManifestBytes (plus the message's framing) is refused by
+    // the decoder with RESOURCE_EXHAUSTED before anything is parsed.
+    let agent = tonic::transport::Server::builder().add_service(
+        AgentServer::new(agent_api::AgentService::new(
+            Arc::clone(&node),
+            agent_metrics,
+        ))
+        .max_decoding_message_size(config.pod_limits.max_manifest_bytes + 1024),
+    );
     let pod_resources = tonic::transport::Server::builder().add_service(
         PodResourcesListerServer::new(podresources::PodResourcesService::new(Arc::clone(&node))),
     );
