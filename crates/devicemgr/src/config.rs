@@ -4,6 +4,8 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
+use corral_topology::{CpuTopology, NumaIds};
+
 /// Upstream's grace period before a stopped plugin's resource is dropped
 /// (`endpointStopGracePeriod`).
 pub const DEFAULT_ENDPOINT_STOP_GRACE: Duration = Duration::from_secs(5 * 60);
@@ -16,8 +18,13 @@ pub struct DeviceManagerConfig {
     pub plugin_dir: PathBuf,
     /// Where `kubelet_internal_checkpoint` lives (upstream: the plugin directory).
     pub checkpoint_dir: PathBuf,
-    /// The machine's NUMA node ids.
+    /// The machine's NUMA nodes as mask bits, in the order the topology manager iterates
+    /// them (the ids of [`CpuTopology::numa_nodes_for_manager`]).
     pub numa_nodes: Vec<usize>,
+    /// Which mask bit stands for which NUMA node OS id (a plugin reports OS ids in
+    /// `Device.topology`); the identity, upstream's numbering, unless the machine has a
+    /// node id of 64 or more ([`CpuTopology::numa_ids`]).
+    pub numa_ids: NumaIds,
     /// How long a stopped plugin's resource stays before it is dropped (upstream: 5 min).
     pub endpoint_stop_grace: Duration,
     /// Deadline for dialing a plugin's socket (upstream: 10 s).
@@ -40,13 +47,15 @@ pub struct DeviceManagerConfig {
 
 impl DeviceManagerConfig {
     /// Defaults (upstream's values where upstream has one) for a plugin directory and the
-    /// machine's NUMA nodes; the checkpoint lives in the plugin directory.
+    /// machine's NUMA nodes (OS ids = mask bits, as upstream); the checkpoint lives in the
+    /// plugin directory. A machine from discovery takes [`for_topology`](Self::for_topology).
     pub fn new(plugin_dir: impl Into<PathBuf>, numa_nodes: Vec<usize>) -> DeviceManagerConfig {
         let plugin_dir = plugin_dir.into();
         DeviceManagerConfig {
             checkpoint_dir: plugin_dir.clone(),
             plugin_dir,
             numa_nodes,
+            numa_ids: NumaIds::identity(),
             endpoint_stop_grace: DEFAULT_ENDPOINT_STOP_GRACE,
             dial_timeout: Duration::from_secs(10),
             rpc_timeout: Duration::from_secs(30),
@@ -57,6 +66,37 @@ impl DeviceManagerConfig {
             max_devices_per_plugin: 100_000,
             max_message_bytes: 64 << 20,
             socket_poll_interval: Duration::from_secs(1),
+        }
+    }
+
+    /// As [`new`](Self::new), for the NUMA nodes of `topology`: their mask bits and the
+    /// table that maps the OS ids plugins report to those bits.
+    ///
+    /// ```
+    /// use corral_devicemgr::DeviceManagerConfig;
+    /// use corral_topology::{CpuInfo, CpuRecord, CpuTopology};
+    ///
+    /// let records = [(0, 0), (1, 72)].map(|(cpu, numa)| CpuRecord {
+    ///     cpu,
+    ///     info: CpuInfo { core: cpu, socket: 0, numa, uncore: 0 },
+    /// });
+    /// let config = DeviceManagerConfig::for_topology("/var/lib/kubelet/device-plugins", &CpuTopology::new(&records)?);
+    /// assert_eq!(config.numa_nodes, vec![0, 1]);
+    /// assert_eq!(config.numa_ids.bit(72)?, 1);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn for_topology(
+        plugin_dir: impl Into<PathBuf>,
+        topology: &CpuTopology,
+    ) -> DeviceManagerConfig {
+        let nodes = topology
+            .numa_nodes_for_manager()
+            .iter()
+            .map(|n| n.id)
+            .collect();
+        DeviceManagerConfig {
+            numa_ids: topology.numa_ids().clone(),
+            ..DeviceManagerConfig::new(plugin_dir, nodes)
         }
     }
 

@@ -264,11 +264,10 @@ impl Shared {
                     "device plugin listed ids more than once; the last occurrence counts"
                 );
             }
-            let machine = state.numa_nodes().to_vec();
             let foreign = devices
                 .iter()
                 .flat_map(|d| d.numa_nodes.iter().flatten())
-                .filter(|&&id| usize::try_from(id).map_or(true, |id| !machine.contains(&id)))
+                .filter(|&&id| !state.has_numa_node(id))
                 .count();
             if foreign > 0 {
                 tracing::warn!(
@@ -410,7 +409,10 @@ impl DeviceManager {
         let (changes, _) = watch::channel(0);
         Ok(DeviceManager {
             shared: Arc::new(Shared {
-                state: Mutex::new(DeviceState::new(config.numa_nodes.clone())),
+                state: Mutex::new(
+                    DeviceState::new(config.numa_nodes.clone())
+                        .with_numa_ids(config.numa_ids.clone()),
+                ),
                 config,
                 live: Mutex::new(BTreeMap::new()),
                 store,

@@ -8,6 +8,8 @@
 
 use std::collections::HashMap;
 
+use corral_topology::NumaIds;
+
 use crate::Device;
 use crate::bitset::BitSet;
 
@@ -16,7 +18,9 @@ use crate::bitset::BitSet;
 pub(crate) struct Slot {
     /// NUMA ids as reported (`None`: nil topology, or not in the plugin's current list).
     pub(crate) nodes: Option<Vec<i64>>,
-    /// Bits of the ids in 0–63 (upstream's `AnySet` ignores the others).
+    /// Mask bits of the reported ids that have one ([`NumaIds::bit`]: with upstream's
+    /// numbering, the ids in 0–63; upstream's `AnySet` ignores the others). An id without a
+    /// bit meets no mask, as an unknown id meets none upstream.
     pub(crate) bits: u64,
     /// Some id other than -1 is present (an unaligned candidate when not in the affinity).
     pub(crate) has_real_node: bool,
@@ -24,15 +28,19 @@ pub(crate) struct Slot {
     pub(crate) reported_healthy: bool,
 }
 
+/// The mask bits of reported NUMA ids (ids without a bit are left out).
+fn bits_of(ids: &[i64], numa_ids: &NumaIds) -> u64 {
+    ids.iter()
+        .filter_map(|&id| numa_ids.bit_of_signed(id))
+        .fold(0, |acc, bit| acc | 1 << bit)
+}
+
 impl Slot {
-    fn of(device: &Device) -> Slot {
+    fn of(device: &Device, numa_ids: &NumaIds) -> Slot {
         let nodes = device.numa_nodes.clone();
         let ids = nodes.as_deref().unwrap_or_default();
         Slot {
-            bits: ids
-                .iter()
-                .filter(|&&id| (0..64).contains(&id))
-                .fold(0, |acc, &id| acc | 1 << id),
+            bits: bits_of(ids, numa_ids),
             has_real_node: ids.iter().any(|&id| id != -1),
             nodes,
             reported_healthy: device.healthy,
@@ -110,9 +118,10 @@ impl ResourceDevices {
     }
 
     /// Replace the plugin's list (upstream `genericDeviceUpdateCallback`): the listed,
-    /// healthy and unhealthy sets are rebuilt from `devices`; allocated ids are kept. A
-    /// duplicate id takes its last occurrence. Returns the number of duplicates dropped.
-    pub(crate) fn replace_devices(&mut self, devices: &[Device]) -> usize {
+    /// healthy and unhealthy sets are rebuilt from `devices`, their NUMA ids turned into mask
+    /// bits through `numa_ids`; allocated ids are kept. A duplicate id takes its last
+    /// occurrence. Returns the number of duplicates dropped.
+    pub(crate) fn replace_devices(&mut self, devices: &[Device], numa_ids: &NumaIds) -> usize {
         let mut latest: HashMap<&str, &Device> = HashMap::with_capacity(devices.len());
         for device in devices {
             latest.insert(device.id.as_str(), device);
@@ -135,7 +144,7 @@ impl ResourceDevices {
         let mut placements = crate::hints::PlacementCounts::default();
         for (i, device) in listed.iter().enumerate() {
             ids.push(device.id.clone());
-            let slot = Slot::of(device);
+            let slot = Slot::of(device, numa_ids);
             placements.add(slot.bits);
             aligned |= slot.has_topology();
             slots.push(slot);
@@ -174,6 +183,17 @@ impl ResourceDevices {
         self.has_healthy = true;
         self.has_unhealthy = true;
         duplicates
+    }
+
+    /// Recompute the mask bits of the listed devices for another NUMA table.
+    pub(crate) fn renumber(&mut self, numa_ids: &NumaIds) {
+        let mut placements = crate::hints::PlacementCounts::default();
+        for i in self.listed.iter() {
+            let slot = &mut self.slots[i];
+            slot.bits = bits_of(slot.nodes.as_deref().unwrap_or_default(), numa_ids);
+            placements.add(slot.bits);
+        }
+        self.placements = placements;
     }
 
     /// Ids of the indices in `set`, in index order.

@@ -77,6 +77,8 @@ pub struct Reservation {
 #[derive(Debug, Clone, Default)]
 pub struct DeviceState {
     pub(crate) numa_nodes: Vec<usize>,
+    /// OS id ↔ mask bit of the NUMA nodes (see [`DeviceState::with_numa_ids`]).
+    pub(crate) numa_ids: corral_topology::NumaIds,
     pub(crate) resources: BTreeMap<String, ResourceDevices>,
     pub(crate) endpoints: BTreeMap<String, EndpointInfo>,
     pub(crate) pod_devices: PodDevices,
@@ -96,7 +98,7 @@ impl DeviceState {
         }
     }
 
-    /// The machine's NUMA node ids.
+    /// The machine's NUMA nodes as mask bits ([`numa_ids`](Self::numa_ids) maps OS ids).
     pub fn numa_nodes(&self) -> &[usize] {
         &self.numa_nodes
     }
@@ -142,7 +144,8 @@ impl DeviceState {
     /// `genericDeviceUpdateCallback`). A repeated id keeps its last occurrence; the number
     /// of such duplicates is returned.
     pub fn update_devices(&mut self, resource: &str, devices: &[Device]) -> usize {
-        let duplicates = self.resource_mut(resource).replace_devices(devices);
+        let table = self.resources.entry(resource.to_owned()).or_default();
+        let duplicates = table.replace_devices(devices, &self.numa_ids);
         let table = &self.resources[resource];
         tracing::debug!(
             resource,

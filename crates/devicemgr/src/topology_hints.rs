@@ -4,7 +4,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use corral_topology::{Container, Pod, ResourceHints, TopologyHint};
+use corral_topology::{Container, NumaIds, Pod, ResourceHints, TopologyHint};
 
 use crate::bitset::BitSet;
 use crate::hints::{self, HintInput};
@@ -74,6 +74,45 @@ pub fn pod_limits(pod: &Pod) -> BTreeMap<String, i64> {
 }
 
 impl DeviceState {
+    /// The state with `numa_ids` translating the NUMA ids plugins report (OS ids) into the
+    /// mask bits of [`numa_nodes`](Self::numa_nodes) — needed only on a machine with a node
+    /// id of 64 or more (see [`NumaIds`]); the default is upstream's identity. Devices
+    /// already listed are translated again.
+    ///
+    /// ```
+    /// use corral_devicemgr::{Device, DeviceState, PluginOptions};
+    /// use corral_topology::{NumaIds, NumaMask};
+    ///
+    /// let ids = NumaIds::new([0, 72])?;
+    /// let mut state = DeviceState::new(vec![0, 1]).with_numa_ids(ids);
+    /// state.plugin_connected("example.com/gpu", PluginOptions::default());
+    /// state.update_devices("example.com/gpu", &[Device::new("gpu0", Some(vec![72]))]);
+    /// let hints = state.generate_device_topology_hints(
+    ///     "example.com/gpu", &["gpu0".to_owned()].into(), &Default::default(), 1);
+    /// assert_eq!(hints[0].numa_affinity, Some(NumaMask::new([1])?), "bit 1 is node 72");
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    #[must_use]
+    pub fn with_numa_ids(mut self, numa_ids: NumaIds) -> DeviceState {
+        for table in self.resources.values_mut() {
+            table.renumber(&numa_ids);
+        }
+        self.numa_ids = numa_ids;
+        self
+    }
+
+    /// The table between NUMA node OS ids and mask bits.
+    pub fn numa_ids(&self) -> &NumaIds {
+        &self.numa_ids
+    }
+
+    /// Whether the machine has the NUMA node a plugin reports as `id` (an OS id).
+    pub fn has_numa_node(&self, id: i64) -> bool {
+        self.numa_ids
+            .bit_of_signed(id)
+            .is_some_and(|bit| self.numa_nodes.contains(&bit))
+    }
+
     /// Upstream `generateDeviceTopologyHints` for explicit available and reusable sets.
     pub fn generate_device_topology_hints(
         &self,
