@@ -8,6 +8,7 @@ mod deployment_files;
 mod logging;
 mod manifest;
 mod node;
+mod output;
 mod server;
 
 use std::process::ExitCode;
@@ -22,6 +23,8 @@ fn main() -> ExitCode {
     }
     match commands::run(cli.command) {
         Ok(code) => code,
+        // The reader went away (`corral … | head -1`): nothing left to say.
+        Err(err) if output::is_broken_pipe(&err) => ExitCode::SUCCESS,
         Err(err) => {
             eprintln!("corral: {err:#}");
             ExitCode::FAILURE

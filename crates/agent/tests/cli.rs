@@ -146,3 +146,42 @@ fn config_check_reports_every_bad_key() {
     assert!(output.status.success(), "{}", stderr(&output));
     assert!(stdout(&output).contains("/var/lib/kubelet/device-plugins"));
 }
+
+/// `corral … | head -1`: the reader is gone before corral writes. Every printing command
+/// exits quietly with status 0 instead of panicking on EPIPE (exit 101).
+#[test]
+fn a_closed_stdout_ends_every_printing_command_quietly() {
+    let fixture = workspace().join("testdata/sysfs/48amd64-4pa2n6c-sparse");
+    let file = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(file.path(), kubelet_file("checkpoint_cpumanager.json")).unwrap();
+    let commands: [Vec<&str>; 4] = [
+        vec!["topology", "--host-root", fixture.to_str().unwrap()],
+        vec![
+            "topology",
+            "--host-root",
+            fixture.to_str().unwrap(),
+            "-o",
+            "json",
+        ],
+        vec!["checkpoint", "inspect", file.path().to_str().unwrap()],
+        vec!["checkpoint", "verify", file.path().to_str().unwrap()],
+    ];
+    for args in commands {
+        let (reader, writer) = std::io::pipe().unwrap();
+        drop(reader);
+        let output = Command::new(env!("CARGO_BIN_EXE_corral"))
+            .args(&args)
+            .env_remove("RUST_LOG")
+            .stdout(writer)
+            .stderr(std::process::Stdio::piped())
+            .output()
+            .expect("run corral");
+        assert_eq!(
+            output.status.code(),
+            Some(0),
+            "{args:?}: {}",
+            stderr(&output)
+        );
+        assert_eq!(stderr(&output), "", "{args:?}");
+    }
+}

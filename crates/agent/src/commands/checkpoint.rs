@@ -8,6 +8,7 @@ use anyhow::{Context, Result};
 use corral_checkpoint::{CheckpointValue, Inspected, inspect as inspect_bytes};
 
 use crate::cli::OutputFormat;
+use crate::output::outln;
 
 /// Read and verify; `Err` carries the typed checkpoint error with the path.
 fn read(file: &Path) -> Result<Inspected> {
@@ -49,17 +50,17 @@ pub(crate) fn inspect(file: &Path, output: OutputFormat) -> Result<ExitCode> {
                 "verified": true,
                 "contents": value,
             });
-            println!("{}", serde_json::to_string_pretty(&doc)?);
+            outln!("{}", serde_json::to_string_pretty(&doc)?);
         }
         OutputFormat::Table => {
-            println!("file:     {}", file.display());
-            println!(
+            outln!("file:     {}", file.display());
+            outln!(
                 "format:   {} (kubelet file name {})",
                 found.format.as_str(),
                 found.format.file_name()
             );
-            println!("checksum: {} (verified)", found.checksum);
-            println!("contents:\n{}", serde_json::to_string_pretty(&value)?);
+            outln!("checksum: {} (verified)", found.checksum);
+            outln!("contents:\n{}", serde_json::to_string_pretty(&value)?);
         }
     }
     Ok(ExitCode::SUCCESS)
@@ -68,7 +69,7 @@ pub(crate) fn inspect(file: &Path, output: OutputFormat) -> Result<ExitCode> {
 pub(crate) fn verify(file: &Path) -> Result<ExitCode> {
     match read(file) {
         Ok(found) => {
-            println!(
+            outln!(
                 "{}: OK ({}, checksum {})",
                 file.display(),
                 found.format.as_str(),

@@ -14,6 +14,7 @@ use crate::cli::{AgentTarget, ConfigArgs, OutputFormat};
 use crate::commands::explain::read_manifests;
 use crate::config::{self, PodLimits};
 use crate::manifest::pod_from_manifest;
+use crate::output::outln;
 
 const DIAL_TIMEOUT: Duration = Duration::from_secs(5);
 
@@ -124,17 +125,19 @@ pub(crate) fn admit(
                     })
                 })
                 .collect();
-            println!("{}", serde_json::to_string_pretty(&doc)?);
+            outln!("{}", serde_json::to_string_pretty(&doc)?);
         }
         OutputFormat::Table => {
             for (answer, name) in answers.iter().zip(&names) {
                 match &answer.allocation {
                     Some(pod) if answer.admitted => {
-                        println!(
+                        outln!(
                             "pod {}/{} admitted (uid {})",
-                            pod.namespace, pod.name, pod.uid
+                            pod.namespace,
+                            pod.name,
+                            pod.uid
                         );
-                        print_table(std::slice::from_ref(pod));
+                        print_table(std::slice::from_ref(pod))?;
                     }
                     _ => eprintln!("pod {name} rejected: {}: {}", answer.reason, answer.message),
                 }
@@ -156,7 +159,7 @@ pub(crate) fn release(target: &AgentTarget, pod_uid: &str) -> Result<ExitCode> {
         .await?;
         Ok(())
     })?;
-    println!("pod {pod_uid} released");
+    outln!("pod {pod_uid} released");
     Ok(ExitCode::SUCCESS)
 }
 
@@ -169,9 +172,9 @@ pub(crate) fn status(target: &AgentTarget, output: OutputFormat) -> Result<ExitC
     match output {
         OutputFormat::Json => {
             let doc: Vec<_> = pods.iter().map(allocation_json).collect();
-            println!("{}", serde_json::to_string_pretty(&doc)?);
+            outln!("{}", serde_json::to_string_pretty(&doc)?);
         }
-        OutputFormat::Table => print_table(&pods),
+        OutputFormat::Table => print_table(&pods)?,
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -184,10 +187,16 @@ fn numa(container: &api::ContainerAllocation) -> String {
     ids.join(",")
 }
 
-fn print_table(pods: &[api::PodAllocation]) {
-    println!(
+fn print_table(pods: &[api::PodAllocation]) -> Result<()> {
+    outln!(
         "{:<36}  {:<28}  {:<16}  {:<7}  {:<16}  {:<4}  {:<5}  DEVICES",
-        "POD UID", "POD", "CONTAINER", "KIND", "CPUSET", "EXCL", "NUMA"
+        "POD UID",
+        "POD",
+        "CONTAINER",
+        "KIND",
+        "CPUSET",
+        "EXCL",
+        "NUMA"
     );
     for pod in pods {
         for c in &pod.containers {
@@ -206,7 +215,7 @@ fn print_table(pods: &[api::PodAllocation]) {
             } else {
                 held.join(" ")
             };
-            println!(
+            outln!(
                 "{:<36}  {:<28}  {:<16}  {:<7}  {:<16}  {:<4}  {:<5}  {}",
                 pod.uid,
                 format!("{}/{}", pod.namespace, pod.name),
@@ -219,6 +228,7 @@ fn print_table(pods: &[api::PodAllocation]) {
             );
         }
     }
+    Ok(())
 }
 
 fn allocation_json(pod: &api::PodAllocation) -> serde_json::Value {

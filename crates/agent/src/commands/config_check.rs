@@ -6,6 +6,7 @@ use anyhow::Result;
 
 use crate::cli::ConfigArgs;
 use crate::config;
+use crate::output::outln;
 
 pub(crate) fn run(args: &ConfigArgs) -> Result<ExitCode> {
     match config::load(args) {
@@ -13,33 +14,33 @@ pub(crate) fn run(args: &ConfigArgs) -> Result<ExitCode> {
             for key in unknown {
                 eprintln!("corral: warning: config key {key:?} is not read by corral");
             }
-            println!("configuration is valid");
-            println!(
+            outln!("configuration is valid");
+            outln!(
                 "  cpuManagerPolicy:           {}",
                 config.cpu_manager_policy
             );
-            println!(
+            outln!(
                 "  cpuManagerPolicyOptions:    {:?}",
                 config.cpu_manager_policy_options
             );
-            println!(
+            outln!(
                 "  cpuManagerReconcilePeriod:  {:?}",
                 config.cpu_manager_reconcile_period
             );
-            println!(
+            outln!(
                 "  reservedSystemCPUs:         {}",
                 config
                     .reserved_system_cpus
                     .map(|s| s.to_string())
                     .unwrap_or_else(|| "-".into())
             );
-            println!(
+            outln!(
                 "  reserved CPU (kube+system): {}m",
                 config.reserved_cpu_millis
             );
-            println!("  topologyManagerPolicy:      {}", config.topology.policy);
-            println!("  topologyManagerScope:       {}", config.topology.scope);
-            println!(
+            outln!("  topologyManagerPolicy:      {}", config.topology.policy);
+            outln!("  topologyManagerScope:       {}", config.topology.scope);
+            outln!(
                 "  containerRuntimeEndpoint:   {}",
                 config
                     .container_runtime_endpoint
@@ -47,44 +48,44 @@ pub(crate) fn run(args: &ConfigArgs) -> Result<ExitCode> {
                     .map(|p| p.display().to_string())
                     .unwrap_or_else(|| "- (no CPU reconcile)".into())
             );
-            println!(
+            outln!(
                 "  metricsAddress:             {}",
                 config
                     .metrics_address
                     .map(|a| a.to_string())
                     .unwrap_or_else(|| "- (off)".into())
             );
-            println!(
+            outln!(
                 "  devicePluginGracePeriod:    {:?}",
                 config.device_plugin_grace_period
             );
-            println!(
+            outln!(
                 "  pluginWaitTimeout:          {:?}",
                 config.plugin_wait_timeout
             );
-            println!(
+            outln!(
                 "  hostRoot:                   {}",
                 config.host_root.display()
             );
             let layout = &config.layout;
-            println!("  root:                       {}", layout.root().display());
-            println!(
+            outln!("  root:                       {}", layout.root().display());
+            outln!(
                 "    state files:              {}",
                 layout.state_dir().display()
             );
-            println!(
+            outln!(
                 "    device plugins:           {}",
                 layout.device_plugins_dir().display()
             );
-            println!(
+            outln!(
                 "    plugin registry:          {}",
                 layout.plugins_registry_dir().display()
             );
-            println!(
+            outln!(
                 "    pod-resources socket:     {}",
                 layout.pod_resources_socket().display()
             );
-            println!(
+            outln!(
                 "    admission socket:         {}",
                 layout.agent_socket().display()
             );

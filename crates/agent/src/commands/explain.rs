@@ -11,6 +11,7 @@ use corral_topology::{ContainerKind, Pod, ResourceList};
 use crate::cli::OutputFormat;
 use crate::config::PodLimits;
 use crate::manifest::{ClaimManifest, Manifests, pod_from_manifest};
+use crate::output::outln;
 
 /// Read every file (`-` is stdin) into one set of manifests.
 pub(crate) fn read_manifests(files: &[PathBuf]) -> Result<Manifests> {
@@ -51,11 +52,11 @@ pub(crate) fn run(files: &[PathBuf], output: OutputFormat) -> Result<ExitCode> {
                 "pods": pods.iter().map(pod_json).collect::<Vec<_>>(),
                 "claims": claims.iter().map(claim_json).collect::<Vec<_>>(),
             });
-            println!("{}", serde_json::to_string_pretty(&doc)?);
+            outln!("{}", serde_json::to_string_pretty(&doc)?);
         }
         OutputFormat::Table => {
             for pod in &pods {
-                println!(
+                outln!(
                     "pod {}/{} uid {} qos {:?}",
                     pod.namespace,
                     pod.name,
@@ -63,7 +64,7 @@ pub(crate) fn run(files: &[PathBuf], output: OutputFormat) -> Result<ExitCode> {
                     pod.qos_class()
                 );
                 for (kind, container) in pod.all_containers() {
-                    println!(
+                    outln!(
                         "  {:<8} {:<20} requests {}  limits {}{}",
                         kind_name(kind),
                         container.name,
@@ -86,15 +87,18 @@ pub(crate) fn run(files: &[PathBuf], output: OutputFormat) -> Result<ExitCode> {
                 }
             }
             for claim in &claims {
-                println!("claim {}/{} uid {}", claim.namespace, claim.name, claim.uid);
+                outln!("claim {}/{} uid {}", claim.namespace, claim.name, claim.uid);
                 for d in &claim.devices {
-                    println!(
+                    outln!(
                         "  request {:<12} driver {} pool {} device {}",
-                        d.request, d.driver, d.pool, d.device
+                        d.request,
+                        d.driver,
+                        d.pool,
+                        d.device
                     );
                 }
                 for r in &claim.reserved_for {
-                    println!("  reserved for {} {} ({})", r.resource, r.name, r.uid);
+                    outln!("  reserved for {} {} ({})", r.resource, r.name, r.uid);
                 }
             }
         }

@@ -8,13 +8,14 @@ use anyhow::{Context, Result};
 use corral_topology::{CpuSet, CpuTopology};
 
 use crate::cli::OutputFormat;
+use crate::output::outln;
 
 pub(crate) fn run(host_root: &Path, output: OutputFormat) -> Result<ExitCode> {
     let topology = corral_topology::discover(host_root)
         .with_context(|| format!("discovering the CPU topology under {}", host_root.display()))?;
     match output {
-        OutputFormat::Json => println!("{}", json(&topology)?),
-        OutputFormat::Table => print!("{}", table(&topology)),
+        OutputFormat::Json => outln!("{}", json(&topology)?),
+        OutputFormat::Table => outln!("{}", table(&topology).trim_end_matches('\n')),
     }
     Ok(ExitCode::SUCCESS)
 }
