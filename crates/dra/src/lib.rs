@@ -139,7 +139,7 @@ pub use driver::{DriverClients, PrepareResults, UnprepareResults};
 pub use error::{DraError, DriverCallError};
 pub use manager::{ContainerInfo, CrashPoint, Manager, ManagerConfig};
 pub use plugin::{
-    DraPluginClient, DraService, PluginRegistry, PluginStore, RegistrationEvent, RegistryConfig,
-    RegistryWatcher,
+    DraPluginClient, DraService, PluginRegistry, PluginStore, RegistrationError, RegistrationEvent,
+    RegistryConfig, RegistryWatcher,
 };
 pub use state::{FileStateStore, MemoryStateStore, StateStore};

@@ -3,12 +3,17 @@
 //! ([`DraPluginClient`]).
 
 mod client;
+mod error;
 mod registration;
 mod registry;
 mod service;
 mod store;
 
 pub use client::DraPluginClient;
+pub use error::{
+    DriverNameError, EndpointAlreadyRegistered, EndpointError, PluginInfoError, RegistrationError,
+    RpcError, ServiceError,
+};
 pub use registration::{
     AcceptedPlugin, validate_driver_name, validate_endpoint, validate_plugin_info,
 };

@@ -6,6 +6,7 @@ use std::path::{Component, Path, PathBuf};
 
 use corral_proto::pluginregistration::v1::{DRA_PLUGIN, PluginInfo};
 
+use super::error::{DriverNameError, EndpointError, PluginInfoError, RegistrationError};
 use super::service::DraService;
 
 /// An accepted plugin: what to register.
@@ -19,46 +20,48 @@ pub struct AcceptedPlugin {
     pub service: DraService,
 }
 
-/// Judge `info` read from the registration socket `socket`; `Err` carries the reason
-/// sent back in `NotifyRegistrationStatus`.
-pub fn validate_plugin_info(info: &PluginInfo, socket: &Path) -> Result<AcceptedPlugin, String> {
+/// Judge `info` read from the registration socket `socket`; the error's
+/// [`reason`](RegistrationError::reason) is sent back in `NotifyRegistrationStatus`.
+pub fn validate_plugin_info(
+    info: &PluginInfo,
+    socket: &Path,
+) -> Result<AcceptedPlugin, RegistrationError> {
     if info.r#type != DRA_PLUGIN {
-        return Err(format!(
-            "RegisterPlugin error -- no handler registered for plugin type: {} at socket {}",
-            info.r#type,
-            socket.display()
-        ));
+        return Err(RegistrationError::UnknownPluginType {
+            plugin_type: info.r#type.clone(),
+            socket: socket.to_path_buf(),
+        });
     }
     let endpoint = if info.endpoint.is_empty() {
         socket.to_path_buf()
     } else {
         PathBuf::from(&info.endpoint)
     };
-    let invalid = |why: String| {
-        format!(
-            "RegisterPlugin error -- plugin validation failed with err: invalid DRA driver plugin {} at endpoint {}: {why}",
-            info.name,
-            endpoint.display()
-        )
-    };
-    validate_driver_name(&info.name).map_err(invalid)?;
-    validate_endpoint(&endpoint).map_err(invalid)?;
-    let service = DraService::choose(&info.supported_versions)
-        .map_err(|why| invalid(format!("invalid supported gRPC versions: {why}")))?;
-    Ok(AcceptedPlugin {
-        driver: info.name.clone(),
-        endpoint,
-        service,
-    })
+    let checked = validate_driver_name(&info.name)
+        .map_err(PluginInfoError::from)
+        .and_then(|()| validate_endpoint(&endpoint).map_err(PluginInfoError::from))
+        .and_then(|()| DraService::choose(&info.supported_versions).map_err(PluginInfoError::from));
+    match checked {
+        Ok(service) => Ok(AcceptedPlugin {
+            driver: info.name.clone(),
+            endpoint,
+            service,
+        }),
+        Err(source) => Err(RegistrationError::InvalidPlugin {
+            driver: info.name.clone(),
+            endpoint,
+            source,
+        }),
+    }
 }
 
 /// A driver name must be a DNS subdomain (as `DeviceClass` selectors and `ResourceSlice`s
 /// require): 1–253 characters of `[a-z0-9.-]`, starting and ending alphanumeric.
 /// Upstream only rejects an empty name at call time; corral refuses bad names at
 /// registration, since names end up in CDI annotations and logs.
-pub fn validate_driver_name(name: &str) -> Result<(), String> {
+pub fn validate_driver_name(name: &str) -> Result<(), DriverNameError> {
     if name.is_empty() {
-        return Err("DRA driver name is empty".into());
+        return Err(DriverNameError::Empty);
     }
     let b = name.as_bytes();
     let ok = b.len() <= 253
@@ -69,21 +72,18 @@ pub fn validate_driver_name(name: &str) -> Result<(), String> {
     if ok {
         Ok(())
     } else {
-        Err(format!("DRA driver name {name:?} is not a DNS subdomain"))
+        Err(DriverNameError::NotDnsSubdomain(name.to_owned()))
     }
 }
 
 /// The endpoint must be an absolute path without `..` (upstream dials whatever path the
 /// plugin names).
-pub fn validate_endpoint(endpoint: &Path) -> Result<(), String> {
+pub fn validate_endpoint(endpoint: &Path) -> Result<(), EndpointError> {
     if !endpoint.is_absolute() {
-        return Err(format!(
-            "endpoint {} is not an absolute path",
-            endpoint.display()
-        ));
+        return Err(EndpointError::NotAbsolute(endpoint.to_path_buf()));
     }
     if endpoint.components().any(|c| c == Component::ParentDir) {
-        return Err(format!("endpoint {} contains '..'", endpoint.display()));
+        return Err(EndpointError::ParentDir(endpoint.to_path_buf()));
     }
     Ok(())
 }
@@ -119,15 +119,23 @@ mod tests {
         let same = validate_plugin_info(&info("DRAPlugin", "d", "", &["v1beta1.DRAPlugin"]), sock)
             .unwrap();
         assert_eq!(same.endpoint, sock);
-        let err =
-            validate_plugin_info(&info("CSIPlugin", "d", "", &["v1.DRAPlugin"]), sock).unwrap_err();
+        let err = validate_plugin_info(&info("CSIPlugin", "d", "", &["v1.DRAPlugin"]), sock)
+            .unwrap_err()
+            .reason();
         assert!(
             err.contains("no handler registered for plugin type: CSIPlugin"),
             "{err}"
         );
-        let err =
-            validate_plugin_info(&info("DRAPlugin", "d", "", &["v9.DRAPlugin"]), sock).unwrap_err();
-        assert!(err.contains("none of services"), "{err}");
+        let err = validate_plugin_info(&info("DRAPlugin", "d", "", &["v9.DRAPlugin"]), sock)
+            .unwrap_err()
+            .reason();
+        assert_eq!(
+            err,
+            "RegisterPlugin error -- plugin validation failed with err: invalid DRA driver plugin d \
+             at endpoint /var/lib/kubelet/plugins_registry/d-reg.sock: invalid supported gRPC \
+             versions: none of services supported by the plugin ([\"v9.DRAPlugin\"]) are \
+             supported by the kubelet ([\"v1.DRAPlugin\", \"v1beta1.DRAPlugin\"])"
+        );
         assert!(validate_plugin_info(&info("DRAPlugin", "", "", &["v1.DRAPlugin"]), sock).is_err());
         assert!(
             validate_plugin_info(&info("DRAPlugin", "Bad/Name", "", &["v1.DRAPlugin"]), sock)

@@ -4,26 +4,35 @@
 //! with the verdict and reason), keeps the accepted plugins in a [`PluginStore`], and is
 //! the manager's [`DriverClients`].
 //!
+//! Each socket is probed in its own task, as upstream's operation executor runs one
+//! goroutine per socket: a socket that accepts and never answers costs only its own probe,
+//! never another socket's registration. A probe reaches its verdict within
+//! [`probe_timeout`](RegistryConfig::probe_timeout) and tells the plugin within one
+//! `registration_timeout` more; a socket is never probed again while its probe runs; at
+//! most [`max_concurrent_probes`](RegistryConfig::max_concurrent_probes) run at once.
+//!
 //! A socket that disappears deregisters its plugin; a socket replaced by a new file (a
 //! driver restarting under the same name) is deregistered and registered again. A rejected
 //! or unreachable socket is retried with exponential backoff, as upstream's reconciler
-//! does.
+//! does, not on every scan.
 
 use std::collections::BTreeMap;
 use std::os::unix::fs::{FileTypeExt, MetadataExt};
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use corral_proto::pluginregistration::v1::{
-    InfoRequest, PLUGINS_REGISTRY_PATH, PluginInfo, RegistrationStatus,
-    registration_client::RegistrationClient,
+    InfoRequest, PLUGINS_REGISTRY_PATH, RegistrationStatus, registration_client::RegistrationClient,
 };
-use corral_proto::tonic;
+use corral_proto::tonic::{self, transport::Channel};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tokio::task::JoinSet;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use super::client::DraPluginClient;
+use super::error::{RegistrationError, RpcError};
 use super::registration::validate_plugin_info;
 use super::store::PluginStore;
 use crate::claim::ClaimRef;
@@ -36,16 +45,31 @@ pub struct RegistryConfig {
     /// The directory plugins put their registration sockets in (upstream:
     /// `/var/lib/kubelet/plugins_registry`).
     pub dir: PathBuf,
-    /// How often the directory is scanned.
+    /// How often the directory is scanned (default 200 ms). A new socket's probe starts at
+    /// the first scan that sees it.
     pub poll_interval: Duration,
-    /// Deadline of each registration RPC and of dialing a plugin (upstream: 1 s).
+    /// Deadline of each step of a registration handshake: dialing the registration socket,
+    /// `GetInfo`, dialing the plugin's DRAPlugin endpoint, `NotifyRegistrationStatus`
+    /// (default 1 s; upstream: 1 s for `GetInfo`).
     pub registration_timeout: Duration,
+    /// Deadline of one socket's whole handshake up to the verdict (dial, `GetInfo`,
+    /// judging, dialing the endpoint), default 5 s. Telling the plugin the verdict takes at
+    /// most one `registration_timeout` more. Sockets are probed concurrently, so a socket
+    /// that never answers delays nobody else's registration. Upstream has no overall
+    /// deadline (its dial alone may take 10 s).
+    pub probe_timeout: Duration,
+    /// Most handshakes running at once (default 64; 0 counts as 1). Further due sockets
+    /// wait for a free slot at a later scan. Sockets never probed before are served first,
+    /// and retries of failed sockets never hold more than half the slots (rounded up), so
+    /// sockets that keep failing cannot crowd out a driver that just started. Upstream has
+    /// no bound.
+    pub max_concurrent_probes: usize,
     /// Deadline of NodePrepareResources / NodeUnprepareResources (upstream: 45 s).
     pub call_timeout: Duration,
-    /// First wait before retrying a rejected or unreachable socket; doubles up to
-    /// `retry_max`.
+    /// First wait before retrying a rejected or unreachable socket (default 500 ms);
+    /// doubles after each further failure up to `retry_max`.
     pub retry_initial: Duration,
-    /// Longest wait between retries.
+    /// Longest wait between retries (default 120 s).
     pub retry_max: Duration,
 }
 
@@ -56,6 +80,8 @@ impl RegistryConfig {
             dir: dir.into(),
             poll_interval: Duration::from_millis(200),
             registration_timeout: Duration::from_secs(1),
+            probe_timeout: Duration::from_secs(5),
+            max_concurrent_probes: 64,
             call_timeout: Duration::from_secs(45),
             retry_initial: Duration::from_millis(500),
             retry_max: Duration::from_secs(120),
@@ -77,25 +103,57 @@ struct FileId {
     ctime_nsec: i64,
 }
 
-#[derive(Debug, Clone)]
-enum SocketState {
-    Registered {
-        driver: String,
-    },
-    Rejected {
-        retry_at: Instant,
-        backoff: Duration,
-    },
-}
-
-#[derive(Debug, Clone)]
+/// What the registry knows of one socket file.
+#[derive(Debug)]
 struct Tracked {
     id: FileId,
-    state: SocketState,
+    /// Order of discovery: among sockets never probed, the oldest goes first.
+    found: u64,
+    /// The driver registered from this socket.
+    driver: Option<String>,
+    /// The number of the probe running for this socket.
+    probe: Option<u64>,
+    /// Failed probes in a row.
+    failures: u32,
+    /// The last wait before a retry.
+    backoff: Duration,
+    /// When a failed socket may be probed again.
+    retry_at: Instant,
+}
+
+impl Tracked {
+    fn due(&self, now: Instant) -> bool {
+        self.probe.is_none()
+            && self.driver.is_none()
+            && (self.failures == 0 || self.retry_at <= now)
+    }
+}
+
+#[derive(Debug, Default)]
+struct Sockets {
+    tracked: BTreeMap<PathBuf, Tracked>,
+    /// Numbers sockets and probes, both unique for the registry's life.
+    next: u64,
+}
+
+impl Sockets {
+    fn next(&mut self) -> u64 {
+        self.next += 1;
+        self.next
+    }
+}
+
+/// A probe to run: one socket instance, holding its concurrency slots.
+#[derive(Debug)]
+struct Job {
+    socket: PathBuf,
+    probe: u64,
+    _slot: OwnedSemaphorePermit,
+    _retry_slot: Option<OwnedSemaphorePermit>,
 }
 
 /// The outcome of one registration handshake.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 pub enum RegistrationEvent {
     /// A plugin was accepted.
     Registered {
@@ -104,12 +162,12 @@ pub enum RegistrationEvent {
         /// Driver name.
         driver: String,
     },
-    /// A plugin was refused (or could not be asked).
+    /// A plugin was refused (or could not be asked); the socket is retried after a backoff.
     Rejected {
         /// Registration socket.
         socket: PathBuf,
-        /// Why.
-        reason: String,
+        /// Why ([`RegistrationError::reason`] is the text sent to the plugin).
+        error: Arc<RegistrationError>,
     },
     /// A plugin's socket went away.
     Deregistered {
@@ -125,7 +183,11 @@ pub enum RegistrationEvent {
 pub struct PluginRegistry {
     config: RegistryConfig,
     store: PluginStore,
-    sockets: tokio::sync::Mutex<BTreeMap<PathBuf, Tracked>>,
+    sockets: Mutex<Sockets>,
+    /// One permit per running probe.
+    slots: Arc<Semaphore>,
+    /// One more permit per running retry of a failed socket.
+    retry_slots: Arc<Semaphore>,
     events: tokio::sync::broadcast::Sender<RegistrationEvent>,
 }
 
@@ -133,10 +195,15 @@ impl PluginRegistry {
     /// A registry with no plugins; call [`watch`](Self::watch) or
     /// [`sync_once`](Self::sync_once) to find some.
     pub fn new(config: RegistryConfig) -> Arc<Self> {
+        let slots = config
+            .max_concurrent_probes
+            .clamp(1, Semaphore::MAX_PERMITS);
         Arc::new(PluginRegistry {
             config,
             store: PluginStore::new(),
-            sockets: tokio::sync::Mutex::new(BTreeMap::new()),
+            sockets: Mutex::new(Sockets::default()),
+            slots: Arc::new(Semaphore::new(slots)),
+            retry_slots: Arc::new(Semaphore::new(slots.div_ceil(2))),
             events: tokio::sync::broadcast::channel(256).0,
         })
     }
@@ -171,25 +238,31 @@ impl PluginRegistry {
         let _ = self.events.send(event);
     }
 
+    fn sockets(&self) -> MutexGuard<'_, Sockets> {
+        self.sockets.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
     /// Scan the directory in a background task every `poll_interval` until the returned
-    /// handle is stopped or dropped. Must be called inside a tokio runtime.
+    /// handle is stopped or dropped, probing due sockets concurrently without waiting for
+    /// them; stopping the watcher also ends the probes it started. Must be called inside a
+    /// tokio runtime.
     pub fn watch(self: &Arc<Self>) -> RegistryWatcher {
         let token = CancellationToken::new();
         let registry = Arc::clone(self);
         let stop = token.clone();
         let task = tokio::spawn(async move {
+            let mut probes = JoinSet::new();
             let mut tick = tokio::time::interval(registry.config.poll_interval);
             tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
             loop {
                 tokio::select! {
+                    biased;
                     () = stop.cancelled() => break,
-                    _ = tick.tick() => {}
-                }
-                tokio::select! {
-                    () = stop.cancelled() => break,
-                    () = registry.sync_once() => {}
+                    Some(done) = probes.join_next(), if !probes.is_empty() => log_panic(done),
+                    _ = tick.tick() => registry.start_probes(&mut probes),
                 }
             }
+            probes.shutdown().await;
         });
         RegistryWatcher {
             token,
@@ -197,129 +270,320 @@ impl PluginRegistry {
         }
     }
 
-    /// One reconcile pass: deregister vanished or replaced sockets, register new ones,
-    /// retry rejected ones whose backoff expired.
-    pub async fn sync_once(&self) {
+    /// One reconcile pass: deregister vanished or replaced sockets, then probe (concurrently)
+    /// new sockets and failed ones whose backoff expired, and wait until those probes end,
+    /// each within [`probe_timeout`](RegistryConfig::probe_timeout) plus one
+    /// `registration_timeout`. Sockets whose probe is already running (started by a
+    /// [`watch`](Self::watch)er) are not probed again nor waited for.
+    pub async fn sync_once(self: &Arc<Self>) {
+        let mut probes = JoinSet::new();
+        self.start_probes(&mut probes);
+        while let Some(done) = probes.join_next().await {
+            log_panic(done);
+        }
+    }
+
+    /// Scan, deregister what went away, and spawn a probe for each due socket a slot is
+    /// free for.
+    fn start_probes(self: &Arc<Self>, probes: &mut JoinSet<()>) {
         let found = scan(&self.config.dir);
-        let mut sockets = self.sockets.lock().await;
+        let jobs = {
+            let mut sockets = self.sockets();
+            self.forget_gone(&mut sockets, &found);
+            for (path, id) in found {
+                if !sockets.tracked.contains_key(&path) {
+                    let found = sockets.next();
+                    sockets.tracked.insert(
+                        path,
+                        Tracked {
+                            id,
+                            found,
+                            driver: None,
+                            probe: None,
+                            failures: 0,
+                            backoff: Duration::ZERO,
+                            retry_at: Instant::now(),
+                        },
+                    );
+                }
+            }
+            self.take_due(&mut sockets)
+        };
+        for job in jobs {
+            probes.spawn(Arc::clone(self).probe(job));
+        }
+    }
+
+    /// Drop sockets that vanished or were replaced, deregistering their plugins. A probe
+    /// still running for such a socket finds its entry gone and registers nothing.
+    fn forget_gone(&self, sockets: &mut Sockets, found: &BTreeMap<PathBuf, FileId>) {
         let gone: Vec<PathBuf> = sockets
+            .tracked
             .iter()
             .filter(|(path, t)| found.get(*path) != Some(&t.id))
             .map(|(path, _)| path.clone())
             .collect();
         for path in gone {
-            if let Some(Tracked {
-                state: SocketState::Registered { driver },
+            let Some(Tracked {
+                driver: Some(driver),
                 ..
-            }) = sockets.remove(&path)
-            {
-                self.store.remove_by_socket(&path);
-                tracing::info!(driver = %driver, socket = %path.display(), "DRA plugin deregistered");
-                self.emit(RegistrationEvent::Deregistered {
-                    socket: path.clone(),
-                    driver,
-                });
-            }
-        }
-        let now = Instant::now();
-        for (path, id) in found {
-            let backoff = match sockets.get(&path) {
-                None => self.config.retry_initial,
-                Some(Tracked {
-                    state: SocketState::Rejected { retry_at, backoff },
-                    ..
-                }) if *retry_at <= now => (*backoff * 2).min(self.config.retry_max),
-                Some(_) => continue,
+            }) = sockets.tracked.remove(&path)
+            else {
+                continue;
             };
-            let state = match self.register(&path).await {
-                Ok(driver) => SocketState::Registered { driver },
-                Err(reason) => {
-                    tracing::warn!(socket = %path.display(), reason = %reason, retry_in = ?backoff, "DRA plugin registration failed");
-                    self.emit(RegistrationEvent::Rejected {
-                        socket: path.clone(),
-                        reason,
-                    });
-                    SocketState::Rejected {
-                        retry_at: Instant::now() + backoff,
-                        backoff,
-                    }
-                }
-            };
-            sockets.insert(path, Tracked { id, state });
+            self.store.remove_by_socket(&path);
+            tracing::info!(driver = %driver, socket = %path.display(), "DRA plugin deregistered");
+            self.emit(RegistrationEvent::Deregistered {
+                socket: path,
+                driver,
+            });
         }
     }
 
-    /// The handshake with one registration socket; the driver name when accepted.
-    async fn register(&self, socket: &Path) -> Result<String, String> {
+    /// Mark due sockets as probing, as far as slots allow: never-probed sockets first (in
+    /// discovery order), then retries (earliest first) within the retry slots.
+    fn take_due(&self, sockets: &mut Sockets) -> Vec<Job> {
+        let now = Instant::now();
+        let mut due: Vec<(bool, Instant, u64, PathBuf)> = sockets
+            .tracked
+            .iter()
+            .filter(|(_, t)| t.due(now))
+            .map(|(path, t)| {
+                let retry = t.failures > 0;
+                (
+                    retry,
+                    if retry { t.retry_at } else { now },
+                    t.found,
+                    path.clone(),
+                )
+            })
+            .collect();
+        due.sort();
+        let mut jobs = Vec::new();
+        for (retry, _, _, socket) in due {
+            let Ok(slot) = Arc::clone(&self.slots).try_acquire_owned() else {
+                break;
+            };
+            let retry_slot = if retry {
+                let Ok(permit) = Arc::clone(&self.retry_slots).try_acquire_owned() else {
+                    break;
+                };
+                Some(permit)
+            } else {
+                None
+            };
+            let probe = sockets.next();
+            if let Some(t) = sockets.tracked.get_mut(&socket) {
+                t.probe = Some(probe);
+            }
+            jobs.push(Job {
+                socket,
+                probe,
+                _slot: slot,
+                _retry_slot: retry_slot,
+            });
+        }
+        jobs
+    }
+
+    /// One socket's probe: handshake, record the verdict, tell the plugin.
+    async fn probe(self: Arc<Self>, job: Job) {
+        let _running = Running {
+            registry: &self,
+            socket: &job.socket,
+            probe: job.probe,
+        };
+        let deadline = Instant::now() + self.config.probe_timeout;
+        let (client, outcome) = self.handshake(&job.socket, deadline).await;
+        let Some(verdict) = self.record(&job, outcome) else {
+            tracing::debug!(socket = %job.socket.display(), "DRA plugin socket went away during its registration");
+            return;
+        };
+        let Some(mut client) = client else {
+            // Not asked anything: nothing to tell.
+            return;
+        };
         let timeout = self.config.registration_timeout;
-        let channel = corral_proto::uds::connect(socket, timeout)
-            .await
-            .map_err(|e| {
-                format!(
-                    "RegisterPlugin error -- dial failed at socket {}, err: {e}",
-                    socket.display()
-                )
-            })?;
-        let mut client = RegistrationClient::new(channel);
-        let info = call(timeout, client.get_info(bounded(InfoRequest {}, timeout)))
-            .await
-            .map_err(|e| {
-                format!(
-                    "RegisterPlugin error -- failed to get plugin info using RPC GetInfo at socket {}, err: {e}",
-                    socket.display()
-                )
-            })?;
-        let verdict = self.accept(socket, &info).await;
         let status = RegistrationStatus {
             plugin_registered: verdict.is_ok(),
-            error: verdict.as_ref().err().cloned().unwrap_or_default(),
+            error: verdict
+                .as_ref()
+                .err()
+                .map(|e| e.reason())
+                .unwrap_or_default(),
         };
         let notified = call(
             timeout,
             client.notify_registration_status(bounded(status, timeout)),
         )
         .await;
-        match (&verdict, notified) {
-            (Ok(driver), Err(e)) => {
+        if let Err(e) = notified {
+            match &verdict {
                 // Registered all the same, as upstream: the plugin is usable.
-                tracing::warn!(driver = %driver, socket = %socket.display(), error = %e,
-                    "cannot send the registration status to the DRA plugin");
+                Ok(driver) => {
+                    tracing::warn!(driver = %driver, socket = %job.socket.display(), error = %e,
+                    "cannot send the registration status to the DRA plugin")
+                }
+                Err(_) => tracing::debug!(socket = %job.socket.display(), error = %e,
+                    "cannot send the rejection to the plugin"),
             }
-            (Err(_), Err(e)) => {
-                tracing::debug!(socket = %socket.display(), error = %e, "cannot send the rejection to the plugin");
-            }
-            _ => {}
         }
-        verdict
     }
 
-    /// Judge the plugin and, if it passes, dial its endpoint and store it.
-    async fn accept(&self, socket: &Path, info: &PluginInfo) -> Result<String, String> {
-        let accepted = validate_plugin_info(info, socket)?;
-        let client = DraPluginClient::connect(
-            &accepted.driver,
-            &accepted.endpoint,
-            accepted.service,
-            self.config.call_timeout,
-        )
-        .await
-        .map_err(|e| {
-            format!(
-                "RegisterPlugin error -- plugin registration failed with err: DRA driver {} endpoint {}: {e}",
-                accepted.driver,
-                accepted.endpoint.display()
-            )
-        })?;
-        self.store.add(socket, client).map_err(|e| {
-            format!("RegisterPlugin error -- plugin registration failed with err: {e}")
-        })?;
-        tracing::info!(driver = %accepted.driver, endpoint = %accepted.endpoint.display(),
-            service = %accepted.service, "DRA plugin registered");
-        self.emit(RegistrationEvent::Registered {
+    /// The handshake with one registration socket up to the verdict, within `deadline`:
+    /// the registration client once `GetInfo` answered (to tell the plugin the verdict),
+    /// and the plugin's client when it is acceptable.
+    async fn handshake(
+        &self,
+        socket: &Path,
+        deadline: Instant,
+    ) -> (
+        Option<RegistrationClient<Channel>>,
+        Result<DraPluginClient, RegistrationError>,
+    ) {
+        let past_deadline = || RegistrationError::ProbeDeadline {
             socket: socket.to_path_buf(),
-            driver: accepted.driver.clone(),
+            timeout: self.config.probe_timeout,
+        };
+        let Some(step) = self.step(deadline) else {
+            return (None, Err(past_deadline()));
+        };
+        let channel = match corral_proto::uds::connect(socket, step).await {
+            Ok(channel) => channel,
+            Err(source) => {
+                return (
+                    None,
+                    Err(RegistrationError::Dial {
+                        socket: socket.to_path_buf(),
+                        source,
+                    }),
+                );
+            }
+        };
+        let mut client = RegistrationClient::new(channel);
+        let Some(step) = self.step(deadline) else {
+            return (None, Err(past_deadline()));
+        };
+        let info = match call(step, client.get_info(bounded(InfoRequest {}, step))).await {
+            Ok(info) => info,
+            Err(source) => {
+                return (
+                    None,
+                    Err(RegistrationError::GetInfo {
+                        socket: socket.to_path_buf(),
+                        source,
+                    }),
+                );
+            }
+        };
+        let accepted = match validate_plugin_info(&info, socket) {
+            Ok(accepted) => accepted,
+            Err(e) => return (Some(client), Err(e)),
+        };
+        let Some(step) = self.step(deadline) else {
+            return (Some(client), Err(past_deadline()));
+        };
+        let plugin = match corral_proto::uds::connect(&accepted.endpoint, step).await {
+            Ok(channel) => Ok(DraPluginClient::new(
+                accepted.driver,
+                accepted.endpoint,
+                accepted.service,
+                channel,
+                self.config.call_timeout,
+            )),
+            Err(source) => Err(RegistrationError::EndpointUnreachable {
+                driver: accepted.driver,
+                endpoint: accepted.endpoint,
+                source,
+            }),
+        };
+        (Some(client), plugin)
+    }
+
+    /// The time the next handshake step may take: `registration_timeout`, cut to what is
+    /// left before `deadline`; `None` once it passed.
+    fn step(&self, deadline: Instant) -> Option<Duration> {
+        let left = deadline.saturating_duration_since(Instant::now());
+        (!left.is_zero()).then(|| left.min(self.config.registration_timeout))
+    }
+
+    /// Record a probe's outcome if its socket is still the one it probed: register the
+    /// plugin, or count the failure and schedule the retry. `None` when the socket went
+    /// away or was replaced meanwhile (nothing is registered then).
+    fn record(
+        &self,
+        job: &Job,
+        outcome: Result<DraPluginClient, RegistrationError>,
+    ) -> Option<Result<String, Arc<RegistrationError>>> {
+        let mut sockets = self.sockets();
+        let tracked = sockets
+            .tracked
+            .get_mut(&job.socket)
+            .filter(|t| t.probe == Some(job.probe))?;
+        let error = match outcome {
+            Ok(plugin) => {
+                let driver = plugin.driver().to_owned();
+                let endpoint = plugin.endpoint().to_path_buf();
+                let service = plugin.service();
+                match self.store.add(&job.socket, plugin) {
+                    Ok(()) => {
+                        tracked.driver = Some(driver.clone());
+                        tracked.failures = 0;
+                        tracing::info!(driver = %driver, endpoint = %endpoint.display(),
+                            service = %service, "DRA plugin registered");
+                        self.emit(RegistrationEvent::Registered {
+                            socket: job.socket.clone(),
+                            driver: driver.clone(),
+                        });
+                        return Some(Ok(driver));
+                    }
+                    Err(e) => RegistrationError::from(e),
+                }
+            }
+            Err(e) => e,
+        };
+        tracked.failures = tracked.failures.saturating_add(1);
+        tracked.backoff = if tracked.failures == 1 {
+            self.config.retry_initial
+        } else {
+            (tracked.backoff * 2).min(self.config.retry_max)
+        };
+        tracked.retry_at = Instant::now() + tracked.backoff;
+        let error = Arc::new(error);
+        tracing::warn!(socket = %job.socket.display(), reason = %error.reason(),
+            retry_in = ?tracked.backoff, "DRA plugin registration failed");
+        self.emit(RegistrationEvent::Rejected {
+            socket: job.socket.clone(),
+            error: Arc::clone(&error),
         });
-        Ok(accepted.driver)
+        Some(Err(error))
+    }
+}
+
+/// Marks a socket's probe as running; when the probe ends (or is cancelled), the socket may
+/// be probed again.
+struct Running<'a> {
+    registry: &'a PluginRegistry,
+    socket: &'a Path,
+    probe: u64,
+}
+
+impl Drop for Running<'_> {
+    fn drop(&mut self) {
+        let mut sockets = self.registry.sockets();
+        if let Some(t) = sockets.tracked.get_mut(self.socket)
+            && t.probe == Some(self.probe)
+        {
+            t.probe = None;
+        }
+    }
+}
+
+fn log_panic(done: Result<(), tokio::task::JoinError>) {
+    if let Err(e) = done
+        && e.is_panic()
+    {
+        tracing::error!(error = %e, "a DRA plugin registration probe panicked");
     }
 }
 
@@ -332,11 +596,19 @@ fn bounded<T>(message: T, timeout: Duration) -> tonic::Request<T> {
 async fn call<T>(
     timeout: Duration,
     future: impl Future<Output = Result<tonic::Response<T>, tonic::Status>>,
-) -> Result<T, String> {
+) -> Result<T, RpcError> {
+    let started = Instant::now();
     match tokio::time::timeout(timeout, future).await {
         Ok(Ok(response)) => Ok(response.into_inner()),
-        Ok(Err(status)) => Err(format!("{:?}: {}", status.code(), status.message())),
-        Err(_) => Err(format!("no answer within {timeout:?}")),
+        // The deadline also travels as `grpc-timeout`: the server (tonic answers
+        // `CANCELLED` "Timeout expired") may give up first.
+        Ok(Err(status))
+            if status.code() == tonic::Code::DeadlineExceeded || started.elapsed() >= timeout =>
+        {
+            Err(RpcError::DeadlineExceeded(timeout))
+        }
+        Ok(Err(status)) => Err(status.into()),
+        Err(_) => Err(RpcError::DeadlineExceeded(timeout)),
     }
 }
 

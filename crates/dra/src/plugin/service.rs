@@ -3,6 +3,8 @@
 
 use corral_proto::dra::{v1, v1beta1};
 
+use super::error::ServiceError;
+
 /// A DRAPlugin service version.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum DraService {
@@ -29,18 +31,16 @@ impl DraService {
     /// Upstream takes the first entry of the plugin's list that the kubelet knows; corral
     /// prefers the newest regardless of the plugin's order, so a plugin listing
     /// `v1beta1.DRAPlugin` first still gets `v1`.
-    pub fn choose(supported_versions: &[String]) -> Result<DraService, String> {
+    pub fn choose(supported_versions: &[String]) -> Result<DraService, ServiceError> {
         if supported_versions.is_empty() {
-            return Err("empty list of supported gRPC services (aka supported versions)".into());
+            return Err(ServiceError::NoneListed);
         }
         DraService::SUPPORTED
             .into_iter()
             .find(|s| supported_versions.iter().any(|v| v == s.name()))
-            .ok_or_else(|| {
-                let ours: Vec<&str> = DraService::SUPPORTED.iter().map(|s| s.name()).collect();
-                format!(
-                    "none of services supported by the plugin ({supported_versions:?}) are supported by the kubelet ({ours:?})"
-                )
+            .ok_or_else(|| ServiceError::NoneSupported {
+                offered: supported_versions.to_vec(),
+                supported: DraService::SUPPORTED.iter().map(|s| s.name()).collect(),
             })
     }
 }
@@ -79,8 +79,10 @@ mod tests {
             DraService::choose(&v(&["v1alpha4.DRAPlugin", "v1beta1.DRAPlugin"])),
             Ok(DraService::V1Beta1)
         );
-        assert!(DraService::choose(&[]).unwrap_err().contains("empty list"));
-        let err = DraService::choose(&v(&["1.0.0", "v1alpha3.Node"])).unwrap_err();
+        assert_eq!(DraService::choose(&[]), Err(ServiceError::NoneListed));
+        let err = DraService::choose(&v(&["1.0.0", "v1alpha3.Node"]))
+            .unwrap_err()
+            .to_string();
         assert!(
             err.contains("none of services supported by the plugin"),
             "{err}"

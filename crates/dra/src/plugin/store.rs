@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 use std::sync::RwLock;
 
 use super::client::DraPluginClient;
+use super::error::EndpointAlreadyRegistered;
 
 #[derive(Debug, Clone)]
 struct Entry {
@@ -37,7 +38,11 @@ impl PluginStore {
     /// Register `client` for its driver from `registration_socket`, replacing an earlier
     /// registration from the same socket. Another socket's plugin cannot take over an
     /// endpoint already registered for the driver (upstream: "endpoint already registered").
-    pub fn add(&self, registration_socket: &Path, client: DraPluginClient) -> Result<(), String> {
+    pub fn add(
+        &self,
+        registration_socket: &Path,
+        client: DraPluginClient,
+    ) -> Result<(), EndpointAlreadyRegistered> {
         let mut drivers = self.write();
         let list = drivers.entry(client.driver().to_owned()).or_default();
         list.retain(|e| e.registration_socket != registration_socket);
@@ -45,11 +50,10 @@ impl PluginStore {
             .iter()
             .any(|e| e.client.endpoint() == client.endpoint())
         {
-            return Err(format!(
-                "endpoint {} already registered for DRA driver plugin {}",
-                client.endpoint().display(),
-                client.driver()
-            ));
+            return Err(EndpointAlreadyRegistered {
+                driver: client.driver().to_owned(),
+                endpoint: client.endpoint().to_path_buf(),
+            });
         }
         list.push(Entry {
             registration_socket: registration_socket.to_path_buf(),
