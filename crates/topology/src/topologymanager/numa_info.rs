@@ -49,9 +49,11 @@ pub enum NumaInfoError {
 }
 
 /// One NUMA node as discovery reports it: its id and its distance row (indexed by node id).
+/// Ids are mask bits: the Linux node ids, unless the machine has one of 64 or more (see
+/// [`NumaIds`](crate::NumaIds)).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct NumaNode {
-    /// Linux node id.
+    /// Node id (mask bit).
     pub id: usize,
     /// `node<id>/distance`, indexed by node id; `None` when unknown.
     pub distances: Option<Vec<u64>>,
