@@ -1,18 +1,74 @@
 //! An accepted unix-socket connection whose inbound HTTP/2 bytes pass through the
-//! [`AuthorityRewriter`](super::authority::AuthorityRewriter).
+//! [`AuthorityRewriter`](super::authority::AuthorityRewriter), and which, when accepted by
+//! [`super::serve_with`], counts against its socket's connection cap and must complete the
+//! HTTP/2 handshake before a deadline.
 
+use std::future::Future;
 use std::io;
 use std::pin::Pin;
 use std::task::{Context, Poll, ready};
+use std::time::Duration;
 
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::UnixStream;
+use tokio::time::Sleep;
 use tonic::transport::server::{Connected, UdsConnectInfo};
 
 use super::authority::AuthorityRewriter;
+use super::incoming::ConnectionSlot;
 
 /// How much to read from the socket at a time.
 const READ_CHUNK: usize = 16 * 1024;
+/// Length of the HTTP/2 client connection preface.
+const PREFACE_LEN: usize = 24;
+/// Length of an HTTP/2 frame header.
+const FRAME_HEADER_LEN: usize = 9;
+
+/// How far a client is into the HTTP/2 handshake: the connection preface, then one whole
+/// frame (which HTTP/2 requires to be SETTINGS; whether it is, `h2` checks).
+#[derive(Debug, Default)]
+struct HandshakeProgress {
+    /// Bytes received so far (saturating).
+    seen: usize,
+    /// The first frame's header.
+    header: [u8; FRAME_HEADER_LEN],
+}
+
+impl HandshakeProgress {
+    /// Count bytes the client sent; true once the preface and the first frame are in.
+    fn feed(&mut self, mut input: &[u8]) -> bool {
+        const HEAD: usize = PREFACE_LEN + FRAME_HEADER_LEN;
+        while self.seen < HEAD {
+            let Some((&byte, rest)) = input.split_first() else {
+                return false;
+            };
+            if self.seen >= PREFACE_LEN {
+                self.header[self.seen - PREFACE_LEN] = byte;
+            }
+            self.seen += 1;
+            input = rest;
+        }
+        let [a, b, c, ..] = self.header;
+        let length = usize::from(a) << 16 | usize::from(b) << 8 | usize::from(c);
+        self.seen = self.seen.saturating_add(input.len());
+        self.seen >= HEAD + length
+    }
+}
+
+/// The deadline of a connection that has not completed its handshake yet.
+#[derive(Debug)]
+struct Handshake {
+    timeout: Duration,
+    deadline: Pin<Box<Sleep>>,
+    progress: HandshakeProgress,
+}
+
+/// The client did not complete the HTTP/2 handshake in time.
+#[derive(Debug, thiserror::Error)]
+#[error("the client did not send the HTTP/2 connection preface and SETTINGS within {timeout:?}")]
+struct HandshakeTimeout {
+    timeout: Duration,
+}
 
 /// A server-side unix-socket connection that accepts any `:authority` a client sends.
 ///
@@ -25,10 +81,14 @@ pub struct UdsConnection {
     pending: Vec<u8>,
     pending_pos: usize,
     scratch: Box<[u8]>,
+    /// Until the handshake completes: its deadline.
+    handshake: Option<Handshake>,
+    /// The place this connection takes under its socket's cap (given back on drop).
+    slot: Option<ConnectionSlot>,
 }
 
 impl UdsConnection {
-    /// Wrap an accepted connection.
+    /// Wrap an accepted connection (no handshake deadline, not counted against a cap).
     pub fn new(stream: UnixStream) -> Self {
         Self {
             stream,
@@ -36,7 +96,39 @@ impl UdsConnection {
             pending: Vec::new(),
             pending_pos: 0,
             scratch: vec![0; READ_CHUNK].into_boxed_slice(),
+            handshake: None,
+            slot: None,
         }
+    }
+
+    /// Wrap a connection accepted under a cap: it holds `slot` until dropped, and reads
+    /// fail (closing the connection) when the client has not sent the HTTP/2 preface and
+    /// its first frame within `handshake_timeout`. Must be called inside a tokio runtime.
+    pub(crate) fn limited(
+        stream: UnixStream,
+        slot: ConnectionSlot,
+        handshake_timeout: Option<Duration>,
+    ) -> Self {
+        let mut connection = Self::new(stream);
+        connection.slot = Some(slot);
+        connection.handshake = handshake_timeout.map(|timeout| Handshake {
+            timeout,
+            deadline: Box::pin(tokio::time::sleep(timeout)),
+            progress: HandshakeProgress::default(),
+        });
+        connection
+    }
+
+    /// The handshake deadline passed: log (at a bounded rate) and fail the read.
+    fn handshake_timed_out(&self) -> io::Error {
+        let timeout = self
+            .handshake
+            .as_ref()
+            .map_or(Duration::ZERO, |h| h.timeout);
+        if let Some(slot) = &self.slot {
+            slot.shared.handshake_timed_out(timeout);
+        }
+        io::Error::new(io::ErrorKind::TimedOut, HandshakeTimeout { timeout })
     }
 
     /// How many requests on this connection had their `:authority` replaced.
@@ -65,10 +157,23 @@ impl AsyncRead for UdsConnection {
                 return Poll::Ready(Ok(()));
             }
             let mut raw = ReadBuf::new(&mut this.scratch);
-            ready!(Pin::new(&mut this.stream).poll_read(cx, &mut raw))?;
+            let polled = Pin::new(&mut this.stream).poll_read(cx, &mut raw);
+            if let Some(handshake) = this.handshake.as_mut() {
+                // Polled on every read attempt, so the deadline wakes a client that sends
+                // nothing, and checked after every read, so a trickle does not extend it.
+                if handshake.deadline.as_mut().poll(cx).is_ready() {
+                    return Poll::Ready(Err(this.handshake_timed_out()));
+                }
+            }
+            ready!(polled)?;
             let read = raw.filled();
             if read.is_empty() {
                 return Poll::Ready(Ok(())); // end of stream
+            }
+            if let Some(handshake) = this.handshake.as_mut()
+                && handshake.progress.feed(read)
+            {
+                this.handshake = None;
             }
             this.rewriter
                 .feed(read, &mut this.pending)
@@ -112,5 +217,94 @@ impl Connected for UdsConnection {
 
     fn connect_info(&self) -> Self::ConnectInfo {
         self.stream.connect_info()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
+
+    fn settings(payload: usize) -> Vec<u8> {
+        let mut frame = PREFACE.to_vec();
+        frame.extend_from_slice(&[0, 0, payload as u8, 0x4, 0, 0, 0, 0, 0]);
+        frame.extend(std::iter::repeat_n(0u8, payload));
+        frame
+    }
+
+    #[test]
+    fn handshake_completes_after_the_preface_and_the_first_whole_frame() {
+        for payload in [0, 6, 18] {
+            let bytes = settings(payload);
+            for split in 0..bytes.len() {
+                let mut progress = HandshakeProgress::default();
+                let first = progress.feed(&bytes[..split]);
+                assert!(!first, "payload {payload}: complete after {split} bytes");
+                assert!(
+                    progress.feed(&bytes[split..]),
+                    "payload {payload}, split {split}"
+                );
+            }
+            let mut byte_by_byte = HandshakeProgress::default();
+            let done: Vec<bool> = bytes.iter().map(|b| byte_by_byte.feed(&[*b])).collect();
+            assert_eq!(done.iter().position(|d| *d), Some(bytes.len() - 1));
+        }
+    }
+
+    fn fuzz_config() -> proptest::prelude::ProptestConfig {
+        proptest::prelude::ProptestConfig {
+            cases: std::env::var("CORRAL_FUZZ_CASES")
+                .ok()
+                .and_then(|v| v.parse().ok())
+                .unwrap_or(2000),
+            failure_persistence: None,
+            ..proptest::prelude::ProptestConfig::default()
+        }
+    }
+
+    proptest::proptest! {
+        #![proptest_config(fuzz_config())]
+
+        /// Any bytes, split anywhere: no panic, and the handshake completes at the same
+        /// byte as when fed one byte at a time (preface length plus a whole first frame).
+        #[test]
+        fn fuzz_handshake_progress(
+            bytes in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..96),
+            cuts in proptest::collection::vec(0usize..96, 0..6),
+        ) {
+            let mut one_by_one = HandshakeProgress::default();
+            let expected = bytes.iter().position(|b| one_by_one.feed(&[*b]));
+            if let Some(at) = expected {
+                let length = usize::from(bytes[24]) << 16 | usize::from(bytes[25]) << 8
+                    | usize::from(bytes[26]);
+                proptest::prop_assert_eq!(at + 1, 33 + length);
+            }
+            let mut cuts: Vec<usize> = cuts.into_iter().filter(|c| *c <= bytes.len()).collect();
+            cuts.push(bytes.len());
+            cuts.sort_unstable();
+            let mut progress = HandshakeProgress::default();
+            let mut start = 0;
+            let mut done_at = None;
+            for cut in cuts {
+                if progress.feed(&bytes[start..cut]) && done_at.is_none() {
+                    done_at = Some(cut);
+                }
+                start = cut;
+            }
+            // Done in the piece that holds the completing byte.
+            proptest::prop_assert_eq!(done_at.is_some(), expected.is_some());
+            if let (Some(cut), Some(at)) = (done_at, expected) {
+                proptest::prop_assert!(cut > at);
+            }
+        }
+    }
+
+    #[test]
+    fn silence_or_a_preface_alone_is_not_a_handshake() {
+        let mut progress = HandshakeProgress::default();
+        assert!(!progress.feed(&[]));
+        assert!(!progress.feed(PREFACE));
+        assert!(!progress.feed(&[0, 0, 6, 0x4, 0, 0, 0, 0, 0, 1, 2]));
     }
 }

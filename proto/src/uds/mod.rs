@@ -12,6 +12,12 @@
 //!   then waits at most a grace period for in-flight calls, and removes the socket file it
 //!   created (and only that file: a socket re-created at the same path by someone else
 //!   stays).
+//! - Every served socket bounds its connections ([`ServeOptions`], [`serve_with`]; [`serve`]
+//!   uses the defaults): a client must complete the HTTP/2 handshake within
+//!   [`DEFAULT_HANDSHAKE_TIMEOUT`], at most [`DEFAULT_MAX_CONNECTIONS`] connections are open
+//!   at once (more are closed at once), and accept errors such as EMFILE are logged by name
+//!   and backed off from, so half-open or surplus connections never exhaust the process's
+//!   file descriptors or stall other clients.
 //! - [`connect`] dials a socket path with a deadline and returns a tonic [`Channel`]. Requests
 //!   carry `localhost` as HTTP/2 `:authority`, as the kubelet's clients do.
 //! - [`peer_credentials`] reads the caller's pid/uid/gid inside a handler.
@@ -48,6 +54,7 @@ mod authority;
 mod client;
 mod connection;
 mod error;
+mod incoming;
 mod peer;
 mod server;
 
@@ -55,7 +62,10 @@ pub use client::connect;
 pub use connection::UdsConnection;
 pub use error::UdsError;
 pub use peer::{PeerCredentials, peer_credentials};
-pub use server::{SocketOptions, UdsListener, serve};
+pub use server::{
+    DEFAULT_HANDSHAKE_TIMEOUT, DEFAULT_MAX_CONNECTIONS, DEFAULT_SHUTDOWN_GRACE, ServeOptions,
+    SocketOptions, UdsListener, serve, serve_with,
+};
 
 #[doc(no_inline)]
 pub use tonic::transport::{Channel, server::Router};

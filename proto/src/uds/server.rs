@@ -7,11 +7,10 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use tokio::net::UnixListener;
-use tokio_stream::StreamExt;
-use tokio_stream::wrappers::UnixListenerStream;
 use tonic::transport::server::Router;
 
-use super::{UdsConnection, UdsError};
+use super::UdsError;
+use super::incoming::Incoming;
 
 /// File modes for a served socket.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -29,6 +28,45 @@ impl Default for SocketOptions {
         Self {
             dir_mode: 0o700,
             socket_mode: 0o600,
+        }
+    }
+}
+
+/// Default [`ServeOptions::handshake_timeout`]: a local client sends the HTTP/2 preface and
+/// SETTINGS as soon as it connects; 10 s leaves room for a loaded node.
+pub const DEFAULT_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Default [`ServeOptions::max_connections`]: far more than the clients of one kubelet
+/// socket, and few enough that three or four served sockets stay well inside the default
+/// open-file limit of 1024.
+pub const DEFAULT_MAX_CONNECTIONS: usize = 128;
+
+/// Default [`ServeOptions::grace`].
+pub const DEFAULT_SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
+
+/// How [`serve_with`] treats the connections of one listening socket.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ServeOptions {
+    /// On shutdown, how long in-flight calls may take to finish (default
+    /// [`DEFAULT_SHUTDOWN_GRACE`]).
+    pub grace: Duration,
+    /// A connection whose client has not sent the HTTP/2 connection preface and its first
+    /// frame (SETTINGS) this long after it was accepted is closed, so half-open connections
+    /// do not hold file descriptors and places under the cap. `None`: no deadline. Default
+    /// [`DEFAULT_HANDSHAKE_TIMEOUT`].
+    pub handshake_timeout: Option<Duration>,
+    /// At most this many connections are open at once; a connection accepted beyond it is
+    /// closed at once (logged at most once per 10 s, with a count). Default
+    /// [`DEFAULT_MAX_CONNECTIONS`]; `usize::MAX` for no cap.
+    pub max_connections: usize,
+}
+
+impl Default for ServeOptions {
+    fn default() -> Self {
+        Self {
+            grace: DEFAULT_SHUTDOWN_GRACE,
+            handshake_timeout: Some(DEFAULT_HANDSHAKE_TIMEOUT),
+            max_connections: DEFAULT_MAX_CONNECTIONS,
         }
     }
 }
@@ -82,7 +120,8 @@ impl UdsListener {
     }
 }
 
-/// Serve `router` on `listener` until `shutdown` completes.
+/// Serve `router` on `listener` until `shutdown` completes, with the default connection
+/// limits ([`ServeOptions::default`]) and the shutdown grace period `grace`.
 ///
 /// On shutdown the listener stops accepting, in-flight calls get at most `grace` to finish
 /// (server streams should end on their own when the server shuts down; the grace period is
@@ -93,9 +132,36 @@ pub async fn serve(
     shutdown: impl Future<Output = ()>,
     grace: Duration,
 ) -> Result<(), UdsError> {
+    let options = ServeOptions {
+        grace,
+        ..ServeOptions::default()
+    };
+    serve_with(router, listener, shutdown, options).await
+}
+
+/// Serve `router` on `listener` until `shutdown` completes, with `options`' limits:
+///
+/// - a connection whose client does not complete the HTTP/2 handshake (preface and
+///   SETTINGS) within [`ServeOptions::handshake_timeout`] is closed;
+/// - at most [`ServeOptions::max_connections`] connections are open at once; one accepted
+///   beyond that is closed at once;
+/// - when accepting fails (e.g. EMFILE: the process is out of file descriptors), the error
+///   is logged naming its cause and accepting is retried after a delay that doubles from
+///   10 ms up to 1 s, never in a busy loop.
+///
+/// Refused connections, handshake timeouts and accept errors are each logged (`tracing`)
+/// at most once per 10 s per socket, with the number not logged in between.
+///
+/// Shutdown is as for [`serve`], with [`ServeOptions::grace`].
+pub async fn serve_with(
+    router: Router,
+    listener: UdsListener,
+    shutdown: impl Future<Output = ()>,
+    options: ServeOptions,
+) -> Result<(), UdsError> {
     let UdsListener { listener, file } = listener;
-    let incoming =
-        UnixListenerStream::new(listener).map(|accepted| accepted.map(UdsConnection::new));
+    let grace = options.grace;
+    let incoming = Incoming::new(listener, file.path.clone(), &options);
     let (stop_tx, mut stop_rx) = tokio::sync::watch::channel(false);
     let server = router.serve_with_incoming_shutdown(incoming, async move {
         // An error means the sender is gone, which only happens when serving has ended.
