@@ -30,7 +30,7 @@ fn json(topology: &CpuTopology) -> Result<String> {
         .context("the topology document is not an object")?;
     object.insert(
         "numa_nodes".into(),
-        serde_json::json!(topology.numa_nodes()),
+        serde_json::json!(topology.numa_ids().os_ids()),
     );
     object.insert(
         "counts".into(),
@@ -48,6 +48,7 @@ fn json(topology: &CpuTopology) -> Result<String> {
 /// A table for people: a summary, then one line per NUMA node, then the distance matrix.
 fn table(topology: &CpuTopology) -> String {
     let details = topology.details();
+    let os_id = |bit: usize| topology.numa_ids().os_id(bit).unwrap_or(bit);
     let mut out = String::new();
     let _ = writeln!(
         out,
@@ -80,7 +81,7 @@ fn table(topology: &CpuTopology) -> String {
         let _ = writeln!(
             out,
             "{:<6} {:<8} {:<8} {:<10} {}",
-            node,
+            os_id(node),
             sockets.to_string(),
             cores.len(),
             uncores.to_string(),
@@ -94,12 +95,12 @@ fn table(topology: &CpuTopology) -> String {
     if topology.has_numa_distances() {
         let nodes = topology.numa_nodes();
         let _ = write!(out, "\nDISTANCES");
-        for to in nodes {
-            let _ = write!(out, " {to:>4}");
+        for &to in nodes {
+            let _ = write!(out, " {:>4}", os_id(to));
         }
         out.push('\n');
         for &from in nodes {
-            let _ = write!(out, "{from:<9}");
+            let _ = write!(out, "{:<9}", os_id(from));
             for &to in nodes {
                 match topology.numa_distance(from, to) {
                     Some(d) => {

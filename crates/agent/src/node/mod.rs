@@ -24,7 +24,7 @@ use corral_cpumgr::{CheckpointBackend, ContainerMap, ContainerRuntime, CpuManage
 use corral_devicemgr::{DeviceManager, DeviceManagerConfig, StartOptions};
 use corral_dra::{PluginRegistry, PodClaims, RegistryConfig, ResourceClaim};
 use corral_topology::topologymanager::{TopologyHint, TopologyManager, UNEXPECTED_ADMISSION_ERROR};
-use corral_topology::{CpuSet, CpuTopology, NumaMask, Pod};
+use corral_topology::{CpuSet, CpuTopology, NumaIds, NumaMask, Pod};
 use k8s_openapi::api::core::v1::Pod as K8sPod;
 use k8s_openapi::api::resource::v1::ResourceClaim as K8sResourceClaim;
 
@@ -105,6 +105,8 @@ pub(crate) struct Node {
     dra: DraManager,
     registry: Arc<PluginRegistry>,
     pods: Arc<PodBook>,
+    /// NUMA node ids ↔ mask bits (identity unless a node id is above 63).
+    numa_ids: NumaIds,
     state_dir: std::path::PathBuf,
     limits: PodLimits,
     /// One decision at a time (hints, merge, CPU and device choice); handed back while
@@ -213,14 +215,8 @@ impl Node {
             containers.clone(),
         )
         .context("starting the CPU manager")?;
-        let mut device_config = DeviceManagerConfig::new(
-            layout.device_plugins_dir(),
-            topology
-                .numa_nodes_for_manager()
-                .iter()
-                .map(|n| n.id)
-                .collect(),
-        );
+        let mut device_config =
+            DeviceManagerConfig::for_topology(layout.device_plugins_dir(), topology);
         device_config.endpoint_stop_grace = config.device_plugin_grace_period;
         device_config.registration_wait = config.plugin_wait_timeout;
         let devices =
@@ -238,7 +234,9 @@ impl Node {
             for (name, affinity) in &admitted.record.affinities {
                 let numa = match &affinity.numa {
                     Some(ids) => Some(
-                        NumaMask::new(ids.iter().copied())
+                        topology
+                            .numa_ids()
+                            .mask_of(ids.iter().copied())
                             .with_context(|| format!("pod {}: NUMA affinity", admitted.pod.uid))?,
                     ),
                     None => None,
@@ -265,6 +263,7 @@ impl Node {
             dra,
             registry,
             pods,
+            numa_ids: topology.numa_ids().clone(),
             state_dir: state_dir.to_path_buf(),
             limits: config.pod_limits,
             decisions,
@@ -308,6 +307,14 @@ impl Node {
     /// The device manager.
     pub(crate) fn devices(&self) -> &Arc<DeviceManager> {
         &self.devices
+    }
+
+    /// The machine's NUMA node ids of a mask's bits (the managers' masks use dense bits when
+    /// a node id is above 63; everything corral reports uses the real ids).
+    pub(crate) fn os_numa_ids(&self, mask: NumaMask) -> Vec<usize> {
+        mask.iter()
+            .map(|bit| self.numa_ids.os_id(bit).unwrap_or(bit))
+            .collect()
     }
 
     /// The CPU manager.
@@ -423,7 +430,7 @@ impl Node {
         let mut holdings = BTreeMap::new();
         for (kind, c) in pod.all_containers() {
             let hint = self.topology.affinity(&pod.uid, &c.name);
-            let numa = hint.numa_affinity.map(|mask| mask.iter().collect());
+            let numa = hint.numa_affinity.map(|mask| self.os_numa_ids(mask));
             affinities.insert(
                 c.name.clone(),
                 Affinity {

@@ -299,3 +299,34 @@ async fn a_plugin_stuck_in_allocate_delays_only_the_pods_that_ask_for_its_resour
         }
     }
 }
+
+/// A machine whose NUMA node ids reach 73 (`48amd64-4pa2n6c-sparse`, nodes 0-2, 33-34, 45,
+/// 72-73): the agent runs there, reports real ids and restores them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sparse_numa_ids_above_63_are_admitted_reported_and_restored_as_real_ids() {
+    let dir = tempfile::tempdir().unwrap();
+    let topology = fixture("48amd64-4pa2n6c-sparse");
+    let config = config(dir.path(), "single-numa-node", &[]);
+    let node = open(&config, &topology).await;
+    // Fill nodes 0, 1, 2, 33, 34 and 45 (6 CPUs each; CPU 0 is reserved).
+    let mut seen = std::collections::BTreeSet::new();
+    for (i, cpus) in [5, 6, 6, 6, 6, 6, 6].into_iter().enumerate() {
+        let view = admitted(&node, pod(&format!("p{i}"), &[cpus])).await;
+        let numa = &view.containers[0].numa_affinity;
+        assert_eq!(numa.len(), 1, "{view:?}");
+        seen.insert(numa[0]);
+    }
+    assert_eq!(
+        seen.into_iter().collect::<Vec<_>>(),
+        [0, 1, 2, 33, 34, 45, 72],
+        "real node ids, in upstream's order"
+    );
+    let file = std::fs::read_to_string(node.pods().file_of("p6")).unwrap();
+    assert!(file.contains(r#""numa":[72]"#), "{file}");
+    node.stop_devices().await;
+    drop(node);
+    let node = open(&config, &topology).await;
+    assert_eq!(node.view("p6").unwrap().containers[0].numa_affinity, [72]);
+    let last = admitted(&node, pod("last", &[6])).await;
+    assert_eq!(last.containers[0].numa_affinity, [73]);
+}

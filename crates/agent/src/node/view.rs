@@ -175,7 +175,7 @@ pub(super) fn pod_view(node: &Node, admitted: &AdmittedPod) -> PodView {
                 exclusive_cpus: !exclusive.is_empty(),
                 numa_affinity: affinity
                     .numa_affinity
-                    .map(|mask| mask.iter().collect())
+                    .map(|mask| node.os_numa_ids(mask))
                     .unwrap_or_default(),
                 devices: allocations
                     .into_iter()

@@ -26,7 +26,8 @@ pub(crate) async fn start(
         .topology()
         .numa_node_ids()
         .iter()
-        .map(|&id| id as i64)
+        .flat_map(|&bit| node.os_numa_ids(corral_topology::NumaMask::from_u64(1 << bit)))
+        .map(|id| id as i64)
         .collect();
     let socket = config.layout.device_plugins_dir().join("corral-demo.sock");
     let plugin = SamplePlugin::start(SampleConfig::new(DEMO_RESOURCE, socket, count, &numa))
