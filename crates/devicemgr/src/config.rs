@@ -4,11 +4,18 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
+use corral_proto::uds::ServeOptions;
 use corral_topology::{CpuTopology, NumaIds};
 
 /// Upstream's grace period before a stopped plugin's resource is dropped
 /// (`endpointStopGracePeriod`).
 pub const DEFAULT_ENDPOINT_STOP_GRACE: Duration = Duration::from_secs(5 * 60);
+
+/// Default [`DeviceManagerConfig::max_resources_per_plugin`].
+pub const DEFAULT_MAX_RESOURCES_PER_PLUGIN: usize = 16;
+
+/// Default [`DeviceManagerConfig::max_resources`].
+pub const DEFAULT_MAX_RESOURCES: usize = 256;
 
 /// Configuration of a [`crate::DeviceManager`].
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -43,6 +50,21 @@ pub struct DeviceManagerConfig {
     pub max_message_bytes: usize,
     /// How often a plugin's socket is checked for existence while its stream is open.
     pub socket_poll_interval: Duration,
+    /// Most resources one plugin may have registered at once; a plugin is its endpoint
+    /// socket (the registrations naming the same endpoint). A registration of one more is
+    /// refused with `RESOURCE_EXHAUSTED` naming this cap; re-registering a resource the
+    /// plugin has is always accepted (it replaces the old endpoint). Each registered
+    /// resource holds one connection to its plugin. Default
+    /// [`DEFAULT_MAX_RESOURCES_PER_PLUGIN`] (upstream: no cap).
+    pub max_resources_per_plugin: usize,
+    /// Most resources all plugins together may have registered at once; beyond it as
+    /// [`max_resources_per_plugin`](Self::max_resources_per_plugin). Default
+    /// [`DEFAULT_MAX_RESOURCES`] (upstream: no cap).
+    pub max_resources: usize,
+    /// Connection limits of the registration socket `kubelet.sock` (handshake timeout,
+    /// connection cap) and its shutdown grace period. Default: [`ServeOptions::default`]
+    /// with a 1 s grace period.
+    pub registration_server: ServeOptions,
 }
 
 impl DeviceManagerConfig {
@@ -66,6 +88,12 @@ impl DeviceManagerConfig {
             max_devices_per_plugin: 100_000,
             max_message_bytes: 64 << 20,
             socket_poll_interval: Duration::from_secs(1),
+            max_resources_per_plugin: DEFAULT_MAX_RESOURCES_PER_PLUGIN,
+            max_resources: DEFAULT_MAX_RESOURCES,
+            registration_server: ServeOptions {
+                grace: Duration::from_secs(1),
+                ..ServeOptions::default()
+            },
         }
     }
 

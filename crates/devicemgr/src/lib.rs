@@ -75,7 +75,10 @@ pub use allocation::{
     AffinitySplit, AllocationRequest, NODE_WITHOUT_TOPOLOGY, PreferredRequest, ToAllocate,
 };
 pub use checkpoint_state::encode_allocate_response;
-pub use config::{DEFAULT_ENDPOINT_STOP_GRACE, DeviceManagerConfig};
+pub use config::{
+    DEFAULT_ENDPOINT_STOP_GRACE, DEFAULT_MAX_RESOURCES, DEFAULT_MAX_RESOURCES_PER_PLUGIN,
+    DeviceManagerConfig,
+};
 pub use device::{Device, PluginOptions};
 pub use error::{AllocateError, DeviceManagerError, DeviceOwner, DoubleAssignment};
 pub use manager::{ActivePods, DeviceManager, PodSpecs, StartOptions};

@@ -2,8 +2,8 @@
 //! runs one client task per plugin, checkpoints after every change, and allocates with
 //! every plugin RPC outside its lock and under a deadline.
 //!
-//! **Lock order:** the live-endpoint map, then the state; neither is held across an
-//! `await`. Checkpoint writes are serialized by their own lock and take a snapshot of the
+//! **Lock order:** the live-endpoint map, then the registrations in flight, then the state;
+//! none is held across an `await`. Checkpoint writes are serialized by their own lock and take a snapshot of the
 //! state, so a slow disk never blocks admission.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -81,6 +81,9 @@ impl std::fmt::Debug for StartOptions {
 /// A connected plugin and the task consuming its stream.
 struct LiveEndpoint {
     client: PluginClient,
+    /// The endpoint's file name in the plugin directory (what identifies a plugin for
+    /// [`DeviceManagerConfig::max_resources_per_plugin`]).
+    endpoint: String,
     generation: u64,
     cancel: CancellationToken,
     /// The plugin sent at least one device list.
@@ -97,6 +100,9 @@ pub(crate) struct Shared {
     config: DeviceManagerConfig,
     state: Mutex<DeviceState>,
     live: Mutex<BTreeMap<String, LiveEndpoint>>,
+    /// Registrations being dialed: id → (resource, endpoint). They count against the caps.
+    registering: Mutex<BTreeMap<u64, (String, String)>>,
+    next_registration: AtomicU64,
     store: CheckpointStore,
     checkpoint_lock: Mutex<()>,
     /// Wakes the background checkpoint writer; repeated requests coalesce.
@@ -186,6 +192,54 @@ impl Shared {
         }
     }
 
+    /// Take a place for registering `resource` at `endpoint` under the caps on resources
+    /// per plugin and in total; registered resources and registrations in flight count,
+    /// and a resource already registered keeps its place (a re-registration replaces it).
+    /// The place is held until the returned slot is dropped; by then the resource is live
+    /// (and counted as such) or the registration failed.
+    pub(crate) fn reserve_registration(
+        self: &Arc<Self>,
+        resource: &str,
+        endpoint: &str,
+    ) -> Result<RegistrationSlot, RegistrationLimit> {
+        let live = lock(&self.live);
+        let mut registering = lock(&self.registering);
+        let mut owners: BTreeMap<&str, &str> = live
+            .iter()
+            .map(|(r, e)| (r.as_str(), e.endpoint.as_str()))
+            .collect();
+        for (r, e) in registering.values() {
+            owners.insert(r, e);
+        }
+        let before = owners.len();
+        let of_plugin = owners.values().filter(|e| **e == endpoint).count();
+        let new_to_plugin = owners.get(resource) != Some(&endpoint);
+        owners.insert(resource, endpoint);
+        let max = self.config.max_resources_per_plugin;
+        if new_to_plugin && of_plugin >= max {
+            return Err(RegistrationLimit::PerPlugin {
+                resource: resource.to_owned(),
+                endpoint: endpoint.to_owned(),
+                registered: of_plugin,
+                max,
+            });
+        }
+        let max = self.config.max_resources;
+        if owners.len() > before && before >= max {
+            return Err(RegistrationLimit::Total {
+                resource: resource.to_owned(),
+                registered: before,
+                max,
+            });
+        }
+        let id = self.next_registration.fetch_add(1, Ordering::Relaxed);
+        registering.insert(id, (resource.to_owned(), endpoint.to_owned()));
+        Ok(RegistrationSlot {
+            shared: Arc::clone(self),
+            id,
+        })
+    }
+
     /// Dial a registering plugin, read its options, make it the resource's endpoint
     /// (stopping any previous one) and start consuming its stream.
     pub(crate) async fn connect_plugin(
@@ -203,6 +257,7 @@ impl Shared {
                 resource.to_owned(),
                 LiveEndpoint {
                     client: client.clone(),
+                    endpoint: endpoint.to_owned(),
                     generation,
                     cancel: cancel.clone(),
                     listed: false,
@@ -358,6 +413,42 @@ impl Shared {
     }
 }
 
+/// A place taken under the registration caps while a plugin is dialed; given back on drop.
+pub(crate) struct RegistrationSlot {
+    shared: Arc<Shared>,
+    id: u64,
+}
+
+impl Drop for RegistrationSlot {
+    fn drop(&mut self) {
+        lock(&self.shared.registering).remove(&self.id);
+    }
+}
+
+/// A registration refused because it would pass a cap of [`DeviceManagerConfig`].
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub(crate) enum RegistrationLimit {
+    /// The plugin (endpoint) has as many resources registered as it may.
+    #[error(
+        "cannot register resource {resource:?}: plugin endpoint {endpoint:?} already has {registered} resources registered, the most one plugin may have (max_resources_per_plugin = {max})"
+    )]
+    PerPlugin {
+        resource: String,
+        endpoint: String,
+        registered: usize,
+        max: usize,
+    },
+    /// All plugins together have as many resources registered as they may.
+    #[error(
+        "cannot register resource {resource:?}: {registered} resources are registered, the most the device manager accepts (max_resources = {max})"
+    )]
+    Total {
+        resource: String,
+        registered: usize,
+        max: usize,
+    },
+}
+
 /// The device manager: registration server, plugin endpoints, allocation and checkpoint.
 ///
 /// Cloning gives another handle to the same manager.
@@ -415,6 +506,8 @@ impl DeviceManager {
                 ),
                 config,
                 live: Mutex::new(BTreeMap::new()),
+                registering: Mutex::new(BTreeMap::new()),
+                next_registration: AtomicU64::new(0),
                 store,
                 checkpoint_lock: Mutex::new(()),
                 checkpoint_wanted: tokio::sync::Notify::new(),
@@ -516,14 +609,10 @@ impl DeviceManager {
                 shared: Arc::clone(shared),
             },
         ));
+        let serve_options = shared.config.registration_server;
         shared.spawn(async move {
-            if let Err(err) = uds::serve(
-                router,
-                listener,
-                token.cancelled_owned(),
-                std::time::Duration::from_secs(1),
-            )
-            .await
+            if let Err(err) =
+                uds::serve_with(router, listener, token.cancelled_owned(), serve_options).await
             {
                 tracing::error!(%err, "device plugin registration server failed");
             }

@@ -2,7 +2,11 @@
 //! `plugin/v1beta1/server.go` `Register`): validates the request as upstream does — API
 //! version, extended resource name — and, unlike upstream, requires the endpoint to be a
 //! plain file name inside the plugin directory. A valid request connects the plugin; a
-//! re-registration replaces the resource's old endpoint.
+//! re-registration replaces the resource's old endpoint (and closes its connection). Unlike
+//! upstream, the resources one plugin (endpoint) and all plugins may register are capped
+//! ([`crate::DeviceManagerConfig::max_resources_per_plugin`],
+//! [`crate::DeviceManagerConfig::max_resources`]): one more is refused with
+//! `RESOURCE_EXHAUSTED`, so registrations cannot exhaust file descriptors.
 
 use std::sync::Arc;
 
@@ -54,6 +58,16 @@ impl Registration for RegistrationService {
                 "bad registration request from device plugin");
             return Err(status);
         }
+        // Caps on registered resources (corral; upstream has none): a place is held while
+        // the plugin is dialed, so registrations in flight count too.
+        let _slot = self
+            .shared
+            .reserve_registration(&request.resource_name, &request.endpoint)
+            .map_err(|refused| {
+                tracing::warn!(resource = %request.resource_name, endpoint = %request.endpoint,
+                    error = %refused, "device plugin registration refused");
+                Status::resource_exhausted(refused.to_string())
+            })?;
         // Counted once validated, as upstream's Register does, whether the dial succeeds.
         if let Some(observer) = self.shared.observer() {
             observer.plugin_registered(&request.resource_name);
