@@ -6,12 +6,14 @@
 //! - `cargo xtask test [ARGS…]` is the test command (Python peer set-up + `cargo test`).
 //! - `cargo xtask ci` runs everything `.ci/run` checks.
 //! - `cargo xtask conformance DIR` runs every upstream conformance vector file in `DIR`.
+//! - `cargo xtask fuzz [--cases N] [FILTER]` runs every parser's fuzz target with N inputs.
 
 mod bench;
 mod ci;
 mod codegen;
 mod conformance;
 mod dependency_rules;
+mod fuzz;
 mod python_env;
 mod run_tests;
 mod tidy;
@@ -55,6 +57,14 @@ enum Command {
         /// Only benchmarks whose id contains this.
         filter: Option<String>,
     },
+    /// Run every parser's `fuzz_*` property fuzzer in release mode with N generated inputs.
+    Fuzz {
+        /// Generated inputs per target.
+        #[arg(long, default_value_t = fuzz::DEFAULT_CASES)]
+        cases: u64,
+        /// Only targets named `fuzz_<FILTER>…`.
+        filter: Option<String>,
+    },
     /// Run every `*.json` conformance vector file in DIR, dispatching on its `suite` field.
     Conformance {
         /// Directory holding vector files (default: testdata/conformance).
@@ -89,6 +99,7 @@ fn main() -> ExitCode {
             },
         )
         .map(|()| true),
+        Command::Fuzz { cases, filter } => fuzz::run(&workspace_root(), cases, filter.as_deref()),
         Command::Conformance { dir } => {
             let dir = dir.unwrap_or_else(|| workspace_root().join("testdata/conformance"));
             conformance::run_dir(&dir).map(|report| {

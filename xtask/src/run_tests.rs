@@ -19,7 +19,7 @@ pub(crate) struct TestTotals {
 
 impl TestTotals {
     /// Add the counts of one libtest `test result: ok. 3 passed; 0 failed; …` line.
-    fn add_line(&mut self, line: &str) {
+    pub(crate) fn add_line(&mut self, line: &str) {
         let Some(rest) = line.trim().strip_prefix("test result: ") else {
             return;
         };

@@ -5,6 +5,8 @@ mod cli;
 mod commands;
 mod config;
 mod deployment_files;
+#[cfg(test)]
+mod fuzz_tests;
 mod logging;
 mod manifest;
 mod node;
