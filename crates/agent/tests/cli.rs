@@ -185,3 +185,30 @@ fn a_closed_stdout_ends_every_printing_command_quietly() {
         assert_eq!(stderr(&output), "", "{args:?}");
     }
 }
+
+/// A `cpu_manager_state` recording checksum 0 (which the kubelet accepts unverified): verify
+/// says so, with the recorded 0 and the computed value, never the computed one as the file's.
+#[test]
+fn checkpoint_verify_reports_a_recorded_zero_checksum_as_unverified() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("cpu_manager_state");
+    let text = kubelet_file("checkpoint_cpumanager.json");
+    let original: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let recorded = original["checksum"].as_u64().unwrap();
+    let zeroed = text.replace(&format!("\"checksum\":{recorded}"), "\"checksum\":0");
+    assert_ne!(zeroed, text);
+    std::fs::write(&file, zeroed).unwrap();
+    let path = file.to_str().unwrap();
+    let output = corral(&["checkpoint", "verify", path]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let out = stdout(&output);
+    assert!(
+        out.contains("checksum 0 recorded: content not verified") && out.contains("hashes to "),
+        "{out}"
+    );
+    let output = corral(&["checkpoint", "inspect", path, "-o", "json"]);
+    let doc: serde_json::Value = serde_json::from_str(&stdout(&output)).unwrap();
+    assert_eq!(doc["checksum"], 0);
+    assert!(doc["computedChecksum"].as_u64().unwrap() > 0);
+    assert_eq!(doc["verified"], false);
+}

@@ -5,7 +5,9 @@ use std::path::Path;
 use std::process::ExitCode;
 
 use anyhow::{Context, Result};
-use corral_checkpoint::{CheckpointValue, Inspected, inspect as inspect_bytes};
+use corral_checkpoint::{
+    CheckpointValue, ChecksumVerification, Inspected, inspect as inspect_bytes,
+};
 
 use crate::cli::OutputFormat;
 use crate::output::outln;
@@ -46,8 +48,9 @@ pub(crate) fn inspect(file: &Path, output: OutputFormat) -> Result<ExitCode> {
             let doc = serde_json::json!({
                 "file": file.display().to_string(),
                 "format": found.format.as_str(),
-                "checksum": found.checksum,
-                "verified": true,
+                "checksum": found.recorded_checksum,
+                "computedChecksum": found.checksum,
+                "verified": !matches!(found.verification, ChecksumVerification::NotRecorded),
                 "contents": value,
             });
             outln!("{}", serde_json::to_string_pretty(&doc)?);
@@ -59,7 +62,7 @@ pub(crate) fn inspect(file: &Path, output: OutputFormat) -> Result<ExitCode> {
                 found.format.as_str(),
                 found.format.file_name()
             );
-            outln!("checksum: {} (verified)", found.checksum);
+            outln!("checksum: {}", found.checksum_summary());
             outln!("contents:\n{}", serde_json::to_string_pretty(&value)?);
         }
     }
@@ -70,10 +73,10 @@ pub(crate) fn verify(file: &Path) -> Result<ExitCode> {
     match read(file) {
         Ok(found) => {
             outln!(
-                "{}: OK ({}, checksum {})",
+                "{}: OK ({}, {})",
                 file.display(),
                 found.format.as_str(),
-                found.checksum
+                found.checksum_summary()
             );
             Ok(ExitCode::SUCCESS)
         }
