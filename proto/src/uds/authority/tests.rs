@@ -421,10 +421,26 @@ proptest! {
         // Chunking does not change the output.
         prop_assert_eq!(out, rewrite(&input).unwrap());
     }
+}
+
+/// Fuzz targets (`cargo xtask fuzz`): `CORRAL_FUZZ_CASES` inputs each (2,000 when unset).
+fn fuzz_config() -> ProptestConfig {
+    ProptestConfig {
+        cases: std::env::var("CORRAL_FUZZ_CASES")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(2000),
+        failure_persistence: None,
+        ..ProptestConfig::default()
+    }
+}
+
+proptest! {
+    #![proptest_config(fuzz_config())]
 
     /// Arbitrary bytes after the preface never panic: they are forwarded or refused.
     #[test]
-    fn arbitrary_frames_never_panic(
+    fn fuzz_arbitrary_frames(
         body in proptest::collection::vec(any::<u8>(), 0..2048),
         chunk in 1usize..64,
     ) {
@@ -441,7 +457,7 @@ proptest! {
 
     /// Arbitrary header-frame payloads (random HPACK) never panic either.
     #[test]
-    fn arbitrary_header_blocks_never_panic(
+    fn fuzz_header_blocks(
         blocks in proptest::collection::vec(proptest::collection::vec(any::<u8>(), 0..200), 1..4),
         flags in any::<u8>(),
     ) {
