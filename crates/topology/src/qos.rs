@@ -6,7 +6,6 @@
 //! Quantities are compared as converted integers (millicores, bytes), so two quantities that
 //! differ only below a millicore or a byte compare equal here.
 
-use std::collections::BTreeMap;
 use std::fmt;
 
 use crate::pod::{Pod, ResourceList};
@@ -40,53 +39,64 @@ impl fmt::Display for QosClass {
     }
 }
 
-/// The supported QoS resources of `list` with a value above zero.
-fn qos_resources(list: &ResourceList) -> impl Iterator<Item = (&'static str, i64)> {
-    [("cpu", list.cpu_millis), ("memory", list.memory_bytes)]
-        .into_iter()
-        .filter_map(|(name, value)| value.filter(|v| *v > 0).map(|v| (name, v)))
+/// Sums of the QoS resources (`cpu`, `memory`) over the values above zero, with which of
+/// them appeared at all. Fixed arrays, no map: `qos_class` runs per container on the
+/// admission path, so it must cost a few nanoseconds per container; i128 sums cannot
+/// overflow (upstream adds arbitrary-precision quantities).
+#[derive(Default, PartialEq, Eq)]
+struct Sums {
+    value: [i128; 2],
+    present: [bool; 2],
 }
 
-fn accumulate(into: &mut BTreeMap<&'static str, i64>, list: &ResourceList) {
-    for (name, value) in qos_resources(list) {
-        *into.entry(name).or_insert(0) += value;
+impl Sums {
+    fn add(&mut self, list: &ResourceList) {
+        for (i, value) in [list.cpu_millis, list.memory_bytes].into_iter().enumerate() {
+            if let Some(v) = value.filter(|v| *v > 0) {
+                self.value[i] += i128::from(v);
+                self.present[i] = true;
+            }
+        }
     }
+
+    fn is_empty(&self) -> bool {
+        self.present == [false, false]
+    }
+}
+
+/// Whether `list` limits both `cpu` and `memory` (with values above zero).
+fn limits_both(list: &ResourceList) -> bool {
+    list.cpu_millis.is_some_and(|v| v > 0) && list.memory_bytes.is_some_and(|v| v > 0)
 }
 
 impl Pod {
     /// The QoS class (upstream `ComputePodQOS`).
     pub fn qos_class(&self) -> QosClass {
-        let mut requests = BTreeMap::new();
-        let mut limits = BTreeMap::new();
+        let mut requests = Sums::default();
+        let mut limits = Sums::default();
         let mut guaranteed = true;
         if let Some(pod_level) = &self.resources {
-            accumulate(&mut requests, &pod_level.requests);
+            requests.add(&pod_level.requests);
             if !pod_level.limits.is_empty() {
-                accumulate(&mut limits, &pod_level.limits);
-                if qos_resources(&pod_level.limits).count() < 2 {
-                    guaranteed = false;
-                }
+                limits.add(&pod_level.limits);
+                guaranteed &= limits_both(&pod_level.limits);
             }
         } else {
             for container in self.containers.iter().chain(&self.init_containers) {
-                accumulate(&mut requests, &container.resources.requests);
-                accumulate(&mut limits, &container.resources.limits);
-                if qos_resources(&container.resources.limits).count() < 2 {
-                    guaranteed = false;
-                }
+                requests.add(&container.resources.requests);
+                limits.add(&container.resources.limits);
+                guaranteed &= limits_both(&container.resources.limits);
             }
         }
         if requests.is_empty() && limits.is_empty() {
             return QosClass::BestEffort;
         }
-        if guaranteed
-            && requests
-                .iter()
-                .any(|(name, req)| limits.get(name) != Some(req))
-        {
-            guaranteed = false;
-        }
-        if guaranteed && requests.len() == limits.len() {
+        // Upstream: every request equals its limit, and as many limits as requests.
+        let equal = (0..2).all(|i| {
+            !requests.present[i] || (limits.present[i] && requests.value[i] == limits.value[i])
+        });
+        let counts = |s: &Sums| s.present.iter().filter(|p| **p).count();
+        if guaranteed && equal && counts(&requests) == counts(&limits) {
             QosClass::Guaranteed
         } else {
             QosClass::Burstable

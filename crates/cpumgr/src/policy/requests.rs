@@ -19,6 +19,12 @@ use corral_topology::{Container, Pod, QosClass};
 /// assert_eq!(guaranteed_cpus(&pod, &c), 2);
 /// ```
 pub fn guaranteed_cpus(pod: &Pod, container: &Container) -> usize {
+    // The container's own request first: the pod's QoS class walks every container, and
+    // most containers (shared pool) are settled without it, so admitting a pod stays
+    // linear in its containers.
+    if whole_cpus(QosClass::Guaranteed, container) == 0 {
+        return 0;
+    }
     whole_cpus(pod.qos_class(), container)
 }
 
