@@ -311,7 +311,14 @@ fn cpu_manager_remove() {
     backend.fail.store(true, Ordering::SeqCst);
     let err = m.remove_container("fakeID").unwrap_err();
     assert!(matches!(err, ManagerError::Persist(_)), "{err}");
-    assert!(err.to_string().contains("disk full"), "{err}");
+    // The cause is the error's source, printed once by whoever shows the chain.
+    let mut chain = err.to_string();
+    let mut source = std::error::Error::source(&err);
+    while let Some(cause) = source {
+        chain = format!("{chain}: {cause}");
+        source = cause.source();
+    }
+    assert!(chain.contains("disk full"), "{chain}");
     assert_eq!(m.state(), before);
     backend.fail.store(false, Ordering::SeqCst);
     m.remove_container("fakeID").unwrap();
