@@ -33,9 +33,13 @@ const LAYERS: &[(&str, &[&str])] = &[
 /// Every broken rule, one line each (empty when all hold).
 pub(crate) fn check(root: &Path) -> Result<Vec<String>> {
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-    let output = Command::new(cargo)
+    // Only this platform's packages: offline, cargo has the sources of what builds here, not
+    // of other platforms' dependencies (e.g. Windows console crates).
+    let host = host_triple()?;
+    let output = Command::new(&cargo)
         .current_dir(root)
         .args(["metadata", "--format-version", "1", "--offline"])
+        .args(["--filter-platform", &host])
         .output()
         .context("running cargo metadata")?;
     if !output.status.success() {
@@ -46,6 +50,20 @@ pub(crate) fn check(root: &Path) -> Result<Vec<String>> {
     }
     let metadata: Value = serde_json::from_slice(&output.stdout)?;
     Ok(violations(&metadata))
+}
+
+/// The host's target triple, from `rustc -vV`.
+fn host_triple() -> Result<String> {
+    let rustc = std::env::var("RUSTC").unwrap_or_else(|_| "rustc".into());
+    let output = Command::new(rustc)
+        .arg("-vV")
+        .output()
+        .context("running rustc -vV")?;
+    String::from_utf8_lossy(&output.stdout)
+        .lines()
+        .find_map(|line| line.strip_prefix("host: "))
+        .map(str::to_owned)
+        .context("rustc -vV names no host")
 }
 
 fn violations(metadata: &Value) -> Vec<String> {

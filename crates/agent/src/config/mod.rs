@@ -45,6 +45,8 @@ pub(crate) struct ConfigSource {
     pub(crate) plugin_wait_timeout: Option<String>,
     pub(crate) max_containers_per_pod: Option<u64>,
     pub(crate) max_manifest_bytes: Option<u64>,
+    pub(crate) max_connections_per_socket: Option<u64>,
+    pub(crate) max_resources_per_device_plugin: Option<u64>,
     /// Keys corral does not read (a full KubeletConfiguration has many): warned about.
     #[serde(flatten)]
     pub(crate) other: BTreeMap<String, serde_json::Value>,
@@ -96,7 +98,9 @@ impl ConfigSource {
             device_plugin_grace_period,
             plugin_wait_timeout,
             max_containers_per_pod,
-            max_manifest_bytes
+            max_manifest_bytes,
+            max_connections_per_socket,
+            max_resources_per_device_plugin
         );
         self
     }
@@ -231,6 +235,16 @@ impl ConfigSource {
                 PodLimits::DEFAULT.max_manifest_bytes,
             ),
         };
+        let max_connections_per_socket = errors.positive(
+            "maxConnectionsPerSocket",
+            self.max_connections_per_socket,
+            corral_proto::uds::DEFAULT_MAX_CONNECTIONS,
+        );
+        let max_resources_per_device_plugin = errors.positive(
+            "maxResourcesPerDevicePlugin",
+            self.max_resources_per_device_plugin,
+            corral_devicemgr::DEFAULT_MAX_RESOURCES_PER_PLUGIN,
+        );
         if !errors.is_empty() {
             return Err(errors);
         }
@@ -251,6 +265,8 @@ impl ConfigSource {
             device_plugin_grace_period,
             plugin_wait_timeout,
             pod_limits,
+            max_connections_per_socket,
+            max_resources_per_device_plugin,
         })
     }
 }
@@ -331,6 +347,10 @@ pub(crate) struct AgentConfig {
     pub(crate) plugin_wait_timeout: Duration,
     /// `maxContainersPerPod`, `maxManifestBytes`.
     pub(crate) pod_limits: PodLimits,
+    /// `maxConnectionsPerSocket`: concurrent connections on each socket corral serves.
+    pub(crate) max_connections_per_socket: usize,
+    /// `maxResourcesPerDevicePlugin`: resources one device plugin may register.
+    pub(crate) max_resources_per_device_plugin: usize,
 }
 
 /// One invalid value.

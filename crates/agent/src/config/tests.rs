@@ -156,3 +156,28 @@ fn unreadable_and_malformed_files_name_the_file() {
     let err = ConfigSource::from_file(&bad).unwrap_err();
     assert!(err.to_string().contains("bad.yaml"), "{err}");
 }
+
+#[test]
+fn request_and_connection_limits_are_read_and_must_be_positive() {
+    let config = ConfigSource::default().validate().unwrap();
+    assert_eq!(config.pod_limits, PodLimits::DEFAULT);
+    assert_eq!(config.max_connections_per_socket, 128);
+    assert_eq!(config.max_resources_per_device_plugin, 16);
+    let config = source(
+        "maxContainersPerPod: 8\nmaxManifestBytes: 4096\nmaxConnectionsPerSocket: 64\nmaxResourcesPerDevicePlugin: 4\n",
+    )
+    .validate()
+    .unwrap();
+    assert_eq!(config.pod_limits.max_containers, 8);
+    assert_eq!(config.pod_limits.max_manifest_bytes, 4096);
+    assert_eq!(config.max_connections_per_socket, 64);
+    assert_eq!(config.max_resources_per_device_plugin, 4);
+    let errors = source("maxContainersPerPod: 0\nmaxConnectionsPerSocket: 0\n")
+        .validate()
+        .unwrap_err()
+        .to_string();
+    assert!(
+        errors.contains("maxContainersPerPod") && errors.contains("maxConnectionsPerSocket"),
+        "{errors}"
+    );
+}

@@ -219,6 +219,8 @@ impl Node {
             DeviceManagerConfig::for_topology(layout.device_plugins_dir(), topology);
         device_config.endpoint_stop_grace = config.device_plugin_grace_period;
         device_config.registration_wait = config.plugin_wait_timeout;
+        device_config.max_resources_per_plugin = config.max_resources_per_device_plugin;
+        device_config.registration_server.max_connections = config.max_connections_per_socket;
         let devices =
             Arc::new(DeviceManager::new(device_config).context("building the device manager")?);
         let device_metrics = DevicePluginMetrics::default();
@@ -281,6 +283,9 @@ impl Node {
                 running.insert((admitted.pod.uid.clone(), name.clone()));
             }
         }
+        let specs = Arc::clone(&self.pods);
+        self.devices
+            .set_pod_specs(Arc::new(move |uid: &str| specs.get(uid).map(|a| a.pod)));
         let options = StartOptions {
             active_pods: Some(Arc::new(move || pods.active_uids())),
             sources_ready: true,

@@ -14,7 +14,7 @@ use std::time::Duration;
 use anyhow::{Context, Result};
 use corral_proto::corral::v1::agent_server::AgentServer;
 use corral_proto::podresources::v1::pod_resources_lister_server::PodResourcesListerServer;
-use corral_proto::uds::{SocketOptions, UdsListener, serve};
+use corral_proto::uds::{ServeOptions, SocketOptions, UdsListener, serve_with};
 use tokio::sync::watch;
 
 use crate::config::AgentConfig;
@@ -100,8 +100,13 @@ pub(crate) async fn run(config: AgentConfig, demo_devices: usize) -> Result<()> 
     let pod_resources = tonic::transport::Server::builder().add_service(
         PodResourcesListerServer::new(podresources::PodResourcesService::new(Arc::clone(&node))),
     );
-    let agent = tokio::spawn(serve(agent, agent_listener, stopped(), SHUTDOWN_GRACE));
-    let pod_resources = tokio::spawn(serve(pod_resources, pr_listener, stopped(), SHUTDOWN_GRACE));
+    let options = ServeOptions {
+        grace: SHUTDOWN_GRACE,
+        max_connections: config.max_connections_per_socket,
+        ..ServeOptions::default()
+    };
+    let agent = tokio::spawn(serve_with(agent, agent_listener, stopped(), options));
+    let pod_resources = tokio::spawn(serve_with(pod_resources, pr_listener, stopped(), options));
     tracing::info!(agent = %agent_socket.display(), podresources = %pr_socket.display(), "serving");
     wait_for_signal().await?;
     tracing::info!("shutting down: no new calls, finishing in-flight ones");
