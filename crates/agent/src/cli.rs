@@ -164,6 +164,11 @@ pub(crate) struct AgentTarget {
     /// The agent runs with the kubelet's standard paths.
     #[arg(long)]
     pub(crate) kubelet_layout: bool,
+    /// How long to wait for each answer of the agent (a duration like 30s or 2m, as kubectl's
+    /// flag); above the longest an admission may take (a device plugin's registration wait
+    /// and Allocate, a DRA driver's prepare), never forever.
+    #[arg(long, default_value = "2m", value_parser = crate::config::parse_go_duration)]
+    pub(crate) request_timeout: std::time::Duration,
 }
 
 /// The configuration: a file plus flags that override its keys.

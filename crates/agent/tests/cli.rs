@@ -212,3 +212,67 @@ fn checkpoint_verify_reports_a_recorded_zero_checksum_as_unverified() {
     assert!(doc["computedChecksum"].as_u64().unwrap() > 0);
     assert_eq!(doc["verified"], false);
 }
+
+/// An agent socket that accepts and never answers (a hung agent, or one whose connections
+/// are exhausted): every client command gives up at its deadline instead of hanging.
+#[test]
+fn a_silent_agent_never_makes_a_client_command_hang() {
+    use std::io::Read as _;
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(dir.path().join("corral")).unwrap();
+    let listener =
+        std::os::unix::net::UnixListener::bind(dir.path().join("corral/agent.sock")).unwrap();
+    std::thread::spawn(move || {
+        let mut held = Vec::new();
+        for mut stream in listener.incoming().flatten() {
+            let mut sink = [0u8; 1024];
+            let _ = stream.set_nonblocking(true);
+            let _ = stream.read(&mut sink);
+            held.push(stream); // read, never answer, never close
+        }
+    });
+    let root = dir.path().to_str().unwrap();
+    for args in [
+        vec!["status", "--root", root, "--request-timeout", "1s"],
+        vec![
+            "release",
+            "some-uid",
+            "--root",
+            root,
+            "--request-timeout",
+            "1s",
+        ],
+    ] {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_corral"))
+            .args(&args)
+            .env_remove("RUST_LOG")
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        let status = loop {
+            if let Some(status) = child.try_wait().unwrap() {
+                break status;
+            }
+            if std::time::Instant::now() > deadline {
+                let _ = child.kill();
+                let _ = child.wait();
+                panic!("corral {args:?} hung on a silent agent");
+            }
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        };
+        let mut err = String::new();
+        child
+            .stderr
+            .take()
+            .unwrap()
+            .read_to_string(&mut err)
+            .unwrap();
+        assert_eq!(status.code(), Some(1), "{args:?}: {err}");
+        assert!(
+            err.contains("did not answer within") || err.contains("cannot reach the agent"),
+            "{args:?}: {err}"
+        );
+    }
+}

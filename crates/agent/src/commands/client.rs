@@ -18,22 +18,19 @@ use crate::output::outln;
 
 const DIAL_TIMEOUT: Duration = Duration::from_secs(5);
 
-/// Deadline for one call to the agent: above the longest an admission may take (a device
-/// plugin's registration wait and `Allocate`, a DRA driver's prepare), never forever.
-pub(crate) const RPC_TIMEOUT: Duration = Duration::from_secs(120);
-
 /// `message` as a request that tells the agent the deadline (`grpc-timeout`).
-fn request<T>(message: T) -> tonic::Request<T> {
+fn request<T>(message: T, timeout: Duration) -> tonic::Request<T> {
     let mut request = tonic::Request::new(message);
-    request.set_timeout(RPC_TIMEOUT);
+    request.set_timeout(timeout);
     request
 }
 
-/// Wait for one call, at most [`RPC_TIMEOUT`].
+/// Wait for one call, at most `timeout` (`--request-timeout`).
 async fn answer<T>(
     call: impl Future<Output = Result<tonic::Response<T>, tonic::Status>>,
+    timeout: Duration,
 ) -> Result<T> {
-    match tokio::time::timeout(RPC_TIMEOUT, call).await {
+    match tokio::time::timeout(timeout, call).await {
         Ok(Ok(response)) => Ok(response.into_inner()),
         Ok(Err(status)) => Err(anyhow::anyhow!(
             "the agent answered {:?}: {}",
@@ -41,8 +38,7 @@ async fn answer<T>(
             status.message()
         )),
         Err(_) => Err(anyhow::anyhow!(
-            "the agent did not answer within {}s",
-            RPC_TIMEOUT.as_secs()
+            "the agent did not answer within {timeout:?} (--request-timeout)"
         )),
     }
 }
@@ -107,7 +103,8 @@ pub(crate) fn admit(
     let answers = with_client(target, async |mut client| {
         let mut answers = Vec::new();
         for message in requests {
-            answers.push(answer(client.admit(request(message))).await?);
+            let call = client.admit(request(message, target.request_timeout));
+            answers.push(answer(call, target.request_timeout).await?);
         }
         Ok(answers)
     })?;
@@ -153,10 +150,11 @@ pub(crate) fn admit(
 
 pub(crate) fn release(target: &AgentTarget, pod_uid: &str) -> Result<ExitCode> {
     with_client(target, async |mut client| {
-        answer(client.pod_removed(request(api::PodRemovedRequest {
+        let message = api::PodRemovedRequest {
             pod_uid: pod_uid.to_owned(),
-        })))
-        .await?;
+        };
+        let call = client.pod_removed(request(message, target.request_timeout));
+        answer(call, target.request_timeout).await?;
         Ok(())
     })?;
     outln!("pod {pod_uid} released");
@@ -165,9 +163,8 @@ pub(crate) fn release(target: &AgentTarget, pod_uid: &str) -> Result<ExitCode> {
 
 pub(crate) fn status(target: &AgentTarget, output: OutputFormat) -> Result<ExitCode> {
     let pods = with_client(target, async |mut client| {
-        Ok(answer(client.list_pods(request(api::ListPodsRequest {})))
-            .await?
-            .pods)
+        let call = client.list_pods(request(api::ListPodsRequest {}, target.request_timeout));
+        Ok(answer(call, target.request_timeout).await?.pods)
     })?;
     match output {
         OutputFormat::Json => {
