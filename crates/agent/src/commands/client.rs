@@ -12,7 +12,7 @@ use corral_proto::uds::Channel;
 
 use crate::cli::{AgentTarget, ConfigArgs, OutputFormat};
 use crate::commands::explain::read_manifests;
-use crate::config::{self, PodLimits};
+use crate::config::{self, GoDuration, PodLimits};
 use crate::manifest::pod_from_manifest;
 use crate::output::outln;
 
@@ -30,16 +30,30 @@ async fn answer<T>(
     call: impl Future<Output = Result<tonic::Response<T>, tonic::Status>>,
     timeout: Duration,
 ) -> Result<T> {
+    let started = std::time::Instant::now();
+    let late = || {
+        anyhow::anyhow!(
+            "the agent did not answer within {} (--request-timeout)",
+            GoDuration(timeout)
+        )
+    };
     match tokio::time::timeout(timeout, call).await {
         Ok(Ok(response)) => Ok(response.into_inner()),
+        // The channel enforces the request's `grpc-timeout` itself and may fire first
+        // (tonic: CANCELLED "Timeout expired"); a server may say DEADLINE_EXCEEDED. Both are
+        // this deadline.
+        Ok(Err(status))
+            if status.code() == tonic::Code::DeadlineExceeded
+                || (status.code() == tonic::Code::Cancelled && started.elapsed() >= timeout) =>
+        {
+            Err(late())
+        }
         Ok(Err(status)) => Err(anyhow::anyhow!(
             "the agent answered {:?}: {}",
             status.code(),
             status.message()
         )),
-        Err(_) => Err(anyhow::anyhow!(
-            "the agent did not answer within {timeout:?} (--request-timeout)"
-        )),
+        Err(_) => Err(late()),
     }
 }
 

@@ -11,13 +11,14 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use corral_topology::CpuSet;
-use corral_topology::topologymanager::ManagerConfig;
+use corral_cpumgr::{OptionsError, PolicyError};
+use corral_topology::topologymanager::{ManagerConfig, PolicyConfigError};
+use corral_topology::{CpuSet, PolicyName};
 use serde::Deserialize;
 
 use crate::cli::ConfigArgs;
 
-pub(crate) use duration::parse_go_duration;
+pub(crate) use duration::{GoDuration, parse_go_duration};
 pub(crate) use layout::Layout;
 
 /// The config file and the flags, as written (every key optional).
@@ -117,39 +118,30 @@ impl ConfigSource {
     /// Check every value; return the validated config or every problem found.
     pub(crate) fn validate(&self) -> Result<AgentConfig, ConfigErrors> {
         let mut errors = ConfigErrors::default();
-        let cpu_manager_policy = self
-            .cpu_manager_policy
-            .clone()
-            .unwrap_or_else(|| "none".into());
-        if !matches!(cpu_manager_policy.as_str(), "none" | "static") {
-            errors.push(
-                "cpuManagerPolicy",
-                &cpu_manager_policy,
-                "\"none\", \"static\"",
-            );
-        }
         let reconcile = errors.duration(
             "cpuManagerReconcilePeriod",
             self.cpu_manager_reconcile_period.as_deref(),
             Duration::from_secs(10),
         );
+        let reservation_errors = errors.0.len();
         let reserved_system_cpus = match self.reserved_system_cpus.as_deref() {
-            None | Some("") => None,
+            None | Some("") => CpuSet::new(),
             Some(text) => match text.parse::<CpuSet>() {
-                Ok(set) => Some(set),
+                Ok(set) => set,
                 Err(err) => {
                     errors.push(
                         "reservedSystemCPUs",
                         text,
                         &format!("a cpuset list like \"0-1,4\" ({err})"),
                     );
-                    None
+                    CpuSet::new()
                 }
             },
         };
         let kube_reserved_cpu = errors.reserved_cpu("kubeReserved", self.kube_reserved.as_ref());
         let system_reserved_cpu =
             errors.reserved_cpu("systemReserved", self.system_reserved.as_ref());
+        let reservation_valid = errors.0.len() == reservation_errors;
         let topology_policy = self.topology_manager_policy.as_deref().unwrap_or("none");
         let topology_scope = self
             .topology_manager_scope
@@ -167,14 +159,64 @@ impl ConfigSource {
         ) {
             Ok(config) => Some(config),
             Err(err) => {
-                errors.push(
-                    "topologyManagerPolicy/topologyManagerScope/topologyManagerPolicyOptions",
-                    &format!("{topology_policy}/{topology_scope}/{topology_options:?}"),
-                    &format!("policies none, best-effort, restricted, single-numa-node; scopes container, pod; options prefer-closest-numa-nodes, max-allowable-numa-nodes ({err})"),
-                );
+                let (key, value, accepted) = match err {
+                    PolicyConfigError::UnknownPolicy(_) => (
+                        "topologyManagerPolicy",
+                        topology_policy.to_owned(),
+                        "\"none\", \"best-effort\", \"restricted\", \"single-numa-node\"",
+                    ),
+                    PolicyConfigError::UnknownScope(_) => (
+                        "topologyManagerScope",
+                        topology_scope.to_owned(),
+                        "\"container\", \"pod\"",
+                    ),
+                    _ => (
+                        "topologyManagerPolicyOptions",
+                        options_text(topology_options),
+                        "prefer-closest-numa-nodes=true|false, max-allowable-numa-nodes=N (8 or more)",
+                    ),
+                };
+                errors.push(key, &value, &format!("{accepted} ({err})"));
                 None
             }
         };
+        // The CPU manager's configuration, checked by the CPU manager's own rules (the ones
+        // `CpuManager::new` applies at `run`, less those that need the machine).
+        let mut cpu_manager = corral_cpumgr::ManagerConfig {
+            policy: self
+                .cpu_manager_policy
+                .clone()
+                .unwrap_or_else(|| "none".into()),
+            policy_options: self.cpu_manager_policy_options.clone().unwrap_or_default(),
+            reconcile_period: reconcile,
+            // As the kubelet: `reservedSystemCPUs` replaces kubeReserved.cpu and
+            // systemReserved.cpu (the CPU manager then reserves the set's size).
+            reserved_cpu_millis: match (
+                reserved_system_cpus.is_empty(),
+                kube_reserved_cpu,
+                system_reserved_cpu,
+            ) {
+                (false, _, _) | (true, None, None) => None,
+                (true, kube, system) => Some(kube.unwrap_or(0) + system.unwrap_or(0)),
+            },
+            reserved_system_cpus,
+            topology_manager_policy: topology
+                .as_ref()
+                .map_or(PolicyName::None, |topology| topology.policy),
+        };
+        if reservation_valid {
+            errors.cpu_manager(&cpu_manager, self);
+        } else {
+            // The reservation is reported already; check the rest against a valid one.
+            errors.cpu_manager(
+                &corral_cpumgr::ManagerConfig {
+                    reserved_cpu_millis: Some(1000),
+                    reserved_system_cpus: CpuSet::new(),
+                    ..cpu_manager.clone()
+                },
+                self,
+            );
+        }
         let metrics_address = match self.metrics_address.as_deref() {
             None | Some("") => None,
             Some(text) => match text.parse::<SocketAddr>() {
@@ -251,12 +293,9 @@ impl ConfigSource {
         let (Some(topology), Some(layout)) = (topology, layout) else {
             return Err(errors);
         };
+        cpu_manager.topology_manager_policy = topology.policy;
         Ok(AgentConfig {
-            cpu_manager_policy,
-            cpu_manager_policy_options: self.cpu_manager_policy_options.clone().unwrap_or_default(),
-            cpu_manager_reconcile_period: reconcile,
-            reserved_system_cpus,
-            reserved_cpu_millis: kube_reserved_cpu + system_reserved_cpu,
+            cpu_manager,
             topology,
             container_runtime_endpoint,
             layout,
@@ -321,16 +360,12 @@ pub(crate) fn load(args: &ConfigArgs) -> Result<(AgentConfig, Vec<String>), Conf
 /// The validated configuration the agent runs with.
 #[derive(Debug, Clone)]
 pub(crate) struct AgentConfig {
-    /// `cpuManagerPolicy`: "none" or "static".
-    pub(crate) cpu_manager_policy: String,
-    /// `cpuManagerPolicyOptions`, checked by the CPU manager when it is built.
-    pub(crate) cpu_manager_policy_options: BTreeMap<String, String>,
-    /// `cpuManagerReconcilePeriod`.
-    pub(crate) cpu_manager_reconcile_period: Duration,
-    /// `reservedSystemCPUs`.
-    pub(crate) reserved_system_cpus: Option<CpuSet>,
-    /// `kubeReserved.cpu` + `systemReserved.cpu`, in millicores.
-    pub(crate) reserved_cpu_millis: i64,
+    /// The CPU manager's: `cpuManagerPolicy`, `cpuManagerPolicyOptions`,
+    /// `cpuManagerReconcilePeriod`, the CPU reservation (`reservedSystemCPUs`, else
+    /// `kubeReserved.cpu` + `systemReserved.cpu`) and the topology manager policy; passed
+    /// [`corral_cpumgr::ManagerConfig::validate`], so `CpuManager::new` can refuse it only
+    /// for the machine's reasons.
+    pub(crate) cpu_manager: corral_cpumgr::ManagerConfig,
     /// The topology manager's policy, scope and options.
     pub(crate) topology: ManagerConfig,
     /// `containerRuntimeEndpoint` (CRI socket), when CPU reconcile should push cpusets.
@@ -414,19 +449,18 @@ impl ConfigErrors {
         }
     }
 
-    fn reserved_cpu(&mut self, key: &str, value: Option<&BTreeMap<String, String>>) -> i64 {
-        let Some(cpu) = value.and_then(|map| map.get("cpu")) else {
-            return 0;
-        };
+    /// `key.cpu` in millicores, `None` when the map has no `cpu`.
+    fn reserved_cpu(&mut self, key: &str, value: Option<&BTreeMap<String, String>>) -> Option<i64> {
+        let cpu = value.and_then(|map| map.get("cpu"))?;
         match corral_topology::parse_cpu_millis(cpu) {
-            Ok(millis) if millis >= 0 => millis,
+            Ok(millis) if millis >= 0 => Some(millis),
             Ok(_) => {
                 self.push(
                     &format!("{key}.cpu"),
                     cpu,
                     "a non-negative CPU quantity like \"500m\" or \"1\"",
                 );
-                0
+                None
             }
             Err(err) => {
                 self.push(
@@ -434,10 +468,88 @@ impl ConfigErrors {
                     cpu,
                     &format!("a CPU quantity like \"500m\" or \"1\" ({err})"),
                 );
-                0
+                None
             }
         }
     }
+
+    /// The CPU manager's own check of its configuration
+    /// ([`corral_cpumgr::ManagerConfig::validate`]), its error under the key that holds
+    /// the value, with the CPU manager's message (the one `run` would stop with).
+    fn cpu_manager(&mut self, config: &corral_cpumgr::ManagerConfig, source: &ConfigSource) {
+        let Err(err) = config.validate() else {
+            return;
+        };
+        let message = error_chain(&err);
+        let cause = match &err {
+            corral_cpumgr::ManagerError::Policy { source, .. } => Some(source.as_ref()),
+            _ => None,
+        };
+        let options = || options_text(&config.policy_options);
+        let reservation = || {
+            let map = |m: Option<&BTreeMap<String, String>>| {
+                m.and_then(|m| m.get("cpu")).cloned().unwrap_or_default()
+            };
+            format!(
+                "{}/{}/{}",
+                source.reserved_system_cpus.as_deref().unwrap_or(""),
+                map(source.kube_reserved.as_ref()),
+                map(source.system_reserved.as_ref()),
+            )
+        };
+        let options_accepted = format!(
+            "with the static policy: {} set to true or false, in compatible combinations; with the none policy: no option",
+            corral_cpumgr::ALL_OPTIONS.join(", ")
+        );
+        let (key, value, accepted) = match cause {
+            Some(PolicyError::UnknownPolicy { .. }) => (
+                "cpuManagerPolicy",
+                config.policy.clone(),
+                "\"none\", \"static\"".to_owned(),
+            ),
+            Some(PolicyError::Options(OptionsError::AlignBySocketWithSingleNumaNode)) => (
+                "cpuManagerPolicyOptions/topologyManagerPolicy",
+                format!("{}/{}", options(), config.topology_manager_policy),
+                "align-by-socket with a topology manager policy other than single-numa-node"
+                    .to_owned(),
+            ),
+            Some(PolicyError::Options(_)) => ("cpuManagerPolicyOptions", options(), options_accepted),
+            Some(PolicyError::NoReservation | PolicyError::ZeroReservation) => (
+                "reservedSystemCPUs/kubeReserved.cpu/systemReserved.cpu",
+                reservation(),
+                "with the static policy, reserved CPUs: a reservedSystemCPUs set, or kubeReserved.cpu + systemReserved.cpu above zero".to_owned(),
+            ),
+            Some(PolicyError::Reservation { .. }) => (
+                "reservedSystemCPUs/kubeReserved.cpu/systemReserved.cpu",
+                reservation(),
+                "a reservedSystemCPUs set of as many CPUs as the reservation".to_owned(),
+            ),
+            _ => (
+                "cpuManagerPolicy",
+                config.policy.clone(),
+                "a configuration the CPU manager accepts".to_owned(),
+            ),
+        };
+        self.push(key, &value, &format!("{accepted} ({message})"));
+    }
+}
+
+/// Options as the kubelet's flag takes them: `name=value,name=value`.
+fn options_text(options: &BTreeMap<String, String>) -> String {
+    let pairs: Vec<String> = options.iter().map(|(k, v)| format!("{k}={v}")).collect();
+    pairs.join(",")
+}
+
+/// An error and its sources, as the agent prints errors (`anyhow`'s `{:#}`).
+fn error_chain(err: &dyn std::error::Error) -> String {
+    let mut text = err.to_string();
+    let mut source = err.source();
+    while let Some(cause) = source {
+        text.push_str(": ");
+        text.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    text
 }
 
 impl std::fmt::Display for ConfigErrors {
