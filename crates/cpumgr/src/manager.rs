@@ -61,6 +61,90 @@ impl Default for ManagerConfig {
     }
 }
 
+impl ManagerConfig {
+    /// Check everything [`CpuManager::new`] refuses without looking at the machine: the
+    /// policy name; the options (names, values, combinations; the `none` policy takes none;
+    /// `align-by-socket` not with the topology manager's `single-numa-node`); the static
+    /// policy's reservation (given, above zero, and an explicit `reserved_system_cpus` of
+    /// the reserved size). Errors are the ones [`CpuManager::new`] returns, which runs this
+    /// first: a configuration that passes can still be refused there only for the machine
+    /// (too few CPUs, an unknown reserved CPU, `align-by-socket` on more sockets than NUMA
+    /// nodes).
+    ///
+    /// ```
+    /// use std::collections::BTreeMap;
+    /// use corral_cpumgr::ManagerConfig;
+    ///
+    /// let config = ManagerConfig {
+    ///     policy: "static".into(),
+    ///     policy_options: BTreeMap::from([("bogus".into(), "true".into())]),
+    ///     reserved_cpu_millis: Some(1000),
+    ///     ..ManagerConfig::default()
+    /// };
+    /// let err = config.validate().unwrap_err();
+    /// let cause = std::error::Error::source(&err).unwrap();
+    /// assert_eq!(cause.to_string(), "unknown CPU Manager Policy option: \"bogus\"");
+    /// ```
+    pub fn validate(&self) -> Result<(), ManagerError> {
+        self.checked_policy().map(|_| ())
+    }
+
+    /// The policy to build, once [`validate`](Self::validate)'s checks passed.
+    fn checked_policy(&self) -> Result<CheckedPolicy, ManagerError> {
+        let wrap = |source| ManagerError::Policy {
+            policy: self.policy.clone(),
+            source: Box::new(source),
+        };
+        match self.policy.as_str() {
+            "none" => {
+                NonePolicy::new(&self.policy_options).map_err(|e| wrap(e.into()))?;
+                Ok(CheckedPolicy::None)
+            }
+            "static" => {
+                let millis = match self.reserved_cpu_millis {
+                    Some(m) => m,
+                    None if !self.reserved_system_cpus.is_empty() => {
+                        self.reserved_system_cpus.len() as i64 * 1000
+                    }
+                    None => return Err(wrap(PolicyError::NoReservation)),
+                };
+                if millis <= 0 {
+                    return Err(wrap(PolicyError::ZeroReservation));
+                }
+                let num_reserved = usize::try_from((millis + 999) / 1000).unwrap_or(usize::MAX);
+                let options = StaticPolicyOptions::from_map(&self.policy_options)
+                    .map_err(|e| wrap(e.into()))?;
+                options
+                    .validate_policy(self.topology_manager_policy)
+                    .map_err(|e| wrap(e.into()))?;
+                let explicit = &self.reserved_system_cpus;
+                if !explicit.is_empty() && explicit.len() != num_reserved {
+                    return Err(wrap(PolicyError::Reservation {
+                        reserved: explicit.to_string(),
+                        wanted: num_reserved,
+                    }));
+                }
+                Ok(CheckedPolicy::Static {
+                    num_reserved,
+                    options,
+                })
+            }
+            other => Err(wrap(PolicyError::UnknownPolicy {
+                name: other.to_owned(),
+            })),
+        }
+    }
+}
+
+/// A policy [`ManagerConfig::checked_policy`] accepted, still to be built on the machine.
+enum CheckedPolicy {
+    None,
+    Static {
+        num_reserved: usize,
+        options: StaticPolicyOptions,
+    },
+}
+
 /// Why a manager operation failed.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
@@ -212,47 +296,28 @@ impl std::fmt::Debug for CpuManager {
 }
 
 impl CpuManager {
-    /// Upstream `NewManager`: create the policy from the configuration.
+    /// Upstream `NewManager`: create the policy from the configuration
+    /// ([`ManagerConfig::validate`]'s checks, then the machine's).
     pub fn new(config: &ManagerConfig, topology: &CpuTopology) -> Result<CpuManager, ManagerError> {
         let index = Arc::new(TopologyIndex::new(topology));
-        let wrap = |source| ManagerError::Policy {
-            policy: config.policy.clone(),
-            source: Box::new(source),
-        };
-        let policy: Box<dyn Policy> = match config.policy.as_str() {
-            "none" => {
-                Box::new(NonePolicy::new(&config.policy_options).map_err(|e| wrap(e.into()))?)
-            }
-            "static" => {
-                let millis = match config.reserved_cpu_millis {
-                    Some(m) => m,
-                    None if !config.reserved_system_cpus.is_empty() => {
-                        config.reserved_system_cpus.len() as i64 * 1000
-                    }
-                    None => return Err(wrap(PolicyError::NoReservation)),
-                };
-                if millis <= 0 {
-                    return Err(wrap(PolicyError::ZeroReservation));
-                }
-                let num_reserved = usize::try_from((millis + 999) / 1000).unwrap_or(usize::MAX);
-                let options = StaticPolicyOptions::from_map(&config.policy_options)
-                    .map_err(|e| wrap(e.into()))?;
-                Box::new(
-                    StaticPolicy::new(
-                        Arc::clone(&index),
-                        num_reserved,
-                        &config.reserved_system_cpus,
-                        options,
-                        config.topology_manager_policy,
-                    )
-                    .map_err(wrap)?,
+        let policy: Box<dyn Policy> = match config.checked_policy()? {
+            CheckedPolicy::None => Box::new(NonePolicy),
+            CheckedPolicy::Static {
+                num_reserved,
+                options,
+            } => Box::new(
+                StaticPolicy::new(
+                    Arc::clone(&index),
+                    num_reserved,
+                    &config.reserved_system_cpus,
+                    options,
+                    config.topology_manager_policy,
                 )
-            }
-            other => {
-                return Err(wrap(PolicyError::UnknownPolicy {
-                    name: other.to_owned(),
-                }));
-            }
+                .map_err(|source| ManagerError::Policy {
+                    policy: config.policy.clone(),
+                    source: Box::new(source),
+                })?,
+            ),
         };
         Ok(CpuManager::with_policy(
             index,

@@ -201,19 +201,26 @@ impl StaticPolicyOptions {
     }
 
     /// Check the options against the machine and the topology manager policy (upstream
-    /// `ValidateStaticPolicyOptions`).
+    /// `ValidateStaticPolicyOptions`): [`validate_policy`](Self::validate_policy), then the
+    /// machine's counts.
     pub fn validate(
         &self,
         counts: TopologyCounts,
         topology_manager_policy: PolicyName,
     ) -> Result<(), OptionsError> {
-        if self.align_by_socket {
-            if topology_manager_policy == PolicyName::SingleNumaNode {
-                return Err(OptionsError::AlignBySocketWithSingleNumaNode);
-            }
-            if counts.num_sockets > counts.num_numa_nodes {
-                return Err(OptionsError::AlignBySocketHardware);
-            }
+        self.validate_policy(topology_manager_policy)?;
+        if self.align_by_socket && counts.num_sockets > counts.num_numa_nodes {
+            return Err(OptionsError::AlignBySocketHardware);
+        }
+        Ok(())
+    }
+
+    /// The part of [`validate`](Self::validate) that needs no machine: the options against
+    /// the topology manager policy (`align-by-socket` is refused with `single-numa-node`).
+    /// A configuration check runs this before any machine is at hand.
+    pub fn validate_policy(&self, topology_manager_policy: PolicyName) -> Result<(), OptionsError> {
+        if self.align_by_socket && topology_manager_policy == PolicyName::SingleNumaNode {
+            return Err(OptionsError::AlignBySocketWithSingleNumaNode);
         }
         Ok(())
     }

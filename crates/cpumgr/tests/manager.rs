@@ -302,6 +302,150 @@ fn configuration_errors() {
     assert_eq!(m.allocatable_cpus().to_string(), "1-3,5-7");
 }
 
+/// An error and its sources, as `anyhow`'s `{:#}` prints them.
+fn chain(err: &dyn std::error::Error) -> String {
+    let mut text = err.to_string();
+    let mut source = err.source();
+    while let Some(cause) = source {
+        text.push_str(": ");
+        text.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    text
+}
+
+/// `ManagerConfig::validate` (what a configuration check runs before any machine is at hand)
+/// refuses exactly what `CpuManager::new` refuses on a machine that fits, with the same error.
+#[test]
+fn validate_refuses_what_new_refuses_without_the_machine() {
+    use corral_topology::PolicyName;
+    let options = |pairs: &[(&str, &str)]| -> BTreeMap<String, String> {
+        pairs
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect()
+    };
+    let explicit = |list: &str| list.parse::<CpuSet>().unwrap();
+    let cases: Vec<(ManagerConfig, Option<&str>)> = vec![
+        (ManagerConfig::default(), None),
+        (static_config(), None),
+        (
+            ManagerConfig {
+                policy_options: options(&[("full-pcpus-only", "true")]),
+                ..static_config()
+            },
+            None,
+        ),
+        (
+            ManagerConfig {
+                policy_options: options(&[("bogus", "true")]),
+                ..static_config()
+            },
+            Some("unknown CPU Manager Policy option: \"bogus\""),
+        ),
+        (
+            ManagerConfig {
+                policy_options: options(&[("full-pcpus-only", "yes")]),
+                ..static_config()
+            },
+            Some("parsing \"yes\": invalid syntax"),
+        ),
+        (
+            ManagerConfig {
+                policy_options: options(&[
+                    ("full-pcpus-only", "true"),
+                    ("distribute-cpus-across-cores", "true"),
+                ]),
+                ..static_config()
+            },
+            Some("can not be used at the same time"),
+        ),
+        (
+            ManagerConfig {
+                policy_options: options(&[("full-pcpus-only", "true")]),
+                ..ManagerConfig::default()
+            },
+            Some("None policy: received unsupported options=map[full-pcpus-only:true]"),
+        ),
+        (
+            ManagerConfig {
+                policy_options: options(&[("align-by-socket", "true")]),
+                topology_manager_policy: PolicyName::SingleNumaNode,
+                ..static_config()
+            },
+            Some("incompatible with CPUManager align-by-socket"),
+        ),
+        (
+            ManagerConfig {
+                policy_options: options(&[("align-by-socket", "true")]),
+                topology_manager_policy: PolicyName::Restricted,
+                ..static_config()
+            },
+            None,
+        ),
+        (
+            ManagerConfig {
+                reserved_cpu_millis: None,
+                ..static_config()
+            },
+            Some("unable to determine reserved CPU resources"),
+        ),
+        (
+            ManagerConfig {
+                reserved_cpu_millis: Some(0),
+                ..static_config()
+            },
+            Some("to be greater than zero"),
+        ),
+        (
+            ManagerConfig {
+                reserved_cpu_millis: None,
+                reserved_system_cpus: explicit("0,4"),
+                ..static_config()
+            },
+            None,
+        ),
+        (
+            ManagerConfig {
+                reserved_cpu_millis: Some(1000),
+                reserved_system_cpus: explicit("0,4"),
+                ..static_config()
+            },
+            Some("size of 0,4 did not equal 1"),
+        ),
+        (
+            ManagerConfig {
+                policy: "dynamic".into(),
+                ..ManagerConfig::default()
+            },
+            Some("unknown policy: \"dynamic\""),
+        ),
+    ];
+    for (config, refused) in cases {
+        let checked = config.validate();
+        let built = CpuManager::new(&config, &topology());
+        match refused {
+            None => {
+                assert!(checked.is_ok(), "{config:?}: {:?}", checked.err());
+                assert!(built.is_ok(), "{config:?}: {:?}", built.err());
+            }
+            Some(message) => {
+                let checked = chain(&checked.expect_err("validate accepted it"));
+                let built = chain(&built.expect_err("new accepted it"));
+                assert_eq!(checked, built, "{config:?}");
+                assert!(checked.contains(message), "{config:?}: {checked}");
+            }
+        }
+    }
+    // The machine's own reasons are new's alone: 9 reserved CPUs on an 8-CPU machine.
+    let too_many = ManagerConfig {
+        reserved_cpu_millis: Some(9000),
+        ..static_config()
+    };
+    assert!(too_many.validate().is_ok());
+    assert!(CpuManager::new(&too_many, &topology()).is_err());
+}
+
 fn running(name: &str, id: &str) -> ContainerStatus {
     ContainerStatus {
         name: name.into(),
