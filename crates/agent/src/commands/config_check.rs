@@ -15,28 +15,37 @@ pub(crate) fn run(args: &ConfigArgs) -> Result<ExitCode> {
                 eprintln!("corral: warning: config key {key:?} is not read by corral");
             }
             outln!("configuration is valid");
+            let cpu = &config.cpu_manager;
+            outln!("  cpuManagerPolicy:           {}", cpu.policy);
             outln!(
-                "  cpuManagerPolicy:           {}",
-                config.cpu_manager_policy
+                "  cpuManagerPolicyOptions:    {}",
+                if cpu.policy_options.is_empty() {
+                    "-".to_owned()
+                } else {
+                    cpu.policy_options
+                        .iter()
+                        .map(|(k, v)| format!("{k}={v}"))
+                        .collect::<Vec<_>>()
+                        .join(",")
+                }
             );
-            outln!(
-                "  cpuManagerPolicyOptions:    {:?}",
-                config.cpu_manager_policy_options
-            );
-            outln!(
-                "  cpuManagerReconcilePeriod:  {:?}",
-                config.cpu_manager_reconcile_period
-            );
+            outln!("  cpuManagerReconcilePeriod:  {:?}", cpu.reconcile_period);
             outln!(
                 "  reservedSystemCPUs:         {}",
-                config
-                    .reserved_system_cpus
-                    .map(|s| s.to_string())
-                    .unwrap_or_else(|| "-".into())
+                if cpu.reserved_system_cpus.is_empty() {
+                    "-".to_owned()
+                } else {
+                    cpu.reserved_system_cpus.to_string()
+                }
             );
             outln!(
-                "  reserved CPU (kube+system): {}m",
-                config.reserved_cpu_millis
+                "  reserved CPU (kube+system): {}",
+                match cpu.reserved_cpu_millis {
+                    Some(millis) => format!("{millis}m"),
+                    None if !cpu.reserved_system_cpus.is_empty() =>
+                        "- (the reservedSystemCPUs set)".to_owned(),
+                    None => "-".to_owned(),
+                }
             );
             outln!("  topologyManagerPolicy:      {}", config.topology.policy);
             outln!("  topologyManagerScope:       {}", config.topology.scope);

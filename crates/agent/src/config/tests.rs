@@ -9,8 +9,8 @@ fn source(yaml: &str) -> ConfigSource {
 #[test]
 fn defaults_match_the_kubelets() {
     let config = ConfigSource::default().validate().unwrap();
-    assert_eq!(config.cpu_manager_policy, "none");
-    assert_eq!(config.cpu_manager_reconcile_period, Duration::from_secs(10));
+    assert_eq!(config.cpu_manager.policy, "none");
+    assert_eq!(config.cpu_manager.reconcile_period, Duration::from_secs(10));
     assert_eq!(config.topology.policy.to_string(), "none");
     assert_eq!(config.topology.scope.to_string(), "container");
     assert_eq!(config.layout.root(), Path::new(".corral"));
@@ -45,11 +45,14 @@ evictionHard:
     );
     assert_eq!(source_unknown(&config), vec!["evictionHard"]);
     let config = config.validate().unwrap();
-    assert_eq!(config.cpu_manager_policy, "static");
-    assert_eq!(config.cpu_manager_policy_options["full-pcpus-only"], "true");
-    assert_eq!(config.cpu_manager_reconcile_period, Duration::from_secs(5));
-    assert_eq!(config.reserved_system_cpus.unwrap().to_string(), "0-1");
-    assert_eq!(config.reserved_cpu_millis, 1500);
+    let cpu = &config.cpu_manager;
+    assert_eq!(cpu.policy, "static");
+    assert_eq!(cpu.policy_options["full-pcpus-only"], "true");
+    assert_eq!(cpu.reconcile_period, Duration::from_secs(5));
+    assert_eq!(cpu.reserved_system_cpus.to_string(), "0-1");
+    // As the kubelet: reservedSystemCPUs replaces kubeReserved.cpu + systemReserved.cpu.
+    assert_eq!(cpu.reserved_cpu_millis, None);
+    assert_eq!(cpu.topology_manager_policy.to_string(), "single-numa-node");
     assert_eq!(config.topology.scope.to_string(), "pod");
     assert_eq!(
         config.container_runtime_endpoint.as_deref(),
@@ -63,21 +66,25 @@ fn source_unknown(source: &ConfigSource) -> Vec<&str> {
 
 #[test]
 fn json_files_work_too() {
-    let config = source(r#"{"cpuManagerPolicy": "static", "topologyManagerPolicy": "restricted"}"#)
+    let config = source(
+        r#"{"cpuManagerPolicy": "static", "reservedSystemCPUs": "0", "topologyManagerPolicy": "restricted"}"#,
+    )
         .validate()
         .unwrap();
-    assert_eq!(config.cpu_manager_policy, "static");
+    assert_eq!(config.cpu_manager.policy, "static");
 }
 
 #[test]
 fn flags_override_the_file() {
-    let file = source("cpuManagerPolicy: static\ntopologyManagerPolicy: restricted\n");
+    let file = source(
+        "cpuManagerPolicy: static\nkubeReserved: {cpu: 1}\ntopologyManagerPolicy: restricted\n",
+    );
     let flags = ConfigSource {
         topology_manager_policy: Some("best-effort".into()),
         ..ConfigSource::default()
     };
     let config = file.overlay(flags).validate().unwrap();
-    assert_eq!(config.cpu_manager_policy, "static");
+    assert_eq!(config.cpu_manager.policy, "static");
     assert_eq!(config.topology.policy.to_string(), "best-effort");
 }
 
@@ -100,11 +107,11 @@ containerRuntimeEndpoint: relative.sock
     assert_eq!(
         keys,
         vec![
-            "cpuManagerPolicy",
             "cpuManagerReconcilePeriod",
             "reservedSystemCPUs",
             "kubeReserved.cpu",
-            "topologyManagerPolicy/topologyManagerScope/topologyManagerPolicyOptions",
+            "topologyManagerPolicy",
+            "cpuManagerPolicy",
             "metricsAddress",
             "containerRuntimeEndpoint",
         ]
@@ -180,4 +187,93 @@ fn request_and_connection_limits_are_read_and_must_be_positive() {
         errors.contains("maxContainersPerPod") && errors.contains("maxConnectionsPerSocket"),
         "{errors}"
     );
+}
+
+/// The CPU manager's own rules run in validation: options (names, values, combinations,
+/// against the policies) and the static policy's reservation, each under the key that holds
+/// the value, with the CPU manager's message.
+#[test]
+fn cpu_manager_options_and_reservation_are_validated() {
+    let refused = |yaml: &str| -> Vec<(String, String)> {
+        source(yaml)
+            .validate()
+            .unwrap_err()
+            .0
+            .into_iter()
+            .map(|e| (e.key, e.accepted))
+            .collect()
+    };
+    let one = |yaml: &str, key: &str, message: &str| {
+        let errors = refused(yaml);
+        assert_eq!(errors.len(), 1, "{yaml}: {errors:?}");
+        assert_eq!(errors[0].0, key, "{yaml}");
+        assert!(errors[0].1.contains(message), "{yaml}: {}", errors[0].1);
+    };
+    let static_ = "cpuManagerPolicy: static\nreservedSystemCPUs: \"0\"\n";
+    one(
+        &format!("{static_}cpuManagerPolicyOptions: {{bogus: \"true\"}}"),
+        "cpuManagerPolicyOptions",
+        "new static policy error: unknown CPU Manager Policy option: \"bogus\"",
+    );
+    one(
+        &format!("{static_}cpuManagerPolicyOptions: {{full-pcpus-only: maybe}}"),
+        "cpuManagerPolicyOptions",
+        "parsing \"maybe\": invalid syntax",
+    );
+    one(
+        &format!(
+            "{static_}cpuManagerPolicyOptions: {{full-pcpus-only: \"true\", distribute-cpus-across-cores: \"true\"}}"
+        ),
+        "cpuManagerPolicyOptions",
+        "full-pcpus-only and distribute-cpus-across-cores can not be used at the same time",
+    );
+    one(
+        "cpuManagerPolicyOptions: {full-pcpus-only: \"true\"}",
+        "cpuManagerPolicyOptions",
+        "None policy: received unsupported options=map[full-pcpus-only:true]",
+    );
+    one(
+        &format!(
+            "{static_}cpuManagerPolicyOptions: {{align-by-socket: \"true\"}}\ntopologyManagerPolicy: single-numa-node"
+        ),
+        "cpuManagerPolicyOptions/topologyManagerPolicy",
+        "incompatible with CPUManager align-by-socket policy option",
+    );
+    one(
+        "cpuManagerPolicy: static",
+        "reservedSystemCPUs/kubeReserved.cpu/systemReserved.cpu",
+        "unable to determine reserved CPU resources for static policy",
+    );
+    one(
+        "cpuManagerPolicy: static\nkubeReserved: {cpu: \"0\"}",
+        "reservedSystemCPUs/kubeReserved.cpu/systemReserved.cpu",
+        "requires systemreserved.cpu + kubereserved.cpu to be greater than zero",
+    );
+    one(
+        "cpuManagerPolicy: dynamic",
+        "cpuManagerPolicy",
+        "unknown policy: \"dynamic\"",
+    );
+    one(
+        "topologyManagerScope: node",
+        "topologyManagerScope",
+        "unknown scope: \"node\"",
+    );
+    one(
+        "topologyManagerPolicy: restricted\ntopologyManagerPolicyOptions: {bogus: \"true\"}",
+        "topologyManagerPolicyOptions",
+        "unknown Topology Manager Policy option: \"bogus\"",
+    );
+    // A bad reservation is reported once, and the options are still checked.
+    let errors = refused(
+        "cpuManagerPolicy: static\nreservedSystemCPUs: \"x\"\ncpuManagerPolicyOptions: {bogus: \"1\"}",
+    );
+    let keys: Vec<&str> = errors.iter().map(|(k, _)| k.as_str()).collect();
+    assert_eq!(keys, ["reservedSystemCPUs", "cpuManagerPolicyOptions"]);
+    // kubeReserved.cpu + systemReserved.cpu is the reservation when no set is given.
+    let config =
+        source("cpuManagerPolicy: static\nkubeReserved: {cpu: 500m}\nsystemReserved: {cpu: \"1\"}")
+            .validate()
+            .unwrap();
+    assert_eq!(config.cpu_manager.reserved_cpu_millis, Some(1500));
 }

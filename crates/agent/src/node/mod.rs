@@ -189,17 +189,9 @@ impl Node {
         let mut manager =
             TopologyManager::new(&config.topology, &topology.numa_nodes_for_manager())
                 .context("building the topology manager")?;
-        let cpu_config = corral_cpumgr::ManagerConfig {
-            policy: config.cpu_manager_policy.clone(),
-            policy_options: config.cpu_manager_policy_options.clone(),
-            reconcile_period: config.cpu_manager_reconcile_period,
-            reserved_cpu_millis: (config.reserved_cpu_millis > 0)
-                .then_some(config.reserved_cpu_millis),
-            reserved_system_cpus: config.reserved_system_cpus.clone().unwrap_or_default(),
-            topology_manager_policy: config.topology.policy,
-        };
-        let cpu =
-            Arc::new(CpuManager::new(&cpu_config, topology).context("building the CPU manager")?);
+        let cpu = Arc::new(
+            CpuManager::new(&config.cpu_manager, topology).context("building the CPU manager")?,
+        );
         let mut containers = ContainerMap::new();
         for admitted in pods.all() {
             for (name, id) in &admitted.record.container_ids {

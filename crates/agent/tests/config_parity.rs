@@ -1,0 +1,269 @@
+//! `corral config check` and `corral run` agree: the same inputs (flags and config files)
+//! through both subcommands of the real binary, on a sysfs fixture that fits every input,
+//! so any refusal is the configuration's. Whatever `run` refuses at start, `config check`
+//! refuses, with the same message; whatever `config check` accepts, `run` starts with.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// Two NUMA nodes (CPUs 0-7 and 8-15), no SMT: large enough for every reservation below.
+const MACHINE: &str = "testdata/sysfs/32em64t-2n8c+dax+nvme+mic+dimms";
+const WAIT: Duration = Duration::from_secs(20);
+
+fn workspace() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .ancestors()
+        .nth(2)
+        .unwrap()
+        .to_path_buf()
+}
+
+/// One input: a config file's text (if any) and flags.
+struct Case {
+    file: Option<&'static str>,
+    flags: &'static [&'static str],
+    /// Whether the configuration is valid (both must agree with this too).
+    valid: bool,
+}
+
+const fn flags(flags: &'static [&'static str], valid: bool) -> Case {
+    Case {
+        file: None,
+        flags,
+        valid,
+    }
+}
+
+const fn file(file: &'static str, valid: bool) -> Case {
+    Case {
+        file: Some(file),
+        flags: &[],
+        valid,
+    }
+}
+
+const STATIC: &str = "--cpu-manager-policy=static";
+const RESERVE_0: &str = "--reserved-system-cpus=0";
+
+const CASES: &[Case] = &[
+    flags(&[], true),
+    flags(&[STATIC, RESERVE_0], true),
+    flags(
+        &[
+            STATIC,
+            RESERVE_0,
+            "--cpu-manager-policy-option=full-pcpus-only=true",
+        ],
+        true,
+    ),
+    // Options: names, values, combinations, and the policy that takes them.
+    flags(
+        &[STATIC, RESERVE_0, "--cpu-manager-policy-option=bogus=true"],
+        false,
+    ),
+    flags(&["--cpu-manager-policy-option=bogus=true"], false),
+    flags(
+        &[
+            STATIC,
+            RESERVE_0,
+            "--cpu-manager-policy-option=full-pcpus-only=yes",
+        ],
+        false,
+    ),
+    flags(
+        &[
+            STATIC,
+            RESERVE_0,
+            "--cpu-manager-policy-option=full-pcpus-only=true",
+            "--cpu-manager-policy-option=distribute-cpus-across-cores=true",
+        ],
+        false,
+    ),
+    flags(
+        &[
+            STATIC,
+            RESERVE_0,
+            "--cpu-manager-policy-option=prefer-align-cpus-by-uncorecache=true",
+            "--cpu-manager-policy-option=distribute-cpus-across-numa=true",
+        ],
+        false,
+    ),
+    flags(&["--cpu-manager-policy-option=full-pcpus-only=true"], false),
+    flags(
+        &[
+            STATIC,
+            RESERVE_0,
+            "--cpu-manager-policy-option=align-by-socket=true",
+            "--topology-manager-policy=single-numa-node",
+        ],
+        false,
+    ),
+    flags(
+        &[
+            STATIC,
+            RESERVE_0,
+            "--cpu-manager-policy-option=align-by-socket=true",
+            "--topology-manager-policy=restricted",
+        ],
+        true,
+    ),
+    flags(&["--cpu-manager-policy=dynamic"], false),
+    // The static policy's reservation.
+    flags(&[STATIC], false),
+    file(
+        "cpuManagerPolicy: static\nkubeReserved: {cpu: \"0\"}\n",
+        false,
+    ),
+    file(
+        "cpuManagerPolicy: static\nkubeReserved: {cpu: 500m}\nsystemReserved: {cpu: \"1\"}\n",
+        true,
+    ),
+    // As the kubelet: reservedSystemCPUs replaces kubeReserved.cpu.
+    file(
+        "cpuManagerPolicy: static\nreservedSystemCPUs: \"0\"\nkubeReserved: {cpu: \"2\"}\n",
+        true,
+    ),
+    // The topology manager's policy, scope and options.
+    flags(&["--topology-manager-policy=strict"], false),
+    flags(&["--topology-manager-scope=node"], false),
+    flags(
+        &[
+            "--topology-manager-policy=restricted",
+            "--topology-manager-policy-option=bogus=true",
+        ],
+        false,
+    ),
+    flags(
+        &[
+            "--topology-manager-policy=restricted",
+            "--topology-manager-policy-option=max-allowable-numa-nodes=4",
+        ],
+        false,
+    ),
+    flags(
+        &[
+            "--topology-manager-policy=best-effort",
+            "--topology-manager-scope=pod",
+            "--topology-manager-policy-option=prefer-closest-numa-nodes=true",
+        ],
+        true,
+    ),
+];
+
+/// A `corral run`, killed and reaped on drop.
+struct Running(Child);
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// What `corral run` did with an input: started (then stopped with SIGTERM) or refused.
+#[derive(Debug)]
+enum RunOutcome {
+    Started,
+    Refused(String),
+}
+
+fn corral(dir: &Path, case: &Case, subcommand: &[&str]) -> Command {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_corral"));
+    command
+        .args(subcommand)
+        .arg("--root")
+        .arg(dir.join("root"))
+        .arg("--host-root")
+        .arg(workspace().join(MACHINE))
+        .args(case.flags)
+        .env_remove("RUST_LOG")
+        .stdin(Stdio::null());
+    if let Some(text) = case.file {
+        let path = dir.join("config.yaml");
+        std::fs::write(&path, text).unwrap();
+        command.arg("--config").arg(path);
+    }
+    command
+}
+
+fn run(dir: &Path, case: &Case) -> RunOutcome {
+    let log = dir.join("run.log");
+    let mut child = Running(
+        corral(dir, case, &["run"])
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(&log).unwrap())
+            .spawn()
+            .expect("start corral run"),
+    );
+    let deadline = Instant::now() + WAIT;
+    loop {
+        if child.0.try_wait().unwrap().is_some() {
+            return RunOutcome::Refused(std::fs::read_to_string(&log).unwrap());
+        }
+        let status = Command::new(env!("CARGO_BIN_EXE_corral"))
+            .args(["status", "--root"])
+            .arg(dir.join("root"))
+            .env_remove("RUST_LOG")
+            .output()
+            .unwrap();
+        if status.status.success() {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "corral run neither started nor exited: {}",
+            std::fs::read_to_string(&log).unwrap()
+        );
+        std::thread::sleep(Duration::from_millis(25));
+    }
+    let pid = child.0.id().to_string();
+    Command::new("kill").args(["-TERM", &pid]).status().unwrap();
+    let deadline = Instant::now() + WAIT;
+    while child.0.try_wait().unwrap().is_none() {
+        assert!(Instant::now() < deadline, "corral run ignored SIGTERM");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    RunOutcome::Started
+}
+
+#[test]
+fn config_check_and_run_agree() {
+    let mut disagreements = Vec::new();
+    for (n, case) in CASES.iter().enumerate() {
+        let dir = tempfile::tempdir().unwrap();
+        let check = corral(dir.path(), case, &["config", "check"])
+            .output()
+            .unwrap();
+        let check_stderr = String::from_utf8_lossy(&check.stderr).into_owned();
+        let outcome = run(dir.path(), case);
+        let what = format!("case {n}: file {:?}, flags {:?}", case.file, case.flags);
+        match (&outcome, check.status.success()) {
+            (RunOutcome::Started, true) => {}
+            (RunOutcome::Refused(run_stderr), false) => {
+                // The same message: check's whole report is in run's error output.
+                let report = check_stderr.trim();
+                assert!(
+                    report.starts_with("corral: invalid configuration:"),
+                    "{what}: {report}"
+                );
+                if !run_stderr.contains(report) {
+                    disagreements.push(format!(
+                        "{what}: different messages\n  check: {report}\n  run: {run_stderr}"
+                    ));
+                }
+            }
+            (outcome, checked) => disagreements.push(format!(
+                "{what}: config check {} but run {outcome:?}\n  check said: {check_stderr}",
+                if checked { "accepted it" } else { "refused it" }
+            )),
+        }
+        if check.status.success() != case.valid {
+            disagreements.push(format!(
+                "{what}: expected {}",
+                if case.valid { "valid" } else { "invalid" }
+            ));
+        }
+    }
+    assert!(disagreements.is_empty(), "{}", disagreements.join("\n"));
+}
