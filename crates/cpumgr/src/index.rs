@@ -201,6 +201,17 @@ impl TopologyIndex {
         out
     }
 
+    /// Whether every CPU of `cpus` shares one uncore cache (upstream
+    /// `CPUTopology.CheckAlignment(cpus).UncoreCache`): false for an empty set or a CPU the
+    /// topology lacks, true for a single CPU.
+    pub fn is_uncore_aligned(&self, cpus: &CpuSet) -> bool {
+        let mut uncores = cpus.iter().map(|cpu| self.place(cpu).map(|p| p.uncore));
+        match uncores.next() {
+            Some(Some(first)) => uncores.all(|u| u == Some(first)),
+            _ => false,
+        }
+    }
+
     /// The NUMA node id of `cpu`, if the topology has it.
     pub fn numa_of(&self, cpu: usize) -> Option<usize> {
         self.place(cpu).map(|p| self.numa.ids[p.numa as usize])

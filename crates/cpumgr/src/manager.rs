@@ -185,13 +185,25 @@ pub enum ManagerError {
     NotStarted,
 }
 
-/// Counters with upstream's metric names.
+/// Counters with upstream's metric names (`pkg/kubelet/metrics/metrics.go`), counted where
+/// upstream's static policy counts them (`Allocate`, `updateMetricsOnAllocate`).
 #[derive(Debug, Default)]
 pub struct ManagerMetrics {
-    /// `cpu_manager_pinning_requests_total`.
+    /// `kubelet_cpu_manager_pinning_requests_total`: allocations of a container that needs
+    /// exclusive CPUs (static policy).
     pub pinning_requests_total: AtomicU64,
-    /// `cpu_manager_pinning_errors_total`.
+    /// `kubelet_cpu_manager_pinning_errors_total`: those that failed.
     pub pinning_errors_total: AtomicU64,
+    /// `kubelet_container_aligned_compute_resources_count{scope="container",
+    /// boundary="physical_cpu"}`: pinned allocations that succeeded with `full-pcpus-only`.
+    pub aligned_physical_cpu_total: AtomicU64,
+    /// `kubelet_container_aligned_compute_resources_failure_count{scope="container",
+    /// boundary="physical_cpu"}`: pinned allocations that failed with `full-pcpus-only`.
+    pub aligned_physical_cpu_failures_total: AtomicU64,
+    /// `kubelet_container_aligned_compute_resources_count{scope="container",
+    /// boundary="uncore_cache"}`: new exclusive allocations whose CPUs all share one uncore
+    /// cache (upstream `Allocation.Aligned.UncoreCache`, whatever the options).
+    pub aligned_uncore_cache_total: AtomicU64,
 }
 
 struct Edges {
@@ -499,15 +511,36 @@ impl CpuManager {
                 .fetch_add(1, Ordering::Relaxed);
         }
         let before = inner.state.clone();
+        let had_cpus = before.cpu_set(&pod.uid, &container.name).is_some();
         let Inner { policy, state, .. } = &mut *inner;
         let result = policy
             .allocate(state, pod, container, affinity)
             .map_err(ManagerError::from)
             .and_then(|()| inner.commit(before));
-        if result.is_err() && pinning {
-            self.metrics
-                .pinning_errors_total
-                .fetch_add(1, Ordering::Relaxed);
+        if pinning {
+            let count = |counter: &AtomicU64| {
+                counter.fetch_add(1, Ordering::Relaxed);
+            };
+            let physical = inner.policy.aligns_physical_cpus();
+            match &result {
+                Err(_) => {
+                    count(&self.metrics.pinning_errors_total);
+                    if physical {
+                        count(&self.metrics.aligned_physical_cpu_failures_total);
+                    }
+                }
+                Ok(()) => {
+                    if physical {
+                        count(&self.metrics.aligned_physical_cpu_total);
+                    }
+                    // Upstream `updateMetricsOnAllocate`: only a new allocation counts.
+                    let allocated = inner.state.cpu_set(&pod.uid, &container.name);
+                    if !had_cpus && allocated.is_some_and(|cpus| self.index.is_uncore_aligned(cpus))
+                    {
+                        count(&self.metrics.aligned_uncore_cache_total);
+                    }
+                }
+            }
         }
         result
     }

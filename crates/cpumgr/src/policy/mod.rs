@@ -42,6 +42,11 @@ pub trait Policy: Send + Sync + std::fmt::Debug {
     fn pod_topology_hints(&self, state: &CpuState, pod: &Pod) -> ProviderHints;
     /// The CPUs exclusive allocations can come from (upstream `GetAllocatableCPUs`).
     fn allocatable_cpus(&self, state: &CpuState) -> CpuSet;
+    /// Whether exclusive allocations are whole physical cores (`full-pcpus-only`), which
+    /// upstream counts as `physical_cpu` alignment. The default: no.
+    fn aligns_physical_cpus(&self) -> bool {
+        false
+    }
     /// corral only: an init container of `pod` terminated; return the CPUs no later container
     /// of the pod uses to the shared pool. The default does nothing.
     fn release_terminated_init_container(

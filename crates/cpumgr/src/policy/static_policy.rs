@@ -429,6 +429,10 @@ impl Policy for StaticPolicy {
         self.index.all_cpus().difference(&self.reserved)
     }
 
+    fn aligns_physical_cpus(&self) -> bool {
+        self.options.full_physical_cpus_only
+    }
+
     fn release_terminated_init_container(
         &mut self,
         state: &mut CpuState,

@@ -1,0 +1,136 @@
+//! [`ManagerMetrics`] counted where upstream's static policy counts them
+//! (`policy_static.go`: `Allocate`'s deferred counters and `updateMetricsOnAllocate`):
+//! pinning requests and errors for containers needing exclusive CPUs, `physical_cpu`
+//! alignment successes and failures under `full-pcpus-only`, and `uncore_cache` alignment
+//! for new allocations whose CPUs share one uncore cache.
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use corral_cpumgr::{
+    ContainerMap, ContainerRuntime, CpuManager, ManagerConfig, ManagerMetrics, MemoryBackend,
+    PodSource, PodStatus, RuntimeError,
+};
+use corral_topology::{CpuInfo, CpuRecord, CpuSet, CpuTopology, Pod, TopologyHint};
+
+mod support;
+use support::make_pod;
+
+/// The pods allocated so far, all active (so no stale-state sweep releases them).
+#[derive(Default)]
+struct Pods(Mutex<Vec<Pod>>);
+impl PodSource for Pods {
+    fn active_pods(&self) -> Vec<Pod> {
+        self.0.lock().unwrap().clone()
+    }
+    fn pod_status(&self, _: &str) -> Option<PodStatus> {
+        None
+    }
+}
+
+struct NoRuntime;
+impl ContainerRuntime for NoRuntime {
+    fn update_container_cpuset(&self, _: &str, _: &CpuSet) -> Result<(), RuntimeError> {
+        Ok(())
+    }
+}
+
+/// One socket, 8 cores × 2 threads (CPU `c` and `c + 8` share core `c`); cores 0-3 share
+/// uncore cache 0, cores 4-7 uncore cache 1.
+fn topology() -> CpuTopology {
+    let records: Vec<CpuRecord> = (0..16)
+        .map(|cpu| CpuRecord {
+            cpu,
+            info: CpuInfo {
+                core: cpu % 8,
+                socket: 0,
+                numa: 0,
+                uncore: (cpu % 8) / 4,
+            },
+        })
+        .collect();
+    CpuTopology::new(&records).unwrap()
+}
+
+fn manager(policy: &str, options: &[(&str, &str)]) -> (CpuManager, Arc<Pods>) {
+    let config = ManagerConfig {
+        policy: policy.into(),
+        policy_options: options
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect::<BTreeMap<_, _>>(),
+        reserved_cpu_millis: (policy == "static").then_some(2000),
+        ..ManagerConfig::default()
+    };
+    let manager = CpuManager::new(&config, &topology()).unwrap();
+    let pods = Arc::new(Pods::default());
+    manager
+        .start(
+            Box::new(MemoryBackend::new()),
+            Arc::clone(&pods) as _,
+            Arc::new(NoRuntime),
+            ContainerMap::new(),
+        )
+        .unwrap();
+    (manager, pods)
+}
+
+/// Allocate `millis` of CPU to a Guaranteed pod's only container; whether it succeeded.
+fn allocate((manager, pods): &(CpuManager, Arc<Pods>), uid: &str, millis: i64) -> bool {
+    let pod = make_pod(uid, "c", millis, millis);
+    pods.0.lock().unwrap().push(pod.clone());
+    manager
+        .allocate(&pod, &pod.containers[0], TopologyHint::default())
+        .is_ok()
+}
+
+/// `[requests, errors, physical_cpu, physical_cpu failures, uncore_cache]`.
+fn counts(metrics: &ManagerMetrics) -> [u64; 5] {
+    let load = |c: &AtomicU64| c.load(Ordering::Relaxed);
+    [
+        load(&metrics.pinning_requests_total),
+        load(&metrics.pinning_errors_total),
+        load(&metrics.aligned_physical_cpu_total),
+        load(&metrics.aligned_physical_cpu_failures_total),
+        load(&metrics.aligned_uncore_cache_total),
+    ]
+}
+
+#[test]
+fn full_pcpus_only_counts_physical_cpu_alignment() {
+    let manager = manager("static", &[("full-pcpus-only", "true")]);
+    // Two whole cores on one uncore cache.
+    assert!(allocate(&manager, "a", 4000));
+    assert_eq!(counts(manager.0.metrics()), [1, 0, 1, 0, 1]);
+    // The same container again: a request and a physical_cpu success, no new allocation.
+    assert!(allocate(&manager, "a", 4000));
+    assert_eq!(counts(manager.0.metrics()), [2, 0, 2, 0, 1]);
+    // Three CPUs are not whole cores: SMTAlignmentError.
+    assert!(!allocate(&manager, "b", 3000));
+    assert_eq!(counts(manager.0.metrics()), [3, 1, 2, 1, 1]);
+    // A Burstable pod asks for nothing exclusive.
+    assert!(allocate(&manager, "c", 500));
+    assert_eq!(counts(manager.0.metrics()), [3, 1, 2, 1, 1]);
+}
+
+#[test]
+fn uncore_cache_alignment_counts_new_allocations_within_one_cache() {
+    let manager = manager("static", &[]);
+    // One CPU: aligned by definition.
+    assert!(allocate(&manager, "one", 1000));
+    assert_eq!(counts(manager.0.metrics()), [1, 0, 0, 0, 1]);
+    // Ten CPUs cannot fit one cache of 8.
+    assert!(allocate(&manager, "ten", 10_000));
+    assert_eq!(counts(manager.0.metrics()), [2, 0, 0, 0, 1]);
+    // More than what is left fails, no alignment counted.
+    assert!(!allocate(&manager, "huge", 8000));
+    assert_eq!(counts(manager.0.metrics()), [3, 1, 0, 0, 1]);
+}
+
+#[test]
+fn none_policy_counts_nothing() {
+    let manager = manager("none", &[]);
+    assert!(allocate(&manager, "a", 4000));
+    assert_eq!(counts(manager.0.metrics()), [0, 0, 0, 0, 0]);
+}
