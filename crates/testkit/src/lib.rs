@@ -1,13 +1,13 @@
 //! `corral-testkit`: test support shared by corral's crates (a dev-dependency only).
 //!
 //! It runs the project's foreign gRPC peer, `python/corral_peer` (Python grpcio, installed
-//! into `.venv` by `cargo xtask test`), with a bounded wait, and parses the JSON object every
+//! into `.venv` on first use by [`ensure_python_env`]), with a bounded wait, and parses the JSON object every
 //! peer command prints. Real device plugins and DRA drivers are Go and Python programs, so
 //! corral's servers and clients are tested against a gRPC stack that is not tonic.
 //!
 //! ```no_run
 //! # async fn demo() {
-//! let peer = corral_testkit::PythonPeer::locate().expect("run `cargo xtask test` first");
+//! let peer = corral_testkit::PythonPeer::locate().expect("a Python with grpcio");
 //! let answer = peer
 //!     .run(&["register", "--socket", "/tmp/kubelet.sock", "--authority", "raw"])
 //!     .await
@@ -16,9 +16,13 @@
 //! # }
 //! ```
 
+mod python_env;
+
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::Duration;
+
+pub use python_env::{PythonEnvError, ensure_python_env};
 
 /// How long one peer command may run before it is killed.
 pub const PEER_TIMEOUT: Duration = Duration::from_secs(60);
@@ -31,18 +35,25 @@ pub struct PythonPeer {
 }
 
 impl PythonPeer {
-    /// Find the interpreter: `$CORRAL_PYTHON`, else `<workspace>/.venv/bin/python`.
+    /// Find the interpreter: `$CORRAL_PYTHON`, else `<workspace>/.venv/bin/python`, which
+    /// is created from `python/requirements.txt` first when missing or stale
+    /// ([`ensure_python_env`]).
     ///
-    /// Errors with the remedy when neither exists: the foreign-peer tests never skip.
+    /// Errors with the remedy when it cannot be set up: the foreign-peer tests never skip.
     pub fn locate() -> Result<Self, String> {
         let root = workspace_root();
-        let python = std::env::var_os("CORRAL_PYTHON")
-            .map(PathBuf::from)
-            .unwrap_or_else(|| root.join(".venv/bin/python"));
+        let python = ensure_python_env(&root).map_err(|err| {
+            let mut text = format!("setting up the Python interop peer: {err}");
+            let mut source = std::error::Error::source(&err);
+            while let Some(cause) = source {
+                text.push_str(&format!(": {cause}"));
+                source = cause.source();
+            }
+            text
+        })?;
         if !python.exists() {
             return Err(format!(
-                "no Python with grpcio at {}: run `cargo xtask test` (it creates .venv from \
-                 python/requirements.txt) or set CORRAL_PYTHON",
+                "no Python at {} (CORRAL_PYTHON names a missing interpreter)",
                 python.display()
             ));
         }
