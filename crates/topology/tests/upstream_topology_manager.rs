@@ -427,3 +427,80 @@ fn admit_allocates_in_order_and_reports_failures() {
         1
     );
 }
+
+/// The counters as upstream's `scope_container.go`, `scope_pod.go` and `topology_manager.go`
+/// count them: every admission is a request and one duration; rejections in the container
+/// and pod scopes are errors (not under `none`); under `single-numa-node` (upstream
+/// `IsAlignmentGuaranteed`) a failed merge is an alignment failure and each allocated
+/// container (container scope) or pod (pod scope) an aligned one.
+#[test]
+fn metrics_are_counted_where_upstream_counts_them() {
+    // (policy, scope, hints on node…, fail on, errors,
+    //  [container, pod, container failures, pod failures])
+    type Case = (
+        &'static str,
+        &'static str,
+        &'static [usize],
+        Option<&'static str>,
+        u64,
+        [u64; 4],
+    );
+    let cases: [Case; 8] = [
+        ("single-numa-node", "container", &[1], None, 0, [3, 0, 0, 0]),
+        (
+            "single-numa-node",
+            "container",
+            &[1],
+            Some("a"),
+            1,
+            [1, 0, 0, 0],
+        ),
+        (
+            "single-numa-node",
+            "container",
+            &[0, 1],
+            None,
+            1,
+            [0, 0, 1, 0],
+        ),
+        ("single-numa-node", "pod", &[1], None, 0, [0, 1, 0, 0]),
+        ("single-numa-node", "pod", &[1], Some("b"), 1, [0, 0, 0, 0]),
+        ("single-numa-node", "pod", &[0, 1], None, 1, [0, 0, 0, 1]),
+        (
+            "restricted",
+            "container",
+            &[0, 1],
+            Some("a"),
+            1,
+            [0, 0, 0, 0],
+        ),
+        ("none", "container", &[1], Some("a"), 0, [0, 0, 0, 0]),
+    ];
+    for (policy, scope, nodes, fail_on, errors, aligned) in cases {
+        let name = format!("{policy}/{scope} on {nodes:?}, failing {fail_on:?}");
+        let mut manager = new_manager(&two_nodes(), policy, scope, &[]).expect("manager");
+        manager.add_hint_provider(Arc::new(Recorder {
+            hints: p(&[("cpu", vec![h(nodes, true)])]),
+            seen: Mutex::default(),
+            fail_on,
+        }));
+        manager.admit(&three_container_pod());
+        let metrics = manager.metrics();
+        let load = |counter: &std::sync::atomic::AtomicU64| counter.load(Ordering::Relaxed);
+        assert_eq!(load(&metrics.admission_requests_total), 1, "{name}");
+        assert_eq!(load(&metrics.admission_errors_total), errors, "{name}");
+        let numa = &metrics.numa_alignment;
+        assert_eq!(
+            [
+                load(&numa.container),
+                load(&numa.pod),
+                load(&numa.container_failures),
+                load(&numa.pod_failures)
+            ],
+            aligned,
+            "{name}"
+        );
+        let durations = metrics.admission_duration_ms.snapshot();
+        assert_eq!(durations.count, 1, "{name}");
+    }
+}

@@ -4,8 +4,10 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Instant;
 
 use super::admission::PodAdmitResult;
+use super::metrics::{AdmissionDurations, AlignmentCounters};
 use super::numa_info::{NumaInfo, NumaInfoError, NumaNode};
 use super::policy::{Policy, PolicyConfigError, PolicyName, PolicyOptions};
 use super::provider::HintProvider;
@@ -68,14 +70,21 @@ pub enum ManagerError {
     },
 }
 
-/// Admission counters, named after upstream's metrics
-/// (`topology_manager_admission_requests_total`, `topology_manager_admission_errors_total`).
+/// What the topology manager measures, named after upstream's metrics
+/// (`kubelet_topology_manager_admission_requests_total`, `…_admission_errors_total`,
+/// `…_admission_duration_ms`, and `kubelet_container_aligned_compute_resources_count` /
+/// `…_failure_count` with `boundary="numa_node"`), counted where upstream counts them.
 #[derive(Debug, Default)]
 pub struct ManagerMetrics {
     /// Pods admitted or rejected through [`TopologyManager::admit`].
     pub admission_requests_total: AtomicU64,
-    /// Pods rejected (by the policy or by a provider's allocation).
+    /// Pods rejected in the `container` or `pod` scope, by the policy or by a provider's
+    /// allocation (as upstream, a rejection under the `none` policy is not counted).
     pub admission_errors_total: AtomicU64,
+    /// How long each [`TopologyManager::admit`] took.
+    pub admission_duration_ms: AdmissionDurations,
+    /// NUMA alignment achieved or failed, under a policy that guarantees it.
+    pub numa_alignment: AlignmentCounters,
 }
 
 /// The topology manager.
@@ -198,20 +207,27 @@ impl TopologyManager {
         self.metrics
             .admission_requests_total
             .fetch_add(1, Ordering::Relaxed);
+        let started = Instant::now();
         let result = match self.scope {
             None => scope::admit_none(&self.providers, &self.store, pod),
-            Some(ScopeName::Container) => {
-                scope::admit_container(&self.policy, &self.providers, &self.store, pod)
-            }
-            Some(ScopeName::Pod) => {
-                scope::admit_pod(&self.policy, &self.providers, &self.store, pod)
-            }
+            Some(ScopeName::Container) => scope::admit_container(
+                &self.policy,
+                &self.providers,
+                &self.store,
+                pod,
+                &self.metrics,
+            ),
+            Some(ScopeName::Pod) => scope::admit_pod(
+                &self.policy,
+                &self.providers,
+                &self.store,
+                pod,
+                &self.metrics,
+            ),
         };
-        if !result.admit {
-            self.metrics
-                .admission_errors_total
-                .fetch_add(1, Ordering::Relaxed);
-        }
+        self.metrics
+            .admission_duration_ms
+            .observe(started.elapsed());
         result
     }
 }

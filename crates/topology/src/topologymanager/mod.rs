@@ -6,6 +6,7 @@ mod admission;
 mod hint;
 mod manager;
 mod merge;
+mod metrics;
 mod numa_info;
 mod policy;
 mod provider;
@@ -18,6 +19,10 @@ pub use admission::{
 pub use hint::{ProviderHints, ResourceHints, TopologyHint};
 pub use manager::{ManagerConfig, ManagerError, ManagerMetrics, TopologyManager};
 pub use merge::reference_merge;
+pub use metrics::{
+    ADMISSION_DURATION_MS_BUCKETS, AdmissionDurations, AdmissionDurationsSnapshot,
+    AlignmentCounters,
+};
 pub use numa_info::{NumaInfo, NumaInfoError, NumaNode};
 pub use policy::{
     DEFAULT_MAX_ALLOWABLE_NUMA_NODES, MAX_ALLOWABLE_NUMA_NODES, MergeResult,

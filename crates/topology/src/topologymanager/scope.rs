@@ -6,6 +6,8 @@ use std::str::FromStr;
 
 use super::admission::PodAdmitResult;
 use super::hint::ProviderHints;
+use super::manager::ManagerMetrics;
+use super::metrics::inc;
 use super::policy::{Policy, PolicyConfigError};
 use super::provider::HintProvider;
 use super::store::AffinityStore;
@@ -86,7 +88,8 @@ fn allocate(
     Ok(())
 }
 
-/// Upstream `noneScope.Admit`: allocate every container, no hints.
+/// Upstream `noneScope.Admit`: allocate every container, no hints (and, as upstream, no
+/// error counted).
 pub(crate) fn admit_none(
     providers: &[std::sync::Arc<dyn HintProvider>],
     store: &AffinityStore,
@@ -100,43 +103,67 @@ pub(crate) fn admit_none(
     PodAdmitResult::admitted()
 }
 
-/// Upstream `containerScope.Admit`: merge, store and allocate container by container.
+/// Upstream `containerScope.Admit`: merge, store and allocate container by container,
+/// counting in `metrics` as upstream does: every rejection in `admission_errors_total`, and
+/// under a policy that guarantees alignment a failed merge or an allocated container in the
+/// container-scope alignment counters.
 pub(crate) fn admit_container(
     policy: &Policy,
     providers: &[std::sync::Arc<dyn HintProvider>],
     store: &AffinityStore,
     pod: &Pod,
+    metrics: &ManagerMetrics,
 ) -> PodAdmitResult {
+    let guaranteed = policy.is_alignment_guaranteed();
     for (_, container) in pod.all_containers() {
         let merged = policy.merge(&container_hints(providers, pod, container));
         if !merged.admit {
+            if guaranteed {
+                inc(&metrics.numa_alignment.container_failures);
+            }
+            inc(&metrics.admission_errors_total);
             return PodAdmitResult::topology_affinity_error();
         }
         store.set_affinity(&pod.uid, &container.name, merged.best_hint);
         if let Err(rejected) = allocate(providers, store, pod, container) {
+            inc(&metrics.admission_errors_total);
             return rejected;
+        }
+        if guaranteed {
+            inc(&metrics.numa_alignment.container);
         }
     }
     PodAdmitResult::admitted()
 }
 
 /// Upstream `podScope.Admit`: one merge for the pod, stored for every container, then
-/// allocate container by container.
+/// allocate container by container, counting in `metrics` as upstream does (as
+/// [`admit_container`], in the pod-scope alignment counters, once per pod).
 pub(crate) fn admit_pod(
     policy: &Policy,
     providers: &[std::sync::Arc<dyn HintProvider>],
     store: &AffinityStore,
     pod: &Pod,
+    metrics: &ManagerMetrics,
 ) -> PodAdmitResult {
+    let guaranteed = policy.is_alignment_guaranteed();
     let merged = policy.merge(&pod_hints(providers, pod));
     if !merged.admit {
+        if guaranteed {
+            inc(&metrics.numa_alignment.pod_failures);
+        }
+        inc(&metrics.admission_errors_total);
         return PodAdmitResult::topology_affinity_error();
     }
     for (_, container) in pod.all_containers() {
         store.set_affinity(&pod.uid, &container.name, merged.best_hint);
         if let Err(rejected) = allocate(providers, store, pod, container) {
+            inc(&metrics.admission_errors_total);
             return rejected;
         }
+    }
+    if guaranteed {
+        inc(&metrics.numa_alignment.pod);
     }
     PodAdmitResult::admitted()
 }

@@ -156,7 +156,11 @@ fn calculate_affinity() {
         let merged = policy.merge(&expected).best_hint;
         for admit in [admit_container, admit_pod] {
             let store = AffinityStore::new();
-            assert!(admit(&policy, &providers, &store, &pod).admit, "{name}");
+            let metrics = super::ManagerMetrics::default();
+            assert!(
+                admit(&policy, &providers, &store, &pod, &metrics).admit,
+                "{name}"
+            );
             assert_eq!(store.affinity("pod", "c"), merged, "{name}");
         }
     }
