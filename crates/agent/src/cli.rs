@@ -8,14 +8,52 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 #[derive(Debug, Parser)]
 #[command(name = "corral", version, propagate_version = true)]
 pub(crate) struct Cli {
-    /// Log format on stderr.
-    #[arg(long, value_enum, default_value_t = LogFormat::Text, global = true)]
+    /// Log format on stderr: text, or json as the Kubernetes components write it
+    /// (`--logging-format`, the kubelet's spelling, is the same flag).
+    #[arg(
+        long,
+        visible_alias = "logging-format",
+        value_enum,
+        default_value_t = LogFormat::Text,
+        global = true
+    )]
     pub(crate) log_format: LogFormat,
     /// More log output (-v: debug, -vv: trace); RUST_LOG overrides.
     #[arg(short, long, action = clap::ArgAction::Count, global = true)]
     pub(crate) verbose: u8,
+    /// klog verbosity, as the kubelet's `-v=N` / `--v=N`: 0-1 info, 2-3 debug, 4 and more
+    /// trace (the more verbose of this and -v wins); RUST_LOG overrides.
+    #[arg(long = "v", value_name = "N", global = true)]
+    pub(crate) klog_verbosity: Option<u32>,
     #[command(subcommand)]
     pub(crate) command: Command,
+}
+
+impl Cli {
+    /// Parse `args` (the program name first), accepting the kubelet's `-v=N` beside
+    /// corral's `-v`/`-vv`: `-v=N` is read as `--v=N` (before any `--`).
+    pub(crate) fn parse_args<I, T>(args: I) -> Result<Self, clap::Error>
+    where
+        I: IntoIterator<Item = T>,
+        T: Into<std::ffi::OsString>,
+    {
+        let mut after_separator = false;
+        let args = args.into_iter().map(|arg| {
+            let arg: std::ffi::OsString = arg.into();
+            if after_separator {
+                return arg;
+            }
+            if arg == "--" {
+                after_separator = true;
+                return arg;
+            }
+            match arg.to_str().and_then(|text| text.strip_prefix("-v=")) {
+                Some(level) => format!("--v={level}").into(),
+                None => arg,
+            }
+        });
+        Self::try_parse_from(args.collect::<Vec<_>>())
+    }
 }
 
 /// How log lines are written.
@@ -23,7 +61,8 @@ pub(crate) struct Cli {
 pub(crate) enum LogFormat {
     /// Human-readable lines.
     Text,
-    /// One JSON object per line.
+    /// One JSON object per line, the Kubernetes components' JSON shape (`ts`, `caller`,
+    /// `msg`, `v`, then the key/values).
     Json,
 }
 
@@ -189,11 +228,18 @@ pub(crate) struct ConfigArgs {
     /// `cpuManagerPolicy`: none or static.
     #[arg(long)]
     pub(crate) cpu_manager_policy: Option<String>,
-    /// `cpuManagerPolicyOptions`, as KEY=VALUE (repeatable).
-    #[arg(long, value_parser = parse_key_value)]
-    pub(crate) cpu_manager_policy_option: Vec<(String, String)>,
-    /// `reservedSystemCPUs`, a cpuset list like 0-1.
-    #[arg(long)]
+    /// `cpuManagerPolicyOptions`, as KEY=VALUE,KEY=VALUE (repeatable; the kubelet's
+    /// `--cpu-manager-policy-options` is the same flag).
+    #[arg(
+        long,
+        visible_alias = "cpu-manager-policy-options",
+        value_name = "KEY=VALUE,...",
+        value_parser = parse_key_values
+    )]
+    pub(crate) cpu_manager_policy_option: Vec<KeyValues>,
+    /// `reservedSystemCPUs`, a cpuset list like 0-1 (the kubelet's `--reserved-cpus` is the
+    /// same flag).
+    #[arg(long, visible_alias = "reserved-cpus")]
     pub(crate) reserved_system_cpus: Option<String>,
     /// `topologyManagerPolicy`: none, best-effort, restricted or single-numa-node.
     #[arg(long)]
@@ -201,9 +247,15 @@ pub(crate) struct ConfigArgs {
     /// `topologyManagerScope`: container or pod.
     #[arg(long)]
     pub(crate) topology_manager_scope: Option<String>,
-    /// `topologyManagerPolicyOptions`, as KEY=VALUE (repeatable).
-    #[arg(long, value_parser = parse_key_value)]
-    pub(crate) topology_manager_policy_option: Vec<(String, String)>,
+    /// `topologyManagerPolicyOptions`, as KEY=VALUE,KEY=VALUE (repeatable; the kubelet's
+    /// `--topology-manager-policy-options` is the same flag).
+    #[arg(
+        long,
+        visible_alias = "topology-manager-policy-options",
+        value_name = "KEY=VALUE,...",
+        value_parser = parse_key_values
+    )]
+    pub(crate) topology_manager_policy_option: Vec<KeyValues>,
     /// `containerRuntimeEndpoint`: the CRI socket cpusets are pushed to.
     #[arg(long)]
     pub(crate) container_runtime_endpoint: Option<String>,
@@ -212,19 +264,165 @@ pub(crate) struct ConfigArgs {
     pub(crate) metrics_addr: Option<String>,
 }
 
-fn parse_key_value(text: &str) -> Result<(String, String), String> {
-    let (key, value) = text
-        .split_once('=')
-        .ok_or_else(|| format!("{text:?} is not KEY=VALUE"))?;
-    Ok((key.to_owned(), value.to_owned()))
+/// The pairs of one `KEY=VALUE,KEY=VALUE` flag value, in order.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct KeyValues(pub(crate) Vec<(String, String)>);
+
+/// Why a `KEY=VALUE,...` flag value does not parse.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("malformed pair {pair:?}, expect KEY=VALUE (several separated by commas)")]
+pub(crate) struct KeyValueError {
+    /// The piece without `=`.
+    pair: String,
+}
+
+/// One value of a map flag, as the kubelet's `mapStringString` flags read it
+/// (`k8s.io/component-base/cli/flag`): pairs separated by commas, empty pieces skipped,
+/// each split at its first `=`, key and value trimmed of spaces. Over several occurrences
+/// the later value of a key wins.
+pub(crate) fn parse_key_values(text: &str) -> Result<KeyValues, KeyValueError> {
+    text.split(',')
+        .filter(|piece| !piece.is_empty())
+        .map(|piece| match piece.split_once('=') {
+            Some((key, value)) => Ok((key.trim().to_owned(), value.trim().to_owned())),
+            None => Err(KeyValueError {
+                pair: piece.to_owned(),
+            }),
+        })
+        .collect::<Result<_, _>>()
+        .map(KeyValues)
 }
 
 #[cfg(test)]
 mod tests {
     use clap::CommandFactory;
 
+    use super::*;
+
     #[test]
     fn the_command_line_is_well_formed() {
         super::Cli::command().debug_assert();
+    }
+
+    fn parse(args: &[&str]) -> Cli {
+        Cli::parse_args(std::iter::once("corral").chain(args.iter().copied()))
+            .unwrap_or_else(|err| panic!("{args:?}: {err}"))
+    }
+
+    /// The `config check` arguments of a command line.
+    fn config_args(args: &[&str]) -> ConfigArgs {
+        match parse(args).command {
+            Command::Config {
+                command: ConfigCommand::Check(args),
+            } => *args,
+            other => panic!("{other:?}"),
+        }
+    }
+
+    /// What the agent would run with: the validated config, printed whole.
+    fn loaded(args: &[&str]) -> String {
+        let (config, _) =
+            crate::config::load(&config_args(args)).unwrap_or_else(|err| panic!("{args:?}: {err}"));
+        format!("{config:?}")
+    }
+
+    #[test]
+    fn kubelet_flag_spellings_give_the_same_config() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().to_str().unwrap();
+        let corral = loaded(&[
+            "config",
+            "check",
+            "--root",
+            root,
+            "--cpu-manager-policy",
+            "static",
+            "--reserved-system-cpus",
+            "0-1",
+            "--cpu-manager-policy-option",
+            "full-pcpus-only=true",
+            "--cpu-manager-policy-option",
+            "distribute-cpus-across-numa=true",
+            "--topology-manager-policy",
+            "restricted",
+            "--topology-manager-policy-option",
+            "prefer-closest-numa-nodes=true",
+        ]);
+        let kubelet = loaded(&[
+            "config",
+            "check",
+            "--root",
+            root,
+            "--cpu-manager-policy=static",
+            "--reserved-cpus=0-1",
+            "--cpu-manager-policy-options=full-pcpus-only=true,distribute-cpus-across-numa=true",
+            "--topology-manager-policy=restricted",
+            "--topology-manager-policy-options",
+            "prefer-closest-numa-nodes=true",
+        ]);
+        assert_eq!(corral, kubelet);
+        assert!(
+            corral.contains("full-pcpus-only") && corral.contains("distribute-cpus-across-numa")
+        );
+        assert!(
+            corral.contains(r#"reserved_system_cpus: CpuSet("0-1")"#),
+            "{corral}"
+        );
+    }
+
+    #[test]
+    fn map_flags_read_as_the_kubelets_map_string_string() {
+        let args = config_args(&[
+            "config",
+            "check",
+            "--cpu-manager-policy-options",
+            " a = 1 ,b=2,,",
+            "--cpu-manager-policy-options=a=3,c=x=y",
+        ]);
+        let pairs: Vec<(String, String)> = args
+            .cpu_manager_policy_option
+            .iter()
+            .flat_map(|kv| kv.0.clone())
+            .collect();
+        let pair = |k: &str, v: &str| (k.to_owned(), v.to_owned());
+        assert_eq!(
+            pairs,
+            [
+                pair("a", "1"),
+                pair("b", "2"),
+                pair("a", "3"),
+                pair("c", "x=y")
+            ]
+        );
+        let err = Cli::parse_args([
+            "corral",
+            "config",
+            "check",
+            "--cpu-manager-policy-options",
+            "a=1,b",
+        ])
+        .unwrap_err()
+        .to_string();
+        assert!(err.contains("malformed pair \"b\""), "{err}");
+    }
+
+    #[test]
+    fn klog_verbosity_and_logging_format_spellings() {
+        let cli = parse(&["-v=4", "topology"]);
+        assert_eq!((cli.klog_verbosity, cli.verbose), (Some(4), 0));
+        let cli = parse(&["topology", "--v=2", "--logging-format=json"]);
+        assert_eq!(cli.klog_verbosity, Some(2));
+        assert_eq!(cli.log_format, LogFormat::Json);
+        let cli = parse(&["topology", "--v", "3", "--logging-format", "text"]);
+        assert_eq!(
+            (cli.klog_verbosity, cli.log_format),
+            (Some(3), LogFormat::Text)
+        );
+        // corral's own spellings keep working.
+        let cli = parse(&["-vv", "topology", "--log-format", "json"]);
+        assert_eq!((cli.verbose, cli.klog_verbosity), (2, None));
+        assert_eq!(cli.log_format, LogFormat::Json);
+        assert_eq!(parse(&["topology", "-v"]).verbose, 1);
+        assert!(Cli::parse_args(["corral", "-v=x", "topology"]).is_err());
     }
 }

@@ -15,11 +15,9 @@ mod server;
 
 use std::process::ExitCode;
 
-use clap::Parser;
-
 fn main() -> ExitCode {
-    let cli = cli::Cli::parse();
-    if let Err(err) = logging::init(cli.log_format, cli.verbose) {
+    let cli = cli::Cli::parse_args(std::env::args_os()).unwrap_or_else(|err| err.exit());
+    if let Err(err) = logging::init(cli.log_format, cli.verbose, cli.klog_verbosity) {
         eprintln!("corral: {err:#}");
         return ExitCode::from(2);
     }

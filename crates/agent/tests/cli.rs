@@ -276,3 +276,77 @@ fn a_silent_agent_never_makes_a_client_command_hang() {
         );
     }
 }
+
+/// The top-level keys of a JSON object line, in the order written.
+fn json_keys(line: &str) -> Vec<String> {
+    let doc: serde_json::Value =
+        serde_json::from_str(line).unwrap_or_else(|err| panic!("{line:?}: {err}"));
+    let mut keys: Vec<(usize, String)> = doc
+        .as_object()
+        .unwrap()
+        .keys()
+        .map(|key| {
+            let quoted = format!("{}:", serde_json::Value::from(key.as_str()));
+            (line.find(&quoted).unwrap(), key.clone())
+        })
+        .collect();
+    keys.sort();
+    keys.into_iter().map(|(_, key)| key).collect()
+}
+
+/// The kubelet's `--logging-format=json` and `-v=N`: log lines are the Kubernetes
+/// components' JSON (`ts` in epoch milliseconds, `caller`, `msg`, `v`, then key/values).
+#[test]
+fn kubelet_logging_flags_write_kubernetes_json_lines() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("kubelet-config.yaml");
+    std::fs::write(&config, "cpuManagerPolicy: none\nevictionHard: {}\n").unwrap();
+    let root = dir.path().join("root");
+    let output = corral(&[
+        "--logging-format=json",
+        "-v=2",
+        "run",
+        "-c",
+        config.to_str().unwrap(),
+        "--root",
+        root.to_str().unwrap(),
+        "--host-root",
+        "/nonexistent-host-root",
+    ]);
+    assert!(!output.status.success(), "no sysfs: the agent cannot start");
+    let err = stderr(&output);
+    let lines: Vec<&str> = err.lines().filter(|l| l.starts_with('{')).collect();
+    let warn = lines
+        .iter()
+        .find(|l| l.contains("configuration key not read by corral"))
+        .unwrap_or_else(|| panic!("{err}"));
+    assert_eq!(json_keys(warn), ["ts", "caller", "msg", "v", "key"]);
+    let doc: serde_json::Value = serde_json::from_str(warn).unwrap();
+    assert_eq!(doc["v"], 0);
+    assert_eq!(doc["key"], "evictionHard");
+    assert!(doc["ts"].as_f64().unwrap() > 1.6e12, "epoch milliseconds");
+    // -v=2 shows debug messages, with their verbosity.
+    let debug = lines
+        .iter()
+        .find(|l| l.contains("open-file limit"))
+        .unwrap_or_else(|| panic!("-v=2 shows debug lines: {err}"));
+    assert_eq!(json_keys(debug), ["ts", "caller", "msg", "v", "limit"]);
+    assert!(debug.contains(r#""v":2"#), "{debug}");
+    // Without -v, no debug line.
+    let quiet = corral(&[
+        "--logging-format",
+        "json",
+        "run",
+        "-c",
+        config.to_str().unwrap(),
+        "--root",
+        root.to_str().unwrap(),
+        "--host-root",
+        "/nonexistent-host-root",
+    ]);
+    assert!(
+        !stderr(&quiet).contains("open-file limit"),
+        "{}",
+        stderr(&quiet)
+    );
+}

@@ -336,8 +336,15 @@ pub(crate) fn load(args: &ConfigArgs) -> Result<(AgentConfig, Vec<String>), Conf
         None => ConfigSource::default(),
     };
     let unknown = file.unknown_keys().into_iter().map(str::to_owned).collect();
-    let options = |pairs: &[(String, String)]| {
-        (!pairs.is_empty()).then(|| pairs.iter().cloned().collect::<BTreeMap<_, _>>())
+    // Every occurrence of a map flag, in order (`--x a=1,b=2 --x a=3`: a=3, b=2), as the
+    // kubelet's mapStringString flags.
+    let options = |values: &[crate::cli::KeyValues]| {
+        (!values.is_empty()).then(|| {
+            values
+                .iter()
+                .flat_map(|pairs| pairs.0.iter().cloned())
+                .collect::<BTreeMap<_, _>>()
+        })
     };
     let flags = ConfigSource {
         cpu_manager_policy: args.cpu_manager_policy.clone(),
