@@ -1,8 +1,8 @@
 //! Where the go-spew dump goes: a `String` (to see or compare the text) or straight into an
 //! FNV-32a hasher, so a checksum never materialises the dump.
 
-use crate::checksum::Fnv32a;
 use crate::decimal::{BYTE_DIGITS, byte_decimal, spaced_byte_decimal};
+use crate::hash::Fnv32a;
 
 /// A consumer of dump text. The dumper only ever writes valid UTF-8 through
 /// [`push_str`](Self::push_str) and ASCII through [`push_byte`](Self::push_byte).
@@ -71,7 +71,7 @@ impl DumpSink for Fnv32a {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::checksum::fnv32a;
+    use crate::hash::fnv32a;
 
     #[test]
     fn hasher_sink_hashes_what_the_string_sink_holds() {

@@ -78,13 +78,14 @@ mod format;
 pub mod formats;
 mod gojson;
 pub mod gotype;
+mod hash;
 mod inspect;
 mod map_order;
 mod schema_mismatch;
 mod spew;
 mod store;
 
-pub use checksum::{crc32_ieee, fnv32a, kubelet_checksum};
+pub use checksum::kubelet_checksum;
 pub use error::{CheckpointError, Result};
 pub use format::{
     CPU_MANAGER_FILE, DEVICE_MANAGER_FILE, DRA_MANAGER_FILE, Format, MEMORY_MANAGER_FILE,
@@ -99,6 +100,7 @@ pub use formats::dra_v130::{ClaimInfoStateV130, DraCheckpointV130, ResourceHandl
 pub use formats::memorymanager::{Block, MemoryManagerCheckpoint, MemoryTable, NumaNodeState};
 pub use formats::{Checkpoint, ChecksumVerification};
 pub use gotype::{GoField, GoStruct, GoType, IntWidth};
+pub use hash::{crc32_ieee, fnv32a};
 pub use inspect::{CheckpointValue, Inspected, inspect};
 pub use spew::dump_for_hash;
 pub use store::{CheckpointStore, StoreOptions, validate_key};

@@ -17,11 +17,12 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use super::{Checkpoint, ChecksumCheck, checksum_field, go_replace, verify_unless_zero};
-use crate::checksum::{fnv32a, kubelet_checksum};
+use crate::checksum::kubelet_checksum;
 use crate::error::{CheckpointError, Result};
 use crate::format::Format;
 use crate::gojson::{self, value::GoValue};
 use crate::gotype::{CHECKSUM, GoField, GoStruct, GoType, MAP_STRING_STRING, STRING};
+use crate::hash::fnv32a;
 use crate::spew::dump_for_hash;
 
 /// v2 entries: pod UID → container name → cpuset string.

@@ -12,13 +12,13 @@ use serde::{Deserialize, Serialize};
 
 use super::devicemanager::{DeviceManagerCheckpoint, PodDevicesEntry, RegisteredDevices};
 use super::{Checkpoint, ChecksumCheck, checksum_field, go_replace, verify};
-use crate::checksum::fnv32a;
 use crate::error::Result;
 use crate::format::Format;
 use crate::gojson::{self, value::GoValue};
 use crate::gotype::{
     BYTES, CHECKSUM, GoField, GoStruct, GoType, MAP_STRING_STRINGS, STRING, STRING_SLICE,
 };
+use crate::hash::fnv32a;
 use crate::spew::dump_for_hash;
 
 /// One container's devices of one resource, without NUMA information

@@ -13,13 +13,13 @@ use std::collections::{BTreeMap, BTreeSet};
 use serde::{Deserialize, Serialize};
 
 use super::{Checkpoint, ChecksumCheck, ChecksumVerification, checksum_field, string_set};
-use crate::checksum::crc32_ieee;
 use crate::error::{CheckpointError, Result};
 use crate::format::Format;
 use crate::gojson::{self, value::GoValue};
 use crate::gotype::{
     GoField, GoStruct, GoType, STRING, STRING_SET, STRING_SLICE, TYPES_UID, UINT32,
 };
+use crate::hash::crc32_ieee;
 
 /// `kind` written into `Data`.
 pub const CHECKPOINT_KIND: &str = "DRACheckpoint";

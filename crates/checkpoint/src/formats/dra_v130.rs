@@ -18,13 +18,14 @@ use serde::{Deserialize, Serialize, Serializer};
 use super::{
     Checkpoint, ChecksumCheck, ChecksumVerification, checksum_field, go_replace, string_set,
 };
-use crate::checksum::{fnv32a, kubelet_checksum};
+use crate::checksum::kubelet_checksum;
 use crate::error::{CheckpointError, Result};
 use crate::format::Format;
 use crate::gojson::{self, value::GoValue};
 use crate::gotype::{
     CHECKSUM, GoField, GoStruct, GoType, MAP_STRING_STRINGS, STRING, STRING_SET, TYPES_UID,
 };
+use crate::hash::fnv32a;
 use crate::spew::dump_for_hash;
 
 /// The only version v1.30 writes.

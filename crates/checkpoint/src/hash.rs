@@ -1,0 +1,104 @@
+//! The hash primitives the kubelet's checksums use: FNV-32a (`hash/fnv.New32a`) and
+//! CRC32-IEEE (`hash/crc32.ChecksumIEEE`). A leaf: it knows nothing of dumps or formats.
+
+/// FNV-1a, 32 bit, as Go's `hash/fnv.New32a`.
+pub fn fnv32a(data: &[u8]) -> u32 {
+    let mut hasher = Fnv32a::new();
+    hasher.write(data);
+    hasher.finish()
+}
+
+/// An incremental FNV-1a/32 hasher: feeding the bytes in pieces gives [`fnv32a`] of their
+/// concatenation.
+///
+/// Each byte is one XOR and one dependent multiply, so hashing N bytes takes at least N
+/// multiply latencies whatever the loop looks like; the loop below just keeps the state in
+/// a register and adds no work per byte.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Fnv32a(u32);
+
+const FNV32_OFFSET: u32 = 0x811c_9dc5;
+const FNV32_PRIME: u32 = 0x0100_0193;
+
+impl Fnv32a {
+    /// The hasher of the empty input.
+    pub(crate) fn new() -> Self {
+        Fnv32a(FNV32_OFFSET)
+    }
+
+    /// Hashes `data`.
+    #[inline]
+    pub(crate) fn write(&mut self, data: &[u8]) {
+        let mut hash = self.0;
+        for &b in data {
+            hash = (hash ^ u32::from(b)).wrapping_mul(FNV32_PRIME);
+        }
+        self.0 = hash;
+    }
+
+    /// Hashes one byte.
+    #[inline]
+    pub(crate) fn write_byte(&mut self, b: u8) {
+        *self = self.then(b);
+    }
+
+    /// The hasher after one more byte.
+    #[inline]
+    pub(crate) fn then(self, b: u8) -> Self {
+        Fnv32a((self.0 ^ u32::from(b)).wrapping_mul(FNV32_PRIME))
+    }
+
+    /// The hash of everything written so far.
+    pub(crate) fn finish(self) -> u32 {
+        self.0
+    }
+}
+
+const fn crc32_table() -> [u32; 256] {
+    let mut table = [0u32; 256];
+    let mut i = 0;
+    while i < 256 {
+        let mut crc = i as u32;
+        let mut bit = 0;
+        while bit < 8 {
+            crc = if crc & 1 == 1 {
+                (crc >> 1) ^ 0xedb8_8320
+            } else {
+                crc >> 1
+            };
+            bit += 1;
+        }
+        table[i] = crc;
+        i += 1;
+    }
+    table
+}
+
+static CRC32_TABLE: [u32; 256] = crc32_table();
+
+/// CRC-32 with the IEEE polynomial, as Go's `crc32.ChecksumIEEE`.
+pub fn crc32_ieee(data: &[u8]) -> u32 {
+    let mut crc = !0u32;
+    for &b in data {
+        crc = CRC32_TABLE[usize::from((crc as u8) ^ b)] ^ (crc >> 8);
+    }
+    !crc
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fnv32a_known_values() {
+        assert_eq!(fnv32a(b""), 0x811c_9dc5);
+        assert_eq!(fnv32a(b"a"), 0xe40c_292c);
+        assert_eq!(fnv32a(b"foobar"), 0xbf9c_f968);
+    }
+
+    #[test]
+    fn crc32_known_values() {
+        assert_eq!(crc32_ieee(b""), 0);
+        assert_eq!(crc32_ieee(b"123456789"), 0xcbf4_3926);
+    }
+}
