@@ -22,9 +22,8 @@
 
 use std::borrow::Cow;
 
-use super::hint::{ProviderHints, TopologyHint};
+use super::hint::TopologyHint;
 use super::numa_info::NumaInfo;
-use super::policy::{MergeResult, Policy};
 use crate::NumaMask;
 
 /// How two distinct candidate masks of equal standing compare (upstream
@@ -302,14 +301,6 @@ pub(crate) fn reference_merge_filtered(
     );
     let (mask, preferred) = best.unwrap_or((default, false));
     TopologyHint::new(Some(mask), preferred)
-}
-
-/// Upstream `Policy.Merge` computed exactly as upstream does, walking every permutation.
-///
-/// Exponential in the number of providers; meant for tests and benchmarks that check
-/// [`Policy::merge`] against it.
-pub fn reference_merge(policy: &Policy, providers: &[ProviderHints]) -> MergeResult {
-    policy.merge_with(providers, reference_merge_filtered)
 }
 
 #[cfg(test)]

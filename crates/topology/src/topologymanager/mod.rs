@@ -18,12 +18,12 @@ pub use admission::{
 };
 pub use hint::{ProviderHints, ResourceHints, TopologyHint};
 pub use manager::{ManagerConfig, ManagerError, ManagerMetrics, TopologyManager};
-pub use merge::reference_merge;
 pub use metrics::{
     ADMISSION_DURATION_MS_BUCKETS, AdmissionDurations, AdmissionDurationsSnapshot,
     AlignmentCounters,
 };
 pub use numa_info::{NumaInfo, NumaInfoError, NumaNode};
+pub use policy::reference_merge;
 pub use policy::{
     DEFAULT_MAX_ALLOWABLE_NUMA_NODES, MAX_ALLOWABLE_NUMA_NODES, MergeResult,
     PREFER_CLOSEST_NUMA_NODES, Policy, PolicyConfigError, PolicyName, PolicyOptions,

@@ -16,7 +16,7 @@ use std::fmt;
 use std::str::FromStr;
 
 use super::hint::{ProviderHints, TopologyHint};
-use super::merge::{MaskOrder, merge_filtered};
+use super::merge::{MaskOrder, merge_filtered, reference_merge_filtered};
 use super::numa_info::NumaInfo;
 
 /// The policy names kubelet config uses.
@@ -348,6 +348,15 @@ impl Policy {
 }
 
 use crate::NumaMask;
+
+/// Upstream `Policy.Merge` computed exactly as upstream does, walking every permutation.
+///
+/// Exponential in the number of providers; meant for tests and benchmarks that check
+/// [`Policy::merge`] against it. The exhaustive walk lives with the policy; the fast merge
+/// (`merge`) is a pure function of the filtered lists.
+pub fn reference_merge(policy: &Policy, providers: &[ProviderHints]) -> MergeResult {
+    policy.merge_with(providers, reference_merge_filtered)
+}
 
 #[cfg(test)]
 mod tests;
