@@ -15,7 +15,7 @@ use tokio::time::Sleep;
 use tokio_stream::Stream;
 
 use super::UdsConnection;
-use super::server::ServeOptions;
+use super::serve_options::ServeOptions;
 
 /// First delay after an accept error; doubled on each further error.
 const ACCEPT_BACKOFF_MIN: Duration = Duration::from_millis(10);

@@ -56,16 +56,17 @@ mod connection;
 mod error;
 mod incoming;
 mod peer;
+mod serve_options;
 mod server;
 
 pub use client::connect;
 pub use connection::UdsConnection;
 pub use error::UdsError;
 pub use peer::{PeerCredentials, peer_credentials};
-pub use server::{
+pub use serve_options::{
     DEFAULT_HANDSHAKE_TIMEOUT, DEFAULT_MAX_CONNECTIONS, DEFAULT_SHUTDOWN_GRACE, ServeOptions,
-    SocketOptions, UdsListener, serve, serve_with,
 };
+pub use server::{SocketOptions, UdsListener, serve, serve_with};
 
 #[doc(no_inline)]
 pub use tonic::transport::{Channel, server::Router};
