@@ -66,13 +66,28 @@ pub(crate) enum LogFormat {
     Json,
 }
 
-/// Output format of query commands.
+/// Output format of query commands (kubectl's `-o`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub(crate) enum OutputFormat {
     /// A table for people.
     Table,
+    /// The table with more columns.
+    Wide,
+    /// JSON for programs (camelCase keys, as Kubernetes).
+    Json,
+    /// The JSON document as YAML.
+    Yaml,
+}
+
+/// Output format of commands that show one document (no wider table to give).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub(crate) enum DocumentFormat {
+    /// Text for people.
+    Table,
     /// JSON for programs.
     Json,
+    /// The JSON document as YAML.
+    Yaml,
 }
 
 #[derive(Debug, Subcommand)]
@@ -93,7 +108,7 @@ pub(crate) enum Command {
     /// Admit the pods of manifest files through a running agent and print what each
     /// container got (exit 1 when a pod is rejected).
     #[command(
-        after_help = "Examples:\n  corral admit -f examples/pods/guaranteed.yaml\n  corral admit -f pod.yaml -f claims.yaml --root /tmp/corral -o json"
+        after_help = "Examples:\n  corral admit -f examples/pods/guaranteed.yaml\n  corral admit -f pod.yaml -f claims.yaml --root /tmp/corral -o json\n  corral admit -f pod.yaml -o wide"
     )]
     Admit {
         /// Pod and ResourceClaim manifests (YAML or JSON, several documents each); `-` for stdin.
@@ -115,7 +130,7 @@ pub(crate) enum Command {
     },
     /// Show what every container of every admitted pod holds.
     #[command(
-        after_help = "Examples:\n  corral status\n  corral status -o json --root /tmp/corral"
+        after_help = "Examples:\n  corral status\n  corral status -o wide\n  corral status -o yaml --root /tmp/corral"
     )]
     Status {
         /// Output format.
@@ -126,7 +141,7 @@ pub(crate) enum Command {
     },
     /// Show the machine's CPU topology as the managers see it.
     #[command(
-        after_help = "Examples:\n  corral topology\n  corral topology -o json\n  corral topology --host-root /host   # a host's /sys mounted elsewhere"
+        after_help = "Examples:\n  corral topology\n  corral topology -o json\n  corral topology -o wide   # one line per CPU too\n  corral topology --host-root /host   # a host's /sys mounted elsewhere"
     )]
     Topology {
         /// Root under which /sys (and /proc) are read.
@@ -138,7 +153,7 @@ pub(crate) enum Command {
     },
     /// Show Pod and ResourceClaim manifests as corral reads them (defaulting, QoS, claims).
     #[command(
-        after_help = "Examples:\n  corral explain -f examples/pods/guaranteed.yaml\n  corral explain -f pod.yaml -f claims.yaml -o json"
+        after_help = "Examples:\n  corral explain -f examples/pods/guaranteed.yaml\n  corral explain -f pod.yaml -f claims.yaml -o yaml"
     )]
     Explain {
         /// Manifest files (YAML or JSON, several documents each); `-` for stdin.
@@ -165,15 +180,15 @@ pub(crate) enum Command {
 pub(crate) enum CheckpointCommand {
     /// Detect a checkpoint file's format, verify its checksum and print its contents.
     #[command(
-        after_help = "Examples:\n  corral checkpoint inspect /var/lib/kubelet/cpu_manager_state\n  corral checkpoint inspect .corral/device-plugins/kubelet_internal_checkpoint -o json"
+        after_help = "Examples:\n  corral checkpoint inspect /var/lib/kubelet/cpu_manager_state\n  corral checkpoint inspect .corral/device-plugins/kubelet_internal_checkpoint -o yaml"
     )]
     Inspect {
         /// The file (cpu_manager_state, memory_manager_state, dra_manager_state,
         /// kubelet_internal_checkpoint).
         file: PathBuf,
         /// Output format.
-        #[arg(short, long, value_enum, default_value_t = OutputFormat::Table)]
-        output: OutputFormat,
+        #[arg(short, long, value_enum, default_value_t = DocumentFormat::Table)]
+        output: DocumentFormat,
     },
     /// Verify a checkpoint file: exit 0 when a kubelet would accept it, 1 otherwise.
     #[command(

@@ -46,14 +46,79 @@ fn topology_json_has_the_documented_shape() {
         assert!(cpus[0].get(key).is_some(), "missing {key}");
     }
     assert_eq!(
-        doc["numa_nodes"],
+        doc["numaNodes"],
         serde_json::json!([0, 1, 2, 33, 34, 45, 72, 73])
     );
     assert_eq!(
-        doc["numa_distances"]["33"][3], 10,
+        doc["numaDistances"]["33"][3], 10,
         "row of node 33, its own column"
     );
     assert_eq!(doc["counts"]["sockets"], 4);
+    assert_eq!(doc["counts"]["numaNodes"], 8);
+    assert!(
+        doc["counts"]["uncoreCaches"]
+            .as_u64()
+            .is_some_and(|n| n > 0)
+    );
+    assert_camel_case(&doc, "topology -o json");
+}
+
+/// Keys whose values are maps keyed by data (resource names, environment variables, NUMA
+/// node ids), not by field names.
+const DATA_MAPS: &[&str] = &["devices", "envs", "extended", "numaDistances"];
+
+/// Every field name of `doc` (at any depth) is camelCase, as Kubernetes writes its
+/// documents.
+fn assert_camel_case(doc: &serde_json::Value, what: &str) {
+    match doc {
+        serde_json::Value::Object(map) => {
+            for (key, value) in map {
+                let camel = key.chars().next().is_some_and(|c| c.is_ascii_lowercase())
+                    && key.chars().all(|c| c.is_ascii_alphanumeric());
+                assert!(camel, "{what}: key {key:?} is not camelCase");
+                if !(DATA_MAPS.contains(&key.as_str()) && value.is_object()) {
+                    assert_camel_case(value, what);
+                }
+            }
+        }
+        serde_json::Value::Array(items) => {
+            for item in items {
+                assert_camel_case(item, what);
+            }
+        }
+        _ => {}
+    }
+}
+
+/// The document of `-o yaml`, read back as JSON values.
+fn yaml_doc(output: &Output) -> serde_json::Value {
+    serde_saphyr::from_str(&stdout(output))
+        .unwrap_or_else(|err| panic!("not YAML ({err}): {}", stdout(output)))
+}
+
+#[test]
+fn topology_yaml_is_the_json_document_and_wide_lists_every_cpu() {
+    let root = workspace().join("testdata/sysfs/48amd64-4pa2n6c-sparse");
+    let root = root.to_str().unwrap();
+    let json = corral(&["topology", "--host-root", root, "-o", "json"]);
+    let yaml = corral(&["topology", "--host-root", root, "-o", "yaml"]);
+    assert!(yaml.status.success(), "{}", stderr(&yaml));
+    let json: serde_json::Value = serde_json::from_str(&stdout(&json)).unwrap();
+    assert_eq!(yaml_doc(&yaml), json);
+    let table = corral(&["topology", "--host-root", root]);
+    let wide = corral(&["topology", "--host-root", root, "-o", "wide"]);
+    assert!(wide.status.success(), "{}", stderr(&wide));
+    let (table, wide) = (stdout(&table), stdout(&wide));
+    assert!(wide.starts_with(&table), "wide extends the table:\n{wide}");
+    let cpu_lines: Vec<&str> = wide
+        .lines()
+        .skip_while(|l| !l.starts_with("CPU "))
+        .skip(1)
+        .collect();
+    assert_eq!(cpu_lines.len(), 48, "{wide}");
+    // CPU 47's NUMA node is a real id (73 on this sparse machine), not a mask bit.
+    let last: Vec<&str> = cpu_lines[47].split_whitespace().collect();
+    assert_eq!((last[0], last[3]), ("47", "73"), "{}", cpu_lines[47]);
 }
 
 #[test]
@@ -349,4 +414,231 @@ fn kubelet_logging_flags_write_kubernetes_json_lines() {
         "{}",
         stderr(&quiet)
     );
+}
+
+/// A vector file of a shared checkpoint conformance file, by name.
+fn kubelet_file_named(vectors: &str, name: &str) -> String {
+    let path = workspace().join("testdata/conformance").join(vectors);
+    let doc: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    let vector = doc["vectors"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|v| v["name"] == name)
+        .unwrap_or_else(|| panic!("no vector {name}"));
+    vector["file"].as_str().unwrap().to_owned()
+}
+
+/// `checkpoint inspect` shows `AllocResp` as the file stores it (base64, as Go's
+/// encoding/json writes []byte), in every output; JSON and YAML are one document.
+#[test]
+fn checkpoint_inspect_shows_alloc_resp_as_stored() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("kubelet_internal_checkpoint");
+    let text = kubelet_file_named(
+        "checkpoint_devicemanager_v2.json",
+        "devicemanager_v2/alloc_resp_nil_vs_empty",
+    );
+    std::fs::write(&file, &text).unwrap();
+    let stored: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let path = file.to_str().unwrap();
+    let json = corral(&["checkpoint", "inspect", path, "-o", "json"]);
+    assert!(json.status.success(), "{}", stderr(&json));
+    let doc: serde_json::Value = serde_json::from_str(&stdout(&json)).unwrap();
+    assert_eq!(
+        doc["contents"]["PodDeviceEntries"], stored["Data"]["PodDeviceEntries"],
+        "AllocResp null, \"\" and \"AP8KIlw=\" as on disk"
+    );
+    let wrapper: serde_json::Map<_, _> = doc
+        .as_object()
+        .unwrap()
+        .iter()
+        .filter(|(k, _)| *k != "contents")
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    assert_camel_case(&wrapper.into(), "checkpoint inspect -o json");
+    let yaml = corral(&["checkpoint", "inspect", path, "-o", "yaml"]);
+    assert!(yaml.status.success(), "{}", stderr(&yaml));
+    assert_eq!(yaml_doc(&yaml), doc);
+    let table = corral(&["checkpoint", "inspect", path]);
+    assert!(
+        stdout(&table).contains("\"AP8KIlw=\""),
+        "{}",
+        stdout(&table)
+    );
+    // No wider table for one document.
+    assert!(
+        !corral(&["checkpoint", "inspect", path, "-o", "wide"])
+            .status
+            .success()
+    );
+}
+
+const POD_WITHOUT_UID: &str = "apiVersion: v1
+kind: Pod
+metadata: {name: web}
+spec:
+  resourceClaims: [{name: gpu, resourceClaimName: gpu-claim}]
+  containers:
+  - name: app
+    resources:
+      limits: {cpu: \"2\", memory: 64Mi}
+      claims: [{name: gpu}]
+---
+apiVersion: resource.k8s.io/v1
+kind: ResourceClaim
+metadata: {name: gpu-claim, namespace: default, uid: c1}
+spec: {}
+status:
+  allocation:
+    devices:
+      results: [{request: r, driver: gpu.example.com, pool: node-a, device: gpu-3}]
+";
+
+/// `explain` of a manifest without a uid gives the same, documented uid on every run (a
+/// UUID v5 of the namespace and name); JSON keys are camelCase; YAML is the same document;
+/// wide resolves the container's claim to its allocated device.
+#[test]
+fn explain_uid_is_stable_and_outputs_agree() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("pod.yaml");
+    std::fs::write(&file, POD_WITHOUT_UID).unwrap();
+    let path = file.to_str().unwrap();
+    let first = corral(&["explain", "-f", path, "-o", "json"]);
+    assert!(first.status.success(), "{}", stderr(&first));
+    let second = corral(&["explain", "-f", path, "-o", "json"]);
+    let doc: serde_json::Value = serde_json::from_str(&stdout(&first)).unwrap();
+    assert_eq!(stdout(&first), stdout(&second), "the same uid every run");
+    // uuid.uuid5(uuid.NAMESPACE_URL, "urn:corral:pod:default/web")
+    assert_eq!(
+        doc["pods"][0]["uid"],
+        "37343419-00bc-5c20-a7dd-98d73126c4a2"
+    );
+    assert_eq!(doc["pods"][0]["qosClass"], "Guaranteed");
+    assert_eq!(doc["pods"][0]["containers"][0]["limits"]["cpuMillis"], 2000);
+    assert_camel_case(&doc, "explain -o json");
+    let yaml = corral(&["explain", "-f", path, "-o", "yaml"]);
+    assert!(yaml.status.success(), "{}", stderr(&yaml));
+    assert_eq!(yaml_doc(&yaml), doc);
+    let wide = stdout(&corral(&["explain", "-f", path, "-o", "wide"]));
+    assert!(
+        wide.contains("resourceClaims gpu=gpu-claim")
+            && wide.contains("devices gpu.example.com/node-a/gpu-3"),
+        "{wide}"
+    );
+    let table = stdout(&corral(&["explain", "-f", path]));
+    assert!(
+        table.contains("uid 37343419-00bc-5c20-a7dd-98d73126c4a2 qos Guaranteed"),
+        "{table}"
+    );
+}
+
+/// A running `corral run` on a two-NUMA-node fixture, killed and reaped on drop.
+struct Agent {
+    child: std::process::Child,
+    root: tempfile::TempDir,
+}
+
+impl Agent {
+    fn start() -> Agent {
+        let root = tempfile::tempdir().unwrap();
+        let host_root = workspace().join("testdata/sysfs/32em64t-2n8c+dax+nvme+mic+dimms");
+        let child = Command::new(env!("CARGO_BIN_EXE_corral"))
+            .args(["run", "--root", root.path().to_str().unwrap()])
+            .args(["--host-root", host_root.to_str().unwrap()])
+            .args(["--cpu-manager-policy", "static", "--reserved-cpus", "0"])
+            .args(["--topology-manager-policy", "single-numa-node"])
+            .args(["--demo-devices", "4"])
+            .env_remove("RUST_LOG")
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("start corral run");
+        let mut agent = Agent { child, root };
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        while !agent.cli(&["status"]).status.success() {
+            if let Some(status) = agent.child.try_wait().unwrap() {
+                panic!("corral run exited with {status}");
+            }
+            assert!(std::time::Instant::now() < deadline, "agent not ready");
+            std::thread::sleep(std::time::Duration::from_millis(100));
+        }
+        agent
+    }
+
+    fn cli(&self, args: &[&str]) -> Output {
+        let root = self.root.path().to_str().unwrap();
+        Command::new(env!("CARGO_BIN_EXE_corral"))
+            .current_dir(workspace())
+            .args(args)
+            .args(["--root", root, "--request-timeout", "20s"])
+            .env_remove("RUST_LOG")
+            .output()
+            .expect("run corral")
+    }
+}
+
+impl Drop for Agent {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// `admit` and `status` speak `-o yaml` (the JSON document) and `-o wide` (more columns);
+/// every answer names its pod, a rejected one too.
+#[test]
+fn admit_and_status_speak_yaml_and_wide() {
+    let agent = Agent::start();
+    let admitted = agent.cli(&["admit", "-f", "examples/pods/gpu.yaml", "-o", "yaml"]);
+    assert!(admitted.status.success(), "{}", stderr(&admitted));
+    let doc = yaml_doc(&admitted);
+    assert_eq!(doc[0]["admitted"], true, "{doc}");
+    assert!(
+        doc[0]["pod"].as_str().unwrap().starts_with("default/"),
+        "{doc}"
+    );
+    assert_camel_case(&doc, "admit -o yaml");
+
+    let rejected = agent.cli(&[
+        "admit",
+        "-f",
+        "examples/pods/unalignable.yaml",
+        "-o",
+        "json",
+    ]);
+    assert_eq!(rejected.status.code(), Some(1));
+    let doc: serde_json::Value = serde_json::from_str(&stdout(&rejected)).unwrap();
+    assert_eq!(
+        (doc[0]["pod"].clone(), doc[0]["admitted"].clone()),
+        ("default/unalignable".into(), false.into())
+    );
+    assert_eq!(doc[0]["reason"], "TopologyAffinityError");
+
+    let json = agent.cli(&["status", "-o", "json"]);
+    let yaml = agent.cli(&["status", "-o", "yaml"]);
+    assert!(yaml.status.success(), "{}", stderr(&yaml));
+    let json: serde_json::Value = serde_json::from_str(&stdout(&json)).unwrap();
+    assert_eq!(yaml_doc(&yaml), json);
+    assert_camel_case(&json, "status -o json");
+
+    let table = stdout(&agent.cli(&["status"]));
+    let wide = stdout(&agent.cli(&["status", "-o", "wide"]));
+    let header = wide.lines().next().unwrap();
+    for column in [
+        "POD UID",
+        "CPUSET",
+        "DEVICES",
+        "CONTAINER ID",
+        "DEVICE NODES",
+        "ENV",
+    ] {
+        assert!(header.contains(column), "{header}");
+    }
+    assert!(!table.lines().next().unwrap().contains("CONTAINER ID"));
+    assert_eq!(wide.lines().count(), table.lines().count());
+    let containers = json[0]["containers"].as_array().unwrap().len();
+    assert_eq!(wide.lines().count(), 1 + containers, "{wide}");
 }

@@ -9,7 +9,8 @@ use corral_checkpoint::{
     CheckpointValue, ChecksumVerification, Inspected, inspect as inspect_bytes,
 };
 
-use crate::cli::OutputFormat;
+use crate::cli::DocumentFormat;
+use crate::commands::print_document;
 use crate::output::outln;
 
 /// Read and verify; `Err` carries the typed checkpoint error with the path.
@@ -26,11 +27,11 @@ fn read(file: &Path) -> Result<Inspected> {
         })
 }
 
-/// The decoded value as JSON, in the file's own field names.
+/// The decoded value as JSON, in the file's own field names and encodings.
 fn contents(value: &CheckpointValue) -> Result<serde_json::Value> {
     Ok(match value {
-        CheckpointValue::DeviceManager(v) => serde_json::to_value(v)?,
-        CheckpointValue::DeviceManagerV1(v) => serde_json::to_value(v)?,
+        CheckpointValue::DeviceManager(v) => alloc_resp_as_stored(serde_json::to_value(v)?),
+        CheckpointValue::DeviceManagerV1(v) => alloc_resp_as_stored(serde_json::to_value(v)?),
         CheckpointValue::CpuManager(v) => serde_json::to_value(v)?,
         CheckpointValue::CpuManagerV1(v) => serde_json::to_value(v)?,
         CheckpointValue::MemoryManager(v) => serde_json::to_value(v)?,
@@ -40,11 +41,38 @@ fn contents(value: &CheckpointValue) -> Result<serde_json::Value> {
     })
 }
 
-pub(crate) fn inspect(file: &Path, output: OutputFormat) -> Result<ExitCode> {
+/// `PodDeviceEntries[].AllocResp` as `kubelet_internal_checkpoint` stores it: Go's
+/// `encoding/json` writes `[]byte` as standard padded base64 (the decoded value holds the
+/// bytes, which serde would show as an array of numbers).
+fn alloc_resp_as_stored(mut value: serde_json::Value) -> serde_json::Value {
+    use base64::Engine as _;
+    let entries = value
+        .get_mut("PodDeviceEntries")
+        .and_then(serde_json::Value::as_array_mut);
+    for entry in entries.into_iter().flatten() {
+        let Some(field) = entry.get_mut("AllocResp") else {
+            continue;
+        };
+        if let Some(bytes) = field.as_array() {
+            let bytes: Option<Vec<u8>> = bytes
+                .iter()
+                .map(|b| b.as_u64().and_then(|b| u8::try_from(b).ok()))
+                .collect();
+            if let Some(bytes) = bytes {
+                *field = base64::engine::general_purpose::STANDARD
+                    .encode(bytes)
+                    .into();
+            }
+        }
+    }
+    value
+}
+
+pub(crate) fn inspect(file: &Path, output: DocumentFormat) -> Result<ExitCode> {
     let found = read(file)?;
     let value = contents(&found.value)?;
     match output {
-        OutputFormat::Json => {
+        DocumentFormat::Json | DocumentFormat::Yaml => {
             let doc = serde_json::json!({
                 "file": file.display().to_string(),
                 "format": found.format.as_str(),
@@ -53,9 +81,9 @@ pub(crate) fn inspect(file: &Path, output: OutputFormat) -> Result<ExitCode> {
                 "verified": !matches!(found.verification, ChecksumVerification::NotRecorded),
                 "contents": value,
             });
-            outln!("{}", serde_json::to_string_pretty(&doc)?);
+            print_document(&doc, output == DocumentFormat::Yaml)?;
         }
-        OutputFormat::Table => {
+        DocumentFormat::Table => {
             outln!("file:     {}", file.display());
             outln!(
                 "format:   {} (kubelet file name {})",

@@ -12,6 +12,7 @@ use corral_proto::uds::Channel;
 
 use crate::cli::{AgentTarget, ConfigArgs, OutputFormat};
 use crate::commands::explain::read_manifests;
+use crate::commands::print_document;
 use crate::config::{self, GoDuration, PodLimits};
 use crate::manifest::pod_from_manifest;
 use crate::output::outln;
@@ -124,11 +125,13 @@ pub(crate) fn admit(
     })?;
     let rejected = answers.iter().any(|a| !a.admitted);
     match output {
-        OutputFormat::Json => {
+        OutputFormat::Json | OutputFormat::Yaml => {
             let doc: Vec<_> = answers
                 .iter()
-                .map(|a| {
+                .zip(&names)
+                .map(|(a, name)| {
                     serde_json::json!({
+                        "pod": name,
                         "admitted": a.admitted,
                         "reason": a.reason,
                         "message": a.message,
@@ -136,9 +139,9 @@ pub(crate) fn admit(
                     })
                 })
                 .collect();
-            outln!("{}", serde_json::to_string_pretty(&doc)?);
+            print_document(&serde_json::Value::from(doc), output == OutputFormat::Yaml)?;
         }
-        OutputFormat::Table => {
+        OutputFormat::Table | OutputFormat::Wide => {
             for (answer, name) in answers.iter().zip(&names) {
                 match &answer.allocation {
                     Some(pod) if answer.admitted => {
@@ -148,7 +151,7 @@ pub(crate) fn admit(
                             pod.name,
                             pod.uid
                         );
-                        print_table(std::slice::from_ref(pod))?;
+                        print_table(std::slice::from_ref(pod), output == OutputFormat::Wide)?;
                     }
                     _ => eprintln!("pod {name} rejected: {}: {}", answer.reason, answer.message),
                 }
@@ -181,11 +184,12 @@ pub(crate) fn status(target: &AgentTarget, output: OutputFormat) -> Result<ExitC
         Ok(answer(call, target.request_timeout).await?.pods)
     })?;
     match output {
-        OutputFormat::Json => {
+        OutputFormat::Json | OutputFormat::Yaml => {
             let doc: Vec<_> = pods.iter().map(allocation_json).collect();
-            outln!("{}", serde_json::to_string_pretty(&doc)?);
+            print_document(&serde_json::Value::from(doc), output == OutputFormat::Yaml)?;
         }
-        OutputFormat::Table => print_table(&pods)?,
+        OutputFormat::Table => print_table(&pods, false)?,
+        OutputFormat::Wide => print_table(&pods, true)?,
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -198,17 +202,19 @@ fn numa(container: &api::ContainerAllocation) -> String {
     ids.join(",")
 }
 
-fn print_table(pods: &[api::PodAllocation]) -> Result<()> {
-    outln!(
-        "{:<36}  {:<28}  {:<16}  {:<7}  {:<16}  {:<4}  {:<5}  DEVICES",
-        "POD UID",
-        "POD",
-        "CONTAINER",
-        "KIND",
-        "CPUSET",
-        "EXCL",
-        "NUMA"
+/// One line per container; `wide` adds its container id, device nodes and environment.
+fn print_table(pods: &[api::PodAllocation], wide: bool) -> Result<()> {
+    let mut header = format!(
+        "{:<36}  {:<28}  {:<16}  {:<7}  {:<16}  {:<4}  {:<5}  {:<24}",
+        "POD UID", "POD", "CONTAINER", "KIND", "CPUSET", "EXCL", "NUMA", "DEVICES"
     );
+    if wide {
+        header.push_str(&format!(
+            "  {:<16}  {:<24}  ENV",
+            "CONTAINER ID", "DEVICE NODES"
+        ));
+    }
+    outln!("{}", header.trim_end());
     for pod in pods {
         for c in &pod.containers {
             let mut held: Vec<String> = c
@@ -221,13 +227,8 @@ fn print_table(pods: &[api::PodAllocation]) -> Result<()> {
                     .iter()
                     .flat_map(|o| o.cdi_devices.iter().map(|d| format!("cdi:{d}"))),
             );
-            let cdi = if held.is_empty() {
-                "-".to_owned()
-            } else {
-                held.join(" ")
-            };
-            outln!(
-                "{:<36}  {:<28}  {:<16}  {:<7}  {:<16}  {:<4}  {:<5}  {}",
+            let mut line = format!(
+                "{:<36}  {:<28}  {:<16}  {:<7}  {:<16}  {:<4}  {:<5}  {:<24}",
                 pod.uid,
                 format!("{}/{}", pod.namespace, pod.name),
                 c.name,
@@ -235,11 +236,39 @@ fn print_table(pods: &[api::PodAllocation]) -> Result<()> {
                 c.cpuset,
                 if c.exclusive_cpus { "yes" } else { "no" },
                 numa(c),
-                cdi
+                dash_if_empty(held.join(" "))
             );
+            if wide {
+                let nodes: Vec<&str> = c
+                    .run_options
+                    .iter()
+                    .flat_map(|o| o.devices.iter().map(|d| d.host_path.as_str()))
+                    .collect();
+                let envs: std::collections::BTreeMap<&str, &str> = c
+                    .run_options
+                    .iter()
+                    .flat_map(|o| o.envs.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+                    .collect();
+                let envs: Vec<String> = envs.iter().map(|(k, v)| format!("{k}={v}")).collect();
+                line.push_str(&format!(
+                    "  {:<16}  {:<24}  {}",
+                    dash_if_empty(c.container_id.clone()),
+                    dash_if_empty(nodes.join(",")),
+                    dash_if_empty(envs.join(","))
+                ));
+            }
+            outln!("{}", line.trim_end());
         }
     }
     Ok(())
+}
+
+fn dash_if_empty(text: String) -> String {
+    if text.is_empty() {
+        "-".to_owned()
+    } else {
+        text
+    }
 }
 
 fn allocation_json(pod: &api::PodAllocation) -> serde_json::Value {

@@ -14,6 +14,20 @@ use anyhow::Result;
 
 use crate::cli::{CheckpointCommand, Command, ConfigCommand};
 
+/// Print `doc` as JSON (pretty) or, with `yaml`, as YAML: the same document either way, as
+/// kubectl's `-o json` and `-o yaml`. YAML is written by serde-saphyr's serializer (the
+/// crate that reads corral's YAML), which quotes strings a YAML reader would take for
+/// something else ("0", "true", "0-1").
+pub(crate) fn print_document(doc: &serde_json::Value, yaml: bool) -> Result<()> {
+    if yaml {
+        let text = serde_saphyr::to_string(doc)?;
+        crate::output::outln!("{}", text.trim_end_matches('\n'));
+    } else {
+        crate::output::outln!("{}", serde_json::to_string_pretty(doc)?);
+    }
+    Ok(())
+}
+
 /// Run a parsed command; the exit code is the command's verdict.
 pub(crate) fn run(command: Command) -> Result<ExitCode> {
     match command {

@@ -8,28 +8,40 @@ use anyhow::{Context, Result};
 use corral_topology::{CpuSet, CpuTopology};
 
 use crate::cli::OutputFormat;
+use crate::commands::print_document;
 use crate::output::outln;
 
 pub(crate) fn run(host_root: &Path, output: OutputFormat) -> Result<ExitCode> {
     let topology = corral_topology::discover(host_root)
         .with_context(|| format!("discovering the CPU topology under {}", host_root.display()))?;
     match output {
-        OutputFormat::Json => outln!("{}", json(&topology)?),
+        OutputFormat::Json => print_document(&document(&topology)?, false)?,
+        OutputFormat::Yaml => print_document(&document(&topology)?, true)?,
         OutputFormat::Table => outln!("{}", table(&topology).trim_end_matches('\n')),
+        OutputFormat::Wide => {
+            outln!("{}", table(&topology));
+            outln!("{}", cpu_table(&topology).trim_end_matches('\n'));
+        }
     }
     Ok(ExitCode::SUCCESS)
 }
 
-/// The JSON document: `cpus` and `numa_distances` exactly as corral-topology writes them,
-/// plus counts and the NUMA node list.
-fn json(topology: &CpuTopology) -> Result<String> {
-    let mut doc: serde_json::Value =
+/// The document of `-o json|yaml`, camelCase as every corral document: what
+/// corral-topology writes (`cpus`, each with `cpu`, `core`, `socket`, `numa`, `uncore`;
+/// `numa_distances`, rows by NUMA node id; `numa_nodes`) with its keys in camelCase
+/// (`numaDistances`, `numaNodes`), plus `counts`. NUMA nodes are OS ids.
+fn document(topology: &CpuTopology) -> Result<serde_json::Value> {
+    let doc: serde_json::Value =
         serde_json::from_str(&topology.to_json()).context("corral-topology wrote invalid JSON")?;
-    let object = doc
-        .as_object_mut()
-        .context("the topology document is not an object")?;
+    let serde_json::Value::Object(written) = doc else {
+        anyhow::bail!("the topology document is not an object");
+    };
+    let mut object: serde_json::Map<String, serde_json::Value> = written
+        .into_iter()
+        .map(|(key, value)| (camel_case(&key), value))
+        .collect();
     object.insert(
-        "numa_nodes".into(),
+        "numaNodes".into(),
         serde_json::json!(topology.numa_ids().os_ids()),
     );
     object.insert(
@@ -38,11 +50,47 @@ fn json(topology: &CpuTopology) -> Result<String> {
             "cpus": topology.num_cpus(),
             "cores": topology.num_cores(),
             "sockets": topology.num_sockets(),
-            "numa_nodes": topology.num_numa_nodes(),
-            "uncore_caches": topology.num_uncore_caches(),
+            "numaNodes": topology.num_numa_nodes(),
+            "uncoreCaches": topology.num_uncore_caches(),
         }),
     );
-    Ok(serde_json::to_string_pretty(&doc)?)
+    Ok(object.into())
+}
+
+/// `numa_distances` → `numaDistances`.
+fn camel_case(key: &str) -> String {
+    let mut parts = key.split('_');
+    let mut out = parts.next().unwrap_or_default().to_owned();
+    for part in parts {
+        let mut chars = part.chars();
+        if let Some(first) = chars.next() {
+            out.extend(first.to_uppercase());
+            out.push_str(chars.as_str());
+        }
+    }
+    out
+}
+
+/// `-o wide`'s addition: one line per CPU (its core, socket, NUMA node and uncore cache).
+fn cpu_table(topology: &CpuTopology) -> String {
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "{:<6} {:<6} {:<8} {:<6} UNCORE",
+        "CPU", "CORE", "SOCKET", "NUMA"
+    );
+    for cpu in topology.all_cpus().iter() {
+        let Some(info) = topology.cpu(cpu) else {
+            continue;
+        };
+        let numa = topology.numa_ids().os_id(info.numa).unwrap_or(info.numa);
+        let _ = writeln!(
+            out,
+            "{:<6} {:<6} {:<8} {:<6} {}",
+            cpu, info.core, info.socket, numa, info.uncore
+        );
+    }
+    out
 }
 
 /// A table for people: a summary, then one line per NUMA node, then the distance matrix.

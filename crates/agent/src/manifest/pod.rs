@@ -252,9 +252,13 @@ fn list(
     Ok(list)
 }
 
-/// A random RFC 4122 uid from the kernel.
+/// A random RFC 9562 (RFC 4122) version 4 uid, from the operating system's random source
+/// (`getrandom`: portable, no `/proc` read).
 fn random_uid() -> std::io::Result<String> {
-    Ok(std::fs::read_to_string("/proc/sys/kernel/random/uuid")?
-        .trim()
-        .to_owned())
+    let mut bytes = [0u8; 16];
+    getrandom::fill(&mut bytes).map_err(std::io::Error::other)?;
+    Ok(uuid::Builder::from_random_bytes(bytes)
+        .into_uuid()
+        .hyphenated()
+        .to_string())
 }
