@@ -544,8 +544,10 @@ impl Agent {
     fn start() -> Agent {
         let root = tempfile::tempdir().unwrap();
         let host_root = workspace().join("testdata/sysfs/32em64t-2n8c+dax+nvme+mic+dimms");
+        let log = std::fs::File::create(root.path().join("agent.log")).unwrap();
         let child = Command::new(env!("CARGO_BIN_EXE_corral"))
-            .args(["run", "--root", root.path().to_str().unwrap()])
+            .args(["--logging-format=json", "run"])
+            .args(["--root", root.path().to_str().unwrap()])
             .args(["--host-root", host_root.to_str().unwrap()])
             .args(["--cpu-manager-policy", "static", "--reserved-cpus", "0"])
             .args(["--topology-manager-policy", "single-numa-node"])
@@ -553,7 +555,7 @@ impl Agent {
             .env_remove("RUST_LOG")
             .stdin(std::process::Stdio::null())
             .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
+            .stderr(log)
             .spawn()
             .expect("start corral run");
         let mut agent = Agent { child, root };
@@ -566,6 +568,15 @@ impl Agent {
             std::thread::sleep(std::time::Duration::from_millis(100));
         }
         agent
+    }
+
+    /// The agent's log lines so far (JSON, one object each).
+    fn log_lines(&self) -> Vec<serde_json::Value> {
+        std::fs::read_to_string(self.root.path().join("agent.log"))
+            .unwrap()
+            .lines()
+            .map(|line| serde_json::from_str(line).unwrap_or_else(|err| panic!("{line:?}: {err}")))
+            .collect()
     }
 
     fn cli(&self, args: &[&str]) -> Output {
@@ -641,4 +652,42 @@ fn admit_and_status_speak_yaml_and_wide() {
     assert_eq!(wide.lines().count(), table.lines().count());
     let containers = json[0]["containers"].as_array().unwrap().len();
     assert_eq!(wide.lines().count(), 1 + containers, "{wide}");
+
+    // The agent's own log lines name pods as the kubelet does (`pod` as klog's KObj, beside
+    // `podUID`) and carry no Rust Debug forms.
+    let lines = agent.log_lines();
+    let uid = json[0]["uid"].as_str().unwrap();
+    let admitted = lines
+        .iter()
+        .find(|l| l["msg"] == "pod admitted")
+        .unwrap_or_else(|| panic!("{lines:#?}"));
+    assert_eq!(
+        admitted["pod"],
+        serde_json::json!({"name": "gpu", "namespace": "default"})
+    );
+    assert_eq!(admitted["podUID"], uid);
+    let rejected = lines
+        .iter()
+        .find(|l| l["msg"] == "pod rejected")
+        .unwrap_or_else(|| panic!("{lines:#?}"));
+    assert_eq!(rejected["pod"]["name"], "unalignable");
+    assert_eq!(rejected["reason"], "TopologyAffinityError");
+    assert!(rejected["detail"].as_str().is_some_and(|d| !d.is_empty()));
+    let demo = lines
+        .iter()
+        .find(|l| l["msg"] == "demo devices ready")
+        .unwrap();
+    assert_eq!(demo["numaNodes"], "0,1");
+    for line in lines.iter().filter(|l| {
+        let caller = l["caller"].as_str().unwrap_or_default();
+        ["node/", "server/", "commands/"]
+            .iter()
+            .any(|dir| caller.starts_with(dir))
+    }) {
+        let text = line.to_string();
+        assert!(
+            !text.contains("Some(") && !text.contains(" { "),
+            "Debug form: {text}"
+        );
+    }
 }

@@ -17,7 +17,7 @@ pub(crate) fn run(args: &ConfigArgs, demo_devices: usize) -> Result<ExitCode> {
     match rlimit::increase_nofile_limit(u64::MAX) {
         Ok(limit) => tracing::debug!(limit, "open-file limit"),
         Err(err) => {
-            tracing::warn!(error = %err, "cannot raise the open-file limit (RLIMIT_NOFILE)")
+            tracing::warn!(err = %err, "cannot raise the open-file limit (RLIMIT_NOFILE)")
         }
     }
     let runtime = tokio::runtime::Builder::new_multi_thread()

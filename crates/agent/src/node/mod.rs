@@ -370,7 +370,7 @@ impl Node {
             }
         };
         if !result.admit {
-            tracing::info!(pod = %pod.uid, reason = %result.reason, message = %result.message, "pod rejected");
+            tracing::info!(pod = pod_ref(&pod), podUID = %pod.uid, reason = %result.reason, detail = %result.message, "pod rejected");
             self.release_managers(&pod, false).await;
             return Ok(Admission::Rejected {
                 reason: result.reason,
@@ -385,7 +385,7 @@ impl Node {
             };
             self.observe_dra("PrepareResources", started, prepared.is_err());
             if let Err(err) = prepared {
-                tracing::info!(pod = %pod.uid, error = %err, "preparing claims failed; pod rejected");
+                tracing::info!(pod = pod_ref(&pod), podUID = %pod.uid, err = %err, "preparing claims failed; pod rejected");
                 self.release_managers(&pod, true).await;
                 return Ok(Admission::Rejected {
                     reason: UNEXPECTED_ADMISSION_ERROR.to_owned(),
@@ -411,7 +411,7 @@ impl Node {
                 .context("persisting the admitted pod; the admission was undone")
                 .into());
         }
-        tracing::info!(pod = %uid, "pod admitted");
+        tracing::info!(pod = pod_ref(&pod), podUID = %uid, "pod admitted");
         Ok(Admission::Admitted(self.view(&uid)?))
     }
 
@@ -473,15 +473,19 @@ impl Node {
             let released = node.cpu.remove_stale_state(&active, None);
             node.topology.store().remove_pod(&uid);
             if holds_devices && let Err(err) = node.devices.remove_pod(&uid) {
-                tracing::error!(pod = %uid, error = %err, "releasing devices failed");
+                tracing::error!(podUID = %uid, err = %err, "releasing devices failed");
             }
             released
         })
         .await;
         match cpu {
             Ok(Ok(())) => {}
-            Ok(Err(err)) => tracing::error!(pod = pod_uid, error = %err, "releasing CPUs failed"),
-            Err(err) => tracing::error!(pod = pod_uid, error = %err, "releasing CPUs panicked"),
+            Ok(Err(err)) => {
+                tracing::error!(pod = pod_ref(pod), podUID = pod_uid, err = %err, "releasing CPUs failed")
+            }
+            Err(err) => {
+                tracing::error!(pod = pod_ref(pod), podUID = pod_uid, err = %err, "releasing CPUs panicked")
+            }
         }
         if claims
             && (!pod.resource_claims.is_empty()
@@ -491,7 +495,7 @@ impl Node {
             let unprepared = self.dra.unprepare_resources(pod_uid).await;
             self.observe_dra("UnprepareResources", started, unprepared.is_err());
             if let Err(err) = unprepared {
-                tracing::error!(pod = pod_uid, error = %err, "unpreparing claims failed");
+                tracing::error!(pod = pod_ref(pod), podUID = pod_uid, err = %err, "unpreparing claims failed");
             }
         }
     }
@@ -526,7 +530,7 @@ impl Node {
         });
         self.release_managers(&pod, true).await;
         if known {
-            tracing::info!(pod = pod_uid, "pod released");
+            tracing::info!(pod = pod_ref(&pod), podUID = pod_uid, "pod released");
         }
         Ok(known)
     }
@@ -615,6 +619,12 @@ impl Node {
             .map(|admitted| view::pod_view(self, admitted))
             .collect()
     }
+}
+
+/// `namespace/name` of a pod, the kubelet's `pod` log field (klog's `KObj`), when known (a
+/// release of a uid corral never admitted has no name: the field is left out).
+fn pod_ref(pod: &Pod) -> Option<String> {
+    (!pod.name.is_empty()).then(|| format!("{}/{}", pod.namespace, pod.name))
 }
 
 #[cfg(test)]

@@ -46,6 +46,12 @@ pub(crate) async fn start(
     {
         anyhow::bail!("the demo device plugin registered but its devices never arrived");
     }
-    tracing::info!(resource = DEMO_RESOURCE, count, ?numa, "demo devices ready");
+    let nodes: Vec<String> = numa.iter().map(i64::to_string).collect();
+    tracing::info!(
+        resource = DEMO_RESOURCE,
+        count,
+        numaNodes = nodes.join(","),
+        "demo devices ready"
+    );
     Ok(plugin)
 }
