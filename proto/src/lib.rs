@@ -31,21 +31,31 @@
 //! assert_eq!(ListAndWatchResponse::decode(bytes.as_slice()).unwrap(), list);
 //! ```
 
+#![cfg_attr(docsrs, feature(doc_cfg))]
+
 #[cfg(feature = "corral")]
+#[cfg_attr(docsrs, doc(cfg(feature = "corral")))]
 pub mod corral;
 #[cfg(feature = "cri")]
+#[cfg_attr(docsrs, doc(cfg(feature = "cri")))]
 pub mod cri;
 #[cfg(feature = "deviceplugin")]
+#[cfg_attr(docsrs, doc(cfg(feature = "deviceplugin")))]
 pub mod deviceplugin;
 #[cfg(feature = "dra")]
+#[cfg_attr(docsrs, doc(cfg(feature = "dra")))]
 pub mod dra;
 #[cfg(feature = "dra-health")]
+#[cfg_attr(docsrs, doc(cfg(feature = "dra-health")))]
 pub mod dra_health;
 #[cfg(feature = "pluginregistration")]
+#[cfg_attr(docsrs, doc(cfg(feature = "pluginregistration")))]
 pub mod pluginregistration;
 #[cfg(feature = "podresources")]
+#[cfg_attr(docsrs, doc(cfg(feature = "podresources")))]
 pub mod podresources;
 #[cfg(feature = "uds")]
+#[cfg_attr(docsrs, doc(cfg(feature = "uds")))]
 pub mod uds;
 
 pub use prost;

@@ -68,6 +68,7 @@
 //!
 //! It knows nothing of gRPC or tokio.
 
+#![cfg_attr(docsrs, feature(doc_cfg))]
 #![deny(missing_docs)]
 
 mod checksum;

@@ -47,6 +47,8 @@
 //! assert_eq!(hints.len(), 2); // node 1 alone, and both nodes
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
+
+#![cfg_attr(docsrs, feature(doc_cfg))]
 #![deny(missing_docs)]
 
 mod assignment;

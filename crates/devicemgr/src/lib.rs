@@ -49,6 +49,7 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
+#![cfg_attr(docsrs, feature(doc_cfg))]
 #![deny(missing_docs)]
 
 mod allocation;
@@ -67,6 +68,7 @@ mod resource_devices;
 mod resource_name;
 mod run_options;
 #[cfg(feature = "sample-plugin")]
+#[cfg_attr(docsrs, doc(cfg(feature = "sample-plugin")))]
 pub mod sample;
 mod state;
 mod topology_hints;

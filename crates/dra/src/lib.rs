@@ -9,8 +9,8 @@
 //!   over gRPC: it watches a registration directory (upstream's
 //!   `/var/lib/kubelet/plugins_registry` by default), runs the pluginregistration v1
 //!   handshake, and calls DRAPlugin v1 or v1beta1 with deadlines ([`DraPluginClient`]).
-//! - [`sample::SampleDriver`]: a fake DRA driver over real sockets, for tests and the
-//!   `sample_dra_driver` example.
+//! - `sample::SampleDriver` (feature `sample-driver`, off by default): a fake DRA driver
+//!   over real sockets, for tests and the `sample_dra_driver` example.
 //!
 //! The caller supplies what a kubelet would read from the API server: the pod's resolved
 //! claims ([`PodClaims`]) and each claim's identity, allocation and `reservedFor`
@@ -93,6 +93,8 @@
 //! # Ok(()) }
 //! ```
 
+#![cfg_attr(docsrs, feature(doc_cfg))]
+
 //! # Over real sockets
 //!
 //! ```
@@ -127,6 +129,8 @@ mod driver;
 mod error;
 mod manager;
 pub mod plugin;
+#[cfg(feature = "sample-driver")]
+#[cfg_attr(docsrs, doc(cfg(feature = "sample-driver")))]
 pub mod sample;
 mod state;
 

@@ -51,6 +51,8 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
+#![cfg_attr(docsrs, feature(doc_cfg))]
+
 mod cpuset;
 mod cpuset_format;
 mod details;
@@ -60,6 +62,7 @@ mod pod;
 mod qos;
 mod quantity;
 #[cfg(feature = "sysfs")]
+#[cfg_attr(docsrs, doc(cfg(feature = "sysfs")))]
 pub mod sysfs;
 mod topology;
 
@@ -75,6 +78,7 @@ pub use pod::{
 pub use qos::QosClass;
 pub use quantity::{Quantity, QuantityError, parse_bytes, parse_count, parse_cpu_millis};
 #[cfg(feature = "sysfs")]
+#[cfg_attr(docsrs, doc(cfg(feature = "sysfs")))]
 pub use sysfs::{DiscoveryError, discover, discover_host};
 pub use topology::{
     CpuInfo, CpuRecord, CpuTopology, MAX_TOPOLOGY_ID, TopologyCounts, TopologyError,
