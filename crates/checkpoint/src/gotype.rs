@@ -58,6 +58,7 @@ impl IntWidth {
 
 /// A Go type, as far as checkpoint encoding needs it.
 #[derive(Debug)]
+#[non_exhaustive]
 pub enum GoType {
     /// `bool`
     Bool,

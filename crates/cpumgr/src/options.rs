@@ -36,6 +36,7 @@ pub const ALL_OPTIONS: [&str; 6] = [
 
 /// Upstream's maturity level of an option.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum OptionMaturity {
     /// Behind `CPUManagerPolicyAlphaOptions` upstream.
     Alpha,

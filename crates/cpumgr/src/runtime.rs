@@ -22,6 +22,7 @@ pub trait ContainerRuntime: Send + Sync {
 
 /// A container's state in its pod status.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum ContainerState {
     /// Not started yet (or waiting to restart).
     Waiting,

@@ -78,6 +78,7 @@ pub struct PodResourceClaim {
 /// set it (they are then "sidecars").
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize))]
+#[non_exhaustive]
 pub enum ContainerRestartPolicy {
     /// Restart the init container for the pod's lifetime (a sidecar).
     Always,

@@ -31,6 +31,7 @@ use std::str::FromStr;
 
 /// How free CPUs are ordered for single-thread picking (upstream `CPUSortingStrategy`).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum CpuSortingStrategy {
     /// Core by core (upstream `packed`, the default).
     #[default]

@@ -154,6 +154,7 @@ struct Job {
 
 /// The outcome of one registration handshake.
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub enum RegistrationEvent {
     /// A plugin was accepted.
     Registered {

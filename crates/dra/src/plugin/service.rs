@@ -7,6 +7,7 @@ use super::error::ServiceError;
 
 /// A DRAPlugin service version.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[non_exhaustive]
 pub enum DraService {
     /// `v1.DRAPlugin` (`k8s.io.kubelet.pkg.apis.dra.v1`), the newest.
     V1,

@@ -21,6 +21,7 @@ use super::numa_info::NumaInfo;
 
 /// The policy names kubelet config uses.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[non_exhaustive]
 pub enum PolicyName {
     /// `none`: no alignment, every pod admitted, no affinity.
     None,

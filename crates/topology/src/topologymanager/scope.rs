@@ -15,6 +15,7 @@ use crate::{Container, Pod};
 
 /// The scope names kubelet config uses.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum ScopeName {
     /// `container`: one merge per container.
     Container,
