@@ -298,7 +298,7 @@ impl DeviceState {
                     .map(|&i| taking.table.id(i).to_owned())
                     .collect();
                 tracing::debug!(resource, pod = request.pod_uid, container = request.container,
-                    devices = ?devices, "devices chosen");
+                    devices = %devices.join(","), "devices chosen");
                 Ok(ToAllocate::Devices(self.new_reservation(resource, devices)))
             }
             Ok(false) => unreachable_shortfall(&mut taking, request.required),

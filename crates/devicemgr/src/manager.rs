@@ -270,7 +270,9 @@ impl Shared {
             }
             lock(&self.state).plugin_connected(resource, client.options);
         }
-        tracing::info!(resource, socket = %socket.display(), options = ?client.options,
+        tracing::info!(resource, socket = %socket.display(),
+            pre_start_required = client.options.pre_start_required,
+            preferred_allocation = client.options.get_preferred_allocation_available,
             "device plugin connected");
         self.bump();
         let shared = Arc::clone(self);
@@ -733,7 +735,7 @@ impl DeviceManager {
         let capacity = lock(&self.shared.state)
             .capacity(Instant::now(), self.shared.config.endpoint_stop_grace);
         if !capacity.removed.is_empty() {
-            tracing::info!(removed = ?capacity.removed, "dropped resources of stopped device plugins");
+            tracing::info!(removed = %capacity.removed.join(","), "dropped resources of stopped device plugins");
             self.shared.checkpoint_or_log();
         }
         capacity
@@ -967,7 +969,7 @@ impl DeviceManager {
             Ok(Some(response)) => {
                 lock(&shared.state).commit(&reservation, &pod.uid, &container.name, response);
                 tracing::info!(resource, pod = %pod.uid, container = %container.name,
-                    devices = ?reservation.devices, "allocated devices");
+                    devices = %reservation.devices.join(","), "allocated devices");
                 Ok(true)
             }
             Ok(None) => release(AllocateError::NoContainerResponse {

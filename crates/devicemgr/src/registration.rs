@@ -51,7 +51,7 @@ impl Registration for RegistrationService {
         let peer = corral_proto::uds::peer_credentials(&request);
         let request = request.into_inner();
         tracing::info!(resource = %request.resource_name, endpoint = %request.endpoint,
-            version = %request.version, pid = ?peer.and_then(|p| p.pid),
+            version = %request.version, pid = peer.and_then(|p| p.pid),
             "got registration request from device plugin");
         if let Err(status) = validate(&request) {
             tracing::warn!(resource = %request.resource_name, error = %status.message(),

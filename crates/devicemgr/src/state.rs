@@ -278,7 +278,7 @@ impl DeviceState {
         if stale.is_empty() {
             return stale;
         }
-        tracing::debug!(pods = ?stale, "freeing devices of inactive pods");
+        tracing::debug!(pods = %stale.iter().map(String::as_str).collect::<Vec<_>>().join(","), "freeing devices of inactive pods");
         self.pod_devices.delete(&stale);
         self.regenerate_allocated();
         stale
