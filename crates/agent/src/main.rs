@@ -5,6 +5,7 @@ mod cli;
 mod commands;
 mod config;
 mod deployment_files;
+mod exposition;
 #[cfg(test)]
 mod fuzz_tests;
 mod logging;

@@ -80,19 +80,20 @@ impl ContainerRuntime for NoRuntime {
     }
 }
 
-/// `dra_operations_duration_seconds` (upstream's name): DRA prepare/unprepare latency by
-/// `operation_name` and `is_error`.
-pub(crate) type DraDurations = prometheus_client::metrics::family::Family<
-    Vec<(String, String)>,
-    prometheus_client::metrics::histogram::Histogram,
-    fn() -> prometheus_client::metrics::histogram::Histogram,
->;
+/// `dra_operations_duration_seconds` (upstream's name, no `kubelet_` prefix): DRA
+/// prepare/unprepare latency by `operation_name` and `is_error`, in upstream's
+/// `DRADurationBuckets` (`ExponentialBucketsRange(.1, 40, 15)`).
+///
+/// A documented deviation: upstream labels the observation
+/// `is_error=strconv.FormatBool(err == nil)`, i.e. `"true"` for a success; corral writes
+/// `"true"` for a failure, as the label's name and help text say.
+pub(crate) type DraDurations = crate::exposition::HistogramVec;
 
-fn dra_histogram() -> prometheus_client::metrics::histogram::Histogram {
-    // Upstream's buckets for DRA operations: 0.1 s .. 180 s.
-    prometheus_client::metrics::histogram::Histogram::new([
-        0.1, 0.2, 0.3, 0.5, 1.0, 2.0, 3.0, 5.0, 10.0, 20.0, 30.0, 60.0, 120.0, 180.0,
-    ])
+fn dra_durations() -> DraDurations {
+    crate::exposition::HistogramVec::new(
+        &["operation_name", "is_error"],
+        &crate::exposition::exponential_buckets_range(0.1, 40.0, 15),
+    )
 }
 
 /// Every manager of one node, composed.
@@ -249,7 +250,7 @@ impl Node {
         let dra = DraManager::open(state_dir, Arc::clone(&registry))
             .context("restoring the DRA manager")?;
         Ok(Node {
-            dra_durations: DraDurations::new_with_constructor(dra_histogram),
+            dra_durations: dra_durations(),
             device_metrics,
             topology: manager,
             cpu,
@@ -501,12 +502,10 @@ impl Node {
     }
 
     fn observe_dra(&self, operation: &str, started: std::time::Instant, error: bool) {
-        self.dra_durations
-            .get_or_create(&vec![
-                ("operation_name".to_owned(), operation.to_owned()),
-                ("is_error".to_owned(), error.to_string()),
-            ])
-            .observe(started.elapsed().as_secs_f64());
+        self.dra_durations.observe(
+            &[operation, if error { "true" } else { "false" }],
+            started.elapsed().as_secs_f64(),
+        );
     }
 
     /// `device_plugin_registration_total`, `device_plugin_alloc_duration_seconds`.
@@ -517,6 +516,22 @@ impl Node {
     /// `dra_operations_duration_seconds`.
     pub(crate) fn dra_durations(&self) -> &DraDurations {
         &self.dra_durations
+    }
+
+    /// `dra_resource_claims_in_use`: prepared claims per driver, and all of them under
+    /// `<any>` (always present), as upstream's `claimInfoCache.claimsInUse`.
+    pub(crate) fn dra_claims_in_use(&self) -> BTreeMap<String, u64> {
+        let mut in_use = BTreeMap::from([("<any>".to_owned(), 0)]);
+        for claim in self.dra.claim_infos() {
+            if !claim.is_prepared() {
+                continue;
+            }
+            *in_use.entry("<any>".to_owned()).or_default() += 1;
+            for driver in claim.drivers() {
+                *in_use.entry(driver.to_owned()).or_default() += 1;
+            }
+        }
+        in_use
     }
 
     /// Release everything `pod_uid` holds; `false` when the pod was not admitted.

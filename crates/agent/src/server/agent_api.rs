@@ -8,20 +8,18 @@ use k8s_openapi::api::core::v1::Pod as K8sPod;
 use k8s_openapi::api::resource::v1::ResourceClaim as K8sResourceClaim;
 use tonic::{Request, Response, Status};
 
-use super::metrics::AgentMetrics;
 use crate::node::{Admission, AdmitError, Node, PodView};
 
 /// The admission API's service.
 #[derive(Debug, Clone)]
 pub(crate) struct AgentService {
     node: Arc<Node>,
-    metrics: AgentMetrics,
 }
 
 impl AgentService {
-    /// Serve `node`, timing admissions into `metrics`.
-    pub(crate) fn new(node: Arc<Node>, metrics: AgentMetrics) -> Self {
-        Self { node, metrics }
+    /// Serve `node`.
+    pub(crate) fn new(node: Arc<Node>) -> Self {
+        Self { node }
     }
 }
 
@@ -120,11 +118,7 @@ impl Agent for AgentService {
                 })
             })
             .collect::<Result<Vec<_>, _>>()?;
-        let started = std::time::Instant::now();
         let admission = self.node.admit(pod, claims).await;
-        self.metrics
-            .admission_duration_ms
-            .observe(started.elapsed().as_secs_f64() * 1000.0);
         let admission = admission.map_err(|err| match err {
             AdmitError::Internal(err) => internal(err),
             invalid => Status::invalid_argument(error_chain(&invalid)),

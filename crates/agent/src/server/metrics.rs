@@ -1,201 +1,435 @@
-//! Prometheus metrics in text format on `--metrics-addr` (loopback only, off by default),
-//! with upstream's names: `topology_manager_admission_requests_total`,
-//! `topology_manager_admission_errors_total`, `topology_manager_admission_duration_ms`,
-//! `cpu_manager_pinning_requests_total`, `cpu_manager_pinning_errors_total`,
-//! `device_plugin_registration_total`, `device_plugin_alloc_duration_seconds`,
-//! `dra_operations_duration_seconds`; plus corral's
-//! `corral_admitted_pods`.
+//! The metrics endpoint on `--metrics-addr` (loopback only, off by default): `GET /metrics`
+//! answers the kubelet's resource-manager series under the kubelet's exact names, help
+//! texts, labels and buckets (upstream `pkg/kubelet/metrics/metrics.go`, v1.36), in the
+//! text format the kubelet serves ([`crate::exposition`]); `GET /healthz` answers `ok`
+//! while the agent serves; any other path is 404.
+//!
+//! Served: `kubelet_topology_manager_admission_requests_total`, `…_admission_errors_total`,
+//! `…_admission_duration_ms`; `kubelet_cpu_manager_pinning_requests_total`,
+//! `…_pinning_errors_total`, `…_shared_pool_size_millicores`,
+//! `…_exclusive_cpu_allocation_count`, `…_allocation_per_numa{numa_node}`;
+//! `kubelet_container_aligned_compute_resources_count{scope,boundary}` and
+//! `…_failure_count{scope,boundary}`; `kubelet_device_plugin_registration_total` and
+//! `kubelet_device_plugin_alloc_duration_seconds{resource_name}`;
+//! `dra_operations_duration_seconds{operation_name,is_error}` and
+//! `dra_resource_claims_in_use{driver_name}` (the `dra` subsystem has no `kubelet_` prefix
+//! upstream either); and corral's own `corral_admitted_pods`.
+//!
+//! The CPU gauges are computed from the CPU manager's state at each scrape, so they never
+//! drift from it (upstream applies deltas and drifts, kubernetes#141261), and
+//! `…_allocation_per_numa` has a series for every NUMA node of a `static` policy, 0 included
+//! (upstream only sets the nodes that held CPUs and never lowers a node back to 0).
 
 use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use anyhow::{Context, Result};
-use prometheus_client::encoding::text::encode;
-use prometheus_client::metrics::counter::Counter;
-use prometheus_client::metrics::gauge::Gauge;
-use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
-use prometheus_client::registry::Registry;
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
-use tokio::net::TcpListener;
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::Semaphore;
 
+use crate::exposition::{self, Family, HistogramSnapshot, Kind, Series, Value};
 use crate::node::Node;
 
-/// What the agent measures itself (the managers count the rest).
-#[derive(Debug, Clone)]
-pub(crate) struct AgentMetrics {
-    /// Admission latency in milliseconds (upstream buckets: 0.125 ms × 2^n, 20 buckets).
-    pub(crate) admission_duration_ms: Histogram,
+/// Connections served at once; more are closed at once.
+const MAX_CONNECTIONS: usize = 64;
+/// How long one connection may take, request head to last byte of the answer.
+const CONNECTION_DEADLINE: Duration = Duration::from_secs(10);
+/// The largest request head read.
+const MAX_HEAD: usize = 16 * 1024;
+/// Pause after a failed accept (e.g. EMFILE) before the next one.
+const ACCEPT_BACKOFF: Duration = Duration::from_millis(100);
+
+/// A family's name, help text (as upstream defines it, without the stability prefix) and
+/// type.
+struct Def {
+    name: &'static str,
+    help: &'static str,
+    kind: Kind,
 }
 
-impl Default for AgentMetrics {
-    fn default() -> Self {
-        Self {
-            admission_duration_ms: Histogram::new(exponential_buckets(0.125, 2.0, 20)),
-        }
+const TOPOLOGY_ADMISSION_REQUESTS: Def = Def {
+    name: "kubelet_topology_manager_admission_requests_total",
+    help: "The number of admission requests where resources have to be aligned.",
+    kind: Kind::Counter,
+};
+const TOPOLOGY_ADMISSION_ERRORS: Def = Def {
+    name: "kubelet_topology_manager_admission_errors_total",
+    help: "The number of admission request failures where resources could not be aligned.",
+    kind: Kind::Counter,
+};
+const TOPOLOGY_ADMISSION_DURATION: Def = Def {
+    name: "kubelet_topology_manager_admission_duration_ms",
+    help: "Duration in milliseconds to serve a pod admission request.",
+    kind: Kind::Histogram,
+};
+const CPU_PINNING_REQUESTS: Def = Def {
+    name: "kubelet_cpu_manager_pinning_requests_total",
+    help: "The number of cpu core allocations which required pinning.",
+    kind: Kind::Counter,
+};
+const CPU_PINNING_ERRORS: Def = Def {
+    name: "kubelet_cpu_manager_pinning_errors_total",
+    help: "The number of cpu core allocations which required pinning failed.",
+    kind: Kind::Counter,
+};
+const CPU_SHARED_POOL: Def = Def {
+    name: "kubelet_cpu_manager_shared_pool_size_millicores",
+    help: "The size of the shared CPU pool for non-guaranteed QoS pods, in millicores.",
+    kind: Kind::Gauge,
+};
+const CPU_EXCLUSIVE: Def = Def {
+    name: "kubelet_cpu_manager_exclusive_cpu_allocation_count",
+    help: "The total number of CPUs exclusively allocated to containers running on this node",
+    kind: Kind::Gauge,
+};
+const CPU_PER_NUMA: Def = Def {
+    name: "kubelet_cpu_manager_allocation_per_numa",
+    help: "Number of CPUs allocated per NUMA node",
+    kind: Kind::Gauge,
+};
+const ALIGNED: Def = Def {
+    name: "kubelet_container_aligned_compute_resources_count",
+    help: "Cumulative number of aligned compute resources allocated to containers by alignment type.",
+    kind: Kind::Counter,
+};
+const ALIGNED_FAILURES: Def = Def {
+    name: "kubelet_container_aligned_compute_resources_failure_count",
+    help: "Cumulative number of failures to allocate aligned compute resources to containers by alignment type.",
+    kind: Kind::Counter,
+};
+const DEVICE_PLUGIN_REGISTRATIONS: Def = Def {
+    name: "kubelet_device_plugin_registration_total",
+    help: "Cumulative number of device plugin registrations. Broken down by resource name.",
+    kind: Kind::Counter,
+};
+const DEVICE_PLUGIN_ALLOC_DURATION: Def = Def {
+    name: "kubelet_device_plugin_alloc_duration_seconds",
+    help: "Duration in seconds to serve a device plugin Allocation request. Broken down by resource name.",
+    kind: Kind::Histogram,
+};
+const DRA_OPERATIONS_DURATION: Def = Def {
+    name: "dra_operations_duration_seconds",
+    help: "Latency histogram in seconds for the duration of handling all ResourceClaims referenced by a pod when the pod starts or stops. Identified by the name of the operation (PrepareResources or UnprepareResources) and separated by the success of the operation. The number of failed operations is provided through the histogram's overall count.",
+    kind: Kind::Histogram,
+};
+const DRA_CLAIMS_IN_USE: Def = Def {
+    name: "dra_resource_claims_in_use",
+    help: "The number of ResourceClaims that are currently in use on the node, by driver name (driver_name label value) and across all drivers (special value <any> for driver_name). Note that the sum of all by-driver counts is not the total number of in-use ResourceClaims because the same ResourceClaim might use devices from different drivers. Instead, use the count for the <any> driver_name.",
+    kind: Kind::Gauge,
+};
+
+/// An upstream (ALPHA) family: component-base writes the stability level before the help.
+fn alpha(def: &Def, series: Vec<Series>) -> Family {
+    Family {
+        name: def.name.to_owned(),
+        help: format!("[ALPHA] {}", def.help),
+        kind: def.kind,
+        series,
     }
 }
 
-fn counter(value: u64) -> Counter {
-    let counter = Counter::default();
-    counter.inc_by(value);
-    counter
+fn count(counter: &AtomicU64) -> Value {
+    Value::Number(counter.load(Ordering::Relaxed) as f64)
 }
 
-/// The metrics as Prometheus text.
-pub(crate) fn render(node: &Node, agent: &AgentMetrics) -> String {
-    let mut registry = Registry::default();
-    let topology = node.topology().metrics();
-    registry.register(
-        "topology_manager_admission_requests",
-        "Number of admission requests where resources have to be aligned",
-        counter(topology.admission_requests_total.load(Ordering::Relaxed)),
-    );
-    registry.register(
-        "topology_manager_admission_errors",
-        "Number of admission request failures where resources could not be aligned",
-        counter(topology.admission_errors_total.load(Ordering::Relaxed)),
-    );
-    registry.register(
-        "topology_manager_admission_duration_ms",
-        "Duration in milliseconds to serve a pod admission request",
-        agent.admission_duration_ms.clone(),
-    );
-    let cpu = node.cpu().metrics();
-    registry.register(
-        "cpu_manager_pinning_requests",
-        "The number of cpu core allocations which required pinning",
-        counter(cpu.pinning_requests_total.load(Ordering::Relaxed)),
-    );
-    registry.register(
-        "cpu_manager_pinning_errors",
-        "The number of cpu core allocations which required pinning failed",
-        counter(cpu.pinning_errors_total.load(Ordering::Relaxed)),
-    );
+/// `scope` and `boundary` labels of the alignment counters.
+fn aligned(scope: &str, boundary: &str, value: Value) -> Series {
+    Series {
+        labels: vec![
+            ("scope".to_owned(), scope.to_owned()),
+            ("boundary".to_owned(), boundary.to_owned()),
+        ],
+        value,
+    }
+}
+
+/// Every family, as the kubelet would export it for this node now.
+pub(crate) fn families(node: &Node) -> Vec<Family> {
+    let mut families = Vec::new();
+
+    let topology = node.topology();
+    let tm = topology.metrics();
+    let durations = tm.admission_duration_ms.snapshot();
+    families.push(alpha(
+        &TOPOLOGY_ADMISSION_REQUESTS,
+        vec![Series::plain(count(&tm.admission_requests_total))],
+    ));
+    families.push(alpha(
+        &TOPOLOGY_ADMISSION_ERRORS,
+        vec![Series::plain(count(&tm.admission_errors_total))],
+    ));
+    families.push(alpha(
+        &TOPOLOGY_ADMISSION_DURATION,
+        vec![Series::plain(Value::Histogram(HistogramSnapshot {
+            buckets: corral_topology::topologymanager::ADMISSION_DURATION_MS_BUCKETS
+                .iter()
+                .copied()
+                .zip(durations.cumulative)
+                .collect(),
+            count: durations.count,
+            sum: durations.sum_ms as f64,
+        }))],
+    ));
+
+    let cpu = node.cpu();
+    let cm = cpu.metrics();
+    let state = cpu.state();
+    let is_static = cpu.policy_name() == "static";
+    let exclusive = state.exclusive_cpus();
+    // Upstream `GetAvailableCPUs`: the shared pool minus the reserved CPUs (0 under `none`,
+    // which never sets the gauge).
+    let shared = state
+        .default_cpu_set()
+        .intersection(&cpu.allocatable_cpus());
+    families.push(alpha(
+        &CPU_PINNING_REQUESTS,
+        vec![Series::plain(count(&cm.pinning_requests_total))],
+    ));
+    families.push(alpha(
+        &CPU_PINNING_ERRORS,
+        vec![Series::plain(count(&cm.pinning_errors_total))],
+    ));
+    families.push(alpha(
+        &CPU_SHARED_POOL,
+        vec![Series::plain(Value::Number((shared.len() * 1000) as f64))],
+    ));
+    families.push(alpha(
+        &CPU_EXCLUSIVE,
+        vec![Series::plain(Value::Number(exclusive.len() as f64))],
+    ));
+    let mut per_numa = Vec::new();
+    if is_static {
+        let index = cpu.topology();
+        for &bit in index.numa_node_ids() {
+            let held = index.cpus_in_numa_node(bit).intersection(&exclusive).len();
+            let id = index.topology().numa_ids().os_id(bit).unwrap_or(bit);
+            per_numa.push(Series::number(
+                &[("numa_node", &id.to_string())],
+                held as f64,
+            ));
+        }
+    }
+    families.push(alpha(&CPU_PER_NUMA, per_numa));
+
+    // Which series exist follows upstream: the static CPU policy's `initializeMetrics`
+    // creates the physical_cpu and uncore_cache ones, a topology manager policy other than
+    // `none` the numa_node ones.
+    let mut successes = Vec::new();
+    let mut failures = Vec::new();
+    if is_static {
+        successes.push(aligned(
+            "container",
+            "physical_cpu",
+            count(&cm.aligned_physical_cpu_total),
+        ));
+        successes.push(aligned(
+            "container",
+            "uncore_cache",
+            count(&cm.aligned_uncore_cache_total),
+        ));
+        failures.push(aligned(
+            "container",
+            "physical_cpu",
+            count(&cm.aligned_physical_cpu_failures_total),
+        ));
+    }
+    if topology.scope().is_some() {
+        let numa = &tm.numa_alignment;
+        successes.push(aligned("container", "numa_node", count(&numa.container)));
+        successes.push(aligned("pod", "numa_node", count(&numa.pod)));
+        failures.push(aligned(
+            "container",
+            "numa_node",
+            count(&numa.container_failures),
+        ));
+        failures.push(aligned("pod", "numa_node", count(&numa.pod_failures)));
+    }
+    families.push(alpha(&ALIGNED, successes));
+    families.push(alpha(&ALIGNED_FAILURES, failures));
+
     let devices = node.device_metrics();
-    registry.register(
-        "device_plugin_registration",
-        "Cumulative number of device plugin registrations",
-        devices.registrations.clone(),
-    );
-    registry.register(
-        "device_plugin_alloc_duration_seconds",
-        "Duration in seconds to serve a device plugin Allocation request",
-        devices.alloc_duration.clone(),
-    );
-    registry.register(
-        "dra_operations_duration_seconds",
-        "Latency histogram in seconds for the duration of handling all ResourceClaims referenced by a pod when the pod starts or stops",
-        node.dra_durations().clone(),
-    );
-    let pods = Gauge::<i64>::default();
-    pods.set(node.pods().len() as i64);
-    registry.register(
-        "corral_admitted_pods",
-        "Pods admitted and not released",
-        pods,
-    );
-    let mut text = String::new();
-    // Writing to a String cannot fail.
-    let _ = encode(&mut text, &registry);
-    text
+    families.push(alpha(
+        &DEVICE_PLUGIN_REGISTRATIONS,
+        devices.registrations.series(),
+    ));
+    families.push(alpha(
+        &DEVICE_PLUGIN_ALLOC_DURATION,
+        devices.alloc_duration.series(),
+    ));
+
+    families.push(alpha(
+        &DRA_OPERATIONS_DURATION,
+        node.dra_durations().series(),
+    ));
+    families.push(alpha(
+        &DRA_CLAIMS_IN_USE,
+        node.dra_claims_in_use()
+            .into_iter()
+            .map(|(driver, claims)| Series::number(&[("driver_name", &driver)], claims as f64))
+            .collect(),
+    ));
+
+    families.push(Family {
+        name: "corral_admitted_pods".to_owned(),
+        help: "Pods admitted and not released".to_owned(),
+        kind: Kind::Gauge,
+        series: vec![Series::plain(Value::Number(node.pods().len() as f64))],
+    });
+    families
 }
 
-/// Serve `GET /metrics` on `addr` until `shutdown` completes.
-pub(crate) async fn serve(
-    addr: SocketAddr,
-    node: Arc<Node>,
-    agent: AgentMetrics,
-    shutdown: impl Future<Output = ()>,
-) -> Result<()> {
-    let listener = TcpListener::bind(addr)
+/// The body of `GET /metrics`.
+pub(crate) fn render(node: &Node) -> String {
+    exposition::encode(&families(node))
+}
+
+/// Bind the metrics address; the error names it.
+pub(crate) async fn bind(addr: SocketAddr) -> Result<TcpListener> {
+    TcpListener::bind(addr)
         .await
-        .with_context(|| format!("binding the metrics address {addr}"))?;
-    tracing::info!(%addr, "serving metrics");
+        .with_context(|| format!("binding the metrics address {addr}"))
+}
+
+/// Answer on `listener` until `shutdown` completes. Each connection gets one answer within
+/// [`CONNECTION_DEADLINE`]; beyond [`MAX_CONNECTIONS`] at once, connections are closed.
+pub(crate) async fn serve(
+    listener: TcpListener,
+    node: Arc<Node>,
+    shutdown: impl Future<Output = ()>,
+) {
+    if let Ok(addr) = listener.local_addr() {
+        tracing::info!(%addr, "serving metrics");
+    }
+    let slots = Arc::new(Semaphore::new(MAX_CONNECTIONS));
     tokio::pin!(shutdown);
     loop {
-        let (mut stream, _) = tokio::select! {
-            () = &mut shutdown => return Ok(()),
+        let stream = tokio::select! {
+            () = &mut shutdown => return,
             accepted = listener.accept() => match accepted {
-                Ok(accepted) => accepted,
+                Ok((stream, _)) => stream,
                 Err(err) => {
                     tracing::warn!(%err, "metrics accept failed");
+                    tokio::time::sleep(ACCEPT_BACKOFF).await;
                     continue;
                 }
             },
         };
+        let Ok(slot) = Arc::clone(&slots).try_acquire_owned() else {
+            // Too many at once: dropping the stream closes it.
+            continue;
+        };
         let node = Arc::clone(&node);
-        let agent = agent.clone();
         tokio::spawn(async move {
-            let mut request = Vec::with_capacity(1024);
-            let mut buf = [0u8; 1024];
-            // Read the request head (bounded in size and time).
-            let read = tokio::time::timeout(Duration::from_secs(5), async {
-                while !request.windows(4).any(|w| w == b"\r\n\r\n") && request.len() < 16 * 1024 {
-                    let n = stream.read(&mut buf).await?;
-                    if n == 0 {
-                        break;
-                    }
-                    request.extend_from_slice(&buf[..n]);
-                }
-                Ok::<_, std::io::Error>(())
-            })
-            .await;
-            if !matches!(read, Ok(Ok(()))) {
-                return;
-            }
-            let (status, body) = if request.starts_with(b"GET /metrics ") {
-                ("200 OK", render(&node, &agent))
-            } else {
-                ("404 Not Found", "only GET /metrics is served\n".to_owned())
-            };
-            let response = format!(
-                "HTTP/1.1 {status}\r\nContent-Type: text/plain; version=0.0.4; charset=utf-8\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-                body.len()
-            );
-            let _ = stream.write_all(response.as_bytes()).await;
-            let _ = stream.shutdown().await;
+            let _ = tokio::time::timeout(CONNECTION_DEADLINE, answer(stream, &node)).await;
+            drop(slot);
         });
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use crate::node::tests::{config, fixture, open, pod};
+/// What to send back.
+struct Reply {
+    status: &'static str,
+    content_type: &'static str,
+    allow: bool,
+    body: String,
+    head_only: bool,
+}
 
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn metrics_carry_upstream_names_and_counts() {
-        let dir = tempfile::tempdir().unwrap();
-        let topology = fixture("32em64t-2n8c+dax+nvme+mic+dimms");
-        let node = open(&config(dir.path(), "single-numa-node", &[]), &topology).await;
-        node.admit(pod("ok", &[2]), Vec::new()).await.unwrap();
-        node.admit(pod("too-big", &[20]), Vec::new()).await.unwrap();
-        let agent = super::AgentMetrics::default();
-        agent.admission_duration_ms.observe(1.5);
-        {
-            use corral_devicemgr::DeviceManagerObserver as _;
-            let devices = node.device_metrics();
-            devices.plugin_registered("example.com/gpu");
-            devices.allocate_rpc_finished("example.com/gpu", std::time::Duration::from_millis(3));
-        }
-        let text = super::render(&node, &agent);
-        for line in [
-            "topology_manager_admission_requests_total 2",
-            "topology_manager_admission_errors_total 1",
-            "topology_manager_admission_duration_ms_count 1",
-            "cpu_manager_pinning_requests_total 1",
-            "cpu_manager_pinning_errors_total 0",
-            "corral_admitted_pods 1",
-            "device_plugin_registration_total{resource_name=\"example.com/gpu\"} 1",
-            "device_plugin_alloc_duration_seconds_count{resource_name=\"example.com/gpu\"} 1",
-            "device_plugin_alloc_duration_seconds_bucket{le=\"0.005\",resource_name=\"example.com/gpu\"} 1",
-        ] {
-            assert!(
-                text.lines().any(|l| l == line),
-                "{line:?} missing in:\n{text}"
-            );
+impl Reply {
+    fn text(status: &'static str, body: &str) -> Reply {
+        Reply {
+            status,
+            content_type: "text/plain; charset=utf-8",
+            allow: false,
+            body: body.to_owned(),
+            head_only: false,
         }
     }
 }
+
+/// The answer to one request head (`GET /path HTTP/1.1 …`).
+fn route(head: &[u8], node: &Node) -> Reply {
+    let line = head.split(|b| *b == b'\r').next().unwrap_or_default();
+    let line = String::from_utf8_lossy(line);
+    let mut words = line.split(' ');
+    let (Some(method), Some(target), Some(version), None) =
+        (words.next(), words.next(), words.next(), words.next())
+    else {
+        return Reply::text("400 Bad Request", "400 Bad Request\n");
+    };
+    if !version.starts_with("HTTP/1.") {
+        return Reply::text("400 Bad Request", "400 Bad Request\n");
+    }
+    let path = target.split_once('?').map_or(target, |(path, _)| path);
+    let mut reply = match path {
+        "/metrics" => Reply {
+            status: "200 OK",
+            content_type: exposition::CONTENT_TYPE,
+            allow: false,
+            body: String::new(),
+            head_only: false,
+        },
+        "/healthz" => Reply::text("200 OK", "ok"),
+        // Go's http.NotFound, as the kubelet answers an unknown path.
+        _ => return Reply::text("404 Not Found", "404 page not found\n"),
+    };
+    match method {
+        "GET" => {}
+        "HEAD" => reply.head_only = true,
+        _ => {
+            let mut refused = Reply::text("405 Method Not Allowed", "Method Not Allowed\n");
+            refused.allow = true;
+            return refused;
+        }
+    }
+    if path == "/metrics" {
+        reply.body = render(node);
+    }
+    reply
+}
+
+/// Read one request head from `stream` and answer it.
+async fn answer(mut stream: TcpStream, node: &Node) {
+    let mut head = Vec::with_capacity(1024);
+    let mut buf = [0u8; 1024];
+    while !head.windows(4).any(|w| w == b"\r\n\r\n") {
+        if head.len() >= MAX_HEAD {
+            break;
+        }
+        match stream.read(&mut buf).await {
+            Ok(0) | Err(_) => return,
+            Ok(n) => head.extend_from_slice(&buf[..n]),
+        }
+    }
+    let reply = if head.windows(4).any(|w| w == b"\r\n\r\n") {
+        route(&head, node)
+    } else {
+        Reply::text(
+            "431 Request Header Fields Too Large",
+            "431 Request Header Fields Too Large\n",
+        )
+    };
+    let allow = if reply.allow {
+        "Allow: GET, HEAD\r\n"
+    } else {
+        ""
+    };
+    let mut response = format!(
+        "HTTP/1.1 {}\r\nContent-Type: {}\r\n{allow}Content-Length: {}\r\nConnection: close\r\n\r\n",
+        reply.status,
+        reply.content_type,
+        reply.body.len()
+    );
+    if !reply.head_only {
+        response.push_str(&reply.body);
+    }
+    let _ = stream.write_all(response.as_bytes()).await;
+    let _ = stream.shutdown().await;
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,6 +1,10 @@
 //! `corral run`: discover the machine, compose the managers, serve the admission API and the
 //! podresources API on their unix sockets and watch the DRA plugin registry, until SIGTERM or
 //! SIGINT; then stop accepting, let in-flight calls finish, remove the sockets and return.
+//!
+//! Every listener (metrics address, device plugin registration socket, agent socket,
+//! podresources socket) is bound before "serving" is logged; a bind that fails ends `run`
+//! at once with an error naming the address.
 
 mod agent_api;
 mod cri;
@@ -25,6 +29,11 @@ const SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
 
 /// Run the agent until a signal asks it to stop.
 pub(crate) async fn run(config: AgentConfig, demo_devices: usize) -> Result<()> {
+    // First, so that a taken port fails before anything is touched.
+    let metrics_listener = match config.metrics_address {
+        Some(addr) => Some(metrics::bind(addr).await?),
+        None => None,
+    };
     let topology = corral_topology::sysfs::discover(&config.host_root).with_context(|| {
         format!(
             "discovering the CPU topology under {}",
@@ -79,23 +88,13 @@ pub(crate) async fn run(config: AgentConfig, demo_devices: usize) -> Result<()> 
         },
     )
     .with_context(|| format!("binding {}", pr_socket.display()))?;
-    let agent_metrics = metrics::AgentMetrics::default();
-    let metrics_server = config.metrics_address.map(|addr| {
-        tokio::spawn(metrics::serve(
-            addr,
-            Arc::clone(&node),
-            agent_metrics.clone(),
-            stopped(),
-        ))
-    });
+    let metrics_server = metrics_listener
+        .map(|listener| tokio::spawn(metrics::serve(listener, Arc::clone(&node), stopped())));
     // A request larger than maxManifestBytes (plus the message's framing) is refused by
     // the decoder with RESOURCE_EXHAUSTED before anything is parsed.
     let agent = tonic::transport::Server::builder().add_service(
-        AgentServer::new(agent_api::AgentService::new(
-            Arc::clone(&node),
-            agent_metrics,
-        ))
-        .max_decoding_message_size(config.pod_limits.max_manifest_bytes + 1024),
+        AgentServer::new(agent_api::AgentService::new(Arc::clone(&node)))
+            .max_decoding_message_size(config.pod_limits.max_manifest_bytes + 1024),
     );
     let pod_resources = tonic::transport::Server::builder().add_service(
         PodResourcesListerServer::new(podresources::PodResourcesService::new(Arc::clone(&node))),
@@ -116,7 +115,7 @@ pub(crate) async fn run(config: AgentConfig, demo_devices: usize) -> Result<()> 
         .await?
         .context("serving the podresources API")?;
     if let Some(server) = metrics_server {
-        server.await??;
+        server.await?;
     }
     drop(watcher);
     if let Some(task) = reconcile {

@@ -1,0 +1,499 @@
+//! The scrape against upstream's definitions, the values after admissions, and the HTTP
+//! endpoint (content type, `/healthz`, 404).
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+use tokio::net::TcpStream;
+use tokio::sync::oneshot;
+
+use crate::node::Node;
+use crate::node::tests::{config, fixture, open, pod};
+
+const MACHINE: &str = "32em64t-2n8c+dax+nvme+mic+dimms";
+const WAIT: Duration = Duration::from_secs(10);
+
+/// Upstream's families, from `pkg/kubelet/metrics/metrics.go` at v1.36.0 (Subsystem
+/// `kubelet`, except `DRASubsystem` `dra`; every one `StabilityLevel: metrics.ALPHA`, which
+/// component-base writes as `[ALPHA] ` before the help): name, type, help, label names.
+/// Plus corral's own `corral_admitted_pods`.
+const UPSTREAM: &[(&str, &str, &str, &[&str])] = &[
+    (
+        "kubelet_topology_manager_admission_requests_total",
+        "counter",
+        "[ALPHA] The number of admission requests where resources have to be aligned.",
+        &[],
+    ),
+    (
+        "kubelet_topology_manager_admission_errors_total",
+        "counter",
+        "[ALPHA] The number of admission request failures where resources could not be aligned.",
+        &[],
+    ),
+    (
+        "kubelet_topology_manager_admission_duration_ms",
+        "histogram",
+        "[ALPHA] Duration in milliseconds to serve a pod admission request.",
+        &[],
+    ),
+    (
+        "kubelet_cpu_manager_pinning_requests_total",
+        "counter",
+        "[ALPHA] The number of cpu core allocations which required pinning.",
+        &[],
+    ),
+    (
+        "kubelet_cpu_manager_pinning_errors_total",
+        "counter",
+        "[ALPHA] The number of cpu core allocations which required pinning failed.",
+        &[],
+    ),
+    (
+        "kubelet_cpu_manager_shared_pool_size_millicores",
+        "gauge",
+        "[ALPHA] The size of the shared CPU pool for non-guaranteed QoS pods, in millicores.",
+        &[],
+    ),
+    (
+        "kubelet_cpu_manager_exclusive_cpu_allocation_count",
+        "gauge",
+        "[ALPHA] The total number of CPUs exclusively allocated to containers running on this node",
+        &[],
+    ),
+    (
+        "kubelet_cpu_manager_allocation_per_numa",
+        "gauge",
+        "[ALPHA] Number of CPUs allocated per NUMA node",
+        &["numa_node"],
+    ),
+    (
+        "kubelet_container_aligned_compute_resources_count",
+        "counter",
+        "[ALPHA] Cumulative number of aligned compute resources allocated to containers by alignment type.",
+        &["boundary", "scope"],
+    ),
+    (
+        "kubelet_container_aligned_compute_resources_failure_count",
+        "counter",
+        "[ALPHA] Cumulative number of failures to allocate aligned compute resources to containers by alignment type.",
+        &["boundary", "scope"],
+    ),
+    (
+        "kubelet_device_plugin_registration_total",
+        "counter",
+        "[ALPHA] Cumulative number of device plugin registrations. Broken down by resource name.",
+        &["resource_name"],
+    ),
+    (
+        "kubelet_device_plugin_alloc_duration_seconds",
+        "histogram",
+        "[ALPHA] Duration in seconds to serve a device plugin Allocation request. Broken down by resource name.",
+        &["resource_name"],
+    ),
+    (
+        "dra_operations_duration_seconds",
+        "histogram",
+        "[ALPHA] Latency histogram in seconds for the duration of handling all ResourceClaims referenced by a pod when the pod starts or stops. Identified by the name of the operation (PrepareResources or UnprepareResources) and separated by the success of the operation. The number of failed operations is provided through the histogram's overall count.",
+        &["is_error", "operation_name"],
+    ),
+    (
+        "dra_resource_claims_in_use",
+        "gauge",
+        "[ALPHA] The number of ResourceClaims that are currently in use on the node, by driver name (driver_name label value) and across all drivers (special value <any> for driver_name). Note that the sum of all by-driver counts is not the total number of in-use ResourceClaims because the same ResourceClaim might use devices from different drivers. Instead, use the count for the <any> driver_name.",
+        &["driver_name"],
+    ),
+    (
+        "corral_admitted_pods",
+        "gauge",
+        "Pods admitted and not released",
+        &[],
+    ),
+];
+
+/// A family as read back from a scrape: type, help and the label names of its samples
+/// (`le` left out).
+#[derive(Debug, Default, PartialEq)]
+struct Scraped {
+    kind: String,
+    help: String,
+    labels: BTreeSet<String>,
+}
+
+/// Parse the 0.0.4 text: every sample must belong to the family of the `# TYPE` before it
+/// (a counter's samples carry exactly the family name, a histogram's `_bucket`, `_sum` and
+/// `_count`).
+fn parse(text: &str) -> BTreeMap<String, Scraped> {
+    let mut families: BTreeMap<String, Scraped> = BTreeMap::new();
+    let mut current: Option<(String, String)> = None;
+    for line in text.lines() {
+        if let Some(rest) = line.strip_prefix("# HELP ") {
+            let (name, help) = rest.split_once(' ').unwrap();
+            families.entry(name.to_owned()).or_default().help = help.to_owned();
+        } else if let Some(rest) = line.strip_prefix("# TYPE ") {
+            let (name, kind) = rest.split_once(' ').unwrap();
+            families.entry(name.to_owned()).or_default().kind = kind.to_owned();
+            current = Some((name.to_owned(), kind.to_owned()));
+        } else {
+            assert!(!line.starts_with('#'), "unexpected comment {line:?}");
+            let (name, kind) = current.as_ref().expect("a sample before any # TYPE");
+            let sample = line.split(['{', ' ']).next().unwrap();
+            let allowed: Vec<String> = if kind == "histogram" {
+                ["_bucket", "_sum", "_count"]
+                    .iter()
+                    .map(|s| format!("{name}{s}"))
+                    .collect()
+            } else {
+                vec![name.clone()]
+            };
+            assert!(
+                allowed.contains(&sample.to_owned()),
+                "{line:?} under {name}"
+            );
+            if let Some((_, labels)) = line.split_once('{') {
+                let labels = labels.split_once('}').unwrap().0;
+                for pair in labels.split(",\"").flat_map(|p| p.split(',')) {
+                    if let Some((label, _)) = pair.split_once("=\"")
+                        && label != "le"
+                    {
+                        let family = families.get_mut(name).unwrap();
+                        family.labels.insert(label.to_owned());
+                    }
+                }
+            }
+        }
+    }
+    families
+}
+
+fn line_value(text: &str, sample: &str) -> String {
+    text.lines()
+        .find_map(|l| l.strip_prefix(sample)?.strip_prefix(' '))
+        .unwrap_or_else(|| panic!("no {sample} in:\n{text}"))
+        .to_owned()
+}
+
+/// A node under the static CPU policy (full-pcpus-only) and single-numa-node, with one
+/// admitted pod, one rejected, a device plugin registration and allocation and a DRA
+/// preparation recorded: every family has a series.
+async fn busy_node(dir: &std::path::Path) -> Arc<Node> {
+    let topology = fixture(MACHINE);
+    let node = open(
+        &config(dir, "single-numa-node", &[("full-pcpus-only", "true")]),
+        &topology,
+    )
+    .await;
+    node.admit(pod("ok", &[2]), Vec::new()).await.unwrap();
+    node.admit(pod("too-big", &[20]), Vec::new()).await.unwrap();
+    {
+        use corral_devicemgr::DeviceManagerObserver as _;
+        let devices = node.device_metrics();
+        devices.plugin_registered("example.com/gpu");
+        devices.allocate_rpc_finished("example.com/gpu", Duration::from_millis(3));
+    }
+    node.dra_durations()
+        .observe(&["PrepareResources", "false"], 0.2);
+    node
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn scrape_has_exactly_upstreams_families_names_types_help_and_labels() {
+    let dir = tempfile::tempdir().unwrap();
+    let node = busy_node(dir.path()).await;
+    let scraped = parse(&super::render(&node));
+    let expected: BTreeMap<String, Scraped> = UPSTREAM
+        .iter()
+        .map(|(name, kind, help, labels)| {
+            (
+                (*name).to_owned(),
+                Scraped {
+                    kind: (*kind).to_owned(),
+                    help: (*help).to_owned(),
+                    labels: labels.iter().map(|l| (*l).to_owned()).collect(),
+                },
+            )
+        })
+        .collect();
+    assert_eq!(scraped, expected);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn scrape_values_follow_the_managers() {
+    let dir = tempfile::tempdir().unwrap();
+    let node = busy_node(dir.path()).await;
+    let text = super::render(&node);
+    for (sample, value) in [
+        ("kubelet_topology_manager_admission_requests_total", "2"),
+        ("kubelet_topology_manager_admission_errors_total", "1"),
+        ("kubelet_topology_manager_admission_duration_ms_count", "2"),
+        (
+            "kubelet_topology_manager_admission_duration_ms_bucket{le=\"+Inf\"}",
+            "2",
+        ),
+        ("kubelet_cpu_manager_pinning_requests_total", "1"),
+        ("kubelet_cpu_manager_pinning_errors_total", "0"),
+        // 16 CPUs, CPU 0 reserved, 2 exclusive.
+        ("kubelet_cpu_manager_shared_pool_size_millicores", "13000"),
+        ("kubelet_cpu_manager_exclusive_cpu_allocation_count", "2"),
+        (
+            "kubelet_cpu_manager_allocation_per_numa{numa_node=\"0\"}",
+            "2",
+        ),
+        (
+            "kubelet_cpu_manager_allocation_per_numa{numa_node=\"1\"}",
+            "0",
+        ),
+        (
+            "kubelet_container_aligned_compute_resources_count{boundary=\"numa_node\",scope=\"container\"}",
+            "1",
+        ),
+        (
+            "kubelet_container_aligned_compute_resources_count{boundary=\"numa_node\",scope=\"pod\"}",
+            "0",
+        ),
+        (
+            "kubelet_container_aligned_compute_resources_count{boundary=\"physical_cpu\",scope=\"container\"}",
+            "1",
+        ),
+        (
+            "kubelet_container_aligned_compute_resources_count{boundary=\"uncore_cache\",scope=\"container\"}",
+            "1",
+        ),
+        (
+            "kubelet_container_aligned_compute_resources_failure_count{boundary=\"numa_node\",scope=\"container\"}",
+            "1",
+        ),
+        (
+            "kubelet_container_aligned_compute_resources_failure_count{boundary=\"numa_node\",scope=\"pod\"}",
+            "0",
+        ),
+        (
+            "kubelet_container_aligned_compute_resources_failure_count{boundary=\"physical_cpu\",scope=\"container\"}",
+            "0",
+        ),
+        (
+            "kubelet_device_plugin_registration_total{resource_name=\"example.com/gpu\"}",
+            "1",
+        ),
+        // client_golang's DefBuckets.
+        (
+            "kubelet_device_plugin_alloc_duration_seconds_bucket{resource_name=\"example.com/gpu\",le=\"0.005\"}",
+            "1",
+        ),
+        (
+            "kubelet_device_plugin_alloc_duration_seconds_bucket{resource_name=\"example.com/gpu\",le=\"10\"}",
+            "1",
+        ),
+        // DRADurationBuckets: ExponentialBucketsRange(.1, 40, 15).
+        (
+            "dra_operations_duration_seconds_bucket{is_error=\"false\",operation_name=\"PrepareResources\",le=\"0.1534127404634391\"}",
+            "0",
+        ),
+        (
+            "dra_operations_duration_seconds_bucket{is_error=\"false\",operation_name=\"PrepareResources\",le=\"0.23535468936502524\"}",
+            "1",
+        ),
+        (
+            "dra_operations_duration_seconds_bucket{is_error=\"false\",operation_name=\"PrepareResources\",le=\"39.99999999999997\"}",
+            "1",
+        ),
+        ("dra_resource_claims_in_use{driver_name=\"<any>\"}", "0"),
+        ("corral_admitted_pods", "1"),
+    ] {
+        assert_eq!(line_value(&text, sample), value, "{sample}");
+    }
+    // ExponentialBuckets(.05, 2, 15), in whole milliseconds.
+    let bounds: Vec<&str> = text
+        .lines()
+        .filter_map(|l| {
+            l.strip_prefix("kubelet_topology_manager_admission_duration_ms_bucket{le=\"")?
+                .split('"')
+                .next()
+        })
+        .collect();
+    assert_eq!(
+        bounds,
+        [
+            "0.05", "0.1", "0.2", "0.4", "0.8", "1.6", "3.2", "6.4", "12.8", "25.6", "51.2",
+            "102.4", "204.8", "409.6", "819.2", "+Inf"
+        ]
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn under_the_none_policies_only_upstreams_unconditional_series_exist() {
+    let dir = tempfile::tempdir().unwrap();
+    let topology = fixture(MACHINE);
+    let mut config = config(dir.path(), "none", &[]);
+    config.cpu_manager.policy = "none".to_owned();
+    config.cpu_manager.reserved_system_cpus = corral_topology::CpuSet::new();
+    config.cpu_manager.reserved_cpu_millis = None;
+    let node = open(&config, &topology).await;
+    let text = super::render(&node);
+    let families: BTreeSet<String> = parse(&text).into_keys().collect();
+    assert_eq!(
+        families,
+        [
+            "corral_admitted_pods",
+            "dra_resource_claims_in_use",
+            "kubelet_cpu_manager_exclusive_cpu_allocation_count",
+            "kubelet_cpu_manager_pinning_errors_total",
+            "kubelet_cpu_manager_pinning_requests_total",
+            "kubelet_cpu_manager_shared_pool_size_millicores",
+            "kubelet_topology_manager_admission_duration_ms",
+            "kubelet_topology_manager_admission_errors_total",
+            "kubelet_topology_manager_admission_requests_total",
+        ]
+        .map(str::to_owned)
+        .into()
+    );
+    // Upstream's none policy never sets the pool gauge.
+    assert_eq!(
+        line_value(&text, "kubelet_cpu_manager_shared_pool_size_millicores"),
+        "0"
+    );
+}
+
+/// A raw HTTP/1.1 exchange: the status line, the headers (lower-cased names) and the body.
+async fn request(
+    addr: std::net::SocketAddr,
+    head: &str,
+) -> (String, BTreeMap<String, String>, String) {
+    tokio::time::timeout(WAIT, async {
+        let mut stream = TcpStream::connect(addr).await.unwrap();
+        stream.write_all(head.as_bytes()).await.unwrap();
+        let mut answer = Vec::new();
+        stream.read_to_end(&mut answer).await.unwrap();
+        let answer = String::from_utf8(answer).unwrap();
+        let (head, body) = answer.split_once("\r\n\r\n").unwrap();
+        let mut lines = head.split("\r\n");
+        let status = lines.next().unwrap().to_owned();
+        let headers = lines
+            .map(|l| {
+                let (name, value) = l.split_once(": ").unwrap();
+                (name.to_ascii_lowercase(), value.to_owned())
+            })
+            .collect();
+        (status, headers, body.to_owned())
+    })
+    .await
+    .expect("an answer in time")
+}
+
+fn get(path: &str) -> String {
+    format!("GET {path} HTTP/1.1\r\nHost: localhost\r\nAccept: */*\r\n\r\n")
+}
+
+/// Serve a fresh node's metrics on an ephemeral loopback port; stop on drop of the sender.
+async fn endpoint(dir: &std::path::Path) -> (std::net::SocketAddr, oneshot::Sender<()>) {
+    let node = open(&config(dir, "single-numa-node", &[]), &fixture(MACHINE)).await;
+    let listener = super::bind("127.0.0.1:0".parse().unwrap()).await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let (stop, stopped) = oneshot::channel::<()>();
+    tokio::spawn(super::serve(listener, node, async move {
+        let _ = stopped.await;
+    }));
+    (addr, stop)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn metrics_are_served_with_the_content_type_of_the_body() {
+    let dir = tempfile::tempdir().unwrap();
+    let (addr, _stop) = endpoint(dir.path()).await;
+    let (status, headers, body) = request(addr, &get("/metrics")).await;
+    assert_eq!(status, "HTTP/1.1 200 OK");
+    assert_eq!(
+        headers["content-type"],
+        "text/plain; version=0.0.4; charset=utf-8"
+    );
+    assert_eq!(headers["content-length"], body.len().to_string());
+    // The 0.0.4 text format, not OpenMetrics: no `# EOF`, and a counter's `# TYPE` names
+    // its samples (OpenMetrics would name the family without `_total`).
+    assert!(!body.contains("# EOF"), "{body}");
+    assert!(
+        body.contains("# TYPE kubelet_cpu_manager_pinning_requests_total counter\n"),
+        "{body}"
+    );
+    parse(&body);
+    // HEAD: the same headers, no body.
+    let (status, headers, body) =
+        request(addr, "HEAD /metrics HTTP/1.1\r\nHost: localhost\r\n\r\n").await;
+    assert_eq!(status, "HTTP/1.1 200 OK");
+    assert_ne!(headers["content-length"], "0");
+    assert_eq!(body, "");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn healthz_answers_ok() {
+    let dir = tempfile::tempdir().unwrap();
+    let (addr, _stop) = endpoint(dir.path()).await;
+    let (status, headers, body) = request(addr, &get("/healthz")).await;
+    assert_eq!(status, "HTTP/1.1 200 OK");
+    assert_eq!(headers["content-type"], "text/plain; charset=utf-8");
+    assert_eq!(body, "ok");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unknown_paths_are_404_and_a_query_string_is_ignored() {
+    let dir = tempfile::tempdir().unwrap();
+    let (addr, _stop) = endpoint(dir.path()).await;
+    for path in ["/", "/metricsx", "/metrics/", "/healthz/x", "/nope"] {
+        let (status, _, body) = request(addr, &get(path)).await;
+        assert_eq!(status, "HTTP/1.1 404 Not Found", "{path}");
+        // Go's http.NotFound, as the kubelet answers.
+        assert_eq!(body, "404 page not found\n", "{path}");
+    }
+    let (status, _, body) = request(addr, &get("/metrics?collect%5B%5D=x")).await;
+    assert_eq!(status, "HTTP/1.1 200 OK");
+    assert!(body.starts_with("# HELP "), "{body}");
+    let (status, headers, _) =
+        request(addr, "POST /metrics HTTP/1.1\r\nContent-Length: 0\r\n\r\n").await;
+    assert_eq!(status, "HTTP/1.1 405 Method Not Allowed");
+    assert_eq!(headers["allow"], "GET, HEAD");
+    let (status, _, _) = request(addr, "nonsense\r\n\r\n").await;
+    assert_eq!(status, "HTTP/1.1 400 Bad Request");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn binding_a_taken_address_fails_naming_it() {
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = taken.local_addr().unwrap();
+    let err = super::bind(addr).await.unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        format!("binding the metrics address {addr}")
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn excess_connections_are_closed_and_the_endpoint_keeps_answering() {
+    let dir = tempfile::tempdir().unwrap();
+    let (addr, _stop) = endpoint(dir.path()).await;
+    // Idle connections that never send a request hold every slot...
+    let mut idle = Vec::new();
+    for _ in 0..super::MAX_CONNECTIONS {
+        idle.push(TcpStream::connect(addr).await.unwrap());
+    }
+    // ...so the next one is closed at once, without an answer.
+    let mut excess = TcpStream::connect(addr).await.unwrap();
+    let mut buf = Vec::new();
+    let read = tokio::time::timeout(WAIT, excess.read_to_end(&mut buf))
+        .await
+        .expect("closed in time");
+    assert!(read.is_err() || buf.is_empty(), "{buf:?}");
+    drop(idle);
+    // Slots come back once the idle connections are gone.
+    let deadline = tokio::time::Instant::now() + WAIT;
+    loop {
+        let mut stream = TcpStream::connect(addr).await.unwrap();
+        stream.write_all(get("/healthz").as_bytes()).await.unwrap();
+        let mut answer = Vec::new();
+        let _ = tokio::time::timeout(WAIT, stream.read_to_end(&mut answer)).await;
+        if answer.ends_with(b"\r\n\r\nok") {
+            break;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "no slot came back");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
