@@ -691,3 +691,18 @@ fn admit_and_status_speak_yaml_and_wide() {
         );
     }
 }
+
+/// `config check` prints durations as Go (and the kubelet's own config dump) prints them.
+#[test]
+fn config_check_prints_durations_as_go() {
+    let output = corral(&["config", "check", "--cpu-manager-policy", "none"]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let out = stdout(&output);
+    for line in [
+        "cpuManagerReconcilePeriod:  10s",
+        "devicePluginGracePeriod:    5m0s",
+        "pluginWaitTimeout:          30s",
+    ] {
+        assert!(out.contains(line), "{line:?} in {out}");
+    }
+}

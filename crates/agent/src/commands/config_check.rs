@@ -5,7 +5,7 @@ use std::process::ExitCode;
 use anyhow::Result;
 
 use crate::cli::ConfigArgs;
-use crate::config;
+use crate::config::{self, GoDuration};
 use crate::output::outln;
 
 pub(crate) fn run(args: &ConfigArgs) -> Result<ExitCode> {
@@ -29,7 +29,10 @@ pub(crate) fn run(args: &ConfigArgs) -> Result<ExitCode> {
                         .join(",")
                 }
             );
-            outln!("  cpuManagerReconcilePeriod:  {:?}", cpu.reconcile_period);
+            outln!(
+                "  cpuManagerReconcilePeriod:  {}",
+                GoDuration(cpu.reconcile_period)
+            );
             outln!(
                 "  reservedSystemCPUs:         {}",
                 if cpu.reserved_system_cpus.is_empty() {
@@ -65,12 +68,12 @@ pub(crate) fn run(args: &ConfigArgs) -> Result<ExitCode> {
                     .unwrap_or_else(|| "- (off)".into())
             );
             outln!(
-                "  devicePluginGracePeriod:    {:?}",
-                config.device_plugin_grace_period
+                "  devicePluginGracePeriod:    {}",
+                GoDuration(config.device_plugin_grace_period)
             );
             outln!(
-                "  pluginWaitTimeout:          {:?}",
-                config.plugin_wait_timeout
+                "  pluginWaitTimeout:          {}",
+                GoDuration(config.plugin_wait_timeout)
             );
             outln!(
                 "  hostRoot:                   {}",
