@@ -96,6 +96,23 @@ pub(super) fn inc(counter: &AtomicU64) {
     counter.fetch_add(1, Ordering::Relaxed);
 }
 
+/// What the topology manager measures, named after upstream's metrics
+/// (`kubelet_topology_manager_admission_requests_total`, `…_admission_errors_total`,
+/// `…_admission_duration_ms`, and `kubelet_container_aligned_compute_resources_count` /
+/// `…_failure_count` with `boundary="numa_node"`), counted where upstream counts them.
+#[derive(Debug, Default)]
+pub struct ManagerMetrics {
+    /// Pods admitted or rejected through [`TopologyManager::admit`](super::TopologyManager::admit).
+    pub admission_requests_total: AtomicU64,
+    /// Pods rejected in the `container` or `pod` scope, by the policy or by a provider's
+    /// allocation (as upstream, a rejection under the `none` policy is not counted).
+    pub admission_errors_total: AtomicU64,
+    /// How long each [`TopologyManager::admit`](super::TopologyManager::admit) took.
+    pub admission_duration_ms: AdmissionDurations,
+    /// NUMA alignment achieved or failed, under a policy that guarantees it.
+    pub numa_alignment: AlignmentCounters,
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -17,10 +17,10 @@ pub use admission::{
     PodAdmitResult, TOPOLOGY_AFFINITY_ERROR, TOPOLOGY_AFFINITY_MESSAGE, UNEXPECTED_ADMISSION_ERROR,
 };
 pub use hint::{ProviderHints, ResourceHints, TopologyHint};
-pub use manager::{ManagerConfig, ManagerError, ManagerMetrics, TopologyManager};
+pub use manager::{ManagerConfig, ManagerError, TopologyManager};
 pub use metrics::{
     ADMISSION_DURATION_MS_BUCKETS, AdmissionDurations, AdmissionDurationsSnapshot,
-    AlignmentCounters,
+    AlignmentCounters, ManagerMetrics,
 };
 pub use numa_info::{NumaInfo, NumaInfoError, NumaNode};
 pub use policy::reference_merge;

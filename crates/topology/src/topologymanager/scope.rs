@@ -6,7 +6,7 @@ use std::str::FromStr;
 
 use super::admission::PodAdmitResult;
 use super::hint::ProviderHints;
-use super::manager::ManagerMetrics;
+use super::metrics::ManagerMetrics;
 use super::metrics::inc;
 use super::policy::{Policy, PolicyConfigError};
 use super::provider::HintProvider;
