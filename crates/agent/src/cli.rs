@@ -221,7 +221,7 @@ pub(crate) struct AgentTarget {
     /// How long to wait for each answer of the agent (a duration like 30s or 2m, as kubectl's
     /// flag); above the longest an admission may take (a device plugin's registration wait
     /// and Allocate, a DRA driver's prepare), never forever.
-    #[arg(long, default_value = "2m", value_parser = crate::config::parse_go_duration)]
+    #[arg(long, default_value = "2m", value_parser = crate::duration::parse_go_duration)]
     pub(crate) request_timeout: std::time::Duration,
 }
 

@@ -5,6 +5,7 @@ mod cli;
 mod commands;
 mod config;
 mod deployment_files;
+mod duration;
 mod exposition;
 #[cfg(test)]
 mod fuzz_tests;

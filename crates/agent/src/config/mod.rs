@@ -3,7 +3,6 @@
 //! then validated as a whole before anything starts. Every invalid value is reported with
 //! its key and the accepted values, all at once.
 
-mod duration;
 mod layout;
 
 use std::collections::BTreeMap;
@@ -18,7 +17,7 @@ use serde::Deserialize;
 
 use crate::cli::ConfigArgs;
 
-pub(crate) use duration::{GoDuration, parse_go_duration};
+pub(crate) use crate::duration::{GoDuration, parse_go_duration};
 pub(crate) use layout::Layout;
 
 /// The config file and the flags, as written (every key optional).
