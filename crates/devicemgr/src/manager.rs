@@ -29,7 +29,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::endpoint::PluginClient;
 use crate::observer::DeviceManagerObserver;
-use crate::registration::RegistrationService;
+use crate::registration::{RegistrationHandler, RegistrationService};
 use crate::{
     AllocateError, AllocationRequest, Capacity, ContainerAllocation, Device, DeviceManagerConfig,
     DeviceManagerError, DeviceState, RunContainerOptions, ToAllocate,
@@ -415,6 +415,29 @@ impl Shared {
     }
 }
 
+/// The manager as the registration server sees it.
+struct Registrations(Arc<Shared>);
+
+impl RegistrationHandler for Registrations {
+    type Slot = RegistrationSlot;
+
+    fn reserve(&self, resource: &str, endpoint: &str) -> Result<RegistrationSlot, String> {
+        self.0
+            .reserve_registration(resource, endpoint)
+            .map_err(|refused| refused.to_string())
+    }
+
+    fn registered(&self, resource: &str) {
+        if let Some(observer) = self.0.observer() {
+            observer.plugin_registered(resource);
+        }
+    }
+
+    async fn connect(&self, resource: &str, endpoint: &str) -> Result<(), String> {
+        Shared::connect_plugin(&self.0, resource, endpoint).await
+    }
+}
+
 /// A place taken under the registration caps while a plugin is dialed; given back on drop.
 pub(crate) struct RegistrationSlot {
     shared: Arc<Shared>,
@@ -608,7 +631,7 @@ impl DeviceManager {
         shared.start_checkpoint_writer(token.clone());
         let router = tonic::transport::Server::builder().add_service(RegistrationServer::new(
             RegistrationService {
-                shared: Arc::clone(shared),
+                handler: Arc::new(Registrations(Arc::clone(shared))),
             },
         ));
         let serve_options = shared.config.registration_server;

@@ -8,6 +8,7 @@
 //! [`crate::DeviceManagerConfig::max_resources`]): one more is refused with
 //! `RESOURCE_EXHAUSTED`, so registrations cannot exhaust file descriptors.
 
+use std::future::Future;
 use std::sync::Arc;
 
 use corral_proto::deviceplugin::v1beta1::{
@@ -15,8 +16,25 @@ use corral_proto::deviceplugin::v1beta1::{
 };
 use tonic::{Request, Response, Status};
 
-use crate::manager::Shared;
 use crate::{is_extended_resource_name, validate_endpoint_name};
+
+/// What the registration server asks of the device manager once a request is valid — the
+/// role of upstream's `plugin.ClientHandler`: the server knows nothing of the manager's
+/// state, the manager nothing of the wire.
+pub(crate) trait RegistrationHandler: Send + Sync + 'static {
+    /// A place under the registration caps, held while the plugin is dialed.
+    type Slot: Send;
+    /// Take a place for `resource` of the plugin at `endpoint`, or say which cap refuses it.
+    fn reserve(&self, resource: &str, endpoint: &str) -> Result<Self::Slot, String>;
+    /// A valid registration arrived (counted whether the dial succeeds, as upstream).
+    fn registered(&self, resource: &str);
+    /// Dial the plugin and start following it (upstream `PluginConnected`).
+    fn connect(
+        &self,
+        resource: &str,
+        endpoint: &str,
+    ) -> impl Future<Output = Result<(), String>> + Send;
+}
 
 /// Why a registration is refused, as the gRPC status the plugin receives.
 pub(crate) fn validate(request: &RegisterRequest) -> Result<(), Status> {
@@ -40,13 +58,13 @@ pub(crate) fn validate(request: &RegisterRequest) -> Result<(), Status> {
     })
 }
 
-/// The `Registration` service.
-pub(crate) struct RegistrationService {
-    pub(crate) shared: Arc<Shared>,
+/// The `Registration` service, reporting to `H`.
+pub(crate) struct RegistrationService<H> {
+    pub(crate) handler: Arc<H>,
 }
 
 #[tonic::async_trait]
-impl Registration for RegistrationService {
+impl<H: RegistrationHandler> Registration for RegistrationService<H> {
     async fn register(&self, request: Request<RegisterRequest>) -> Result<Response<Empty>, Status> {
         let peer = corral_proto::uds::peer_credentials(&request);
         let request = request.into_inner();
@@ -61,18 +79,17 @@ impl Registration for RegistrationService {
         // Caps on registered resources (corral; upstream has none): a place is held while
         // the plugin is dialed, so registrations in flight count too.
         let _slot = self
-            .shared
-            .reserve_registration(&request.resource_name, &request.endpoint)
+            .handler
+            .reserve(&request.resource_name, &request.endpoint)
             .map_err(|refused| {
                 tracing::warn!(resource = %request.resource_name, endpoint = %request.endpoint,
                     error = %refused, "device plugin registration refused");
-                Status::resource_exhausted(refused.to_string())
+                Status::resource_exhausted(refused)
             })?;
         // Counted once validated, as upstream's Register does, whether the dial succeeds.
-        if let Some(observer) = self.shared.observer() {
-            observer.plugin_registered(&request.resource_name);
-        }
-        Shared::connect_plugin(&self.shared, &request.resource_name, &request.endpoint)
+        self.handler.registered(&request.resource_name);
+        self.handler
+            .connect(&request.resource_name, &request.endpoint)
             .await
             .map_err(|message| {
                 tracing::warn!(resource = %request.resource_name, %message,
