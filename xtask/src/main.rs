@@ -14,6 +14,8 @@ mod codegen;
 mod conformance;
 mod dependency_rules;
 mod fuzz;
+#[cfg(test)]
+mod module_cycles;
 mod python_env;
 mod run_tests;
 mod tidy;
