@@ -1,0 +1,223 @@
+//! Admitting and releasing pods: the kubelet's admission sequence made all-or-nothing, and
+//! its undo. Decisions run under the node's decision lock on the blocking pool; device
+//! plugins and DRA drivers answer outside it; one admission or release per pod at a time.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use anyhow::{Result, anyhow};
+use corral_topology::Pod;
+use corral_topology::topologymanager::UNEXPECTED_ADMISSION_ERROR;
+use k8s_openapi::api::core::v1::Pod as K8sPod;
+use k8s_openapi::api::resource::v1::ResourceClaim as K8sResourceClaim;
+
+use super::{
+    Admission, AdmitError, AdmittedPod, Affinity, Holding, Node, PodRecord, dra_claim, pod_claims,
+    pod_ref, restore_check,
+};
+use crate::manifest::pod_from_manifest;
+
+impl Node {
+    /// Admit a pod: the kubelet's admission sequence, all-or-nothing. A pod already
+    /// admitted (same uid) answers what it holds; a second admission of a pod whose
+    /// admission is under way waits for it. Admissions of different pods run their
+    /// decisions one at a time, but not while a device plugin or a DRA driver answers.
+    pub(crate) async fn admit(
+        self: &Arc<Self>,
+        mut manifest: K8sPod,
+        claims: Vec<K8sResourceClaim>,
+    ) -> Result<Admission, AdmitError> {
+        let pod = pod_from_manifest(&manifest, &self.limits)?;
+        manifest.metadata.uid = Some(pod.uid.clone());
+        let dra_claims = claims
+            .iter()
+            .map(dra_claim)
+            .collect::<Result<Vec<_>>>()
+            .map_err(AdmitError::InvalidClaim)?;
+        let _pod_lock = self.pod_locks.lock(&pod.uid).await;
+        if self.pods.get(&pod.uid).is_some() {
+            return Ok(Admission::Admitted(self.view(&pod.uid)?));
+        }
+        self.pods.begin_admitting(&pod);
+        let node = Arc::clone(self);
+        let admitting = pod.clone();
+        let result = tokio::task::spawn_blocking(move || {
+            let _decision = node.decisions.acquire_blocking();
+            node.topology.admit(&admitting)
+        })
+        .await;
+        let result = match result {
+            Ok(result) => result,
+            Err(err) => {
+                self.release_managers(&pod, false).await;
+                return Err(anyhow!("the topology manager's admission panicked: {err}").into());
+            }
+        };
+        if !result.admit {
+            tracing::info!(pod = pod_ref(&pod), podUID = %pod.uid, reason = %result.reason, detail = %result.message, "pod rejected");
+            self.release_managers(&pod, false).await;
+            return Ok(Admission::Rejected {
+                reason: result.reason,
+                message: result.message,
+            });
+        }
+        if !pod.resource_claims.is_empty() {
+            let started = std::time::Instant::now();
+            let prepared = match pod_claims(&pod) {
+                Ok(claims) => self.dra.prepare_resources(&claims, &dra_claims).await,
+                Err(err) => Err(err),
+            };
+            self.observe_dra("PrepareResources", started, prepared.is_err());
+            if let Err(err) = prepared {
+                tracing::info!(pod = pod_ref(&pod), podUID = %pod.uid, err = %err, "preparing claims failed; pod rejected");
+                self.release_managers(&pod, true).await;
+                return Ok(Admission::Rejected {
+                    reason: UNEXPECTED_ADMISSION_ERROR.to_owned(),
+                    message: format!("Allocate failed due to {err}, which is unexpected"),
+                });
+            }
+        }
+        let record = match self.record_of(&pod, &manifest, &claims) {
+            Ok(record) => record,
+            Err(err) => {
+                self.release_managers(&pod, true).await;
+                return Err(err.into());
+            }
+        };
+        let uid = pod.uid.clone();
+        let admitted = AdmittedPod {
+            record,
+            pod: pod.clone(),
+        };
+        if let Err(err) = self.pods.update(&uid, |entry| *entry = Some(admitted)) {
+            self.release_managers(&pod, true).await;
+            return Err(err
+                .context("persisting the admitted pod; the admission was undone")
+                .into());
+        }
+        tracing::info!(pod = pod_ref(&pod), podUID = %uid, "pod admitted");
+        Ok(Admission::Admitted(self.view(&uid)?))
+    }
+
+    /// What the pod's file records: its manifests, its containers' affinities and what the
+    /// managers gave each container.
+    fn record_of(
+        &self,
+        pod: &Pod,
+        manifest: &K8sPod,
+        claims: &[K8sResourceClaim],
+    ) -> Result<PodRecord> {
+        let mut affinities = BTreeMap::new();
+        let mut holdings = BTreeMap::new();
+        for (kind, c) in pod.all_containers() {
+            let hint = self.topology.affinity(&pod.uid, &c.name);
+            let numa = hint.numa_affinity.map(|mask| self.os_numa_ids(mask));
+            affinities.insert(
+                c.name.clone(),
+                Affinity {
+                    numa,
+                    preferred: hint.preferred,
+                },
+            );
+            let holding = restore_check::holding_of(self, pod, kind, c);
+            if holding != Holding::default() {
+                holdings.insert(c.name.clone(), holding);
+            }
+        }
+        Ok(PodRecord {
+            pod: serde_json::to_value(manifest)?,
+            claims: claims
+                .iter()
+                .map(serde_json::to_value)
+                .collect::<Result<_, _>>()?,
+            container_ids: BTreeMap::new(),
+            affinities,
+            holdings: Some(holdings),
+            removed_containers: Default::default(),
+        })
+    }
+
+    /// Release whatever the managers hold for `pod` (no longer admitted nor being
+    /// admitted): CPU assignments of pods neither admitted nor being admitted, the pod's
+    /// affinities, its devices, and (with `claims`) its prepared claims. The managers'
+    /// part runs under the decision lock; DRA drivers are called outside it.
+    async fn release_managers(self: &Arc<Self>, pod: &Pod, claims: bool) {
+        self.pods.end_admitting(&pod.uid);
+        let pod_uid = pod.uid.as_str();
+        let node = Arc::clone(self);
+        let uid = pod_uid.to_owned();
+        // Only a pod that holds devices is removed from the device manager, so its
+        // checkpoint is not rewritten for pods that never touched it.
+        let holds_devices = pod
+            .all_containers()
+            .any(|(_, c)| !self.devices.container_devices(pod_uid, &c.name).is_empty());
+        let cpu = tokio::task::spawn_blocking(move || {
+            let _decision = node.decisions.acquire_blocking();
+            let active = corral_cpumgr::PodSource::active_pods(node.pods.as_ref());
+            let released = node.cpu.remove_stale_state(&active, None);
+            node.topology.store().remove_pod(&uid);
+            if holds_devices && let Err(err) = node.devices.remove_pod(&uid) {
+                tracing::error!(podUID = %uid, err = %err, "releasing devices failed");
+            }
+            released
+        })
+        .await;
+        match cpu {
+            Ok(Ok(())) => {}
+            Ok(Err(err)) => {
+                tracing::error!(pod = pod_ref(pod), podUID = pod_uid, err = %err, "releasing CPUs failed")
+            }
+            Err(err) => {
+                tracing::error!(pod = pod_ref(pod), podUID = pod_uid, err = %err, "releasing CPUs panicked")
+            }
+        }
+        if claims
+            && (!pod.resource_claims.is_empty()
+                || self.dra.pod_might_need_to_unprepare_resources(pod_uid))
+        {
+            let started = std::time::Instant::now();
+            let unprepared = self.dra.unprepare_resources(pod_uid).await;
+            self.observe_dra("UnprepareResources", started, unprepared.is_err());
+            if let Err(err) = unprepared {
+                tracing::error!(pod = pod_ref(pod), podUID = pod_uid, err = %err, "unpreparing claims failed");
+            }
+        }
+    }
+
+    fn observe_dra(&self, operation: &str, started: std::time::Instant, error: bool) {
+        self.dra_durations.observe(
+            &[operation, if error { "true" } else { "false" }],
+            started.elapsed().as_secs_f64(),
+        );
+    }
+
+    /// Release everything `pod_uid` holds; `false` when the pod was not admitted.
+    pub(crate) async fn release(self: &Arc<Self>, pod_uid: &str) -> Result<bool> {
+        let _pod_lock = self.pod_locks.lock(pod_uid).await;
+        let removed = self.pods.update(pod_uid, Option::take)?;
+        let known = removed.is_some();
+        let pod = removed.map(|p| p.pod).unwrap_or_else(|| Pod {
+            uid: pod_uid.to_owned(),
+            ..Pod::default()
+        });
+        self.release_managers(&pod, true).await;
+        if known {
+            tracing::info!(pod = pod_ref(&pod), podUID = pod_uid, "pod released");
+        }
+        Ok(known)
+    }
+
+    /// Release every admitted pod not in `active`; returns their uids.
+    pub(crate) async fn sync_active(self: &Arc<Self>, active: &[String]) -> Result<Vec<String>> {
+        let stale: Vec<String> = self
+            .pods
+            .uids()
+            .into_iter()
+            .filter(|uid| !active.contains(uid))
+            .collect();
+        for uid in &stale {
+            self.release(uid).await?;
+        }
+        Ok(stale)
+    }
+}
