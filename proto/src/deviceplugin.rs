@@ -15,6 +15,8 @@ pub mod v1beta1 {
     }
     pub use generated::*;
 
+    pub mod checkpoint_bytes;
+
     /// Health value of a device that can be allocated.
     pub const HEALTHY: &str = "Healthy";
     /// Health value of a device that must not be allocated.

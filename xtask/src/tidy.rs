@@ -1,6 +1,6 @@
 //! Tidy checks over the source tree, run by plain `cargo test`: every Rust module opens with
-//! a `//!` doc, generated code says it is generated, no dumping-ground module names, and no
-//! test is switched off (the `ignore` attribute) or asserts a panic (`should_panic`) instead
+//! a `//!` doc, generated code says it is generated, no dumping-ground module names, only
+//! corral-proto knows prost, and no test is switched off (the `ignore` attribute) or asserts a panic (`should_panic`) instead
 //! of behaviour.
 
 #[cfg(test)]
@@ -100,6 +100,25 @@ mod tests {
                     path.display()
                 );
             }
+        }
+    }
+
+    /// Only corral-proto knows prost: no other crate's code names it (not even through
+    /// `corral_proto::prost`), so every protobuf byte corral writes is written in one place.
+    #[test]
+    fn only_corral_proto_knows_prost() {
+        let root = crate::workspace_root();
+        let mut files = Vec::new();
+        rust_files(&root.join("crates"), &mut files);
+        assert!(files.len() > 20, "found only {} Rust files", files.len());
+        let needle = concat!("pro", "st::");
+        for path in files {
+            let text = std::fs::read_to_string(&path).unwrap();
+            assert!(
+                !text.contains(needle),
+                "{} uses prost: protobuf encoding belongs in corral-proto",
+                path.display()
+            );
         }
     }
 }

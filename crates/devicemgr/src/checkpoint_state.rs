@@ -1,10 +1,9 @@
 //! Conversion between [`DeviceState`] and `kubelet_internal_checkpoint`
 //! ([`DeviceManagerCheckpoint`]), and the allocate-response bytes stored in it.
 //!
-//! The kubelet stores each container's `ContainerAllocateResponse` as gogo-protobuf bytes,
-//! whose map entries are sorted by key and always carry key and value. prost writes map
-//! entries in hash order and skips empty strings, so [`encode_allocate_response`] writes
-//! the maps itself: the same response always gives the kubelet's bytes.
+//! The kubelet stores each container's `ContainerAllocateResponse` as gogo-protobuf bytes;
+//! corral-proto (the only crate that knows protobuf) writes and reads them
+//! ([`encode_allocate_response`]).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
@@ -12,52 +11,13 @@ use std::time::Instant;
 
 use corral_checkpoint::{DeviceManagerCheckpoint, PodDevicesEntry};
 use corral_proto::deviceplugin::v1beta1::ContainerAllocateResponse;
-use corral_proto::prost::Message;
-use corral_proto::prost::encoding::{WireType, encode_key, encode_varint, encoded_len_varint};
+use corral_proto::deviceplugin::v1beta1::checkpoint_bytes::decode_allocate_response;
+pub use corral_proto::deviceplugin::v1beta1::checkpoint_bytes::encode_allocate_response;
 use corral_topology::Pod;
 
 use crate::error::{DeviceOwner, DoubleAssignment};
 use crate::pod_devices::{ContainerAllocation, DevicesPerNuma};
 use crate::state::{DeviceState, EndpointInfo};
-
-fn encode_string_map(tag: u32, map: &std::collections::HashMap<String, String>, buf: &mut Vec<u8>) {
-    let mut entries: Vec<_> = map.iter().collect();
-    entries.sort();
-    for (k, v) in entries {
-        let len = 2
-            + encoded_len_varint(k.len() as u64)
-            + k.len()
-            + encoded_len_varint(v.len() as u64)
-            + v.len();
-        encode_key(tag, WireType::LengthDelimited, buf);
-        encode_varint(len as u64, buf);
-        encode_key(1, WireType::LengthDelimited, buf);
-        encode_varint(k.len() as u64, buf);
-        buf.extend_from_slice(k.as_bytes());
-        encode_key(2, WireType::LengthDelimited, buf);
-        encode_varint(v.len() as u64, buf);
-        buf.extend_from_slice(v.as_bytes());
-    }
-}
-
-/// The bytes a kubelet stores for `response` (gogo-protobuf's `Marshal`).
-pub fn encode_allocate_response(response: &ContainerAllocateResponse) -> Vec<u8> {
-    let mut buf = Vec::new();
-    encode_string_map(1, &response.envs, &mut buf);
-    let middle = ContainerAllocateResponse {
-        mounts: response.mounts.clone(),
-        devices: response.devices.clone(),
-        ..ContainerAllocateResponse::default()
-    };
-    middle.encode(&mut buf).expect("a Vec grows as needed");
-    encode_string_map(4, &response.annotations, &mut buf);
-    let tail = ContainerAllocateResponse {
-        cdi_devices: response.cdi_devices.clone(),
-        ..ContainerAllocateResponse::default()
-    };
-    tail.encode(&mut buf).expect("a Vec grows as needed");
-    buf
-}
 
 impl DeviceState {
     /// The checkpoint of this state (upstream `writeCheckpoint`'s data): allocations that
@@ -141,7 +101,7 @@ impl DeviceState {
         let mut restored = Vec::new();
         for entry in checkpoint.pod_device_entries.iter().flatten() {
             let bytes = entry.alloc_resp.as_deref().unwrap_or_default();
-            let response = ContainerAllocateResponse::decode(bytes).unwrap_or_else(|err| {
+            let response = decode_allocate_response(bytes).unwrap_or_else(|err| {
                 tracing::error!(path = %path.display(), pod = %entry.pod_uid,
                     container = %entry.container_name, resource = %entry.resource_name, %err,
                     "checkpoint entry has an undecodable AllocResp; its devices stay allocated with empty run options");
@@ -301,7 +261,7 @@ mod tests {
         assert_eq!(&bytes[..7], &[0x0a, 6, 0x0a, 1, b'A', 0x12, 1]);
         assert_eq!(&bytes[8..16], &[0x0a, 5, 0x0a, 1, b'B', 0x12, 0, 0x12]);
         assert_eq!(
-            ContainerAllocateResponse::decode(bytes.as_slice()).unwrap(),
+            decode_allocate_response(bytes.as_slice()).unwrap(),
             response
         );
         // Deterministic.
