@@ -6,6 +6,7 @@ mod commands;
 mod config;
 mod deployment_files;
 mod duration;
+mod error_text;
 mod exposition;
 #[cfg(test)]
 mod fuzz_tests;
@@ -20,7 +21,7 @@ use std::process::ExitCode;
 fn main() -> ExitCode {
     let cli = cli::Cli::parse_args(std::env::args_os()).unwrap_or_else(|err| err.exit());
     if let Err(err) = logging::init(cli.log_format, cli.verbose, cli.klog_verbosity) {
-        eprintln!("corral: {err:#}");
+        eprintln!("corral: {}", error_text::anyhow_chain(&err));
         return ExitCode::from(2);
     }
     match commands::run(cli.command) {
@@ -28,7 +29,7 @@ fn main() -> ExitCode {
         // The reader went away (`corral … | head -1`): nothing left to say.
         Err(err) if output::is_broken_pipe(&err) => ExitCode::SUCCESS,
         Err(err) => {
-            eprintln!("corral: {err:#}");
+            eprintln!("corral: {}", error_text::anyhow_chain(&err));
             ExitCode::FAILURE
         }
     }

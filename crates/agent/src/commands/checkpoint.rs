@@ -109,7 +109,7 @@ pub(crate) fn verify(file: &Path) -> Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Err(err) => {
-            eprintln!("corral: {err:#}");
+            eprintln!("corral: {}", crate::error_text::anyhow_chain(&err));
             Ok(ExitCode::FAILURE)
         }
     }

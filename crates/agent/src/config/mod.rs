@@ -486,7 +486,7 @@ impl ConfigErrors {
         let Err(err) = config.validate() else {
             return;
         };
-        let message = error_chain(&err);
+        let message = crate::error_text::error_chain(&err);
         let cause = match &err {
             corral_cpumgr::ManagerError::Policy { source, .. } => Some(source.as_ref()),
             _ => None,
@@ -544,18 +544,6 @@ impl ConfigErrors {
 fn options_text(options: &BTreeMap<String, String>) -> String {
     let pairs: Vec<String> = options.iter().map(|(k, v)| format!("{k}={v}")).collect();
     pairs.join(",")
-}
-
-/// An error and its sources, as the agent prints errors (`anyhow`'s `{:#}`).
-fn error_chain(err: &dyn std::error::Error) -> String {
-    let mut text = err.to_string();
-    let mut source = err.source();
-    while let Some(cause) = source {
-        text.push_str(": ");
-        text.push_str(&cause.to_string());
-        source = cause.source();
-    }
-    text
 }
 
 impl std::fmt::Display for ConfigErrors {

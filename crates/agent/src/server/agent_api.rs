@@ -24,19 +24,7 @@ impl AgentService {
 }
 
 fn internal(err: anyhow::Error) -> Status {
-    Status::internal(format!("{err:#}"))
-}
-
-/// An error and its causes, each once: `error: cause: cause`.
-fn error_chain(err: &dyn std::error::Error) -> String {
-    let mut text = err.to_string();
-    let mut source = err.source();
-    while let Some(cause) = source {
-        text.push_str(": ");
-        text.push_str(&cause.to_string());
-        source = cause.source();
-    }
-    text
+    Status::internal(crate::error_text::anyhow_chain(&err))
 }
 
 /// A pod's holdings on the wire.
@@ -121,7 +109,7 @@ impl Agent for AgentService {
         let admission = self.node.admit(pod, claims).await;
         let admission = admission.map_err(|err| match err {
             AdmitError::Internal(err) => internal(err),
-            invalid => Status::invalid_argument(error_chain(&invalid)),
+            invalid => Status::invalid_argument(crate::error_text::error_chain(&invalid)),
         });
         let answer = match admission? {
             Admission::Admitted(view) => api::AdmitResponse {
