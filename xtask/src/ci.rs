@@ -86,6 +86,7 @@ pub(crate) fn run(root: &Path) -> Result<()> {
     // longer unifies. Verification reuses the warm target dir (about a minute here), so it
     // stays on; `--allow-dirty` because nothing is uploaded.
     step("cargo publish --workspace --dry-run (every library crate packages and builds)");
+    forget_packaged_corral_crates(root)?;
     cargo_ok(
         root,
         &cargo,
@@ -225,6 +226,51 @@ fn run_ok(command: &mut Command) -> Result<()> {
         .with_context(|| format!("running {command:?}"))?;
     if !status.success() {
         bail!("{command:?} failed: {status}");
+    }
+    Ok(())
+}
+
+/// Forget what earlier dry runs built from their local registries. The dry run packages our
+/// crates into a registry under the target dir, extracts them into
+/// `$CARGO_HOME/registry/src/<that registry>/corral-*-<version>` and builds them; a later
+/// run at the same path and version would reuse that stale copy and its build (cargo takes
+/// a registry version as immutable) and verify against old code. corral's crates come from
+/// no other registry, so every `corral-*` entry there is such a leftover; the target dir's
+/// `corral-*` fingerprints go too, so every corral crate is built again from its package.
+fn forget_packaged_corral_crates(root: &Path) -> Result<()> {
+    let target = std::env::var_os("CARGO_TARGET_DIR")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| root.join("target"));
+    let _ = std::fs::remove_dir_all(target.join("package"));
+    remove_corral_entries(&target.join("debug/.fingerprint"))?;
+    let home = std::env::var_os("CARGO_HOME")
+        .map(std::path::PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| Path::new(&h).join(".cargo")))
+        .context("neither CARGO_HOME nor HOME is set")?;
+    for kind in ["src", "cache"] {
+        let Ok(registries) = std::fs::read_dir(home.join("registry").join(kind)) else {
+            continue;
+        };
+        for registry in registries.flatten() {
+            remove_corral_entries(&registry.path())?;
+        }
+    }
+    Ok(())
+}
+
+/// Remove every `corral-*` file or directory directly in `dir` (none there is fine).
+fn remove_corral_entries(dir: &Path) -> Result<()> {
+    for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        if !entry.file_name().to_string_lossy().starts_with("corral-") {
+            continue;
+        }
+        let path = entry.path();
+        let removed = if path.is_dir() {
+            std::fs::remove_dir_all(&path)
+        } else {
+            std::fs::remove_file(&path)
+        };
+        removed.with_context(|| format!("removing {}", path.display()))?;
     }
     Ok(())
 }
