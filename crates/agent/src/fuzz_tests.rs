@@ -9,17 +9,6 @@ use proptest::prelude::*;
 use crate::config::{ConfigSource, PodLimits, parse_go_duration};
 use crate::manifest::{ClaimManifest, Manifests, pod_from_manifest};
 
-fn config() -> ProptestConfig {
-    ProptestConfig {
-        cases: std::env::var("CORRAL_FUZZ_CASES")
-            .ok()
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(2000),
-        failure_persistence: None,
-        ..ProptestConfig::default()
-    }
-}
-
 const POD: &str = r#"apiVersion: v1
 kind: Pod
 metadata: {name: web, namespace: default, uid: 0b5c}
@@ -117,7 +106,7 @@ fn read_manifests(text: &str) {
 }
 
 proptest! {
-    #![proptest_config(config())]
+    #![proptest_config(corral_testkit::fuzz_config())]
 
     #[test]
     fn fuzz_manifests_never_panic(text in prop_oneof![mutated(POD), ".{0,200}"]) {

@@ -32,17 +32,6 @@ use corral_checkpoint::{
 use proptest::prelude::*;
 use proptest::sample::Index;
 
-fn fuzz_config() -> ProptestConfig {
-    ProptestConfig {
-        cases: std::env::var("CORRAL_FUZZ_CASES")
-            .ok()
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(2000),
-        failure_persistence: None,
-        ..ProptestConfig::default()
-    }
-}
-
 // ---------------------------------------------------------------------------------------
 // Seeds: real files of every format.
 
@@ -704,7 +693,7 @@ fn json_document() -> impl Strategy<Value = String> {
 // The fuzz tests.
 
 proptest! {
-    #![proptest_config(fuzz_config())]
+    #![proptest_config(corral_testkit::fuzz_config())]
 
     /// Arbitrary bytes, through every reader.
     #[test]

@@ -16,12 +16,14 @@
 //! # }
 //! ```
 
+mod fuzz;
 mod python_env;
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::Duration;
 
+pub use fuzz::{FUZZ_CASES_VAR, fuzz_config};
 pub use python_env::{PythonEnvError, ensure_python_env};
 
 /// How long one peer command may run before it is killed.

@@ -7,17 +7,6 @@
 use corral_topology::{CpuSet, Quantity, parse_bytes, parse_count, parse_cpu_millis};
 use proptest::prelude::*;
 
-fn config() -> ProptestConfig {
-    ProptestConfig {
-        cases: std::env::var("CORRAL_FUZZ_CASES")
-            .ok()
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(2000),
-        failure_persistence: None,
-        ..ProptestConfig::default()
-    }
-}
-
 /// Quantity-shaped text: sign, digits, a fraction, an exponent or a suffix, noise.
 fn quantity_text() -> impl Strategy<Value = String> {
     (
@@ -75,7 +64,7 @@ fn cpuset_text() -> impl Strategy<Value = String> {
 }
 
 proptest! {
-    #![proptest_config(config())]
+    #![proptest_config(corral_testkit::fuzz_config())]
 
     #[test]
     fn fuzz_quantity_parsers_never_panic(text in prop_oneof![quantity_text(), ".{0,48}"]) {

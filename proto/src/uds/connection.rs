@@ -252,19 +252,8 @@ mod tests {
         }
     }
 
-    fn fuzz_config() -> proptest::prelude::ProptestConfig {
-        proptest::prelude::ProptestConfig {
-            cases: std::env::var("CORRAL_FUZZ_CASES")
-                .ok()
-                .and_then(|v| v.parse().ok())
-                .unwrap_or(2000),
-            failure_persistence: None,
-            ..proptest::prelude::ProptestConfig::default()
-        }
-    }
-
     proptest::proptest! {
-        #![proptest_config(fuzz_config())]
+        #![proptest_config(corral_testkit::fuzz_config())]
 
         /// Any bytes, split anywhere: no panic, and the handshake completes at the same
         /// byte as when fed one byte at a time (preface length plus a whole first frame).

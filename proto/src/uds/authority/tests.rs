@@ -423,20 +423,8 @@ proptest! {
     }
 }
 
-/// Fuzz targets (`cargo xtask fuzz`): `CORRAL_FUZZ_CASES` inputs each (2,000 when unset).
-fn fuzz_config() -> ProptestConfig {
-    ProptestConfig {
-        cases: std::env::var("CORRAL_FUZZ_CASES")
-            .ok()
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(2000),
-        failure_persistence: None,
-        ..ProptestConfig::default()
-    }
-}
-
 proptest! {
-    #![proptest_config(fuzz_config())]
+    #![proptest_config(corral_testkit::fuzz_config())]
 
     /// Arbitrary bytes after the preface never panic: they are forwarded or refused.
     #[test]
