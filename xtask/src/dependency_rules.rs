@@ -32,9 +32,15 @@ const LAYERS: &[(&str, &[&str])] = &[
 
 /// Every broken rule, one line each (empty when all hold).
 pub(crate) fn check(root: &Path) -> Result<Vec<String>> {
+    let metadata: Value = serde_json::from_slice(&host_metadata(root)?)?;
+    Ok(violations(&metadata))
+}
+
+/// `cargo metadata` (JSON bytes) of the workspace for this platform only, offline: cargo has
+/// the sources of what builds here, not of other platforms' dependencies (e.g. Windows
+/// console crates). Read by the dependency rules and by CI's cargo-deny step.
+pub(crate) fn host_metadata(root: &Path) -> Result<Vec<u8>> {
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-    // Only this platform's packages: offline, cargo has the sources of what builds here, not
-    // of other platforms' dependencies (e.g. Windows console crates).
     let host = host_triple()?;
     let output = Command::new(&cargo)
         .current_dir(root)
@@ -48,12 +54,11 @@ pub(crate) fn check(root: &Path) -> Result<Vec<String>> {
             String::from_utf8_lossy(&output.stderr)
         );
     }
-    let metadata: Value = serde_json::from_slice(&output.stdout)?;
-    Ok(violations(&metadata))
+    Ok(output.stdout)
 }
 
 /// The host's target triple, from `rustc -vV`.
-fn host_triple() -> Result<String> {
+pub(crate) fn host_triple() -> Result<String> {
     let rustc = std::env::var("RUSTC").unwrap_or_else(|_| "rustc".into());
     let output = Command::new(rustc)
         .arg("-vV")
