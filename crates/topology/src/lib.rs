@@ -86,7 +86,8 @@ pub use topology::{
 pub mod topologymanager;
 
 pub use topologymanager::{
-    AffinityStore, AllocationError, HintProvider, ManagerConfig, ManagerError, MergeResult,
-    NumaInfo, NumaInfoError, NumaNode, PodAdmitResult, Policy, PolicyConfigError, PolicyName,
-    PolicyOptions, ProviderHints, ResourceHints, ScopeName, TopologyHint, TopologyManager,
+    AffinityStore, AllocationError, HintProvider, MergeResult, NumaInfo, NumaInfoError, NumaNode,
+    PodAdmitResult, Policy, PolicyConfigError, PolicyName, PolicyOptions, ProviderHints,
+    ResourceHints, ScopeName, TopologyHint, TopologyManager, TopologyManagerConfig,
+    TopologyManagerError,
 };

@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 use corral_topology::topologymanager::{
-    AffinityStore, AllocationError, HintProvider, ManagerConfig, TopologyManager,
+    AffinityStore, AllocationError, HintProvider, TopologyManager, TopologyManagerConfig,
 };
 use corral_topology::{
     Container, CpuSet, CpuTopology, NumaIds, NumaMask, Pod, ProviderHints, TopologyHint, discover,
@@ -130,7 +130,8 @@ fn manager(topo: &CpuTopology, policy: &str, options: &[(&str, &str)]) -> Topolo
         .iter()
         .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
         .collect();
-    let config = ManagerConfig::from_strings(policy, "container", &options).expect("config");
+    let config =
+        TopologyManagerConfig::from_strings(policy, "container", &options).expect("config");
     TopologyManager::new(&config, &topo.numa_nodes_for_manager())
         .expect("the topology manager takes the sparse machine")
 }

@@ -6,7 +6,7 @@
 
 use std::collections::BTreeMap;
 
-use corral_topology::topologymanager::{AffinityStore, ManagerConfig, TopologyManager};
+use corral_topology::topologymanager::{AffinityStore, TopologyManager, TopologyManagerConfig};
 use corral_topology::{Container, NumaMask, NumaNode, Pod, TopologyHint};
 
 const UID1: &str = "0aafa4c4-38e8-11e9-bcb1-a4bf01040474";
@@ -61,8 +61,8 @@ fn manager_add_and_remove_container() {
             distances: None,
         })
         .collect();
-    let config =
-        ManagerConfig::from_strings("best-effort", "container", &BTreeMap::new()).expect("config");
+    let config = TopologyManagerConfig::from_strings("best-effort", "container", &BTreeMap::new())
+        .expect("config");
     let manager = TopologyManager::new(&config, &nodes).expect("manager");
     let pod = Pod {
         uid: "uid".into(),

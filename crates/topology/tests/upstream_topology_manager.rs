@@ -4,7 +4,7 @@
 //! `TestAdmitWithPodLevelResources` belongs to a later release (pod-level resource managers)
 //! and is not ported.
 //!
-//! corral splits upstream `NewManager` into [`ManagerConfig::from_strings`] (names, options)
+//! corral splits upstream `NewManager` into [`TopologyManagerConfig::from_strings`] (names, options)
 //! and [`TopologyManager::new`] (NUMA nodes); `new_manager` below joins them back.
 
 mod policy_cases;
@@ -14,7 +14,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use corral_topology::topologymanager::{
-    AffinityStore, AllocationError, HintProvider, ManagerConfig, ManagerError, TopologyManager,
+    AffinityStore, AllocationError, HintProvider, TopologyManager, TopologyManagerConfig,
+    TopologyManagerError,
 };
 use corral_topology::{
     Container, NumaNode, Pod, ProviderHints, QosClass, ResourceList, ResourceRequirements,
@@ -32,7 +33,8 @@ fn new_manager(
         .iter()
         .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
         .collect();
-    let config = ManagerConfig::from_strings(policy, scope, &options).map_err(|e| e.to_string())?;
+    let config =
+        TopologyManagerConfig::from_strings(policy, scope, &options).map_err(|e| e.to_string())?;
     TopologyManager::new(&config, nodes).map_err(|e| e.to_string())
 }
 
@@ -88,11 +90,11 @@ fn new_manager_table() {
 #[test]
 fn new_manager_limits() {
     let nine = bare_nodes(0..9);
-    let config =
-        ManagerConfig::from_strings("best-effort", "container", &BTreeMap::new()).expect("config");
+    let config = TopologyManagerConfig::from_strings("best-effort", "container", &BTreeMap::new())
+        .expect("config");
     assert_eq!(
         TopologyManager::new(&config, &nine).expect_err("9 > 8"),
-        ManagerError::TooManyNumaNodes { count: 9, max: 8 }
+        TopologyManagerError::TooManyNumaNodes { count: 9, max: 8 }
     );
     assert!(
         new_manager(

@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use corral_cpumgr::{OptionsError, PolicyError};
-use corral_topology::topologymanager::{ManagerConfig, PolicyConfigError};
+use corral_topology::topologymanager::{TopologyManagerConfig, PolicyConfigError};
 use corral_topology::{CpuSet, PolicyName};
 use serde::Deserialize;
 
@@ -151,7 +151,7 @@ impl ConfigSource {
             .topology_manager_policy_options
             .as_ref()
             .unwrap_or(&empty);
-        let topology = match ManagerConfig::from_strings(
+        let topology = match TopologyManagerConfig::from_strings(
             topology_policy,
             topology_scope,
             topology_options,
@@ -373,7 +373,7 @@ pub(crate) struct AgentConfig {
     /// for the machine's reasons.
     pub(crate) cpu_manager: corral_cpumgr::ManagerConfig,
     /// The topology manager's policy, scope and options.
-    pub(crate) topology: ManagerConfig,
+    pub(crate) topology: TopologyManagerConfig,
     /// `containerRuntimeEndpoint` (CRI socket), when CPU reconcile should push cpusets.
     pub(crate) container_runtime_endpoint: Option<PathBuf>,
     /// Where sockets and state files go.

@@ -17,7 +17,7 @@ use crate::Pod;
 
 /// The topology manager's configuration, as kubelet config gives it.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ManagerConfig {
+pub struct TopologyManagerConfig {
     /// `topologyManagerPolicy`.
     pub policy: PolicyName,
     /// `topologyManagerScope`.
@@ -26,7 +26,7 @@ pub struct ManagerConfig {
     pub options: PolicyOptions,
 }
 
-impl ManagerConfig {
+impl TopologyManagerConfig {
     /// Parse kubelet config strings. Both names are validated whatever the policy (as
     /// kubelet's config validation does); options are parsed only for policies other than
     /// `none`, which upstream ignores them for.
@@ -34,7 +34,7 @@ impl ManagerConfig {
         policy: &str,
         scope: &str,
         options: &BTreeMap<String, String>,
-    ) -> Result<ManagerConfig, PolicyConfigError> {
+    ) -> Result<TopologyManagerConfig, PolicyConfigError> {
         let policy: PolicyName = policy.parse()?;
         let scope: ScopeName = scope.parse()?;
         let options = if policy == PolicyName::None {
@@ -42,7 +42,7 @@ impl ManagerConfig {
         } else {
             PolicyOptions::from_map(options)?
         };
-        Ok(ManagerConfig {
+        Ok(TopologyManagerConfig {
             policy,
             scope,
             options,
@@ -53,7 +53,7 @@ impl ManagerConfig {
 /// Why a topology manager could not be built.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
-pub enum ManagerError {
+pub enum TopologyManagerError {
     /// A bad policy, scope or option.
     #[error(transparent)]
     Config(#[from] PolicyConfigError),
@@ -73,12 +73,12 @@ pub enum ManagerError {
 /// The topology manager.
 ///
 /// ```
-/// use corral_topology::topologymanager::{ManagerConfig, TopologyManager};
+/// use corral_topology::topologymanager::{TopologyManagerConfig, TopologyManager};
 /// use corral_topology::{NumaNode, Pod};
 /// use std::collections::BTreeMap;
 ///
 /// let nodes = [0, 1].map(|id| NumaNode { id, distances: None });
-/// let config = ManagerConfig::from_strings("single-numa-node", "container", &BTreeMap::new())?;
+/// let config = TopologyManagerConfig::from_strings("single-numa-node", "container", &BTreeMap::new())?;
 /// let manager = TopologyManager::new(&config, &nodes)?;
 /// let pod = Pod { uid: "p".into(), containers: vec![corral_topology::Container::new("c")], ..Pod::default() };
 /// assert!(manager.admit(&pod).admit);
@@ -109,9 +109,9 @@ impl TopologyManager {
     /// otherwise the policy over `nodes` (failing on more than `max-allowable-numa-nodes`
     /// nodes, or without distances when prefer-closest is on) in the configured scope.
     pub fn new(
-        config: &ManagerConfig,
+        config: &TopologyManagerConfig,
         nodes: &[NumaNode],
-    ) -> Result<TopologyManager, ManagerError> {
+    ) -> Result<TopologyManager, TopologyManagerError> {
         let (policy, scope) = if config.policy == PolicyName::None {
             let numa = NumaInfo::new(&[], false)?;
             (
@@ -121,7 +121,7 @@ impl TopologyManager {
         } else {
             let numa = NumaInfo::new(nodes, config.options.prefer_closest_numa)?;
             if numa.nodes().len() > config.options.max_allowable_numa_nodes {
-                return Err(ManagerError::TooManyNumaNodes {
+                return Err(TopologyManagerError::TooManyNumaNodes {
                     count: numa.nodes().len(),
                     max: config.options.max_allowable_numa_nodes,
                 });

@@ -17,7 +17,7 @@ pub use admission::{
     PodAdmitResult, TOPOLOGY_AFFINITY_ERROR, TOPOLOGY_AFFINITY_MESSAGE, UNEXPECTED_ADMISSION_ERROR,
 };
 pub use hint::{ProviderHints, ResourceHints, TopologyHint};
-pub use manager::{ManagerConfig, ManagerError, TopologyManager};
+pub use manager::{TopologyManager, TopologyManagerConfig, TopologyManagerError};
 pub use metrics::{
     ADMISSION_DURATION_MS_BUCKETS, AdmissionDurations, AdmissionDurationsSnapshot,
     AlignmentCounters, ManagerMetrics,
