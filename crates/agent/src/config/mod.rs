@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use corral_cpumgr::{OptionsError, PolicyError};
-use corral_topology::topologymanager::{TopologyManagerConfig, PolicyConfigError};
+use corral_topology::topologymanager::{PolicyConfigError, TopologyManagerConfig};
 use corral_topology::{CpuSet, PolicyName};
 use serde::Deserialize;
 
