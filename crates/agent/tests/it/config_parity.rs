@@ -3,21 +3,11 @@
 //! so any refusal is the configuration's. Whatever `run` refuses at start, `config check`
 //! refuses, with the same message; whatever `config check` accepts, `run` starts with.
 
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::path::Path;
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-/// Two NUMA nodes (CPUs 0-7 and 8-15), no SMT: large enough for every reservation below.
-const MACHINE: &str = "testdata/sysfs/32em64t-2n8c+dax+nvme+mic+dimms";
-const WAIT: Duration = Duration::from_secs(20);
-
-fn workspace() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .ancestors()
-        .nth(2)
-        .unwrap()
-        .to_path_buf()
-}
+use crate::support::{self, MACHINE, Reaped, WAIT, log_file, sigterm, wait_exit, workspace};
 
 /// One input: a config file's text (if any) and flags.
 struct Case {
@@ -152,15 +142,6 @@ const CASES: &[Case] = &[
 ];
 
 /// A `corral run`, killed and reaped on drop.
-struct Running(Child);
-
-impl Drop for Running {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
 /// What `corral run` did with an input: started (then stopped with SIGTERM) or refused.
 #[derive(Debug)]
 enum RunOutcome {
@@ -169,7 +150,7 @@ enum RunOutcome {
 }
 
 fn corral(dir: &Path, case: &Case, subcommand: &[&str]) -> Command {
-    let mut command = Command::new(env!("CARGO_BIN_EXE_corral"));
+    let mut command = support::corral();
     command
         .args(subcommand)
         .arg("--root")
@@ -177,7 +158,6 @@ fn corral(dir: &Path, case: &Case, subcommand: &[&str]) -> Command {
         .arg("--host-root")
         .arg(workspace().join(MACHINE))
         .args(case.flags)
-        .env_remove("RUST_LOG")
         .stdin(Stdio::null());
     if let Some(text) = case.file {
         let path = dir.join("config.yaml");
@@ -189,10 +169,10 @@ fn corral(dir: &Path, case: &Case, subcommand: &[&str]) -> Command {
 
 fn run(dir: &Path, case: &Case) -> RunOutcome {
     let log = dir.join("run.log");
-    let mut child = Running(
+    let mut child = Reaped(
         corral(dir, case, &["run"])
             .stdout(Stdio::null())
-            .stderr(std::fs::File::create(&log).unwrap())
+            .stderr(log_file(&log))
             .spawn()
             .expect("start corral run"),
     );
@@ -201,10 +181,9 @@ fn run(dir: &Path, case: &Case) -> RunOutcome {
         if child.0.try_wait().unwrap().is_some() {
             return RunOutcome::Refused(std::fs::read_to_string(&log).unwrap());
         }
-        let status = Command::new(env!("CARGO_BIN_EXE_corral"))
+        let status = support::corral()
             .args(["status", "--root"])
             .arg(dir.join("root"))
-            .env_remove("RUST_LOG")
             .output()
             .unwrap();
         if status.status.success() {
@@ -217,13 +196,8 @@ fn run(dir: &Path, case: &Case) -> RunOutcome {
         );
         std::thread::sleep(Duration::from_millis(25));
     }
-    let pid = child.0.id().to_string();
-    Command::new("kill").args(["-TERM", &pid]).status().unwrap();
-    let deadline = Instant::now() + WAIT;
-    while child.0.try_wait().unwrap().is_none() {
-        assert!(Instant::now() < deadline, "corral run ignored SIGTERM");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    sigterm(&child.0);
+    wait_exit(&mut child.0, WAIT).expect("corral run ignored SIGTERM");
     RunOutcome::Started
 }
 

@@ -6,27 +6,18 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
+use std::process::Output;
 use std::time::{Duration, Instant};
 
 use corral_proto::podresources::v1 as pr;
 use corral_proto::podresources::v1::pod_resources_lister_client::PodResourcesListerClient;
 
-/// Two NUMA nodes: CPUs 0-7 and 8-15, no SMT.
-const MACHINE: &str = "testdata/sysfs/32em64t-2n8c+dax+nvme+mic+dimms";
-const WAIT: Duration = Duration::from_secs(20);
-
-fn workspace() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .ancestors()
-        .nth(2)
-        .unwrap()
-        .to_path_buf()
-}
+use crate::support::{self, Reaped, WAIT, corral_run, log_file, sigterm, wait_exit, workspace};
 
 /// A running `corral run`, killed (SIGKILL) and reaped on drop.
+/// A running `corral run` (killed and reaped on drop).
 struct Agent {
-    child: Child,
+    child: Reaped,
     root: PathBuf,
 }
 
@@ -36,38 +27,26 @@ impl Agent {
     }
 
     fn start_with(root: &Path, extra: &[&str]) -> Agent {
-        let log = std::fs::File::create(root.with_extension("log")).unwrap();
-        let host_root = workspace().join(MACHINE);
-        let child = Command::new(env!("CARGO_BIN_EXE_corral"))
-            .args(["run", "--root"])
-            .arg(root)
-            .arg("--host-root")
-            .arg(&host_root)
-            .args([
-                "--cpu-manager-policy",
-                "static",
-                "--reserved-system-cpus",
-                "0",
-                "--topology-manager-policy",
-                "single-numa-node",
-                "--demo-devices",
-                "4",
-            ])
-            .args(extra)
-            .env_remove("RUST_LOG")
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(log)
-            .spawn()
-            .expect("start corral run");
+        let flags = [
+            "--cpu-manager-policy",
+            "static",
+            "--reserved-system-cpus",
+            "0",
+            "--topology-manager-policy",
+            "single-numa-node",
+            "--demo-devices",
+            "4",
+        ];
+        let log = log_file(&root.with_extension("log"));
+        let child = corral_run(root, &[&flags[..], extra].concat(), log);
         let mut agent = Agent {
-            child,
+            child: Reaped(child),
             root: root.to_path_buf(),
         };
         let deadline = Instant::now() + WAIT;
         // Ready once `corral status` answers.
         loop {
-            if let Some(status) = agent.child.try_wait().unwrap() {
+            if let Some(status) = agent.child.0.try_wait().unwrap() {
                 panic!("corral run exited with {status}: {}", agent.log());
             }
             if agent.cli(&["status"]).status.success() {
@@ -88,12 +67,11 @@ impl Agent {
     }
 
     fn cli(&self, args: &[&str]) -> Output {
-        Command::new(env!("CARGO_BIN_EXE_corral"))
+        support::corral()
             .args(args)
             .arg("--root")
             .arg(&self.root)
             .current_dir(workspace())
-            .env_remove("RUST_LOG")
             .output()
             .expect("run corral")
     }
@@ -114,23 +92,8 @@ impl Agent {
 
     /// SIGTERM, and wait (bounded) for the exit status.
     fn terminate(mut self) -> std::process::ExitStatus {
-        let pid = self.child.id().to_string();
-        Command::new("kill").args(["-TERM", &pid]).status().unwrap();
-        let deadline = Instant::now() + WAIT;
-        loop {
-            if let Some(status) = self.child.try_wait().unwrap() {
-                return status;
-            }
-            assert!(Instant::now() < deadline, "no exit after SIGTERM");
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    }
-}
-
-impl Drop for Agent {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        sigterm(&self.child.0);
+        wait_exit(&mut self.child.0, WAIT).expect("no exit after SIGTERM")
     }
 }
 
@@ -378,7 +341,7 @@ async fn pods_admitted_through_the_cli_survive_sigkill_and_podresources_reports_
 #[test]
 fn client_commands_explain_an_absent_agent() {
     let dir = tempfile::tempdir().unwrap();
-    let output = Command::new(env!("CARGO_BIN_EXE_corral"))
+    let output = support::corral()
         .args(["status", "--root"])
         .arg(dir.path())
         .output()

@@ -1,31 +1,14 @@
 //! The `corral` binary's offline commands, run as a user would: `topology` on real-machine
 //! sysfs dumps, `checkpoint inspect|verify` on kubelet-written files, `config check`.
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Output;
+
+use crate::support;
+
+use crate::support::{Reaped, corral_run, log_file, stderr, stdout, wait_exit, workspace};
 
 fn corral(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_corral"))
-        .args(args)
-        .env_remove("RUST_LOG")
-        .output()
-        .expect("run corral")
-}
-
-fn workspace() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .ancestors()
-        .nth(2)
-        .unwrap()
-        .to_path_buf()
-}
-
-fn stdout(output: &Output) -> String {
-    String::from_utf8_lossy(&output.stdout).into_owned()
-}
-
-fn stderr(output: &Output) -> String {
-    String::from_utf8_lossy(&output.stderr).into_owned()
+    support::corral().args(args).output().expect("run corral")
 }
 
 #[test]
@@ -234,9 +217,8 @@ fn a_closed_stdout_ends_every_printing_command_quietly() {
     for args in commands {
         let (reader, writer) = std::io::pipe().unwrap();
         drop(reader);
-        let output = Command::new(env!("CARGO_BIN_EXE_corral"))
+        let output = support::corral()
             .args(&args)
-            .env_remove("RUST_LOG")
             .stdout(writer)
             .stderr(std::process::Stdio::piped())
             .output()
@@ -308,24 +290,14 @@ fn a_silent_agent_never_makes_a_client_command_hang() {
             "1s",
         ],
     ] {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_corral"))
+        let mut child = support::corral()
             .args(&args)
-            .env_remove("RUST_LOG")
             .stdout(std::process::Stdio::null())
             .stderr(std::process::Stdio::piped())
             .spawn()
             .unwrap();
-        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
-        let status = loop {
-            if let Some(status) = child.try_wait().unwrap() {
-                break status;
-            }
-            if std::time::Instant::now() > deadline {
-                let _ = child.kill();
-                let _ = child.wait();
-                panic!("corral {args:?} hung on a silent agent");
-            }
-            std::thread::sleep(std::time::Duration::from_millis(50));
+        let Some(status) = wait_exit(&mut child, std::time::Duration::from_secs(30)) else {
+            panic!("corral {args:?} hung on a silent agent");
         };
         let mut err = String::new();
         child
@@ -367,17 +339,19 @@ fn kubelet_logging_flags_write_kubernetes_json_lines() {
     let config = dir.path().join("kubelet-config.yaml");
     std::fs::write(&config, "cpuManagerPolicy: none\nevictionHard: {}\n").unwrap();
     let root = dir.path().join("root");
-    let output = corral(&[
-        "--logging-format=json",
-        "-v=2",
-        "run",
-        "-c",
-        config.to_str().unwrap(),
-        "--root",
-        root.to_str().unwrap(),
-        "--host-root",
-        "/nonexistent-host-root",
-    ]);
+    let run_without_sysfs = |logging: &[&str]| {
+        let run = [
+            "run",
+            "-c",
+            config.to_str().unwrap(),
+            "--root",
+            root.to_str().unwrap(),
+            "--host-root",
+            "/nonexistent-host-root",
+        ];
+        corral(&[logging, &run].concat())
+    };
+    let output = run_without_sysfs(&["--logging-format=json", "-v=2"]);
     assert!(!output.status.success(), "no sysfs: the agent cannot start");
     let err = stderr(&output);
     let lines: Vec<&str> = err.lines().filter(|l| l.starts_with('{')).collect();
@@ -398,17 +372,7 @@ fn kubelet_logging_flags_write_kubernetes_json_lines() {
     assert_eq!(json_keys(debug), ["ts", "caller", "msg", "v", "limit"]);
     assert!(debug.contains(r#""v":2"#), "{debug}");
     // Without -v, no debug line.
-    let quiet = corral(&[
-        "--logging-format",
-        "json",
-        "run",
-        "-c",
-        config.to_str().unwrap(),
-        "--root",
-        root.to_str().unwrap(),
-        "--host-root",
-        "/nonexistent-host-root",
-    ]);
+    let quiet = run_without_sysfs(&["--logging-format", "json"]);
     assert!(
         !stderr(&quiet).contains("open-file limit"),
         "{}",
@@ -535,33 +499,34 @@ fn explain_uid_is_stable_and_outputs_agree() {
 }
 
 /// A running `corral run` on a two-NUMA-node fixture, killed and reaped on drop.
+/// A running `corral run` (killed and reaped on drop; field order drops it before its root).
 struct Agent {
-    child: std::process::Child,
+    child: Reaped,
     root: tempfile::TempDir,
 }
 
 impl Agent {
     fn start() -> Agent {
         let root = tempfile::tempdir().unwrap();
-        let host_root = workspace().join("testdata/sysfs/32em64t-2n8c+dax+nvme+mic+dimms");
-        let log = std::fs::File::create(root.path().join("agent.log")).unwrap();
-        let child = Command::new(env!("CARGO_BIN_EXE_corral"))
-            .args(["--logging-format=json", "run"])
-            .args(["--root", root.path().to_str().unwrap()])
-            .args(["--host-root", host_root.to_str().unwrap()])
-            .args(["--cpu-manager-policy", "static", "--reserved-cpus", "0"])
-            .args(["--topology-manager-policy", "single-numa-node"])
-            .args(["--demo-devices", "4"])
-            .env_remove("RUST_LOG")
-            .stdin(std::process::Stdio::null())
-            .stdout(std::process::Stdio::null())
-            .stderr(log)
-            .spawn()
-            .expect("start corral run");
-        let mut agent = Agent { child, root };
+        let log = log_file(&root.path().join("agent.log"));
+        let child = corral_run(
+            root.path(),
+            &[
+                "--logging-format=json",
+                "--cpu-manager-policy=static",
+                "--reserved-cpus=0",
+                "--topology-manager-policy=single-numa-node",
+                "--demo-devices=4",
+            ],
+            log,
+        );
+        let mut agent = Agent {
+            child: Reaped(child),
+            root,
+        };
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
         while !agent.cli(&["status"]).status.success() {
-            if let Some(status) = agent.child.try_wait().unwrap() {
+            if let Some(status) = agent.child.0.try_wait().unwrap() {
                 panic!("corral run exited with {status}");
             }
             assert!(std::time::Instant::now() < deadline, "agent not ready");
@@ -581,20 +546,12 @@ impl Agent {
 
     fn cli(&self, args: &[&str]) -> Output {
         let root = self.root.path().to_str().unwrap();
-        Command::new(env!("CARGO_BIN_EXE_corral"))
+        support::corral()
             .current_dir(workspace())
             .args(args)
             .args(["--root", root, "--request-timeout", "20s"])
-            .env_remove("RUST_LOG")
             .output()
             .expect("run corral")
-    }
-}
-
-impl Drop for Agent {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
     }
 }
 

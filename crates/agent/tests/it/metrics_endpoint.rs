@@ -5,33 +5,11 @@
 
 use std::io::{Read as _, Write as _};
 use std::net::{SocketAddr, TcpListener, TcpStream};
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, ExitStatus, Stdio};
+use std::path::Path;
+use std::process::Child;
 use std::time::{Duration, Instant};
 
-/// Two NUMA nodes: CPUs 0-7 and 8-15, no SMT.
-const MACHINE: &str = "testdata/sysfs/32em64t-2n8c+dax+nvme+mic+dimms";
-const WAIT: Duration = Duration::from_secs(20);
-
-/// Every family name upstream's metrics.go (v1.36) defines that corral exports, and corral's
-/// own `corral_admitted_pods`.
-const KNOWN: &[&str] = &[
-    "corral_admitted_pods",
-    "dra_operations_duration_seconds",
-    "dra_resource_claims_in_use",
-    "kubelet_container_aligned_compute_resources_count",
-    "kubelet_container_aligned_compute_resources_failure_count",
-    "kubelet_cpu_manager_allocation_per_numa",
-    "kubelet_cpu_manager_exclusive_cpu_allocation_count",
-    "kubelet_cpu_manager_pinning_errors_total",
-    "kubelet_cpu_manager_pinning_requests_total",
-    "kubelet_cpu_manager_shared_pool_size_millicores",
-    "kubelet_device_plugin_alloc_duration_seconds",
-    "kubelet_device_plugin_registration_total",
-    "kubelet_topology_manager_admission_duration_ms",
-    "kubelet_topology_manager_admission_errors_total",
-    "kubelet_topology_manager_admission_requests_total",
-];
+use crate::support::{Reaped, WAIT, corral_run, log_file, sigterm, wait_exit};
 
 /// The families an idle agent under the static CPU policy and `single-numa-node` exports
 /// from the start (the device and DRA histograms appear with their first observation).
@@ -50,60 +28,21 @@ const AT_START: &[&str] = &[
     "kubelet_topology_manager_admission_requests_total",
 ];
 
-fn workspace() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .ancestors()
-        .nth(2)
-        .unwrap()
-        .to_path_buf()
-}
+/// The families upstream's metrics.go (v1.36) defines that appear with their first
+/// observation: with those at start, every family corral exports.
+const AFTER_FIRST_USE: &[&str] = &[
+    "dra_operations_duration_seconds",
+    "kubelet_device_plugin_alloc_duration_seconds",
+    "kubelet_device_plugin_registration_total",
+];
 
 /// `corral run` on the fixture with a temp root; its stderr goes to `<root>.log`.
-fn corral_run(root: &Path, extra: &[&str]) -> Child {
-    let log = std::fs::File::create(root.with_extension("log")).unwrap();
-    Command::new(env!("CARGO_BIN_EXE_corral"))
-        .arg("run")
-        .args(extra)
-        .arg("--root")
-        .arg(root)
-        .arg("--host-root")
-        .arg(workspace().join(MACHINE))
-        .env_remove("RUST_LOG")
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(log)
-        .spawn()
-        .expect("start corral run")
+fn start(root: &Path, flags: &[&str]) -> Child {
+    corral_run(root, flags, log_file(&root.with_extension("log")))
 }
 
 fn log(root: &Path) -> String {
     std::fs::read_to_string(root.with_extension("log")).unwrap_or_default()
-}
-
-/// The exit status, if the child exits within `limit`; killed and reaped otherwise.
-fn wait(child: &mut Child, limit: Duration) -> Option<ExitStatus> {
-    let deadline = Instant::now() + limit;
-    loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            return Some(status);
-        }
-        if Instant::now() >= deadline {
-            let _ = child.kill();
-            let _ = child.wait();
-            return None;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
-
-/// A child killed and reaped when the test ends, whatever happens.
-struct Reaped(Child);
-
-impl Drop for Reaped {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
 }
 
 /// `GET path`: the status line, the `Content-Type` and the body.
@@ -143,8 +82,8 @@ fn a_taken_metrics_address_is_fatal_at_start_and_named() {
     let root = dir.path().join("root");
     let taken = TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = taken.local_addr().unwrap().to_string();
-    let mut child = corral_run(&root, &["--metrics-addr", &addr]);
-    let status = wait(&mut child, WAIT);
+    let mut child = start(&root, &["--metrics-addr", &addr]);
+    let status = wait_exit(&mut child, WAIT);
     let log = log(&root);
     let status = status.unwrap_or_else(|| {
         panic!("corral run still running {WAIT:?} after start with {addr} taken:\n{log}")
@@ -164,7 +103,7 @@ fn the_agent_serves_kubelet_metrics_healthz_and_404() {
     let dir = tempfile::tempdir().unwrap();
     let root = dir.path().join("root");
     let addr = free_port();
-    let mut agent = Reaped(corral_run(
+    let mut agent = Reaped(start(
         &root,
         &[
             "--metrics-addr",
@@ -224,7 +163,11 @@ fn the_agent_serves_kubelet_metrics_healthz_and_404() {
         }
     }
     for family in &families {
-        assert!(KNOWN.contains(&family.as_str()), "not upstream's: {family}");
+        let known = AT_START.iter().chain(AFTER_FIRST_USE);
+        assert!(
+            known.into_iter().any(|k| k == family),
+            "not upstream's: {family}"
+        );
     }
     for family in AT_START {
         assert!(
@@ -242,9 +185,8 @@ fn the_agent_serves_kubelet_metrics_healthz_and_404() {
     }
 
     // After SIGTERM the agent stops and the endpoint with it.
-    let pid = agent.0.id().to_string();
-    Command::new("kill").args(["-TERM", &pid]).status().unwrap();
-    let status = wait(&mut agent.0, WAIT).expect("no exit after SIGTERM");
+    sigterm(&agent.0);
+    let status = wait_exit(&mut agent.0, WAIT).expect("no exit after SIGTERM");
     assert!(status.success(), "{status}: {}", log(&root));
     assert!(get(addr, "/healthz").is_err());
 }

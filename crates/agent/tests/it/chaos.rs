@@ -14,24 +14,17 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use corral_proto::corral::v1 as api;
 use corral_proto::corral::v1::agent_client::AgentClient;
 
-const MACHINE: &str = "testdata/sysfs/32em64t-2n8c+dax+nvme+mic+dimms";
+use crate::support::{Reaped, corral_run, log_file};
+
+/// Longer than the other tests' wait: restarts under load on 2 cores.
 const WAIT: Duration = Duration::from_secs(30);
 const RPC: Duration = Duration::from_secs(10);
-
-fn workspace() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .ancestors()
-        .nth(2)
-        .unwrap()
-        .to_path_buf()
-}
 
 /// xorshift64*: deterministic for a seed.
 struct Rng(u64);
@@ -80,26 +73,17 @@ struct Model {
     acknowledged_releases: usize,
 }
 
+/// A running `corral run` (killed and reaped on drop) and its log file.
 struct Agent {
-    child: Child,
+    child: Reaped,
     log: PathBuf,
-}
-
-impl Drop for Agent {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
 }
 
 fn spawn(root: &Path) -> Agent {
     let log = root.with_extension("log");
-    let child = Command::new(env!("CARGO_BIN_EXE_corral"))
-        .args(["run", "--root"])
-        .arg(root)
-        .arg("--host-root")
-        .arg(workspace().join(MACHINE))
-        .args([
+    let child = corral_run(
+        root,
+        &[
             "--cpu-manager-policy",
             "static",
             "--reserved-system-cpus",
@@ -108,14 +92,20 @@ fn spawn(root: &Path) -> Agent {
             "best-effort",
             "--demo-devices",
             "4",
-        ])
-        .env_remove("RUST_LOG")
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(std::fs::File::create(&log).unwrap())
-        .spawn()
-        .expect("start corral run");
-    Agent { child, log }
+        ],
+        log_file(&log),
+    );
+    Agent {
+        child: Reaped(child),
+        log,
+    }
+}
+
+/// Every admitted pod, as the agent reports it.
+async fn list_pods(client: &AgentClient<corral_proto::uds::Channel>) -> Vec<api::PodAllocation> {
+    let mut client = client.clone();
+    let request = client.list_pods(api::ListPodsRequest {});
+    request.await.unwrap().into_inner().pods
 }
 
 /// Start the agent and wait until it answers; `Err(log)` when it exits instead.
@@ -124,7 +114,7 @@ async fn start(root: &Path) -> Result<(Agent, AgentClient<corral_proto::uds::Cha
     let socket = root.join("corral/agent.sock");
     let deadline = Instant::now() + WAIT;
     loop {
-        if agent.child.try_wait().unwrap().is_some() {
+        if agent.child.0.try_wait().unwrap().is_some() {
             return Err(std::fs::read_to_string(&agent.log).unwrap_or_default());
         }
         if let Ok(channel) = corral_proto::uds::connect(&socket, Duration::from_secs(1)).await {
@@ -333,16 +323,10 @@ async fn sigkill_under_parallel_admissions_loses_and_duplicates_nothing() {
     let mut refused = 0;
     for round in 0..kills {
         let (agent, client) = start(&root).await.expect("the agent starts");
-        let pods = client
-            .clone()
-            .list_pods(api::ListPodsRequest {})
-            .await
-            .unwrap()
-            .into_inner()
-            .pods;
+        let pods = list_pods(&client).await;
         check(&mut model.lock().unwrap(), &pods);
         let mut leftovers = Vec::new();
-        temp_files(&root, agent.child.id(), &mut leftovers);
+        temp_files(&root, agent.child.0.id(), &mut leftovers);
         assert!(leftovers.is_empty(), "temp files left: {leftovers:?}");
         let workers: Vec<_> = (0..4)
             .map(|w| tokio::spawn(worker(client.clone(), Arc::clone(&model), seed, w, round)))
@@ -388,13 +372,7 @@ async fn sigkill_under_parallel_admissions_loses_and_duplicates_nothing() {
         }
     }
     let (_agent, client) = start(&root).await.expect("the agent starts");
-    let pods = client
-        .clone()
-        .list_pods(api::ListPodsRequest {})
-        .await
-        .unwrap()
-        .into_inner()
-        .pods;
+    let pods = list_pods(&client).await;
     let mut model = model.lock().unwrap();
     check(&mut model, &pods);
     eprintln!(

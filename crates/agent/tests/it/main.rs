@@ -1,0 +1,9 @@
+//! The agent's integration tests: the real `corral` binary, run as an operator and a
+//! kubelet would.
+
+mod chaos;
+mod cli;
+mod config_parity;
+mod e2e;
+mod metrics_endpoint;
+mod support;

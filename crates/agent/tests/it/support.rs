@@ -1,0 +1,93 @@
+//! What the agent's integration tests share: the fixture machine, the real `corral` binary,
+//! and child processes that are killed and reaped whatever the test does.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Output, Stdio};
+use std::time::{Duration, Instant};
+
+/// Two NUMA nodes: CPUs 0-7 and 8-15, no SMT.
+pub(crate) const MACHINE: &str = "testdata/sysfs/32em64t-2n8c+dax+nvme+mic+dimms";
+
+/// How long an agent may take to start or to stop.
+pub(crate) const WAIT: Duration = Duration::from_secs(20);
+
+/// The workspace root (the fixtures' paths are relative to it).
+pub(crate) fn workspace() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .ancestors()
+        .nth(2)
+        .unwrap()
+        .to_path_buf()
+}
+
+/// The `corral` binary, with the caller's `RUST_LOG` removed so that its output is the
+/// test's own.
+pub(crate) fn corral() -> Command {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_corral"));
+    command.env_remove("RUST_LOG");
+    command
+}
+
+/// `corral run --root ROOT --host-root MACHINE FLAGS…`, stdin and stdout closed, stderr to
+/// `stderr` (a log file).
+pub(crate) fn corral_run(root: &Path, flags: &[&str], stderr: impl Into<Stdio>) -> Child {
+    corral()
+        .arg("run")
+        .arg("--root")
+        .arg(root)
+        .arg("--host-root")
+        .arg(workspace().join(MACHINE))
+        .args(flags)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(stderr)
+        .spawn()
+        .expect("start corral run")
+}
+
+/// A new log file for a child's stderr.
+pub(crate) fn log_file(path: &Path) -> std::fs::File {
+    std::fs::File::create(path).unwrap()
+}
+
+/// A child killed and reaped when the test ends, whatever happens.
+pub(crate) struct Reaped(pub(crate) Child);
+
+impl Drop for Reaped {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// The exit status, if the child exits within `limit`; killed and reaped otherwise.
+pub(crate) fn wait_exit(child: &mut Child, limit: Duration) -> Option<ExitStatus> {
+    let deadline = Instant::now() + limit;
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            return Some(status);
+        }
+        if Instant::now() >= deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            return None;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// SIGTERM to the child.
+pub(crate) fn sigterm(child: &Child) {
+    let pid = child.id().to_string();
+    Command::new("kill").args(["-TERM", &pid]).status().unwrap();
+}
+
+/// A command's standard output as text.
+pub(crate) fn stdout(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
+/// A command's standard error as text.
+pub(crate) fn stderr(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stderr).into_owned()
+}
