@@ -20,9 +20,7 @@ use corral_proto::deviceplugin::v1beta1::{
 use corral_proto::uds::{self, ServeOptions, SocketOptions, UdsListener};
 use tonic::transport::Server;
 
-mod support;
-
-use support::RecordingRegistration;
+use crate::support::RecordingRegistration;
 
 /// Environment of the child server: the socket path, then its serving limits.
 const CHILD_SOCKET: &str = "CORRAL_UDS_LIMITS_CHILD_SOCKET";
@@ -144,7 +142,7 @@ impl ChildServer {
             .arg("-c")
             .arg(format!("ulimit -n {nofile} && exec \"$0\" \"$@\""))
             .arg(exe)
-            .args(["child_server", "--exact", "--nocapture"])
+            .args(["connection_limits::child_server", "--exact", "--nocapture"])
             .args(["--test-threads", "1"])
             .env(CHILD_SOCKET, path)
             .stdin(Stdio::piped())

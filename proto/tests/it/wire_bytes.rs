@@ -427,55 +427,55 @@ fn cri_v1_update_container_resources() {
 fn service_paths_match_upstream() {
     let sources = [
         (
-            include_str!("../src/gen/deviceplugin_v1beta1.rs"),
+            include_str!("../../src/gen/deviceplugin_v1beta1.rs"),
             "/v1beta1.Registration/Register",
         ),
         (
-            include_str!("../src/gen/deviceplugin_v1beta1.rs"),
+            include_str!("../../src/gen/deviceplugin_v1beta1.rs"),
             "/v1beta1.DevicePlugin/ListAndWatch",
         ),
         (
-            include_str!("../src/gen/deviceplugin_v1beta1.rs"),
+            include_str!("../../src/gen/deviceplugin_v1beta1.rs"),
             "/v1beta1.DevicePlugin/GetPreferredAllocation",
         ),
         (
-            include_str!("../src/gen/deviceplugin_v1beta1.rs"),
+            include_str!("../../src/gen/deviceplugin_v1beta1.rs"),
             "/v1beta1.DevicePlugin/PreStartContainer",
         ),
         (
-            include_str!("../src/gen/podresources_v1.rs"),
+            include_str!("../../src/gen/podresources_v1.rs"),
             "/v1.PodResourcesLister/GetAllocatableResources",
         ),
         (
-            include_str!("../src/gen/podresources_v1.rs"),
+            include_str!("../../src/gen/podresources_v1.rs"),
             "/v1.PodResourcesLister/Get",
         ),
         (
-            include_str!("../src/gen/dra_v1.rs"),
+            include_str!("../../src/gen/dra_v1.rs"),
             "/k8s.io.kubelet.pkg.apis.dra.v1.DRAPlugin/NodePrepareResources",
         ),
         (
-            include_str!("../src/gen/dra_v1beta1.rs"),
+            include_str!("../../src/gen/dra_v1beta1.rs"),
             "/k8s.io.kubelet.pkg.apis.dra.v1beta1.DRAPlugin/NodeUnprepareResources",
         ),
         (
-            include_str!("../src/gen/dra_health_v1.rs"),
+            include_str!("../../src/gen/dra_health_v1.rs"),
             "/v1.DRAResourceHealth/NodeWatchResources",
         ),
         (
-            include_str!("../src/gen/pluginregistration_v1.rs"),
+            include_str!("../../src/gen/pluginregistration_v1.rs"),
             "/pluginregistration.Registration/GetInfo",
         ),
         (
-            include_str!("../src/gen/pluginregistration_v1.rs"),
+            include_str!("../../src/gen/pluginregistration_v1.rs"),
             "/pluginregistration.Registration/NotifyRegistrationStatus",
         ),
         (
-            include_str!("../src/gen/cri_v1.rs"),
+            include_str!("../../src/gen/cri_v1.rs"),
             "/runtime.v1.RuntimeService/UpdateContainerResources",
         ),
         (
-            include_str!("../src/gen/cri_v1.rs"),
+            include_str!("../../src/gen/cri_v1.rs"),
             "/runtime.v1.RuntimeService/ContainerStatus",
         ),
     ];

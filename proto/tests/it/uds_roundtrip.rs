@@ -15,9 +15,7 @@ use corral_proto::uds::{self, SocketOptions, UdsError, UdsListener};
 use tokio_util::sync::CancellationToken;
 use tonic::transport::Server;
 
-mod support;
-
-use support::{RecordingRegistration, StreamingPlugin};
+use crate::support::{RecordingRegistration, StreamingPlugin};
 
 /// Every wait in these tests is bounded by this.
 const WAIT: Duration = Duration::from_secs(10);

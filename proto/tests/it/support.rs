@@ -2,8 +2,6 @@
 //! that records every request with the caller's credentials, and a `DevicePlugin` whose
 //! `ListAndWatch` streams given lists and then holds the stream open.
 
-#![allow(dead_code, unreachable_pub)]
-
 use std::pin::Pin;
 use std::sync::{Arc, Mutex};
 
@@ -19,12 +17,12 @@ use tokio_util::sync::CancellationToken;
 use tonic::{Request, Response, Status};
 
 /// A registration request and the credentials of the process that sent it.
-pub type Registered = (RegisterRequest, Option<PeerCredentials>);
+pub(crate) type Registered = (RegisterRequest, Option<PeerCredentials>);
 
 /// Records every registration with the caller's credentials.
 #[derive(Clone, Default)]
-pub struct RecordingRegistration {
-    pub seen: Arc<Mutex<Vec<Registered>>>,
+pub(crate) struct RecordingRegistration {
+    pub(crate) seen: Arc<Mutex<Vec<Registered>>>,
 }
 
 #[tonic::async_trait]
@@ -38,10 +36,10 @@ impl Registration for RecordingRegistration {
 
 /// A device plugin whose ListAndWatch sends the given lists, then waits for cancellation
 /// (or forever, when `honour_cancel` is false).
-pub struct StreamingPlugin {
-    pub lists: Vec<ListAndWatchResponse>,
-    pub cancel: CancellationToken,
-    pub honour_cancel: bool,
+pub(crate) struct StreamingPlugin {
+    pub(crate) lists: Vec<ListAndWatchResponse>,
+    pub(crate) cancel: CancellationToken,
+    pub(crate) honour_cancel: bool,
 }
 
 type ListStream = Pin<Box<dyn Stream<Item = Result<ListAndWatchResponse, Status>> + Send>>;
@@ -91,7 +89,7 @@ impl DevicePlugin for StreamingPlugin {
 }
 
 /// A stream that yields nothing and ends when `cancel` fires (never, unless `honour`).
-pub fn async_stream_end(
+pub(crate) fn async_stream_end(
     cancel: CancellationToken,
     honour: bool,
 ) -> impl Stream<Item = Result<ListAndWatchResponse, Status>> {

@@ -19,9 +19,7 @@ use corral_testkit::PythonPeer;
 use tokio_util::sync::CancellationToken;
 use tonic::transport::Server;
 
-mod support;
-
-use support::{RecordingRegistration, StreamingPlugin};
+use crate::support::{RecordingRegistration, StreamingPlugin};
 
 const WAIT: Duration = Duration::from_secs(10);
 const MODES: [&str; 5] = ["default", "raw", "encoded", "localhost", "empty"];
