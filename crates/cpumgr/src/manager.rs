@@ -727,7 +727,7 @@ impl HintProvider for CpuManager {
         let affinity = store.affinity(&pod.uid, &container.name);
         CpuManager::allocate(self, pod, container, affinity).map_err(|e| match e {
             ManagerError::Allocate(a) => a.into(),
-            other => AllocationError::Unexpected(other.to_string()),
+            other => AllocationError::unexpected(other),
         })
     }
 }

@@ -1138,6 +1138,6 @@ impl HintProvider for DeviceManager {
         let affinity = store.affinity(&pod.uid, &container.name).numa_affinity;
         self.block_on(DeviceManager::allocate(self, pod, container, affinity))
             .and_then(|r| r)
-            .map_err(|err| AllocationError::Unexpected(err.to_string()))
+            .map_err(AllocationError::unexpected)
     }
 }

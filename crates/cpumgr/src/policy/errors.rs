@@ -99,7 +99,7 @@ impl From<AllocateError> for AllocationError {
                 reason: SMT_ALIGNMENT_ERROR.to_owned(),
                 message: smt.to_string(),
             },
-            other => AllocationError::Unexpected(other.to_string()),
+            other => AllocationError::unexpected(other),
         }
     }
 }

@@ -12,7 +12,7 @@ use crate::CpuSet;
 #[non_exhaustive]
 pub enum DiscoveryError {
     /// A file or directory that exists (or must exist) could not be read.
-    #[error("cannot read {}: {source}", path.display())]
+    #[error("cannot read {}", path.display())]
     Io {
         /// The file or directory.
         path: PathBuf,

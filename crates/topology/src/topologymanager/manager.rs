@@ -58,7 +58,7 @@ pub enum TopologyManagerError {
     #[error(transparent)]
     Config(#[from] PolicyConfigError),
     /// The NUMA nodes could not be used (upstream: "cannot discover NUMA topology").
-    #[error("cannot discover NUMA topology: {0}")]
+    #[error("cannot discover NUMA topology")]
     Numa(#[from] NumaInfoError),
     /// More NUMA nodes than `max-allowable-numa-nodes`.
     #[error("unsupported on machines with more than {max} NUMA Nodes")]

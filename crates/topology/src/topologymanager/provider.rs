@@ -6,7 +6,7 @@ use super::store::AffinityStore;
 use crate::{Container, Pod};
 
 /// Why a provider could not allocate for a container.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum AllocationError {
     /// An admission error with its own reason (upstream errors implementing
@@ -19,9 +19,21 @@ pub enum AllocationError {
         /// The human-readable message.
         message: String,
     },
-    /// Any other failure: rejected as `UnexpectedAdmissionError`.
-    #[error("{0}")]
-    Unexpected(String),
+    /// Any other failure, carrying the provider's error as its source: rejected as
+    /// `UnexpectedAdmissionError` with the source's message (see
+    /// [`PodAdmitResult::from_allocation_error`](super::PodAdmitResult::from_allocation_error)).
+    #[error("allocation failed unexpectedly")]
+    Unexpected(#[source] Box<dyn std::error::Error + Send + Sync + 'static>),
+}
+
+impl AllocationError {
+    /// An [`Unexpected`](AllocationError::Unexpected) failure caused by `source` (any error,
+    /// or a message).
+    pub fn unexpected(
+        source: impl Into<Box<dyn std::error::Error + Send + Sync + 'static>>,
+    ) -> Self {
+        AllocationError::Unexpected(source.into())
+    }
 }
 
 /// A resource manager that gives NUMA hints and allocates (CPU manager, device manager, …).
