@@ -49,7 +49,7 @@ fn merge_input(inputs: &Value) -> (Policy, Vec<ProviderHints>) {
         .expect("policy")
         .parse()
         .expect("policy name");
-    let numa = NumaInfo::new(&nodes, options.prefer_closest_numa).expect("numa info");
+    let numa = NumaInfo::new(&nodes, options.numa_distances()).expect("numa info");
     let providers = inputs["providers"]
         .as_array()
         .expect("providers")

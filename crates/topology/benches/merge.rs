@@ -55,7 +55,11 @@ fn policy(name: PolicyName, nodes: usize, closest: bool) -> Policy {
         prefer_closest_numa: closest,
         ..PolicyOptions::default()
     };
-    Policy::new(name, NumaInfo::new(&numa, closest).expect("numa"), options)
+    Policy::new(
+        name,
+        NumaInfo::new(&numa, options.numa_distances()).expect("numa"),
+        options,
+    )
 }
 
 fn merge_benches(c: &mut Criterion) {

@@ -86,8 +86,8 @@ pub use topology::{
 pub mod topologymanager;
 
 pub use topologymanager::{
-    AffinityStore, AllocationError, HintProvider, MergeResult, NumaInfo, NumaInfoError, NumaNode,
-    PodAdmitResult, Policy, PolicyConfigError, PolicyName, PolicyOptions, ProviderHints,
-    ResourceHints, ScopeName, TopologyHint, TopologyManager, TopologyManagerConfig,
+    AffinityStore, AllocationError, HintProvider, MergeResult, NumaDistances, NumaInfo,
+    NumaInfoError, NumaNode, PodAdmitResult, Policy, PolicyConfigError, PolicyName, PolicyOptions,
+    ProviderHints, ResourceHints, ScopeName, TopologyHint, TopologyManager, TopologyManagerConfig,
     TopologyManagerError,
 };

@@ -673,6 +673,9 @@ mod tests {
         assert!(topo.numa_ids().is_identity());
         assert_eq!(topo.cpu(64).map(|i| i.numa), Some(128));
         assert_eq!(topo.numa_nodes().len(), 65);
-        assert!(crate::NumaInfo::new(&topo.numa_nodes_for_manager(), false).is_err());
+        assert!(
+            crate::NumaInfo::new(&topo.numa_nodes_for_manager(), crate::NumaDistances::Ignore)
+                .is_err()
+        );
     }
 }

@@ -66,7 +66,11 @@ fn fast_and_reference_match_every_vector() {
                 prefer_closest_numa: closest,
                 ..PolicyOptions::default()
             };
-            let policy = Policy::new(name, NumaInfo::new(&nodes, closest).expect("numa"), options);
+            let policy = Policy::new(
+                name,
+                NumaInfo::new(&nodes, options.numa_distances()).expect("numa"),
+                options,
+            );
             let want_hint = hint(&want["best_hint"]);
             let want_admit = want["admit"].as_bool().expect("admit");
             for (which, got) in [

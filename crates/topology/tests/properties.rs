@@ -7,8 +7,8 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use corral_topology::topologymanager::reference_merge;
 use corral_topology::{
-    CpuInfo, CpuRecord, CpuSet, CpuTopology, NumaIds, NumaInfo, NumaMask, NumaNode, Policy,
-    PolicyName, PolicyOptions, ProviderHints, TopologyHint,
+    CpuInfo, CpuRecord, CpuSet, CpuTopology, NumaDistances, NumaIds, NumaInfo, NumaMask, NumaNode,
+    Policy, PolicyName, PolicyOptions, ProviderHints, TopologyHint,
 };
 use proptest::prelude::*;
 
@@ -64,7 +64,7 @@ fn policies(nodes: &[NumaNode]) -> Vec<Policy> {
                 prefer_closest_numa,
                 ..PolicyOptions::default()
             };
-            let numa = NumaInfo::new(nodes, prefer_closest_numa).expect("valid machine");
+            let numa = NumaInfo::new(nodes, options.numa_distances()).expect("valid machine");
             out.push(Policy::new(name, numa, options));
         }
     }
@@ -145,7 +145,7 @@ proptest! {
 
     #[test]
     fn single_numa_node_never_admits_several_nodes(nodes in machine(), providers in prop::collection::vec(provider(), 0..4)) {
-        let numa = NumaInfo::new(&nodes, false).expect("valid machine");
+        let numa = NumaInfo::new(&nodes, NumaDistances::Ignore).expect("valid machine");
         let policy = Policy::new(PolicyName::SingleNumaNode, numa, PolicyOptions::default());
         let result = policy.merge(&providers);
         if result.admit
@@ -225,7 +225,7 @@ proptest! {
             let want: CpuSet = (0..numa_of_cpu.len()).filter(|&c| numa_of_cpu[c] == node).collect();
             prop_assert_eq!(topo.details().cpus_in_numa_nodes([bit]), want);
         }
-        prop_assert!(NumaInfo::new(&topo.numa_nodes_for_manager(), false).is_ok());
+        prop_assert!(NumaInfo::new(&topo.numa_nodes_for_manager(), NumaDistances::Ignore).is_ok());
     }
 
     #[test]

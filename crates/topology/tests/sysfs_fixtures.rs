@@ -10,7 +10,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
-use corral_topology::{CpuTopology, NumaInfo, discover};
+use corral_topology::{CpuTopology, NumaDistances, NumaInfo, discover};
 use serde_json::Value;
 
 fn fixtures_dir() -> PathBuf {
@@ -122,7 +122,12 @@ fn check(dir: &Path, truth: &Value) -> Vec<String> {
         }
     }
     let manager_nodes = topo.numa_nodes_for_manager();
-    if let Err(e) = NumaInfo::new(&manager_nodes, topo.has_numa_distances()) {
+    let distances = if topo.has_numa_distances() {
+        NumaDistances::Require
+    } else {
+        NumaDistances::Ignore
+    };
+    if let Err(e) = NumaInfo::new(&manager_nodes, distances) {
         out.push(format!("topology manager refuses the NUMA nodes: {e}"));
     }
     let uncore = sharing(&topo, |c| info(c).uncore);

@@ -7,7 +7,7 @@
 
 use std::collections::BTreeMap;
 
-use corral_topology::{NumaInfo, NumaInfoError, NumaMask, NumaNode};
+use corral_topology::{NumaDistances, NumaInfo, NumaInfoError, NumaMask, NumaNode};
 
 const ROW0: &[u64] = &[10, 11, 12, 12];
 const ROW1: &[u64] = &[11, 10, 12, 12];
@@ -25,57 +25,70 @@ fn node(id: usize, row: Option<&[u64]>) -> NumaNode {
 #[test]
 fn numa_info() {
     #[allow(clippy::type_complexity)]
-    let cases: [(&str, Vec<(usize, &[u64])>, bool); 12] = [
-        ("positive test 1 node", vec![(0, ROW0)], false),
+    let cases: [(&str, Vec<(usize, &[u64])>, NumaDistances); 12] = [
+        (
+            "positive test 1 node",
+            vec![(0, ROW0)],
+            NumaDistances::Ignore,
+        ),
         (
             "positive test 1 node, with PreferClosestNUMA",
             vec![(0, ROW0)],
-            true,
+            NumaDistances::Require,
         ),
-        ("positive test 2 nodes", vec![(0, ROW0), (1, ROW1)], false),
+        (
+            "positive test 2 nodes",
+            vec![(0, ROW0), (1, ROW1)],
+            NumaDistances::Ignore,
+        ),
         (
             "positive test 2 nodes, with PreferClosestNUMA",
             vec![(0, ROW0), (1, ROW1)],
-            true,
+            NumaDistances::Require,
         ),
         (
             "positive test 3 nodes",
             vec![(0, ROW0), (1, ROW1), (2, ROW2)],
-            false,
+            NumaDistances::Ignore,
         ),
         (
             "positive test 3 nodes, with PreferClosestNUMA",
             vec![(0, ROW0), (1, ROW1), (2, ROW2)],
-            true,
+            NumaDistances::Require,
         ),
         (
             "positive test 4 nodes",
             vec![(0, ROW0), (1, ROW1), (2, ROW2), (3, ROW3)],
-            false,
+            NumaDistances::Ignore,
         ),
         (
             "positive test 4 nodes, with PreferClosestNUMA",
             vec![(0, ROW0), (1, ROW1), (2, ROW2), (3, ROW3)],
-            true,
+            NumaDistances::Require,
         ),
-        ("one node and its id is 1", vec![(1, ROW1)], false),
+        (
+            "one node and its id is 1",
+            vec![(1, ROW1)],
+            NumaDistances::Ignore,
+        ),
         (
             "one node and its id is 1, with PreferClosestNUMA",
             vec![(1, ROW1)],
-            true,
+            NumaDistances::Require,
         ),
         (
             "two nodes not sequential",
             vec![(0, ROW0), (2, ROW2)],
-            false,
+            NumaDistances::Ignore,
         ),
         (
             "two nodes not sequential, with PreferClosestNUMA",
             vec![(0, ROW0), (2, ROW2)],
-            true,
+            NumaDistances::Require,
         ),
     ];
-    for (name, rows, prefer_closest) in cases {
+    for (name, rows, distances) in cases {
+        let prefer_closest = distances == NumaDistances::Require;
         // Without prefer-closest upstream's cases give no distances; giving them changes
         // nothing, as they are dropped.
         let with_rows: Vec<NumaNode> = rows.iter().map(|&(id, row)| node(id, Some(row))).collect();
@@ -86,7 +99,7 @@ fn numa_info() {
             vec![with_rows, without]
         };
         for nodes in inputs {
-            let info = NumaInfo::new(&nodes, prefer_closest).expect(name);
+            let info = NumaInfo::new(&nodes, distances).expect(name);
             let ids: Vec<usize> = rows.iter().map(|&(id, _)| id).collect();
             assert_eq!(info.nodes(), ids.as_slice(), "{name}");
             assert_eq!(
@@ -103,7 +116,7 @@ fn numa_info() {
         }
     }
     // "negative test 1 node, no distance file with PreferClosestNUMA"
-    let err = NumaInfo::new(&[node(9, None)], true).expect_err("no distances");
+    let err = NumaInfo::new(&[node(9, None)], NumaDistances::Require).expect_err("no distances");
     assert_eq!(err, NumaInfoError::MissingDistances { id: 9 });
     assert!(
         err.to_string().contains("error getting NUMA distances"),
@@ -136,7 +149,7 @@ fn calculate_avg_distance_for() {
             .enumerate()
             .map(|(id, row)| node(id, Some(row)))
             .collect();
-        let info = NumaInfo::new(&nodes, true).expect(name);
+        let info = NumaInfo::new(&nodes, NumaDistances::Require).expect(name);
         let mask = NumaMask::new(bits.iter().copied()).expect(name);
         // Exact equality, as upstream compares the float64 with `!=`.
         assert_eq!(info.average_distance(mask), expected, "{name}");

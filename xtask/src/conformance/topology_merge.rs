@@ -126,7 +126,7 @@ fn check_variant(
         prefer_closest_numa: prefer_closest,
         ..PolicyOptions::default()
     };
-    let numa = NumaInfo::new(nodes, prefer_closest).map_err(|e| e.to_string())?;
+    let numa = NumaInfo::new(nodes, options.numa_distances()).map_err(|e| e.to_string())?;
     let result = Policy::new(name, numa, options).merge(providers);
     let want_hint = parse_hint(&want["best_hint"])?;
     let want_admit = want["admit"].as_bool().ok_or("no admit")?;

@@ -22,7 +22,7 @@ pub use metrics::{
     ADMISSION_DURATION_MS_BUCKETS, AdmissionDurations, AdmissionDurationsSnapshot,
     AlignmentCounters, ManagerMetrics,
 };
-pub use numa_info::{NumaInfo, NumaInfoError, NumaNode};
+pub use numa_info::{NumaDistances, NumaInfo, NumaInfoError, NumaNode};
 pub use policy::reference_merge;
 pub use policy::{
     DEFAULT_MAX_ALLOWABLE_NUMA_NODES, MAX_ALLOWABLE_NUMA_NODES, MergeResult,

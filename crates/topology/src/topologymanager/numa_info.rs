@@ -59,6 +59,19 @@ pub struct NumaNode {
     pub distances: Option<Vec<u64>>,
 }
 
+/// Whether [`NumaInfo::new`] keeps the nodes' distance rows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum NumaDistances {
+    /// Distances are not used and not required (every policy without
+    /// `prefer-closest-numa-nodes`).
+    #[default]
+    Ignore,
+    /// Every node must have a distance row, indexable by every node id
+    /// (`prefer-closest-numa-nodes`; see
+    /// [`PolicyOptions::numa_distances`](super::PolicyOptions::numa_distances)).
+    Require,
+}
+
 /// The NUMA nodes of the machine and, when `prefer-closest-numa-nodes` is on, their distances.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct NumaInfo {
@@ -68,10 +81,10 @@ pub struct NumaInfo {
 }
 
 impl NumaInfo {
-    /// Build from the machine's nodes (upstream `NewNUMAInfo`). Distances are kept only when
-    /// `with_distances` (the prefer-closest option) and are then required for every node and
-    /// checked to be indexable by every node id (upstream would panic instead).
-    pub fn new(nodes: &[NumaNode], with_distances: bool) -> Result<NumaInfo, NumaInfoError> {
+    /// Build from the machine's nodes (upstream `NewNUMAInfo`). Distances are kept only with
+    /// [`NumaDistances::Require`] (the prefer-closest option) and are then required for every
+    /// node and checked to be indexable by every node id (upstream would panic instead).
+    pub fn new(nodes: &[NumaNode], distances: NumaDistances) -> Result<NumaInfo, NumaInfoError> {
         if nodes.len() > 64 {
             return Err(NumaInfoError::TooManyNodes { count: nodes.len() });
         }
@@ -87,6 +100,7 @@ impl NumaInfo {
             mask = mask.or(NumaMask::from_u64(1 << node.id));
             ids.push(node.id);
         }
+        let with_distances = distances == NumaDistances::Require;
         let mut distances = BTreeMap::new();
         if with_distances {
             let max_id = ids.iter().copied().max().unwrap_or(0);
@@ -121,7 +135,7 @@ impl NumaInfo {
                 distances: None,
             })
             .collect();
-        NumaInfo::new(&nodes, false)
+        NumaInfo::new(&nodes, NumaDistances::Ignore)
     }
 
     /// The node ids, in the order given.
@@ -191,7 +205,7 @@ mod tests {
                 distances: Some(row.to_vec()),
             })
             .collect();
-        NumaInfo::new(&nodes, true).expect("valid")
+        NumaInfo::new(&nodes, NumaDistances::Require).expect("valid")
     }
 
     fn m(ids: &[usize]) -> NumaMask {
@@ -242,7 +256,7 @@ mod tests {
             distances: None,
         }];
         assert_eq!(
-            NumaInfo::new(&missing, true),
+            NumaInfo::new(&missing, NumaDistances::Require),
             Err(NumaInfoError::MissingDistances { id: 0 })
         );
         let short = [
@@ -256,7 +270,7 @@ mod tests {
             },
         ];
         assert!(matches!(
-            NumaInfo::new(&short, true),
+            NumaInfo::new(&short, NumaDistances::Require),
             Err(NumaInfoError::ShortDistanceRow { .. })
         ));
         assert_eq!(

@@ -17,7 +17,7 @@ use std::str::FromStr;
 
 use super::hint::{ProviderHints, TopologyHint};
 use super::merge::{MaskOrder, merge_filtered, reference_merge_filtered};
-use super::numa_info::NumaInfo;
+use super::numa_info::{NumaDistances, NumaInfo};
 
 /// The policy names kubelet config uses.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -145,6 +145,17 @@ fn parse_go_bool(value: &str) -> Option<bool> {
 }
 
 impl PolicyOptions {
+    /// What [`NumaInfo::new`] must do with the nodes' distances under these options:
+    /// [`NumaDistances::Require`] with `prefer-closest-numa-nodes`, else
+    /// [`NumaDistances::Ignore`].
+    pub fn numa_distances(&self) -> NumaDistances {
+        if self.prefer_closest_numa {
+            NumaDistances::Require
+        } else {
+            NumaDistances::Ignore
+        }
+    }
+
     /// Parse the kubelet's `topologyManagerPolicyOptions` map (upstream `NewPolicyOptions`).
     /// Options are checked in name order, so the first error is deterministic.
     pub fn from_map(

@@ -455,7 +455,7 @@ pub(crate) fn policy(name: PolicyName, nodes: &[NumaNode], prefer_closest: bool)
         prefer_closest_numa: prefer_closest,
         ..PolicyOptions::default()
     };
-    let info = NumaInfo::new(nodes, prefer_closest).expect("valid NUMA nodes");
+    let info = NumaInfo::new(nodes, options.numa_distances()).expect("valid NUMA nodes");
     Policy::new(name, info, options)
 }
 
