@@ -77,6 +77,7 @@ mod dump_sink;
 mod error;
 mod format;
 pub mod formats;
+mod go_serializer;
 mod gojson;
 pub mod gotype;
 mod hash;

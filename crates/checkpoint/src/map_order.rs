@@ -8,6 +8,8 @@
 use std::cmp::Ordering;
 use std::ops::Range;
 
+use crate::gotype::GoType;
+
 /// How keys compare.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum KeyOrder {
@@ -17,6 +19,18 @@ pub(crate) enum KeyOrder {
     Signed,
     /// As unsigned integers written in decimal.
     Unsigned,
+}
+
+impl KeyOrder {
+    /// How go-spew orders keys of Go type `key`: integers numerically, anything else as
+    /// strings.
+    pub(crate) fn of_key(key: &GoType) -> Self {
+        match key.underlying() {
+            GoType::Int(_) => KeyOrder::Signed,
+            GoType::Uint(_) => KeyOrder::Unsigned,
+            _ => KeyOrder::Bytes,
+        }
+    }
 }
 
 /// One written map entry.

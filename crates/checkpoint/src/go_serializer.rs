@@ -1,0 +1,320 @@
+//! What the two serde serializers that walk a Rust value beside its [`GoType`] share: the
+//! go-spew dumper (`spew`) and the `encoding/json` encoder (`gojson::encode`).
+//!
+//! Both accept the same Rust shapes for the same Go kinds and refuse the same others with the
+//! same words, so the checks live here once: integers against the Go width
+//! ([`check_int`]), struct fields against the Go struct's declaration ([`StructFields`]), and
+//! the serde methods that never differ between the two ([`go_value_methods!`],
+//! [`ints_through!`]), or that a
+//! narrow serializer (a map key, a `[]byte` element, a key-order probe) refuses outright
+//! ([`reject!`]).
+
+use crate::gotype::{GoField, GoStruct, GoType};
+use crate::schema_mismatch::{SchemaMismatch, mismatch};
+
+/// Checks that the integer `v` fits `ty` (an underlying type: `Int`/`Uint` of some width);
+/// `what` names the value in the error (`integer`, `map key`).
+#[inline]
+pub(crate) fn check_int(ty: &GoType, v: i128, what: &str) -> Result<(), SchemaMismatch> {
+    match ty {
+        GoType::Int(w) if i64::try_from(v).is_ok_and(|x| w.fits_signed(x)) => Ok(()),
+        GoType::Uint(w) if u64::try_from(v).is_ok_and(|x| w.fits_unsigned(x)) => Ok(()),
+        other => mismatch(format!("{what} {v} does not fit Go type {other}")),
+    }
+}
+
+/// A Go struct's fields, matched one by one against the fields serde hands over: the same
+/// JSON names in the same order, no more and no fewer.
+pub(crate) struct StructFields {
+    go: &'static GoStruct,
+    /// How many fields were matched.
+    matched: usize,
+}
+
+impl StructFields {
+    pub(crate) fn new(go: &'static GoStruct) -> Self {
+        StructFields { go, matched: 0 }
+    }
+
+    /// The Go field that the serde field `key` is (the next one in declaration order).
+    #[inline]
+    pub(crate) fn next(&mut self, key: &str) -> Result<&'static GoField, SchemaMismatch> {
+        let go_name = self.go.name;
+        let Some(field) = self.go.fields.get(self.matched) else {
+            return mismatch(format!("extra field {key} for Go struct {go_name}"));
+        };
+        if field.json != key {
+            return mismatch(format!(
+                "field {key} where Go struct {go_name} has {} ({})",
+                field.name, field.json
+            ));
+        }
+        self.matched += 1;
+        Ok(field)
+    }
+
+    /// Whether the field [`next`](Self::next) returned last is the struct's first.
+    #[inline]
+    pub(crate) fn at_first(&self) -> bool {
+        self.matched == 1
+    }
+
+    /// Checks that every Go field was given.
+    pub(crate) fn finish(&self) -> Result<(), SchemaMismatch> {
+        if self.matched != self.go.fields.len() {
+            return mismatch(format!(
+                "Go struct {} has {} fields, value gave {}",
+                self.go.name,
+                self.go.fields.len(),
+                self.matched
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// The eight `Serializer` integer methods, each widening its value to an `i128` for
+/// `self.$int`, which checks it against the Go type and writes it.
+macro_rules! ints_through {
+    ($int:ident) => {
+        fn serialize_i8(self, v: i8) -> Result<Self::Ok, Self::Error> {
+            self.$int(v.into())
+        }
+        fn serialize_i16(self, v: i16) -> Result<Self::Ok, Self::Error> {
+            self.$int(v.into())
+        }
+        fn serialize_i32(self, v: i32) -> Result<Self::Ok, Self::Error> {
+            self.$int(v.into())
+        }
+        fn serialize_i64(self, v: i64) -> Result<Self::Ok, Self::Error> {
+            self.$int(v.into())
+        }
+        fn serialize_u8(self, v: u8) -> Result<Self::Ok, Self::Error> {
+            self.$int(v.into())
+        }
+        fn serialize_u16(self, v: u16) -> Result<Self::Ok, Self::Error> {
+            self.$int(v.into())
+        }
+        fn serialize_u32(self, v: u32) -> Result<Self::Ok, Self::Error> {
+            self.$int(v.into())
+        }
+        fn serialize_u64(self, v: u64) -> Result<Self::Ok, Self::Error> {
+            self.$int(v.into())
+        }
+    };
+}
+pub(crate) use ints_through;
+
+/// The `Serializer` methods of a Go-typed value serializer that do not depend on the output:
+/// every integer through `self.$int(v.into())` (an `i128`), a `char` and a unit variant as a
+/// string, a unit struct as the unit, a newtype struct as what it wraps, and the errors for
+/// floats, tuples and data-carrying enums, which no Go type matches.
+macro_rules! go_value_methods {
+    ($int:ident) => {
+        $crate::go_serializer::ints_through!($int);
+        fn serialize_f32(self, _v: f32) -> Result<Self::Ok, Self::Error> {
+            $crate::schema_mismatch::mismatch("floats are not used by kubelet checkpoints")
+        }
+        fn serialize_f64(self, _v: f64) -> Result<Self::Ok, Self::Error> {
+            $crate::schema_mismatch::mismatch("floats are not used by kubelet checkpoints")
+        }
+        fn serialize_char(self, v: char) -> Result<Self::Ok, Self::Error> {
+            self.serialize_str(v.encode_utf8(&mut [0; 4]))
+        }
+        fn serialize_unit_struct(self, _name: &'static str) -> Result<Self::Ok, Self::Error> {
+            self.serialize_unit()
+        }
+        fn serialize_unit_variant(
+            self,
+            _name: &'static str,
+            _index: u32,
+            variant: &'static str,
+        ) -> Result<Self::Ok, Self::Error> {
+            self.serialize_str(variant)
+        }
+        fn serialize_newtype_struct<T: serde::Serialize + ?Sized>(
+            self,
+            _name: &'static str,
+            value: &T,
+        ) -> Result<Self::Ok, Self::Error> {
+            value.serialize(self)
+        }
+        fn serialize_newtype_variant<T: serde::Serialize + ?Sized>(
+            self,
+            name: &'static str,
+            _index: u32,
+            _variant: &'static str,
+            _value: &T,
+        ) -> Result<Self::Ok, Self::Error> {
+            $crate::schema_mismatch::mismatch(format!("enum {name} has no Go counterpart"))
+        }
+        fn serialize_tuple(self, _len: usize) -> Result<Self::SerializeTuple, Self::Error> {
+            $crate::schema_mismatch::mismatch("tuples have no Go counterpart")
+        }
+        fn serialize_tuple_struct(
+            self,
+            name: &'static str,
+            _len: usize,
+        ) -> Result<Self::SerializeTupleStruct, Self::Error> {
+            $crate::schema_mismatch::mismatch(format!("tuple struct {name} has no Go counterpart"))
+        }
+        fn serialize_tuple_variant(
+            self,
+            name: &'static str,
+            _index: u32,
+            _variant: &'static str,
+            _len: usize,
+        ) -> Result<Self::SerializeTupleVariant, Self::Error> {
+            $crate::schema_mismatch::mismatch(format!("enum {name} has no Go counterpart"))
+        }
+        fn serialize_struct_variant(
+            self,
+            name: &'static str,
+            _index: u32,
+            _variant: &'static str,
+            _len: usize,
+        ) -> Result<Self::SerializeStructVariant, Self::Error> {
+            $crate::schema_mismatch::mismatch(format!("enum {name} has no Go counterpart"))
+        }
+    };
+}
+pub(crate) use go_value_methods;
+
+/// `Serializer` methods, named in full (`serialize_bool serialize_seq …`), that all return
+/// `$refusal` (an expression of type `Result<_, SchemaMismatch>` for any `_`, such as
+/// `mismatch("…")`) whatever they are given.
+macro_rules! reject {
+    ($refusal:expr; $($method:ident)*) => {
+        $($crate::go_serializer::reject!(@one $method $refusal);)*
+    };
+    (@one serialize_bool $r:expr) => {
+        fn serialize_bool(self, _: bool) -> Result<Self::Ok, Self::Error> { $r }
+    };
+    (@one serialize_i8 $r:expr) => {
+        fn serialize_i8(self, _: i8) -> Result<Self::Ok, Self::Error> { $r }
+    };
+    (@one serialize_i16 $r:expr) => {
+        fn serialize_i16(self, _: i16) -> Result<Self::Ok, Self::Error> { $r }
+    };
+    (@one serialize_i32 $r:expr) => {
+        fn serialize_i32(self, _: i32) -> Result<Self::Ok, Self::Error> { $r }
+    };
+    (@one serialize_i64 $r:expr) => {
+        fn serialize_i64(self, _: i64) -> Result<Self::Ok, Self::Error> { $r }
+    };
+    (@one serialize_u8 $r:expr) => {
+        fn serialize_u8(self, _: u8) -> Result<Self::Ok, Self::Error> { $r }
+    };
+    (@one serialize_u16 $r:expr) => {
+        fn serialize_u16(self, _: u16) -> Result<Self::Ok, Self::Error> { $r }
+    };
+    (@one serialize_u32 $r:expr) => {
+        fn serialize_u32(self, _: u32) -> Result<Self::Ok, Self::Error> { $r }
+    };
+    (@one serialize_u64 $r:expr) => {
+        fn serialize_u64(self, _: u64) -> Result<Self::Ok, Self::Error> { $r }
+    };
+    (@one serialize_f32 $r:expr) => {
+        fn serialize_f32(self, _: f32) -> Result<Self::Ok, Self::Error> { $r }
+    };
+    (@one serialize_f64 $r:expr) => {
+        fn serialize_f64(self, _: f64) -> Result<Self::Ok, Self::Error> { $r }
+    };
+    (@one serialize_char $r:expr) => {
+        fn serialize_char(self, _: char) -> Result<Self::Ok, Self::Error> { $r }
+    };
+    (@one serialize_str $r:expr) => {
+        fn serialize_str(self, _: &str) -> Result<Self::Ok, Self::Error> { $r }
+    };
+    (@one serialize_bytes $r:expr) => {
+        fn serialize_bytes(self, _: &[u8]) -> Result<Self::Ok, Self::Error> { $r }
+    };
+    (@one serialize_none $r:expr) => {
+        fn serialize_none(self) -> Result<Self::Ok, Self::Error> { $r }
+    };
+    (@one serialize_some $r:expr) => {
+        fn serialize_some<T: serde::Serialize + ?Sized>(
+            self,
+            _: &T,
+        ) -> Result<Self::Ok, Self::Error> {
+            $r
+        }
+    };
+    (@one serialize_unit $r:expr) => {
+        fn serialize_unit(self) -> Result<Self::Ok, Self::Error> { $r }
+    };
+    (@one serialize_unit_struct $r:expr) => {
+        fn serialize_unit_struct(self, _: &'static str) -> Result<Self::Ok, Self::Error> { $r }
+    };
+    (@one serialize_unit_variant $r:expr) => {
+        fn serialize_unit_variant(
+            self,
+            _: &'static str,
+            _: u32,
+            _: &'static str,
+        ) -> Result<Self::Ok, Self::Error> {
+            $r
+        }
+    };
+    (@one serialize_newtype_variant $r:expr) => {
+        fn serialize_newtype_variant<T: serde::Serialize + ?Sized>(
+            self,
+            _: &'static str,
+            _: u32,
+            _: &'static str,
+            _: &T,
+        ) -> Result<Self::Ok, Self::Error> {
+            $r
+        }
+    };
+    (@one serialize_seq $r:expr) => {
+        fn serialize_seq(self, _: Option<usize>) -> Result<Self::SerializeSeq, Self::Error> { $r }
+    };
+    (@one serialize_tuple $r:expr) => {
+        fn serialize_tuple(self, _: usize) -> Result<Self::SerializeTuple, Self::Error> { $r }
+    };
+    (@one serialize_tuple_struct $r:expr) => {
+        fn serialize_tuple_struct(
+            self,
+            _: &'static str,
+            _: usize,
+        ) -> Result<Self::SerializeTupleStruct, Self::Error> {
+            $r
+        }
+    };
+    (@one serialize_tuple_variant $r:expr) => {
+        fn serialize_tuple_variant(
+            self,
+            _: &'static str,
+            _: u32,
+            _: &'static str,
+            _: usize,
+        ) -> Result<Self::SerializeTupleVariant, Self::Error> {
+            $r
+        }
+    };
+    (@one serialize_map $r:expr) => {
+        fn serialize_map(self, _: Option<usize>) -> Result<Self::SerializeMap, Self::Error> { $r }
+    };
+    (@one serialize_struct $r:expr) => {
+        fn serialize_struct(
+            self,
+            _: &'static str,
+            _: usize,
+        ) -> Result<Self::SerializeStruct, Self::Error> {
+            $r
+        }
+    };
+    (@one serialize_struct_variant $r:expr) => {
+        fn serialize_struct_variant(
+            self,
+            _: &'static str,
+            _: u32,
+            _: &'static str,
+            _: usize,
+        ) -> Result<Self::SerializeStructVariant, Self::Error> {
+            $r
+        }
+    };
+}
+pub(crate) use reject;
