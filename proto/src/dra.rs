@@ -19,7 +19,11 @@ pub mod v1 {
     pub const DRA_PLUGIN_SERVICE: &str = "v1.DRAPlugin";
 }
 
-/// DRA plugin API v1beta1.
+/// DRA plugin API v1beta1, with its conversions to and from [`v1`](crate::dra::v1) (`From`
+/// both ways for every message) and the adapters that let v1 code speak v1beta1 on the wire
+/// ([`V1Beta1ClientWrapper`](crate::dra::v1beta1::V1Beta1ClientWrapper),
+/// [`V1ServerWrapper`](crate::dra::v1beta1::V1ServerWrapper)), as upstream's
+/// `conversion.go`.
 pub mod v1beta1 {
     mod generated {
         #![allow(
@@ -32,6 +36,9 @@ pub mod v1beta1 {
         include!("gen/dra_v1beta1.rs");
     }
     pub use generated::*;
+
+    mod convert;
+    pub use convert::{V1Beta1ClientWrapper, V1ServerWrapper};
 
     /// Service name a driver lists in `PluginInfo.supported_versions` for this API.
     pub const DRA_PLUGIN_SERVICE: &str = "v1beta1.DRAPlugin";

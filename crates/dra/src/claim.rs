@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 
 use corral_topology::Pod;
 
-use crate::error::DraError;
+use crate::error::DraManagerError;
 
 /// A claim's identity as the DRA gRPC API carries it (`Claim{namespace, uid, name}`).
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -136,7 +136,7 @@ impl PodClaims {
     pub fn from_pod(
         pod: &Pod,
         generated: &BTreeMap<String, Option<String>>,
-    ) -> Result<Self, DraError> {
+    ) -> Result<Self, DraManagerError> {
         let mut claims = Vec::with_capacity(pod.resource_claims.len());
         for pc in &pod.resource_claims {
             let claim_name = if let Some(name) = &pc.resource_claim_name {
@@ -145,14 +145,14 @@ impl PodClaims {
                 match generated.get(&pc.name) {
                     Some(name) => name.clone(),
                     None => {
-                        return Err(DraError::NoGeneratedName {
+                        return Err(DraManagerError::NoGeneratedName {
                             pod: format!("{}/{}", pod.namespace, pod.name),
                             pod_claim: pc.name.clone(),
                         });
                     }
                 }
             } else {
-                return Err(DraError::InvalidPodClaim {
+                return Err(DraManagerError::InvalidPodClaim {
                     pod: format!("{}/{}", pod.namespace, pod.name),
                     pod_claim: pc.name.clone(),
                 });
@@ -234,14 +234,16 @@ mod tests {
             resource_claim_template_name: Some("tmpl".into()),
         }]);
         let err = PodClaims::from_pod(&p, &BTreeMap::new()).unwrap_err();
-        assert!(matches!(err, DraError::NoGeneratedName { ref pod_claim, .. } if pod_claim == "b"));
+        assert!(
+            matches!(err, DraManagerError::NoGeneratedName { ref pod_claim, .. } if pod_claim == "b")
+        );
         let p = pod(vec![PodResourceClaim {
             name: "x".into(),
             ..PodResourceClaim::default()
         }]);
         assert!(matches!(
             PodClaims::from_pod(&p, &BTreeMap::new()),
-            Err(DraError::InvalidPodClaim { .. })
+            Err(DraManagerError::InvalidPodClaim { .. })
         ));
     }
 

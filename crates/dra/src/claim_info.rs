@@ -8,7 +8,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use corral_checkpoint::{ClaimInfoState, Device, DriverState};
 
 use crate::claim::{ClaimRef, ResourceClaim, claim_key};
-use crate::error::DraError;
+use crate::error::DraManagerError;
 
 /// A device a driver prepared for a claim, as NodePrepareResources returns it.
 #[derive(Debug, Clone, Default, PartialEq, Eq, PartialOrd, Ord)]
@@ -57,14 +57,15 @@ pub struct ClaimInfo {
 impl ClaimInfo {
     /// A new, unprepared entry for an allocated claim: no pods yet, and one empty driver
     /// state per driver of the allocation (upstream `newClaimInfoFromClaim`).
-    pub fn from_claim(claim: &ResourceClaim) -> Result<Self, DraError> {
-        let allocation = claim
-            .allocation
-            .as_ref()
-            .ok_or_else(|| DraError::NotAllocated {
-                claim: claim.key(),
-                claim_uid: claim.uid.clone(),
-            })?;
+    pub fn from_claim(claim: &ResourceClaim) -> Result<Self, DraManagerError> {
+        let allocation =
+            claim
+                .allocation
+                .as_ref()
+                .ok_or_else(|| DraManagerError::NotAllocated {
+                    claim: claim.key(),
+                    claim_uid: claim.uid.clone(),
+                })?;
         let driver_state = allocation
             .iter()
             .map(|result| (result.driver.clone(), DriverState::default()))
@@ -312,7 +313,7 @@ mod tests {
         };
         assert!(matches!(
             ClaimInfo::from_claim(&unallocated),
-            Err(DraError::NotAllocated { .. })
+            Err(DraManagerError::NotAllocated { .. })
         ));
     }
 

@@ -7,7 +7,7 @@ use std::time::Duration;
 /// Why a DRA manager operation failed.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
-pub enum DraError {
+pub enum DraManagerError {
     /// The pod lists a resource claim the caller did not supply.
     #[error("pod {pod} ({pod_uid}): resource claim {claim} was not supplied")]
     ClaimNotSupplied {
@@ -150,14 +150,15 @@ pub enum DraError {
         claims: String,
     },
     /// A CDI annotation could not be generated (bad driver name, claim uid or device id).
-    #[error("CDI annotation for DRA driver {driver}, resource claim {claim}: {message}")]
+    #[error("CDI annotation for DRA driver {driver}, resource claim {claim}")]
     CdiAnnotation {
         /// The driver name (or annotation key).
         driver: String,
         /// The claim, `namespace/name`.
         claim: String,
         /// What is invalid.
-        message: String,
+        #[source]
+        source: crate::cdi::CdiError,
     },
     /// Reading or writing `dra_manager_state` failed.
     #[error("DRA checkpoint {path}: {source}")]
@@ -167,10 +168,13 @@ pub enum DraError {
         /// The underlying error.
         source: corral_checkpoint::CheckpointError,
     },
-    /// A configured crash point was reached (fault injection for tests): the manager
-    /// stopped as a killed process would, and refuses every further call.
+    /// A configured crash point was reached (fault injection for tests, feature
+    /// `test-util`): the manager stopped as a killed process would, and refuses every
+    /// further call.
+    #[cfg(feature = "test-util")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "test-util")))]
     #[error("injected crash at {0:?}: this manager is dead, restart it from its state directory")]
-    Crashed(crate::CrashPoint),
+    Crashed(crate::manager::crash::CrashPoint),
 }
 
 /// Why one call to a DRA driver failed as a whole.
@@ -192,8 +196,8 @@ pub enum DriverCallError {
         message: String,
     },
     /// The driver's socket could not be dialed.
-    #[error("cannot connect: {0}")]
-    Connect(String),
+    #[error("cannot connect")]
+    Connect(#[source] Box<corral_proto::uds::UdsError>),
     /// Any other failure (used by fakes and test drivers).
     #[error("{0}")]
     Other(String),

@@ -1,10 +1,10 @@
 //! `corral-dra`: the kubelet's Dynamic Resource Allocation (DRA) manager as a library.
 //!
-//! - [`Manager`]: prepares a pod's resource claims through their DRA drivers, tells which
+//! - [`DraManager`]: prepares a pod's resource claims through their DRA drivers, tells which
 //!   CDI devices a container gets, and unprepares claims when their last pod is gone.
 //! - [`ClaimInfoCache`] / [`ClaimInfo`]: the claim cache, keyed by `namespace/claimName`,
 //!   checkpointed as the kubelet's `dra_manager_state` ([`FileStateStore`]), crash-consistent
-//!   (see [`Manager`]'s module docs).
+//!   (see [`DraManager`]'s module docs).
 //! - [`DriverClients`]: how the manager reaches drivers; [`PluginRegistry`] implements it
 //!   over gRPC: it watches a registration directory (upstream's
 //!   `/var/lib/kubelet/plugins_registry` by default), runs the pluginregistration v1
@@ -28,7 +28,7 @@
 //!
 //! ```
 //! use corral_dra::{
-//!     AllocatedDevice, ClaimRef, ConsumerRef, DriverCallError, DriverClients, Manager,
+//!     AllocatedDevice, ClaimRef, ConsumerRef, DriverCallError, DriverClients, DraManager,
 //!     PodClaim, PodClaims, PrepareResults, PreparedDevice, ResourceClaim, UnprepareResults,
 //! };
 //! use corral_topology::{Container, ContainerClaim};
@@ -58,9 +58,9 @@
 //! }
 //!
 //! # #[tokio::main(flavor = "current_thread")]
-//! # async fn main() -> Result<(), corral_dra::DraError> {
+//! # async fn main() -> Result<(), corral_dra::DraManagerError> {
 //! let state_dir = tempfile::tempdir().expect("temp dir");
-//! let manager = Manager::open(state_dir.path(), OneGpu)?;
+//! let manager = DraManager::open(state_dir.path(), OneGpu)?;
 //!
 //! let pod = PodClaims {
 //!     uid: "pod-uid".into(),
@@ -114,7 +114,7 @@
 //! assert_eq!(registry.drivers(), ["gpu.example.com"]);
 //! let status = driver.wait_for_status(0, Duration::from_secs(5)).await;
 //! assert_eq!(status, Some((true, String::new())));
-//! // `Manager::open(state_dir, Arc::clone(&registry))` now prepares claims through it.
+//! // `DraManager::open(state_dir, Arc::clone(&registry))` now prepares claims through it.
 //! # let _ = Arc::clone(&registry);
 //! # Ok(()) }
 //! ```
@@ -133,6 +133,7 @@ pub mod plugin;
 #[cfg_attr(docsrs, doc(cfg(feature = "sample-driver")))]
 pub mod sample;
 mod state;
+mod wire;
 
 pub use claim::{
     AllocatedDevice, ClaimRef, ConsumerRef, PodClaim, PodClaims, ResourceClaim, claim_key,
@@ -140,8 +141,11 @@ pub use claim::{
 pub use claim_cache::ClaimInfoCache;
 pub use claim_info::{ClaimInfo, PreparedDevice};
 pub use driver::{DriverClients, PrepareResults, UnprepareResults};
-pub use error::{DraError, DriverCallError};
-pub use manager::{ContainerInfo, CrashPoint, Manager, ManagerConfig};
+pub use error::{DraManagerError, DriverCallError};
+#[cfg(feature = "test-util")]
+#[cfg_attr(docsrs, doc(cfg(feature = "test-util")))]
+pub use manager::crash::CrashPoint;
+pub use manager::{ContainerInfo, DraManager, DraManagerConfig};
 pub use plugin::{
     DraPluginClient, DraService, PluginRegistry, PluginStore, RegistrationError, RegistrationEvent,
     RegistryConfig, RegistryWatcher,

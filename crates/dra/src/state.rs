@@ -10,16 +10,16 @@ use corral_checkpoint::{
     Checkpoint, CheckpointError, CheckpointStore, DRA_MANAGER_FILE, DraCheckpoint,
 };
 
-use crate::error::DraError;
+use crate::error::DraManagerError;
 
 /// Storage for the DRA manager's claim list.
 pub trait StateStore: Send + 'static {
     /// The stored claim list; an empty one, written out, when there is none yet
     /// (upstream `GetOrCreate`). A corrupt file is an error, never an empty list.
-    fn get_or_create(&self) -> Result<DraCheckpoint, DraError>;
+    fn get_or_create(&self) -> Result<DraCheckpoint, DraManagerError>;
 
     /// Replace the stored claim list.
-    fn store(&self, checkpoint: &DraCheckpoint) -> Result<(), DraError>;
+    fn store(&self, checkpoint: &DraCheckpoint) -> Result<(), DraManagerError>;
 }
 
 /// `dra_manager_state` in a state directory.
@@ -31,14 +31,14 @@ pub struct FileStateStore {
 
 impl FileStateStore {
     /// The kubelet's `dra_manager_state` in `state_dir` (created when missing).
-    pub fn open(state_dir: impl AsRef<Path>) -> Result<Self, DraError> {
+    pub fn open(state_dir: impl AsRef<Path>) -> Result<Self, DraManagerError> {
         Self::with_name(state_dir, DRA_MANAGER_FILE)
     }
 
     /// A checkpoint file of another name in `state_dir`.
-    pub fn with_name(state_dir: impl AsRef<Path>, name: &str) -> Result<Self, DraError> {
+    pub fn with_name(state_dir: impl AsRef<Path>, name: &str) -> Result<Self, DraManagerError> {
         let dir = state_dir.as_ref();
-        let store = CheckpointStore::open(dir).map_err(|source| DraError::Checkpoint {
+        let store = CheckpointStore::open(dir).map_err(|source| DraManagerError::Checkpoint {
             path: dir.join(name),
             source,
         })?;
@@ -53,8 +53,8 @@ impl FileStateStore {
         self.store.dir().join(&self.name)
     }
 
-    fn error(&self, source: CheckpointError) -> DraError {
-        DraError::Checkpoint {
+    fn error(&self, source: CheckpointError) -> DraManagerError {
+        DraManagerError::Checkpoint {
             path: self.path(),
             source,
         }
@@ -62,7 +62,7 @@ impl FileStateStore {
 }
 
 impl StateStore for FileStateStore {
-    fn get_or_create(&self) -> Result<DraCheckpoint, DraError> {
+    fn get_or_create(&self) -> Result<DraCheckpoint, DraManagerError> {
         match self.store.get::<DraCheckpoint>(&self.name) {
             Ok(checkpoint) => Ok(checkpoint),
             Err(CheckpointError::NotFound { .. }) => {
@@ -76,7 +76,7 @@ impl StateStore for FileStateStore {
         }
     }
 
-    fn store(&self, checkpoint: &DraCheckpoint) -> Result<(), DraError> {
+    fn store(&self, checkpoint: &DraCheckpoint) -> Result<(), DraManagerError> {
         self.store
             .create(&self.name, checkpoint)
             .map_err(|err| self.error(err))
@@ -101,8 +101,8 @@ impl MemoryStateStore {
         self.bytes.lock().unwrap_or_else(|e| e.into_inner()).clone()
     }
 
-    fn error(source: CheckpointError) -> DraError {
-        DraError::Checkpoint {
+    fn error(source: CheckpointError) -> DraManagerError {
+        DraManagerError::Checkpoint {
             path: PathBuf::from("<memory>"),
             source,
         }
@@ -110,7 +110,7 @@ impl MemoryStateStore {
 }
 
 impl StateStore for MemoryStateStore {
-    fn get_or_create(&self) -> Result<DraCheckpoint, DraError> {
+    fn get_or_create(&self) -> Result<DraCheckpoint, DraManagerError> {
         let mut bytes = self.bytes.lock().unwrap_or_else(|e| e.into_inner());
         match bytes.as_ref() {
             Some(b) => DraCheckpoint::decode(b).map_err(Self::error),
@@ -124,7 +124,7 @@ impl StateStore for MemoryStateStore {
         }
     }
 
-    fn store(&self, checkpoint: &DraCheckpoint) -> Result<(), DraError> {
+    fn store(&self, checkpoint: &DraCheckpoint) -> Result<(), DraManagerError> {
         let encoded = checkpoint.encode().map_err(Self::error)?;
         *self.bytes.lock().unwrap_or_else(|e| e.into_inner()) = Some(encoded);
         Ok(())
@@ -151,7 +151,7 @@ mod tests {
         std::fs::write(store.path(), corrupt).unwrap();
         let err = store.get_or_create().unwrap_err();
         assert!(
-            matches!(err, DraError::Checkpoint { ref source, .. } if source.is_checksum_mismatch())
+            matches!(err, DraManagerError::Checkpoint { ref source, .. } if source.is_checksum_mismatch())
         );
     }
 

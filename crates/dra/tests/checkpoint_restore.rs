@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 use corral_checkpoint::{Checkpoint, ClaimInfoState, DraCheckpoint};
-use corral_dra::{FileStateStore, Manager, MemoryStateStore, StateStore};
+use corral_dra::{DraManager, FileStateStore, MemoryStateStore, StateStore};
 use serde_json::Value;
 
 fn vectors() -> Value {
@@ -49,7 +49,7 @@ fn kubelet_files_restore() {
         let accepted = vector["verdicts"]["as_dra_v132"]["accepted"]
             .as_bool()
             .unwrap();
-        let manager = Manager::open(dir.path(), NoDrivers);
+        let manager = DraManager::open(dir.path(), NoDrivers);
         assert_eq!(manager.is_ok(), accepted, "{name}");
         let Ok(manager) = manager else { continue };
         // Expected cache: the decoded list, keyed namespace/name, later entries winning.

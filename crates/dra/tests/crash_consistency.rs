@@ -9,7 +9,9 @@ use std::sync::Arc;
 
 use common::*;
 use corral_dra::sample::SampleDriver;
-use corral_dra::{CrashPoint, DraError, FileStateStore, Manager, ManagerConfig, PluginRegistry};
+use corral_dra::{
+    CrashPoint, DraManager, DraManagerConfig, DraManagerError, FileStateStore, PluginRegistry,
+};
 
 const DRIVER: &str = "gpu.example.com";
 const PREPARE: &str = "NodePrepareResources";
@@ -19,12 +21,12 @@ fn crashing(
     dirs: &Dirs,
     registry: &Arc<PluginRegistry>,
     point: CrashPoint,
-) -> Manager<Arc<PluginRegistry>> {
-    let config = ManagerConfig {
+) -> DraManager<Arc<PluginRegistry>> {
+    let config = DraManagerConfig {
         crash_at: Some(point),
-        ..ManagerConfig::default()
+        ..DraManagerConfig::default()
     };
-    Manager::new(
+    DraManager::new(
         FileStateStore::open(dirs.state()).unwrap(),
         Arc::clone(registry),
         config,
@@ -56,14 +58,17 @@ async fn killed_between_record_and_prepare() {
             .prepare_resources(&p, std::slice::from_ref(&c))
             .await
             .unwrap_err();
-        assert!(matches!(err, DraError::Crashed(CrashPoint::AfterRecord)));
+        assert!(matches!(
+            err,
+            DraManagerError::Crashed(CrashPoint::AfterRecord)
+        ));
         // A dead manager refuses everything.
         assert!(m.unprepare_resources("pod-1").await.is_err());
     }
     assert_eq!(driver.call_count(PREPARE, "c1-uid"), 0);
 
     // Restarted: the claim is remembered (with its driver), unprepared.
-    let m = Manager::open(dirs.state(), Arc::clone(&registry)).unwrap();
+    let m = DraManager::open(dirs.state(), Arc::clone(&registry)).unwrap();
     let info = m
         .claim_info("default", "c1")
         .expect("recorded before the driver call");
@@ -87,7 +92,7 @@ async fn killed_between_record_and_prepare_then_pod_gone() {
             .prepare_resources(&pod("pod-1", &["c1"]), &[claim("c1", DRIVER, &["pod-1"])])
             .await;
     }
-    let m = Manager::open(dirs.state(), Arc::clone(&registry)).unwrap();
+    let m = DraManager::open(dirs.state(), Arc::clone(&registry)).unwrap();
     // The pod went away meanwhile: unpreparing asks the driver (idempotent), then forgets.
     m.unprepare_resources("pod-1").await.unwrap();
     assert_eq!(driver.call_count(UNPREPARE, "c1-uid"), 1);
@@ -106,12 +111,15 @@ async fn killed_between_prepare_and_checkpoint() {
             .prepare_resources(&p, std::slice::from_ref(&c))
             .await
             .unwrap_err();
-        assert!(matches!(err, DraError::Crashed(CrashPoint::AfterPrepare)));
+        assert!(matches!(
+            err,
+            DraManagerError::Crashed(CrashPoint::AfterPrepare)
+        ));
     }
     // The driver holds it prepared; the checkpoint knows the claim but not its devices.
     assert_eq!(driver.call_count(PREPARE, "c1-uid"), 1);
     assert!(driver.prepared().contains_key("c1-uid"));
-    let m = Manager::open(dirs.state(), Arc::clone(&registry)).unwrap();
+    let m = DraManager::open(dirs.state(), Arc::clone(&registry)).unwrap();
     let info = m.claim_info("default", "c1").expect("never forgotten");
     assert!(info.devices(DRIVER).is_empty());
 
@@ -129,7 +137,7 @@ async fn killed_between_prepare_and_checkpoint() {
 async fn killed_between_unprepare_and_forget() {
     let (dirs, registry, watcher, driver) = setup().await;
     let p = pod("pod-1", &["c1"]);
-    Manager::open(dirs.state(), Arc::clone(&registry))
+    DraManager::open(dirs.state(), Arc::clone(&registry))
         .unwrap()
         .prepare_resources(&p, &[claim("c1", DRIVER, &["pod-1"])])
         .await
@@ -137,10 +145,13 @@ async fn killed_between_unprepare_and_forget() {
     {
         let m = crashing(&dirs, &registry, CrashPoint::AfterUnprepare);
         let err = m.unprepare_resources("pod-1").await.unwrap_err();
-        assert!(matches!(err, DraError::Crashed(CrashPoint::AfterUnprepare)));
+        assert!(matches!(
+            err,
+            DraManagerError::Crashed(CrashPoint::AfterUnprepare)
+        ));
     }
     assert_eq!(driver.call_count(UNPREPARE, "c1-uid"), 1);
-    let m = Manager::open(dirs.state(), Arc::clone(&registry)).unwrap();
+    let m = DraManager::open(dirs.state(), Arc::clone(&registry)).unwrap();
     assert!(
         m.pod_might_need_to_unprepare_resources("pod-1"),
         "still in the checkpoint"

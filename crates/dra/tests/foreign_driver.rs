@@ -7,7 +7,7 @@ mod common;
 use std::sync::Arc;
 
 use common::*;
-use corral_dra::{DraService, Manager};
+use corral_dra::{DraManager, DraService};
 use corral_topology::{Container, ContainerClaim};
 use serde_json::Value;
 use tokio::io::{AsyncBufReadExt, BufReader};
@@ -94,7 +94,7 @@ async fn python_driver_prepares_and_unprepares() {
     wait_registered(&registry, DRIVER).await;
     assert_eq!(registry.plugin(DRIVER).unwrap().service(), DraService::V1);
 
-    let manager = Manager::open(dirs.state(), Arc::clone(&registry)).unwrap();
+    let manager = DraManager::open(dirs.state(), Arc::clone(&registry)).unwrap();
     let p = pod("pod-1", &["c1", "c2"]);
     let claims = [
         claim("c1", DRIVER, &["pod-1"]),
@@ -153,7 +153,7 @@ async fn python_driver_v1beta1_and_claim_errors() {
         registry.plugin(DRIVER).unwrap().service(),
         DraService::V1Beta1
     );
-    let manager = Manager::open(dirs.state(), Arc::clone(&registry)).unwrap();
+    let manager = DraManager::open(dirs.state(), Arc::clone(&registry)).unwrap();
     let err = manager
         .prepare_resources(&pod("pod-1", &["c1"]), &[claim("c1", DRIVER, &["pod-1"])])
         .await

@@ -6,9 +6,9 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicU32, Ordering};
 
 use corral_dra::{
-    AllocatedDevice, ClaimRef, ConsumerRef, DraError, DriverCallError, DriverClients, Manager,
-    ManagerConfig, MemoryStateStore, PodClaim, PodClaims, PrepareResults, PreparedDevice,
-    ResourceClaim, UnprepareResults,
+    AllocatedDevice, ClaimRef, ConsumerRef, DraManager, DraManagerConfig, DraManagerError,
+    DriverCallError, DriverClients, MemoryStateStore, PodClaim, PodClaims, PrepareResults,
+    PreparedDevice, ResourceClaim, UnprepareResults,
 };
 use corral_topology::{Container, ContainerClaim};
 
@@ -140,9 +140,9 @@ fn container(claims: &[(&str, Option<&str>)]) -> Container {
     c
 }
 
-fn manager(driver: FakeDriver) -> (Manager<FakeDriver>, MemoryStateStore) {
+fn manager(driver: FakeDriver) -> (DraManager<FakeDriver>, MemoryStateStore) {
     let store = MemoryStateStore::new();
-    let m = Manager::new(store.clone(), driver, ManagerConfig::default()).unwrap();
+    let m = DraManager::new(store.clone(), driver, DraManagerConfig::default()).unwrap();
     (m, store)
 }
 
@@ -154,7 +154,10 @@ async fn prepare_claim_not_supplied() {
         .prepare_resources(&pod(POD_UID, &[CLAIM]), &[])
         .await
         .unwrap_err();
-    assert!(matches!(err, DraError::ClaimNotSupplied { .. }), "{err}");
+    assert!(
+        matches!(err, DraManagerError::ClaimNotSupplied { .. }),
+        "{err}"
+    );
     assert!(err.to_string().contains("test-namespace/test-claim"));
     assert_eq!(m.drivers().prepare_calls.load(Ordering::SeqCst), 0);
 }
@@ -206,7 +209,10 @@ async fn prepare_driver_skips_claims() {
         .prepare_resources(&pod(POD_UID, &[CLAIM]), &[claim(CLAIM, DRIVER, &[POD_UID])])
         .await
         .unwrap_err();
-    assert!(matches!(err, DraError::ClaimsLeftOut { .. }), "{err}");
+    assert!(
+        matches!(err, DraManagerError::ClaimsLeftOut { .. }),
+        "{err}"
+    );
     assert!(err.to_string().contains("test-claim-uid"));
     assert!(!m.claim_info(NAMESPACE, CLAIM).unwrap().is_prepared());
 }
@@ -224,7 +230,7 @@ async fn prepare_driver_answers_unknown_claim() {
         .await
         .unwrap_err();
     assert!(
-        matches!(err, DraError::UnknownClaimInResponse { ref claim_uid, .. } if claim_uid == "stranger")
+        matches!(err, DraManagerError::UnknownClaimInResponse { ref claim_uid, .. } if claim_uid == "stranger")
     );
 }
 
@@ -261,7 +267,7 @@ async fn prepare_not_reserved() {
         .prepare_resources(&pod(POD_UID, &[CLAIM]), &[claim(CLAIM, DRIVER, &[""])])
         .await
         .unwrap_err();
-    assert!(matches!(err, DraError::NotReserved { .. }));
+    assert!(matches!(err, DraManagerError::NotReserved { .. }));
     let text = err.to_string();
     assert!(
         text.contains("is not allowed to use resource claim")
@@ -348,7 +354,7 @@ async fn prepare_uid_mismatch() {
         .prepare_resources(&pod("pod-2", &[CLAIM]), &[recreated])
         .await
         .unwrap_err();
-    assert!(matches!(err, DraError::ClaimUidMismatch { .. }));
+    assert!(matches!(err, DraManagerError::ClaimUidMismatch { .. }));
     assert!(err.to_string().contains("test-claim-uid") && err.to_string().contains("new-uid"));
     assert!(!m.pod_might_need_to_unprepare_resources("pod-2"));
 }
@@ -387,7 +393,10 @@ async fn unprepare_failures_keep_the_claim() {
         .unwrap();
     *m.drivers().unprepare.lock().unwrap() = Some(BTreeMap::new());
     let err = m.unprepare_resources(POD_UID).await.unwrap_err();
-    assert!(matches!(err, DraError::ClaimsLeftOut { .. }), "{err}");
+    assert!(
+        matches!(err, DraManagerError::ClaimsLeftOut { .. }),
+        "{err}"
+    );
     *m.drivers().unprepare.lock().unwrap() = Some(BTreeMap::from([(
         CLAIM_UID.to_owned(),
         Err("busy".to_owned()),
@@ -458,7 +467,7 @@ async fn get_resources_by_request() {
     let err = m
         .get_resources(&missing, &container(&[("not-prepared", None)]))
         .unwrap_err();
-    assert!(matches!(err, DraError::ClaimNotCached { .. }));
+    assert!(matches!(err, DraManagerError::ClaimNotCached { .. }));
     assert!(
         m.container_claim_infos(&missing, &container(&[("not-prepared", None)]))
             .is_err()
@@ -469,11 +478,11 @@ async fn get_resources_by_request() {
 #[tokio::test]
 async fn get_resources_with_annotations() {
     let store = MemoryStateStore::new();
-    let config = ManagerConfig {
+    let config = DraManagerConfig {
         cdi_annotations: true,
-        ..ManagerConfig::default()
+        ..DraManagerConfig::default()
     };
-    let m = Manager::new(store, FakeDriver::new(Answer::Devices), config).unwrap();
+    let m = DraManager::new(store, FakeDriver::new(Answer::Devices), config).unwrap();
     let p = pod(POD_UID, &[CLAIM]);
     m.prepare_resources(&p, &[claim(CLAIM, DRIVER, &[POD_UID])])
         .await
@@ -496,20 +505,20 @@ async fn restart_reprepares_and_replaces_devices() {
     let p = pod(POD_UID, &[CLAIM]);
     let c = claim(CLAIM, DRIVER, &[POD_UID]);
     {
-        let m = Manager::new(
+        let m = DraManager::new(
             store.clone(),
             FakeDriver::new(Answer::Devices),
-            ManagerConfig::default(),
+            DraManagerConfig::default(),
         )
         .unwrap();
         m.prepare_resources(&p, std::slice::from_ref(&c))
             .await
             .unwrap();
     }
-    let m = Manager::new(
+    let m = DraManager::new(
         store.clone(),
         FakeDriver::new(Answer::Devices),
-        ManagerConfig::default(),
+        DraManagerConfig::default(),
     )
     .unwrap();
     let restored = m.claim_info(NAMESPACE, CLAIM).unwrap();

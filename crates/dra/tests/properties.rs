@@ -7,9 +7,9 @@ use std::sync::Mutex;
 
 use corral_checkpoint::{Checkpoint, DraCheckpoint};
 use corral_dra::{
-    AllocatedDevice, ClaimRef, ConsumerRef, DriverCallError, DriverClients, Manager, ManagerConfig,
-    MemoryStateStore, PodClaim, PodClaims, PrepareResults, PreparedDevice, ResourceClaim,
-    UnprepareResults,
+    AllocatedDevice, ClaimRef, ConsumerRef, DraManager, DraManagerConfig, DriverCallError,
+    DriverClients, MemoryStateStore, PodClaim, PodClaims, PrepareResults, PreparedDevice,
+    ResourceClaim, UnprepareResults,
 };
 use proptest::prelude::*;
 
@@ -99,7 +99,7 @@ proptest! {
         let store = MemoryStateStore::new();
         let all: Vec<ResourceClaim> = (0..4).map(claim).collect();
         let mut model: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
-        let mut manager = Manager::new(store.clone(), &driver, ManagerConfig::default()).unwrap();
+        let mut manager = DraManager::new(store.clone(), &driver, DraManagerConfig::default()).unwrap();
         for op in ops {
             match op {
                 Op::Prepare { pod, claims } => {
@@ -125,7 +125,7 @@ proptest! {
                 }
                 Op::Restart => {
                     drop(manager);
-                    manager = Manager::new(store.clone(), &driver, ManagerConfig::default()).unwrap();
+                    manager = DraManager::new(store.clone(), &driver, DraManagerConfig::default()).unwrap();
                 }
             }
             let cached: BTreeMap<String, BTreeSet<String>> = manager

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use common::*;
 use corral_dra::sample::Behavior;
-use corral_dra::{DraError, DriverCallError, Manager, PluginRegistry, RegistryConfig};
+use corral_dra::{DraManager, DraManagerError, DriverCallError, PluginRegistry, RegistryConfig};
 use corral_topology::{Container, ContainerClaim};
 
 const DRIVER: &str = "gpu.example.com";
@@ -41,7 +41,7 @@ async fn prepare_get_unprepare() {
             ("nic".into(), "nic-0".into()),
         ],
     );
-    let manager = Manager::open(dirs.state(), Arc::clone(&registry)).unwrap();
+    let manager = DraManager::open(dirs.state(), Arc::clone(&registry)).unwrap();
     let p = pod("pod-1", &["c1"]);
     manager
         .prepare_resources(&p, &[claim("c1", DRIVER, &["pod-1"])])
@@ -75,7 +75,7 @@ async fn shared_claim_across_two_pods() {
     let (registry, watcher) = registry(&dirs);
     let driver = sample(&dirs, DRIVER).await;
     wait_registered(&registry, DRIVER).await;
-    let manager = Manager::open(dirs.state(), Arc::clone(&registry)).unwrap();
+    let manager = DraManager::open(dirs.state(), Arc::clone(&registry)).unwrap();
     let shared = claim("shared", DRIVER, &["pod-a", "pod-b"]);
     manager
         .prepare_resources(&pod("pod-a", &["shared"]), std::slice::from_ref(&shared))
@@ -110,7 +110,7 @@ async fn shared_claim_across_two_pods() {
 async fn driver_missing_is_a_clear_error_and_nothing_is_prepared() {
     let dirs = Dirs::new();
     let (registry, watcher) = registry(&dirs);
-    let manager = Manager::open(dirs.state(), Arc::clone(&registry)).unwrap();
+    let manager = DraManager::open(dirs.state(), Arc::clone(&registry)).unwrap();
     let err = manager
         .prepare_resources(
             &pod("pod-1", &["c1"]),
@@ -118,7 +118,7 @@ async fn driver_missing_is_a_clear_error_and_nothing_is_prepared() {
         )
         .await
         .unwrap_err();
-    assert!(matches!(err, DraError::DriverNotRegistered { .. }));
+    assert!(matches!(err, DraManagerError::DriverNotRegistered { .. }));
     let text = err.to_string();
     assert!(
         text.contains("absent.example.com")
@@ -137,7 +137,7 @@ async fn driver_restart_and_disappearance() {
     let (registry, watcher) = registry(&dirs);
     let mut driver = sample(&dirs, DRIVER).await;
     wait_registered(&registry, DRIVER).await;
-    let manager = Manager::open(dirs.state(), Arc::clone(&registry)).unwrap();
+    let manager = DraManager::open(dirs.state(), Arc::clone(&registry)).unwrap();
     manager
         .prepare_resources(&pod("pod-1", &["c1"]), &[claim("c1", DRIVER, &["pod-1"])])
         .await
@@ -161,7 +161,7 @@ async fn driver_restart_and_disappearance() {
     eventually("deregistration", || async { registry.drivers().is_empty() }).await;
     let err = manager.unprepare_resources("pod-1").await.unwrap_err();
     assert!(
-        matches!(err, DraError::DriverNotRegistered { ref driver, .. } if driver == DRIVER),
+        matches!(err, DraManagerError::DriverNotRegistered { ref driver, .. } if driver == DRIVER),
         "{err}"
     );
     assert!(manager.pod_might_need_to_unprepare_resources("pod-1"));
@@ -186,7 +186,7 @@ async fn hanging_driver_hits_the_deadline() {
     let driver = sample(&dirs, DRIVER).await;
     wait_registered(&registry, DRIVER).await;
     driver.set_behavior(Behavior::Hang);
-    let manager = Manager::open(dirs.state(), Arc::clone(&registry)).unwrap();
+    let manager = DraManager::open(dirs.state(), Arc::clone(&registry)).unwrap();
     let err = tokio::time::timeout(
         WAIT,
         manager.prepare_resources(&pod("pod-1", &["c1"]), &[claim("c1", DRIVER, &["pod-1"])]),
@@ -197,7 +197,7 @@ async fn hanging_driver_hits_the_deadline() {
     assert!(
         matches!(
             err,
-            DraError::DriverCall {
+            DraManagerError::DriverCall {
                 source: DriverCallError::DeadlineExceeded(_),
                 ..
             }
@@ -214,7 +214,7 @@ async fn per_claim_and_call_failures_name_claim_and_driver() {
     let (registry, watcher) = registry(&dirs);
     let driver = sample(&dirs, DRIVER).await;
     wait_registered(&registry, DRIVER).await;
-    let manager = Manager::open(dirs.state(), Arc::clone(&registry)).unwrap();
+    let manager = DraManager::open(dirs.state(), Arc::clone(&registry)).unwrap();
     driver.set_behavior(Behavior::FailClaims("device is on fire".into()));
     let err = manager
         .prepare_resources(&pod("pod-1", &["c1"]), &[claim("c1", DRIVER, &["pod-1"])])
@@ -227,9 +227,46 @@ async fn per_claim_and_call_failures_name_claim_and_driver() {
     );
     driver.set_behavior(Behavior::FailCall("out of memory".into()));
     let err = manager.unprepare_resources("pod-1").await.unwrap_err();
-    assert!(matches!(err, DraError::DriverCall { .. }), "{err}");
+    assert!(matches!(err, DraManagerError::DriverCall { .. }), "{err}");
     assert!(err.to_string().contains("out of memory"));
     driver.set_behavior(Behavior::Normal);
     manager.unprepare_resources("pod-1").await.unwrap();
+    watcher.stop().await;
+}
+
+// A driver serving only v1beta1 (its v1 implementation behind corral-proto's
+// `V1ServerWrapper`) is called on v1beta1 and its devices arrive intact.
+#[tokio::test]
+async fn v1beta1_only_driver_prepares_and_unprepares() {
+    let dirs = Dirs::new();
+    let (registry, watcher) = registry(&dirs);
+    let mut config =
+        corral_dra::sample::SampleDriverConfig::new(DRIVER, dirs.registry(), dirs.plugins("beta"));
+    config.supported_versions = vec!["v1beta1.DRAPlugin".into()];
+    let driver = corral_dra::sample::SampleDriver::start(config)
+        .await
+        .unwrap();
+    wait_registered(&registry, DRIVER).await;
+    driver.set_allocation("c1-uid", vec![("gpu".into(), "gpu-0".into())]);
+    let manager = DraManager::open(dirs.state(), Arc::clone(&registry)).unwrap();
+    let p = pod("pod-1", &["c1"]);
+    manager
+        .prepare_resources(&p, &[claim("c1", DRIVER, &["pod-1"])])
+        .await
+        .unwrap();
+    let info = manager.claim_info("default", "c1").unwrap();
+    assert_eq!(info.devices(DRIVER), driver.prepared()["c1-uid"]);
+    let gpu = manager
+        .get_resources(&p, &container("c1", Some("gpu")))
+        .unwrap();
+    assert_eq!(gpu.cdi_devices, ["corral.example.com/sample=gpu-0"]);
+    manager.unprepare_resources("pod-1").await.unwrap();
+    assert!(driver.prepared().is_empty());
+    let versions: Vec<_> = driver
+        .calls()
+        .iter()
+        .map(|c| (c.method, c.version))
+        .collect();
+    assert_eq!(versions, [(PREPARE, "v1beta1"), (UNPREPARE, "v1beta1")]);
     watcher.stop().await;
 }

@@ -40,7 +40,7 @@ pub(crate) use pods::{AdmittedPod, Affinity, Holding, PodBook, PodRecord};
 pub(crate) use view::PodView;
 
 /// The DRA manager as the agent runs it: drivers found through the plugin registry.
-pub(crate) type DraManager = corral_dra::Manager<Arc<PluginRegistry>>;
+pub(crate) type DraManager = corral_dra::DraManager<Arc<PluginRegistry>>;
 
 /// What an admission answered.
 #[derive(Debug, Clone)]
@@ -172,7 +172,7 @@ fn dra_claim(claim: &K8sResourceClaim) -> Result<ResourceClaim> {
 
 /// The pod's claims resolved (corral takes claims by name; template claims need an API
 /// server and are refused by the DRA manager).
-fn pod_claims(pod: &Pod) -> Result<PodClaims, corral_dra::DraError> {
+fn pod_claims(pod: &Pod) -> Result<PodClaims, corral_dra::DraManagerError> {
     PodClaims::from_pod(pod, &BTreeMap::new())
 }
 

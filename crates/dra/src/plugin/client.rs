@@ -1,6 +1,10 @@
 //! A registered plugin's DRAPlugin client ([`DraPluginClient`], upstream `DRAPlugin`):
 //! NodePrepareResources / NodeUnprepareResources on the chosen service version, each call
 //! bounded by a deadline (sent to the plugin as `grpc-timeout` and enforced locally).
+//!
+//! The client speaks v1 only; a plugin that serves v1beta1 is reached through
+//! `corral_proto::dra::v1beta1::V1Beta1ClientWrapper`, which converts at the wire (upstream
+//! does the same). A new service version is one more [`Stub`] variant.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -52,7 +56,7 @@ impl DraPluginClient {
         let endpoint = endpoint.into();
         let channel = corral_proto::uds::connect(&endpoint, timeout)
             .await
-            .map_err(|e| DriverCallError::Connect(e.to_string()))?;
+            .map_err(|e| DriverCallError::Connect(Box::new(e)))?;
         Ok(Self::new(driver, endpoint, service, channel, timeout))
     }
 
@@ -102,46 +106,35 @@ impl DraPluginClient {
         }
     }
 
+    /// The stub of the chosen service version, spoken to in v1.
+    fn stub(&self) -> Stub {
+        let channel = self.channel.clone();
+        match self.service {
+            DraService::V1 => Stub::V1(v1::dra_plugin_client::DraPluginClient::new(channel)),
+            DraService::V1Beta1 => Stub::V1Beta1(v1beta1::V1Beta1ClientWrapper::new(
+                v1beta1::dra_plugin_client::DraPluginClient::new(channel),
+            )),
+        }
+    }
+
     /// NodePrepareResources for a batch of claims.
     pub async fn node_prepare_resources(
         &self,
         claims: &[ClaimRef],
     ) -> Result<PrepareResults, DriverCallError> {
-        match self.service {
-            DraService::V1 => {
-                let mut client = v1::dra_plugin_client::DraPluginClient::new(self.channel.clone());
-                let request = v1::NodePrepareResourcesRequest {
-                    claims: claims.iter().map(claim_v1).collect(),
-                };
-                let response = self
-                    .bounded(client.node_prepare_resources(self.request(request)))
-                    .await?;
-                Ok(prepare_results(
-                    response
-                        .claims
-                        .into_iter()
-                        .map(|(uid, r)| (uid, r.error, r.devices)),
-                    device_v1,
-                ))
-            }
-            DraService::V1Beta1 => {
-                let mut client =
-                    v1beta1::dra_plugin_client::DraPluginClient::new(self.channel.clone());
-                let request = v1beta1::NodePrepareResourcesRequest {
-                    claims: claims.iter().map(claim_v1beta1).collect(),
-                };
-                let response = self
-                    .bounded(client.node_prepare_resources(self.request(request)))
-                    .await?;
-                Ok(prepare_results(
-                    response
-                        .claims
-                        .into_iter()
-                        .map(|(uid, r)| (uid, r.error, r.devices)),
-                    device_v1beta1,
-                ))
-            }
-        }
+        let request = self.request(v1::NodePrepareResourcesRequest {
+            claims: claims.iter().map(v1::Claim::from).collect(),
+        });
+        let mut stub = self.stub();
+        let response = self.bounded(stub.node_prepare_resources(request)).await?;
+        Ok(response
+            .claims
+            .into_iter()
+            .map(|(uid, r)| {
+                let devices = r.devices.into_iter().map(PreparedDevice::from).collect();
+                (uid, claim_result(r.error, devices))
+            })
+            .collect())
     }
 
     /// NodeUnprepareResources for a batch of claims.
@@ -149,88 +142,53 @@ impl DraPluginClient {
         &self,
         claims: &[ClaimRef],
     ) -> Result<UnprepareResults, DriverCallError> {
-        let to_result = |error: String| if error.is_empty() { Ok(()) } else { Err(error) };
-        match self.service {
-            DraService::V1 => {
-                let mut client = v1::dra_plugin_client::DraPluginClient::new(self.channel.clone());
-                let request = v1::NodeUnprepareResourcesRequest {
-                    claims: claims.iter().map(claim_v1).collect(),
-                };
-                let response = self
-                    .bounded(client.node_unprepare_resources(self.request(request)))
-                    .await?;
-                Ok(response
-                    .claims
-                    .into_iter()
-                    .map(|(uid, r)| (uid, to_result(r.error)))
-                    .collect())
-            }
-            DraService::V1Beta1 => {
-                let mut client =
-                    v1beta1::dra_plugin_client::DraPluginClient::new(self.channel.clone());
-                let request = v1beta1::NodeUnprepareResourcesRequest {
-                    claims: claims.iter().map(claim_v1beta1).collect(),
-                };
-                let response = self
-                    .bounded(client.node_unprepare_resources(self.request(request)))
-                    .await?;
-                Ok(response
-                    .claims
-                    .into_iter()
-                    .map(|(uid, r)| (uid, to_result(r.error)))
-                    .collect())
-            }
+        let request = self.request(v1::NodeUnprepareResourcesRequest {
+            claims: claims.iter().map(v1::Claim::from).collect(),
+        });
+        let mut stub = self.stub();
+        let response = self.bounded(stub.node_unprepare_resources(request)).await?;
+        Ok(response
+            .claims
+            .into_iter()
+            .map(|(uid, r)| (uid, claim_result(r.error, ())))
+            .collect())
+    }
+}
+
+/// A DRAPlugin client of one service version that takes and gives v1 messages; versions
+/// other than v1 are adapted by corral-proto's wrappers.
+enum Stub {
+    V1(v1::dra_plugin_client::DraPluginClient<Channel>),
+    V1Beta1(v1beta1::V1Beta1ClientWrapper<Channel>),
+}
+
+impl Stub {
+    async fn node_prepare_resources(
+        &mut self,
+        request: tonic::Request<v1::NodePrepareResourcesRequest>,
+    ) -> Result<tonic::Response<v1::NodePrepareResourcesResponse>, tonic::Status> {
+        match self {
+            Stub::V1(client) => client.node_prepare_resources(request).await,
+            Stub::V1Beta1(client) => client.node_prepare_resources(request).await,
+        }
+    }
+
+    async fn node_unprepare_resources(
+        &mut self,
+        request: tonic::Request<v1::NodeUnprepareResourcesRequest>,
+    ) -> Result<tonic::Response<v1::NodeUnprepareResourcesResponse>, tonic::Status> {
+        match self {
+            Stub::V1(client) => client.node_unprepare_resources(request).await,
+            Stub::V1Beta1(client) => client.node_unprepare_resources(request).await,
         }
     }
 }
 
-fn claim_v1(c: &ClaimRef) -> v1::Claim {
-    v1::Claim {
-        namespace: c.namespace.clone(),
-        uid: c.uid.clone(),
-        name: c.name.clone(),
-    }
-}
-
-fn claim_v1beta1(c: &ClaimRef) -> v1beta1::Claim {
-    v1beta1::Claim {
-        namespace: c.namespace.clone(),
-        uid: c.uid.clone(),
-        name: c.name.clone(),
-    }
-}
-
-/// Per claim uid: the devices (converted with `device`), or the driver's error when it set one.
-fn prepare_results<D>(
-    claims: impl Iterator<Item = (String, String, Vec<D>)>,
-    device: fn(D) -> PreparedDevice,
-) -> PrepareResults {
-    claims
-        .map(|(uid, error, devices)| {
-            let result = if error.is_empty() {
-                Ok(devices.into_iter().map(device).collect())
-            } else {
-                Err(error)
-            };
-            (uid, result)
-        })
-        .collect()
-}
-
-fn device_v1(d: v1::Device) -> PreparedDevice {
-    PreparedDevice {
-        request_names: d.request_names,
-        pool_name: d.pool_name,
-        device_name: d.device_name,
-        cdi_device_ids: d.cdi_device_ids,
-    }
-}
-
-fn device_v1beta1(d: v1beta1::Device) -> PreparedDevice {
-    PreparedDevice {
-        request_names: d.request_names,
-        pool_name: d.pool_name,
-        device_name: d.device_name,
-        cdi_device_ids: d.cdi_device_ids,
+/// A claim's outcome: the driver's error when it set one, else `value`.
+fn claim_result<T>(error: String, value: T) -> Result<T, String> {
+    if error.is_empty() {
+        Ok(value)
+    } else {
+        Err(error)
     }
 }

@@ -117,27 +117,26 @@ impl SampleDriver {
 
     fn serve(&mut self) -> Result<(), UdsError> {
         let stop = CancellationToken::new();
-        let plugin = service::Plugin {
+        // One v1 implementation; v1beta1 is served through corral-proto's adapter.
+        let plugin = |version| service::Plugin {
             control: Arc::clone(&self.control),
             cdi_kind: self.config.cdi_kind.clone(),
             pool: self.config.pool.clone(),
             stop: stop.clone(),
+            version,
         };
         let lists = |name: &str| self.config.supported_versions.iter().any(|v| v == name);
         let serve_v1beta1 = lists(v1beta1::DRA_PLUGIN_SERVICE);
         let serve_v1 = lists(v1::DRA_PLUGIN_SERVICE) || !serve_v1beta1;
-        let mut builder = Server::builder();
-        let router = match (serve_v1, serve_v1beta1) {
-            (true, true) => builder
-                .add_service(v1::dra_plugin_server::DraPluginServer::new(plugin.clone()))
-                .add_service(v1beta1::dra_plugin_server::DraPluginServer::new(plugin)),
-            (true, false) => {
-                builder.add_service(v1::dra_plugin_server::DraPluginServer::new(plugin))
-            }
-            (false, _) => {
-                builder.add_service(v1beta1::dra_plugin_server::DraPluginServer::new(plugin))
-            }
-        };
+        let v1_server = serve_v1.then(|| v1::dra_plugin_server::DraPluginServer::new(plugin("v1")));
+        let v1beta1_server = serve_v1beta1.then(|| {
+            v1beta1::dra_plugin_server::DraPluginServer::new(v1beta1::V1ServerWrapper::new(plugin(
+                "v1beta1",
+            )))
+        });
+        let router = Server::builder()
+            .add_optional_service(v1_server)
+            .add_optional_service(v1beta1_server);
         let endpoint = UdsListener::bind(self.config.endpoint(), &SocketOptions::default())?;
         let registration = service::Registration {
             info: reg::PluginInfo {

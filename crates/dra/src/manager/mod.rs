@@ -1,4 +1,4 @@
-//! The DRA manager ([`Manager`], upstream `ManagerImpl`): prepares a pod's resource claims
+//! The DRA manager ([`DraManager`], upstream `ManagerImpl`): prepares a pod's resource claims
 //! through their drivers, answers which CDI devices a container gets, and unprepares claims
 //! when their last pod is gone — with the claim cache checkpointed in `dra_manager_state`.
 //!
@@ -11,93 +11,76 @@
 //! Locking: the cache sits behind a short synchronous lock that is never held across a
 //! driver call. Prepare and unprepare operations are serialized among themselves (one
 //! async operation lock), so a claim shared by two pods is never prepared and unprepared at
-//! once; [`Manager::get_resources`] and the queries never wait for a driver.
+//! once; [`DraManager::get_resources`] and the queries never wait for a driver.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::sync::{Mutex, MutexGuard};
 
-use corral_topology::Container;
-
-use crate::cdi;
 use crate::claim::{ClaimRef, PodClaims, ResourceClaim, claim_key};
 use crate::claim_cache::ClaimInfoCache;
 use crate::claim_info::{ClaimInfo, PreparedDevice};
 use crate::driver::DriverClients;
-use crate::error::DraError;
+use crate::error::DraManagerError;
 use crate::state::{FileStateStore, StateStore};
+
+mod checks;
+mod containers;
+pub(crate) mod crash;
+
+use checks::{check_coverage, claim_failed, list, resolve_claims};
+pub use containers::ContainerInfo;
+use crash::{CrashPoint, Faults};
 
 const PREPARE: &str = "NodePrepareResources";
 const UNPREPARE: &str = "NodeUnprepareResources";
 
-/// A point inside an operation where a manager configured to crash there stops, as if the
-/// process had been killed (fault injection for crash-consistency tests).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum CrashPoint {
-    /// Prepare: after the claims are recorded in the checkpoint, before any driver call.
-    AfterRecord,
-    /// Prepare: after the drivers prepared, before their devices are checkpointed.
-    AfterPrepare,
-    /// Unprepare: after the drivers unprepared, before the claims leave the checkpoint.
-    AfterUnprepare,
-}
-
-/// Manager settings.
+/// [`DraManager`] settings.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct ManagerConfig {
+pub struct DraManagerConfig {
     /// Add CDI annotations (`cdi.k8s.io/<driver>_<claim uid>`) to [`ContainerInfo`] for
     /// runtimes without CRI `CDIDevices` support (upstream did up to v1.30).
     pub cdi_annotations: bool,
-    /// Stop dead at this point of an operation (tests only).
+    /// Stop dead at this point of an operation, as a killed process would (fault
+    /// injection for crash-consistency tests; feature `test-util`).
+    #[cfg(feature = "test-util")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "test-util")))]
     pub crash_at: Option<CrashPoint>,
-}
-
-/// What a container gets from its claims.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct ContainerInfo {
-    /// Fully qualified CDI device ids, in the order of the pod's claims.
-    pub cdi_devices: Vec<String>,
-    /// CDI annotations, when [`ManagerConfig::cdi_annotations`] is set.
-    pub annotations: BTreeMap<String, String>,
 }
 
 struct Inner {
     cache: ClaimInfoCache,
     store: Box<dyn StateStore>,
-    crashed: Option<CrashPoint>,
+    faults: Faults,
 }
 
 impl Inner {
-    fn sync_to_checkpoint(&self) -> Result<(), DraError> {
+    fn sync_to_checkpoint(&self) -> Result<(), DraManagerError> {
         self.store.store(&self.cache.to_checkpoint())
     }
 
-    fn alive(&self) -> Result<(), DraError> {
-        match self.crashed {
-            Some(point) => Err(DraError::Crashed(point)),
-            None => Ok(()),
-        }
+    fn alive(&self) -> Result<(), DraManagerError> {
+        self.faults.alive()
     }
 }
 
 /// The DRA manager.
-pub struct Manager<D> {
+pub struct DraManager<D> {
     drivers: D,
-    config: ManagerConfig,
+    config: DraManagerConfig,
     inner: Mutex<Inner>,
     operations: tokio::sync::Mutex<()>,
 }
 
-impl<D> std::fmt::Debug for Manager<D> {
+impl<D> std::fmt::Debug for DraManager<D> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Manager")
+        f.debug_struct("DraManager")
             .field("config", &self.config)
             .field("claims", &self.lock().cache.len())
             .finish_non_exhaustive()
     }
 }
 
-impl<D> Manager<D> {
+impl<D> DraManager<D> {
     fn lock(&self) -> MutexGuard<'_, Inner> {
         self.inner.lock().unwrap_or_else(|e| e.into_inner())
     }
@@ -109,13 +92,16 @@ struct Planned {
     drivers: Vec<String>,
 }
 
-impl<D: DriverClients> Manager<D> {
+impl<D: DriverClients> DraManager<D> {
     /// A manager over `dra_manager_state` in `state_dir`.
-    pub fn open(state_dir: impl AsRef<std::path::Path>, drivers: D) -> Result<Self, DraError> {
+    pub fn open(
+        state_dir: impl AsRef<std::path::Path>,
+        drivers: D,
+    ) -> Result<Self, DraManagerError> {
         Self::new(
             FileStateStore::open(state_dir)?,
             drivers,
-            ManagerConfig::default(),
+            DraManagerConfig::default(),
         )
     }
 
@@ -123,18 +109,19 @@ impl<D: DriverClients> Manager<D> {
     pub fn new(
         store: impl StateStore,
         drivers: D,
-        config: ManagerConfig,
-    ) -> Result<Self, DraError> {
+        config: DraManagerConfig,
+    ) -> Result<Self, DraManagerError> {
         let checkpoint = store.get_or_create()?;
         let cache = ClaimInfoCache::from_checkpoint(&checkpoint);
         tracing::info!(claims = cache.len(), "DRA manager restored its claim cache");
-        Ok(Manager {
+        let faults = Faults::new(&config);
+        Ok(DraManager {
             drivers,
             config,
             inner: Mutex::new(Inner {
                 cache,
                 store: Box::new(store),
-                crashed: None,
+                faults,
             }),
             operations: tokio::sync::Mutex::new(()),
         })
@@ -143,15 +130,6 @@ impl<D: DriverClients> Manager<D> {
     /// The drivers this manager calls.
     pub fn drivers(&self) -> &D {
         &self.drivers
-    }
-
-    fn crash_if(&self, inner: &mut Inner, point: CrashPoint) -> Result<(), DraError> {
-        if self.config.crash_at == Some(point) {
-            tracing::warn!(?point, "injected crash");
-            inner.crashed = Some(point);
-            return Err(DraError::Crashed(point));
-        }
-        Ok(())
     }
 
     /// Prepare the pod's claims (upstream `PrepareResources`).
@@ -166,7 +144,7 @@ impl<D: DriverClients> Manager<D> {
         &self,
         pod: &PodClaims,
         claims: &[ResourceClaim],
-    ) -> Result<(), DraError> {
+    ) -> Result<(), DraManagerError> {
         let _operation = self.operations.lock().await;
         let pod_name = pod.display_name();
         let wanted = resolve_claims(pod, claims)?;
@@ -179,7 +157,7 @@ impl<D: DriverClients> Manager<D> {
             for claim in &wanted {
                 match inner.cache.get(&claim.name, &claim.namespace) {
                     Some(info) if info.uid() != claim.uid => {
-                        return Err(DraError::ClaimUidMismatch {
+                        return Err(DraManagerError::ClaimUidMismatch {
                             claim: claim.key(),
                             cached_uid: info.uid().to_owned(),
                             supplied_uid: claim.uid.clone(),
@@ -196,7 +174,7 @@ impl<D: DriverClients> Manager<D> {
                 let drivers: Vec<String> = info.drivers().map(str::to_owned).collect();
                 for driver in &drivers {
                     if !self.drivers.is_registered(driver) {
-                        return Err(DraError::DriverNotRegistered {
+                        return Err(DraManagerError::DriverNotRegistered {
                             driver: driver.clone(),
                             pod: pod_name.clone(),
                             claim: claim_key(info.namespace(), info.name()),
@@ -231,7 +209,7 @@ impl<D: DriverClients> Manager<D> {
             if changed {
                 inner.sync_to_checkpoint()?;
             }
-            self.crash_if(&mut inner, CrashPoint::AfterRecord)?;
+            inner.faults.crash_if(CrashPoint::AfterRecord)?;
             (batches, planned)
         };
         if planned.is_empty() {
@@ -262,7 +240,7 @@ impl<D: DriverClients> Manager<D> {
         // for claims all of whose drivers succeeded.
         let mut inner = self.lock();
         inner.alive()?;
-        self.crash_if(&mut inner, CrashPoint::AfterPrepare)?;
+        inner.faults.crash_if(CrashPoint::AfterPrepare)?;
         for plan in &planned {
             let Some(info) = inner.cache.get_mut(&plan.claim.name, &plan.claim.namespace) else {
                 continue;
@@ -295,12 +273,12 @@ impl<D: DriverClients> Manager<D> {
         pod: &str,
         driver: &str,
         batch: &[ClaimRef],
-    ) -> Result<BTreeMap<String, Vec<PreparedDevice>>, DraError> {
+    ) -> Result<BTreeMap<String, Vec<PreparedDevice>>, DraManagerError> {
         let results = self
             .drivers
             .node_prepare_resources(driver, batch)
             .await
-            .map_err(|source| DraError::DriverCall {
+            .map_err(|source| DraManagerError::DriverCall {
                 call: PREPARE,
                 driver: driver.to_owned(),
                 pod: pod.to_owned(),
@@ -329,12 +307,12 @@ impl<D: DriverClients> Manager<D> {
         pod: &str,
         driver: &str,
         batch: &[ClaimRef],
-    ) -> Result<BTreeMap<String, Result<(), DraError>>, DraError> {
+    ) -> Result<BTreeMap<String, Result<(), DraManagerError>>, DraManagerError> {
         let results = self
             .drivers
             .node_unprepare_resources(driver, batch)
             .await
-            .map_err(|source| DraError::DriverCall {
+            .map_err(|source| DraManagerError::DriverCall {
                 call: UNPREPARE,
                 driver: driver.to_owned(),
                 pod: pod.to_owned(),
@@ -356,69 +334,13 @@ impl<D: DriverClients> Manager<D> {
             .collect())
     }
 
-    /// The CDI devices (and, if configured, annotations) of the container's claims: for
-    /// each pod claim the container names, the devices of the request it names, or of the
-    /// whole claim (upstream `GetResources`).
-    pub fn get_resources(
-        &self,
-        pod: &PodClaims,
-        container: &Container,
-    ) -> Result<ContainerInfo, DraError> {
-        let inner = self.lock();
-        inner.alive()?;
-        let mut out = ContainerInfo::default();
-        let mut annotated: BTreeMap<String, Vec<String>> = BTreeMap::new();
-        for pod_claim in &pod.claims {
-            let Some(claim_name) = &pod_claim.claim_name else {
-                continue;
-            };
-            for used in container.claims.iter().filter(|c| c.name == pod_claim.name) {
-                let info = inner.cache.get(claim_name, &pod.namespace).ok_or_else(|| {
-                    DraError::ClaimNotCached {
-                        pod: pod.display_name(),
-                        container: container.name.clone(),
-                        claim: claim_key(&pod.namespace, claim_name),
-                    }
-                })?;
-                let request = used.request.as_deref();
-                out.cdi_devices.extend(info.cdi_devices(request));
-                if self.config.cdi_annotations {
-                    for (driver, ids) in info.cdi_devices_by_driver(request) {
-                        let key = cdi::annotation_key(&driver, info.uid()).map_err(|message| {
-                            DraError::CdiAnnotation {
-                                driver: driver.clone(),
-                                claim: claim_key(&pod.namespace, claim_name),
-                                message,
-                            }
-                        })?;
-                        let entry = annotated.entry(key).or_default();
-                        for id in ids {
-                            if !entry.contains(&id) {
-                                entry.push(id);
-                            }
-                        }
-                    }
-                }
-            }
-        }
-        for (key, ids) in annotated {
-            let value = cdi::annotation_value(&ids).map_err(|message| DraError::CdiAnnotation {
-                driver: key.clone(),
-                claim: key.clone(),
-                message,
-            })?;
-            out.annotations.insert(key, value);
-        }
-        Ok(out)
-    }
-
     /// Release the pod's claims (upstream `UnprepareResources`, driven by the cache's pod
     /// references, so it also works for pods only the checkpoint remembers). Idempotent.
     ///
     /// A claim other pods still reference only loses this pod's reference; a claim only
     /// this pod references is sent to its drivers and leaves the cache and the checkpoint
     /// once every driver succeeded. A failed claim keeps its reference, for a retry.
-    pub async fn unprepare_resources(&self, pod_uid: &str) -> Result<(), DraError> {
+    pub async fn unprepare_resources(&self, pod_uid: &str) -> Result<(), DraManagerError> {
         let _operation = self.operations.lock().await;
         let mut batches: BTreeMap<String, Vec<ClaimRef>> = BTreeMap::new();
         let mut planned = Vec::new();
@@ -451,13 +373,13 @@ impl<D: DriverClients> Manager<D> {
             }
         }
 
-        let mut outcome: BTreeMap<(String, String), Result<(), DraError>> = BTreeMap::new();
+        let mut outcome: BTreeMap<(String, String), Result<(), DraManagerError>> = BTreeMap::new();
         let mut call_errors = Vec::new();
         for (driver, batch) in &batches {
             tracing::info!(pod_uid, driver = %driver, claims = %list(batch), "NodeUnprepareResources");
             if !self.drivers.is_registered(driver) {
                 let first = &batch[0];
-                call_errors.push(DraError::DriverNotRegistered {
+                call_errors.push(DraManagerError::DriverNotRegistered {
                     driver: driver.clone(),
                     pod: pod_uid.to_owned(),
                     claim: first.key(),
@@ -476,7 +398,7 @@ impl<D: DriverClients> Manager<D> {
 
         let mut inner = self.lock();
         inner.alive()?;
-        self.crash_if(&mut inner, CrashPoint::AfterUnprepare)?;
+        inner.faults.crash_if(CrashPoint::AfterUnprepare)?;
         let mut first_error = call_errors.into_iter().next();
         let mut changed = false;
         for plan in &planned {
@@ -528,128 +450,4 @@ impl<D: DriverClients> Manager<D> {
     pub fn claim_infos(&self) -> Vec<ClaimInfo> {
         self.lock().cache.iter().cloned().collect()
     }
-
-    /// Copies of the cached claims a container uses (upstream `GetContainerClaimInfos`).
-    pub fn container_claim_infos(
-        &self,
-        pod: &PodClaims,
-        container: &Container,
-    ) -> Result<Vec<ClaimInfo>, DraError> {
-        let inner = self.lock();
-        let mut out = Vec::new();
-        for pod_claim in &pod.claims {
-            let Some(claim_name) = &pod_claim.claim_name else {
-                continue;
-            };
-            for _ in container.claims.iter().filter(|c| c.name == pod_claim.name) {
-                let info = inner.cache.get(claim_name, &pod.namespace).ok_or_else(|| {
-                    DraError::ClaimNotCached {
-                        pod: pod.display_name(),
-                        container: container.name.clone(),
-                        claim: claim_key(&pod.namespace, claim_name),
-                    }
-                })?;
-                out.push(info.clone());
-            }
-        }
-        Ok(out)
-    }
-}
-
-/// The supplied claims the pod names, checked for reservation; deduplicated by name.
-fn resolve_claims<'a>(
-    pod: &PodClaims,
-    claims: &'a [ResourceClaim],
-) -> Result<Vec<&'a ResourceClaim>, DraError> {
-    let mut seen = BTreeSet::new();
-    let mut out = Vec::new();
-    for pod_claim in &pod.claims {
-        let Some(name) = &pod_claim.claim_name else {
-            tracing::trace!(pod = %pod.display_name(), pod_claim = %pod_claim.name, "no claim generated, nothing to prepare");
-            continue;
-        };
-        if !seen.insert(name.clone()) {
-            continue;
-        }
-        let claim = claims
-            .iter()
-            .find(|c| &c.name == name && c.namespace == pod.namespace)
-            .ok_or_else(|| DraError::ClaimNotSupplied {
-                pod: pod.display_name(),
-                pod_uid: pod.uid.clone(),
-                claim: claim_key(&pod.namespace, name),
-            })?;
-        if !claim.is_reserved_for(&pod.uid) {
-            return Err(DraError::NotReserved {
-                pod: pod.display_name(),
-                pod_uid: pod.uid.clone(),
-                claim: claim.key(),
-                claim_uid: claim.uid.clone(),
-            });
-        }
-        out.push(claim);
-    }
-    Ok(out)
-}
-
-/// The answer must name every claim of the batch and no other.
-fn check_coverage<T>(
-    call: &'static str,
-    driver: &str,
-    pod: &str,
-    batch: &[ClaimRef],
-    results: BTreeMap<String, T>,
-) -> Result<BTreeMap<String, T>, DraError> {
-    if let Some(unknown) = results
-        .keys()
-        .find(|uid| !batch.iter().any(|c| &c.uid == *uid))
-    {
-        return Err(DraError::UnknownClaimInResponse {
-            call,
-            driver: driver.to_owned(),
-            pod: pod.to_owned(),
-            claim_uid: unknown.clone(),
-        });
-    }
-    let missing: Vec<&ClaimRef> = batch
-        .iter()
-        .filter(|c| !results.contains_key(&c.uid))
-        .collect();
-    if !missing.is_empty() {
-        return Err(DraError::ClaimsLeftOut {
-            call,
-            driver: driver.to_owned(),
-            pod: pod.to_owned(),
-            claims: missing
-                .iter()
-                .map(|c| format!("{} ({})", c.key(), c.uid))
-                .collect::<Vec<_>>()
-                .join(", "),
-        });
-    }
-    Ok(results)
-}
-
-fn claim_failed(
-    call: &'static str,
-    driver: &str,
-    pod: &str,
-    claim: &ClaimRef,
-    message: &str,
-) -> DraError {
-    DraError::ClaimFailed {
-        call,
-        driver: driver.to_owned(),
-        pod: pod.to_owned(),
-        claim: claim.key(),
-        message: message.to_owned(),
-    }
-}
-
-fn list(batch: &[ClaimRef]) -> String {
-    batch
-        .iter()
-        .map(ClaimRef::key)
-        .collect::<Vec<_>>()
-        .join(",")
 }
