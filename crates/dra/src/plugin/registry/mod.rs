@@ -16,28 +16,27 @@
 //! or unreachable socket is retried with exponential backoff, as upstream's reconciler
 //! does, not on every scan.
 
+mod probe;
+mod sockets;
+
 use std::collections::BTreeMap;
-use std::os::unix::fs::{FileTypeExt, MetadataExt};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
-use corral_proto::pluginregistration::v1::{
-    InfoRequest, PLUGINS_REGISTRY_PATH, RegistrationStatus, registration_client::RegistrationClient,
-};
-use corral_proto::tonic::{self, transport::Channel};
-use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use corral_proto::pluginregistration::v1::PLUGINS_REGISTRY_PATH;
+use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use super::client::DraPluginClient;
-use super::error::{RegistrationError, RpcError};
-use super::registration::validate_plugin_info;
+use super::error::RegistrationError;
 use super::store::PluginStore;
 use crate::claim::ClaimRef;
 use crate::driver::{DriverClients, PrepareResults, UnprepareResults};
 use crate::error::DriverCallError;
+use sockets::{FileId, Job, Sockets, Tracked, scan};
 
 /// Registry settings.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -92,64 +91,6 @@ impl RegistryConfig {
     pub fn kubelet() -> Self {
         Self::new(PLUGINS_REGISTRY_PATH)
     }
-}
-
-/// Identity of a socket file: a re-created socket is a new plugin instance.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct FileId {
-    dev: u64,
-    ino: u64,
-    ctime: i64,
-    ctime_nsec: i64,
-}
-
-/// What the registry knows of one socket file.
-#[derive(Debug)]
-struct Tracked {
-    id: FileId,
-    /// Order of discovery: among sockets never probed, the oldest goes first.
-    found: u64,
-    /// The driver registered from this socket.
-    driver: Option<String>,
-    /// The number of the probe running for this socket.
-    probe: Option<u64>,
-    /// Failed probes in a row.
-    failures: u32,
-    /// The last wait before a retry.
-    backoff: Duration,
-    /// When a failed socket may be probed again.
-    retry_at: Instant,
-}
-
-impl Tracked {
-    fn due(&self, now: Instant) -> bool {
-        self.probe.is_none()
-            && self.driver.is_none()
-            && (self.failures == 0 || self.retry_at <= now)
-    }
-}
-
-#[derive(Debug, Default)]
-struct Sockets {
-    tracked: BTreeMap<PathBuf, Tracked>,
-    /// Numbers sockets and probes, both unique for the registry's life.
-    next: u64,
-}
-
-impl Sockets {
-    fn next(&mut self) -> u64 {
-        self.next += 1;
-        self.next
-    }
-}
-
-/// A probe to run: one socket instance, holding its concurrency slots.
-#[derive(Debug)]
-struct Job {
-    socket: PathBuf,
-    probe: u64,
-    _slot: OwnedSemaphorePermit,
-    _retry_slot: Option<OwnedSemaphorePermit>,
 }
 
 /// The outcome of one registration handshake.
@@ -386,198 +327,6 @@ impl PluginRegistry {
         }
         jobs
     }
-
-    /// One socket's probe: handshake, record the verdict, tell the plugin.
-    async fn probe(self: Arc<Self>, job: Job) {
-        let _running = Running {
-            registry: &self,
-            socket: &job.socket,
-            probe: job.probe,
-        };
-        let deadline = Instant::now() + self.config.probe_timeout;
-        let (client, outcome) = self.handshake(&job.socket, deadline).await;
-        let Some(verdict) = self.record(&job, outcome) else {
-            tracing::debug!(socket = %job.socket.display(), "DRA plugin socket went away during its registration");
-            return;
-        };
-        let Some(mut client) = client else {
-            // Not asked anything: nothing to tell.
-            return;
-        };
-        let timeout = self.config.registration_timeout;
-        let status = RegistrationStatus {
-            plugin_registered: verdict.is_ok(),
-            error: verdict
-                .as_ref()
-                .err()
-                .map(|e| e.reason())
-                .unwrap_or_default(),
-        };
-        let notified = call(
-            timeout,
-            client.notify_registration_status(bounded(status, timeout)),
-        )
-        .await;
-        if let Err(e) = notified {
-            match &verdict {
-                // Registered all the same, as upstream: the plugin is usable.
-                Ok(driver) => {
-                    tracing::warn!(driver = %driver, socket = %job.socket.display(), error = %e,
-                    "cannot send the registration status to the DRA plugin")
-                }
-                Err(_) => tracing::debug!(socket = %job.socket.display(), error = %e,
-                    "cannot send the rejection to the plugin"),
-            }
-        }
-    }
-
-    /// The handshake with one registration socket up to the verdict, within `deadline`:
-    /// the registration client once `GetInfo` answered (to tell the plugin the verdict),
-    /// and the plugin's client when it is acceptable.
-    async fn handshake(
-        &self,
-        socket: &Path,
-        deadline: Instant,
-    ) -> (
-        Option<RegistrationClient<Channel>>,
-        Result<DraPluginClient, RegistrationError>,
-    ) {
-        let past_deadline = || RegistrationError::ProbeDeadline {
-            socket: socket.to_path_buf(),
-            timeout: self.config.probe_timeout,
-        };
-        let Some(step) = self.step(deadline) else {
-            return (None, Err(past_deadline()));
-        };
-        let channel = match corral_proto::uds::connect(socket, step).await {
-            Ok(channel) => channel,
-            Err(source) => {
-                return (
-                    None,
-                    Err(RegistrationError::Dial {
-                        socket: socket.to_path_buf(),
-                        source,
-                    }),
-                );
-            }
-        };
-        let mut client = RegistrationClient::new(channel);
-        let Some(step) = self.step(deadline) else {
-            return (None, Err(past_deadline()));
-        };
-        let info = match call(step, client.get_info(bounded(InfoRequest {}, step))).await {
-            Ok(info) => info,
-            Err(source) => {
-                return (
-                    None,
-                    Err(RegistrationError::GetInfo {
-                        socket: socket.to_path_buf(),
-                        source,
-                    }),
-                );
-            }
-        };
-        let accepted = match validate_plugin_info(&info, socket) {
-            Ok(accepted) => accepted,
-            Err(e) => return (Some(client), Err(e)),
-        };
-        let Some(step) = self.step(deadline) else {
-            return (Some(client), Err(past_deadline()));
-        };
-        let plugin = match corral_proto::uds::connect(&accepted.endpoint, step).await {
-            Ok(channel) => Ok(DraPluginClient::new(
-                accepted.driver,
-                accepted.endpoint,
-                accepted.service,
-                channel,
-                self.config.call_timeout,
-            )),
-            Err(source) => Err(RegistrationError::EndpointUnreachable {
-                driver: accepted.driver,
-                endpoint: accepted.endpoint,
-                source,
-            }),
-        };
-        (Some(client), plugin)
-    }
-
-    /// The time the next handshake step may take: `registration_timeout`, cut to what is
-    /// left before `deadline`; `None` once it passed.
-    fn step(&self, deadline: Instant) -> Option<Duration> {
-        let left = deadline.saturating_duration_since(Instant::now());
-        (!left.is_zero()).then(|| left.min(self.config.registration_timeout))
-    }
-
-    /// Record a probe's outcome if its socket is still the one it probed: register the
-    /// plugin, or count the failure and schedule the retry. `None` when the socket went
-    /// away or was replaced meanwhile (nothing is registered then).
-    fn record(
-        &self,
-        job: &Job,
-        outcome: Result<DraPluginClient, RegistrationError>,
-    ) -> Option<Result<String, Arc<RegistrationError>>> {
-        let mut sockets = self.sockets();
-        let tracked = sockets
-            .tracked
-            .get_mut(&job.socket)
-            .filter(|t| t.probe == Some(job.probe))?;
-        let error = match outcome {
-            Ok(plugin) => {
-                let driver = plugin.driver().to_owned();
-                let endpoint = plugin.endpoint().to_path_buf();
-                let service = plugin.service();
-                match self.store.add(&job.socket, plugin) {
-                    Ok(()) => {
-                        tracked.driver = Some(driver.clone());
-                        tracked.failures = 0;
-                        tracing::info!(driver = %driver, endpoint = %endpoint.display(),
-                            service = %service, "DRA plugin registered");
-                        self.emit(RegistrationEvent::Registered {
-                            socket: job.socket.clone(),
-                            driver: driver.clone(),
-                        });
-                        return Some(Ok(driver));
-                    }
-                    Err(e) => RegistrationError::from(e),
-                }
-            }
-            Err(e) => e,
-        };
-        tracked.failures = tracked.failures.saturating_add(1);
-        tracked.backoff = if tracked.failures == 1 {
-            self.config.retry_initial
-        } else {
-            (tracked.backoff * 2).min(self.config.retry_max)
-        };
-        tracked.retry_at = Instant::now() + tracked.backoff;
-        let error = Arc::new(error);
-        tracing::warn!(socket = %job.socket.display(), reason = %error.reason(),
-            retry_in = ?tracked.backoff, "DRA plugin registration failed");
-        self.emit(RegistrationEvent::Rejected {
-            socket: job.socket.clone(),
-            error: Arc::clone(&error),
-        });
-        Some(Err(error))
-    }
-}
-
-/// Marks a socket's probe as running; when the probe ends (or is cancelled), the socket may
-/// be probed again.
-struct Running<'a> {
-    registry: &'a PluginRegistry,
-    socket: &'a Path,
-    probe: u64,
-}
-
-impl Drop for Running<'_> {
-    fn drop(&mut self) {
-        let mut sockets = self.registry.sockets();
-        if let Some(t) = sockets.tracked.get_mut(self.socket)
-            && t.probe == Some(self.probe)
-        {
-            t.probe = None;
-        }
-    }
 }
 
 fn log_panic(done: Result<(), tokio::task::JoinError>) {
@@ -586,66 +335,6 @@ fn log_panic(done: Result<(), tokio::task::JoinError>) {
     {
         tracing::error!(error = %e, "a DRA plugin registration probe panicked");
     }
-}
-
-fn bounded<T>(message: T, timeout: Duration) -> tonic::Request<T> {
-    let mut request = tonic::Request::new(message);
-    request.set_timeout(timeout);
-    request
-}
-
-async fn call<T>(
-    timeout: Duration,
-    future: impl Future<Output = Result<tonic::Response<T>, tonic::Status>>,
-) -> Result<T, RpcError> {
-    let started = Instant::now();
-    match tokio::time::timeout(timeout, future).await {
-        Ok(Ok(response)) => Ok(response.into_inner()),
-        // The deadline also travels as `grpc-timeout`: the server (tonic answers
-        // `CANCELLED` "Timeout expired") may give up first.
-        Ok(Err(status))
-            if status.code() == tonic::Code::DeadlineExceeded || started.elapsed() >= timeout =>
-        {
-            Err(RpcError::DeadlineExceeded(timeout))
-        }
-        Ok(Err(status)) => Err(status.into()),
-        Err(_) => Err(RpcError::DeadlineExceeded(timeout)),
-    }
-}
-
-/// Sockets under `dir` (recursively, not following symlinks, skipping names that start
-/// with `.`, as upstream's plugin watcher).
-fn scan(dir: &Path) -> BTreeMap<PathBuf, FileId> {
-    let mut out = BTreeMap::new();
-    let mut pending = vec![(dir.to_path_buf(), 0usize)];
-    while let Some((dir, depth)) = pending.pop() {
-        let Ok(entries) = std::fs::read_dir(&dir) else {
-            continue;
-        };
-        for entry in entries.flatten() {
-            if entry.file_name().to_string_lossy().starts_with('.') {
-                continue;
-            }
-            let path = entry.path();
-            let Ok(meta) = std::fs::symlink_metadata(&path) else {
-                continue;
-            };
-            if meta.file_type().is_socket() {
-                out.insert(
-                    path,
-                    FileId {
-                        dev: meta.dev(),
-                        ino: meta.ino(),
-                        ctime: meta.ctime(),
-                        ctime_nsec: meta.ctime_nsec(),
-                    },
-                );
-            } else if meta.is_dir() && depth < 8 {
-                pending.push((path, depth + 1));
-            }
-        }
-    }
-    out
 }
 
 /// The background scan started by [`PluginRegistry::watch`]; dropping it stops the scan.
@@ -674,6 +363,13 @@ impl Drop for RegistryWatcher {
     }
 }
 
+impl PluginRegistry {
+    /// The plugin to call for `driver`, or why there is none.
+    fn registered(&self, driver: &str) -> Result<DraPluginClient, DriverCallError> {
+        self.store.get(driver).ok_or(DriverCallError::NotRegistered)
+    }
+}
+
 impl DriverClients for PluginRegistry {
     fn is_registered(&self, driver: &str) -> bool {
         self.store.get(driver).is_some()
@@ -684,11 +380,9 @@ impl DriverClients for PluginRegistry {
         driver: &str,
         claims: &[ClaimRef],
     ) -> Result<PrepareResults, DriverCallError> {
-        let plugin = self
-            .store
-            .get(driver)
-            .ok_or(DriverCallError::NotRegistered)?;
-        plugin.node_prepare_resources(claims).await
+        self.registered(driver)?
+            .node_prepare_resources(claims)
+            .await
     }
 
     async fn node_unprepare_resources(
@@ -696,10 +390,8 @@ impl DriverClients for PluginRegistry {
         driver: &str,
         claims: &[ClaimRef],
     ) -> Result<UnprepareResults, DriverCallError> {
-        let plugin = self
-            .store
-            .get(driver)
-            .ok_or(DriverCallError::NotRegistered)?;
-        plugin.node_unprepare_resources(claims).await
+        self.registered(driver)?
+            .node_unprepare_resources(claims)
+            .await
     }
 }
