@@ -4,37 +4,32 @@
 //! checked once against the recorded one, then benchmarked as `go/<name>` so
 //! `cargo xtask bench` prints Go's median beside corral's.
 
+use std::collections::BTreeMap;
 use std::hint::black_box;
-use std::path::Path;
+use std::sync::Arc;
 use std::time::Duration;
 
+use corral_cpumgr::test_util::topology_index;
 use corral_cpumgr::{
-    CpuSortingStrategy, generate_cpu_topology_hints, take_by_topology_numa_distributed,
-    take_by_topology_numa_packed,
+    CpuSortingStrategy, TopologyIndex, generate_cpu_topology_hints,
+    take_by_topology_numa_distributed, take_by_topology_numa_packed,
 };
+use corral_testkit::conformance_topology::{hints, load_testdata, machines, num};
 use corral_topology::CpuSet;
 use criterion::{Criterion, criterion_group, criterion_main};
 use serde_json::Value;
-
-#[path = "../tests/support/conformance_topology.rs"]
-mod conformance_topology;
-
-use conformance_topology::{num, topologies};
-
-fn load(rel: &str) -> Value {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../..")
-        .join(rel);
-    serde_json::from_str(&std::fs::read_to_string(&path).expect("readable")).expect("json")
-}
 
 fn set(v: &Value) -> CpuSet {
     v.as_str().expect("cpuset").parse().expect("parses")
 }
 
 fn go_benches(c: &mut Criterion) {
-    let doc = load("testdata/bench/go_bench.json");
-    let topos = topologies(&load("testdata/conformance/cpu_assignment.json"));
+    let doc = load_testdata("testdata/bench/go_bench.json");
+    let topos: BTreeMap<String, Arc<TopologyIndex>> =
+        machines(&load_testdata("testdata/conformance/cpu_assignment.json"))
+            .into_iter()
+            .map(|(name, m)| (name, topology_index(m.cpu_ids(), m.counts.values())))
+            .collect();
     let mut group = c.benchmark_group("go");
     group
         .sample_size(30)
@@ -89,8 +84,8 @@ fn go_benches(c: &mut Criterion) {
             let reusable = set(&inputs["reusable"]);
             let request = num(inputs, "request");
             let align = inputs["align_by_socket"].as_bool().unwrap_or(false);
-            let hints = generate_cpu_topology_hints(index, &available, &reusable, request, align);
-            let got: Vec<(Vec<usize>, bool)> = hints
+            let got = generate_cpu_topology_hints(index, &available, &reusable, request, align);
+            let got: Vec<(Vec<usize>, bool)> = got
                 .iter()
                 .map(|h| {
                     (
@@ -99,21 +94,7 @@ fn go_benches(c: &mut Criterion) {
                     )
                 })
                 .collect();
-            let want: Vec<(Vec<usize>, bool)> = output["hints"]
-                .as_array()
-                .expect("hints")
-                .iter()
-                .map(|h| {
-                    let bits = h["affinity"]
-                        .as_array()
-                        .expect("affinity")
-                        .iter()
-                        .map(|x| x.as_u64().expect("id") as usize)
-                        .collect();
-                    (bits, h["preferred"].as_bool().expect("preferred"))
-                })
-                .collect();
-            assert_eq!(got, want, "{name}");
+            assert_eq!(got, hints(&output["hints"]), "{name}");
             group.bench_function(name, |b| {
                 b.iter(|| {
                     generate_cpu_topology_hints(

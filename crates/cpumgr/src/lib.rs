@@ -60,8 +60,9 @@ mod options;
 mod policy;
 mod runtime;
 mod state;
-#[cfg(test)]
-mod test_fixtures;
+#[cfg(any(test, feature = "test-util"))]
+#[cfg_attr(docsrs, doc(cfg(feature = "test-util")))]
+pub mod test_util;
 
 pub use assignment::{
     CpuSortingStrategy, TakeError, take_by_topology_numa_distributed, take_by_topology_numa_packed,

@@ -19,6 +19,9 @@
 mod fuzz;
 mod python_env;
 
+pub mod conformance_topology;
+pub mod upstream_topologies;
+
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::Duration;

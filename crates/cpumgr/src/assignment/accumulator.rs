@@ -279,8 +279,14 @@ impl<'a> Accumulator<'a> {
 
 #[cfg(test)]
 mod tests {
+    use corral_testkit::upstream_topologies::*;
+
     use super::*;
-    use crate::test_fixtures::*;
+    use crate::test_util::topology_index;
+
+    fn index(machine: Machine) -> std::sync::Arc<TopologyIndex> {
+        topology_index(machine.cpu_ids(), machine.counts.values())
+    }
 
     fn set(s: &str) -> CpuSet {
         s.parse().unwrap()
@@ -340,7 +346,7 @@ mod tests {
             ),
         ];
         for (topo, available, want) in cases {
-            let ix = topo();
+            let ix = index(topo());
             let acc = Accumulator::new(&ix, &set(available), 0, CpuSortingStrategy::Packed);
             let mut got = free(&acc, Level::Socket);
             got.sort_unstable();
@@ -383,7 +389,7 @@ mod tests {
             ),
         ];
         for (topo, available, want) in cases {
-            let ix = topo();
+            let ix = index(topo());
             let acc = Accumulator::new(&ix, &set(available), 0, CpuSortingStrategy::Packed);
             assert_eq!(free(&acc, Level::Numa), want, "{available}");
         }
@@ -398,7 +404,7 @@ mod tests {
             ("1-9,11-79", &[1], &[2, 3]),
             ("1-59,61-79", &[], &[1, 3]),
         ];
-        let ix = dual_socket_multi_numa_per_socket_ht();
+        let ix = index(dual_socket_multi_numa_per_socket_ht());
         for (available, sockets, numas) in cases {
             let acc = Accumulator::new(&ix, &set(available), 0, CpuSortingStrategy::Packed);
             assert_eq!(free(&acc, Level::Numa), numas, "{available}");
@@ -420,7 +426,7 @@ mod tests {
             (&dual_socket_ht, "2-5,8-11", &[2, 4, 3, 5]),
         ];
         for (topo, available, want) in cases {
-            let ix = topo();
+            let ix = index(topo());
             let acc = Accumulator::new(&ix, &set(available), 0, CpuSortingStrategy::Packed);
             assert_eq!(free(&acc, Level::Core), want, "{available}");
         }
@@ -454,7 +460,7 @@ mod tests {
             ),
         ];
         for (topo, available, want) in cases {
-            let ix = topo();
+            let ix = index(topo());
             let acc = Accumulator::new(&ix, &set(available), 0, CpuSortingStrategy::Packed);
             assert_eq!(acc.sort_cpus(), want, "{available}");
         }
@@ -477,7 +483,7 @@ mod tests {
                 false,
             ),
         ];
-        let ix = single_socket_ht();
+        let ix = index(single_socket_ht());
         for (available, takes, n, satisfied, failed) in cases {
             let mut acc = Accumulator::new(&ix, &set(available), n, CpuSortingStrategy::Packed);
             let mut taken = 0;

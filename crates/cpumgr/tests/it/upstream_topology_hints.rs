@@ -11,14 +11,10 @@ use corral_cpumgr::{
 };
 use corral_topology::{Container, CpuSet, Pod, PolicyName};
 
-#[allow(unused_imports)]
+use crate::support::harness::*;
+use crate::support::topologies::*;
+use crate::support::*;
 use corral_cpumgr::TopologyIndex;
-#[path = "../src/test_fixtures.rs"]
-mod fixtures;
-mod support;
-use fixtures::*;
-use support::harness::*;
-use support::*;
 
 /// Upstream `TestPodGuaranteedCPUs`: (name, init containers, app containers, expected);
 /// each container is (CPUs requested = limit, restartable).

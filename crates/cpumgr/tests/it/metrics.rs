@@ -14,8 +14,7 @@ use corral_cpumgr::{
 };
 use corral_topology::{CpuInfo, CpuRecord, CpuSet, CpuTopology, Pod, TopologyHint};
 
-mod support;
-use support::make_pod;
+use crate::support::make_pod;
 
 /// The pods allocated so far, all active (so no stale-state sweep releases them).
 #[derive(Default)]

@@ -13,18 +13,14 @@ use corral_cpumgr::{
 use corral_topology::{CpuSet, PolicyName, TopologyHint};
 use proptest::prelude::*;
 
-#[path = "../src/test_fixtures.rs"]
-mod fixtures;
-mod support;
-
 fn topologies() -> Vec<Arc<TopologyIndex>> {
     vec![
-        fixtures::single_socket_ht(),
-        fixtures::dual_socket_ht(),
-        fixtures::triple_socket_ht(),
-        fixtures::dual_socket_no_ht(),
-        fixtures::dual_socket_multi_numa_per_socket_ht(),
-        fixtures::fake_multi_socket_dual_socket_per_numa_ht(),
+        crate::support::topologies::single_socket_ht(),
+        crate::support::topologies::dual_socket_ht(),
+        crate::support::topologies::triple_socket_ht(),
+        crate::support::topologies::dual_socket_no_ht(),
+        crate::support::topologies::dual_socket_multi_numa_per_socket_ht(),
+        crate::support::topologies::fake_multi_socket_dual_socket_per_numa_ht(),
     ]
 }
 
@@ -71,7 +67,7 @@ proptest! {
             match step {
                 Step::Allocate { cpus, hint } => {
                     let uid = format!("pod{n}");
-                    let pod = support::make_pod(&uid, "c", i64::from(cpus) * 1000, i64::from(cpus) * 1000);
+                    let pod = crate::support::make_pod(&uid, "c", i64::from(cpus) * 1000, i64::from(cpus) * 1000);
                     let free = policy.available_cpus(&state);
                     let hint = TopologyHint::new(
                         hint.and_then(|h| corral_topology::NumaMask::new([usize::from(h) % index.numa_node_ids().len()]).ok()),

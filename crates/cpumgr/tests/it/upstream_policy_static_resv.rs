@@ -10,14 +10,9 @@ use corral_cpumgr::{
 };
 use corral_topology::{PolicyName, TopologyHint};
 
-#[allow(unused_imports)]
-use corral_cpumgr::TopologyIndex;
-#[path = "../src/test_fixtures.rs"]
-mod fixtures;
-mod support;
-use fixtures::*;
-use support::static_cases::*;
-use support::*;
+use crate::support::static_cases::*;
+use crate::support::topologies::*;
+use crate::support::*;
 
 /// Policy options as name/value pairs.
 type Options = &'static [(&'static str, &'static str)];

@@ -17,8 +17,7 @@ use corral_topology::{
 };
 use serde_json::Value;
 
-mod support;
-use support::*;
+use crate::support::*;
 
 /// upstream topoSingleSocketHT.
 fn topology() -> CpuTopology {

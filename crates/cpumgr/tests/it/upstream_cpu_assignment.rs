@@ -6,11 +6,8 @@ use corral_cpumgr::{
 };
 use corral_topology::CpuSet;
 
-#[allow(unused_imports)]
+use crate::support::topologies::*;
 use corral_cpumgr::TopologyIndex;
-#[path = "../src/test_fixtures.rs"]
-mod fixtures;
-use fixtures::*;
 
 type Topo = fn() -> std::sync::Arc<TopologyIndex>;
 

@@ -1,31 +1,55 @@
 //! Runs the shared conformance vectors `testdata/conformance/cpu_assignment.json` and
 //! `cpu_hints.json` (produced by upstream's Go code) so plain `cargo test` covers them.
 
-use std::path::PathBuf;
+use std::collections::BTreeMap;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use corral_cpumgr::{
-    CpuSortingStrategy, generate_cpu_topology_hints, take_by_topology_numa_distributed,
-    take_by_topology_numa_packed,
+    CpuSortingStrategy, TopologyIndex, generate_cpu_topology_hints,
+    take_by_topology_numa_distributed, take_by_topology_numa_packed,
 };
-use corral_topology::CpuSet;
+use corral_testkit::conformance_topology::{hints, load_testdata, machines, num};
+use corral_topology::{CpuSet, TopologyHint};
 use serde_json::Value;
 
-#[path = "support/conformance_topology.rs"]
-mod conformance_topology;
-
-use conformance_topology::{num, topologies};
+use crate::support::topologies::index;
 
 fn load(name: &str) -> Value {
-    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../../testdata/conformance")
-        .join(name);
-    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-    serde_json::from_str(&text).expect("valid JSON")
+    load_testdata(&format!("testdata/conformance/{name}"))
+}
+
+/// Every topology of a vector file, indexed, by name.
+fn topologies(doc: &Value) -> BTreeMap<String, Arc<TopologyIndex>> {
+    machines(doc)
+        .into_iter()
+        .map(|(name, machine)| (name, index(&machine)))
+        .collect()
 }
 
 fn set(v: &Value) -> CpuSet {
     v.as_str().expect("cpuset string").parse().expect("cpuset")
+}
+
+/// Hints as the conformance files write them: (NUMA node ids, preferred).
+fn plain_hints(hints: &[TopologyHint]) -> Vec<(Vec<usize>, bool)> {
+    hints
+        .iter()
+        .map(|h| {
+            let nodes = h.numa_affinity.map(|m| m.get_bits()).unwrap_or_default();
+            (nodes, h.preferred)
+        })
+        .collect()
+}
+
+/// Fails with (the first 20 of) `failures` unless there are none.
+fn assert_all_passed(failures: &[String], cases: usize) {
+    assert!(
+        failures.is_empty(),
+        "{} of {cases} failed:\n{}",
+        failures.len(),
+        failures[..failures.len().min(20)].join("\n")
+    );
 }
 
 #[test]
@@ -83,18 +107,7 @@ fn cpu_assignment_vectors() {
             ));
         }
     }
-    assert!(
-        failures.is_empty(),
-        "{} of {} failed:\n{}",
-        failures.len(),
-        cases.len(),
-        failures
-            .iter()
-            .take(20)
-            .cloned()
-            .collect::<Vec<_>>()
-            .join("\n")
-    );
+    assert_all_passed(&failures, cases.len());
 }
 
 #[test]
@@ -105,7 +118,7 @@ fn cpu_hints_vectors() {
     let cases = doc["cases"].as_array().expect("cases");
     for case in cases {
         let index = &topos[case["topology"].as_str().expect("topology")];
-        let hints = generate_cpu_topology_hints(
+        let got = generate_cpu_topology_hints(
             index,
             &set(&case["available"]),
             &set(&case["reusable"]),
@@ -113,45 +126,11 @@ fn cpu_hints_vectors() {
             case["request"].as_i64().expect("request").max(0) as usize,
             case["align_by_socket"].as_bool().expect("align_by_socket"),
         );
-        let got: Vec<(Vec<usize>, bool)> = hints
-            .iter()
-            .map(|h| {
-                (
-                    h.numa_affinity.map(|m| m.get_bits()).unwrap_or_default(),
-                    h.preferred,
-                )
-            })
-            .collect();
-        let want: Vec<(Vec<usize>, bool)> = case["hints"]
-            .as_array()
-            .expect("hints")
-            .iter()
-            .map(|h| {
-                (
-                    h["affinity"]
-                        .as_array()
-                        .expect("affinity")
-                        .iter()
-                        .map(|x| x.as_u64().expect("id") as usize)
-                        .collect(),
-                    h["preferred"].as_bool().expect("preferred"),
-                )
-            })
-            .collect();
+        let got = plain_hints(&got);
+        let want = hints(&case["hints"]);
         if got != want {
             failures.push(format!("{}: want {want:?}, got {got:?}", case["id"]));
         }
     }
-    assert!(
-        failures.is_empty(),
-        "{} of {} failed:\n{}",
-        failures.len(),
-        cases.len(),
-        failures
-            .iter()
-            .take(20)
-            .cloned()
-            .collect::<Vec<_>>()
-            .join("\n")
-    );
+    assert_all_passed(&failures, cases.len());
 }

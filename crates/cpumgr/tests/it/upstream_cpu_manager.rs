@@ -14,14 +14,10 @@ use corral_cpumgr::{
 };
 use corral_topology::{Container, CpuSet, Pod, PolicyName, TopologyHint};
 
-#[allow(unused_imports)]
+use crate::support::harness::*;
+use crate::support::topologies::*;
+use crate::support::*;
 use corral_cpumgr::TopologyIndex;
-#[path = "../src/test_fixtures.rs"]
-mod fixtures;
-mod support;
-use fixtures::*;
-use support::harness::*;
-use support::*;
 
 fn set(s: &str) -> CpuSet {
     s.parse().unwrap()

@@ -1,10 +1,12 @@
-//! Pods for tests, as upstream's `makePod` / `makeMultiContainerPod` build them.
+//! Shared test support: pods as upstream's `makePod` / `makeMultiContainerPod` build them,
+//! and the modules below.
 #![allow(dead_code, unreachable_pub)]
 
 use corral_topology::{Container, ContainerRestartPolicy, Pod};
 
 pub mod harness;
 pub mod static_cases;
+pub mod topologies;
 
 /// A container with CPU request/limit (millicores) and 1G of memory.
 pub fn container(name: &str, request: i64, limit: i64) -> Container {

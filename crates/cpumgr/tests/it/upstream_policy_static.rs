@@ -11,14 +11,9 @@ use corral_cpumgr::{
 };
 use corral_topology::{CpuSet, NumaMask, PolicyName, TopologyHint};
 
-#[allow(unused_imports)]
-use corral_cpumgr::TopologyIndex;
-#[path = "../src/test_fixtures.rs"]
-mod fixtures;
-mod support;
-use fixtures::*;
-use support::static_cases::*;
-use support::*;
+use crate::support::static_cases::*;
+use crate::support::topologies::*;
+use crate::support::*;
 
 /// Upstream `TestStaticPolicyName`.
 #[test]

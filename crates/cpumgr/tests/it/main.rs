@@ -1,0 +1,14 @@
+//! corral-cpumgr's integration tests, one binary (one link step): upstream's ported tables,
+//! the conformance vectors, the manager over real checkpoint files, metrics and properties.
+
+mod conformance;
+mod manager;
+mod metrics;
+mod properties;
+mod support;
+mod upstream_cpu_assignment;
+mod upstream_cpu_manager;
+mod upstream_policy_static;
+mod upstream_policy_static_resv;
+mod upstream_state_checkpoint;
+mod upstream_topology_hints;
