@@ -2,11 +2,9 @@
 //! dra-driver`) registers through the registration directory and serves
 //! NodePrepareResources / NodeUnprepareResources to corral's registry, client and manager.
 
-mod common;
-
 use std::sync::Arc;
 
-use common::*;
+use crate::support::*;
 use corral_dra::{DraManager, DraService};
 use corral_topology::{Container, ContainerClaim};
 use serde_json::Value;

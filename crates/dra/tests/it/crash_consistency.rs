@@ -3,11 +3,9 @@
 //! the same state dir, is consistent — the claim is never forgotten while a driver may hold
 //! it prepared — and the driver is called again idempotently.
 
-mod common;
-
 use std::sync::Arc;
 
-use common::*;
+use crate::support::*;
 use corral_dra::sample::SampleDriver;
 use corral_dra::{
     CrashPoint, DraManager, DraManagerConfig, DraManagerError, FileStateStore, PluginRegistry,

@@ -1,12 +1,10 @@
 //! The manager end to end over real unix sockets: registry + sample driver + the kubelet's
 //! `dra_manager_state` file in a temp state dir.
 
-mod common;
-
 use std::sync::Arc;
 use std::time::Duration;
 
-use common::*;
+use crate::support::*;
 use corral_dra::sample::Behavior;
 use corral_dra::{DraManager, DraManagerError, DriverCallError, PluginRegistry, RegistryConfig};
 use corral_topology::{Container, ContainerClaim};

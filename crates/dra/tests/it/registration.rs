@@ -4,15 +4,13 @@
 //! sockets that accept and never answer delay no live driver, a slow socket is probed once
 //! at a time, and a failing socket is retried with backoff.
 
-mod common;
-
 use std::collections::BTreeSet;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use common::*;
+use crate::support::*;
 use corral_dra::plugin::RpcError;
 use corral_dra::sample::{SampleDriver, SampleDriverConfig};
 use corral_dra::{
