@@ -73,7 +73,7 @@ fn hints(c: &mut Criterion) {
     for (devices, numa) in [(8, 1), (256, 4), (4096, 8)] {
         let s = state(devices, numa);
         group.bench_function(format!("container_{devices}dev_{numa}numa"), |b| {
-            b.iter(|| black_box(s.container_hints("pod", &ctr)));
+            b.iter(|| black_box(s.hints_for_container("pod", &ctr)));
         });
     }
     group.finish();

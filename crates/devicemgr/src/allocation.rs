@@ -15,7 +15,7 @@ use corral_topology::NumaMask;
 
 use crate::AllocateError;
 use crate::bitset::BitSet;
-use crate::pod_devices::{ContainerAllocation, DevicesPerNuma};
+use crate::pod_devices::{ContainerAllocation, NumaDeviceIds};
 use crate::resource_devices::ResourceDevices;
 use crate::state::{DeviceState, Reservation};
 use corral_proto::deviceplugin::v1beta1::ContainerAllocateResponse;
@@ -327,7 +327,7 @@ impl DeviceState {
         response: ContainerAllocateResponse,
     ) {
         let table = self.resource_mut(&reservation.resource);
-        let mut devices = DevicesPerNuma::new();
+        let mut devices = NumaDeviceIds::new();
         for id in &reservation.devices {
             match table
                 .slot_of(id)

@@ -16,7 +16,7 @@ pub use corral_proto::deviceplugin::v1beta1::checkpoint_bytes::encode_allocate_r
 use corral_topology::Pod;
 
 use crate::error::{DeviceOwner, DoubleAssignment};
-use crate::pod_devices::{ContainerAllocation, DevicesPerNuma};
+use crate::pod_devices::{ContainerAllocation, NumaDeviceIds};
 use crate::state::{DeviceState, EndpointInfo};
 
 impl DeviceState {
@@ -107,7 +107,7 @@ impl DeviceState {
                     "checkpoint entry has an undecodable AllocResp; its devices stay allocated with empty run options");
                 ContainerAllocateResponse::default()
             });
-            let devices: DevicesPerNuma = entry
+            let devices: NumaDeviceIds = entry
                 .device_ids
                 .iter()
                 .flatten()

@@ -29,25 +29,63 @@ pub(crate) struct PluginClient {
     pre_start_timeout: Duration,
 }
 
+/// Why a call to a plugin failed.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum PluginCallError {
+    /// The plugin's socket could not be dialed.
+    #[error("failed to dial device plugin")]
+    Dial(#[source] corral_proto::uds::UdsError),
+    /// The plugin did not answer within the deadline.
+    #[error("{call}: no answer within {timeout:?}")]
+    Timeout {
+        /// The call (or what it was for).
+        call: &'static str,
+        /// The deadline.
+        timeout: Duration,
+    },
+    /// The plugin answered with an error status.
+    #[error("{call}: {message} ({code:?})")]
+    Status {
+        /// The call (or what it was for).
+        call: &'static str,
+        /// The status message.
+        message: String,
+        /// The status code.
+        code: tonic::Code,
+    },
+}
+
+impl PluginCallError {
+    /// The error and each of its causes once, `: `-separated: what a plugin or an
+    /// upstream-worded [`crate::AllocateError`] carries as text.
+    pub(crate) fn full_message(&self) -> String {
+        crate::error::error_chain(self)
+    }
+}
+
 /// Run `call` with a deadline, sent to the plugin as `grpc-timeout` too.
 async fn with_deadline<T>(
     timeout: Duration,
-    what: &str,
+    what: &'static str,
     call: impl Future<Output = Result<tonic::Response<T>, tonic::Status>>,
-) -> Result<T, String> {
+) -> Result<T, PluginCallError> {
+    let timed_out = PluginCallError::Timeout {
+        call: what,
+        timeout,
+    };
     match tokio::time::timeout(timeout, call).await {
         Ok(Ok(response)) => Ok(response.into_inner()),
         Ok(Err(status))
             if status.code() == tonic::Code::Cancelled && status.message().contains("Timeout") =>
         {
-            Err(format!("{what}: no answer within {timeout:?}"))
+            Err(timed_out)
         }
-        Ok(Err(status)) => Err(format!(
-            "{what}: {} ({:?})",
-            status.message(),
-            status.code()
-        )),
-        Err(_) => Err(format!("{what}: no answer within {timeout:?}")),
+        Ok(Err(status)) => Err(PluginCallError::Status {
+            call: what,
+            message: status.message().to_owned(),
+            code: status.code(),
+        }),
+        Err(_) => Err(timed_out),
     }
 }
 
@@ -63,10 +101,10 @@ impl PluginClient {
         resource: &str,
         socket: &Path,
         config: &DeviceManagerConfig,
-    ) -> Result<PluginClient, String> {
+    ) -> Result<PluginClient, PluginCallError> {
         let channel = uds::connect(socket, config.dial_timeout)
             .await
-            .map_err(|e| format!("failed to dial device plugin: {e}"))?;
+            .map_err(PluginCallError::Dial)?;
         let mut client =
             DevicePluginClient::new(channel).max_decoding_message_size(config.max_message_bytes);
         let options = with_deadline(
@@ -89,7 +127,7 @@ impl PluginClient {
     pub(crate) async fn preferred_allocation(
         &self,
         ask: &PreferredRequest,
-    ) -> Result<BTreeSet<String>, String> {
+    ) -> Result<BTreeSet<String>, PluginCallError> {
         let message = PreferredAllocationRequest {
             container_requests: vec![ContainerPreferredAllocationRequest {
                 available_device_i_ds: ask.available.clone(),
@@ -116,7 +154,7 @@ impl PluginClient {
     pub(crate) async fn allocate(
         &self,
         devices: &[String],
-    ) -> Result<Option<ContainerAllocateResponse>, String> {
+    ) -> Result<Option<ContainerAllocateResponse>, PluginCallError> {
         let message = AllocateRequest {
             container_requests: vec![ContainerAllocateRequest {
                 devices_ids: devices.to_vec(),
@@ -133,7 +171,10 @@ impl PluginClient {
     }
 
     /// `PreStartContainer` for one container.
-    pub(crate) async fn pre_start_container(&self, devices: &[String]) -> Result<(), String> {
+    pub(crate) async fn pre_start_container(
+        &self,
+        devices: &[String],
+    ) -> Result<(), PluginCallError> {
         let message = PreStartContainerRequest {
             devices_ids: devices.to_vec(),
         };

@@ -188,14 +188,14 @@ pub enum DeviceManagerError {
     /// Allocation failed (everything taken for the container was given back).
     #[error(transparent)]
     Allocate(#[from] AllocateError),
-    /// The checkpoint could not be read or written.
-    #[error("device manager checkpoint: {0}")]
+    /// The checkpoint could not be read or written (the error names the file).
+    #[error(transparent)]
     Checkpoint(#[from] corral_checkpoint::CheckpointError),
     /// The checkpoint passed its checksum but gives a device to two owners.
     #[error(transparent)]
     DoubleAssignment(#[from] Box<DoubleAssignment>),
     /// The plugin directory could not be prepared.
-    #[error("device plugin directory {path}: {source}")]
+    #[error("device plugin directory {}", path.display())]
     PluginDir {
         /// The directory.
         path: PathBuf,
@@ -211,6 +211,25 @@ pub enum DeviceManagerError {
     NotRunning,
     /// A blocking call was made from a thread that may not block (inside a current-thread
     /// tokio runtime).
-    #[error("cannot wait for device plugins on this thread: {0}")]
-    CannotBlock(String),
+    #[error(
+        "cannot wait for device plugins on this thread: called inside a current-thread tokio runtime"
+    )]
+    CannotBlock,
+}
+
+/// `err` and each of its causes once, `: `-separated (a cause whose text the message
+/// already ends with is not repeated): for the places that can carry only text — a gRPC
+/// status to a plugin, an upstream-worded message.
+pub(crate) fn error_chain(err: &(dyn std::error::Error + 'static)) -> String {
+    let mut text = err.to_string();
+    let mut source = err.source();
+    while let Some(cause) = source {
+        let cause_text = cause.to_string();
+        if !text.ends_with(&cause_text) {
+            text.push_str(": ");
+            text.push_str(&cause_text);
+        }
+        source = cause.source();
+    }
+    text
 }

@@ -7,7 +7,7 @@
 //! - **a synchronous core** ([`DeviceState`]): devices per resource and their health,
 //!   allocations per pod and container ([`PodDevices`]), device choice
 //!   ([`DeviceState::devices_to_allocate`], upstream `devicesToAllocate` and
-//!   `filterByAffinity`), topology hints ([`DeviceState::container_hints`]), run options
+//!   `filterByAffinity`), topology hints ([`DeviceState::hints_for_container`]), run options
 //!   ([`RunContainerOptions`]), capacity and the `kubelet_internal_checkpoint` conversion.
 //!   No I/O, no tokio; the admission hot path.
 //! - **async edges**: the registration server and one client task per plugin, driven by
@@ -54,15 +54,24 @@
 
 mod allocation;
 mod bitset;
+mod changes;
+mod checkpoint_legacy;
 mod checkpoint_state;
+mod checkpoint_writer;
 mod config;
 mod device;
 mod endpoint;
 mod error;
 mod hints;
+mod hub;
+mod locks;
 mod manager;
 mod observer;
+mod plugin_allocation;
+mod plugin_dir;
 mod pod_devices;
+mod pods;
+mod pre_start;
 mod registration;
 mod resource_devices;
 mod resource_name;
@@ -70,7 +79,9 @@ mod run_options;
 #[cfg(feature = "sample-plugin")]
 #[cfg_attr(docsrs, doc(cfg(feature = "sample-plugin")))]
 pub mod sample;
+mod shared;
 mod state;
+mod tasks;
 mod topology_hints;
 
 pub use allocation::{
@@ -83,10 +94,11 @@ pub use config::{
 };
 pub use device::{Device, PluginOptions};
 pub use error::{AllocateError, DeviceManagerError, DeviceOwner, DoubleAssignment};
-pub use manager::{ActivePods, DeviceManager, PodSpecs, StartOptions};
+pub use manager::DeviceManager;
 pub use observer::{ALLOC_DURATION_BUCKETS, DeviceManagerObserver};
-pub use pod_devices::{ContainerAllocation, DevicesPerNuma, PodDevices, ResourceAllocations};
+pub use pod_devices::{ContainerAllocation, NumaDeviceIds, PodDevices, ResourceAllocations};
+pub use pods::{ActivePods, PodSpecs, StartOptions};
 pub use resource_name::{EndpointNameError, is_extended_resource_name, validate_endpoint_name};
 pub use run_options::{Annotation, DeviceNode, EnvVar, Mount, RunContainerOptions};
-pub use state::{Capacity, DeviceState, EndpointInfo, Reservation};
+pub use state::{Capacity, DeviceReuse, DeviceState, EndpointInfo, Reservation};
 pub use topology_hints::pod_limits;

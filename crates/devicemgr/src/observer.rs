@@ -3,7 +3,10 @@
 //! without this crate depending on a metrics library. The agent turns the calls into
 //! Prometheus series.
 
+use std::sync::{Arc, RwLock};
 use std::time::Duration;
+
+use crate::locks::{read, write};
 
 /// Receives the device manager's measurements. Every method has an empty default, so an
 /// observer implements only what it records. Calls are made outside the manager's lock and
@@ -27,3 +30,19 @@ pub trait DeviceManagerObserver: Send + Sync {
 pub const ALLOC_DURATION_BUCKETS: [f64; 11] = [
     0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
 ];
+
+/// Where the manager keeps its observer (none until one is set).
+#[derive(Default)]
+pub(crate) struct ObserverSlot(RwLock<Option<Arc<dyn DeviceManagerObserver>>>);
+
+impl ObserverSlot {
+    /// Replace the observer.
+    pub(crate) fn set(&self, observer: Arc<dyn DeviceManagerObserver>) {
+        *write(&self.0) = Some(observer);
+    }
+
+    /// The observer, if one is set.
+    pub(crate) fn get(&self) -> Option<Arc<dyn DeviceManagerObserver>> {
+        read(&self.0).clone()
+    }
+}

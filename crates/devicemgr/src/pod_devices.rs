@@ -7,13 +7,13 @@ use std::collections::{BTreeMap, BTreeSet};
 use corral_proto::deviceplugin::v1beta1::ContainerAllocateResponse;
 
 /// NUMA node id (`-1`: the device has no topology) → device ids.
-pub type DevicesPerNuma = BTreeMap<i64, Vec<String>>;
+pub type NumaDeviceIds = BTreeMap<i64, Vec<String>>;
 
 /// The devices of one resource held by one container.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct ContainerAllocation {
     /// Device ids by NUMA node; a device on several nodes is listed under each.
-    pub devices: DevicesPerNuma,
+    pub devices: NumaDeviceIds,
     /// The plugin's answer to `Allocate` (`None` only for entries that never got one).
     pub response: Option<ContainerAllocateResponse>,
 }

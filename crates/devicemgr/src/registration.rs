@@ -16,6 +16,7 @@ use corral_proto::deviceplugin::v1beta1::{
 };
 use tonic::{Request, Response, Status};
 
+use crate::endpoint::PluginCallError;
 use crate::{is_extended_resource_name, validate_endpoint_name};
 
 /// What the registration server asks of the device manager once a request is valid — the
@@ -25,7 +26,7 @@ pub(crate) trait RegistrationHandler: Send + Sync + 'static {
     /// A place under the registration caps, held while the plugin is dialed.
     type Slot: Send;
     /// Take a place for `resource` of the plugin at `endpoint`, or say which cap refuses it.
-    fn reserve(&self, resource: &str, endpoint: &str) -> Result<Self::Slot, String>;
+    fn reserve(&self, resource: &str, endpoint: &str) -> Result<Self::Slot, RegistrationLimit>;
     /// A valid registration arrived (counted whether the dial succeeds, as upstream).
     fn registered(&self, resource: &str);
     /// Dial the plugin and start following it (upstream `PluginConnected`).
@@ -33,7 +34,31 @@ pub(crate) trait RegistrationHandler: Send + Sync + 'static {
         &self,
         resource: &str,
         endpoint: &str,
-    ) -> impl Future<Output = Result<(), String>> + Send;
+    ) -> impl Future<Output = Result<(), PluginCallError>> + Send;
+}
+
+/// A registration refused because it would pass a cap of [`crate::DeviceManagerConfig`].
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub(crate) enum RegistrationLimit {
+    /// The plugin (endpoint) has as many resources registered as it may.
+    #[error(
+        "cannot register resource {resource:?}: plugin endpoint {endpoint:?} already has {registered} resources registered, the most one plugin may have (max_resources_per_plugin = {max})"
+    )]
+    PerPlugin {
+        resource: String,
+        endpoint: String,
+        registered: usize,
+        max: usize,
+    },
+    /// All plugins together have as many resources registered as they may.
+    #[error(
+        "cannot register resource {resource:?}: {registered} resources are registered, the most the device manager accepts (max_resources = {max})"
+    )]
+    Total {
+        resource: String,
+        registered: usize,
+        max: usize,
+    },
 }
 
 /// Why a registration is refused, as the gRPC status the plugin receives.
@@ -84,14 +109,15 @@ impl<H: RegistrationHandler> Registration for RegistrationService<H> {
             .map_err(|refused| {
                 tracing::warn!(resource = %request.resource_name, endpoint = %request.endpoint,
                     error = %refused, "device plugin registration refused");
-                Status::resource_exhausted(refused)
+                Status::resource_exhausted(refused.to_string())
             })?;
         // Counted once validated, as upstream's Register does, whether the dial succeeds.
         self.handler.registered(&request.resource_name);
         self.handler
             .connect(&request.resource_name, &request.endpoint)
             .await
-            .map_err(|message| {
+            .map_err(|err| {
+                let message = err.full_message();
                 tracing::warn!(resource = %request.resource_name, %message,
                     "cannot connect to device plugin");
                 Status::unavailable(message)

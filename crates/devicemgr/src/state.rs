@@ -6,6 +6,8 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
 
+use corral_topology::Pod;
+
 use crate::bitset::BitSet;
 use crate::pod_devices::PodDevices;
 use crate::resource_devices::ResourceDevices;
@@ -38,6 +40,27 @@ pub struct Capacity {
     pub allocatable: BTreeMap<String, i64>,
     /// Resources removed by this call (their endpoint's grace period expired).
     pub removed: Vec<String>,
+}
+
+/// Who may use a container's devices after it (upstream's reusable devices).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DeviceReuse {
+    /// A (non-restartable) init container: the containers after it may reuse its devices.
+    LaterContainers,
+    /// A sidecar or an app container: its devices stay its own.
+    Nobody,
+}
+
+impl DeviceReuse {
+    /// The reuse of the devices of `pod`'s container `container` (by name).
+    pub fn after(pod: &Pod, container: &str) -> DeviceReuse {
+        let init = pod.init_containers.iter().find(|c| c.name == container);
+        if init.is_some_and(|c| !c.is_restartable()) {
+            DeviceReuse::LaterContainers
+        } else {
+            DeviceReuse::Nobody
+        }
+    }
 }
 
 /// Devices reserved for one container of one resource while its `Allocate` call runs.
@@ -346,9 +369,11 @@ impl DeviceState {
         self.devices_to_reuse.entry(pod_uid.to_owned()).or_default();
     }
 
-    /// After a container's allocation: an init container's devices become reusable by the
-    /// next containers; a sidecar's or app container's devices are not reusable.
-    pub fn finish_container(&mut self, pod_uid: &str, container: &str, reusable_after: bool) {
+    /// After a container's allocation: the devices of a container whose `reuse` is
+    /// [`DeviceReuse::LaterContainers`] become reusable by the next containers; the others'
+    /// are not reusable.
+    pub fn finish_container(&mut self, pod_uid: &str, container: &str, reuse: DeviceReuse) {
+        let reusable_after = reuse == DeviceReuse::LaterContainers;
         let mut reuse = self.devices_to_reuse.remove(pod_uid).unwrap_or_default();
         if reusable_after {
             self.pod_devices

@@ -149,7 +149,7 @@ impl DeviceState {
     }
 
     /// Upstream `GetTopologyHints` for one container (after stale pods were freed).
-    pub fn container_hints(&self, pod_uid: &str, container: &Container) -> ResourceHints {
+    pub fn hints_for_container(&self, pod_uid: &str, container: &Container) -> ResourceHints {
         let mut out = ResourceHints::new();
         for (resource, requested) in self.container_device_requests(container) {
             let held = self
@@ -166,7 +166,7 @@ impl DeviceState {
     }
 
     /// Upstream `GetPodTopologyHints` (after stale pods were freed).
-    pub fn pod_hints(&self, pod: &Pod) -> ResourceHints {
+    pub fn hints_for_pod(&self, pod: &Pod) -> ResourceHints {
         let mut out = ResourceHints::new();
         for (resource, requested) in self.pod_device_requests(pod) {
             let held = Some(self.pod_devices.pod_devices(&pod.uid, &resource));

@@ -8,7 +8,7 @@ use std::collections::BTreeSet;
 use std::time::Duration;
 
 use corral_devicemgr::{AllocateError, DeviceManagerError};
-use corral_topology::NumaMask;
+use corral_topology::{HintProvider, NumaMask};
 use support::*;
 
 const GPU: &str = "example.com/gpu";
@@ -25,7 +25,7 @@ async fn register_list_allocate_run_options() {
 
     let app = container("app", &[(GPU, 2)]);
     let pod = pod("uid-1", vec![], vec![app.clone()]);
-    let hints = manager.container_hints(&pod, &app).unwrap();
+    let hints = manager.hints_for_container(&pod, &app).unwrap();
     let gpu_hints = hints[GPU].clone().unwrap();
     assert!(gpu_hints[0].preferred, "{gpu_hints:?}");
     manager

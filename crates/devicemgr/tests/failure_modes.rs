@@ -11,7 +11,7 @@ use corral_proto::deviceplugin::v1beta1::{
     RegisterRequest, registration_client::RegistrationClient,
 };
 use corral_proto::uds;
-use corral_topology::NumaMask;
+use corral_topology::{HintProvider, NumaMask};
 use support::*;
 
 const GPU: &str = "example.com/gpu";
@@ -259,7 +259,7 @@ async fn lying_lists_are_survived() {
     });
     let app = container("app", &[(GPU, 5)]);
     let p = pod("uid-l", vec![], vec![app.clone()]);
-    let hints = manager.container_hints(&p, &app).unwrap();
+    let hints = manager.hints_for_container(&p, &app).unwrap();
     assert_eq!(
         hints[GPU],
         Some(vec![]),
@@ -296,7 +296,7 @@ async fn ten_thousand_devices() {
     assert_eq!(manager.with_state(|s| s.healthy_devices(GPU).len()), 10_000);
     let app = container("app", &[(GPU, 100)]);
     let p = pod("uid-big", vec![], vec![app.clone()]);
-    let hints = manager.container_hints(&p, &app).unwrap()[GPU]
+    let hints = manager.hints_for_container(&p, &app).unwrap()[GPU]
         .clone()
         .unwrap();
     assert_eq!(hints.len(), 255);

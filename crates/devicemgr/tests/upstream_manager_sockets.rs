@@ -10,6 +10,7 @@ use std::sync::{Arc, Mutex};
 
 use corral_devicemgr::sample::{SampleConfig, SamplePlugin};
 use corral_devicemgr::{Device, DeviceManager, StartOptions};
+use corral_topology::HintProvider;
 use support::*;
 
 const RES1: &str = "domain1.com/resource1";
@@ -434,9 +435,9 @@ async fn get_topology_hints_with_updates() {
     };
     let queries = async {
         for _ in 0..50 {
-            let hints = manager.container_hints(&pod, &c).unwrap();
+            let hints = manager.hints_for_container(&pod, &c).unwrap();
             assert_eq!(hints[RES1].as_ref(), Some(&expected));
-            let hints = manager.pod_hints(&pod).unwrap();
+            let hints = manager.hints_for_pod(&pod).unwrap();
             assert_eq!(hints[RES1].as_ref(), Some(&expected));
             tokio::task::yield_now().await;
         }

@@ -330,7 +330,7 @@ fn get_topology_hints() {
         let active = BTreeSet::from([case.pod.uid.clone()]);
         assert!(state.remove_inactive_pods(&active).is_empty());
         let container = &case.pod.containers[0];
-        let hints = state.container_hints(&case.pod.uid, container);
+        let hints = state.hints_for_container(&case.pod.uid, container);
         for (resource, expected) in &case.expected {
             assert_eq!(
                 sorted(hints.get(*resource).cloned().flatten()),
@@ -357,7 +357,7 @@ fn get_pod_topology_hints() {
         let mut state = state_for(&case);
         let active = BTreeSet::from([case.pod.uid.clone(), "fakeOtherPod".to_owned()]);
         assert!(state.remove_inactive_pods(&active).is_empty());
-        let hints = state.pod_hints(&case.pod);
+        let hints = state.hints_for_pod(&case.pod);
         for (resource, expected) in &case.expected {
             assert!(hints.contains_key(*resource), "{}", case.description);
             assert_eq!(

@@ -1,0 +1,41 @@
+//! [`Changes`]: a counter bumped whenever plugins or their devices change, and the one
+//! bounded wait of the crate — until a condition on the manager holds, at most a timeout.
+
+use std::time::Duration;
+
+use tokio::sync::watch;
+
+/// Wakes waiters when the plugins' bookkeeping or the state changed.
+pub(crate) struct Changes(watch::Sender<u64>);
+
+impl Default for Changes {
+    fn default() -> Self {
+        Changes(watch::channel(0).0)
+    }
+}
+
+impl Changes {
+    /// Something changed: wake every waiter to re-check its condition.
+    pub(crate) fn bump(&self) {
+        self.0.send_modify(|n| *n = n.wrapping_add(1));
+    }
+
+    /// Wait until `condition` holds, re-checking it after every change, at most `timeout`;
+    /// true when it holds.
+    pub(crate) async fn wait_for(&self, timeout: Duration, condition: impl Fn() -> bool) -> bool {
+        // Subscribed before the first check, so a change right after it still wakes us.
+        let mut changes = self.0.subscribe();
+        let deadline = tokio::time::Instant::now() + timeout;
+        loop {
+            if condition() {
+                return true;
+            }
+            if !matches!(
+                tokio::time::timeout_at(deadline, changes.changed()).await,
+                Ok(Ok(()))
+            ) {
+                return condition();
+            }
+        }
+    }
+}

@@ -1,0 +1,291 @@
+//! [`Hub`]: the connected plugins (upstream `plugin/v1beta1` `server`'s clients and
+//! `connectClient`/`runClient`). A valid registration takes a place under the caps, is
+//! dialed, replaces the resource's previous endpoint and gets a task consuming its
+//! `ListAndWatch` stream; what happens to the plugins is reported to a [`ClientHandler`]
+//! (upstream's `ClientHandler`, which the manager implements). The hub knows nothing of
+//! devices or allocations; the manager nothing of connections and streams.
+//!
+//! A re-registration bumps the resource's generation: reports of an older stream (a late
+//! list, its end) are dropped, so they never touch the new plugin. Reports are made under
+//! the hub's lock, in the order the hub saw them; a handler must not call back into the hub.
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use corral_proto::deviceplugin::v1beta1::ListAndWatchResponse;
+use tokio_util::sync::CancellationToken;
+
+use crate::config::DeviceManagerConfig;
+use crate::device::{Device, PluginOptions};
+use crate::endpoint::{PluginCallError, PluginClient};
+use crate::locks::lock;
+use crate::observer::ObserverSlot;
+use crate::registration::{RegistrationHandler, RegistrationLimit};
+use crate::tasks::Tasks;
+
+/// What a plugin endpoint reports to (upstream `ClientHandler`).
+pub(crate) trait ClientHandler: Send + Sync + 'static {
+    /// The plugin of `resource` connected with `options` (upstream `PluginConnected`);
+    /// it replaces any earlier one.
+    fn plugin_connected(&self, resource: &str, options: PluginOptions);
+    /// The stream of the resource's plugin ended (upstream `PluginDisconnected`).
+    fn plugin_disconnected(&self, resource: &str);
+    /// The resource's plugin listed its devices (upstream `PluginListAndWatchReceiver`).
+    fn plugin_list_and_watch_receive(&self, resource: &str, devices: &[Device]);
+}
+
+/// A connected plugin and the task consuming its stream.
+struct LiveEndpoint {
+    client: PluginClient,
+    /// The endpoint's file name in the plugin directory (what identifies a plugin for
+    /// [`DeviceManagerConfig::max_resources_per_plugin`]).
+    endpoint: String,
+    generation: u64,
+    cancel: CancellationToken,
+    /// The plugin sent at least one device list.
+    listed: bool,
+}
+
+/// The connected plugins, one per resource, and the registrations being dialed.
+pub(crate) struct Hub {
+    config: DeviceManagerConfig,
+    live: Mutex<BTreeMap<String, LiveEndpoint>>,
+    /// Registrations being dialed: id → (resource, endpoint). They count against the caps.
+    registering: Mutex<BTreeMap<u64, (String, String)>>,
+    next_registration: AtomicU64,
+    next_generation: AtomicU64,
+    tasks: Arc<Tasks>,
+    observer: Arc<ObserverSlot>,
+}
+
+impl Hub {
+    /// No plugins yet; streams are consumed on `tasks`, registrations reported to
+    /// `observer`.
+    pub(crate) fn new(
+        config: DeviceManagerConfig,
+        tasks: Arc<Tasks>,
+        observer: Arc<ObserverSlot>,
+    ) -> Hub {
+        Hub {
+            config,
+            live: Mutex::new(BTreeMap::new()),
+            registering: Mutex::new(BTreeMap::new()),
+            next_registration: AtomicU64::new(0),
+            next_generation: AtomicU64::new(1),
+            tasks,
+            observer,
+        }
+    }
+
+    /// Whether the resource's plugin is connected and has listed its devices.
+    pub(crate) fn plugin_ready(&self, resource: &str) -> bool {
+        lock(&self.live).get(resource).is_some_and(|e| e.listed)
+    }
+
+    /// The client of the resource's connected plugin.
+    pub(crate) fn client(&self, resource: &str) -> Option<PluginClient> {
+        lock(&self.live).get(resource).map(|e| e.client.clone())
+    }
+
+    /// Stop following every plugin (their streams end without a report).
+    pub(crate) fn disconnect_all(&self) {
+        for endpoint in std::mem::take(&mut *lock(&self.live)).into_values() {
+            endpoint.cancel.cancel();
+        }
+    }
+
+    /// Take a place for registering `resource` at `endpoint` under the caps on resources
+    /// per plugin and in total; registered resources and registrations in flight count,
+    /// and a resource already registered keeps its place (a re-registration replaces it).
+    /// The place is held until the returned slot is dropped; by then the resource is live
+    /// (and counted as such) or the registration failed.
+    fn reserve(
+        self: &Arc<Self>,
+        resource: &str,
+        endpoint: &str,
+    ) -> Result<RegistrationSlot, RegistrationLimit> {
+        let live = lock(&self.live);
+        let mut registering = lock(&self.registering);
+        let mut owners: BTreeMap<&str, &str> = live
+            .iter()
+            .map(|(r, e)| (r.as_str(), e.endpoint.as_str()))
+            .collect();
+        for (r, e) in registering.values() {
+            owners.insert(r, e);
+        }
+        let before = owners.len();
+        let of_plugin = owners.values().filter(|e| **e == endpoint).count();
+        let new_to_plugin = owners.get(resource) != Some(&endpoint);
+        owners.insert(resource, endpoint);
+        let max = self.config.max_resources_per_plugin;
+        if new_to_plugin && of_plugin >= max {
+            return Err(RegistrationLimit::PerPlugin {
+                resource: resource.to_owned(),
+                endpoint: endpoint.to_owned(),
+                registered: of_plugin,
+                max,
+            });
+        }
+        let max = self.config.max_resources;
+        if owners.len() > before && before >= max {
+            return Err(RegistrationLimit::Total {
+                resource: resource.to_owned(),
+                registered: before,
+                max,
+            });
+        }
+        let id = self.next_registration.fetch_add(1, Ordering::Relaxed);
+        registering.insert(id, (resource.to_owned(), endpoint.to_owned()));
+        Ok(RegistrationSlot {
+            hub: Arc::clone(self),
+            id,
+        })
+    }
+
+    /// Dial a registering plugin, read its options, make it the resource's endpoint
+    /// (stopping any previous one) and start consuming its stream.
+    async fn connect<H: ClientHandler>(
+        self: &Arc<Self>,
+        handler: &Arc<H>,
+        resource: &str,
+        endpoint: &str,
+    ) -> Result<(), PluginCallError> {
+        let socket = self.config.plugin_dir.join(endpoint);
+        let client = PluginClient::connect(resource, &socket, &self.config).await?;
+        let generation = self.next_generation.fetch_add(1, Ordering::Relaxed);
+        let cancel = CancellationToken::new();
+        {
+            let mut live = lock(&self.live);
+            let previous = live.insert(
+                resource.to_owned(),
+                LiveEndpoint {
+                    client: client.clone(),
+                    endpoint: endpoint.to_owned(),
+                    generation,
+                    cancel: cancel.clone(),
+                    listed: false,
+                },
+            );
+            if let Some(previous) = previous {
+                tracing::info!(resource, old = %previous.client.socket.display(),
+                    new = %socket.display(), "device plugin re-registered; replacing its endpoint");
+                previous.cancel.cancel();
+            }
+            handler.plugin_connected(resource, client.options);
+        }
+        tracing::info!(resource, socket = %socket.display(),
+            pre_start_required = client.options.pre_start_required,
+            preferred_allocation = client.options.get_preferred_allocation_available,
+            "device plugin connected");
+        let hub = Arc::clone(self);
+        let handler = Arc::clone(handler);
+        self.tasks.spawn(async move {
+            let poll = hub.config.socket_poll_interval;
+            let why = client
+                .watch(&cancel, poll, |list| {
+                    hub.on_list(&*handler, &client.resource, generation, &list);
+                })
+                .await;
+            if let Some(why) = why {
+                hub.on_stream_end(&*handler, &client.resource, generation, &why);
+            }
+        });
+        Ok(())
+    }
+
+    /// A device list from the plugin of `generation`.
+    fn on_list(
+        &self,
+        handler: &impl ClientHandler,
+        resource: &str,
+        generation: u64,
+        list: &ListAndWatchResponse,
+    ) {
+        let max = self.config.max_devices_per_plugin;
+        if list.devices.len() > max {
+            tracing::error!(
+                resource,
+                devices = list.devices.len(),
+                max,
+                "device plugin sent more devices than allowed; list ignored"
+            );
+            return;
+        }
+        let devices: Vec<Device> = list.devices.iter().map(Device::from).collect();
+        let mut live = lock(&self.live);
+        let Some(endpoint) = live
+            .get_mut(resource)
+            .filter(|e| e.generation == generation)
+        else {
+            return;
+        };
+        endpoint.listed = true;
+        handler.plugin_list_and_watch_receive(resource, &devices);
+    }
+
+    /// The stream of the plugin of `generation` ended: unless a newer plugin replaced it,
+    /// it is disconnected.
+    fn on_stream_end(
+        &self,
+        handler: &impl ClientHandler,
+        resource: &str,
+        generation: u64,
+        why: &str,
+    ) {
+        {
+            let mut live = lock(&self.live);
+            if live
+                .get(resource)
+                .is_none_or(|e| e.generation != generation)
+            {
+                return;
+            }
+            live.remove(resource);
+            handler.plugin_disconnected(resource);
+        }
+        tracing::warn!(resource, reason = why, "device plugin endpoint stopped");
+    }
+}
+
+/// A place taken under the registration caps while a plugin is dialed; given back on drop.
+pub(crate) struct RegistrationSlot {
+    hub: Arc<Hub>,
+    id: u64,
+}
+
+impl Drop for RegistrationSlot {
+    fn drop(&mut self) {
+        lock(&self.hub.registering).remove(&self.id);
+    }
+}
+
+/// The hub as the registration server sees it, connecting plugins that report to `H`.
+pub(crate) struct HubRegistrations<H> {
+    /// The hub.
+    pub(crate) hub: Arc<Hub>,
+    /// Where the plugins report.
+    pub(crate) handler: Arc<H>,
+}
+
+impl<H: ClientHandler> RegistrationHandler for HubRegistrations<H> {
+    type Slot = RegistrationSlot;
+
+    fn reserve(
+        &self,
+        resource: &str,
+        endpoint: &str,
+    ) -> Result<RegistrationSlot, RegistrationLimit> {
+        self.hub.reserve(resource, endpoint)
+    }
+
+    fn registered(&self, resource: &str) {
+        if let Some(observer) = self.hub.observer.get() {
+            observer.plugin_registered(resource);
+        }
+    }
+
+    async fn connect(&self, resource: &str, endpoint: &str) -> Result<(), PluginCallError> {
+        self.hub.connect(&self.handler, resource, endpoint).await
+    }
+}

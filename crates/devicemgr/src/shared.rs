@@ -1,0 +1,142 @@
+//! [`Shared`]: what the facade, the plugin tasks and the background writer share — the
+//! core state under a std lock (so hints and bookkeeping need no runtime), the plugin hub,
+//! the checkpoint writer, the node's pods — and the manager's side of the plugin seam
+//! ([`ClientHandler`]): plugin reports become state changes, a checkpoint and a wake-up of
+//! whoever waits.
+//!
+//! **Lock order:** the hub's plugins, then the hub's registrations in flight, then the
+//! checkpoint writer's serial lock, then the state; none is held across an `await`.
+
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use corral_checkpoint::CheckpointStore;
+use tokio_util::sync::CancellationToken;
+
+use crate::changes::Changes;
+use crate::checkpoint_writer::CheckpointWriter;
+use crate::config::DeviceManagerConfig;
+use crate::device::{Device, PluginOptions};
+use crate::error::DeviceManagerError;
+use crate::hub::{ClientHandler, Hub};
+use crate::locks::lock;
+use crate::observer::ObserverSlot;
+use crate::pods::PodSources;
+use crate::state::DeviceState;
+use crate::tasks::Tasks;
+
+/// State shared by the facade, the registration server and the plugin tasks.
+pub(crate) struct Shared {
+    pub(crate) config: DeviceManagerConfig,
+    state: Arc<Mutex<DeviceState>>,
+    pub(crate) checkpoints: Arc<CheckpointWriter>,
+    pub(crate) hub: Arc<Hub>,
+    pub(crate) pods: PodSources,
+    pub(crate) changes: Changes,
+    pub(crate) tasks: Arc<Tasks>,
+    pub(crate) observer: Arc<ObserverSlot>,
+    /// Cancels the registration server and the background writer.
+    pub(crate) shutdown: Mutex<Option<CancellationToken>>,
+    /// The runtime the manager started on (for synchronous callers outside any runtime).
+    pub(crate) runtime: Mutex<Option<tokio::runtime::Handle>>,
+}
+
+impl Shared {
+    /// A stopped manager's shared state for `config`; opens (creating) the checkpoint
+    /// directory.
+    pub(crate) fn new(config: DeviceManagerConfig) -> Result<Shared, DeviceManagerError> {
+        let store = CheckpointStore::open(&config.checkpoint_dir)?;
+        let state = Arc::new(Mutex::new(
+            DeviceState::new(config.numa_nodes.clone()).with_numa_ids(config.numa_ids.clone()),
+        ));
+        let tasks = Arc::new(Tasks::default());
+        let observer = Arc::new(ObserverSlot::default());
+        Ok(Shared {
+            checkpoints: Arc::new(CheckpointWriter::new(store, Arc::clone(&state))),
+            hub: Arc::new(Hub::new(
+                config.clone(),
+                Arc::clone(&tasks),
+                Arc::clone(&observer),
+            )),
+            config,
+            state,
+            pods: PodSources::default(),
+            changes: Changes::default(),
+            tasks,
+            observer,
+            shutdown: Mutex::new(None),
+            runtime: Mutex::new(None),
+        })
+    }
+
+    /// The core state, locked.
+    pub(crate) fn state(&self) -> MutexGuard<'_, DeviceState> {
+        lock(&self.state)
+    }
+
+    /// Free devices of pods that are no longer active (upstream `UpdateAllocatedDevices`):
+    /// only once sources are ready and the active pods are known.
+    pub(crate) fn update_allocated_devices(&self) {
+        let Some(active) = self.pods.active_when_ready() else {
+            return;
+        };
+        let removed = self.state().remove_inactive_pods(&active);
+        if !removed.is_empty() {
+            self.checkpoints.write_or_log();
+        }
+    }
+
+    /// Wait until the resource's plugin is connected and listed its devices, at most
+    /// `timeout`; true when it is.
+    pub(crate) async fn wait_for_plugin(&self, resource: &str, timeout: Duration) -> bool {
+        self.changes
+            .wait_for(timeout, || self.hub.plugin_ready(resource))
+            .await
+    }
+
+    /// The state changed: checkpoint it (in the background while running) and wake waiters.
+    fn changed(&self) {
+        self.checkpoints.request();
+        self.changes.bump();
+    }
+}
+
+impl ClientHandler for Shared {
+    fn plugin_connected(&self, resource: &str, options: PluginOptions) {
+        self.state().plugin_connected(resource, options);
+        self.changes.bump();
+    }
+
+    /// All the plugin's devices become unhealthy at once and its grace period starts.
+    fn plugin_disconnected(&self, resource: &str) {
+        self.state().plugin_disconnected(resource, Instant::now());
+        self.changed();
+    }
+
+    fn plugin_list_and_watch_receive(&self, resource: &str, devices: &[Device]) {
+        {
+            let mut state = self.state();
+            let duplicates = state.update_devices(resource, devices);
+            if duplicates > 0 {
+                tracing::warn!(
+                    resource,
+                    duplicates,
+                    "device plugin listed ids more than once; the last occurrence counts"
+                );
+            }
+            let foreign = devices
+                .iter()
+                .flat_map(|d| d.numa_nodes.iter().flatten())
+                .filter(|&&id| !state.has_numa_node(id))
+                .count();
+            if foreign > 0 {
+                tracing::warn!(
+                    resource,
+                    foreign,
+                    "device plugin reports NUMA nodes this machine lacks"
+                );
+            }
+        }
+        self.changed();
+    }
+}
