@@ -12,7 +12,9 @@ use std::time::{Duration, Instant};
 use corral_proto::podresources::v1 as pr;
 use corral_proto::podresources::v1::pod_resources_lister_client::PodResourcesListerClient;
 
-use crate::support::{self, Reaped, WAIT, corral_run, log_file, sigterm, wait_exit, workspace};
+use crate::support::{
+    self, Reaped, STATIC_SINGLE_NUMA, WAIT, corral_run, log_file, sigterm, wait_exit, workspace,
+};
 
 /// A running `corral run`, killed (SIGKILL) and reaped on drop.
 /// A running `corral run` (killed and reaped on drop).
@@ -27,18 +29,9 @@ impl Agent {
     }
 
     fn start_with(root: &Path, extra: &[&str]) -> Agent {
-        let flags = [
-            "--cpu-manager-policy",
-            "static",
-            "--reserved-system-cpus",
-            "0",
-            "--topology-manager-policy",
-            "single-numa-node",
-            "--demo-devices",
-            "4",
-        ];
+        let flags = [STATIC_SINGLE_NUMA, &["--demo-devices", "4"], extra].concat();
         let log = log_file(&root.with_extension("log"));
-        let child = corral_run(root, &[&flags[..], extra].concat(), log);
+        let child = corral_run(root, &flags, log);
         let mut agent = Agent {
             child: Reaped(child),
             root: root.to_path_buf(),

@@ -9,7 +9,7 @@ use std::path::Path;
 use std::process::Child;
 use std::time::{Duration, Instant};
 
-use crate::support::{Reaped, WAIT, corral_run, log_file, sigterm, wait_exit};
+use crate::support::{Reaped, STATIC_SINGLE_NUMA, WAIT, corral_run, log_file, sigterm, wait_exit};
 
 /// The families an idle agent under the static CPU policy and `single-numa-node` exports
 /// from the start (the device and DRA histograms appear with their first observation).
@@ -103,19 +103,9 @@ fn the_agent_serves_kubelet_metrics_healthz_and_404() {
     let dir = tempfile::tempdir().unwrap();
     let root = dir.path().join("root");
     let addr = free_port();
-    let mut agent = Reaped(start(
-        &root,
-        &[
-            "--metrics-addr",
-            &addr.to_string(),
-            "--cpu-manager-policy",
-            "static",
-            "--reserved-system-cpus",
-            "0",
-            "--topology-manager-policy",
-            "single-numa-node",
-        ],
-    ));
+    let addr_flag = format!("--metrics-addr={addr}");
+    let flags = [&[addr_flag.as_str()], STATIC_SINGLE_NUMA].concat();
+    let mut agent = Reaped(start(&root, &flags));
     // Ready once /healthz answers ok.
     let deadline = Instant::now() + WAIT;
     loop {

@@ -8,6 +8,16 @@ use std::time::{Duration, Instant};
 /// Two NUMA nodes: CPUs 0-7 and 8-15, no SMT.
 pub(crate) const MACHINE: &str = "testdata/sysfs/32em64t-2n8c+dax+nvme+mic+dimms";
 
+/// The static CPU policy with CPU 0 reserved, under the `single-numa-node` topology policy.
+pub(crate) const STATIC_SINGLE_NUMA: &[&str] = &[
+    "--cpu-manager-policy",
+    "static",
+    "--reserved-system-cpus",
+    "0",
+    "--topology-manager-policy",
+    "single-numa-node",
+];
+
 /// How long an agent may take to start or to stop.
 pub(crate) const WAIT: Duration = Duration::from_secs(20);
 
