@@ -114,7 +114,7 @@ fn spawn_writer(dir: &Path, ready: &Path, start: u64) -> Writer {
     let child = Command::new(exe)
         .args([
             "--exact",
-            "crash_writer_child",
+            "crash_consistency::crash_writer_child",
             "--test-threads=1",
             "--nocapture",
         ])

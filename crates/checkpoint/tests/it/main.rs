@@ -1,0 +1,11 @@
+//! The integration tests of `corral-checkpoint`, one test binary: each module is a former
+//! test file.
+
+mod crash_consistency;
+mod dump_order;
+mod errors;
+mod fuzz;
+mod properties;
+mod store;
+mod upstream_cases;
+mod upstream_dra;
