@@ -70,7 +70,7 @@ pub use assignment::{
 pub use container_map::ContainerMap;
 pub use hints::generate_cpu_topology_hints;
 pub use index::TopologyIndex;
-pub use manager::{CpuManager, ManagerConfig, ManagerError, ManagerMetrics};
+pub use manager::{CpuManager, CpuManagerConfig, CpuManagerError, CpuManagerMetrics};
 pub use options::{
     ALIGN_BY_SOCKET, ALL_OPTIONS, DISTRIBUTE_CPUS_ACROSS_CORES, DISTRIBUTE_CPUS_ACROSS_NUMA,
     FULL_PCPUS_ONLY, OptionMaturity, OptionsError, PREFER_ALIGN_CPUS_BY_UNCORECACHE,

@@ -32,7 +32,7 @@ use crate::state::{CpuState, RestoreError, StateBackend, StateIoError, restore};
 /// `cpuManagerPolicyOptions`, `cpuManagerReconcilePeriod`, CPU reservation and
 /// `reservedSystemCPUs`).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ManagerConfig {
+pub struct CpuManagerConfig {
     /// `none` or `static`.
     pub policy: String,
     /// Static policy options by name.
@@ -48,9 +48,9 @@ pub struct ManagerConfig {
     pub topology_manager_policy: PolicyName,
 }
 
-impl Default for ManagerConfig {
+impl Default for CpuManagerConfig {
     fn default() -> Self {
-        ManagerConfig {
+        CpuManagerConfig {
             policy: "none".to_owned(),
             policy_options: BTreeMap::new(),
             reconcile_period: Duration::from_secs(10),
@@ -61,7 +61,7 @@ impl Default for ManagerConfig {
     }
 }
 
-impl ManagerConfig {
+impl CpuManagerConfig {
     /// Check everything [`CpuManager::new`] refuses without looking at the machine: the
     /// policy name; the options (names, values, combinations; the `none` policy takes none;
     /// `align-by-socket` not with the topology manager's `single-numa-node`); the static
@@ -73,25 +73,25 @@ impl ManagerConfig {
     ///
     /// ```
     /// use std::collections::BTreeMap;
-    /// use corral_cpumgr::ManagerConfig;
+    /// use corral_cpumgr::CpuManagerConfig;
     ///
-    /// let config = ManagerConfig {
+    /// let config = CpuManagerConfig {
     ///     policy: "static".into(),
     ///     policy_options: BTreeMap::from([("bogus".into(), "true".into())]),
     ///     reserved_cpu_millis: Some(1000),
-    ///     ..ManagerConfig::default()
+    ///     ..CpuManagerConfig::default()
     /// };
     /// let err = config.validate().unwrap_err();
     /// let cause = std::error::Error::source(&err).unwrap();
     /// assert_eq!(cause.to_string(), "unknown CPU Manager Policy option: \"bogus\"");
     /// ```
-    pub fn validate(&self) -> Result<(), ManagerError> {
+    pub fn validate(&self) -> Result<(), CpuManagerError> {
         self.checked_policy().map(|_| ())
     }
 
     /// The policy to build, once [`validate`](Self::validate)'s checks passed.
-    fn checked_policy(&self) -> Result<CheckedPolicy, ManagerError> {
-        let wrap = |source| ManagerError::Policy {
+    fn checked_policy(&self) -> Result<CheckedPolicy, CpuManagerError> {
+        let wrap = |source| CpuManagerError::Policy {
             policy: self.policy.clone(),
             source: Box::new(source),
         };
@@ -136,7 +136,7 @@ impl ManagerConfig {
     }
 }
 
-/// A policy [`ManagerConfig::checked_policy`] accepted, still to be built on the machine.
+/// A policy [`CpuManagerConfig::checked_policy`] accepted, still to be built on the machine.
 enum CheckedPolicy {
     None,
     Static {
@@ -148,7 +148,7 @@ enum CheckedPolicy {
 /// Why a manager operation failed.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
-pub enum ManagerError {
+pub enum CpuManagerError {
     /// The policy could not be created.
     #[error("new {policy} policy error: {source}")]
     Policy {
@@ -188,7 +188,7 @@ pub enum ManagerError {
 /// Counters with upstream's metric names (`pkg/kubelet/metrics/metrics.go`), counted where
 /// upstream's static policy counts them (`Allocate`, `updateMetricsOnAllocate`).
 #[derive(Debug, Default)]
-pub struct ManagerMetrics {
+pub struct CpuManagerMetrics {
     /// `kubelet_cpu_manager_pinning_requests_total`: allocations of a container that needs
     /// exclusive CPUs (static policy).
     pub pinning_requests_total: AtomicU64,
@@ -226,7 +226,7 @@ struct Inner {
 
 impl Inner {
     /// Persist the state if it changed since `before`; roll back on failure.
-    fn commit(&mut self, before: CpuState) -> Result<(), ManagerError> {
+    fn commit(&mut self, before: CpuState) -> Result<(), CpuManagerError> {
         if self.state == before {
             return Ok(());
         }
@@ -236,7 +236,7 @@ impl Inner {
         let checkpoint = self.state.to_checkpoint(self.policy.name());
         if let Err(e) = edges.backend.store(&checkpoint) {
             self.state = before;
-            return Err(ManagerError::Persist(e));
+            return Err(CpuManagerError::Persist(e));
         }
         Ok(())
     }
@@ -253,7 +253,7 @@ impl Inner {
 ///
 /// ```
 /// use std::sync::Arc;
-/// use corral_cpumgr::{ContainerMap, CpuManager, ManagerConfig, MemoryBackend, PodSource, PodStatus,
+/// use corral_cpumgr::{ContainerMap, CpuManager, CpuManagerConfig, MemoryBackend, PodSource, PodStatus,
 ///     ContainerRuntime, RuntimeError};
 /// use corral_topology::{Container, CpuInfo, CpuRecord, CpuSet, CpuTopology, Pod, TopologyHint};
 ///
@@ -272,10 +272,10 @@ impl Inner {
 ///     .map(|cpu| CpuRecord { cpu, info: CpuInfo { core: cpu % 4, socket: 0, numa: 0, uncore: 0 } })
 ///     .collect();
 /// let topology = CpuTopology::new(&records)?;
-/// let config = ManagerConfig {
+/// let config = CpuManagerConfig {
 ///     policy: "static".into(),
 ///     reserved_cpu_millis: Some(1000),
-///     ..ManagerConfig::default()
+///     ..CpuManagerConfig::default()
 /// };
 /// let manager = CpuManager::new(&config, &topology)?;
 /// manager.start(Box::new(MemoryBackend::new()), Arc::new(NoPods), Arc::new(NoRuntime), ContainerMap::new())?;
@@ -294,7 +294,7 @@ impl Inner {
 pub struct CpuManager {
     index: Arc<TopologyIndex>,
     reconcile_period: Duration,
-    metrics: ManagerMetrics,
+    metrics: CpuManagerMetrics,
     inner: Mutex<Inner>,
 }
 
@@ -309,8 +309,11 @@ impl std::fmt::Debug for CpuManager {
 
 impl CpuManager {
     /// Upstream `NewManager`: create the policy from the configuration
-    /// ([`ManagerConfig::validate`]'s checks, then the machine's).
-    pub fn new(config: &ManagerConfig, topology: &CpuTopology) -> Result<CpuManager, ManagerError> {
+    /// ([`CpuManagerConfig::validate`]'s checks, then the machine's).
+    pub fn new(
+        config: &CpuManagerConfig,
+        topology: &CpuTopology,
+    ) -> Result<CpuManager, CpuManagerError> {
         let index = Arc::new(TopologyIndex::new(topology));
         let policy: Box<dyn Policy> = match config.checked_policy()? {
             CheckedPolicy::None => Box::new(NonePolicy),
@@ -325,7 +328,7 @@ impl CpuManager {
                     options,
                     config.topology_manager_policy,
                 )
-                .map_err(|source| ManagerError::Policy {
+                .map_err(|source| CpuManagerError::Policy {
                     policy: config.policy.clone(),
                     source: Box::new(source),
                 })?,
@@ -347,7 +350,7 @@ impl CpuManager {
         CpuManager {
             index,
             reconcile_period,
-            metrics: ManagerMetrics::default(),
+            metrics: CpuManagerMetrics::default(),
             inner: Mutex::new(Inner {
                 policy,
                 state: CpuState::default(),
@@ -374,7 +377,7 @@ impl CpuManager {
         pods: Arc<dyn PodSource>,
         runtime: Arc<dyn ContainerRuntime>,
         initial_containers: ContainerMap,
-    ) -> Result<(), ManagerError> {
+    ) -> Result<(), CpuManagerError> {
         let mut inner = self.lock();
         let name = inner.policy.name();
         let file = backend.location();
@@ -383,12 +386,12 @@ impl CpuManager {
                 .container_ref(id)
                 .map(|(p, c)| (p.to_owned(), c.to_owned()))
         })
-        .map_err(|e| ManagerError::Restore(Box::new(e)))?;
+        .map_err(|e| CpuManagerError::Restore(Box::new(e)))?;
         let mut state = restored.state.clone();
         inner
             .policy
             .start(&mut state)
-            .map_err(|source| ManagerError::InvalidState {
+            .map_err(|source| CpuManagerError::InvalidState {
                 hint: match &source {
                     ValidationError::CpusChanged { .. } => {
                         "the node's CPUs changed since the state was written: "
@@ -424,7 +427,7 @@ impl CpuManager {
     }
 
     /// Counters (pinning requests and errors).
-    pub fn metrics(&self) -> &ManagerMetrics {
+    pub fn metrics(&self) -> &CpuManagerMetrics {
         &self.metrics
     }
 
@@ -466,7 +469,7 @@ impl CpuManager {
         &self,
         active_pods: &[Pod],
         pending: Option<&Pod>,
-    ) -> Result<(), ManagerError> {
+    ) -> Result<(), CpuManagerError> {
         let mut active: BTreeSet<(&str, &str)> = BTreeSet::new();
         for pod in active_pods.iter().chain(pending) {
             for (_, container) in pod.all_containers() {
@@ -501,7 +504,7 @@ impl CpuManager {
         pod: &Pod,
         container: &Container,
         affinity: TopologyHint,
-    ) -> Result<(), ManagerError> {
+    ) -> Result<(), CpuManagerError> {
         self.remove_stale_from_source(Some(pod));
         let mut inner = self.lock();
         let pinning = inner.policy.name() == "static" && guaranteed_cpus(pod, container) > 0;
@@ -515,7 +518,7 @@ impl CpuManager {
         let Inner { policy, state, .. } = &mut *inner;
         let result = policy
             .allocate(state, pod, container, affinity)
-            .map_err(ManagerError::from)
+            .map_err(CpuManagerError::from)
             .and_then(|()| inner.commit(before));
         if pinning {
             let count = |counter: &AtomicU64| {
@@ -557,7 +560,7 @@ impl CpuManager {
 
     /// Upstream `RemoveContainer`: release the container's exclusive CPUs (unknown ids are
     /// ignored).
-    pub fn remove_container(&self, container_id: &str) -> Result<(), ManagerError> {
+    pub fn remove_container(&self, container_id: &str) -> Result<(), CpuManagerError> {
         let mut inner = self.lock();
         let Some((pod, container)) = inner
             .containers
@@ -573,20 +576,6 @@ impl CpuManager {
         inner.last_update.delete(&pod, &container);
         inner.containers.remove_by_container_id(container_id);
         Ok(())
-    }
-
-    /// Upstream `GetTopologyHints` (after removing stale state).
-    pub fn topology_hints(&self, pod: &Pod, container: &Container) -> ProviderHints {
-        self.remove_stale_from_source(Some(pod));
-        let inner = self.lock();
-        inner.policy.topology_hints(&inner.state, pod, container)
-    }
-
-    /// Upstream `GetPodTopologyHints` (after removing stale state).
-    pub fn pod_topology_hints(&self, pod: &Pod) -> ProviderHints {
-        self.remove_stale_from_source(Some(pod));
-        let inner = self.lock();
-        inner.policy.pod_topology_hints(&inner.state, pod)
     }
 
     /// Upstream `GetExclusiveCPUs`: the container's exclusive CPUs (empty if none).
@@ -710,12 +699,20 @@ impl CpuManager {
 }
 
 impl HintProvider for CpuManager {
+    /// Upstream `GetTopologyHints` (after removing stale state).
     fn hints_for_container(&self, pod: &Pod, container: &Container) -> ProviderHints {
-        self.topology_hints(pod, container)
+        self.remove_stale_from_source(Some(pod));
+        let inner = self.lock();
+        inner
+            .policy
+            .hints_for_container(&inner.state, pod, container)
     }
 
+    /// Upstream `GetPodTopologyHints` (after removing stale state).
     fn hints_for_pod(&self, pod: &Pod) -> ProviderHints {
-        self.pod_topology_hints(pod)
+        self.remove_stale_from_source(Some(pod));
+        let inner = self.lock();
+        inner.policy.hints_for_pod(&inner.state, pod)
     }
 
     fn allocate(
@@ -726,7 +723,7 @@ impl HintProvider for CpuManager {
     ) -> Result<(), AllocationError> {
         let affinity = store.affinity(&pod.uid, &container.name);
         CpuManager::allocate(self, pod, container, affinity).map_err(|e| match e {
-            ManagerError::Allocate(a) => a.into(),
+            CpuManagerError::Allocate(a) => a.into(),
             other => AllocationError::unexpected(other),
         })
     }

@@ -181,7 +181,7 @@ impl ConfigSource {
         };
         // The CPU manager's configuration, checked by the CPU manager's own rules (the ones
         // `CpuManager::new` applies at `run`, less those that need the machine).
-        let mut cpu_manager = corral_cpumgr::ManagerConfig {
+        let mut cpu_manager = corral_cpumgr::CpuManagerConfig {
             policy: self
                 .cpu_manager_policy
                 .clone()
@@ -208,7 +208,7 @@ impl ConfigSource {
         } else {
             // The reservation is reported already; check the rest against a valid one.
             errors.cpu_manager(
-                &corral_cpumgr::ManagerConfig {
+                &corral_cpumgr::CpuManagerConfig {
                     reserved_cpu_millis: Some(1000),
                     reserved_system_cpus: CpuSet::new(),
                     ..cpu_manager.clone()
@@ -369,9 +369,9 @@ pub(crate) struct AgentConfig {
     /// The CPU manager's: `cpuManagerPolicy`, `cpuManagerPolicyOptions`,
     /// `cpuManagerReconcilePeriod`, the CPU reservation (`reservedSystemCPUs`, else
     /// `kubeReserved.cpu` + `systemReserved.cpu`) and the topology manager policy; passed
-    /// [`corral_cpumgr::ManagerConfig::validate`], so `CpuManager::new` can refuse it only
+    /// [`corral_cpumgr::CpuManagerConfig::validate`], so `CpuManager::new` can refuse it only
     /// for the machine's reasons.
-    pub(crate) cpu_manager: corral_cpumgr::ManagerConfig,
+    pub(crate) cpu_manager: corral_cpumgr::CpuManagerConfig,
     /// The topology manager's policy, scope and options.
     pub(crate) topology: TopologyManagerConfig,
     /// `containerRuntimeEndpoint` (CRI socket), when CPU reconcile should push cpusets.
@@ -480,15 +480,15 @@ impl ConfigErrors {
     }
 
     /// The CPU manager's own check of its configuration
-    /// ([`corral_cpumgr::ManagerConfig::validate`]), its error under the key that holds
+    /// ([`corral_cpumgr::CpuManagerConfig::validate`]), its error under the key that holds
     /// the value, with the CPU manager's message (the one `run` would stop with).
-    fn cpu_manager(&mut self, config: &corral_cpumgr::ManagerConfig, source: &ConfigSource) {
+    fn cpu_manager(&mut self, config: &corral_cpumgr::CpuManagerConfig, source: &ConfigSource) {
         let Err(err) = config.validate() else {
             return;
         };
         let message = crate::error_text::error_chain(&err);
         let cause = match &err {
-            corral_cpumgr::ManagerError::Policy { source, .. } => Some(source.as_ref()),
+            corral_cpumgr::CpuManagerError::Policy { source, .. } => Some(source.as_ref()),
             _ => None,
         };
         let options = || options_text(&config.policy_options);

@@ -37,9 +37,14 @@ pub trait Policy: Send + Sync + std::fmt::Debug {
     /// Release the container's exclusive CPUs (upstream `RemoveContainer`). Idempotent.
     fn remove_container(&mut self, state: &mut CpuState, pod_uid: &str, container: &str);
     /// Hints for one container (upstream `GetTopologyHints`).
-    fn topology_hints(&self, state: &CpuState, pod: &Pod, container: &Container) -> ProviderHints;
+    fn hints_for_container(
+        &self,
+        state: &CpuState,
+        pod: &Pod,
+        container: &Container,
+    ) -> ProviderHints;
     /// Hints for the whole pod (upstream `GetPodTopologyHints`).
-    fn pod_topology_hints(&self, state: &CpuState, pod: &Pod) -> ProviderHints;
+    fn hints_for_pod(&self, state: &CpuState, pod: &Pod) -> ProviderHints;
     /// The CPUs exclusive allocations can come from (upstream `GetAllocatableCPUs`).
     fn allocatable_cpus(&self, state: &CpuState) -> CpuSet;
     /// Whether exclusive allocations are whole physical cores (`full-pcpus-only`), which

@@ -46,11 +46,11 @@ impl Policy for NonePolicy {
 
     fn remove_container(&mut self, _state: &mut CpuState, _pod_uid: &str, _container: &str) {}
 
-    fn topology_hints(&self, _: &CpuState, _: &Pod, _: &Container) -> ProviderHints {
+    fn hints_for_container(&self, _: &CpuState, _: &Pod, _: &Container) -> ProviderHints {
         None
     }
 
-    fn pod_topology_hints(&self, _: &CpuState, _: &Pod) -> ProviderHints {
+    fn hints_for_pod(&self, _: &CpuState, _: &Pod) -> ProviderHints {
         None
     }
 
@@ -79,7 +79,11 @@ mod tests {
         policy.remove_container(&mut state, "p", "c");
         assert_eq!(state, before);
         assert!(policy.allocatable_cpus(&state).is_empty());
-        assert!(policy.topology_hints(&state, &pod, &container).is_none());
+        assert!(
+            policy
+                .hints_for_container(&state, &pod, &container)
+                .is_none()
+        );
         let options = BTreeMap::from([("full-pcpus-only".to_owned(), "true".to_owned())]);
         assert_eq!(
             NonePolicy::new(&options).unwrap_err().to_string(),

@@ -380,7 +380,12 @@ impl Policy for StaticPolicy {
         }
     }
 
-    fn topology_hints(&self, state: &CpuState, pod: &Pod, container: &Container) -> ProviderHints {
+    fn hints_for_container(
+        &self,
+        state: &CpuState,
+        pod: &Pod,
+        container: &Container,
+    ) -> ProviderHints {
         let requested = guaranteed_cpus(pod, container);
         if requested == 0 {
             return None;
@@ -399,7 +404,7 @@ impl Policy for StaticPolicy {
         cpu_hints(self.generate_hints(&available, &reusable, requested))
     }
 
-    fn pod_topology_hints(&self, state: &CpuState, pod: &Pod) -> ProviderHints {
+    fn hints_for_pod(&self, state: &CpuState, pod: &Pod) -> ProviderHints {
         let requested = pod_guaranteed_cpus(pod);
         if requested == 0 {
             return None;

@@ -10,7 +10,7 @@ use std::sync::{Arc, Mutex};
 use corral_checkpoint::{CPU_MANAGER_FILE, CheckpointStore, CpuManagerCheckpoint};
 use corral_cpumgr::{
     CheckpointBackend, ContainerMap, ContainerRuntime, ContainerState, ContainerStatus, CpuManager,
-    ManagerConfig, ManagerError, MemoryBackend, PodSource, PodStatus, RuntimeError, restore,
+    CpuManagerConfig, CpuManagerError, MemoryBackend, PodSource, PodStatus, RuntimeError, restore,
 };
 use corral_topology::{
     AffinityStore, CpuInfo, CpuRecord, CpuSet, CpuTopology, HintProvider, Pod, TopologyHint,
@@ -35,11 +35,11 @@ fn topology() -> CpuTopology {
     CpuTopology::new(&records).unwrap()
 }
 
-fn static_config() -> ManagerConfig {
-    ManagerConfig {
+fn static_config() -> CpuManagerConfig {
+    CpuManagerConfig {
         policy: "static".into(),
         reserved_cpu_millis: Some(1000),
-        ..ManagerConfig::default()
+        ..CpuManagerConfig::default()
     }
 }
 
@@ -78,10 +78,10 @@ impl ContainerRuntime for Runtime {
 }
 
 fn start(
-    config: &ManagerConfig,
+    config: &CpuManagerConfig,
     backend: Box<dyn corral_cpumgr::StateBackend>,
     initial: ContainerMap,
-) -> Result<(CpuManager, Arc<Pods>, Arc<Runtime>), ManagerError> {
+) -> Result<(CpuManager, Arc<Pods>, Arc<Runtime>), CpuManagerError> {
     let manager = CpuManager::new(config, &topology())?;
     let pods = Arc::new(Pods::default());
     let runtime = Arc::new(Runtime::default());
@@ -214,7 +214,7 @@ fn policy_change_none_to_static_migrates() {
 
     // static → none is refused, naming the file and what to do.
     let err = start(
-        &ManagerConfig::default(),
+        &CpuManagerConfig::default(),
         Box::new(CheckpointBackend::new(store)),
         ContainerMap::new(),
     )
@@ -263,7 +263,7 @@ fn invalid_state_refuses_to_start_with_remedy() {
 /// Zero reservation and unknown policies/options are refused as upstream does.
 #[test]
 fn configuration_errors() {
-    let zero = ManagerConfig {
+    let zero = CpuManagerConfig {
         reserved_cpu_millis: Some(0),
         ..static_config()
     };
@@ -272,9 +272,9 @@ fn configuration_errors() {
         err.contains("requires systemreserved.cpu + kubereserved.cpu to be greater than zero"),
         "{err}"
     );
-    let unknown = ManagerConfig {
+    let unknown = CpuManagerConfig {
         policy: "dynamic".into(),
-        ..ManagerConfig::default()
+        ..CpuManagerConfig::default()
     };
     assert!(
         CpuManager::new(&unknown, &topology())
@@ -282,7 +282,7 @@ fn configuration_errors() {
             .to_string()
             .contains("unknown policy: \"dynamic\"")
     );
-    let bad_option = ManagerConfig {
+    let bad_option = CpuManagerConfig {
         policy_options: BTreeMap::from([("bogus".into(), "true".into())]),
         ..static_config()
     };
@@ -293,7 +293,7 @@ fn configuration_errors() {
             .contains("\"bogus\"")
     );
     // 1.5 CPUs reserved round up to 2: CPUs 0 and 4 (one core).
-    let half = ManagerConfig {
+    let half = CpuManagerConfig {
         reserved_cpu_millis: Some(1500),
         ..static_config()
     };
@@ -313,7 +313,7 @@ fn chain(err: &dyn std::error::Error) -> String {
     text
 }
 
-/// `ManagerConfig::validate` (what a configuration check runs before any machine is at hand)
+/// `CpuManagerConfig::validate` (what a configuration check runs before any machine is at hand)
 /// refuses exactly what `CpuManager::new` refuses on a machine that fits, with the same error.
 #[test]
 fn validate_refuses_what_new_refuses_without_the_machine() {
@@ -325,32 +325,32 @@ fn validate_refuses_what_new_refuses_without_the_machine() {
             .collect()
     };
     let explicit = |list: &str| list.parse::<CpuSet>().unwrap();
-    let cases: Vec<(ManagerConfig, Option<&str>)> = vec![
-        (ManagerConfig::default(), None),
+    let cases: Vec<(CpuManagerConfig, Option<&str>)> = vec![
+        (CpuManagerConfig::default(), None),
         (static_config(), None),
         (
-            ManagerConfig {
+            CpuManagerConfig {
                 policy_options: options(&[("full-pcpus-only", "true")]),
                 ..static_config()
             },
             None,
         ),
         (
-            ManagerConfig {
+            CpuManagerConfig {
                 policy_options: options(&[("bogus", "true")]),
                 ..static_config()
             },
             Some("unknown CPU Manager Policy option: \"bogus\""),
         ),
         (
-            ManagerConfig {
+            CpuManagerConfig {
                 policy_options: options(&[("full-pcpus-only", "yes")]),
                 ..static_config()
             },
             Some("parsing \"yes\": invalid syntax"),
         ),
         (
-            ManagerConfig {
+            CpuManagerConfig {
                 policy_options: options(&[
                     ("full-pcpus-only", "true"),
                     ("distribute-cpus-across-cores", "true"),
@@ -360,14 +360,14 @@ fn validate_refuses_what_new_refuses_without_the_machine() {
             Some("can not be used at the same time"),
         ),
         (
-            ManagerConfig {
+            CpuManagerConfig {
                 policy_options: options(&[("full-pcpus-only", "true")]),
-                ..ManagerConfig::default()
+                ..CpuManagerConfig::default()
             },
             Some("None policy: received unsupported options=map[full-pcpus-only:true]"),
         ),
         (
-            ManagerConfig {
+            CpuManagerConfig {
                 policy_options: options(&[("align-by-socket", "true")]),
                 topology_manager_policy: PolicyName::SingleNumaNode,
                 ..static_config()
@@ -375,7 +375,7 @@ fn validate_refuses_what_new_refuses_without_the_machine() {
             Some("incompatible with CPUManager align-by-socket"),
         ),
         (
-            ManagerConfig {
+            CpuManagerConfig {
                 policy_options: options(&[("align-by-socket", "true")]),
                 topology_manager_policy: PolicyName::Restricted,
                 ..static_config()
@@ -383,21 +383,21 @@ fn validate_refuses_what_new_refuses_without_the_machine() {
             None,
         ),
         (
-            ManagerConfig {
+            CpuManagerConfig {
                 reserved_cpu_millis: None,
                 ..static_config()
             },
             Some("unable to determine reserved CPU resources"),
         ),
         (
-            ManagerConfig {
+            CpuManagerConfig {
                 reserved_cpu_millis: Some(0),
                 ..static_config()
             },
             Some("to be greater than zero"),
         ),
         (
-            ManagerConfig {
+            CpuManagerConfig {
                 reserved_cpu_millis: None,
                 reserved_system_cpus: explicit("0,4"),
                 ..static_config()
@@ -405,7 +405,7 @@ fn validate_refuses_what_new_refuses_without_the_machine() {
             None,
         ),
         (
-            ManagerConfig {
+            CpuManagerConfig {
                 reserved_cpu_millis: Some(1000),
                 reserved_system_cpus: explicit("0,4"),
                 ..static_config()
@@ -413,9 +413,9 @@ fn validate_refuses_what_new_refuses_without_the_machine() {
             Some("size of 0,4 did not equal 1"),
         ),
         (
-            ManagerConfig {
+            CpuManagerConfig {
                 policy: "dynamic".into(),
-                ..ManagerConfig::default()
+                ..CpuManagerConfig::default()
             },
             Some("unknown policy: \"dynamic\""),
         ),
@@ -437,7 +437,7 @@ fn validate_refuses_what_new_refuses_without_the_machine() {
         }
     }
     // The machine's own reasons are new's alone: 9 reserved CPUs on an 8-CPU machine.
-    let too_many = ManagerConfig {
+    let too_many = CpuManagerConfig {
         reserved_cpu_millis: Some(9000),
         ..static_config()
     };
@@ -571,7 +571,7 @@ fn terminated_init_container_cpus_return_to_the_pool() {
     // of an unsatisfiable one, and allocation stays idempotent.
     assert!(
         manager
-            .topology_hints(&pod, &pod.init_containers[0])
+            .hints_for_container(&pod, &pod.init_containers[0])
             .is_none()
     );
     for (_, c) in pod.all_containers() {
@@ -614,13 +614,17 @@ fn stale_state_removal_keeps_the_pending_pod() {
 #[test]
 fn none_policy_manager() {
     let (manager, _, _) = start(
-        &ManagerConfig::default(),
+        &CpuManagerConfig::default(),
         Box::new(MemoryBackend::new()),
         ContainerMap::new(),
     )
     .unwrap();
     let pod = make_pod("uid", "c", 2000, 2000);
-    assert!(manager.topology_hints(&pod, &pod.containers[0]).is_none());
+    assert!(
+        manager
+            .hints_for_container(&pod, &pod.containers[0])
+            .is_none()
+    );
     manager
         .allocate(&pod, &pod.containers[0], TopologyHint::default())
         .unwrap();
@@ -670,7 +674,7 @@ fn stale_state_is_swept_once_per_pod_source_generation_and_pending_pod() {
     let big = make_multi_container_pod("big", &[], &apps);
     let store = AffinityStore::default();
     for c in &big.containers {
-        manager.topology_hints(&big, c);
+        manager.hints_for_container(&big, c);
         HintProvider::allocate(&manager, &big, c, &store).unwrap();
     }
     assert_eq!(pods.asked.load(SeqCst), 1);

@@ -1,4 +1,4 @@
-//! [`ManagerMetrics`] counted where upstream's static policy counts them
+//! [`CpuManagerMetrics`] counted where upstream's static policy counts them
 //! (`policy_static.go`: `Allocate`'s deferred counters and `updateMetricsOnAllocate`):
 //! pinning requests and errors for containers needing exclusive CPUs, `physical_cpu`
 //! alignment successes and failures under `full-pcpus-only`, and `uncore_cache` alignment
@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use corral_cpumgr::{
-    ContainerMap, ContainerRuntime, CpuManager, ManagerConfig, ManagerMetrics, MemoryBackend,
+    ContainerMap, ContainerRuntime, CpuManager, CpuManagerConfig, CpuManagerMetrics, MemoryBackend,
     PodSource, PodStatus, RuntimeError,
 };
 use corral_topology::{CpuInfo, CpuRecord, CpuSet, CpuTopology, Pod, TopologyHint};
@@ -53,14 +53,14 @@ fn topology() -> CpuTopology {
 }
 
 fn manager(policy: &str, options: &[(&str, &str)]) -> (CpuManager, Arc<Pods>) {
-    let config = ManagerConfig {
+    let config = CpuManagerConfig {
         policy: policy.into(),
         policy_options: options
             .iter()
             .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
             .collect::<BTreeMap<_, _>>(),
         reserved_cpu_millis: (policy == "static").then_some(2000),
-        ..ManagerConfig::default()
+        ..CpuManagerConfig::default()
     };
     let manager = CpuManager::new(&config, &topology()).unwrap();
     let pods = Arc::new(Pods::default());
@@ -85,7 +85,7 @@ fn allocate((manager, pods): &(CpuManager, Arc<Pods>), uid: &str, millis: i64) -
 }
 
 /// `[requests, errors, physical_cpu, physical_cpu failures, uncore_cache]`.
-fn counts(metrics: &ManagerMetrics) -> [u64; 5] {
+fn counts(metrics: &CpuManagerMetrics) -> [u64; 5] {
     let load = |c: &AtomicU64| c.load(Ordering::Relaxed);
     [
         load(&metrics.pinning_requests_total),

@@ -9,8 +9,8 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
 use corral_cpumgr::{
-    ContainerCpuAssignments, ContainerState, ContainerStatus, CpuManager, CpuState, ManagerConfig,
-    ManagerError, NonePolicy, PodStatus, StaticPolicy, StaticPolicyOptions,
+    ContainerCpuAssignments, ContainerState, ContainerStatus, CpuManager, CpuManagerConfig,
+    CpuManagerError, CpuState, NonePolicy, PodStatus, StaticPolicy, StaticPolicyOptions,
 };
 use corral_topology::{Container, CpuSet, Pod, PolicyName, TopologyHint};
 
@@ -83,7 +83,7 @@ fn cpu_manager_add() {
         assert_eq!(got.is_ok(), ok, "{description}: {got:?}");
         if !ok {
             assert!(
-                matches!(got, Err(ManagerError::Allocate(_))),
+                matches!(got, Err(CpuManagerError::Allocate(_))),
                 "{description}"
             );
         }
@@ -250,10 +250,10 @@ fn cpu_manager_generate() {
         ),
     ];
     for (description, policy, reserved, want) in cases {
-        let config = ManagerConfig {
+        let config = CpuManagerConfig {
             policy: policy.into(),
             reserved_cpu_millis: reserved,
-            ..ManagerConfig::default()
+            ..CpuManagerConfig::default()
         };
         match (CpuManager::new(&config, &topology), want) {
             (Ok(m), Ok(name)) => {
@@ -306,7 +306,7 @@ fn cpu_manager_remove() {
     let before = m.state();
     backend.fail.store(true, Ordering::SeqCst);
     let err = m.remove_container("fakeID").unwrap_err();
-    assert!(matches!(err, ManagerError::Persist(_)), "{err}");
+    assert!(matches!(err, CpuManagerError::Persist(_)), "{err}");
     // The cause is the error's source, printed once by whoever shows the chain.
     let mut chain = err.to_string();
     let mut source = std::error::Error::source(&err);
@@ -563,10 +563,10 @@ fn cpu_manager_add_with_resv_list() {
 /// Upstream `TestCPUManagerHandlePolicyOptions`: the none policy refuses options.
 #[test]
 fn cpu_manager_handle_policy_options() {
-    let config = ManagerConfig {
+    let config = CpuManagerConfig {
         policy: "none".into(),
         policy_options: BTreeMap::from([("full-pcpus-only".into(), "true".into())]),
-        ..ManagerConfig::default()
+        ..CpuManagerConfig::default()
     };
     let topology = single_socket_four_cores_no_ht().topology().clone();
     let err = CpuManager::new(&config, &topology).unwrap_err().to_string();

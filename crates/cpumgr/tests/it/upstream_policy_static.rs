@@ -469,16 +469,18 @@ fn reservation() {
 /// non-guaranteed, regenerated for existing allocations, `[]` for a size mismatch, reusable
 /// CPUs of init containers counted.
 #[test]
-fn topology_hints() {
+fn hints_for_container() {
     let p = policy(dual_socket_ht(), 0, "", &[]);
     let st = state("0-11", &[]);
     let burstable = make_pod("p", "c", 1000, 2000);
     assert!(
-        p.topology_hints(&st, &burstable, &burstable.containers[0])
+        p.hints_for_container(&st, &burstable, &burstable.containers[0])
             .is_none()
     );
     let pod = make_pod("p", "c", 2000, 2000);
-    let hints = p.topology_hints(&st, &pod, &pod.containers[0]).unwrap();
+    let hints = p
+        .hints_for_container(&st, &pod, &pod.containers[0])
+        .unwrap();
     let cpu = hints["cpu"].as_ref().unwrap();
     let masks: Vec<_> = cpu
         .iter()
@@ -492,11 +494,14 @@ fn topology_hints() {
     let st = state("0-3,5-9,11", &[("p", "c", "4,10"), ("p", "d", "")]);
     let pod4 = make_pod("p", "c", 4000, 4000);
     assert_eq!(
-        p.topology_hints(&st, &pod4, &pod4.containers[0]).unwrap()["cpu"],
+        p.hints_for_container(&st, &pod4, &pod4.containers[0])
+            .unwrap()["cpu"],
         Some(vec![])
     );
     // Already allocated with the same size: regenerated from the allocation (4,10: node 0).
-    let hints = p.topology_hints(&st, &pod, &pod.containers[0]).unwrap();
+    let hints = p
+        .hints_for_container(&st, &pod, &pod.containers[0])
+        .unwrap();
     assert_eq!(
         hints["cpu"].as_ref().unwrap()[0]
             .numa_affinity

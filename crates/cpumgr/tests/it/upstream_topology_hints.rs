@@ -9,7 +9,7 @@ use corral_cpumgr::{
     ContainerCpuAssignments, CpuManager, CpuState, StaticPolicy, StaticPolicyOptions,
     pod_guaranteed_cpus,
 };
-use corral_topology::{Container, CpuSet, Pod, PolicyName};
+use corral_topology::{Container, CpuSet, HintProvider, Pod, PolicyName};
 
 use crate::support::harness::*;
 use crate::support::topologies::*;
@@ -278,7 +278,7 @@ fn get_topology_hints() {
             &row_state(assigned, pool),
         );
         let pod = make_pod("fakePod", "fakeContainer", n * 1000, n * 1000);
-        let got = cpu_hints(m.topology_hints(&pod, &pod.containers[0]));
+        let got = cpu_hints(m.hints_for_container(&pod, &pod.containers[0]));
         assert_eq!(sorted(got), sorted(want), "{name}");
     }
 }
@@ -293,7 +293,7 @@ fn get_pod_topology_hints() {
             &row_state(assigned, pool),
         );
         let pod = make_pod("fakePod", "fakeContainer", n * 1000, n * 1000);
-        let got = cpu_hints(m.pod_topology_hints(&pod));
+        let got = cpu_hints(m.hints_for_pod(&pod));
         assert_eq!(sorted(got), sorted(want), "{name}");
     }
 }
@@ -355,7 +355,7 @@ fn get_pod_topology_hints_with_policy_options() {
             &row_state("", pool),
         );
         let pod = make_pod("fakePod", "fakeContainer", n * 1000, n * 1000);
-        let got = cpu_hints(m.pod_topology_hints(&pod));
+        let got = cpu_hints(m.hints_for_pod(&pod));
         assert_eq!(sorted(got), sorted(want), "{name}");
     }
 }

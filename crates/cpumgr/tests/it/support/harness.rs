@@ -39,11 +39,16 @@ impl<P: Policy> Policy for Unvalidated<P> {
     fn remove_container(&mut self, state: &mut CpuState, pod_uid: &str, container: &str) {
         self.0.remove_container(state, pod_uid, container);
     }
-    fn topology_hints(&self, state: &CpuState, pod: &Pod, container: &Container) -> ProviderHints {
-        self.0.topology_hints(state, pod, container)
+    fn hints_for_container(
+        &self,
+        state: &CpuState,
+        pod: &Pod,
+        container: &Container,
+    ) -> ProviderHints {
+        self.0.hints_for_container(state, pod, container)
     }
-    fn pod_topology_hints(&self, state: &CpuState, pod: &Pod) -> ProviderHints {
-        self.0.pod_topology_hints(state, pod)
+    fn hints_for_pod(&self, state: &CpuState, pod: &Pod) -> ProviderHints {
+        self.0.hints_for_pod(state, pod)
     }
     fn allocatable_cpus(&self, state: &CpuState) -> CpuSet {
         self.0.allocatable_cpus(state)
@@ -81,10 +86,10 @@ impl Policy for FailingPolicy {
         Err(AllocateError::Take(TakeError::Failed))
     }
     fn remove_container(&mut self, _: &mut CpuState, _: &str, _: &str) {}
-    fn topology_hints(&self, _: &CpuState, _: &Pod, _: &Container) -> ProviderHints {
+    fn hints_for_container(&self, _: &CpuState, _: &Pod, _: &Container) -> ProviderHints {
         None
     }
-    fn pod_topology_hints(&self, _: &CpuState, _: &Pod) -> ProviderHints {
+    fn hints_for_pod(&self, _: &CpuState, _: &Pod) -> ProviderHints {
         None
     }
     fn allocatable_cpus(&self, _: &CpuState) -> CpuSet {
