@@ -2,14 +2,12 @@
 //! and is allocated from; health flips, preferred allocation, PreStartContainer, plugin
 //! restart and re-registration, a plugin killed mid-stream, a socket that disappears.
 
-mod support;
-
 use std::collections::BTreeSet;
 use std::time::Duration;
 
+use crate::support::*;
 use corral_devicemgr::{AllocateError, DeviceManagerError};
 use corral_topology::{HintProvider, NumaMask};
-use support::*;
 
 const GPU: &str = "example.com/gpu";
 
@@ -69,7 +67,7 @@ async fn register_list_allocate_run_options() {
 
     // Not enough devices left: upstream's message, nothing leaked.
     let big = container("big", &[(GPU, 3)]);
-    let pod2 = support::pod("uid-2", vec![], vec![big.clone()]);
+    let pod2 = crate::support::pod("uid-2", vec![], vec![big.clone()]);
     let err = manager.allocate(&pod2, &big, None).await.unwrap_err();
     assert_eq!(
         err.to_string(),

@@ -3,14 +3,12 @@
 //! devices without their plugin (init containers too), admission waits a bounded time for
 //! a plugin to come back, and a corrupt checkpoint is a loud error.
 
-mod support;
-
 use std::collections::BTreeSet;
 use std::path::Path;
 use std::time::Duration;
 
+use crate::support::*;
 use corral_devicemgr::{AllocateError, DeviceManager, DeviceManagerError, StartOptions};
-use support::*;
 
 const GPU: &str = "example.com/gpu";
 const CHECKPOINT: &str = "kubelet_internal_checkpoint";
@@ -75,7 +73,7 @@ async fn restart_restores_allocations_and_stopped_endpoints() {
     );
 
     // The plugin re-registers: capacity comes back, the allocation still holds.
-    let plugin = support::plugin(&second, plugin_cfg).await;
+    let plugin = crate::support::plugin(&second, plugin_cfg).await;
     let capacity = second.capacity();
     assert_eq!(capacity.capacity[GPU], 4);
     let mut busy = held[GPU].device_ids();

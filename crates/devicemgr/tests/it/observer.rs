@@ -1,13 +1,11 @@
 //! The observer sees what upstream exposes as metrics: one registration per validated
 //! Register call (refused ones not counted) and one duration per Allocate RPC.
 
-mod support;
-
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use crate::support::*;
 use corral_devicemgr::DeviceManagerObserver;
-use support::*;
 
 const GPU: &str = "example.com/gpu";
 

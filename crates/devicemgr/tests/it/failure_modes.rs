@@ -1,10 +1,9 @@
 //! Plugins that hang, fail, flood or lie never block admission of other resources, never
 //! crash the manager, and never leak devices; every malformed registration is refused.
 
-mod support;
-
 use std::time::Duration;
 
+use crate::support::*;
 use corral_devicemgr::sample::FailureMode;
 use corral_devicemgr::{AllocateError, Device, DeviceManagerError};
 use corral_proto::deviceplugin::v1beta1::{
@@ -12,7 +11,6 @@ use corral_proto::deviceplugin::v1beta1::{
 };
 use corral_proto::uds;
 use corral_topology::{HintProvider, NumaMask};
-use support::*;
 
 const GPU: &str = "example.com/gpu";
 const NIC: &str = "example.com/nic";

@@ -3,17 +3,15 @@
 //! plugin (one endpoint socket) and all plugins together may register are capped, with an
 //! error answer naming the cap.
 
-mod support;
-
 use std::time::{Duration, Instant};
 
+use crate::support::*;
 use corral_devicemgr::DeviceManager;
 use corral_devicemgr::sample::SamplePlugin;
 use corral_proto::deviceplugin::v1beta1::{
     DevicePluginOptions, RegisterRequest, VERSION, registration_client::RegistrationClient,
 };
 use corral_proto::uds;
-use support::*;
 
 const REGISTRATIONS: usize = 1_005;
 

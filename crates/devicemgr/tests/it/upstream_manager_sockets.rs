@@ -3,15 +3,13 @@
 //! sockets (every wait bounded): init and sidecar device reuse, run options of inactive
 //! pods, PreStartContainer, allocatable devices, re-registration, capacity reset.
 
-mod support;
-
 use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex};
 
+use crate::support::*;
 use corral_devicemgr::sample::{SampleConfig, SamplePlugin};
 use corral_devicemgr::{Device, DeviceManager, StartOptions};
 use corral_topology::HintProvider;
-use support::*;
 
 const RES1: &str = "domain1.com/resource1";
 const RES2: &str = "domain2.com/resource2";

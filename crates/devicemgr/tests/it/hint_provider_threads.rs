@@ -3,11 +3,9 @@
 //! on a plain thread without any runtime — and so is the allocation of a container that
 //! asks nothing of device plugins, even from a manager that never started.
 
-mod support;
-
+use crate::support::*;
 use corral_devicemgr::{DeviceManager, DeviceManagerConfig};
 use corral_topology::{AffinityStore, HintProvider, Pod, ProviderHints};
-use support::*;
 
 const GPU: &str = "example.com/gpu";
 

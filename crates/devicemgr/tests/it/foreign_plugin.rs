@@ -2,11 +2,9 @@
 //! with the raw socket path as HTTP/2 `:authority` (what grpc-go plugins send), serves
 //! `ListAndWatch` and `Allocate`, and is allocated from by corral's manager.
 
-mod support;
-
+use crate::support::*;
 use corral_testkit::PythonPeer;
 use corral_topology::NumaMask;
-use support::*;
 
 const RESOURCE: &str = "example.com/python";
 

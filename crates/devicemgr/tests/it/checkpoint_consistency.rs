@@ -4,12 +4,11 @@
 //! devices reused by a later container of the same pod. Devices whose plugin has not
 //! registered (yet) stay allocated, as upstream, until their pod goes.
 
-mod support;
-
 use std::collections::BTreeSet;
 use std::path::Path;
 use std::sync::Arc;
 
+use crate::support::*;
 use corral_checkpoint::{
     CheckpointStore, DEVICE_MANAGER_FILE, DeviceManagerCheckpoint, PodDevicesEntry,
 };
@@ -18,7 +17,6 @@ use corral_devicemgr::{
 };
 use corral_proto::deviceplugin::v1beta1::ContainerAllocateResponse;
 use corral_topology::Pod;
-use support::*;
 
 const GPU: &str = "example.com/gpu";
 

@@ -1,0 +1,20 @@
+//! The device manager's integration tests, one binary: real sockets and sample plugins
+//! (`end_to_end`, `failure_modes`, `registration_limits`, `restart`, `observer`,
+//! `foreign_plugin`, `hint_provider_threads`), upstream's manager and hint tests ported
+//! (`upstream_*`), checkpoint consistency, sparse NUMA ids and properties. Shared setup
+//! lives in `support`.
+
+mod checkpoint_consistency;
+mod end_to_end;
+mod failure_modes;
+mod foreign_plugin;
+mod hint_provider_threads;
+mod observer;
+mod properties;
+mod registration_limits;
+mod restart;
+mod sparse_numa;
+mod support;
+mod upstream_manager_core;
+mod upstream_manager_sockets;
+mod upstream_topology_hints;
