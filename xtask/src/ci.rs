@@ -9,7 +9,7 @@ use std::process::Command;
 
 use anyhow::{Context, Result, bail};
 
-use crate::{bench, codegen, conformance, dependency_rules, run_tests};
+use crate::{bench, codegen, dependency_rules, run_tests};
 
 pub(crate) fn run(root: &Path) -> Result<()> {
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
@@ -95,7 +95,7 @@ pub(crate) fn run(root: &Path) -> Result<()> {
     )?;
 
     step("cargo xtask conformance testdata/conformance");
-    let report = conformance::run_dir(&root.join("testdata/conformance"))?;
+    let report = corral_conformance::run_dir(&root.join("testdata/conformance"))?;
     print!("{}", report.render());
     if !report.all_passed() {
         bail!("conformance vectors failed");

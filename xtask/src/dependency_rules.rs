@@ -1,7 +1,9 @@
 //! The workspace's dependency rules, checked on `cargo metadata`'s resolved graph:
 //! the foundation crates (`corral-topology`, `corral-checkpoint`) pull in no async runtime
 //! and no gRPC/protobuf stack through their normal (non-dev) dependencies, with default
-//! features; and no crate of ours depends on one above it in the layering.
+//! features; no crate of ours depends on one above it in the layering; every crate of ours
+//! has its row in the layering; and the test-support crates (`corral-testkit`, a leaf, and
+//! `corral-conformance`) are normal dependencies of `xtask` only.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
@@ -28,7 +30,34 @@ const LAYERS: &[(&str, &[&str])] = &[
         "corral-dra",
         &["corral-checkpoint", "corral-proto", "corral-topology"],
     ),
+    (
+        "corral-agent",
+        &[
+            "corral-topology",
+            "corral-checkpoint",
+            "corral-proto",
+            "corral-cpumgr",
+            "corral-devicemgr",
+            "corral-dra",
+        ],
+    ),
+    // Test support: the testkit is a leaf (plain data, no corral type); the conformance
+    // runner checks the managers through their public APIs.
+    ("corral-testkit", &[]),
+    (
+        "corral-conformance",
+        &[
+            "corral-topology",
+            "corral-checkpoint",
+            "corral-cpumgr",
+            "corral-devicemgr",
+        ],
+    ),
 ];
+/// Crates only `xtask` may have as a normal dependency (others: dev-dependencies only).
+const TEST_SUPPORT: &[&str] = &["corral-testkit", "corral-conformance"];
+/// The workspace's automation crate, outside the layering.
+const XTASK: &str = "xtask";
 
 /// Every broken rule, one line each (empty when all hold).
 pub(crate) fn check(root: &Path) -> Result<Vec<String>> {
@@ -139,6 +168,34 @@ fn violations(metadata: &Value) -> Vec<String> {
             }
         }
     }
+    for id in metadata["workspace_members"]
+        .as_array()
+        .into_iter()
+        .flatten()
+    {
+        let name = id.as_str().and_then(|id| names.get(id)).map(String::as_str);
+        if let Some(name) = name.filter(|n| n.starts_with("corral-"))
+            && !LAYERS.iter().any(|(layer, _)| *layer == name)
+        {
+            problems.push(format!(
+                "{name} has no row in the dependency rules (LAYERS)"
+            ));
+        }
+    }
+    for (id, deps) in &normal_deps {
+        let name = names.get(id).map(String::as_str).unwrap_or("?");
+        if name == XTASK {
+            continue;
+        }
+        for dep in deps {
+            let dep_name = names.get(dep).map(String::as_str).unwrap_or("?");
+            if TEST_SUPPORT.contains(&dep_name) {
+                problems.push(format!(
+                    "{name} must not depend on {dep_name} (test support: dev-dependencies only)"
+                ));
+            }
+        }
+    }
     problems
 }
 
@@ -171,6 +228,45 @@ mod tests {
         assert_eq!(
             violations(&metadata),
             vec!["corral-topology depends on tokio".to_string()]
+        );
+    }
+
+    #[test]
+    fn test_support_and_unlisted_crates_are_reported() {
+        let normal = serde_json::json!([{"kind": null}]);
+        let dev = serde_json::json!([{"kind": "dev"}]);
+        let metadata = serde_json::json!({
+            "packages": [
+                {"id": "t", "name": "corral-topology"},
+                {"id": "c", "name": "corral-checkpoint"},
+                {"id": "k", "name": "corral-testkit"},
+                {"id": "f", "name": "corral-conformance"},
+                {"id": "n", "name": "corral-nri"},
+                {"id": "x", "name": "xtask"},
+            ],
+            "workspace_members": ["t", "c", "k", "f", "n", "x"],
+            "resolve": {"nodes": [
+                {"id": "t", "deps": [{"pkg": "k", "dep_kinds": dev}]},
+                {"id": "c", "deps": [{"pkg": "f", "dep_kinds": normal}]},
+                {"id": "k", "deps": [{"pkg": "t", "dep_kinds": normal}]},
+                {"id": "f", "deps": [{"pkg": "t", "dep_kinds": normal}]},
+                {"id": "n", "deps": []},
+                {"id": "x", "deps": [
+                    {"pkg": "f", "dep_kinds": normal},
+                    {"pkg": "k", "dep_kinds": normal},
+                ]},
+            ]},
+        });
+        assert_eq!(
+            violations(&metadata),
+            vec![
+                "corral-checkpoint must not depend on corral-conformance".to_string(),
+                "corral-testkit must not depend on corral-topology".to_string(),
+                "corral-nri has no row in the dependency rules (LAYERS)".to_string(),
+                "corral-checkpoint must not depend on corral-conformance (test support: \
+                 dev-dependencies only)"
+                    .to_string(),
+            ]
         );
     }
 }

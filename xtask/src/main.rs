@@ -11,7 +11,6 @@
 mod bench;
 mod ci;
 mod codegen;
-mod conformance;
 mod dependency_rules;
 mod fuzz;
 #[cfg(test)]
@@ -104,10 +103,12 @@ fn main() -> ExitCode {
         Command::Fuzz { cases, filter } => fuzz::run(&workspace_root(), cases, filter.as_deref()),
         Command::Conformance { dir } => {
             let dir = dir.unwrap_or_else(|| workspace_root().join("testdata/conformance"));
-            conformance::run_dir(&dir).map(|report| {
-                print!("{}", report.render());
-                report.all_passed()
-            })
+            corral_conformance::run_dir(&dir)
+                .map_err(anyhow::Error::from)
+                .map(|report| {
+                    print!("{}", report.render());
+                    report.all_passed()
+                })
         }
     };
     match result {

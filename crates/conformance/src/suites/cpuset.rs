@@ -4,7 +4,7 @@
 use corral_topology::CpuSet;
 use serde_json::Value;
 
-use super::SuiteOutcome;
+use crate::report::SuiteOutcome;
 
 /// Check every case of one `cpuset` vector file.
 pub(crate) fn run(doc: &Value, out: &mut SuiteOutcome) {

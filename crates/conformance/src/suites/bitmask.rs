@@ -3,7 +3,7 @@
 use corral_topology::NumaMask;
 use serde_json::Value;
 
-use super::SuiteOutcome;
+use crate::report::SuiteOutcome;
 
 /// Check every case of one `bitmask` vector file.
 pub(crate) fn run(doc: &Value, out: &mut SuiteOutcome) {

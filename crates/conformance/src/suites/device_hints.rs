@@ -5,9 +5,6 @@
 //! registered, the devices in use, and what the container already holds. Where upstream's
 //! pick is random (`deterministic: false`), corral's pick must contain `must_include` and
 //! exactly `choose_count` devices of `choose_from`.
-//!
-//! `crates/devicemgr/tests/device_hints_conformance.rs` includes this file to run the same
-//! checks under `cargo test`.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
@@ -18,7 +15,7 @@ use corral_devicemgr::{
 use corral_topology::{NumaMask, TopologyHint};
 use serde_json::Value;
 
-use super::SuiteOutcome;
+use crate::report::SuiteOutcome;
 
 /// The pod and container upstream's oracle allocates for.
 const POD: &str = "pod-uid-1";

@@ -13,7 +13,7 @@ use corral_checkpoint::{
 };
 use serde_json::Value;
 
-use super::SuiteOutcome;
+use crate::report::SuiteOutcome;
 
 /// Check every vector and negative of one `checkpoint_*.json` file.
 pub(crate) fn run(doc: &Value, out: &mut SuiteOutcome) {

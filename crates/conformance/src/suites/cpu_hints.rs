@@ -4,8 +4,8 @@
 use corral_cpumgr::generate_cpu_topology_hints;
 use serde_json::Value;
 
-use super::SuiteOutcome;
 use super::cpu_assignment::{cpuset, topologies, topology_of};
+use crate::report::SuiteOutcome;
 
 /// Check every case of one `cpu_hints` vector file.
 pub(crate) fn run(doc: &Value, out: &mut SuiteOutcome) {

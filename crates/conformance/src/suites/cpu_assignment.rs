@@ -12,7 +12,7 @@ use corral_cpumgr::{
 use corral_topology::{CpuInfo, CpuRecord, CpuSet, CpuTopology, TopologyCounts};
 use serde_json::Value;
 
-use super::SuiteOutcome;
+use crate::report::SuiteOutcome;
 
 fn num(v: &Value, key: &str) -> Result<usize, String> {
     v[key]

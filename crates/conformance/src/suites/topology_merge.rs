@@ -9,7 +9,7 @@ use corral_topology::{
 };
 use serde_json::Value;
 
-use super::SuiteOutcome;
+use crate::report::SuiteOutcome;
 
 /// Check every scenario and policy variant of one `topology_merge` vector file.
 pub(crate) fn run(doc: &Value, out: &mut SuiteOutcome) {
