@@ -77,33 +77,52 @@ impl StructFields {
 /// `self.$int`, which checks it against the Go type and writes it.
 macro_rules! ints_through {
     ($int:ident) => {
-        fn serialize_i8(self, v: i8) -> Result<Self::Ok, Self::Error> {
+        $crate::go_serializer::ints_through!(@each $int
+            serialize_i8(i8) serialize_i16(i16) serialize_i32(i32) serialize_i64(i64)
+            serialize_u8(u8) serialize_u16(u16) serialize_u32(u32) serialize_u64(u64));
+    };
+    (@each $int:ident $($method:ident($ty:ty))*) => {
+        $(fn $method(self, v: $ty) -> Result<Self::Ok, Self::Error> {
             self.$int(v.into())
-        }
-        fn serialize_i16(self, v: i16) -> Result<Self::Ok, Self::Error> {
-            self.$int(v.into())
-        }
-        fn serialize_i32(self, v: i32) -> Result<Self::Ok, Self::Error> {
-            self.$int(v.into())
-        }
-        fn serialize_i64(self, v: i64) -> Result<Self::Ok, Self::Error> {
-            self.$int(v.into())
-        }
-        fn serialize_u8(self, v: u8) -> Result<Self::Ok, Self::Error> {
-            self.$int(v.into())
-        }
-        fn serialize_u16(self, v: u16) -> Result<Self::Ok, Self::Error> {
-            self.$int(v.into())
-        }
-        fn serialize_u32(self, v: u32) -> Result<Self::Ok, Self::Error> {
-            self.$int(v.into())
-        }
-        fn serialize_u64(self, v: u64) -> Result<Self::Ok, Self::Error> {
-            self.$int(v.into())
-        }
+        })*
     };
 }
 pub(crate) use ints_through;
+
+/// `serialize_newtype_struct` and/or `serialize_some`, serializing what they wrap with
+/// `self` (a newtype and a non-nil `Option` print as their content).
+macro_rules! see_through {
+    ($($method:ident)*) => {
+        $($crate::go_serializer::see_through!(@one $method);)*
+    };
+    (@one serialize_newtype_struct) => {
+        fn serialize_newtype_struct<T: serde::Serialize + ?Sized>(
+            self,
+            _name: &'static str,
+            value: &T,
+        ) -> Result<Self::Ok, Self::Error> {
+            value.serialize(self)
+        }
+    };
+    (@one serialize_some) => {
+        fn serialize_some<T: serde::Serialize + ?Sized>(
+            self,
+            value: &T,
+        ) -> Result<Self::Ok, Self::Error> {
+            value.serialize(self)
+        }
+    };
+}
+pub(crate) use see_through;
+
+/// `Serializer` associated types (`SerializeTuple SerializeMap …`) that are never produced:
+/// `Impossible<$ok, SchemaMismatch>`.
+macro_rules! impossible {
+    ($ok:ty; $($assoc:ident)*) => {
+        $(type $assoc = serde::ser::Impossible<$ok, $crate::schema_mismatch::SchemaMismatch>;)*
+    };
+}
+pub(crate) use impossible;
 
 /// The `Serializer` methods of a Go-typed value serializer that do not depend on the output:
 /// every integer through `self.$int(v.into())` (an `i128`), a `char` and a unit variant as a
@@ -132,13 +151,7 @@ macro_rules! go_value_methods {
         ) -> Result<Self::Ok, Self::Error> {
             self.serialize_str(variant)
         }
-        fn serialize_newtype_struct<T: serde::Serialize + ?Sized>(
-            self,
-            _name: &'static str,
-            value: &T,
-        ) -> Result<Self::Ok, Self::Error> {
-            value.serialize(self)
-        }
+        $crate::go_serializer::see_through!(serialize_newtype_struct);
         fn serialize_newtype_variant<T: serde::Serialize + ?Sized>(
             self,
             name: &'static str,

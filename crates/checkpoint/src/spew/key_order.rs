@@ -4,10 +4,10 @@
 //! sorting path.
 
 use serde::Serialize;
-use serde::ser::{self, Impossible};
+use serde::ser;
 
 use super::Dumper;
-use crate::go_serializer::reject;
+use crate::go_serializer::{impossible, reject, see_through};
 use crate::gotype::GoType;
 use crate::map_order::{KeyOrder, compare_keys};
 use crate::schema_mismatch::SchemaMismatch;
@@ -61,13 +61,11 @@ fn stop<T>() -> Result<T, SchemaMismatch> {
 impl<'p> ser::Serializer for &'p mut KeyProbe {
     type Ok = bool;
     type Error = SchemaMismatch;
-    type SerializeSeq = Impossible<bool, SchemaMismatch>;
-    type SerializeTuple = Impossible<bool, SchemaMismatch>;
-    type SerializeTupleStruct = Impossible<bool, SchemaMismatch>;
-    type SerializeTupleVariant = Impossible<bool, SchemaMismatch>;
     type SerializeMap = &'p mut KeyProbe;
-    type SerializeStruct = Impossible<bool, SchemaMismatch>;
-    type SerializeStructVariant = Impossible<bool, SchemaMismatch>;
+    impossible!(bool;
+        SerializeSeq SerializeTuple SerializeTupleStruct SerializeTupleVariant SerializeStruct
+        SerializeStructVariant
+    );
 
     reject!(stop();
         serialize_bool serialize_i8 serialize_i16 serialize_i32 serialize_i64
@@ -81,17 +79,7 @@ impl<'p> ser::Serializer for &'p mut KeyProbe {
         Ok(true)
     }
 
-    fn serialize_some<T: Serialize + ?Sized>(self, value: &T) -> Result<bool, SchemaMismatch> {
-        value.serialize(self)
-    }
-
-    fn serialize_newtype_struct<T: Serialize + ?Sized>(
-        self,
-        _name: &'static str,
-        value: &T,
-    ) -> Result<bool, SchemaMismatch> {
-        value.serialize(self)
-    }
+    see_through!(serialize_some serialize_newtype_struct);
 
     fn serialize_map(self, _len: Option<usize>) -> Result<Self::SerializeMap, SchemaMismatch> {
         Ok(self)

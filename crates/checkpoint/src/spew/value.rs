@@ -3,7 +3,7 @@
 //! `structs`; nil prints `<nil>`.
 
 use serde::Serialize;
-use serde::ser::{self, Impossible};
+use serde::ser;
 
 use super::Dumper;
 use super::key_order::map_key_order;
@@ -11,7 +11,7 @@ use super::map::{KeysInOrder, MapSer};
 use super::structs::StructSer;
 use crate::decimal::decimal;
 use crate::dump_sink::DumpSink;
-use crate::go_serializer::{check_int, go_value_methods};
+use crate::go_serializer::{check_int, go_value_methods, impossible, see_through};
 use crate::gotype::{GoType, IntWidth};
 use crate::map_order::KeyOrder;
 use crate::schema_mismatch::{SchemaMismatch, mismatch};
@@ -36,12 +36,11 @@ impl<'a, 's, S: DumpSink> ser::Serializer for ValueSer<'a, 's, S> {
     type Ok = ();
     type Error = SchemaMismatch;
     type SerializeSeq = SeqSer<'a, 's, S>;
-    type SerializeTuple = Impossible<(), SchemaMismatch>;
-    type SerializeTupleStruct = Impossible<(), SchemaMismatch>;
-    type SerializeTupleVariant = Impossible<(), SchemaMismatch>;
     type SerializeMap = MapSer<'a, 's, S>;
     type SerializeStruct = StructSer<'a, 's, S>;
-    type SerializeStructVariant = Impossible<(), SchemaMismatch>;
+    impossible!(();
+        SerializeTuple SerializeTupleStruct SerializeTupleVariant SerializeStructVariant
+    );
 
     go_value_methods!(int);
 
@@ -218,12 +217,11 @@ impl<'a, 's, S: DumpSink> ser::Serializer for ByteElem<'a, 's, S> {
     type Ok = ();
     type Error = SchemaMismatch;
     type SerializeSeq = SeqSer<'a, 's, S>;
-    type SerializeTuple = Impossible<(), SchemaMismatch>;
-    type SerializeTupleStruct = Impossible<(), SchemaMismatch>;
-    type SerializeTupleVariant = Impossible<(), SchemaMismatch>;
     type SerializeMap = MapSer<'a, 's, S>;
     type SerializeStruct = StructSer<'a, 's, S>;
-    type SerializeStructVariant = Impossible<(), SchemaMismatch>;
+    impossible!(();
+        SerializeTuple SerializeTupleStruct SerializeTupleVariant SerializeStructVariant
+    );
 
     fn serialize_u8(self, v: u8) -> Result<(), SchemaMismatch> {
         // The element's type header is suppressed (`ignore_next_type`), and a `uint8` is
@@ -262,18 +260,8 @@ impl<'a, 's, S: DumpSink> ser::Serializer for ByteElem<'a, 's, S> {
             -> Self::SerializeStructVariant,
     );
 
-    fn serialize_some<T: Serialize + ?Sized>(self, value: &T) -> Result<(), SchemaMismatch> {
-        // Still one element: a `u8` inside keeps the fast path.
-        value.serialize(self)
-    }
-
-    fn serialize_newtype_struct<T: Serialize + ?Sized>(
-        self,
-        _name: &'static str,
-        value: &T,
-    ) -> Result<(), SchemaMismatch> {
-        value.serialize(self)
-    }
+    // Still one element: a `u8` inside keeps the fast path.
+    see_through!(serialize_some serialize_newtype_struct);
 
     fn serialize_newtype_variant<T: Serialize + ?Sized>(
         self,

@@ -3,10 +3,10 @@
 //! raw keys captured aside; the region is rewritten once if they were out of order.
 
 use serde::Serialize;
-use serde::ser::{self, Impossible};
+use serde::ser;
 
 use super::{Behind, Encoder, ValueEnc};
-use crate::go_serializer::{check_int, ints_through, reject};
+use crate::go_serializer::{check_int, impossible, ints_through, reject, see_through};
 use crate::gojson::escape::push_quoted;
 use crate::gotype::{GoType, push_int};
 use crate::map_order::{KeyOrder, MapEntry, sort_region};
@@ -117,13 +117,10 @@ impl KeyCapture<'_> {
 impl ser::Serializer for KeyCapture<'_> {
     type Ok = bool;
     type Error = SchemaMismatch;
-    type SerializeSeq = Impossible<bool, SchemaMismatch>;
-    type SerializeTuple = Impossible<bool, SchemaMismatch>;
-    type SerializeTupleStruct = Impossible<bool, SchemaMismatch>;
-    type SerializeTupleVariant = Impossible<bool, SchemaMismatch>;
-    type SerializeMap = Impossible<bool, SchemaMismatch>;
-    type SerializeStruct = Impossible<bool, SchemaMismatch>;
-    type SerializeStructVariant = Impossible<bool, SchemaMismatch>;
+    impossible!(bool;
+        SerializeSeq SerializeTuple SerializeTupleStruct SerializeTupleVariant SerializeMap
+        SerializeStruct SerializeStructVariant
+    );
 
     fn serialize_str(self, v: &str) -> Result<bool, SchemaMismatch> {
         if !matches!(self.ty.underlying(), GoType::String) {
@@ -135,13 +132,7 @@ impl ser::Serializer for KeyCapture<'_> {
 
     ints_through!(int);
 
-    fn serialize_newtype_struct<T: Serialize + ?Sized>(
-        self,
-        _name: &'static str,
-        value: &T,
-    ) -> Result<bool, SchemaMismatch> {
-        value.serialize(self)
-    }
+    see_through!(serialize_newtype_struct);
 
     reject!(mismatch("unsupported map key type");
         serialize_bool serialize_f32 serialize_f64 serialize_char serialize_bytes

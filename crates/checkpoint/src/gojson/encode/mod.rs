@@ -11,10 +11,10 @@ mod seq;
 mod structs;
 
 use serde::Serialize;
-use serde::ser::{self, Impossible};
+use serde::ser;
 
 use super::escape::push_quoted;
-use crate::go_serializer::{check_int, go_value_methods};
+use crate::go_serializer::{check_int, go_value_methods, impossible};
 use crate::gotype::{GoType, push_int};
 use crate::schema_mismatch::{SchemaMismatch, mismatch};
 use map::MapEnc;
@@ -83,12 +83,11 @@ impl<'a> ser::Serializer for ValueEnc<'a> {
     type Ok = bool;
     type Error = SchemaMismatch;
     type SerializeSeq = SeqEnc<'a>;
-    type SerializeTuple = Impossible<bool, SchemaMismatch>;
-    type SerializeTupleStruct = Impossible<bool, SchemaMismatch>;
-    type SerializeTupleVariant = Impossible<bool, SchemaMismatch>;
     type SerializeMap = MapEnc<'a>;
     type SerializeStruct = StructEnc<'a>;
-    type SerializeStructVariant = Impossible<bool, SchemaMismatch>;
+    impossible!(bool;
+        SerializeTuple SerializeTupleStruct SerializeTupleVariant SerializeStructVariant
+    );
 
     go_value_methods!(int);
 

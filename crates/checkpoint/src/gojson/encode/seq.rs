@@ -1,10 +1,10 @@
 //! Go slices: a JSON array, or a `[]byte` as a padded base64 string.
 
 use serde::Serialize;
-use serde::ser::{self, Impossible};
+use serde::ser;
 
 use super::{Behind, Encoder, ValueEnc};
-use crate::go_serializer::reject;
+use crate::go_serializer::{impossible, reject, see_through};
 use crate::gotype::GoType;
 use crate::schema_mismatch::{SchemaMismatch, mismatch};
 
@@ -84,25 +84,16 @@ struct ByteCapture;
 impl ser::Serializer for ByteCapture {
     type Ok = u8;
     type Error = SchemaMismatch;
-    type SerializeSeq = Impossible<u8, SchemaMismatch>;
-    type SerializeTuple = Impossible<u8, SchemaMismatch>;
-    type SerializeTupleStruct = Impossible<u8, SchemaMismatch>;
-    type SerializeTupleVariant = Impossible<u8, SchemaMismatch>;
-    type SerializeMap = Impossible<u8, SchemaMismatch>;
-    type SerializeStruct = Impossible<u8, SchemaMismatch>;
-    type SerializeStructVariant = Impossible<u8, SchemaMismatch>;
+    impossible!(u8;
+        SerializeSeq SerializeTuple SerializeTupleStruct SerializeTupleVariant SerializeMap
+        SerializeStruct SerializeStructVariant
+    );
 
     fn serialize_u8(self, v: u8) -> Result<u8, SchemaMismatch> {
         Ok(v)
     }
 
-    fn serialize_newtype_struct<T: Serialize + ?Sized>(
-        self,
-        _name: &'static str,
-        value: &T,
-    ) -> Result<u8, SchemaMismatch> {
-        value.serialize(self)
-    }
+    see_through!(serialize_newtype_struct);
 
     reject!(mismatch("[]byte element must be u8");
         serialize_bool serialize_i8 serialize_i16 serialize_i32 serialize_i64
