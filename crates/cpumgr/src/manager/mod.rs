@@ -1,210 +1,38 @@
 //! [`CpuManager`]: upstream's `cpumanager.manager` — policy, state, persistence, stale-state
-//! removal, reconciliation and queries behind one lock, and the topology manager's
-//! [`HintProvider`].
+//! removal, allocation and queries behind one lock, and the topology manager's
+//! [`HintProvider`]. Beside it: its configuration (`config`), error (`error`), counters
+//! (`metrics`) and `reconcile_once` (`reconcile`).
 //!
 //! Unlike upstream, every operation that changes the state writes the checkpoint once, after
 //! the whole change (upstream writes after each of its `Set…` calls, so a crash between the
 //! default-set write and the assignment write leaves a state it then refuses), and a failed
 //! write rolls the in-memory state back and returns the error (upstream only logs it).
 
-use std::collections::{BTreeMap, BTreeSet};
+mod config;
+mod error;
+mod metrics;
+mod reconcile;
+
+pub use config::CpuManagerConfig;
+pub use error::CpuManagerError;
+pub use metrics::CpuManagerMetrics;
+
+use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
 use corral_topology::{
-    AffinityStore, AllocationError, Container, CpuSet, CpuTopology, HintProvider, Pod, PolicyName,
+    AffinityStore, AllocationError, Container, CpuSet, CpuTopology, HintProvider, Pod,
     ProviderHints, TopologyHint,
 };
 
+use self::config::CheckedPolicy;
 use crate::container_map::ContainerMap;
 use crate::index::TopologyIndex;
-use crate::options::StaticPolicyOptions;
-use crate::policy::{
-    AllocateError, NonePolicy, Policy, PolicyError, StaticPolicy, ValidationError, guaranteed_cpus,
-};
-use crate::runtime::{
-    ContainerRuntime, ContainerState, PodSource, ReconcileReport, ReconciledContainer,
-};
-use crate::state::{CpuState, RestoreError, StateBackend, StateIoError, restore};
-
-/// The CPU manager's configuration (the kubelet's `cpuManagerPolicy`,
-/// `cpuManagerPolicyOptions`, `cpuManagerReconcilePeriod`, CPU reservation and
-/// `reservedSystemCPUs`).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct CpuManagerConfig {
-    /// `none` or `static`.
-    pub policy: String,
-    /// Static policy options by name.
-    pub policy_options: BTreeMap<String, String>,
-    /// How often the agent should call [`CpuManager::reconcile_once`].
-    pub reconcile_period: Duration,
-    /// `systemReserved.cpu + kubeReserved.cpu` in millicores; `None` when not given (the
-    /// static policy then needs `reserved_system_cpus`).
-    pub reserved_cpu_millis: Option<i64>,
-    /// `reservedSystemCPUs`: explicit reserved CPUs (empty = choose by topology).
-    pub reserved_system_cpus: CpuSet,
-    /// The topology manager's policy (`align-by-socket` is refused with `single-numa-node`).
-    pub topology_manager_policy: PolicyName,
-}
-
-impl Default for CpuManagerConfig {
-    fn default() -> Self {
-        CpuManagerConfig {
-            policy: "none".to_owned(),
-            policy_options: BTreeMap::new(),
-            reconcile_period: Duration::from_secs(10),
-            reserved_cpu_millis: None,
-            reserved_system_cpus: CpuSet::new(),
-            topology_manager_policy: PolicyName::None,
-        }
-    }
-}
-
-impl CpuManagerConfig {
-    /// Check everything [`CpuManager::new`] refuses without looking at the machine: the
-    /// policy name; the options (names, values, combinations; the `none` policy takes none;
-    /// `align-by-socket` not with the topology manager's `single-numa-node`); the static
-    /// policy's reservation (given, above zero, and an explicit `reserved_system_cpus` of
-    /// the reserved size). Errors are the ones [`CpuManager::new`] returns, which runs this
-    /// first: a configuration that passes can still be refused there only for the machine
-    /// (too few CPUs, an unknown reserved CPU, `align-by-socket` on more sockets than NUMA
-    /// nodes).
-    ///
-    /// ```
-    /// use std::collections::BTreeMap;
-    /// use corral_cpumgr::CpuManagerConfig;
-    ///
-    /// let config = CpuManagerConfig {
-    ///     policy: "static".into(),
-    ///     policy_options: BTreeMap::from([("bogus".into(), "true".into())]),
-    ///     reserved_cpu_millis: Some(1000),
-    ///     ..CpuManagerConfig::default()
-    /// };
-    /// let err = config.validate().unwrap_err();
-    /// let cause = std::error::Error::source(&err).unwrap();
-    /// assert_eq!(cause.to_string(), "unknown CPU Manager Policy option: \"bogus\"");
-    /// ```
-    pub fn validate(&self) -> Result<(), CpuManagerError> {
-        self.checked_policy().map(|_| ())
-    }
-
-    /// The policy to build, once [`validate`](Self::validate)'s checks passed.
-    fn checked_policy(&self) -> Result<CheckedPolicy, CpuManagerError> {
-        let wrap = |source| CpuManagerError::Policy {
-            policy: self.policy.clone(),
-            source: Box::new(source),
-        };
-        match self.policy.as_str() {
-            "none" => {
-                NonePolicy::new(&self.policy_options).map_err(|e| wrap(e.into()))?;
-                Ok(CheckedPolicy::None)
-            }
-            "static" => {
-                let millis = match self.reserved_cpu_millis {
-                    Some(m) => m,
-                    None if !self.reserved_system_cpus.is_empty() => {
-                        self.reserved_system_cpus.len() as i64 * 1000
-                    }
-                    None => return Err(wrap(PolicyError::NoReservation)),
-                };
-                if millis <= 0 {
-                    return Err(wrap(PolicyError::ZeroReservation));
-                }
-                let num_reserved = usize::try_from((millis + 999) / 1000).unwrap_or(usize::MAX);
-                let options = StaticPolicyOptions::from_map(&self.policy_options)
-                    .map_err(|e| wrap(e.into()))?;
-                options
-                    .validate_policy(self.topology_manager_policy)
-                    .map_err(|e| wrap(e.into()))?;
-                let explicit = &self.reserved_system_cpus;
-                if !explicit.is_empty() && explicit.len() != num_reserved {
-                    return Err(wrap(PolicyError::Reservation {
-                        reserved: explicit.to_string(),
-                        wanted: num_reserved,
-                    }));
-                }
-                Ok(CheckedPolicy::Static {
-                    num_reserved,
-                    options,
-                })
-            }
-            other => Err(wrap(PolicyError::UnknownPolicy {
-                name: other.to_owned(),
-            })),
-        }
-    }
-}
-
-/// A policy [`CpuManagerConfig::checked_policy`] accepted, still to be built on the machine.
-enum CheckedPolicy {
-    None,
-    Static {
-        num_reserved: usize,
-        options: StaticPolicyOptions,
-    },
-}
-
-/// Why a manager operation failed.
-#[derive(Debug, thiserror::Error)]
-#[non_exhaustive]
-pub enum CpuManagerError {
-    /// The policy could not be created.
-    #[error("new {policy} policy error: {source}")]
-    Policy {
-        /// The policy name.
-        policy: String,
-        /// Why.
-        #[source]
-        source: Box<PolicyError>,
-    },
-    /// The persisted state could not be restored (the message names the file and remedy).
-    #[error(transparent)]
-    Restore(Box<RestoreError>),
-    /// The restored state is inconsistent with the configuration or the machine.
-    #[error(
-        "static policy invalid state in {file}: {source}; {hint}drain this node, delete {file} and restart"
-    )]
-    InvalidState {
-        /// The checkpoint file.
-        file: String,
-        /// What is wrong.
-        #[source]
-        source: Box<ValidationError>,
-        /// Extra context for the remedy.
-        hint: &'static str,
-    },
-    /// The state could not be persisted; the change was rolled back.
-    #[error("{0}; the change was rolled back")]
-    Persist(#[source] StateIoError),
-    /// Allocation failed.
-    #[error(transparent)]
-    Allocate(#[from] AllocateError),
-    /// [`CpuManager::start`] was not called (or failed).
-    #[error("the CPU manager has not been started")]
-    NotStarted,
-}
-
-/// Counters with upstream's metric names (`pkg/kubelet/metrics/metrics.go`), counted where
-/// upstream's static policy counts them (`Allocate`, `updateMetricsOnAllocate`).
-#[derive(Debug, Default)]
-pub struct CpuManagerMetrics {
-    /// `kubelet_cpu_manager_pinning_requests_total`: allocations of a container that needs
-    /// exclusive CPUs (static policy).
-    pub pinning_requests_total: AtomicU64,
-    /// `kubelet_cpu_manager_pinning_errors_total`: those that failed.
-    pub pinning_errors_total: AtomicU64,
-    /// `kubelet_container_aligned_compute_resources_count{scope="container",
-    /// boundary="physical_cpu"}`: pinned allocations that succeeded with `full-pcpus-only`.
-    pub aligned_physical_cpu_total: AtomicU64,
-    /// `kubelet_container_aligned_compute_resources_failure_count{scope="container",
-    /// boundary="physical_cpu"}`: pinned allocations that failed with `full-pcpus-only`.
-    pub aligned_physical_cpu_failures_total: AtomicU64,
-    /// `kubelet_container_aligned_compute_resources_count{scope="container",
-    /// boundary="uncore_cache"}`: new exclusive allocations whose CPUs all share one uncore
-    /// cache (upstream `Allocation.Aligned.UncoreCache`, whatever the options).
-    pub aligned_uncore_cache_total: AtomicU64,
-}
+use crate::policy::{NonePolicy, Policy, StaticPolicy, ValidationError, guaranteed_cpus};
+use crate::runtime::{ContainerRuntime, PodSource};
+use crate::state::{CpuState, StateBackend, restore};
 
 struct Edges {
     backend: Box<dyn StateBackend>,
@@ -605,96 +433,6 @@ impl CpuManager {
     /// Upstream `GetAllCPUs`.
     pub fn all_cpus(&self) -> CpuSet {
         self.index.all_cpus().clone()
-    }
-
-    /// Upstream `reconcileState`, once: push each running container's cpuset to the runtime
-    /// when it differs from the last one pushed; skip waiting containers, report successes
-    /// and failures. corral also returns the unreused CPUs of terminated init containers to
-    /// the shared pool (upstream #112228). Does nothing before [`start`](Self::start).
-    pub fn reconcile_once(&self) -> ReconcileReport {
-        let mut report = ReconcileReport::default();
-        let Some((pods, runtime)) = self
-            .lock()
-            .edges
-            .as_ref()
-            .map(|e| (Arc::clone(&e.pods), Arc::clone(&e.runtime)))
-        else {
-            return report;
-        };
-        self.remove_stale_from_source(None);
-        for pod in pods.active_pods() {
-            let entry = |name: &str, id: &str| ReconciledContainer {
-                pod_name: pod.name.clone(),
-                container_name: name.to_owned(),
-                container_id: id.to_owned(),
-            };
-            let Some(status) = pods.pod_status(&pod.uid) else {
-                report.failure.push(entry("", ""));
-                continue;
-            };
-            for (_, container) in pod.all_containers() {
-                let name = container.name.as_str();
-                let Ok(id) = status.container_id(name) else {
-                    report.failure.push(entry(name, ""));
-                    continue;
-                };
-                let Some(cstatus) = status.container_status(name) else {
-                    report.failure.push(entry(name, ""));
-                    continue;
-                };
-                match cstatus.state {
-                    ContainerState::Waiting | ContainerState::Unknown => {
-                        report.failure.push(entry(name, ""));
-                        continue;
-                    }
-                    ContainerState::Terminated => {
-                        let mut inner = self.lock();
-                        let before = inner.state.clone();
-                        let Inner { policy, state, .. } = &mut *inner;
-                        if policy.release_terminated_init_container(state, &pod, name)
-                            && inner.commit(before).is_ok()
-                        {
-                            report.released_init_containers.push(entry(name, &id));
-                        }
-                        continue;
-                    }
-                    ContainerState::Running => {}
-                }
-                let (cpus, last) = {
-                    let mut inner = self.lock();
-                    inner.containers.add(&pod.uid, name, &id);
-                    // As upstream, an empty assignment is skipped (reported below), except
-                    // for an init container whose CPUs corral handed back: it runs in the
-                    // shared pool.
-                    let released_init = pod
-                        .init_containers
-                        .iter()
-                        .any(|c| c.name == name && !c.is_restartable());
-                    let cpus = match inner.state.cpu_set(&pod.uid, name) {
-                        Some(cpus) if cpus.is_empty() && released_init => {
-                            inner.state.default_cpu_set().clone()
-                        }
-                        Some(cpus) => cpus.clone(),
-                        None => inner.state.default_cpu_set().clone(),
-                    };
-                    let last = inner.last_update.cpu_set_or_default(&pod.uid, name).clone();
-                    (cpus, last)
-                };
-                if cpus.is_empty() {
-                    report.failure.push(entry(name, &id));
-                    continue;
-                }
-                if cpus != last {
-                    if runtime.update_container_cpuset(&id, &cpus).is_err() {
-                        report.failure.push(entry(name, &id));
-                        continue;
-                    }
-                    self.lock().last_update.set_cpu_set(&pod.uid, name, cpus);
-                }
-                report.success.push(entry(name, &id));
-            }
-        }
-        report
     }
 }
 
