@@ -1,9 +1,7 @@
 //! Ported from upstream `pkg/kubelet/cm/topologymanager/policy_none_test.go`.
 
-mod policy_cases;
-
+use crate::support::policy_cases::{h, nil, p};
 use corral_topology::{NumaInfo, Policy, PolicyName, PolicyOptions, ProviderHints, TopologyHint};
-use policy_cases::{h, nil, p};
 
 fn none_policy() -> Policy {
     let info = NumaInfo::from_ids([]).expect("no nodes");

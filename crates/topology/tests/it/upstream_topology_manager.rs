@@ -7,12 +7,11 @@
 //! corral splits upstream `NewManager` into [`TopologyManagerConfig::from_strings`] (names, options)
 //! and [`TopologyManager::new`] (NUMA nodes); `new_manager` below joins them back.
 
-mod policy_cases;
-
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
+use crate::support::policy_cases::{h, p, two_nodes};
 use corral_topology::topologymanager::{
     AffinityStore, AllocationError, HintProvider, TopologyManager, TopologyManagerConfig,
     TopologyManagerError,
@@ -21,7 +20,6 @@ use corral_topology::{
     Container, NumaNode, Pod, ProviderHints, QosClass, ResourceList, ResourceRequirements,
     ScopeName, TopologyHint,
 };
-use policy_cases::{h, p, two_nodes};
 
 fn new_manager(
     nodes: &[NumaNode],

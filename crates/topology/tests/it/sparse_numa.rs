@@ -2,7 +2,6 @@
 //! `0-2,33-34,45,72-73`, six CPUs each). Upstream's 64-bit masks cannot hold those ids and
 //! corral used to refuse the machine ("NUMA node id 72 is out of range"); the topology now
 //! gives its nodes dense mask bits 0–7 and reports OS ids through `numa_ids()`.
-#![cfg(feature = "sysfs")]
 
 use std::collections::BTreeMap;
 use std::path::Path;

@@ -5,7 +5,6 @@
 //! compared by OS id through the topology's [`NumaIds`](corral_topology::NumaIds) (mask bits
 //! are the ids unless some id is 64 or more, as in `48amd64-4pa2n6c-sparse`), and every
 //! fixture's nodes must be usable by the topology manager.
-#![cfg(feature = "sysfs")]
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};

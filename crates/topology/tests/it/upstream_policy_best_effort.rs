@@ -1,13 +1,11 @@
 //! Ported from upstream `pkg/kubelet/cm/topologymanager/policy_best_effort_test.go`, running the
 //! shared tables of `policy_test.go` (see `policy_cases`).
 
-mod policy_cases;
-
-use corral_topology::PolicyName;
-use policy_cases::{
+use crate::support::policy_cases::{
     best_effort, best_effort_closest_numa, best_effort_no_policies, check, common, eight_nodes,
     four_nodes, nil, p, policy, two_nodes,
 };
+use corral_topology::PolicyName;
 
 /// Upstream `TestPolicyBestEffortCanAdmitPodResult`: best-effort admits whatever the merged
 /// hint's preference. Both rows, reached through a merge that yields `{nil-or-default, false}`

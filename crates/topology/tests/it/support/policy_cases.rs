@@ -4,8 +4,6 @@
 //! `singleNumaNodePolicy.mergeTestCases` and the `commonNUMAInfo*` machines), written as Rust
 //! data for the per-policy test files that run them, as upstream's per-policy tests do.
 
-#![allow(dead_code)] // every test crate uses a different subset of the tables
-
 use std::collections::BTreeMap;
 
 use corral_topology::topologymanager::reference_merge;

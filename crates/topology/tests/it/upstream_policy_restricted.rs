@@ -2,13 +2,11 @@
 //! restricted policy embeds the best-effort one, so its merge tests run the best-effort tables
 //! of `policy_test.go` (see `policy_cases`); only admission differs.
 
-mod policy_cases;
-
-use corral_topology::PolicyName;
-use policy_cases::{
+use crate::support::policy_cases::{
     best_effort, best_effort_closest_numa, best_effort_no_policies, check, common, eight_nodes,
     four_nodes, nil, p, policy, two_nodes,
 };
+use corral_topology::PolicyName;
 
 /// Upstream `TestPolicyRestrictedName`.
 #[test]

@@ -2,10 +2,10 @@
 //! (`TestPolicySingleNumaNodeFilterHints` is a unit test beside `filter_single_numa_hints` in
 //! `src/topologymanager/policy/tests.rs`, the function being crate-private).
 
-mod policy_cases;
-
+use crate::support::policy_cases::{
+    check, common, four_nodes, nil, p, policy, single_numa_node, two_nodes,
+};
 use corral_topology::PolicyName;
-use policy_cases::{check, common, four_nodes, nil, p, policy, single_numa_node, two_nodes};
 
 /// Upstream `TestPolicySingleNumaNodeCanAdmitPodResult`: `{nil, false}` is rejected.
 #[test]

@@ -1,0 +1,3 @@
+//! Helpers shared by the test modules.
+
+pub(crate) mod policy_cases;
