@@ -5,7 +5,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use crate::claim::{ClaimRef, PodClaims, ResourceClaim, claim_key};
-use crate::error::DraManagerError;
+use crate::error::{DraManagerError, DriverCallError};
 
 /// The supplied claims the pod names, checked for reservation; deduplicated by name.
 pub(super) fn resolve_claims<'a>(
@@ -43,14 +43,22 @@ pub(super) fn resolve_claims<'a>(
     Ok(out)
 }
 
-/// The answer must name every claim of the batch and no other.
-pub(super) fn check_coverage<T>(
+/// A driver's answer to a call for `batch`: the call must have succeeded, and the answer
+/// must name every claim of the batch and no other.
+pub(super) fn check_answer<T>(
     call: &'static str,
     driver: &str,
     pod: &str,
     batch: &[ClaimRef],
-    results: BTreeMap<String, T>,
+    answer: Result<BTreeMap<String, T>, DriverCallError>,
 ) -> Result<BTreeMap<String, T>, DraManagerError> {
+    let results = answer.map_err(|source| DraManagerError::DriverCall {
+        call,
+        driver: driver.to_owned(),
+        pod: pod.to_owned(),
+        claims: list(batch),
+        source,
+    })?;
     if let Some(unknown) = results
         .keys()
         .find(|uid| !batch.iter().any(|c| &c.uid == *uid))

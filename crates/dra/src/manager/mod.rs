@@ -27,7 +27,7 @@ mod checks;
 mod containers;
 pub(crate) mod crash;
 
-use checks::{check_coverage, claim_failed, list, resolve_claims};
+use checks::{check_answer, claim_failed, list, resolve_claims};
 pub use containers::ContainerInfo;
 use crash::{CrashPoint, Faults};
 
@@ -92,6 +92,30 @@ struct Planned {
     drivers: Vec<String>,
 }
 
+/// What one prepare or unprepare operation sends: the claims, in one batch per driver.
+#[derive(Default)]
+struct Plan {
+    batches: BTreeMap<String, Vec<ClaimRef>>,
+    claims: Vec<Planned>,
+}
+
+impl Plan {
+    /// Send `info` to each of its drivers.
+    fn add(&mut self, info: &ClaimInfo) {
+        let drivers: Vec<String> = info.drivers().map(str::to_owned).collect();
+        for driver in &drivers {
+            self.batches
+                .entry(driver.clone())
+                .or_default()
+                .push(info.claim_ref());
+        }
+        self.claims.push(Planned {
+            claim: info.claim_ref(),
+            drivers,
+        });
+    }
+}
+
 impl<D: DriverClients> DraManager<D> {
     /// A manager over `dra_manager_state` in `state_dir`.
     pub fn open(
@@ -150,7 +174,10 @@ impl<D: DriverClients> DraManager<D> {
         let wanted = resolve_claims(pod, claims)?;
 
         // Record: validate everything first, then add entries and references, checkpoint.
-        let (batches, planned) = {
+        let Plan {
+            batches,
+            claims: planned,
+        } = {
             let mut inner = self.lock();
             inner.alive()?;
             let mut to_prepare = Vec::new();
@@ -168,27 +195,16 @@ impl<D: DriverClients> DraManager<D> {
                     None => to_prepare.push(ClaimInfo::from_claim(claim)?),
                 }
             }
-            let mut batches: BTreeMap<String, Vec<ClaimRef>> = BTreeMap::new();
-            let mut planned = Vec::new();
+            let mut plan = Plan::default();
             for info in &to_prepare {
-                let drivers: Vec<String> = info.drivers().map(str::to_owned).collect();
-                for driver in &drivers {
-                    if !self.drivers.is_registered(driver) {
-                        return Err(DraManagerError::DriverNotRegistered {
-                            driver: driver.clone(),
-                            pod: pod_name.clone(),
-                            claim: claim_key(info.namespace(), info.name()),
-                        });
-                    }
-                    batches
-                        .entry(driver.clone())
-                        .or_default()
-                        .push(info.claim_ref());
+                if let Some(driver) = info.drivers().find(|d| !self.drivers.is_registered(d)) {
+                    return Err(DraManagerError::DriverNotRegistered {
+                        driver: driver.to_owned(),
+                        pod: pod_name.clone(),
+                        claim: claim_key(info.namespace(), info.name()),
+                    });
                 }
-                planned.push(Planned {
-                    claim: info.claim_ref(),
-                    drivers,
-                });
+                plan.add(info);
             }
             let mut changed = false;
             for claim in &wanted {
@@ -210,7 +226,7 @@ impl<D: DriverClients> DraManager<D> {
                 inner.sync_to_checkpoint()?;
             }
             inner.faults.crash_if(CrashPoint::AfterRecord)?;
-            (batches, planned)
+            plan
         };
         if planned.is_empty() {
             tracing::debug!(pod = %pod_name, "all resource claims already prepared");
@@ -274,18 +290,8 @@ impl<D: DriverClients> DraManager<D> {
         driver: &str,
         batch: &[ClaimRef],
     ) -> Result<BTreeMap<String, Vec<PreparedDevice>>, DraManagerError> {
-        let results = self
-            .drivers
-            .node_prepare_resources(driver, batch)
-            .await
-            .map_err(|source| DraManagerError::DriverCall {
-                call: PREPARE,
-                driver: driver.to_owned(),
-                pod: pod.to_owned(),
-                claims: list(batch),
-                source,
-            })?;
-        let results = check_coverage(PREPARE, driver, pod, batch, results)?;
+        let results = self.drivers.node_prepare_resources(driver, batch).await;
+        let results = check_answer(PREPARE, driver, pod, batch, results)?;
         let mut out = BTreeMap::new();
         for claim in batch {
             match results.get(&claim.uid) {
@@ -308,18 +314,8 @@ impl<D: DriverClients> DraManager<D> {
         driver: &str,
         batch: &[ClaimRef],
     ) -> Result<BTreeMap<String, Result<(), DraManagerError>>, DraManagerError> {
-        let results = self
-            .drivers
-            .node_unprepare_resources(driver, batch)
-            .await
-            .map_err(|source| DraManagerError::DriverCall {
-                call: UNPREPARE,
-                driver: driver.to_owned(),
-                pod: pod.to_owned(),
-                claims: list(batch),
-                source,
-            })?;
-        let results = check_coverage(UNPREPARE, driver, pod, batch, results)?;
+        let results = self.drivers.node_unprepare_resources(driver, batch).await;
+        let results = check_answer(UNPREPARE, driver, pod, batch, results)?;
         Ok(batch
             .iter()
             .filter_map(|claim| {
@@ -342,8 +338,7 @@ impl<D: DriverClients> DraManager<D> {
     /// once every driver succeeded. A failed claim keeps its reference, for a retry.
     pub async fn unprepare_resources(&self, pod_uid: &str) -> Result<(), DraManagerError> {
         let _operation = self.operations.lock().await;
-        let mut batches: BTreeMap<String, Vec<ClaimRef>> = BTreeMap::new();
-        let mut planned = Vec::new();
+        let mut plan = Plan::default();
         {
             let mut inner = self.lock();
             inner.alive()?;
@@ -356,22 +351,16 @@ impl<D: DriverClients> DraManager<D> {
                     tracing::debug!(pod_uid, claim = %key, "resource claim still used by other pods");
                     continue;
                 }
-                let drivers: Vec<String> = info.drivers().map(str::to_owned).collect();
-                for driver in &drivers {
-                    batches
-                        .entry(driver.clone())
-                        .or_default()
-                        .push(info.claim_ref());
-                }
-                planned.push(Planned {
-                    claim: info.claim_ref(),
-                    drivers,
-                });
+                plan.add(info);
             }
             if changed {
                 inner.sync_to_checkpoint()?;
             }
         }
+        let Plan {
+            batches,
+            claims: planned,
+        } = plan;
 
         let mut outcome: BTreeMap<(String, String), Result<(), DraManagerError>> = BTreeMap::new();
         let mut call_errors = Vec::new();

@@ -6,6 +6,7 @@
 //! `corral_proto::dra::v1beta1::V1Beta1ClientWrapper`, which converts at the wire (upstream
 //! does the same). A new service version is one more [`Stub`] variant.
 
+use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -125,16 +126,13 @@ impl DraPluginClient {
         let request = self.request(v1::NodePrepareResourcesRequest {
             claims: claims.iter().map(v1::Claim::from).collect(),
         });
-        let mut stub = self.stub();
-        let response = self.bounded(stub.node_prepare_resources(request)).await?;
-        Ok(response
-            .claims
-            .into_iter()
-            .map(|(uid, r)| {
-                let devices = r.devices.into_iter().map(PreparedDevice::from).collect();
-                (uid, claim_result(r.error, devices))
-            })
-            .collect())
+        let response = self
+            .bounded(self.stub().node_prepare_resources(request))
+            .await?;
+        Ok(outcomes(response.claims, |r| {
+            let devices = r.devices.into_iter().map(PreparedDevice::from).collect();
+            (r.error, devices)
+        }))
     }
 
     /// NodeUnprepareResources for a batch of claims.
@@ -145,14 +143,33 @@ impl DraPluginClient {
         let request = self.request(v1::NodeUnprepareResourcesRequest {
             claims: claims.iter().map(v1::Claim::from).collect(),
         });
-        let mut stub = self.stub();
-        let response = self.bounded(stub.node_unprepare_resources(request)).await?;
-        Ok(response
-            .claims
-            .into_iter()
-            .map(|(uid, r)| (uid, claim_result(r.error, ())))
-            .collect())
+        let response = self
+            .bounded(self.stub().node_unprepare_resources(request))
+            .await?;
+        Ok(outcomes(response.claims, |r| (r.error, ())))
     }
+}
+
+/// Per claim uid, the driver's error when it set one, else the value: `split` gives both
+/// of one claim's answer.
+fn outcomes<R, T>(
+    answers: HashMap<String, R>,
+    split: impl Fn(R) -> (String, T),
+) -> BTreeMap<String, Result<T, String>> {
+    answers
+        .into_iter()
+        .map(|(uid, answer)| {
+            let (error, value) = split(answer);
+            (
+                uid,
+                if error.is_empty() {
+                    Ok(value)
+                } else {
+                    Err(error)
+                },
+            )
+        })
+        .collect()
 }
 
 /// A DRAPlugin client of one service version that takes and gives v1 messages; versions
@@ -162,33 +179,24 @@ enum Stub {
     V1Beta1(v1beta1::V1Beta1ClientWrapper<Channel>),
 }
 
-impl Stub {
-    async fn node_prepare_resources(
-        &mut self,
-        request: tonic::Request<v1::NodePrepareResourcesRequest>,
-    ) -> Result<tonic::Response<v1::NodePrepareResourcesResponse>, tonic::Status> {
-        match self {
-            Stub::V1(client) => client.node_prepare_resources(request).await,
-            Stub::V1Beta1(client) => client.node_prepare_resources(request).await,
-        }
-    }
-
-    async fn node_unprepare_resources(
-        &mut self,
-        request: tonic::Request<v1::NodeUnprepareResourcesRequest>,
-    ) -> Result<tonic::Response<v1::NodeUnprepareResourcesResponse>, tonic::Status> {
-        match self {
-            Stub::V1(client) => client.node_unprepare_resources(request).await,
-            Stub::V1Beta1(client) => client.node_unprepare_resources(request).await,
-        }
-    }
+/// Each RPC of the stub: the same call on whichever client the plugin's version needs.
+macro_rules! stub_rpcs {
+    ($($rpc:ident: $request:ident -> $response:ident;)+) => {
+        impl Stub {$(
+            async fn $rpc(
+                &mut self,
+                request: tonic::Request<v1::$request>,
+            ) -> Result<tonic::Response<v1::$response>, tonic::Status> {
+                match self {
+                    Stub::V1(client) => client.$rpc(request).await,
+                    Stub::V1Beta1(client) => client.$rpc(request).await,
+                }
+            }
+        )+}
+    };
 }
 
-/// A claim's outcome: the driver's error when it set one, else `value`.
-fn claim_result<T>(error: String, value: T) -> Result<T, String> {
-    if error.is_empty() {
-        Ok(value)
-    } else {
-        Err(error)
-    }
+stub_rpcs! {
+    node_prepare_resources: NodePrepareResourcesRequest -> NodePrepareResourcesResponse;
+    node_unprepare_resources: NodeUnprepareResourcesRequest -> NodeUnprepareResourcesResponse;
 }

@@ -3,6 +3,7 @@
 //! is served through `corral_proto::dra::v1beta1::V1ServerWrapper`, as upstream's
 //! `kubeletplugin` helper serves it.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use corral_proto::dra::v1;
@@ -49,22 +50,39 @@ pub(crate) struct Plugin {
 }
 
 impl Plugin {
-    /// Record the call and decide how to answer it.
-    async fn behave(&self, method: &'static str, claims: &[v1::Claim]) -> Result<Behavior, Status> {
+    /// Record the call, then answer each claim: `serve` it when the driver works normally,
+    /// or `fail` it with the configured per-claim error.
+    async fn answer<T>(
+        &self,
+        method: &'static str,
+        claims: Vec<v1::Claim>,
+        serve: impl Fn(&str) -> T + Send,
+        fail: impl Fn(String) -> T + Send,
+    ) -> Result<HashMap<String, T>, Status> {
         locked(&self.control.calls).push(Call {
             method,
             version: self.version,
             claim_uids: claims.iter().map(|c| c.uid.clone()).collect(),
         });
         let behavior = locked(&self.control.behavior).clone();
-        match behavior {
+        match &behavior {
             Behavior::Hang => {
                 self.stop.cancelled().await;
-                Err(Status::unavailable("sample DRA driver stopped"))
+                return Err(Status::unavailable("sample DRA driver stopped"));
             }
-            Behavior::FailCall(message) => Err(Status::internal(message)),
-            other => Ok(other),
+            Behavior::FailCall(message) => return Err(Status::internal(message.clone())),
+            _ => {}
         }
+        Ok(claims
+            .into_iter()
+            .map(|claim| {
+                let answer = match &behavior {
+                    Behavior::FailClaims(message) => fail(message.clone()),
+                    _ => serve(&claim.uid),
+                };
+                (claim.uid, answer)
+            })
+            .collect())
     }
 }
 
@@ -74,30 +92,22 @@ impl v1::dra_plugin_server::DraPlugin for Plugin {
         &self,
         request: Request<v1::NodePrepareResourcesRequest>,
     ) -> Result<Response<v1::NodePrepareResourcesResponse>, Status> {
+        let serve = |uid: &str| {
+            let devices = self.control.devices_for(&self.cdi_kind, &self.pool, uid);
+            locked(&self.control.prepared).insert(uid.to_owned(), devices.clone());
+            v1::NodePrepareResourceResponse {
+                devices: devices.into_iter().map(v1::Device::from).collect(),
+                error: String::new(),
+            }
+        };
+        let fail = |error| v1::NodePrepareResourceResponse {
+            devices: vec![],
+            error,
+        };
         let claims = request.into_inner().claims;
-        let behavior = self.behave("NodePrepareResources", &claims).await?;
-        let claims = claims
-            .into_iter()
-            .map(|claim| {
-                let response = match &behavior {
-                    Behavior::FailClaims(message) => v1::NodePrepareResourceResponse {
-                        devices: vec![],
-                        error: message.clone(),
-                    },
-                    _ => {
-                        let devices =
-                            self.control
-                                .devices_for(&self.cdi_kind, &self.pool, &claim.uid);
-                        locked(&self.control.prepared).insert(claim.uid.clone(), devices.clone());
-                        v1::NodePrepareResourceResponse {
-                            devices: devices.into_iter().map(v1::Device::from).collect(),
-                            error: String::new(),
-                        }
-                    }
-                };
-                (claim.uid, response)
-            })
-            .collect();
+        let claims = self
+            .answer("NodePrepareResources", claims, serve, fail)
+            .await?;
         Ok(Response::new(v1::NodePrepareResourcesResponse { claims }))
     }
 
@@ -105,21 +115,17 @@ impl v1::dra_plugin_server::DraPlugin for Plugin {
         &self,
         request: Request<v1::NodeUnprepareResourcesRequest>,
     ) -> Result<Response<v1::NodeUnprepareResourcesResponse>, Status> {
+        let serve = |uid: &str| {
+            locked(&self.control.prepared).remove(uid);
+            v1::NodeUnprepareResourceResponse {
+                error: String::new(),
+            }
+        };
+        let fail = |error| v1::NodeUnprepareResourceResponse { error };
         let claims = request.into_inner().claims;
-        let behavior = self.behave("NodeUnprepareResources", &claims).await?;
-        let claims = claims
-            .into_iter()
-            .map(|claim| {
-                let error = match &behavior {
-                    Behavior::FailClaims(message) => message.clone(),
-                    _ => {
-                        locked(&self.control.prepared).remove(&claim.uid);
-                        String::new()
-                    }
-                };
-                (claim.uid, v1::NodeUnprepareResourceResponse { error })
-            })
-            .collect();
+        let claims = self
+            .answer("NodeUnprepareResources", claims, serve, fail)
+            .await?;
         Ok(Response::new(v1::NodeUnprepareResourcesResponse { claims }))
     }
 }

@@ -6,7 +6,6 @@
 use std::sync::Arc;
 
 use crate::support::*;
-use corral_dra::sample::SampleDriver;
 use corral_dra::{
     CrashPoint, DraManager, DraManagerConfig, DraManagerError, FileStateStore, PluginRegistry,
 };
@@ -32,30 +31,14 @@ fn crashing(
     .unwrap()
 }
 
-async fn setup() -> (
-    Dirs,
-    Arc<PluginRegistry>,
-    corral_dra::RegistryWatcher,
-    SampleDriver,
-) {
-    let dirs = Dirs::new();
-    let (registry, watcher) = registry(&dirs);
-    let driver = sample(&dirs, DRIVER).await;
-    wait_registered(&registry, DRIVER).await;
-    (dirs, registry, watcher, driver)
-}
-
 #[tokio::test]
 async fn killed_between_record_and_prepare() {
-    let (dirs, registry, watcher, driver) = setup().await;
+    let (dirs, registry, watcher, driver) = with_sample(DRIVER).await;
     let p = pod("pod-1", &["c1"]);
     let c = claim("c1", DRIVER, &["pod-1"]);
     {
         let m = crashing(&dirs, &registry, CrashPoint::AfterRecord);
-        let err = m
-            .prepare_resources(&p, std::slice::from_ref(&c))
-            .await
-            .unwrap_err();
+        let err = prepare_pod1(&m, DRIVER).await.unwrap_err();
         assert!(matches!(
             err,
             DraManagerError::Crashed(CrashPoint::AfterRecord)
@@ -83,12 +66,10 @@ async fn killed_between_record_and_prepare() {
 
 #[tokio::test]
 async fn killed_between_record_and_prepare_then_pod_gone() {
-    let (dirs, registry, watcher, driver) = setup().await;
+    let (dirs, registry, watcher, driver) = with_sample(DRIVER).await;
     {
         let m = crashing(&dirs, &registry, CrashPoint::AfterRecord);
-        let _ = m
-            .prepare_resources(&pod("pod-1", &["c1"]), &[claim("c1", DRIVER, &["pod-1"])])
-            .await;
+        let _ = prepare_pod1(&m, DRIVER).await;
     }
     let m = DraManager::open(dirs.state(), Arc::clone(&registry)).unwrap();
     // The pod went away meanwhile: unpreparing asks the driver (idempotent), then forgets.
@@ -100,15 +81,12 @@ async fn killed_between_record_and_prepare_then_pod_gone() {
 
 #[tokio::test]
 async fn killed_between_prepare_and_checkpoint() {
-    let (dirs, registry, watcher, driver) = setup().await;
+    let (dirs, registry, watcher, driver) = with_sample(DRIVER).await;
     let p = pod("pod-1", &["c1"]);
     let c = claim("c1", DRIVER, &["pod-1"]);
     {
         let m = crashing(&dirs, &registry, CrashPoint::AfterPrepare);
-        let err = m
-            .prepare_resources(&p, std::slice::from_ref(&c))
-            .await
-            .unwrap_err();
+        let err = prepare_pod1(&m, DRIVER).await.unwrap_err();
         assert!(matches!(
             err,
             DraManagerError::Crashed(CrashPoint::AfterPrepare)
@@ -133,7 +111,7 @@ async fn killed_between_prepare_and_checkpoint() {
 
 #[tokio::test]
 async fn killed_between_unprepare_and_forget() {
-    let (dirs, registry, watcher, driver) = setup().await;
+    let (dirs, registry, watcher, driver) = with_sample(DRIVER).await;
     let p = pod("pod-1", &["c1"]);
     DraManager::open(dirs.state(), Arc::clone(&registry))
         .unwrap()

@@ -152,15 +152,8 @@ async fn python_driver_v1beta1_and_claim_errors() {
         DraService::V1Beta1
     );
     let manager = DraManager::open(dirs.state(), Arc::clone(&registry)).unwrap();
-    let err = manager
-        .prepare_resources(&pod("pod-1", &["c1"]), &[claim("c1", DRIVER, &["pod-1"])])
-        .await
-        .unwrap_err();
-    let text = err.to_string();
-    assert!(
-        text.contains("python says no") && text.contains("default/c1") && text.contains(DRIVER),
-        "{text}"
-    );
+    let err = prepare_pod1(&manager, DRIVER).await.unwrap_err();
+    assert_mentions(&err, &["python says no", "default/c1", DRIVER]);
     assert_eq!(py.event("prepare").await["version"], "v1beta1");
     py.stop().await;
     watcher.stop().await;

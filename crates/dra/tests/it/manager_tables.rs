@@ -12,6 +12,8 @@ use corral_dra::{
 };
 use corral_topology::{Container, ContainerClaim};
 
+use crate::support::{assert_mentions, pod_in};
+
 const DRIVER: &str = "test-driver";
 const NAMESPACE: &str = "test-namespace";
 const POD_UID: &str = "test-pod-uid";
@@ -96,18 +98,13 @@ impl DriverClients for FakeDriver {
 }
 
 fn pod(uid: &str, claims: &[&str]) -> PodClaims {
-    PodClaims {
-        uid: uid.into(),
-        namespace: NAMESPACE.into(),
-        name: format!("pod-{uid}"),
-        claims: claims
-            .iter()
-            .map(|c| PodClaim {
-                name: c.to_string(),
-                claim_name: Some(c.to_string()),
-            })
-            .collect(),
-    }
+    pod_in(NAMESPACE, uid, claims)
+}
+
+/// The test pod prepares the test claim.
+async fn prepare_default<D: DriverClients>(m: &DraManager<D>) -> Result<(), DraManagerError> {
+    m.prepare_resources(&pod(POD_UID, &[CLAIM]), &[claim(CLAIM, DRIVER, &[POD_UID])])
+        .await
 }
 
 fn claim(name: &str, driver: &str, reserved_for: &[&str]) -> ResourceClaim {
@@ -192,9 +189,7 @@ async fn prepare_unknown_driver() {
 async fn prepare_driver_returns_no_devices() {
     let answer = Answer::Fixed(BTreeMap::from([(format!("{CLAIM}-uid"), Ok(vec![]))]));
     let (m, _) = manager(FakeDriver::new(answer));
-    m.prepare_resources(&pod(POD_UID, &[CLAIM]), &[claim(CLAIM, DRIVER, &[POD_UID])])
-        .await
-        .unwrap();
+    prepare_default(&m).await.unwrap();
     let info = m.claim_info(NAMESPACE, CLAIM).unwrap();
     assert!(info.is_prepared());
     assert!(info.devices(DRIVER).is_empty());
@@ -205,10 +200,7 @@ async fn prepare_driver_returns_no_devices() {
 #[tokio::test]
 async fn prepare_driver_skips_claims() {
     let (m, _) = manager(FakeDriver::new(Answer::Fixed(BTreeMap::new())));
-    let err = m
-        .prepare_resources(&pod(POD_UID, &[CLAIM]), &[claim(CLAIM, DRIVER, &[POD_UID])])
-        .await
-        .unwrap_err();
+    let err = prepare_default(&m).await.unwrap_err();
     assert!(
         matches!(err, DraManagerError::ClaimsLeftOut { .. }),
         "{err}"
@@ -225,10 +217,7 @@ async fn prepare_driver_answers_unknown_claim() {
         ("stranger".to_owned(), Ok(vec![])),
     ]));
     let (m, _) = manager(FakeDriver::new(answer));
-    let err = m
-        .prepare_resources(&pod(POD_UID, &[CLAIM]), &[claim(CLAIM, DRIVER, &[POD_UID])])
-        .await
-        .unwrap_err();
+    let err = prepare_default(&m).await.unwrap_err();
     assert!(
         matches!(err, DraManagerError::UnknownClaimInResponse { ref claim_uid, .. } if claim_uid == "stranger")
     );
@@ -242,17 +231,8 @@ async fn prepare_per_claim_error() {
         Err("no such GPU".into()),
     )]));
     let (m, _) = manager(FakeDriver::new(answer));
-    let err = m
-        .prepare_resources(&pod(POD_UID, &[CLAIM]), &[claim(CLAIM, DRIVER, &[POD_UID])])
-        .await
-        .unwrap_err();
-    let text = err.to_string();
-    assert!(
-        text.contains("test-namespace/test-claim")
-            && text.contains(DRIVER)
-            && text.contains("no such GPU"),
-        "{text}"
-    );
+    let err = prepare_default(&m).await.unwrap_err();
+    assert_mentions(&err, &["test-namespace/test-claim", DRIVER, "no such GPU"]);
     // Recorded (the driver may have done part of the work), not prepared, still the pod's.
     let info = m.claim_info(NAMESPACE, CLAIM).unwrap();
     assert!(!info.is_prepared());
@@ -268,12 +248,13 @@ async fn prepare_not_reserved() {
         .await
         .unwrap_err();
     assert!(matches!(err, DraManagerError::NotReserved { .. }));
-    let text = err.to_string();
-    assert!(
-        text.contains("is not allowed to use resource claim")
-            && text.contains(POD_UID)
-            && text.contains("test-claim"),
-        "{text}"
+    assert_mentions(
+        &err,
+        &[
+            "is not allowed to use resource claim",
+            POD_UID,
+            "test-claim",
+        ],
     );
     assert!(m.claim_infos().is_empty());
 }
@@ -282,9 +263,7 @@ async fn prepare_not_reserved() {
 #[tokio::test]
 async fn prepare_claim_no_container_uses() {
     let (m, _) = manager(FakeDriver::new(Answer::Devices));
-    m.prepare_resources(&pod(POD_UID, &[CLAIM]), &[claim(CLAIM, DRIVER, &[POD_UID])])
-        .await
-        .unwrap();
+    prepare_default(&m).await.unwrap();
     let info = m
         .get_resources(&pod(POD_UID, &[CLAIM]), &container(&[]))
         .unwrap();
@@ -312,17 +291,8 @@ async fn prepare_already_prepared() {
 #[tokio::test]
 async fn prepare_call_error() {
     let (m, _) = manager(FakeDriver::new(Answer::CallError("DeadlineExceeded")));
-    let err = m
-        .prepare_resources(&pod(POD_UID, &[CLAIM]), &[claim(CLAIM, DRIVER, &[POD_UID])])
-        .await
-        .unwrap_err();
-    let text = err.to_string();
-    assert!(
-        text.contains("NodePrepareResources")
-            && text.contains(DRIVER)
-            && text.contains("DeadlineExceeded"),
-        "{text}"
-    );
+    let err = prepare_default(&m).await.unwrap_err();
+    assert_mentions(&err, &["NodePrepareResources", DRIVER, "DeadlineExceeded"]);
 }
 
 // TestPrepareResources "should prepare resource, claim not in cache": the state matches
@@ -330,9 +300,7 @@ async fn prepare_call_error() {
 #[tokio::test]
 async fn prepare_claim_not_in_cache() {
     let (m, store) = manager(FakeDriver::new(Answer::Devices));
-    m.prepare_resources(&pod(POD_UID, &[CLAIM]), &[claim(CLAIM, DRIVER, &[POD_UID])])
-        .await
-        .unwrap();
+    prepare_default(&m).await.unwrap();
     let info = m.claim_info(NAMESPACE, CLAIM).unwrap();
     assert_eq!(info.uid(), CLAIM_UID);
     assert_eq!(info.pod_uids().collect::<Vec<_>>(), [POD_UID]);
@@ -345,9 +313,7 @@ async fn prepare_claim_not_in_cache() {
 #[tokio::test]
 async fn prepare_uid_mismatch() {
     let (m, _) = manager(FakeDriver::new(Answer::Devices));
-    m.prepare_resources(&pod(POD_UID, &[CLAIM]), &[claim(CLAIM, DRIVER, &[POD_UID])])
-        .await
-        .unwrap();
+    prepare_default(&m).await.unwrap();
     let mut recreated = claim(CLAIM, DRIVER, &["pod-2"]);
     recreated.uid = "new-uid".into();
     let err = m
@@ -388,9 +354,7 @@ async fn unprepare_shared_claim() {
 #[tokio::test]
 async fn unprepare_failures_keep_the_claim() {
     let (m, _) = manager(FakeDriver::new(Answer::Devices));
-    m.prepare_resources(&pod(POD_UID, &[CLAIM]), &[claim(CLAIM, DRIVER, &[POD_UID])])
-        .await
-        .unwrap();
+    prepare_default(&m).await.unwrap();
     *m.drivers().unprepare.lock().unwrap() = Some(BTreeMap::new());
     let err = m.unprepare_resources(POD_UID).await.unwrap_err();
     assert!(
@@ -416,9 +380,7 @@ async fn unprepare_failures_keep_the_claim() {
 async fn pod_might_need_to_unprepare() {
     let (m, _) = manager(FakeDriver::new(Answer::Devices));
     assert!(!m.pod_might_need_to_unprepare_resources(POD_UID));
-    m.prepare_resources(&pod(POD_UID, &[CLAIM]), &[claim(CLAIM, DRIVER, &[POD_UID])])
-        .await
-        .unwrap();
+    prepare_default(&m).await.unwrap();
     assert!(m.pod_might_need_to_unprepare_resources(POD_UID));
     assert!(!m.pod_might_need_to_unprepare_resources("other"));
 }

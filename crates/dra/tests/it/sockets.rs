@@ -28,10 +28,7 @@ fn checkpoint_text(dirs: &Dirs) -> String {
 
 #[tokio::test]
 async fn prepare_get_unprepare() {
-    let dirs = Dirs::new();
-    let (registry, watcher) = registry(&dirs);
-    let driver = sample(&dirs, DRIVER).await;
-    wait_registered(&registry, DRIVER).await;
+    let (dirs, registry, watcher, driver) = with_sample(DRIVER).await;
     driver.set_allocation(
         "c1-uid",
         vec![
@@ -69,10 +66,7 @@ async fn prepare_get_unprepare() {
 
 #[tokio::test]
 async fn shared_claim_across_two_pods() {
-    let dirs = Dirs::new();
-    let (registry, watcher) = registry(&dirs);
-    let driver = sample(&dirs, DRIVER).await;
-    wait_registered(&registry, DRIVER).await;
+    let (dirs, registry, watcher, driver) = with_sample(DRIVER).await;
     let manager = DraManager::open(dirs.state(), Arc::clone(&registry)).unwrap();
     let shared = claim("shared", DRIVER, &["pod-a", "pod-b"]);
     manager
@@ -109,20 +103,13 @@ async fn driver_missing_is_a_clear_error_and_nothing_is_prepared() {
     let dirs = Dirs::new();
     let (registry, watcher) = registry(&dirs);
     let manager = DraManager::open(dirs.state(), Arc::clone(&registry)).unwrap();
-    let err = manager
-        .prepare_resources(
-            &pod("pod-1", &["c1"]),
-            &[claim("c1", "absent.example.com", &["pod-1"])],
-        )
+    let err = prepare_pod1(&manager, "absent.example.com")
         .await
         .unwrap_err();
     assert!(matches!(err, DraManagerError::DriverNotRegistered { .. }));
-    let text = err.to_string();
-    assert!(
-        text.contains("absent.example.com")
-            && text.contains("default/c1")
-            && text.contains("default/pod-pod-1"),
-        "{text}"
+    assert_mentions(
+        &err,
+        &["absent.example.com", "default/c1", "default/pod-pod-1"],
     );
     assert!(manager.claim_infos().is_empty());
     assert!(checkpoint_text(&dirs).contains(r#"\"ClaimInfoStateList\":[]"#));
@@ -131,15 +118,9 @@ async fn driver_missing_is_a_clear_error_and_nothing_is_prepared() {
 
 #[tokio::test]
 async fn driver_restart_and_disappearance() {
-    let dirs = Dirs::new();
-    let (registry, watcher) = registry(&dirs);
-    let mut driver = sample(&dirs, DRIVER).await;
-    wait_registered(&registry, DRIVER).await;
+    let (dirs, registry, watcher, mut driver) = with_sample(DRIVER).await;
     let manager = DraManager::open(dirs.state(), Arc::clone(&registry)).unwrap();
-    manager
-        .prepare_resources(&pod("pod-1", &["c1"]), &[claim("c1", DRIVER, &["pod-1"])])
-        .await
-        .unwrap();
+    prepare_pod1(&manager, DRIVER).await.unwrap();
 
     // Restart under the same name: registered again, calls reach the new instance.
     driver.restart().await.unwrap();
@@ -185,13 +166,10 @@ async fn hanging_driver_hits_the_deadline() {
     wait_registered(&registry, DRIVER).await;
     driver.set_behavior(Behavior::Hang);
     let manager = DraManager::open(dirs.state(), Arc::clone(&registry)).unwrap();
-    let err = tokio::time::timeout(
-        WAIT,
-        manager.prepare_resources(&pod("pod-1", &["c1"]), &[claim("c1", DRIVER, &["pod-1"])]),
-    )
-    .await
-    .expect("bounded by the call deadline")
-    .unwrap_err();
+    let err = tokio::time::timeout(WAIT, prepare_pod1(&manager, DRIVER))
+        .await
+        .expect("bounded by the call deadline")
+        .unwrap_err();
     assert!(
         matches!(
             err,
@@ -208,21 +186,11 @@ async fn hanging_driver_hits_the_deadline() {
 
 #[tokio::test]
 async fn per_claim_and_call_failures_name_claim_and_driver() {
-    let dirs = Dirs::new();
-    let (registry, watcher) = registry(&dirs);
-    let driver = sample(&dirs, DRIVER).await;
-    wait_registered(&registry, DRIVER).await;
+    let (dirs, registry, watcher, driver) = with_sample(DRIVER).await;
     let manager = DraManager::open(dirs.state(), Arc::clone(&registry)).unwrap();
     driver.set_behavior(Behavior::FailClaims("device is on fire".into()));
-    let err = manager
-        .prepare_resources(&pod("pod-1", &["c1"]), &[claim("c1", DRIVER, &["pod-1"])])
-        .await
-        .unwrap_err();
-    let text = err.to_string();
-    assert!(
-        text.contains("default/c1") && text.contains(DRIVER) && text.contains("device is on fire"),
-        "{text}"
-    );
+    let err = prepare_pod1(&manager, DRIVER).await.unwrap_err();
+    assert_mentions(&err, &["default/c1", DRIVER, "device is on fire"]);
     driver.set_behavior(Behavior::FailCall("out of memory".into()));
     let err = manager.unprepare_resources("pod-1").await.unwrap_err();
     assert!(matches!(err, DraManagerError::DriverCall { .. }), "{err}");

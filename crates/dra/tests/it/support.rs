@@ -1,5 +1,5 @@
-//! Helpers shared by the socket tests: temp dirs, a fast registry, pods and claims, and a
-//! bounded wait.
+//! Helpers shared by the tests: temp dirs, a fast registry with a sample driver, pods and
+//! claims, a bounded wait, and error-text checks.
 
 #![allow(dead_code, unreachable_pub)]
 
@@ -10,8 +10,8 @@ use std::time::Duration;
 
 use corral_dra::sample::{SampleDriver, SampleDriverConfig};
 use corral_dra::{
-    AllocatedDevice, ConsumerRef, PluginRegistry, PodClaim, PodClaims, RegistryConfig,
-    RegistryWatcher, ResourceClaim,
+    AllocatedDevice, ConsumerRef, DraManager, DraManagerError, DriverClients, PluginRegistry,
+    PodClaim, PodClaims, RegistryConfig, RegistryWatcher, ResourceClaim,
 };
 
 /// Upper bound of every wait in these tests.
@@ -94,9 +94,14 @@ pub async fn wait_registered(registry: &PluginRegistry, driver: &str) {
 }
 
 pub fn pod(uid: &str, claims: &[&str]) -> PodClaims {
+    pod_in(NAMESPACE, uid, claims)
+}
+
+/// A pod in `namespace` whose pod claims are named after the claims they use.
+pub fn pod_in(namespace: &str, uid: &str, claims: &[&str]) -> PodClaims {
     PodClaims {
         uid: uid.into(),
-        namespace: NAMESPACE.into(),
+        namespace: namespace.into(),
         name: format!("pod-{uid}"),
         claims: claims
             .iter()
@@ -121,4 +126,31 @@ pub fn claim(name: &str, driver: &str, pods: &[&str]) -> ResourceClaim {
         }]),
         reserved_for: pods.iter().map(|p| ConsumerRef::pod("p", *p)).collect(),
     }
+}
+
+/// `pod-1` prepares its claim `c1` of `driver`.
+pub async fn prepare_pod1<D: DriverClients>(
+    manager: &DraManager<D>,
+    driver: &str,
+) -> Result<(), DraManagerError> {
+    manager
+        .prepare_resources(&pod("pod-1", &["c1"]), &[claim("c1", driver, &["pod-1"])])
+        .await
+}
+
+/// The error's text names every one of `parts`.
+pub fn assert_mentions(err: &dyn std::fmt::Display, parts: &[&str]) {
+    let text = err.to_string();
+    assert!(parts.iter().all(|part| text.contains(part)), "{text}");
+}
+
+/// A watched registry with a sample driver of `driver` registered in it.
+pub async fn with_sample(
+    driver: &str,
+) -> (Dirs, Arc<PluginRegistry>, RegistryWatcher, SampleDriver) {
+    let dirs = Dirs::new();
+    let (registry, watcher) = registry(&dirs);
+    let sample = sample(&dirs, driver).await;
+    wait_registered(&registry, driver).await;
+    (dirs, registry, watcher, sample)
 }
