@@ -46,6 +46,18 @@ pub struct CpuInfo {
     pub uncore: usize,
 }
 
+impl CpuInfo {
+    /// A CPU on `core` of `socket`, in NUMA node (bit) `numa`, sharing uncore cache `uncore`.
+    pub const fn new(core: usize, socket: usize, numa: usize, uncore: usize) -> CpuInfo {
+        CpuInfo {
+            core,
+            socket,
+            numa,
+            uncore,
+        }
+    }
+}
+
 /// One CPU record of the conformance files' topology shape.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct CpuRecord {
@@ -516,30 +528,20 @@ impl CpuTopology {
 mod tests {
     use super::*;
 
-    fn info(core: usize, socket: usize, numa: usize, uncore: usize) -> CpuInfo {
-        CpuInfo {
-            core,
-            socket,
-            numa,
-            uncore,
+    /// CPU `cpu` on `core`, `socket`, `numa`, `uncore`.
+    fn rec(cpu: usize, [core, socket, numa, uncore]: [usize; 4]) -> CpuRecord {
+        CpuRecord {
+            cpu,
+            info: CpuInfo::new(core, socket, numa, uncore),
         }
     }
 
     #[test]
     fn counts_and_errors() {
         let recs = [
-            CpuRecord {
-                cpu: 0,
-                info: info(0, 0, 0, 0),
-            },
-            CpuRecord {
-                cpu: 1,
-                info: info(0, 0, 0, 0),
-            },
-            CpuRecord {
-                cpu: 2,
-                info: info(2, 1, 1, 1),
-            },
+            rec(0, [0, 0, 0, 0]),
+            rec(1, [0, 0, 0, 0]),
+            rec(2, [2, 1, 1, 1]),
         ];
         let topo = CpuTopology::new(&recs).unwrap();
         assert_eq!(
@@ -558,10 +560,7 @@ mod tests {
             CpuTopology::new(&dup),
             Err(TopologyError::DuplicateCpu { cpu: 0 })
         );
-        let big = [CpuRecord {
-            cpu: 0,
-            info: info(1 << 20, 0, 0, 0),
-        }];
+        let big = [rec(0, [1 << 20, 0, 0, 0])];
         assert!(matches!(
             CpuTopology::new(&big),
             Err(TopologyError::IdTooLarge { what: "core", .. })
@@ -570,16 +569,7 @@ mod tests {
 
     #[test]
     fn distances_map_columns_to_ids() {
-        let recs = [
-            CpuRecord {
-                cpu: 0,
-                info: info(0, 0, 0, 0),
-            },
-            CpuRecord {
-                cpu: 1,
-                info: info(1, 0, 33, 0),
-            },
-        ];
+        let recs = [rec(0, [0, 0, 0, 0]), rec(1, [1, 0, 33, 0])];
         let rows = BTreeMap::from([
             (0, vec![10, 20, 30]),
             (33, vec![20, 10, 40]),
@@ -608,18 +598,9 @@ mod tests {
     #[test]
     fn sparse_ids_above_63_are_renumbered_in_id_order() {
         let recs = [
-            CpuRecord {
-                cpu: 0,
-                info: info(0, 0, 0, 0),
-            },
-            CpuRecord {
-                cpu: 1,
-                info: info(1, 0, 72, 0),
-            },
-            CpuRecord {
-                cpu: 2,
-                info: info(2, 0, 70, 0),
-            },
+            rec(0, [0, 0, 0, 0]),
+            rec(1, [1, 0, 72, 0]),
+            rec(2, [2, 0, 70, 0]),
         ];
         let topo = CpuTopology::new(&recs).unwrap();
         assert_eq!(topo.numa_ids().os_ids(), &[0, 70, 72]);
@@ -666,7 +647,7 @@ mod tests {
         let recs: Vec<CpuRecord> = (0..65)
             .map(|cpu| CpuRecord {
                 cpu,
-                info: info(cpu, 0, cpu * 2, 0),
+                info: CpuInfo::new(cpu, 0, cpu * 2, 0),
             })
             .collect();
         let topo = CpuTopology::new(&recs).unwrap();

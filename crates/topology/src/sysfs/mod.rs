@@ -325,24 +325,8 @@ fn package_groups(
         groups.sort_by_key(CpuSet::min);
         groups
     };
-    let ids: Vec<Option<usize>> = groups
-        .iter()
-        .map(|g| {
-            let mut ids = g.iter().map(|cpu| raw[&cpu].package_id);
-            let first = ids.next().flatten()?;
-            if ids.all(|id| id == Some(first)) {
-                usize::try_from(first)
-                    .ok()
-                    .filter(|&id| id < MAX_TOPOLOGY_ID)
-            } else {
-                None
-            }
-        })
-        .collect();
-    let mut unique: Vec<usize> = ids.iter().flatten().copied().collect();
-    unique.sort_unstable();
-    unique.dedup();
-    let socket_ids = if ids.iter().all(Option::is_some) && unique.len() == groups.len() {
+    let (ids, usable) = agreed_ids(&groups, |cpu| raw[&cpu].package_id);
+    let socket_ids = if usable {
         ids.into_iter().flatten().collect()
     } else {
         (0..groups.len()).collect()
@@ -422,12 +406,30 @@ fn uncore_ids(
         let (dir, set, _) = raw[&cpu].l3.clone().unwrap_or_default();
         (set, dir.join("shared_cpu_list"))
     })?;
+    let (ids, use_files) = agreed_ids(&groups, |cpu| raw[&cpu].l3.as_ref().and_then(|l3| l3.2));
+    for (group, id) in groups.iter().zip(ids) {
+        let id = match id {
+            Some(id) if use_files => id,
+            _ => group.min().unwrap_or(0),
+        };
+        for cpu in group.iter() {
+            uncore_of.insert(cpu, id);
+        }
+    }
+    Ok(uncore_of)
+}
+
+/// Per group, the id file value all its CPUs agree on (`None` when one has none, they
+/// disagree, or it is negative or not below [`MAX_TOPOLOGY_ID`]); and whether those ids can
+/// be used as they are: every group has one and no two groups share it.
+fn agreed_ids(
+    groups: &[CpuSet],
+    id_of: impl Fn(usize) -> Option<i64>,
+) -> (Vec<Option<usize>>, bool) {
     let ids: Vec<Option<usize>> = groups
         .iter()
         .map(|g| {
-            let mut ids = g
-                .iter()
-                .map(|cpu| raw[&cpu].l3.as_ref().and_then(|l3| l3.2));
+            let mut ids = g.iter().map(&id_of);
             let first = ids.next().flatten()?;
             if ids.all(|id| id == Some(first)) {
                 usize::try_from(first)
@@ -441,15 +443,6 @@ fn uncore_ids(
     let mut unique: Vec<usize> = ids.iter().flatten().copied().collect();
     unique.sort_unstable();
     unique.dedup();
-    let use_files = ids.iter().all(Option::is_some) && unique.len() == groups.len();
-    for (group, id) in groups.iter().zip(ids) {
-        let id = match id {
-            Some(id) if use_files => id,
-            _ => group.min().unwrap_or(0),
-        };
-        for cpu in group.iter() {
-            uncore_of.insert(cpu, id);
-        }
-    }
-    Ok(uncore_of)
+    let usable = ids.iter().all(Option::is_some) && unique.len() == groups.len();
+    (ids, usable)
 }

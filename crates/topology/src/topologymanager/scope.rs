@@ -3,12 +3,13 @@
 
 use std::fmt;
 use std::str::FromStr;
+use std::sync::atomic::AtomicU64;
 
 use super::admission::PodAdmitResult;
 use super::hint::ProviderHints;
 use super::metrics::ManagerMetrics;
 use super::metrics::inc;
-use super::policy::{Policy, PolicyConfigError};
+use super::policy::{MergeResult, Policy, PolicyConfigError};
 use super::provider::HintProvider;
 use super::store::AffinityStore;
 use crate::{Container, Pod};
@@ -104,6 +105,35 @@ pub(crate) fn admit_none(
     PodAdmitResult::admitted()
 }
 
+/// The part both scopes share: a merge the policy rejected is upstream's
+/// `TopologyAffinityError` (counted in `alignment_failures` when given); otherwise
+/// `merged.best_hint` is stored for each of `containers`, in order, and each is allocated.
+/// Every rejection is counted in `admission_errors_total`.
+fn store_and_allocate<'a>(
+    merged: MergeResult,
+    containers: impl IntoIterator<Item = &'a Container>,
+    providers: &[std::sync::Arc<dyn HintProvider>],
+    store: &AffinityStore,
+    pod: &Pod,
+    metrics: &ManagerMetrics,
+    alignment_failures: Option<&AtomicU64>,
+) -> Result<(), PodAdmitResult> {
+    if !merged.admit {
+        if let Some(failures) = alignment_failures {
+            inc(failures);
+        }
+        inc(&metrics.admission_errors_total);
+        return Err(PodAdmitResult::topology_affinity_error());
+    }
+    for container in containers {
+        store.set_affinity(&pod.uid, &container.name, merged.best_hint);
+        allocate(providers, store, pod, container).inspect_err(|_| {
+            inc(&metrics.admission_errors_total);
+        })?;
+    }
+    Ok(())
+}
+
 /// Upstream `containerScope.Admit`: merge, store and allocate container by container,
 /// counting in `metrics` as upstream does: every rejection in `admission_errors_total`, and
 /// under a policy that guarantees alignment a failed merge or an allocated container in the
@@ -116,22 +146,23 @@ pub(crate) fn admit_container(
     metrics: &ManagerMetrics,
 ) -> PodAdmitResult {
     let guaranteed = policy.is_alignment_guaranteed();
+    let alignment = &metrics.numa_alignment;
     for (_, container) in pod.all_containers() {
         let merged = policy.merge(&container_hints(providers, pod, container));
-        if !merged.admit {
-            if guaranteed {
-                inc(&metrics.numa_alignment.container_failures);
-            }
-            inc(&metrics.admission_errors_total);
-            return PodAdmitResult::topology_affinity_error();
-        }
-        store.set_affinity(&pod.uid, &container.name, merged.best_hint);
-        if let Err(rejected) = allocate(providers, store, pod, container) {
-            inc(&metrics.admission_errors_total);
+        let failures = guaranteed.then_some(&alignment.container_failures);
+        if let Err(rejected) = store_and_allocate(
+            merged,
+            [container],
+            providers,
+            store,
+            pod,
+            metrics,
+            failures,
+        ) {
             return rejected;
         }
         if guaranteed {
-            inc(&metrics.numa_alignment.container);
+            inc(&alignment.container);
         }
     }
     PodAdmitResult::admitted()
@@ -148,23 +179,17 @@ pub(crate) fn admit_pod(
     metrics: &ManagerMetrics,
 ) -> PodAdmitResult {
     let guaranteed = policy.is_alignment_guaranteed();
+    let alignment = &metrics.numa_alignment;
     let merged = policy.merge(&pod_hints(providers, pod));
-    if !merged.admit {
-        if guaranteed {
-            inc(&metrics.numa_alignment.pod_failures);
-        }
-        inc(&metrics.admission_errors_total);
-        return PodAdmitResult::topology_affinity_error();
-    }
-    for (_, container) in pod.all_containers() {
-        store.set_affinity(&pod.uid, &container.name, merged.best_hint);
-        if let Err(rejected) = allocate(providers, store, pod, container) {
-            inc(&metrics.admission_errors_total);
-            return rejected;
-        }
+    let containers = pod.all_containers().map(|(_, container)| container);
+    let failures = guaranteed.then_some(&alignment.pod_failures);
+    if let Err(rejected) =
+        store_and_allocate(merged, containers, providers, store, pod, metrics, failures)
+    {
+        return rejected;
     }
     if guaranteed {
-        inc(&metrics.numa_alignment.pod);
+        inc(&alignment.pod);
     }
     PodAdmitResult::admitted()
 }

@@ -61,15 +61,6 @@ fn counts(cpus: usize, sockets: usize, cores: usize, numa: usize, uncore: usize)
     }
 }
 
-fn info(core: usize, socket: usize, numa: usize, uncore: usize) -> CpuInfo {
-    CpuInfo {
-        core,
-        socket,
-        numa,
-        uncore,
-    }
-}
-
 /// Check every CPU of `topo` against `expected(cpu)`.
 fn check_details(name: &str, topo: &CpuTopology, expected: impl Fn(usize) -> CpuInfo) {
     for cpu in topo.all_cpus().iter() {
@@ -85,7 +76,7 @@ fn discover_one_socket_ht() {
         let cores = (0..4).map(|c| core(0, &[c, c + 4], uncore)).collect();
         let topo = machine(&[(0, cores)]).expect(name);
         assert_eq!(topo.counts(), counts(8, 1, 4, 1, 1), "{name}");
-        check_details(name, &topo, |cpu| info(cpu % 4, 0, 0, 0));
+        check_details(name, &topo, |cpu| CpuInfo::new(cpu % 4, 0, 0, 0));
     }
 }
 
@@ -107,7 +98,7 @@ fn discover_dual_socket_multi_numa_per_socket_ht() {
     assert_eq!(topo.counts(), counts(80, 2, 40, 4, 1));
     check_details("DualSocketMultiNumaPerSocketHT", &topo, |cpu| {
         let c = cpu % 40;
-        info(c, c / 20, c / 10, 0)
+        CpuInfo::new(c, c / 20, c / 10, 0)
     });
 }
 
@@ -130,7 +121,7 @@ fn discover_dual_numa_multi_socket_per_numa_ht() {
     assert_eq!(topo.counts(), counts(80, 4, 40, 2, 1));
     check_details("DualNumaMultiSocketPerNumaHT", &topo, |cpu| {
         let c = cpu % 40;
-        info(c, c / 10, c / 20, 1)
+        CpuInfo::new(c, c / 10, c / 20, 1)
     });
 }
 
@@ -144,7 +135,7 @@ fn discover_dual_socket_no_ht() {
     .expect("machine");
     assert_eq!(topo.counts(), counts(4, 2, 4, 2, 1));
     check_details("DualSocketNoHT", &topo, |cpu| {
-        info(cpu, cpu % 2, cpu % 2, 0)
+        CpuInfo::new(cpu, cpu % 2, cpu % 2, 0)
     });
 }
 
@@ -160,7 +151,7 @@ fn discover_dual_socket_ht_non_unique_core_ids() {
     assert_eq!(topo.counts(), counts(12, 2, 6, 2, 1));
     check_details("DualSocketHT", &topo, |cpu| {
         let c = cpu % 6;
-        info(c, c / 3, c / 3, 0)
+        CpuInfo::new(c, c / 3, c / 3, 0)
     });
 }
 
@@ -200,7 +191,7 @@ fn discover_uncore_one_socket_no_smt() {
     let topo = machine(&[(0, cores)]).expect("machine");
     assert_eq!(topo.counts(), counts(32, 1, 32, 1, 8));
     check_details("UncoreOneSocketNoSMT", &topo, |cpu| {
-        info(cpu, 0, 0, cpu / 4)
+        CpuInfo::new(cpu, 0, 0, cpu / 4)
     });
     assert_eq!(topo.cpus_per_uncore(), 4);
 }
@@ -223,7 +214,7 @@ fn discover_uncore_dual_socket_smt() {
     assert_eq!(topo.counts(), counts(96, 2, 48, 4, 12));
     check_details("UncoreDualSocketSMT", &topo, |cpu| {
         let c = cpu % 48;
-        info(c, c / 24, c / 12, c / 4)
+        CpuInfo::new(c, c / 24, c / 12, c / 4)
     });
 }
 
@@ -249,19 +240,19 @@ fn set(ids: &[usize]) -> CpuSet {
 }
 
 fn numa(id: usize) -> CpuInfo {
-    info(0, 0, id, 0)
+    CpuInfo::new(0, 0, id, 0)
 }
 
 fn socket(id: usize) -> CpuInfo {
-    info(0, id, 0, 0)
+    CpuInfo::new(0, id, 0, 0)
 }
 
 fn core_of(id: usize) -> CpuInfo {
-    info(id, 0, 0, 0)
+    CpuInfo::new(id, 0, 0, 0)
 }
 
 fn uncore(id: usize) -> CpuInfo {
-    info(0, 0, 0, id)
+    CpuInfo::new(0, 0, 0, id)
 }
 
 /// Upstream `TestCPUDetailsKeepOnly` (2 cases).
@@ -299,16 +290,16 @@ fn cpu_details_ids() {
 #[test]
 fn cpu_details_numa_nodes_in_sockets() {
     let one_per_socket = details(&[
-        (0, info(0, 0, 0, 0)),
-        (1, info(0, 1, 0, 0)),
-        (2, info(0, 2, 1, 0)),
-        (3, info(0, 3, 1, 0)),
+        (0, CpuInfo::new(0, 0, 0, 0)),
+        (1, CpuInfo::new(0, 1, 0, 0)),
+        (2, CpuInfo::new(0, 2, 1, 0)),
+        (3, CpuInfo::new(0, 3, 1, 0)),
     ]);
     let poorly_designed = details(&[
-        (0, info(0, 0, 0, 0)),
-        (1, info(0, 0, 1, 0)),
-        (2, info(0, 1, 2, 0)),
-        (3, info(0, 1, 3, 0)),
+        (0, CpuInfo::new(0, 0, 0, 0)),
+        (1, CpuInfo::new(0, 0, 1, 0)),
+        (2, CpuInfo::new(0, 1, 2, 0)),
+        (3, CpuInfo::new(0, 1, 3, 0)),
     ]);
     let d = one_per_socket.details();
     assert_eq!(d.numa_nodes_in_sockets([0, 1, 2]), set(&[0, 1]));
@@ -334,10 +325,10 @@ fn cpu_details_ids_in_ids() {
     assert_eq!(topo.details().cpus_in_sockets([3]), CpuSet::new());
 
     let topo = details(&[
-        (0, info(0, 0, 0, 0)),
-        (1, info(0, 1, 0, 0)),
-        (2, info(0, 2, 1, 0)),
-        (3, info(0, 3, 2, 0)),
+        (0, CpuInfo::new(0, 0, 0, 0)),
+        (1, CpuInfo::new(0, 1, 0, 0)),
+        (2, CpuInfo::new(0, 2, 1, 0)),
+        (3, CpuInfo::new(0, 3, 2, 0)),
     ]);
     assert_eq!(
         topo.details().sockets_in_numa_nodes([0, 1]),
@@ -346,19 +337,19 @@ fn cpu_details_ids_in_ids() {
     assert_eq!(topo.details().sockets_in_numa_nodes([3]), CpuSet::new());
 
     let topo = details(&[
-        (0, info(0, 0, 0, 0)),
-        (1, info(1, 0, 0, 0)),
-        (2, info(2, 0, 1, 0)),
-        (3, info(3, 0, 2, 0)),
+        (0, CpuInfo::new(0, 0, 0, 0)),
+        (1, CpuInfo::new(1, 0, 0, 0)),
+        (2, CpuInfo::new(2, 0, 1, 0)),
+        (3, CpuInfo::new(3, 0, 2, 0)),
     ]);
     assert_eq!(topo.details().cores_in_numa_nodes([0, 1]), set(&[0, 1, 2]));
     assert_eq!(topo.details().cores_in_numa_nodes([3]), CpuSet::new());
 
     let topo = details(&[
-        (0, info(0, 0, 0, 0)),
-        (1, info(1, 0, 0, 0)),
-        (2, info(2, 1, 0, 0)),
-        (3, info(3, 2, 0, 0)),
+        (0, CpuInfo::new(0, 0, 0, 0)),
+        (1, CpuInfo::new(1, 0, 0, 0)),
+        (2, CpuInfo::new(2, 1, 0, 0)),
+        (3, CpuInfo::new(3, 2, 0, 0)),
     ]);
     assert_eq!(topo.details().cores_in_sockets([0, 1]), set(&[0, 1, 2]));
     assert_eq!(topo.details().cores_in_sockets([3]), CpuSet::new());
@@ -394,16 +385,16 @@ fn cpus_in_uncore_caches() {
 /// Upstream `TestUncoreInNUMANodes` (3 cases).
 #[test]
 fn uncore_in_numa_nodes() {
-    let topo = details(&[(0, info(0, 0, 0, 0)), (1, info(0, 0, 0, 1))]);
+    let topo = details(&[(0, CpuInfo::new(0, 0, 0, 0)), (1, CpuInfo::new(0, 0, 0, 1))]);
     assert_eq!(topo.details().uncore_in_numa_nodes([0]), set(&[0, 1]));
     let topo = details(&[
-        (0, info(0, 0, 0, 0)),
-        (1, info(0, 0, 0, 0)),
-        (20, info(0, 0, 1, 1)),
-        (21, info(0, 0, 1, 1)),
+        (0, CpuInfo::new(0, 0, 0, 0)),
+        (1, CpuInfo::new(0, 0, 0, 0)),
+        (20, CpuInfo::new(0, 0, 1, 1)),
+        (21, CpuInfo::new(0, 0, 1, 1)),
     ]);
     assert_eq!(topo.details().uncore_in_numa_nodes([0, 1]), set(&[0, 1]));
-    let topo = details(&[(0, info(0, 0, 1, 0))]);
+    let topo = details(&[(0, CpuInfo::new(0, 0, 1, 0))]);
     assert_eq!(topo.details().uncore_in_numa_nodes([0]), CpuSet::new());
 }
 
@@ -415,7 +406,7 @@ fn cpu_core_socket_numa_id() {
     let cpus: Vec<(usize, CpuInfo)> = (0..12)
         .map(|cpu| {
             let c = cpu % 6;
-            (cpu, info(c, c % 2, c % 2, 0))
+            (cpu, CpuInfo::new(c, c % 2, c % 2, 0))
         })
         .collect();
     let topo = details(&cpus).with_counts(counts(12, 2, 6, 0, 0));
