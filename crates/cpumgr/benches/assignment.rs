@@ -8,8 +8,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use corral_cpumgr::{
-    CpuSortingStrategy, CpuState, Policy, StaticPolicy, StaticPolicyOptions, TopologyIndex,
-    generate_cpu_topology_hints, take_by_topology_numa_distributed, take_by_topology_numa_packed,
+    CpuSortingStrategy, CpuState, Policy, SocketAlignment, StaticPolicy, StaticPolicyOptions,
+    TopologyIndex, UncoreCacheAlignment, generate_cpu_topology_hints,
+    take_by_topology_numa_distributed, take_by_topology_numa_packed,
 };
 use corral_topology::{
     Container, CpuInfo, CpuRecord, CpuSet, CpuTopology, Pod, PolicyName, TopologyHint,
@@ -79,9 +80,21 @@ fn benches(c: &mut Criterion) {
         for (pool_name, pool) in [("full", &all), ("fragmented", &frag)] {
             let id = |what: &str| format!("{what}/{cpus}cpu-{numa}numa/{pool_name}/take{take}");
             for (name, strategy, uncore) in [
-                ("packed", CpuSortingStrategy::Packed, false),
-                ("spread", CpuSortingStrategy::Spread, false),
-                ("uncore", CpuSortingStrategy::Packed, true),
+                (
+                    "packed",
+                    CpuSortingStrategy::Packed,
+                    UncoreCacheAlignment::Ignore,
+                ),
+                (
+                    "spread",
+                    CpuSortingStrategy::Spread,
+                    UncoreCacheAlignment::Ignore,
+                ),
+                (
+                    "uncore",
+                    CpuSortingStrategy::Packed,
+                    UncoreCacheAlignment::Prefer,
+                ),
             ] {
                 group.bench_function(id(name), |b| {
                     b.iter(|| {
@@ -115,7 +128,7 @@ fn benches(c: &mut Criterion) {
                         black_box(pool),
                         &CpuSet::new(),
                         take,
-                        false,
+                        SocketAlignment::Ignore,
                     )
                 })
             });

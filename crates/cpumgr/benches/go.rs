@@ -11,8 +11,8 @@ use std::time::Duration;
 
 use corral_cpumgr::test_util::topology_index;
 use corral_cpumgr::{
-    CpuSortingStrategy, TopologyIndex, generate_cpu_topology_hints,
-    take_by_topology_numa_distributed, take_by_topology_numa_packed,
+    CpuSortingStrategy, SocketAlignment, TopologyIndex, UncoreCacheAlignment,
+    generate_cpu_topology_hints, take_by_topology_numa_distributed, take_by_topology_numa_packed,
 };
 use corral_testkit::conformance_topology::{hints, load_testdata, machines, num};
 use corral_topology::CpuSet;
@@ -60,13 +60,18 @@ fn go_benches(c: &mut Criterion) {
                 .parse()
                 .expect("strategy");
             let packed = name.starts_with("takeByTopologyNUMAPacked/");
-            let prefer = inputs["prefer_align_by_uncore_cache"]
+            let uncore = if inputs["prefer_align_by_uncore_cache"]
                 .as_bool()
-                .unwrap_or(false);
+                .unwrap_or(false)
+            {
+                UncoreCacheAlignment::Prefer
+            } else {
+                UncoreCacheAlignment::Ignore
+            };
             let group_size = inputs["cpu_group_size"].as_u64().unwrap_or(1) as usize;
             let run = |available: &CpuSet| {
                 if packed {
-                    take_by_topology_numa_packed(index, available, n, strategy, prefer)
+                    take_by_topology_numa_packed(index, available, n, strategy, uncore)
                 } else {
                     take_by_topology_numa_distributed(index, available, n, group_size, strategy)
                 }
@@ -83,7 +88,11 @@ fn go_benches(c: &mut Criterion) {
             let available = set(&inputs["available"]);
             let reusable = set(&inputs["reusable"]);
             let request = num(inputs, "request");
-            let align = inputs["align_by_socket"].as_bool().unwrap_or(false);
+            let align = if inputs["align_by_socket"].as_bool().unwrap_or(false) {
+                SocketAlignment::Prefer
+            } else {
+                SocketAlignment::Ignore
+            };
             let got = generate_cpu_topology_hints(index, &available, &reusable, request, align);
             let got: Vec<(Vec<usize>, bool)> = got
                 .iter()

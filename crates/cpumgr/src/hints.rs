@@ -15,11 +15,23 @@ use corral_topology::{CpuSet, NumaMask, TopologyHint};
 
 use crate::index::TopologyIndex;
 
+/// Which hints [`generate_cpu_topology_hints`] prefers besides those with the fewest NUMA
+/// nodes (the static policy's `align-by-socket` option).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
+pub enum SocketAlignment {
+    /// Only the hints with the minimal number of NUMA nodes are preferred (the default).
+    #[default]
+    Ignore,
+    /// Hints whose NUMA nodes span the minimal number of sockets are preferred too
+    /// (`align-by-socket`, upstream `isHintSocketAligned`).
+    Prefer,
+}
+
 /// Upstream `generateCPUTopologyHints(available, reusable, request)` with the static
 /// policy's `align-by-socket` option given explicitly.
 ///
 /// ```
-/// use corral_cpumgr::{TopologyIndex, generate_cpu_topology_hints};
+/// use corral_cpumgr::{SocketAlignment, TopologyIndex, generate_cpu_topology_hints};
 /// use corral_topology::{CpuInfo, CpuRecord, CpuSet, CpuTopology, NumaMask};
 ///
 /// // Two NUMA nodes with 4 CPUs each.
@@ -27,7 +39,8 @@ use crate::index::TopologyIndex;
 ///     .map(|cpu| CpuRecord { cpu, info: CpuInfo { core: cpu, socket: cpu / 4, numa: cpu / 4, uncore: cpu / 4 } })
 ///     .collect();
 /// let index = TopologyIndex::new(&CpuTopology::new(&records)?);
-/// let hints = generate_cpu_topology_hints(&index, &CpuSet::from_range(0, 7), &CpuSet::new(), 3, false);
+/// let all = CpuSet::from_range(0, 7);
+/// let hints = generate_cpu_topology_hints(&index, &all, &CpuSet::new(), 3, SocketAlignment::Ignore);
 /// let masks: Vec<_> = hints.iter().map(|h| (h.numa_affinity.unwrap().get_bits(), h.preferred)).collect();
 /// assert_eq!(masks, vec![(vec![0], true), (vec![1], true), (vec![0, 1], false)]);
 /// # Ok::<(), Box<dyn std::error::Error>>(())
@@ -37,7 +50,7 @@ pub fn generate_cpu_topology_hints(
     available: &CpuSet,
     reusable: &CpuSet,
     request: usize,
-    align_by_socket: bool,
+    socket_alignment: SocketAlignment,
 ) -> Vec<TopologyHint> {
     let numa_ids = index.numa_node_ids();
     // Per NUMA id (< 64; upstream's masks cannot hold more): total and available CPUs.
@@ -89,7 +102,9 @@ pub fn generate_cpu_topology_hints(
         let Some(mask) = hint.numa_affinity else {
             continue;
         };
-        if align_by_socket && is_hint_socket_aligned(index, mask, min_affinity_size) {
+        if socket_alignment == SocketAlignment::Prefer
+            && is_hint_socket_aligned(index, mask, min_affinity_size)
+        {
             hint.preferred = true;
             continue;
         }

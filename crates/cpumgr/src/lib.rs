@@ -28,8 +28,8 @@
 //! ([`CpuManager`]).
 //!
 //! ```
-//! use corral_cpumgr::{CpuSortingStrategy, TopologyIndex, generate_cpu_topology_hints,
-//!     take_by_topology_numa_packed};
+//! use corral_cpumgr::{CpuSortingStrategy, SocketAlignment, TopologyIndex, UncoreCacheAlignment,
+//!     generate_cpu_topology_hints, take_by_topology_numa_packed};
 //! use corral_topology::{CpuInfo, CpuRecord, CpuSet, CpuTopology};
 //!
 //! // 2 sockets (= NUMA nodes) × 3 cores × 2 threads, upstream's topoDualSocketHT.
@@ -41,9 +41,10 @@
 //!     .collect();
 //! let index = TopologyIndex::new(&CpuTopology::new(&records)?);
 //! let free: CpuSet = "1-11".parse()?; // CPU 0 is reserved
-//! let cpus = take_by_topology_numa_packed(&index, &free, 4, CpuSortingStrategy::Packed, false)?;
+//! let packed = CpuSortingStrategy::Packed;
+//! let cpus = take_by_topology_numa_packed(&index, &free, 4, packed, UncoreCacheAlignment::Ignore)?;
 //! assert_eq!(cpus.to_string(), "2,4,8,10");
-//! let hints = generate_cpu_topology_hints(&index, &free, &CpuSet::new(), 6, false);
+//! let hints = generate_cpu_topology_hints(&index, &free, &CpuSet::new(), 6, SocketAlignment::Ignore);
 //! assert_eq!(hints.len(), 2); // node 1 alone, and both nodes
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
@@ -65,10 +66,11 @@ mod state;
 pub mod test_util;
 
 pub use assignment::{
-    CpuSortingStrategy, TakeError, take_by_topology_numa_distributed, take_by_topology_numa_packed,
+    CpuSortingStrategy, TakeError, UncoreCacheAlignment, take_by_topology_numa_distributed,
+    take_by_topology_numa_packed,
 };
 pub use container_map::ContainerMap;
-pub use hints::generate_cpu_topology_hints;
+pub use hints::{SocketAlignment, generate_cpu_topology_hints};
 pub use index::TopologyIndex;
 pub use manager::{CpuManager, CpuManagerConfig, CpuManagerError, CpuManagerMetrics};
 pub use options::{

@@ -9,7 +9,8 @@ use std::collections::BTreeMap;
 
 use corral_topology::{PolicyName, TopologyCounts};
 
-use crate::assignment::CpuSortingStrategy;
+use crate::assignment::{CpuSortingStrategy, UncoreCacheAlignment};
+use crate::hints::SocketAlignment;
 
 /// `full-pcpus-only`: allocate whole physical cores only (beta upstream).
 pub const FULL_PCPUS_ONLY: &str = "full-pcpus-only";
@@ -233,6 +234,25 @@ impl StaticPolicyOptions {
             CpuSortingStrategy::Spread
         } else {
             CpuSortingStrategy::Packed
+        }
+    }
+
+    /// Whether `takeByTopologyNUMAPacked` prefers whole uncore caches
+    /// (`prefer-align-cpus-by-uncorecache`).
+    pub fn uncore_cache_alignment(&self) -> UncoreCacheAlignment {
+        if self.prefer_align_by_uncore_cache {
+            UncoreCacheAlignment::Prefer
+        } else {
+            UncoreCacheAlignment::Ignore
+        }
+    }
+
+    /// Whether hints spanning the fewest sockets are preferred too (`align-by-socket`).
+    pub fn socket_alignment(&self) -> SocketAlignment {
+        if self.align_by_socket {
+            SocketAlignment::Prefer
+        } else {
+            SocketAlignment::Ignore
         }
     }
 }

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use corral_cpumgr::{
-    CpuSortingStrategy, TopologyIndex, take_by_topology_numa_distributed,
+    CpuSortingStrategy, TopologyIndex, UncoreCacheAlignment, take_by_topology_numa_distributed,
     take_by_topology_numa_packed,
 };
 use corral_topology::{CpuInfo, CpuRecord, CpuSet, CpuTopology, TopologyCounts};
@@ -124,9 +124,14 @@ fn check(
             &available,
             n,
             strategy,
-            case["prefer_align_by_uncore_cache"]
+            if case["prefer_align_by_uncore_cache"]
                 .as_bool()
-                .unwrap_or(false),
+                .unwrap_or(false)
+            {
+                UncoreCacheAlignment::Prefer
+            } else {
+                UncoreCacheAlignment::Ignore
+            },
         ),
         Some("takeByTopologyNUMADistributed") => take_by_topology_numa_distributed(
             index,

@@ -1,7 +1,7 @@
 //! Suite `cpu_hints`: upstream static policy `generateCPUTopologyHints` (with and without
 //! `align-by-socket`) against `corral_cpumgr::generate_cpu_topology_hints`.
 
-use corral_cpumgr::generate_cpu_topology_hints;
+use corral_cpumgr::{SocketAlignment, generate_cpu_topology_hints};
 use serde_json::Value;
 
 use super::cpu_assignment::{cpuset, topologies, topology_of};
@@ -20,9 +20,14 @@ pub(crate) fn run(doc: &Value, out: &mut SuiteOutcome) {
             let request = case["request"]
                 .as_i64()
                 .ok_or("`request` is not an integer")?;
-            let align = case["align_by_socket"]
+            let align = if case["align_by_socket"]
                 .as_bool()
-                .ok_or("`align_by_socket` is not a bool")?;
+                .ok_or("`align_by_socket` is not a bool")?
+            {
+                SocketAlignment::Prefer
+            } else {
+                SocketAlignment::Ignore
+            };
             // Upstream takes an `int`; every request <= 0 behaves as 0 (all masks fit).
             let request = usize::try_from(request.max(0)).map_err(|e| e.to_string())?;
             let hints = generate_cpu_topology_hints(

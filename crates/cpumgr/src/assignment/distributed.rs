@@ -4,7 +4,7 @@ use corral_topology::CpuSet;
 
 use super::accumulator::Accumulator;
 use super::combinations::{GoSlices, Loop, SliceRef, iterate_combinations};
-use super::{CpuSortingStrategy, TakeError, take_by_topology_numa_packed};
+use super::{CpuSortingStrategy, TakeError, UncoreCacheAlignment, take_by_topology_numa_packed};
 use crate::index::{Level, TopologyIndex};
 
 /// Upstream `mean`: rounded to 1/1000.
@@ -64,7 +64,13 @@ pub fn take_by_topology_numa_distributed(
         return Err(TakeError::ZeroGroupSize);
     }
     if !num_cpus.is_multiple_of(cpu_group_size) {
-        return take_by_topology_numa_packed(index, available, num_cpus, strategy, false);
+        return take_by_topology_numa_packed(
+            index,
+            available,
+            num_cpus,
+            strategy,
+            UncoreCacheAlignment::Ignore,
+        );
     }
     let mut acc = Accumulator::new(index, available, num_cpus, strategy);
     if acc.is_satisfied() {
@@ -102,7 +108,7 @@ pub fn take_by_topology_numa_distributed(
                 &in_numa,
                 distribution as usize,
                 strategy,
-                false,
+                UncoreCacheAlignment::Ignore,
             )
             .unwrap_or_default();
             acc.take(&cpus);
@@ -118,9 +124,14 @@ pub fn take_by_topology_numa_distributed(
                     continue;
                 }
                 let in_numa = acc.free.intersection(index.group_cpus(Level::Numa, numa));
-                let cpus =
-                    take_by_topology_numa_packed(index, &in_numa, cpu_group_size, strategy, false)
-                        .unwrap_or_default();
+                let cpus = take_by_topology_numa_packed(
+                    index,
+                    &in_numa,
+                    cpu_group_size,
+                    strategy,
+                    UncoreCacheAlignment::Ignore,
+                )
+                .unwrap_or_default();
                 acc.take(&cpus);
                 remainder -= group;
                 progressed = true;
@@ -144,7 +155,13 @@ pub fn take_by_topology_numa_distributed(
         }
         return Ok(acc.result);
     }
-    take_by_topology_numa_packed(index, available, num_cpus, strategy, false)
+    take_by_topology_numa_packed(
+        index,
+        available,
+        num_cpus,
+        strategy,
+        UncoreCacheAlignment::Ignore,
+    )
 }
 
 /// Upstream `rangeNUMANodesNeededToSatisfy`.

@@ -29,6 +29,19 @@ pub use packed::take_by_topology_numa_packed;
 use std::fmt;
 use std::str::FromStr;
 
+/// Whether [`take_by_topology_numa_packed`] takes whole uncore (L3) caches before whole cores
+/// (upstream `takeByTopologyNUMAPacked`'s `preferAlignByUncoreCache`, set by the static
+/// policy's `prefer-align-cpus-by-uncorecache` option).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
+pub enum UncoreCacheAlignment {
+    /// Upstream's default packing: uncore caches are not considered.
+    #[default]
+    Ignore,
+    /// Prefer aligning by uncore cache: after whole NUMA nodes and sockets, take whole
+    /// uncore caches, or a fitting part of one, before whole cores.
+    Prefer,
+}
+
 /// How free CPUs are ordered for single-thread picking (upstream `CPUSortingStrategy`).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
 #[non_exhaustive]

@@ -3,7 +3,7 @@
 use corral_topology::CpuSet;
 
 use super::accumulator::Accumulator;
-use super::{CpuSortingStrategy, TakeError};
+use super::{CpuSortingStrategy, TakeError, UncoreCacheAlignment};
 use crate::index::TopologyIndex;
 
 /// `num_cpus` CPUs from `available`, packed onto as few NUMA nodes, sockets, (uncore caches,)
@@ -11,11 +11,13 @@ use crate::index::TopologyIndex;
 ///
 /// Steps, each skipped once the request is met: whole NUMA nodes or sockets (the level
 /// higher in the hierarchy first), whole uncore caches or a fitting part of one (with
-/// `prefer_align_by_uncore_cache`), whole cores (not with [`CpuSortingStrategy::Spread`]),
+/// [`UncoreCacheAlignment::Prefer`]), whole cores (not with [`CpuSortingStrategy::Spread`]),
 /// then single CPUs in the strategy's order.
 ///
 /// ```
-/// use corral_cpumgr::{CpuSortingStrategy, TopologyIndex, take_by_topology_numa_packed};
+/// use corral_cpumgr::{
+///     CpuSortingStrategy, TopologyIndex, UncoreCacheAlignment, take_by_topology_numa_packed,
+/// };
 /// use corral_topology::{CpuInfo, CpuRecord, CpuSet, CpuTopology};
 ///
 /// // One socket, 4 cores × 2 threads: CPU n and n+4 share core n.
@@ -24,9 +26,10 @@ use crate::index::TopologyIndex;
 ///     .collect();
 /// let index = TopologyIndex::new(&CpuTopology::new(&records)?);
 /// let all = CpuSet::from_range(0, 7);
-/// let got = take_by_topology_numa_packed(&index, &all, 2, CpuSortingStrategy::Packed, false)?;
+/// let (packed, spread) = (CpuSortingStrategy::Packed, CpuSortingStrategy::Spread);
+/// let got = take_by_topology_numa_packed(&index, &all, 2, packed, UncoreCacheAlignment::Ignore)?;
 /// assert_eq!(got.to_string(), "0,4");
-/// let got = take_by_topology_numa_packed(&index, &all, 2, CpuSortingStrategy::Spread, false)?;
+/// let got = take_by_topology_numa_packed(&index, &all, 2, spread, UncoreCacheAlignment::Ignore)?;
 /// assert_eq!(got.to_string(), "0-1");
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
@@ -35,7 +38,7 @@ pub fn take_by_topology_numa_packed(
     available: &CpuSet,
     num_cpus: usize,
     strategy: CpuSortingStrategy,
-    prefer_align_by_uncore_cache: bool,
+    uncore_cache: UncoreCacheAlignment,
 ) -> Result<CpuSet, TakeError> {
     let mut acc = Accumulator::new(index, available, num_cpus, strategy);
     if acc.is_satisfied() {
@@ -55,7 +58,7 @@ pub fn take_by_topology_numa_packed(
     if acc.is_satisfied() {
         return Ok(acc.result);
     }
-    if prefer_align_by_uncore_cache {
+    if uncore_cache == UncoreCacheAlignment::Prefer {
         acc.take_uncore_cache();
         if acc.is_satisfied() {
             return Ok(acc.result);

@@ -144,7 +144,7 @@ impl StaticPolicy {
             available,
             num_cpus,
             strategy,
-            self.options.prefer_align_by_uncore_cache,
+            self.options.uncore_cache_alignment(),
         )
     }
 
@@ -160,7 +160,7 @@ impl StaticPolicy {
             available,
             reusable,
             request,
-            self.options.align_by_socket,
+            self.options.socket_alignment(),
         )
     }
 

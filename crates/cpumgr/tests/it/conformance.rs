@@ -6,8 +6,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use corral_cpumgr::{
-    CpuSortingStrategy, TopologyIndex, generate_cpu_topology_hints,
-    take_by_topology_numa_distributed, take_by_topology_numa_packed,
+    CpuSortingStrategy, SocketAlignment, TopologyIndex, UncoreCacheAlignment,
+    generate_cpu_topology_hints, take_by_topology_numa_distributed, take_by_topology_numa_packed,
 };
 use corral_testkit::conformance_topology::{hints, load_testdata, machines, num};
 use corral_topology::{CpuSet, TopologyHint};
@@ -74,9 +74,14 @@ fn cpu_assignment_vectors() {
                 &available,
                 n,
                 strategy,
-                case["prefer_align_by_uncore_cache"]
+                if case["prefer_align_by_uncore_cache"]
                     .as_bool()
-                    .unwrap_or(false),
+                    .unwrap_or(false)
+                {
+                    UncoreCacheAlignment::Prefer
+                } else {
+                    UncoreCacheAlignment::Ignore
+                },
             ),
             "takeByTopologyNUMADistributed" => take_by_topology_numa_distributed(
                 index,
@@ -124,7 +129,11 @@ fn cpu_hints_vectors() {
             &set(&case["reusable"]),
             // Upstream takes an `int`; every request <= 0 behaves as 0 (all masks fit).
             case["request"].as_i64().expect("request").max(0) as usize,
-            case["align_by_socket"].as_bool().expect("align_by_socket"),
+            if case["align_by_socket"].as_bool().expect("align_by_socket") {
+                SocketAlignment::Prefer
+            } else {
+                SocketAlignment::Ignore
+            },
         );
         let got = plain_hints(&got);
         let want = hints(&case["hints"]);

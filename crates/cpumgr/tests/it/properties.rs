@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use corral_cpumgr::{
     CpuSortingStrategy, CpuState, Policy, StaticPolicy, StaticPolicyOptions, TopologyIndex,
-    take_by_topology_numa_distributed, take_by_topology_numa_packed,
+    UncoreCacheAlignment, take_by_topology_numa_distributed, take_by_topology_numa_packed,
 };
 use corral_topology::{CpuSet, PolicyName, TopologyHint};
 use proptest::prelude::*;
@@ -113,9 +113,9 @@ proptest! {
         let index = topologies()[topo].clone();
         let available: CpuSet = index.all_cpus().iter().filter(|&c| free[c % free.len()]).collect();
         let got = match algo {
-            0 => take_by_topology_numa_packed(&index, &available, n, CpuSortingStrategy::Packed, false),
-            1 => take_by_topology_numa_packed(&index, &available, n, CpuSortingStrategy::Spread, false),
-            2 => take_by_topology_numa_packed(&index, &available, n, CpuSortingStrategy::Packed, true),
+            0 => take_by_topology_numa_packed(&index, &available, n, CpuSortingStrategy::Packed, UncoreCacheAlignment::Ignore),
+            1 => take_by_topology_numa_packed(&index, &available, n, CpuSortingStrategy::Spread, UncoreCacheAlignment::Ignore),
+            2 => take_by_topology_numa_packed(&index, &available, n, CpuSortingStrategy::Packed, UncoreCacheAlignment::Prefer),
             3 => take_by_topology_numa_distributed(&index, &available, n, 1, CpuSortingStrategy::Packed),
             4 => take_by_topology_numa_distributed(&index, &available, n, 2, CpuSortingStrategy::Packed),
             _ => take_by_topology_numa_distributed(&index, &available, n, 2, CpuSortingStrategy::Spread),

@@ -2,7 +2,8 @@
 //! `TestTakeByTopologyNUMADistributed` (with `commonTakeByTopologyTestCases`).
 
 use corral_cpumgr::{
-    CpuSortingStrategy, take_by_topology_numa_distributed, take_by_topology_numa_packed,
+    CpuSortingStrategy, UncoreCacheAlignment, take_by_topology_numa_distributed,
+    take_by_topology_numa_packed,
 };
 use corral_topology::CpuSet;
 
@@ -156,7 +157,7 @@ fn take_by_topology_numa_packed_table() {
             &set(available),
             n,
             CpuSortingStrategy::Packed,
-            false,
+            UncoreCacheAlignment::Ignore,
         );
         check(description, got, want);
     }
