@@ -6,12 +6,14 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use corral_topology::topologymanager::{
-    AffinityStore, AllocationError, HintProvider, TopologyManager, TopologyManagerConfig,
-};
+use std::sync::Arc;
+
+use corral_topology::topologymanager::{TopologyManager, TopologyManagerConfig};
 use corral_topology::{
-    Container, CpuSet, CpuTopology, NumaIds, NumaMask, Pod, ProviderHints, TopologyHint, discover,
+    Container, CpuSet, CpuTopology, NumaIds, NumaMask, Pod, TopologyHint, discover,
 };
+
+use crate::support::recorder::Recorder;
 
 const OS_IDS: [usize; 8] = [0, 1, 2, 33, 34, 45, 72, 73];
 
@@ -66,54 +68,20 @@ fn sparse_ids_get_dense_bits_and_keep_their_cpus_and_distances() {
 
 /// A provider standing for one resource: it prefers exactly the masks given as OS ids and
 /// records the affinity the manager stored when it allocates.
-struct Wants {
-    resource: &'static str,
-    masks: Vec<NumaMask>,
-    stored: std::sync::Mutex<Option<TopologyHint>>,
-}
-
-impl Wants {
-    fn new(resource: &'static str, ids: &NumaIds, os_masks: &[&[usize]]) -> Wants {
-        let masks = os_masks
-            .iter()
-            .map(|os| {
-                ids.mask_of(os.iter().copied())
-                    .expect("nodes of the machine")
-            })
-            .collect();
-        Wants {
-            resource,
-            masks,
-            stored: std::sync::Mutex::new(None),
-        }
-    }
-
-    fn hints(&self) -> ProviderHints {
-        let hints = self
-            .masks
-            .iter()
-            .map(|&m| TopologyHint::new(Some(m), true))
-            .collect();
-        Some(BTreeMap::from([(self.resource.to_owned(), Some(hints))]))
-    }
-}
-
-impl HintProvider for Wants {
-    fn hints_for_container(&self, _: &Pod, _: &Container) -> ProviderHints {
-        self.hints()
-    }
-    fn hints_for_pod(&self, _: &Pod) -> ProviderHints {
-        self.hints()
-    }
-    fn allocate(
-        &self,
-        pod: &Pod,
-        c: &Container,
-        store: &AffinityStore,
-    ) -> Result<(), AllocationError> {
-        *self.stored.lock().expect("not poisoned") = Some(store.affinity(&pod.uid, &c.name));
-        Ok(())
-    }
+fn wants(resource: &str, ids: &NumaIds, os_masks: &[&[usize]]) -> Arc<Recorder> {
+    let hints = os_masks
+        .iter()
+        .map(|os| {
+            let mask = ids
+                .mask_of(os.iter().copied())
+                .expect("nodes of the machine");
+            TopologyHint::new(Some(mask), true)
+        })
+        .collect();
+    Arc::new(Recorder::new(Some(BTreeMap::from([(
+        resource.to_owned(),
+        Some(hints),
+    )]))))
 }
 
 fn pod() -> Pod {
@@ -141,8 +109,8 @@ fn single_numa_node_admission_lands_on_node_72() {
     let ids = topo.numa_ids();
     let mut manager = manager(&topo, "single-numa-node", &[]);
     // CPUs fit on node 72 or 73 and 33; the device only on 72 or 73.
-    let cpu = std::sync::Arc::new(Wants::new("cpu", ids, &[&[72], &[33]]));
-    let gpu = std::sync::Arc::new(Wants::new("example.com/gpu", ids, &[&[72], &[73]]));
+    let cpu = wants("cpu", ids, &[&[72], &[33]]);
+    let gpu = wants("example.com/gpu", ids, &[&[72], &[73]]);
     manager.add_hint_provider(cpu.clone());
     manager.add_hint_provider(gpu.clone());
     let result = manager.admit(&pod());
@@ -152,7 +120,7 @@ fn single_numa_node_admission_lands_on_node_72() {
     let mask = affinity.numa_affinity.expect("a NUMA affinity");
     assert_eq!(mask, NumaMask::from_u64(1 << 6), "the bit of node 72");
     assert_eq!(ids.os_ids_of(mask), Ok(vec![72]));
-    let stored = cpu.stored.lock().expect("not poisoned").expect("allocated");
+    let stored = cpu.last_seen().expect("allocated");
     assert_eq!(stored, affinity, "providers see the same (bit) affinity");
 }
 
@@ -161,7 +129,7 @@ fn prefer_closest_reads_the_distances_of_the_real_nodes() {
     let topo = sparse();
     let ids = topo.numa_ids();
     // Two-node answers only: {33, 72} (distance 22) or {72, 73} (distance 16).
-    let wants = |ids| std::sync::Arc::new(Wants::new("cpu", ids, &[&[33, 72], &[72, 73]]));
+    let wants = |ids| wants("cpu", ids, &[&[33, 72], &[72, 73]]);
     let mut plain = manager(&topo, "best-effort", &[]);
     plain.add_hint_provider(wants(ids));
     assert!(plain.admit(&pod()).admit);

@@ -12,13 +12,14 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use crate::support::policy_cases::{h, p, two_nodes};
+use crate::support::recorder::Recorder;
 use corral_topology::topologymanager::{
     AffinityStore, AllocationError, HintProvider, TopologyManager, TopologyManagerConfig,
     TopologyManagerError,
 };
 use corral_topology::{
     Container, NumaNode, Pod, ProviderHints, QosClass, ResourceList, ResourceRequirements,
-    ScopeName, TopologyHint,
+    ScopeName,
 };
 
 fn new_manager(
@@ -327,37 +328,6 @@ fn admit() {
                 );
             }
         }
-    }
-}
-
-/// A provider recording the affinity it saw in `allocate`, failing for one container.
-struct Recorder {
-    hints: ProviderHints,
-    seen: Mutex<Vec<(String, TopologyHint)>>,
-    fail_on: Option<&'static str>,
-}
-
-impl HintProvider for Recorder {
-    fn hints_for_container(&self, _: &Pod, _: &Container) -> ProviderHints {
-        self.hints.clone()
-    }
-    fn hints_for_pod(&self, _: &Pod) -> ProviderHints {
-        self.hints.clone()
-    }
-    fn allocate(
-        &self,
-        pod: &Pod,
-        c: &Container,
-        store: &AffinityStore,
-    ) -> Result<(), AllocationError> {
-        if self.fail_on == Some(c.name.as_str()) {
-            return Err(AllocationError::Unexpected("boom".into()));
-        }
-        self.seen
-            .lock()
-            .expect("lock")
-            .push((c.name.clone(), store.affinity(&pod.uid, &c.name)));
-        Ok(())
     }
 }
 

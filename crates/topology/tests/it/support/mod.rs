@@ -1,3 +1,4 @@
 //! Helpers shared by the test modules.
 
 pub(crate) mod policy_cases;
+pub(crate) mod recorder;
