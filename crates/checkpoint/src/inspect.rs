@@ -8,13 +8,13 @@ use crate::error::{CheckpointError, Result};
 use crate::format::{
     CPU_MANAGER_FILE, DEVICE_MANAGER_FILE, DRA_MANAGER_FILE, Format, MEMORY_MANAGER_FILE,
 };
+use crate::formats::ChecksumVerification;
 use crate::formats::cpumanager::{CpuManagerCheckpoint, CpuManagerCheckpointV1};
 use crate::formats::devicemanager::DeviceManagerCheckpoint;
 use crate::formats::devicemanager_v1::DeviceManagerCheckpointV1;
 use crate::formats::dra::DraCheckpoint;
 use crate::formats::dra_v130::DraCheckpointV130;
 use crate::formats::memorymanager::MemoryManagerCheckpoint;
-use crate::formats::{ChecksumCheck, ChecksumVerification};
 use crate::gojson::{TopLevel, top_level};
 
 /// A verified checkpoint of any known format.
@@ -78,37 +78,29 @@ impl Inspected {
     }
 }
 
-fn read_as(format: Format, bytes: &[u8]) -> Result<Inspected> {
-    let (check, value): (ChecksumCheck, _) = match format {
-        Format::DeviceManagerV2 => {
-            let (v, check) = DeviceManagerCheckpoint::decode_checked(bytes)?;
-            (check, CheckpointValue::DeviceManager(v))
-        }
-        Format::DeviceManagerV1 => {
-            let (v, check) = DeviceManagerCheckpointV1::decode_checked(bytes)?;
-            (check, CheckpointValue::DeviceManagerV1(v))
-        }
-        Format::CpuManagerV2 => {
-            let (v, check) = CpuManagerCheckpoint::decode_checked(bytes)?;
-            (check, CheckpointValue::CpuManager(v))
-        }
-        Format::CpuManagerV1 => {
-            let (v, check) = CpuManagerCheckpointV1::decode_checked(bytes)?;
-            (check, CheckpointValue::CpuManagerV1(v))
-        }
-        Format::MemoryManager => {
-            let (v, check) = MemoryManagerCheckpoint::decode_checked(bytes)?;
-            (check, CheckpointValue::MemoryManager(v))
-        }
-        Format::DraV132 => {
-            let (v, check) = DraCheckpoint::decode_checked(bytes)?;
-            (check, CheckpointValue::Dra(v))
-        }
-        Format::DraV130 => {
-            let (v, check) = DraCheckpointV130::decode_checked(bytes)?;
-            (check, CheckpointValue::DraV130(v))
+/// Decodes `bytes` as `format` with that format's `decode_checked`: its value in its
+/// [`CheckpointValue`] variant, and its checksum check.
+macro_rules! decoded {
+    ($format:expr, $bytes:expr; $($name:ident: $ty:ident => $variant:ident,)*) => {
+        match $format {
+            $(Format::$name => {
+                let (value, check) = $ty::decode_checked($bytes)?;
+                (CheckpointValue::$variant(value), check)
+            })*
         }
     };
+}
+
+fn read_as(format: Format, bytes: &[u8]) -> Result<Inspected> {
+    let (value, check) = decoded!(format, bytes;
+        DeviceManagerV2: DeviceManagerCheckpoint => DeviceManager,
+        DeviceManagerV1: DeviceManagerCheckpointV1 => DeviceManagerV1,
+        CpuManagerV2: CpuManagerCheckpoint => CpuManager,
+        CpuManagerV1: CpuManagerCheckpointV1 => CpuManagerV1,
+        MemoryManager: MemoryManagerCheckpoint => MemoryManager,
+        DraV132: DraCheckpoint => Dra,
+        DraV130: DraCheckpointV130 => DraV130,
+    );
     Ok(Inspected {
         format,
         checksum: check.computed,

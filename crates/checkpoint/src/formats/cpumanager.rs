@@ -14,13 +14,17 @@
 
 use std::collections::BTreeMap;
 
+use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
-use super::{Checkpoint, ChecksumCheck, checksum_field, go_replace, verify_unless_zero};
+use super::{
+    Checkpoint, ChecksumAt, ChecksumCheck, from_go_json, marshal_file, read_file,
+    verify_unless_zero,
+};
 use crate::checksum::kubelet_checksum;
 use crate::error::{CheckpointError, Result};
 use crate::format::Format;
-use crate::gojson::{self, value::GoValue};
+use crate::gojson::value::GoValue;
 use crate::gotype::{CHECKSUM, GoField, GoStruct, GoType, MAP_STRING_STRING, STRING};
 use crate::hash::fnv32a;
 use crate::spew::dump_for_hash;
@@ -95,14 +99,23 @@ struct Wire<'a, E> {
     checksum: u64,
 }
 
-/// The kubelet's constructors initialise `Entries` to an empty map.
-fn initial() -> GoValue {
-    GoValue::Struct(vec![
+/// Reads a v1 or v2 file (of Go type `ty`) into what the kubelet's constructors give
+/// (`Entries` an empty map) and verifies it with `checksum`; a recorded 0 is accepted
+/// unchecked.
+fn decode_checked<T: Checkpoint + DeserializeOwned>(
+    bytes: &[u8],
+    ty: &'static GoType,
+    checksum: fn(&T) -> Result<u64>,
+) -> Result<(T, ChecksumCheck)> {
+    let initial = GoValue::Struct(vec![
         GoValue::Str(String::new()),
         GoValue::Str(String::new()),
         GoValue::empty(&MAP_STRING_STRING),
         GoValue::Uint(0),
-    ])
+    ]);
+    let (value, recorded) = read_file(bytes, ty, initial, T::FORMAT, ty, ChecksumAt::Field(3))?;
+    let check = verify_unless_zero(T::FORMAT, recorded, checksum(&value)?)?;
+    Ok((value, check))
 }
 
 impl CpuManagerCheckpoint {
@@ -127,17 +140,12 @@ impl CpuManagerCheckpoint {
 
     /// Reads the logical value from Go-convention JSON, without verifying any checksum.
     pub fn from_go_json(bytes: &[u8]) -> Result<Self> {
-        let value = gojson::unmarshal(bytes, &V2, GoValue::zero(&V2), Format::CpuManagerV2)?;
-        gojson::typed(value, &V2)
+        from_go_json(bytes, &V2, Self::FORMAT)
     }
 
     /// Decodes and verifies (a recorded 0 is accepted unchecked).
     pub(crate) fn decode_checked(bytes: &[u8]) -> Result<(Self, ChecksumCheck)> {
-        let value = gojson::unmarshal(bytes, &V2, initial(), Format::CpuManagerV2)?;
-        let recorded = checksum_field(&value, 3);
-        let value: Self = gojson::typed(value, &V2)?;
-        let check = verify_unless_zero(Self::FORMAT, recorded, value.checksum()?)?;
-        Ok((value, check))
+        decode_checked(bytes, &V2, Self::checksum)
     }
 }
 
@@ -145,8 +153,7 @@ impl Checkpoint for CpuManagerCheckpoint {
     const FORMAT: Format = Format::CpuManagerV2;
 
     fn encode(&self) -> Result<Vec<u8>> {
-        let checksum = self.checksum()?;
-        Ok(gojson::marshal(&self.wire(checksum), &V2)?.into_bytes())
+        marshal_file(&self.wire(self.checksum()?), &V2)
     }
 
     /// Reads as `GetCheckpoint(…, newCPUManagerCheckpointV2())`; a stored checksum of 0 is
@@ -170,12 +177,8 @@ impl CpuManagerCheckpointV1 {
     /// replaced by `CPUManagerCheckpoint`.
     pub fn hash_input(&self) -> Result<String> {
         let dump = dump_for_hash(&self.wire(0), &V1_PTR)?;
-        Ok(go_replace(
-            &dump,
-            "CPUManagerCheckpointV1",
-            "CPUManagerCheckpoint",
-            true,
-        ))
+        // strings.Replace(…, 1).
+        Ok(dump.replacen("CPUManagerCheckpointV1", "CPUManagerCheckpoint", 1))
     }
 
     /// The checksum the v1 reader accepts.
@@ -192,22 +195,17 @@ impl CpuManagerCheckpointV1 {
     /// reader rejects (see the module docs). For compatibility tests only.
     pub fn encode_as_v132_marshal(&self) -> Result<Vec<u8>> {
         let checksum = u64::from(fnv32a(self.v132_marshal_hash_input()?.as_bytes()));
-        Ok(gojson::marshal(&self.wire(checksum), &V1)?.into_bytes())
+        marshal_file(&self.wire(checksum), &V1)
     }
 
     /// Reads the logical value from Go-convention JSON, without verifying any checksum.
     pub fn from_go_json(bytes: &[u8]) -> Result<Self> {
-        let value = gojson::unmarshal(bytes, &V1, GoValue::zero(&V1), Format::CpuManagerV1)?;
-        gojson::typed(value, &V1)
+        from_go_json(bytes, &V1, Self::FORMAT)
     }
 
     /// Decodes and verifies (a recorded 0 is accepted unchecked).
     pub(crate) fn decode_checked(bytes: &[u8]) -> Result<(Self, ChecksumCheck)> {
-        let value = gojson::unmarshal(bytes, &V1, initial(), Format::CpuManagerV1)?;
-        let recorded = checksum_field(&value, 3);
-        let value: Self = gojson::typed(value, &V1)?;
-        let check = verify_unless_zero(Self::FORMAT, recorded, value.checksum()?)?;
-        Ok((value, check))
+        decode_checked(bytes, &V1, Self::checksum)
     }
 
     /// Migrates to v2 as upstream's `migrateV1CheckpointToV2Checkpoint`: each container id
@@ -243,8 +241,7 @@ impl Checkpoint for CpuManagerCheckpointV1 {
 
     /// Writes a v1 file the v1 reader accepts (the legacy kubelet's checksum rule).
     fn encode(&self) -> Result<Vec<u8>> {
-        let checksum = self.checksum()?;
-        Ok(gojson::marshal(&self.wire(checksum), &V1)?.into_bytes())
+        marshal_file(&self.wire(self.checksum()?), &V1)
     }
 
     /// Reads as `GetCheckpoint(…, newCPUManagerCheckpointV1())`; 0 is accepted.

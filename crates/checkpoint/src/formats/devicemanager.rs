@@ -9,11 +9,11 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use super::{Checkpoint, ChecksumCheck, checksum_field, verify};
+use super::{Checkpoint, ChecksumAt, ChecksumCheck, from_go_json, marshal_file, read_file, verify};
 use crate::checksum::kubelet_checksum;
 use crate::error::Result;
 use crate::format::Format;
-use crate::gojson::{self, value::GoValue};
+use crate::gojson::value::GoValue;
 use crate::gotype::{
     BYTES, CHECKSUM, GoField, GoStruct, GoType, INT64, MAP_STRING_STRINGS, STRING, STRING_SLICE,
 };
@@ -90,12 +90,25 @@ static FILE: GoType = GoType::Struct(&GoStruct {
     ],
 });
 
+/// `checkpoint.Data` / `checkpoint.DataV1`: the content and its checksum.
 #[derive(Serialize)]
-struct FileWire<'a> {
+pub(super) struct FileWire<'a, D> {
     #[serde(rename = "Data")]
-    data: &'a DeviceManagerCheckpoint,
+    pub(super) data: &'a D,
     #[serde(rename = "Checksum")]
-    checksum: u64,
+    pub(super) checksum: u64,
+}
+
+/// What the kubelet reads a device checkpoint file into: `checkpoint.New(make([]…, 0),
+/// make(map…))`, an empty (non-nil) entry list of Go type `entries` and device map.
+pub(super) fn initial_file(entries: &GoType) -> GoValue {
+    GoValue::Struct(vec![
+        GoValue::Struct(vec![
+            GoValue::empty(entries),
+            GoValue::empty(&MAP_STRING_STRINGS),
+        ]),
+        GoValue::Uint(0),
+    ])
 }
 
 impl DeviceManagerCheckpoint {
@@ -112,23 +125,20 @@ impl DeviceManagerCheckpoint {
     /// Reads the logical value from Go-convention JSON (`checkpointData` as
     /// `encoding/json` writes it), without any checksum.
     pub fn from_go_json(bytes: &[u8]) -> Result<Self> {
-        let value = gojson::unmarshal(bytes, &DATA, GoValue::zero(&DATA), Format::DeviceManagerV2)?;
-        gojson::typed(value, &DATA)
+        from_go_json(bytes, &DATA, Self::FORMAT)
     }
 
     /// Decodes and verifies.
     pub(crate) fn decode_checked(bytes: &[u8]) -> Result<(Self, ChecksumCheck)> {
-        // The kubelet reads into checkpoint.New(make([]PodDevicesEntry, 0), make(map…)).
-        let initial = GoValue::Struct(vec![
-            GoValue::Struct(vec![
-                GoValue::empty(&GoType::Slice(&ENTRY)),
-                GoValue::empty(&MAP_STRING_STRINGS),
-            ]),
-            GoValue::Uint(0),
-        ]);
-        let mut value = gojson::unmarshal(bytes, &FILE, initial, Format::DeviceManagerV2)?;
-        let recorded = checksum_field(&value, 1);
-        let data: Self = gojson::typed(value.take_field(0), &DATA)?;
+        let initial = initial_file(&GoType::Slice(&ENTRY));
+        let (data, recorded): (Self, _) = read_file(
+            bytes,
+            &FILE,
+            initial,
+            Self::FORMAT,
+            &DATA,
+            ChecksumAt::BesideData,
+        )?;
         let check = verify(Self::FORMAT, recorded, data.checksum()?)?;
         Ok((data, check))
     }
@@ -139,14 +149,13 @@ impl Checkpoint for DeviceManagerCheckpoint {
 
     fn encode(&self) -> Result<Vec<u8>> {
         let checksum = self.checksum()?;
-        Ok(gojson::marshal(
+        marshal_file(
             &FileWire {
                 data: self,
                 checksum,
             },
             &FILE,
-        )?
-        .into_bytes())
+        )
     }
 
     fn decode(bytes: &[u8]) -> Result<Self> {

@@ -10,11 +10,12 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use super::devicemanager::{DeviceManagerCheckpoint, PodDevicesEntry, RegisteredDevices};
-use super::{Checkpoint, ChecksumCheck, checksum_field, go_replace, verify};
+use super::devicemanager::{
+    DeviceManagerCheckpoint, FileWire, PodDevicesEntry, RegisteredDevices, initial_file,
+};
+use super::{Checkpoint, ChecksumAt, ChecksumCheck, from_go_json, marshal_file, read_file, verify};
 use crate::error::Result;
 use crate::format::Format;
-use crate::gojson::{self, value::GoValue};
 use crate::gotype::{
     BYTES, CHECKSUM, GoField, GoStruct, GoType, MAP_STRING_STRINGS, STRING, STRING_SLICE,
 };
@@ -80,25 +81,13 @@ static FILE_V1: GoType = GoType::Struct(&GoStruct {
     ],
 });
 
-#[derive(Serialize)]
-struct FileWire<'a> {
-    #[serde(rename = "Data")]
-    data: &'a DeviceManagerCheckpointV1,
-    #[serde(rename = "Checksum")]
-    checksum: u64,
-}
-
 impl DeviceManagerCheckpointV1 {
     /// The string k8s 1.19 hashed (and upstream's V1 reader recomputes).
     pub fn hash_input(&self) -> Result<String> {
         let dump = dump_for_hash(self, &DATA_V1)?;
-        let dump = go_replace(&dump, "checkpointDataV1", "checkpointData", true);
-        Ok(go_replace(
-            &dump,
-            "PodDevicesEntryV1",
-            "PodDevicesEntry",
-            false,
-        ))
+        // strings.Replace(…, 1), then strings.Replace(…, -1).
+        let dump = dump.replacen("checkpointDataV1", "checkpointData", 1);
+        Ok(dump.replace("PodDevicesEntryV1", "PodDevicesEntry"))
     }
 
     /// The checksum k8s 1.19 wrote for this value.
@@ -108,13 +97,7 @@ impl DeviceManagerCheckpointV1 {
 
     /// Reads the logical value from Go-convention JSON, without any checksum.
     pub fn from_go_json(bytes: &[u8]) -> Result<Self> {
-        let value = gojson::unmarshal(
-            bytes,
-            &DATA_V1,
-            GoValue::zero(&DATA_V1),
-            Format::DeviceManagerV1,
-        )?;
-        gojson::typed(value, &DATA_V1)
+        from_go_json(bytes, &DATA_V1, Self::FORMAT)
     }
 
     /// The same allocations in the current format, as upstream's `GetDataInLatestFormat`:
@@ -141,16 +124,15 @@ impl DeviceManagerCheckpointV1 {
 
     /// Decodes and verifies.
     pub(crate) fn decode_checked(bytes: &[u8]) -> Result<(Self, ChecksumCheck)> {
-        let initial = GoValue::Struct(vec![
-            GoValue::Struct(vec![
-                GoValue::empty(&GoType::Slice(&ENTRY_V1)),
-                GoValue::empty(&MAP_STRING_STRINGS),
-            ]),
-            GoValue::Uint(0),
-        ]);
-        let mut value = gojson::unmarshal(bytes, &FILE_V1, initial, Format::DeviceManagerV1)?;
-        let recorded = checksum_field(&value, 1);
-        let data: Self = gojson::typed(value.take_field(0), &DATA_V1)?;
+        let initial = initial_file(&GoType::Slice(&ENTRY_V1));
+        let (data, recorded): (Self, _) = read_file(
+            bytes,
+            &FILE_V1,
+            initial,
+            Self::FORMAT,
+            &DATA_V1,
+            ChecksumAt::BesideData,
+        )?;
         let check = verify(Self::FORMAT, recorded, data.checksum()?)?;
         Ok((data, check))
     }
@@ -163,14 +145,13 @@ impl Checkpoint for DeviceManagerCheckpointV1 {
     /// writes it).
     fn encode(&self) -> Result<Vec<u8>> {
         let checksum = self.checksum()?;
-        Ok(gojson::marshal(
+        marshal_file(
             &FileWire {
                 data: self,
                 checksum,
             },
             &FILE_V1,
-        )?
-        .into_bytes())
+        )
     }
 
     fn decode(bytes: &[u8]) -> Result<Self> {

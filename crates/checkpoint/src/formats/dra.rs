@@ -12,7 +12,10 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde::{Deserialize, Serialize};
 
-use super::{Checkpoint, ChecksumCheck, ChecksumVerification, checksum_field, string_set};
+use super::{
+    Checkpoint, ChecksumCheck, ChecksumVerification, checksum_field, from_go_json, marshal_file,
+    string_set,
+};
 use crate::error::{CheckpointError, Result};
 use crate::format::Format;
 use crate::gojson::{self, value::GoValue};
@@ -174,13 +177,7 @@ impl DraCheckpoint {
     /// Reads the logical value from Go-convention JSON (`CheckpointData`), exactly as
     /// upstream's `GetClaimInfoStateList` parses `Data`.
     pub fn from_go_json(bytes: &[u8]) -> Result<Self> {
-        let value = gojson::unmarshal(
-            bytes,
-            &CHECKPOINT_DATA,
-            GoValue::zero(&CHECKPOINT_DATA),
-            Format::DraV132,
-        )?;
-        gojson::typed(value, &CHECKPOINT_DATA)
+        from_go_json(bytes, &CHECKPOINT_DATA, Self::FORMAT)
     }
 }
 
@@ -198,7 +195,7 @@ impl DraCheckpointFile {
             data: &self.data,
             checksum: self.checksum,
         };
-        Ok(gojson::marshal(&wire, &FILE)?.into_bytes())
+        marshal_file(&wire, &FILE)
     }
 
     /// Reads the outer document as `GetCheckpoint(…, NewCheckpoint(nil))` does (a missing

@@ -16,7 +16,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use serde::{Deserialize, Serialize, Serializer};
 
 use super::{
-    Checkpoint, ChecksumCheck, ChecksumVerification, checksum_field, go_replace, string_set,
+    Checkpoint, ChecksumCheck, ChecksumVerification, checksum_field, marshal_file, string_set,
 };
 use crate::checksum::kubelet_checksum;
 use crate::error::{CheckpointError, Result};
@@ -242,17 +242,16 @@ fn legacy_hash_input(version: &str, entries: Option<&[ClaimInfoStateV130]>) -> R
         checksum: 0,
     };
     let dump = dump_for_hash(&wire, &CHECKPOINT_WITHOUT_HANDLES_PTR)?;
-    let dump = go_replace(
-        &dump,
+    // strings.Replace(…, 1), twice.
+    let dump = dump.replacen(
         "DRAManagerCheckpointWithoutResourceHandles",
         "DRAManagerCheckpoint",
-        true,
+        1,
     );
-    Ok(go_replace(
-        &dump,
+    Ok(dump.replacen(
         "ClaimInfoStateListWithoutResourceHandles",
         "ClaimInfoStateList",
-        true,
+        1,
     ))
 }
 
@@ -292,17 +291,13 @@ impl DraCheckpointV130 {
             entries: self.entries.as_deref().map(without_handles),
             checksum,
         };
-        Ok(gojson::marshal(&wire, &CHECKPOINT_WITHOUT_HANDLES)?.into_bytes())
+        marshal_file(&wire, &CHECKPOINT_WITHOUT_HANDLES)
     }
 
     /// Reads the logical value from Go-convention JSON, without verifying any checksum.
     pub fn from_go_json(bytes: &[u8]) -> Result<Self> {
-        let value = gojson::unmarshal(
-            bytes,
-            &CHECKPOINT,
-            GoValue::zero(&CHECKPOINT),
-            Format::DraV130,
-        )?;
+        let value =
+            gojson::unmarshal(bytes, &CHECKPOINT, GoValue::zero(&CHECKPOINT), Self::FORMAT)?;
         refuse_structured_data(&value)?;
         gojson::typed(value, &CHECKPOINT)
     }
@@ -380,7 +375,7 @@ impl Checkpoint for DraCheckpointV130 {
             entries: self.entries.as_ref(),
             checksum,
         };
-        Ok(gojson::marshal(&wire, &CHECKPOINT)?.into_bytes())
+        marshal_file(&wire, &CHECKPOINT)
     }
 
     /// Reads as v1.30's `GetCheckpoint(…, NewDRAManagerCheckpoint())`, including its

@@ -11,11 +11,11 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use super::{Checkpoint, ChecksumCheck, checksum_field, verify};
+use super::{Checkpoint, ChecksumAt, ChecksumCheck, from_go_json, marshal_file, read_file, verify};
 use crate::checksum::kubelet_checksum;
 use crate::error::Result;
 use crate::format::Format;
-use crate::gojson::{self, value::GoValue};
+use crate::gojson::value::GoValue;
 use crate::gotype::{CHECKSUM, GoField, GoStruct, GoType, INT, INT_SLICE, STRING, UINT64};
 use crate::spew::dump_for_hash;
 
@@ -178,13 +178,7 @@ impl MemoryManagerCheckpoint {
 
     /// Reads the logical value from Go-convention JSON, without verifying any checksum.
     pub fn from_go_json(bytes: &[u8]) -> Result<Self> {
-        let value = gojson::unmarshal(
-            bytes,
-            &CHECKPOINT,
-            GoValue::zero(&CHECKPOINT),
-            Format::MemoryManager,
-        )?;
-        gojson::typed(value, &CHECKPOINT)
+        from_go_json(bytes, &CHECKPOINT, Self::FORMAT)
     }
 
     /// Decodes and verifies.
@@ -196,9 +190,14 @@ impl MemoryManagerCheckpoint {
             GoValue::empty(&ASSIGNMENTS),
             GoValue::Uint(0),
         ]);
-        let value = gojson::unmarshal(bytes, &CHECKPOINT, initial, Format::MemoryManager)?;
-        let recorded = checksum_field(&value, 3);
-        let value: Self = gojson::typed(value, &CHECKPOINT)?;
+        let (value, recorded): (Self, _) = read_file(
+            bytes,
+            &CHECKPOINT,
+            initial,
+            Self::FORMAT,
+            &CHECKPOINT,
+            ChecksumAt::Field(3),
+        )?;
         let check = verify(Self::FORMAT, recorded, value.checksum()?)?;
         Ok((value, check))
     }
@@ -208,8 +207,7 @@ impl Checkpoint for MemoryManagerCheckpoint {
     const FORMAT: Format = Format::MemoryManager;
 
     fn encode(&self) -> Result<Vec<u8>> {
-        let checksum = self.checksum()?;
-        Ok(gojson::marshal(&self.wire(checksum), &CHECKPOINT)?.into_bytes())
+        marshal_file(&self.wire(self.checksum()?), &CHECKPOINT)
     }
 
     fn decode(bytes: &[u8]) -> Result<Self> {

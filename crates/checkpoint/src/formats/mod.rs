@@ -12,8 +12,13 @@ pub mod dra_v130;
 pub mod memorymanager;
 pub(crate) mod string_set;
 
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+
 use crate::error::{CheckpointError, Result};
 use crate::format::Format;
+use crate::gojson::{self, value::GoValue};
+use crate::gotype::GoType;
 
 /// A checkpoint format's typed content, as the kubelet writes and reads it.
 pub trait Checkpoint: Sized {
@@ -100,18 +105,64 @@ pub(crate) fn verify_unless_zero(
 }
 
 /// The `uint64`/`uint32` checksum field of a decoded value.
-pub(crate) fn checksum_field(value: &crate::gojson::value::GoValue, index: usize) -> u64 {
+pub(crate) fn checksum_field(value: &GoValue, index: usize) -> u64 {
     match value.field(index) {
-        Some(crate::gojson::value::GoValue::Uint(n)) => *n,
+        Some(GoValue::Uint(n)) => *n,
         _ => 0,
     }
 }
 
-/// `strings.Replace(s, old, new, n)` with `n` = 1 (first only) or all when `None`.
-pub(crate) fn go_replace(s: &str, old: &str, new: &str, first_only: bool) -> String {
-    if first_only {
-        s.replacen(old, new, 1)
-    } else {
-        s.replace(old, new)
-    }
+/// Where a file keeps its checksum, beside the content it covers.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum ChecksumAt {
+    /// In field `n` of the file's one struct, which is also the content (CPU and memory
+    /// managers, DRA v1.30: the checksum field is zeroed while hashing).
+    Field(usize),
+    /// In field 1 of the file, the content being field 0 (device manager: `Data` and
+    /// `Checksum`).
+    BesideData,
+}
+
+/// Reads a checkpoint file as upstream's `GetCheckpoint` does: unmarshals `bytes` (a `file`)
+/// into the kubelet's `initial` value, then returns the content (of Go type `content`) and
+/// the checksum the file records. Nothing is verified here.
+pub(crate) fn read_file<T: DeserializeOwned>(
+    bytes: &[u8],
+    file: &'static GoType,
+    initial: GoValue,
+    format: Format,
+    content: &'static GoType,
+    at: ChecksumAt,
+) -> Result<(T, u64)> {
+    let mut value = gojson::unmarshal(bytes, file, initial, format)?;
+    let (value, recorded) = match at {
+        ChecksumAt::Field(n) => {
+            let recorded = checksum_field(&value, n);
+            (value, recorded)
+        }
+        ChecksumAt::BesideData => {
+            let recorded = checksum_field(&value, 1);
+            (value.take_field(0), recorded)
+        }
+    };
+    Ok((gojson::typed(value, content)?, recorded))
+}
+
+/// Reads the logical value of Go type `ty` from Go-convention JSON, starting from Go's zero
+/// value, without any checksum (every format's `from_go_json`).
+pub(crate) fn from_go_json<T: DeserializeOwned>(
+    bytes: &[u8],
+    ty: &'static GoType,
+    format: Format,
+) -> Result<T> {
+    let value = gojson::unmarshal(bytes, ty, GoValue::zero(ty), format)?;
+    gojson::typed(value, ty)
+}
+
+/// `json.Marshal(value)` of a file described by `ty`, as bytes.
+pub(crate) fn marshal_file<T: Serialize + ?Sized>(
+    value: &T,
+    ty: &'static GoType,
+) -> Result<Vec<u8>> {
+    Ok(gojson::marshal(value, ty)?.into_bytes())
 }
