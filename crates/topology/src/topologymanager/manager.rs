@@ -11,7 +11,7 @@ use super::metrics::ManagerMetrics;
 use super::numa_info::{NumaDistances, NumaInfo, NumaInfoError, NumaNode};
 use super::policy::{Policy, PolicyConfigError, PolicyName, PolicyOptions};
 use super::provider::HintProvider;
-use super::scope::{self, ScopeName};
+use super::scope::{Admission, ScopeName};
 use super::store::AffinityStore;
 use crate::Pod;
 
@@ -193,22 +193,16 @@ impl TopologyManager {
             .admission_requests_total
             .fetch_add(1, Ordering::Relaxed);
         let started = Instant::now();
+        let admission = Admission {
+            policy: &self.policy,
+            providers: &self.providers,
+            store: &self.store,
+            metrics: &self.metrics,
+        };
         let result = match self.scope {
-            None => scope::admit_none(&self.providers, &self.store, pod),
-            Some(ScopeName::Container) => scope::admit_container(
-                &self.policy,
-                &self.providers,
-                &self.store,
-                pod,
-                &self.metrics,
-            ),
-            Some(ScopeName::Pod) => scope::admit_pod(
-                &self.policy,
-                &self.providers,
-                &self.store,
-                pod,
-                &self.metrics,
-            ),
+            None => admission.none_scope(pod),
+            Some(ScopeName::Container) => admission.container_scope(pod),
+            Some(ScopeName::Pod) => admission.pod_scope(pod),
         };
         self.metrics
             .admission_duration_ms

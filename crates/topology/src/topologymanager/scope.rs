@@ -3,6 +3,7 @@
 
 use std::fmt;
 use std::str::FromStr;
+use std::sync::Arc;
 use std::sync::atomic::AtomicU64;
 
 use super::admission::PodAdmitResult;
@@ -55,7 +56,7 @@ impl FromStr for ScopeName {
 /// Every provider's hints for one container, in provider order, as given (upstream
 /// `containerScope.accumulateProvidersHints`): what the policy merges.
 pub(crate) fn container_hints(
-    providers: &[std::sync::Arc<dyn HintProvider>],
+    providers: &[Arc<dyn HintProvider>],
     pod: &Pod,
     container: &Container,
 ) -> Vec<ProviderHints> {
@@ -67,131 +68,109 @@ pub(crate) fn container_hints(
 
 /// Every provider's hints for the whole pod, in provider order, as given (upstream
 /// `podScope.accumulateProvidersHints`).
-pub(crate) fn pod_hints(
-    providers: &[std::sync::Arc<dyn HintProvider>],
-    pod: &Pod,
-) -> Vec<ProviderHints> {
+pub(crate) fn pod_hints(providers: &[Arc<dyn HintProvider>], pod: &Pod) -> Vec<ProviderHints> {
     providers.iter().map(|p| p.hints_for_pod(pod)).collect()
 }
 
-/// Allocate one container with every provider, in order (upstream
-/// `allocateAlignedResources`).
-fn allocate(
-    providers: &[std::sync::Arc<dyn HintProvider>],
-    store: &AffinityStore,
-    pod: &Pod,
-    container: &Container,
-) -> Result<(), PodAdmitResult> {
-    for provider in providers {
-        provider
-            .allocate(pod, container, store)
-            .map_err(|e| PodAdmitResult::from_allocation_error(&e))?;
-    }
-    Ok(())
+/// What one pod's admission reads and counts in: the policy, the providers (asked and
+/// allocating in order), the affinity store and the manager's metrics.
+pub(crate) struct Admission<'a> {
+    pub(crate) policy: &'a Policy,
+    pub(crate) providers: &'a [Arc<dyn HintProvider>],
+    pub(crate) store: &'a AffinityStore,
+    pub(crate) metrics: &'a ManagerMetrics,
 }
 
-/// Upstream `noneScope.Admit`: allocate every container, no hints (and, as upstream, no
-/// error counted).
-pub(crate) fn admit_none(
-    providers: &[std::sync::Arc<dyn HintProvider>],
-    store: &AffinityStore,
-    pod: &Pod,
-) -> PodAdmitResult {
-    for (_, container) in pod.all_containers() {
-        if let Err(rejected) = allocate(providers, store, pod, container) {
-            return rejected;
+impl Admission<'_> {
+    /// Allocate one container with every provider, in order (upstream
+    /// `allocateAlignedResources`).
+    fn allocate(&self, pod: &Pod, container: &Container) -> Result<(), PodAdmitResult> {
+        for provider in self.providers {
+            provider
+                .allocate(pod, container, self.store)
+                .map_err(|e| PodAdmitResult::from_allocation_error(&e))?;
         }
+        Ok(())
     }
-    PodAdmitResult::admitted()
-}
 
-/// The part both scopes share: a merge the policy rejected is upstream's
-/// `TopologyAffinityError` (counted in `alignment_failures` when given); otherwise
-/// `merged.best_hint` is stored for each of `containers`, in order, and each is allocated.
-/// Every rejection is counted in `admission_errors_total`.
-fn store_and_allocate<'a>(
-    merged: MergeResult,
-    containers: impl IntoIterator<Item = &'a Container>,
-    providers: &[std::sync::Arc<dyn HintProvider>],
-    store: &AffinityStore,
-    pod: &Pod,
-    metrics: &ManagerMetrics,
-    alignment_failures: Option<&AtomicU64>,
-) -> Result<(), PodAdmitResult> {
-    if !merged.admit {
-        if let Some(failures) = alignment_failures {
-            inc(failures);
+    /// Upstream `noneScope.Admit`: allocate every container, no hints (and, as upstream, no
+    /// error counted).
+    pub(crate) fn none_scope(&self, pod: &Pod) -> PodAdmitResult {
+        for (_, container) in pod.all_containers() {
+            if let Err(rejected) = self.allocate(pod, container) {
+                return rejected;
+            }
         }
-        inc(&metrics.admission_errors_total);
-        return Err(PodAdmitResult::topology_affinity_error());
+        PodAdmitResult::admitted()
     }
-    for container in containers {
-        store.set_affinity(&pod.uid, &container.name, merged.best_hint);
-        allocate(providers, store, pod, container).inspect_err(|_| {
-            inc(&metrics.admission_errors_total);
-        })?;
-    }
-    Ok(())
-}
 
-/// Upstream `containerScope.Admit`: merge, store and allocate container by container,
-/// counting in `metrics` as upstream does: every rejection in `admission_errors_total`, and
-/// under a policy that guarantees alignment a failed merge or an allocated container in the
-/// container-scope alignment counters.
-pub(crate) fn admit_container(
-    policy: &Policy,
-    providers: &[std::sync::Arc<dyn HintProvider>],
-    store: &AffinityStore,
-    pod: &Pod,
-    metrics: &ManagerMetrics,
-) -> PodAdmitResult {
-    let guaranteed = policy.is_alignment_guaranteed();
-    let alignment = &metrics.numa_alignment;
-    for (_, container) in pod.all_containers() {
-        let merged = policy.merge(&container_hints(providers, pod, container));
-        let failures = guaranteed.then_some(&alignment.container_failures);
-        if let Err(rejected) = store_and_allocate(
-            merged,
-            [container],
-            providers,
-            store,
-            pod,
-            metrics,
-            failures,
-        ) {
+    /// Upstream `containerScope.Admit`: merge, store and allocate container by container,
+    /// counting in the metrics as upstream does: every rejection in
+    /// `admission_errors_total`, and under a policy that guarantees alignment a failed merge
+    /// or an allocated container in the container-scope alignment counters.
+    pub(crate) fn container_scope(&self, pod: &Pod) -> PodAdmitResult {
+        let guaranteed = self.policy.is_alignment_guaranteed();
+        let alignment = &self.metrics.numa_alignment;
+        for (_, container) in pod.all_containers() {
+            let merged = self
+                .policy
+                .merge(&container_hints(self.providers, pod, container));
+            let failures = guaranteed.then_some(&alignment.container_failures);
+            if let Err(rejected) = self.store_and_allocate(pod, merged, [container], failures) {
+                return rejected;
+            }
+            if guaranteed {
+                inc(&alignment.container);
+            }
+        }
+        PodAdmitResult::admitted()
+    }
+
+    /// Upstream `podScope.Admit`: one merge for the pod, stored for every container, then
+    /// allocate container by container, counting as [`Admission::container_scope`] does, in
+    /// the pod-scope alignment counters, once per pod.
+    pub(crate) fn pod_scope(&self, pod: &Pod) -> PodAdmitResult {
+        let guaranteed = self.policy.is_alignment_guaranteed();
+        let alignment = &self.metrics.numa_alignment;
+        let merged = self.policy.merge(&pod_hints(self.providers, pod));
+        let containers = pod.all_containers().map(|(_, container)| container);
+        let failures = guaranteed.then_some(&alignment.pod_failures);
+        if let Err(rejected) = self.store_and_allocate(pod, merged, containers, failures) {
             return rejected;
         }
         if guaranteed {
-            inc(&alignment.container);
+            inc(&alignment.pod);
         }
+        PodAdmitResult::admitted()
     }
-    PodAdmitResult::admitted()
-}
 
-/// Upstream `podScope.Admit`: one merge for the pod, stored for every container, then
-/// allocate container by container, counting in `metrics` as upstream does (as
-/// [`admit_container`], in the pod-scope alignment counters, once per pod).
-pub(crate) fn admit_pod(
-    policy: &Policy,
-    providers: &[std::sync::Arc<dyn HintProvider>],
-    store: &AffinityStore,
-    pod: &Pod,
-    metrics: &ManagerMetrics,
-) -> PodAdmitResult {
-    let guaranteed = policy.is_alignment_guaranteed();
-    let alignment = &metrics.numa_alignment;
-    let merged = policy.merge(&pod_hints(providers, pod));
-    let containers = pod.all_containers().map(|(_, container)| container);
-    let failures = guaranteed.then_some(&alignment.pod_failures);
-    if let Err(rejected) =
-        store_and_allocate(merged, containers, providers, store, pod, metrics, failures)
-    {
-        return rejected;
+    /// The part both scopes share: a merge the policy rejected is upstream's
+    /// `TopologyAffinityError` (counted in `alignment_failures` when given); otherwise
+    /// `merged.best_hint` is stored for each of `containers`, in order, and each is
+    /// allocated. Every rejection is counted in `admission_errors_total`.
+    fn store_and_allocate<'c>(
+        &self,
+        pod: &Pod,
+        merged: MergeResult,
+        containers: impl IntoIterator<Item = &'c Container>,
+        alignment_failures: Option<&AtomicU64>,
+    ) -> Result<(), PodAdmitResult> {
+        if !merged.admit {
+            if let Some(failures) = alignment_failures {
+                inc(failures);
+            }
+            inc(&self.metrics.admission_errors_total);
+            return Err(PodAdmitResult::topology_affinity_error());
+        }
+        for container in containers {
+            self.store
+                .set_affinity(&pod.uid, &container.name, merged.best_hint);
+            self.allocate(pod, container).inspect_err(|_| {
+                inc(&self.metrics.admission_errors_total);
+            })?;
+        }
+        Ok(())
     }
-    if guaranteed {
-        inc(&alignment.pod);
-    }
-    PodAdmitResult::admitted()
 }
 
 #[cfg(test)]

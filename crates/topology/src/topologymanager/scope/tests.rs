@@ -7,7 +7,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use super::{admit_container, admit_pod, container_hints, pod_hints};
+use super::{Admission, container_hints, pod_hints};
 use crate::topologymanager::{
     AffinityStore, AllocationError, HintProvider, NumaInfo, Policy, PolicyName, PolicyOptions,
     ProviderHints, TopologyHint,
@@ -154,13 +154,20 @@ fn calculate_affinity() {
         assert_eq!(hints, expected, "container scope: {name}");
         assert_eq!(pod_hints(&providers, &pod), expected, "pod scope: {name}");
         let merged = policy.merge(&expected).best_hint;
-        for admit in [admit_container, admit_pod] {
+        let scopes: [fn(&Admission<'_>, &Pod) -> super::PodAdmitResult; 2] = [
+            |admission, pod| admission.container_scope(pod),
+            |admission, pod| admission.pod_scope(pod),
+        ];
+        for admit in scopes {
             let store = AffinityStore::new();
             let metrics = super::ManagerMetrics::default();
-            assert!(
-                admit(&policy, &providers, &store, &pod, &metrics).admit,
-                "{name}"
-            );
+            let admission = Admission {
+                policy: &policy,
+                providers: &providers,
+                store: &store,
+                metrics: &metrics,
+            };
+            assert!(admit(&admission, &pod).admit, "{name}");
             assert_eq!(store.affinity("pod", "c"), merged, "{name}");
         }
     }
