@@ -12,27 +12,16 @@ use corral_cpumgr::{
     CheckpointBackend, ContainerMap, ContainerRuntime, ContainerState, ContainerStatus, CpuManager,
     CpuManagerConfig, CpuManagerError, MemoryBackend, PodSource, PodStatus, RuntimeError, restore,
 };
-use corral_topology::{
-    AffinityStore, CpuInfo, CpuRecord, CpuSet, CpuTopology, HintProvider, Pod, TopologyHint,
-};
+use corral_topology::{AffinityStore, CpuSet, CpuTopology, HintProvider, Pod, TopologyHint};
 use serde_json::Value;
 
 use crate::support::*;
 
 /// upstream topoSingleSocketHT.
 fn topology() -> CpuTopology {
-    let records: Vec<CpuRecord> = (0..8)
-        .map(|cpu| CpuRecord {
-            cpu,
-            info: CpuInfo {
-                core: cpu % 4,
-                socket: 0,
-                numa: 0,
-                uncore: 0,
-            },
-        })
-        .collect();
-    CpuTopology::new(&records).unwrap()
+    crate::support::topologies::single_socket_ht()
+        .topology()
+        .clone()
 }
 
 fn static_config() -> CpuManagerConfig {
@@ -87,6 +76,23 @@ fn start(
     let runtime = Arc::new(Runtime::default());
     manager.start(backend, pods.clone(), runtime.clone(), initial)?;
     Ok((manager, pods, runtime))
+}
+
+/// [`start`] with [`static_config`], an empty memory backend and no containers.
+fn start_static() -> (CpuManager, Arc<Pods>, Arc<Runtime>) {
+    start(
+        &static_config(),
+        Box::new(MemoryBackend::new()),
+        ContainerMap::new(),
+    )
+    .unwrap()
+}
+
+/// Allocate `pod`'s first container without a NUMA preference.
+fn allocate_first(manager: &CpuManager, pod: &Pod) {
+    manager
+        .allocate(pod, &pod.containers[0], TopologyHint::default())
+        .unwrap();
 }
 
 fn vector(name: &str) -> Vec<u8> {
@@ -165,9 +171,7 @@ fn kubelet_written_state_restores_and_validates() {
     assert_eq!(manager.state().default_cpu_set().to_string(), "0-7");
     assert_eq!(manager.allocatable_cpus().to_string(), "1-7");
     let pod = make_pod("uid", "c", 2000, 2000);
-    manager
-        .allocate(&pod, &pod.containers[0], TopologyHint::default())
-        .unwrap();
+    allocate_first(&manager, &pod);
     let back: CpuManagerCheckpoint = store.get(CPU_MANAGER_FILE).unwrap();
     assert_eq!(back.default_cpu_set, "0,2-4,6-7");
     assert_eq!(back.entries.unwrap()["uid"].as_ref().unwrap()["c"], "1,5");
@@ -457,17 +461,10 @@ fn running(name: &str, id: &str) -> ContainerStatus {
 /// ones are skipped, failed updates are reported and retried.
 #[test]
 fn reconcile_pushes_only_changes() {
-    let (manager, pods, runtime) = start(
-        &static_config(),
-        Box::new(MemoryBackend::new()),
-        ContainerMap::new(),
-    )
-    .unwrap();
+    let (manager, pods, runtime) = start_static();
     let pod = make_pod("uid", "c", 2000, 2000);
     let shared = make_pod("uid2", "s", 500, 1000);
-    manager
-        .allocate(&pod, &pod.containers[0], TopologyHint::default())
-        .unwrap();
+    allocate_first(&manager, &pod);
     *pods.pods.lock().unwrap() = vec![pod.clone(), shared.clone()];
     pods.statuses.lock().unwrap().insert(
         "uid".into(),
@@ -529,12 +526,7 @@ fn reconcile_pushes_only_changes() {
 /// life).
 #[test]
 fn terminated_init_container_cpus_return_to_the_pool() {
-    let (manager, pods, _) = start(
-        &static_config(),
-        Box::new(MemoryBackend::new()),
-        ContainerMap::new(),
-    )
-    .unwrap();
+    let (manager, pods, _) = start_static();
     let pod = make_multi_container_pod("uid", &[(4000, 4000)], &[(2000, 2000)]);
     let store = AffinityStore::new();
     for (_, c) in pod.all_containers() {
@@ -584,20 +576,11 @@ fn terminated_init_container_cpus_return_to_the_pool() {
 /// it as the root pod).
 #[test]
 fn stale_state_removal_keeps_the_pending_pod() {
-    let (manager, _, _) = start(
-        &static_config(),
-        Box::new(MemoryBackend::new()),
-        ContainerMap::new(),
-    )
-    .unwrap();
+    let (manager, _, _) = start_static();
     let a = make_pod("a", "c", 2000, 2000);
     let b = make_pod("b", "c", 2000, 2000);
-    manager
-        .allocate(&a, &a.containers[0], TopologyHint::default())
-        .unwrap();
-    manager
-        .allocate(&b, &b.containers[0], TopologyHint::default())
-        .unwrap();
+    allocate_first(&manager, &a);
+    allocate_first(&manager, &b);
     manager.add_container("a", "c", "cid-a");
     manager.remove_stale_state(&[], Some(&b)).unwrap();
     assert!(manager.exclusive_cpus("a", "c").is_empty());
@@ -625,9 +608,7 @@ fn none_policy_manager() {
             .hints_for_container(&pod, &pod.containers[0])
             .is_none()
     );
-    manager
-        .allocate(&pod, &pod.containers[0], TopologyHint::default())
-        .unwrap();
+    allocate_first(&manager, &pod);
     assert!(manager.exclusive_cpus("uid", "c").is_empty());
     assert!(manager.allocatable_cpus().is_empty());
     assert_eq!(manager.all_cpus().to_string(), "0-7");
@@ -680,17 +661,13 @@ fn stale_state_is_swept_once_per_pod_source_generation_and_pending_pod() {
     assert_eq!(pods.asked.load(SeqCst), 1);
     // Another pending pod: swept again; so is a changed pod source.
     let a = make_pod("a", "c", 2000, 2000);
-    manager
-        .allocate(&a, &a.containers[0], TopologyHint::default())
-        .unwrap();
+    allocate_first(&manager, &a);
     assert_eq!(pods.asked.load(SeqCst), 2);
     assert_eq!(manager.exclusive_cpus("a", "c").len(), 2);
     // `a` never became active: once the source changes, a sweep takes its CPUs back.
     pods.generation.fetch_add(1, SeqCst);
     let b = make_pod("b", "c", 1000, 1000);
-    manager
-        .allocate(&b, &b.containers[0], TopologyHint::default())
-        .unwrap();
+    allocate_first(&manager, &b);
     assert_eq!(pods.asked.load(SeqCst), 3);
     assert!(manager.exclusive_cpus("a", "c").is_empty());
 }

@@ -8,11 +8,12 @@ use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
+use corral_cpumgr::test_util::topology_index;
 use corral_cpumgr::{
     ContainerMap, ContainerRuntime, CpuManager, CpuManagerConfig, CpuManagerMetrics, MemoryBackend,
     PodSource, PodStatus, RuntimeError,
 };
-use corral_topology::{CpuInfo, CpuRecord, CpuSet, CpuTopology, Pod, TopologyHint};
+use corral_topology::{CpuSet, CpuTopology, Pod, TopologyHint};
 
 use crate::support::make_pod;
 
@@ -38,18 +39,8 @@ impl ContainerRuntime for NoRuntime {
 /// One socket, 8 cores × 2 threads (CPU `c` and `c + 8` share core `c`); cores 0-3 share
 /// uncore cache 0, cores 4-7 uncore cache 1.
 fn topology() -> CpuTopology {
-    let records: Vec<CpuRecord> = (0..16)
-        .map(|cpu| CpuRecord {
-            cpu,
-            info: CpuInfo {
-                core: cpu % 8,
-                socket: 0,
-                numa: 0,
-                uncore: (cpu % 8) / 4,
-            },
-        })
-        .collect();
-    CpuTopology::new(&records).unwrap()
+    let cpus = (0..16).map(|cpu| [cpu, cpu % 8, 0, 0, (cpu % 8) / 4]);
+    topology_index(cpus, [16, 8, 1, 1, 2]).topology().clone()
 }
 
 fn manager(policy: &str, options: &[(&str, &str)]) -> (CpuManager, Arc<Pods>) {

@@ -9,8 +9,8 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
 use corral_cpumgr::{
-    ContainerCpuAssignments, ContainerState, ContainerStatus, CpuManager, CpuManagerConfig,
-    CpuManagerError, CpuState, NonePolicy, PodStatus, StaticPolicy, StaticPolicyOptions,
+    ContainerState, ContainerStatus, CpuManager, CpuManagerConfig, CpuManagerError, CpuState,
+    NonePolicy, PodStatus, StaticPolicy, StaticPolicyOptions,
 };
 use corral_topology::{Container, CpuSet, Pod, PolicyName, TopologyHint};
 
@@ -18,20 +18,6 @@ use crate::support::harness::*;
 use crate::support::topologies::*;
 use crate::support::*;
 use corral_cpumgr::TopologyIndex;
-
-fn set(s: &str) -> CpuSet {
-    s.parse().unwrap()
-}
-
-fn state(default: &str, assignments: &[(&str, &str, &str)]) -> CpuState {
-    let mut a = ContainerCpuAssignments::new();
-    for (pod, c, cpus) in assignments {
-        a.entry((*pod).to_owned())
-            .or_default()
-            .insert((*c).to_owned(), set(cpus));
-    }
-    CpuState::new(set(default), a)
-}
 
 fn static_policy(index: Arc<TopologyIndex>, reserved: usize, explicit: &str) -> StaticPolicy {
     StaticPolicy::new(

@@ -8,24 +8,9 @@
 //! (its `MockCheckpoint` writes them unchanged): corral must accept and refuse exactly them.
 
 use corral_checkpoint::{CPU_MANAGER_FILE, CheckpointStore};
-use corral_cpumgr::{
-    CheckpointBackend, ContainerCpuAssignments, CpuState, RestoreError, StateBackend, restore,
-};
-use corral_topology::CpuSet;
+use corral_cpumgr::{CheckpointBackend, CpuState, RestoreError, StateBackend, restore};
 
-fn set(s: &str) -> CpuSet {
-    s.parse().unwrap()
-}
-
-fn state(default: &str, assignments: &[(&str, &str, &str)]) -> CpuState {
-    let mut a = ContainerCpuAssignments::new();
-    for (pod, c, cpus) in assignments {
-        a.entry((*pod).to_owned())
-            .or_default()
-            .insert((*c).to_owned(), set(cpus));
-    }
-    CpuState::new(set(default), a)
-}
+use crate::support::{set, state};
 
 /// A checkpoint store in a fresh temporary directory, holding `content` when not empty.
 fn store_with(content: &str) -> (tempfile::TempDir, CheckpointStore) {

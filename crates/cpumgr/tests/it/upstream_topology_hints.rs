@@ -9,7 +9,7 @@ use corral_cpumgr::{
     ContainerCpuAssignments, CpuManager, CpuState, StaticPolicy, StaticPolicyOptions,
     pod_guaranteed_cpus,
 };
-use corral_topology::{Container, CpuSet, HintProvider, Pod, PolicyName};
+use corral_topology::{Container, CpuSet, HintProvider, Pod, PolicyName, ProviderHints};
 
 use crate::support::harness::*;
 use crate::support::topologies::*;
@@ -21,79 +21,20 @@ use corral_cpumgr::TopologyIndex;
 #[test]
 fn pod_guaranteed_cpus_table() {
     type C = &'static [(i64, bool)];
+    #[rustfmt::skip]
     let rows: [(&str, C, C, usize); 12] = [
-        (
-            "TestCase01: if requestedCPU == 0, Pod is not Guaranteed Qos",
-            &[(0, false)],
-            &[(0, false)],
-            0,
-        ),
-        (
-            "TestCase02: if requestedCPU == 0, Pod is not Guaranteed Qos",
-            &[(0, false)],
-            &[(2, false)],
-            0,
-        ),
-        (
-            "TestCase03: if requestedCPU == 0, Pod is not Guaranteed Qos",
-            &[(2, false)],
-            &[(0, false)],
-            0,
-        ),
-        (
-            "TestCase04: Guaranteed Pod requests 2 CPUs",
-            &[(2, false)],
-            &[(2, false)],
-            2,
-        ),
-        (
-            "TestCase05: Guaranteed Pod requests 5 CPUs",
-            &[(5, false)],
-            &[(5, false)],
-            5,
-        ),
-        (
-            "TestCase06: app requests more than init",
-            &[(2, false)],
-            &[(5, false)],
-            5,
-        ),
-        (
-            "TestCase07: init requests more than app",
-            &[(5, false)],
-            &[(2, false)],
-            5,
-        ),
-        (
-            "TestCase08: Sum of CPUs requested by multiple containers",
-            &[(2, false), (4, false)],
-            &[(2, false), (4, false)],
-            6,
-        ),
-        (
-            "TestCase09: restartable init container + regular container",
-            &[(1, true)],
-            &[(1, false)],
-            2,
-        ),
-        (
-            "TestCase10: multiple restartable init containers",
-            &[(5, false), (1, true), (2, true), (3, true)],
-            &[(1, false)],
-            7,
-        ),
-        (
-            "TestCase11: multiple restartable and regular init containers",
-            &[(5, false), (1, true), (2, true), (5, false), (3, true)],
-            &[(1, false)],
-            8,
-        ),
-        (
-            "TestCase12: restartable init, regular init and regular container",
-            &[(10, true), (200, false)],
-            &[(100, false)],
-            210,
-        ),
+        ("TestCase01: if requestedCPU == 0, Pod is not Guaranteed Qos", &[(0, false)], &[(0, false)], 0),
+        ("TestCase02: if requestedCPU == 0, Pod is not Guaranteed Qos", &[(0, false)], &[(2, false)], 0),
+        ("TestCase03: if requestedCPU == 0, Pod is not Guaranteed Qos", &[(2, false)], &[(0, false)], 0),
+        ("TestCase04: Guaranteed Pod requests 2 CPUs", &[(2, false)], &[(2, false)], 2),
+        ("TestCase05: Guaranteed Pod requests 5 CPUs", &[(5, false)], &[(5, false)], 5),
+        ("TestCase06: app requests more than init", &[(2, false)], &[(5, false)], 5),
+        ("TestCase07: init requests more than app", &[(5, false)], &[(2, false)], 5),
+        ("TestCase08: Sum of CPUs requested by multiple containers", &[(2, false), (4, false)], &[(2, false), (4, false)], 6),
+        ("TestCase09: restartable init container + regular container", &[(1, true)], &[(1, false)], 2),
+        ("TestCase10: multiple restartable init containers", &[(5, false), (1, true), (2, true), (3, true)], &[(1, false)], 7),
+        ("TestCase11: multiple restartable and regular init containers", &[(5, false), (1, true), (2, true), (5, false), (3, true)], &[(1, false)], 8),
+        ("TestCase12: restartable init, regular init and regular container", &[(10, true), (200, false)], &[(100, false)], 210),
     ];
     for (name, init, apps, want) in rows {
         let init: Vec<(i64, bool)> = init.iter().map(|&(n, s)| (n * 1000, s)).collect();
@@ -268,9 +209,8 @@ fn row_state(assigned: &str, pool: &str) -> CpuState {
     CpuState::new(pool.parse().unwrap(), a)
 }
 
-/// Upstream `TestGetTopologyHints` (container scope).
-#[test]
-fn get_topology_hints() {
+/// Every `returnTestCases` row through the manager, hints asked with `ask`.
+fn check_return_test_cases(ask: impl Fn(&CpuManager, &Pod) -> ProviderHints) {
     for (name, n, assigned, pool, want) in return_test_cases() {
         let m = hints_manager(
             hints_machine_info(),
@@ -278,24 +218,21 @@ fn get_topology_hints() {
             &row_state(assigned, pool),
         );
         let pod = make_pod("fakePod", "fakeContainer", n * 1000, n * 1000);
-        let got = cpu_hints(m.hints_for_container(&pod, &pod.containers[0]));
+        let got = cpu_hints(ask(&m, &pod));
         assert_eq!(sorted(got), sorted(want), "{name}");
     }
+}
+
+/// Upstream `TestGetTopologyHints` (container scope).
+#[test]
+fn get_topology_hints() {
+    check_return_test_cases(|m, pod| m.hints_for_container(pod, &pod.containers[0]));
 }
 
 /// Upstream `TestGetPodTopologyHints` (pod scope, same rows).
 #[test]
 fn get_pod_topology_hints() {
-    for (name, n, assigned, pool, want) in return_test_cases() {
-        let m = hints_manager(
-            hints_machine_info(),
-            StaticPolicyOptions::default(),
-            &row_state(assigned, pool),
-        );
-        let pod = make_pod("fakePod", "fakeContainer", n * 1000, n * 1000);
-        let got = cpu_hints(m.hints_for_pod(&pod));
-        assert_eq!(sorted(got), sorted(want), "{name}");
-    }
+    check_return_test_cases(|m, pod| m.hints_for_pod(pod));
 }
 
 /// Upstream `TestGetPodTopologyHintsWithPolicyOptions` on

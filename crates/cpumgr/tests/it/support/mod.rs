@@ -2,11 +2,28 @@
 //! and the modules below.
 #![allow(dead_code, unreachable_pub)]
 
-use corral_topology::{Container, ContainerRestartPolicy, Pod};
+use corral_cpumgr::{ContainerCpuAssignments, CpuState};
+use corral_topology::{Container, ContainerRestartPolicy, CpuSet, Pod};
 
 pub mod harness;
 pub mod static_cases;
 pub mod topologies;
+
+/// A CPU set from the list format.
+pub fn set(s: &str) -> CpuSet {
+    s.parse().unwrap()
+}
+
+/// Upstream `mockState{assignments, defaultCPUSet}`.
+pub fn state(default: &str, assignments: &[(&str, &str, &str)]) -> CpuState {
+    let mut a = ContainerCpuAssignments::new();
+    for (pod, c, cpus) in assignments {
+        a.entry((*pod).to_owned())
+            .or_default()
+            .insert((*c).to_owned(), set(cpus));
+    }
+    CpuState::new(set(default), a)
+}
 
 /// A container with CPU request/limit (millicores) and 1G of memory.
 pub fn container(name: &str, request: i64, limit: i64) -> Container {

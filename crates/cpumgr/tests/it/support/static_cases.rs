@@ -6,17 +6,11 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use corral_cpumgr::{
-    AllocateError, ContainerCpuAssignments, CpuState, Policy, StaticPolicy, StaticPolicyOptions,
-    TakeError, TopologyIndex,
+    AllocateError, CpuState, Policy, StaticPolicy, StaticPolicyOptions, TakeError, TopologyIndex,
 };
-use corral_topology::{CpuSet, NumaMask, PolicyName, TopologyHint};
+use corral_topology::{NumaMask, PolicyName, TopologyHint};
 
-use super::make_pod;
-
-/// A CPU set from the list format.
-pub fn set(s: &str) -> CpuSet {
-    s.parse().unwrap()
-}
+use super::{make_pod, set};
 
 /// Upstream `NewStaticPolicy(topo, numReserved, reserved, fakeManager, options)`.
 pub fn policy(
@@ -31,17 +25,6 @@ pub fn policy(
         .collect();
     let options = StaticPolicyOptions::from_map(&map).unwrap();
     StaticPolicy::new(topo, reserved, &set(explicit), options, PolicyName::None).unwrap()
-}
-
-/// Upstream `mockState{assignments, defaultCPUSet}`.
-pub fn state(default: &str, assignments: &[(&str, &str, &str)]) -> CpuState {
-    let mut a = ContainerCpuAssignments::new();
-    for (pod, c, cpus) in assignments {
-        a.entry((*pod).to_owned())
-            .or_default()
-            .insert((*c).to_owned(), set(cpus));
-    }
-    CpuState::new(set(default), a)
 }
 
 /// One `staticPolicyTest` row.
