@@ -93,10 +93,8 @@ fn allocate_round_trip(c: &mut Criterion) {
         manager.start(StartOptions::default()).await.expect("start");
         let sample = SampleConfig::new(RESOURCE, dir.path().join("dev.sock"), 64, &[0, 1]);
         let plugin = SamplePlugin::start(sample).await.expect("plugin");
-        plugin
-            .register(&manager.socket_path())
-            .await
-            .expect("register");
+        let kubelet_socket = manager.socket_path();
+        plugin.register(&kubelet_socket).await.expect("register");
         assert!(
             manager
                 .wait_for_plugin(RESOURCE, Duration::from_secs(10))

@@ -123,6 +123,15 @@ impl PluginClient {
         })
     }
 
+    /// A handle to the plugin and `message` as a request with `timeout` as its deadline.
+    fn prepare<M>(
+        &self,
+        message: M,
+        timeout: Duration,
+    ) -> (DevicePluginClient<Channel>, tonic::Request<M>) {
+        (self.client.clone(), request(message, timeout))
+    }
+
     /// `GetPreferredAllocation` for one container: the devices the plugin prefers.
     pub(crate) async fn preferred_allocation(
         &self,
@@ -135,13 +144,9 @@ impl PluginClient {
                 allocation_size: i32::try_from(ask.size).unwrap_or(i32::MAX),
             }],
         };
-        let mut client = self.client.clone();
-        let response = with_deadline(
-            self.rpc_timeout,
-            "GetPreferredAllocation",
-            client.get_preferred_allocation(request(message, self.rpc_timeout)),
-        )
-        .await?;
+        let (mut client, message) = self.prepare(message, self.rpc_timeout);
+        let call = client.get_preferred_allocation(message);
+        let response = with_deadline(self.rpc_timeout, "GetPreferredAllocation", call).await?;
         Ok(response
             .container_responses
             .into_iter()
@@ -160,13 +165,9 @@ impl PluginClient {
                 devices_ids: devices.to_vec(),
             }],
         };
-        let mut client = self.client.clone();
-        let response = with_deadline(
-            self.rpc_timeout,
-            "Allocate",
-            client.allocate(request(message, self.rpc_timeout)),
-        )
-        .await?;
+        let (mut client, message) = self.prepare(message, self.rpc_timeout);
+        let call = client.allocate(message);
+        let response = with_deadline(self.rpc_timeout, "Allocate", call).await?;
         Ok(response.container_responses.into_iter().next())
     }
 
@@ -178,14 +179,11 @@ impl PluginClient {
         let message = PreStartContainerRequest {
             devices_ids: devices.to_vec(),
         };
-        let mut client = self.client.clone();
-        with_deadline(
-            self.pre_start_timeout,
-            "PreStartContainer",
-            client.pre_start_container(request(message, self.pre_start_timeout)),
-        )
-        .await
-        .map(|_| ())
+        let (mut client, message) = self.prepare(message, self.pre_start_timeout);
+        let call = client.pre_start_container(message);
+        with_deadline(self.pre_start_timeout, "PreStartContainer", call)
+            .await
+            .map(|_| ())
     }
 
     /// Consume `ListAndWatch`, handing every list to `on_list`, until the stream ends or

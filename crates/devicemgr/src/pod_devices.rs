@@ -150,6 +150,16 @@ impl PodDevices {
         })
     }
 
+    /// The device ids the container holds, per resource.
+    fn held_by<'a>(
+        &'a self,
+        pod_uid: &str,
+        container: &str,
+    ) -> impl Iterator<Item = (&'a String, BTreeSet<String>)> + 'a {
+        let held = self.container(pod_uid, container).into_iter().flatten();
+        held.map(|(resource, allocation)| (resource, allocation.device_ids()))
+    }
+
     /// Upstream `addContainerAllocatedResources`: add the container's devices to `into`.
     pub fn add_container_resources(
         &self,
@@ -157,11 +167,8 @@ impl PodDevices {
         container: &str,
         into: &mut BTreeMap<String, BTreeSet<String>>,
     ) {
-        for (resource, allocation) in self.container(pod_uid, container).into_iter().flatten() {
-            into.entry(resource.clone())
-                .or_default()
-                .extend(allocation.device_ids());
-        }
+        self.held_by(pod_uid, container)
+            .for_each(|(resource, ids)| into.entry(resource.clone()).or_default().extend(ids));
     }
 
     /// Upstream `removeContainerAllocatedResources`: remove the container's devices from
@@ -172,11 +179,10 @@ impl PodDevices {
         container: &str,
         from: &mut BTreeMap<String, BTreeSet<String>>,
     ) {
-        for (resource, allocation) in self.container(pod_uid, container).into_iter().flatten() {
-            let set = from.entry(resource.clone()).or_default();
-            for id in allocation.devices.values().flatten() {
-                set.remove(id);
-            }
+        for (resource, ids) in self.held_by(pod_uid, container) {
+            from.entry(resource.clone())
+                .or_default()
+                .retain(|id| !ids.contains(id));
         }
     }
 

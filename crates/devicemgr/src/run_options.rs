@@ -83,6 +83,28 @@ fn sorted(map: &std::collections::HashMap<String, String>) -> Vec<(&String, &Str
     entries
 }
 
+/// Whether `key` is new in `seen` (then it is recorded with `value`); a repeat with
+/// another value calls `conflict` with the value kept (the first setting wins).
+fn first_setting(
+    seen: &mut BTreeMap<String, String>,
+    key: &str,
+    value: &str,
+    conflict: impl FnOnce(&str),
+) -> bool {
+    match seen.get(key) {
+        Some(kept) => {
+            if kept != value {
+                conflict(kept);
+            }
+            false
+        }
+        None => {
+            seen.insert(key.to_owned(), value.to_owned());
+            true
+        }
+    }
+}
+
 impl RunContainerOptions {
     /// Merge the allocate responses of a container's resources.
     pub fn merge(resources: &ResourceAllocations) -> RunContainerOptions {
@@ -98,162 +120,70 @@ impl RunContainerOptions {
 
     fn add(&mut self, resource: &str, resp: &ContainerAllocateResponse, seen: &mut Seen) {
         for (k, v) in sorted(&resp.envs) {
-            if let Some(existing) = seen.envs.get(k) {
-                if existing != v {
-                    tracing::warn!(resource, env = %k, kept = %existing, dropped = %v,
-                        "environment variable has conflicting setting");
-                }
-                continue;
+            let conflict = |kept: &str| {
+                tracing::warn!(resource, env = %k, kept, dropped = %v,
+                    "environment variable has conflicting setting");
+            };
+            if first_setting(&mut seen.envs, k, v, conflict) {
+                self.envs.push(EnvVar {
+                    name: k.clone(),
+                    value: v.clone(),
+                });
             }
-            seen.envs.insert(k.clone(), v.clone());
-            self.envs.push(EnvVar {
-                name: k.clone(),
-                value: v.clone(),
-            });
         }
         for dev in &resp.devices {
-            if let Some(existing) = seen.devices.get(&dev.container_path) {
-                if *existing != dev.host_path {
-                    tracing::warn!(resource, container_path = %dev.container_path, kept = %existing,
-                        dropped = %dev.host_path, "container device has conflicting mapping host devices");
-                }
-                continue;
+            let conflict = |kept: &str| {
+                tracing::warn!(resource, container_path = %dev.container_path, kept,
+                    dropped = %dev.host_path, "container device has conflicting mapping host devices");
+            };
+            if first_setting(
+                &mut seen.devices,
+                &dev.container_path,
+                &dev.host_path,
+                conflict,
+            ) {
+                self.devices.push(DeviceNode {
+                    path_on_host: dev.host_path.clone(),
+                    path_in_container: dev.container_path.clone(),
+                    permissions: dev.permissions.clone(),
+                });
             }
-            seen.devices
-                .insert(dev.container_path.clone(), dev.host_path.clone());
-            self.devices.push(DeviceNode {
-                path_on_host: dev.host_path.clone(),
-                path_in_container: dev.container_path.clone(),
-                permissions: dev.permissions.clone(),
-            });
         }
         for mount in &resp.mounts {
-            if let Some(existing) = seen.mounts.get(&mount.container_path) {
-                if *existing != mount.host_path {
-                    tracing::warn!(resource, container_path = %mount.container_path, kept = %existing,
-                        dropped = %mount.host_path, "container mount has conflicting mapping host mounts");
-                }
-                continue;
+            let conflict = |kept: &str| {
+                tracing::warn!(resource, container_path = %mount.container_path, kept,
+                    dropped = %mount.host_path, "container mount has conflicting mapping host mounts");
+            };
+            if first_setting(
+                &mut seen.mounts,
+                &mount.container_path,
+                &mount.host_path,
+                conflict,
+            ) {
+                self.mounts.push(Mount {
+                    name: mount.container_path.clone(),
+                    container_path: mount.container_path.clone(),
+                    host_path: mount.host_path.clone(),
+                    read_only: mount.read_only,
+                });
             }
-            seen.mounts
-                .insert(mount.container_path.clone(), mount.host_path.clone());
-            self.mounts.push(Mount {
-                name: mount.container_path.clone(),
-                container_path: mount.container_path.clone(),
-                host_path: mount.host_path.clone(),
-                read_only: mount.read_only,
-            });
         }
         for (k, v) in sorted(&resp.annotations) {
-            if let Some(existing) = seen.annotations.get(k) {
-                if existing != v {
-                    tracing::warn!(resource, annotation = %k, kept = %existing, dropped = %v,
-                        "annotation has conflicting setting");
-                }
-                continue;
+            let conflict = |kept: &str| {
+                tracing::warn!(resource, annotation = %k, kept, dropped = %v,
+                    "annotation has conflicting setting");
+            };
+            if first_setting(&mut seen.annotations, k, v, conflict) {
+                self.annotations.push(Annotation {
+                    name: k.clone(),
+                    value: v.clone(),
+                });
             }
-            seen.annotations.insert(k.clone(), v.clone());
-            self.annotations.push(Annotation {
-                name: k.clone(),
-                value: v.clone(),
-            });
         }
         for cdi in &resp.cdi_devices {
             if seen.cdi.insert(cdi.name.clone()) {
                 self.cdi_devices.push(cdi.name.clone());
             }
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::pod_devices::ContainerAllocation;
-    use corral_proto::deviceplugin::v1beta1::{self as api, CdiDevice, DeviceSpec};
-
-    fn response(
-        env: &[(&str, &str)],
-        dev: &[(&str, &str)],
-        mnt: &[(&str, &str)],
-        cdi: &[&str],
-    ) -> ContainerAllocateResponse {
-        ContainerAllocateResponse {
-            envs: env
-                .iter()
-                .map(|(k, v)| ((*k).into(), (*v).into()))
-                .collect(),
-            devices: dev
-                .iter()
-                .map(|(c, h)| DeviceSpec {
-                    container_path: (*c).into(),
-                    host_path: (*h).into(),
-                    permissions: "mrw".into(),
-                })
-                .collect(),
-            mounts: mnt
-                .iter()
-                .map(|(c, h)| api::Mount {
-                    container_path: (*c).into(),
-                    host_path: (*h).into(),
-                    read_only: true,
-                })
-                .collect(),
-            annotations: env
-                .iter()
-                .map(|(k, v)| ((*k).into(), (*v).into()))
-                .collect(),
-            cdi_devices: cdi
-                .iter()
-                .map(|n| CdiDevice { name: (*n).into() })
-                .collect(),
-        }
-    }
-
-    #[test]
-    fn first_setting_wins() {
-        // Upstream TestDeviceRunContainerOptions-style merge: duplicates are skipped,
-        // conflicts keep the first value.
-        let mut resources = ResourceAllocations::new();
-        resources.insert(
-            "a.com/r1".into(),
-            ContainerAllocation {
-                devices: Default::default(),
-                response: Some(response(
-                    &[("E", "1"), ("F", "x")],
-                    &[("/dev/a", "/dev/h1")],
-                    &[("/m", "/h")],
-                    &["v/c=1"],
-                )),
-            },
-        );
-        resources.insert(
-            "b.com/r2".into(),
-            ContainerAllocation {
-                devices: Default::default(),
-                response: Some(response(
-                    &[("E", "2"), ("G", "y")],
-                    &[("/dev/a", "/dev/h2"), ("/dev/b", "/dev/hb")],
-                    &[("/m", "/other")],
-                    &["v/c=1", "v/c=2"],
-                )),
-            },
-        );
-        let opts = RunContainerOptions::merge(&resources);
-        let envs: Vec<_> = opts
-            .envs
-            .iter()
-            .map(|e| (e.name.as_str(), e.value.as_str()))
-            .collect();
-        assert_eq!(envs, vec![("E", "1"), ("F", "x"), ("G", "y")]);
-        assert_eq!(opts.devices.len(), 2);
-        assert_eq!(opts.devices[0].path_on_host, "/dev/h1");
-        assert_eq!(opts.mounts.len(), 1);
-        assert_eq!(opts.mounts[0].host_path, "/h");
-        assert_eq!(opts.annotations.len(), 3);
-        assert_eq!(
-            opts.cdi_devices,
-            vec!["v/c=1".to_owned(), "v/c=2".to_owned()]
-        );
     }
 }

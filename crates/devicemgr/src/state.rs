@@ -328,25 +328,27 @@ impl DeviceState {
                 .get(&name)
                 .is_none_or(|e| e.grace_expired(now, grace));
             let table = self.resources.get_mut(&name).expect("listed above");
-            if table.has_healthy {
-                if expired {
-                    table.has_healthy = false;
-                    table.healthy.clear();
-                    removed.insert(name.clone());
-                } else {
-                    let n = i64::try_from(table.healthy.len()).unwrap_or(i64::MAX);
+            if expired {
+                let sets = [
+                    (&mut table.has_healthy, &mut table.healthy),
+                    (&mut table.has_unhealthy, &mut table.unhealthy),
+                ];
+                for (listed, set) in sets {
+                    if *listed {
+                        *listed = false;
+                        set.clear();
+                        removed.insert(name.clone());
+                    }
+                }
+            } else {
+                let count = |set: &BitSet| i64::try_from(set.len()).unwrap_or(i64::MAX);
+                if table.has_healthy {
+                    let n = count(&table.healthy);
                     out.capacity.insert(name.clone(), n);
                     out.allocatable.insert(name.clone(), n);
                 }
-            }
-            if table.has_unhealthy {
-                if expired {
-                    table.has_unhealthy = false;
-                    table.unhealthy.clear();
-                    removed.insert(name.clone());
-                } else {
-                    let n = i64::try_from(table.unhealthy.len()).unwrap_or(i64::MAX);
-                    *out.capacity.entry(name.clone()).or_default() += n;
+                if table.has_unhealthy {
+                    *out.capacity.entry(name.clone()).or_default() += count(&table.unhealthy);
                 }
             }
             if expired && removed.contains(&name) {

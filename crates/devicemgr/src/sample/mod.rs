@@ -249,9 +249,10 @@ impl DevicePlugin for Service {
                 }
             })
             .collect();
-        Ok(Response::new(PreferredAllocationResponse {
+        let response = PreferredAllocationResponse {
             container_responses,
-        }))
+        };
+        Ok(Response::new(response))
     }
 
     async fn allocate(

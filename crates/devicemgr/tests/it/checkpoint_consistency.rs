@@ -261,18 +261,11 @@ async fn devices_of_a_plugin_not_registered_yet_stay_allocated_until_it_comes_ba
     );
     // A new pod is refused while the plugin is away.
     let new = container("new", &[(GPU, 1)]);
-    let err = manager
-        .allocate(&pod("pod-n", vec![], vec![new.clone()]), &new, None)
-        .await
-        .unwrap_err();
-    assert!(
-        matches!(
-            err,
-            DeviceManagerError::Allocate(
-                AllocateError::NoHealthyDevices { .. } | AllocateError::Unregistered { .. }
-            )
-        ),
-        "{err}"
+    assert_allocate_error!(
+        manager
+            .allocate(&pod("pod-n", vec![], vec![new.clone()]), &new, None)
+            .await,
+        AllocateError::NoHealthyDevices { .. } | AllocateError::Unregistered { .. }
     );
 
     // The plugin registers with gpu-0 and gpu-1: only gpu-0 is free.
@@ -283,16 +276,11 @@ async fn devices_of_a_plugin_not_registered_yet_stay_allocated_until_it_comes_ba
         BTreeSet::from(["gpu-0".to_owned()])
     );
     let two = container("two", &[(GPU, 2)]);
-    let err = manager
-        .allocate(&pod("pod-2", vec![], vec![two.clone()]), &two, None)
-        .await
-        .unwrap_err();
-    assert!(
-        matches!(
-            err,
-            DeviceManagerError::Allocate(AllocateError::Unavailable { .. })
-        ),
-        "{err}"
+    assert_allocate_error!(
+        manager
+            .allocate(&pod("pod-2", vec![], vec![two.clone()]), &two, None)
+            .await,
+        AllocateError::Unavailable { .. }
     );
     manager
         .allocate(&pod("pod-n", vec![], vec![new.clone()]), &new, None)

@@ -6,15 +6,14 @@ use std::collections::BTreeSet;
 use std::time::Duration;
 
 use crate::support::*;
-use corral_devicemgr::{AllocateError, DeviceManagerError};
+use corral_devicemgr::AllocateError;
 use corral_topology::{HintProvider, NumaMask};
 
 const GPU: &str = "example.com/gpu";
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn register_list_allocate_run_options() {
-    let dir = tempfile::tempdir().unwrap();
-    let manager = manager(config(dir.path(), vec![0, 1])).await;
+    let (dir, manager) = started(vec![0, 1]).await;
     let plugin = plugin(&manager, sample(dir.path(), GPU, "gpu", 4, &[0, 1])).await;
     assert_eq!(manager.with_state(|s| s.healthy_devices(GPU).len()), 4);
     let capacity = manager.capacity();
@@ -80,8 +79,7 @@ async fn register_list_allocate_run_options() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn health_flip_is_seen_at_once() {
-    let dir = tempfile::tempdir().unwrap();
-    let manager = manager(config(dir.path(), vec![0])).await;
+    let (dir, manager) = started(vec![0]).await;
     let plugin = plugin(&manager, sample(dir.path(), GPU, "gpu", 2, &[0])).await;
     assert!(plugin.set_health("gpu-0", false));
     assert!(
@@ -102,8 +100,7 @@ async fn health_flip_is_seen_at_once() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn preferred_allocation_and_pre_start() {
-    let dir = tempfile::tempdir().unwrap();
-    let manager = manager(config(dir.path(), vec![0])).await;
+    let (dir, manager) = started(vec![0]).await;
     let mut cfg = sample(dir.path(), GPU, "gpu", 6, &[0]);
     cfg.preferred_allocation = true;
     cfg.pre_start_required = true;
@@ -134,8 +131,7 @@ async fn preferred_allocation_and_pre_start() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn plugin_restart_and_re_registration_replace_the_endpoint() {
-    let dir = tempfile::tempdir().unwrap();
-    let manager = manager(config(dir.path(), vec![0])).await;
+    let (dir, manager) = started(vec![0]).await;
     let first = plugin(&manager, sample(dir.path(), GPU, "gpu-a", 2, &[0])).await;
     // A second plugin for the same resource on another socket replaces the first; the
     // first one's stream ending later must not disconnect the second.
@@ -177,8 +173,7 @@ async fn plugin_restart_and_re_registration_replace_the_endpoint() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn plugin_killed_mid_stream_then_resource_dropped_after_grace() {
-    let dir = tempfile::tempdir().unwrap();
-    let manager = manager(config(dir.path(), vec![0])).await;
+    let (dir, manager) = started(vec![0]).await;
     let plugin = plugin(&manager, sample(dir.path(), GPU, "gpu", 3, &[0])).await;
     plugin.crash().await;
     assert!(
@@ -216,8 +211,7 @@ async fn plugin_killed_mid_stream_then_resource_dropped_after_grace() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn socket_disappearing_stops_the_endpoint() {
-    let dir = tempfile::tempdir().unwrap();
-    let manager = manager(config(dir.path(), vec![0])).await;
+    let (dir, manager) = started(vec![0]).await;
     let plugin = plugin(&manager, sample(dir.path(), GPU, "gpu", 2, &[0])).await;
     std::fs::remove_file(plugin.socket()).unwrap();
     assert!(
@@ -228,13 +222,9 @@ async fn socket_disappearing_stops_the_endpoint() {
     assert!(!manager.plugin_ready(GPU));
     let app = container("app", &[(GPU, 1)]);
     let pod = pod("uid-s", vec![], vec![app.clone()]);
-    let err = manager.allocate(&pod, &app, None).await.unwrap_err();
-    assert!(
-        matches!(
-            err,
-            DeviceManagerError::Allocate(AllocateError::NoHealthyDevices { .. })
-        ),
-        "{err}"
+    assert_allocate_error!(
+        manager.allocate(&pod, &app, None).await,
+        AllocateError::NoHealthyDevices { .. }
     );
     manager.stop().await;
 }
@@ -242,8 +232,7 @@ async fn socket_disappearing_stops_the_endpoint() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn init_container_devices_are_reused_and_sidecars_keep_theirs() {
     // Upstream TestInitContainerDeviceAllocation / TestRestartableInitContainerDeviceAllocation.
-    let dir = tempfile::tempdir().unwrap();
-    let manager = manager(config(dir.path(), vec![0])).await;
+    let (dir, manager) = started(vec![0]).await;
     let _plugin = plugin(&manager, sample(dir.path(), GPU, "gpu", 6, &[0])).await;
     let init = container("init", &[(GPU, 2)]);
     let side = sidecar("side", &[(GPU, 1)]);

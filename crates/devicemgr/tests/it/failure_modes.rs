@@ -79,8 +79,7 @@ async fn hanging_allocate_hits_the_deadline_and_blocks_nobody() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_failing_second_resource_gives_back_the_first() {
-    let dir = tempfile::tempdir().unwrap();
-    let manager = manager(config(dir.path(), vec![0])).await;
+    let (dir, manager) = started(vec![0]).await;
     let _gpu = plugin(&manager, sample(dir.path(), GPU, "gpu", 2, &[0])).await;
     let mut failing = sample(dir.path(), NIC, "nic", 2, &[0]);
     failing.failure = FailureMode::FailAllocate;
@@ -100,13 +99,9 @@ async fn a_failing_second_resource_gives_back_the_first() {
     );
 
     nic.set_failure(FailureMode::EmptyAllocate);
-    let err = manager.allocate(&p, &app, None).await.unwrap_err();
-    assert!(
-        matches!(
-            err,
-            DeviceManagerError::Allocate(AllocateError::NoContainerResponse { .. })
-        ),
-        "{err}"
+    assert_allocate_error!(
+        manager.allocate(&p, &app, None).await,
+        AllocateError::NoContainerResponse { .. }
     );
     nothing_leaked(&manager, GPU, 2);
 
@@ -118,8 +113,7 @@ async fn a_failing_second_resource_gives_back_the_first() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn hanging_preferred_allocation_and_pre_start_fail_cleanly() {
-    let dir = tempfile::tempdir().unwrap();
-    let manager = manager(config(dir.path(), vec![0])).await;
+    let (dir, manager) = started(vec![0]).await;
     let mut cfg = sample(dir.path(), GPU, "gpu", 4, &[0]);
     cfg.preferred_allocation = true;
     cfg.pre_start_required = true;
@@ -127,16 +121,11 @@ async fn hanging_preferred_allocation_and_pre_start_fail_cleanly() {
     let gpu = plugin(&manager, cfg).await;
     let app = container("app", &[(GPU, 2)]);
     let p = pod("uid-pp", vec![], vec![app.clone()]);
-    let err = manager
-        .allocate(&p, &app, Some(NumaMask::new([0]).unwrap()))
-        .await
-        .unwrap_err();
-    assert!(
-        matches!(
-            err,
-            DeviceManagerError::Allocate(AllocateError::PreferredAllocation { .. })
-        ),
-        "{err}"
+    assert_allocate_error!(
+        manager
+            .allocate(&p, &app, Some(NumaMask::new([0]).unwrap()))
+            .await,
+        AllocateError::PreferredAllocation { .. }
     );
     nothing_leaked(&manager, GPU, 4);
 
@@ -152,8 +141,7 @@ async fn hanging_preferred_allocation_and_pre_start_fail_cleanly() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn hanging_options_or_stream_never_block_other_plugins() {
-    let dir = tempfile::tempdir().unwrap();
-    let manager = manager(config(dir.path(), vec![0])).await;
+    let (dir, manager) = started(vec![0]).await;
     let mut hang_options = sample(dir.path(), GPU, "gpu", 2, &[0]);
     hang_options.failure = FailureMode::HangOptions;
     let stuck = corral_devicemgr::sample::SamplePlugin::start(hang_options)
@@ -205,8 +193,7 @@ async fn hanging_options_or_stream_never_block_other_plugins() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn flooding_plugin_does_not_starve_admission() {
-    let dir = tempfile::tempdir().unwrap();
-    let manager = manager(config(dir.path(), vec![0])).await;
+    let (dir, manager) = started(vec![0]).await;
     let mut flood = sample(dir.path(), GPU, "gpu", 64, &[0]);
     flood.failure = FailureMode::FloodLists;
     let _gpu = plugin(&manager, flood).await;
@@ -287,8 +274,7 @@ async fn lying_lists_are_survived() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ten_thousand_devices() {
-    let dir = tempfile::tempdir().unwrap();
-    let manager = manager(config(dir.path(), (0..8).collect())).await;
+    let (dir, manager) = started((0..8).collect()).await;
     let numa: Vec<i64> = (0..8).collect();
     let _gpu = plugin(&manager, sample(dir.path(), GPU, "gpu", 10_000, &numa)).await;
     assert_eq!(manager.with_state(|s| s.healthy_devices(GPU).len()), 10_000);
@@ -314,8 +300,7 @@ async fn ten_thousand_devices() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_malformed_registration_is_refused() {
-    let dir = tempfile::tempdir().unwrap();
-    let manager = manager(config(dir.path(), vec![0])).await;
+    let (_dir, manager) = started(vec![0]).await;
     let outside = tempfile::tempdir().unwrap();
     let elsewhere =
         corral_devicemgr::sample::SamplePlugin::start(sample(outside.path(), GPU, "gpu", 1, &[0]))

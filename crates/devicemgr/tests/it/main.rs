@@ -4,6 +4,9 @@
 //! (`upstream_*`), checkpoint consistency, sparse NUMA ids and properties. Shared setup
 //! lives in `support`.
 
+#[macro_use]
+mod support;
+
 mod checkpoint_consistency;
 mod end_to_end;
 mod failure_modes;
@@ -13,8 +16,8 @@ mod observer;
 mod properties;
 mod registration_limits;
 mod restart;
+mod run_options;
 mod sparse_numa;
-mod support;
 mod upstream_manager_core;
 mod upstream_manager_sockets;
 mod upstream_topology_hints;

@@ -30,8 +30,7 @@ impl DeviceManagerObserver for Recorder {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn registrations_and_allocate_durations_are_reported() {
-    let dir = tempfile::tempdir().unwrap();
-    let manager = manager(config(dir.path(), vec![0])).await;
+    let (dir, manager) = started(vec![0]).await;
     let recorder = Arc::new(Recorder::default());
     manager.set_observer(recorder.clone());
     let plugin = plugin(&manager, sample(dir.path(), GPU, "gpu", 2, &[0])).await;

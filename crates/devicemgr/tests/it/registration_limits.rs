@@ -54,8 +54,7 @@ async fn registration_client(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn repeated_registrations_of_one_resource_do_not_accumulate_connections() {
     let _serial = SERIAL.lock().await;
-    let dir = tempfile::tempdir().unwrap();
-    let manager = manager(config(dir.path(), vec![0])).await;
+    let (dir, manager) = started(vec![0]).await;
     let plugin = plugin(
         &manager,
         sample(dir.path(), "example.com/gpu", "gpu", 2, &[0]),

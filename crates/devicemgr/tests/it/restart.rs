@@ -24,8 +24,7 @@ async fn restarted(dir: &Path, options: StartOptions, wait: Duration) -> DeviceM
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn restart_restores_allocations_and_stopped_endpoints() {
-    let dir = tempfile::tempdir().unwrap();
-    let first = manager(config(dir.path(), vec![0, 1])).await;
+    let (dir, first) = started(vec![0, 1]).await;
     assert!(
         first.should_reset_extended_resource_capacity(),
         "fresh node"
@@ -60,16 +59,11 @@ async fn restart_restores_allocations_and_stopped_endpoints() {
     second.allocate(&p, &app, None).await.unwrap();
     // A new pod needing the resource fails at once (no wait configured).
     let new_app = container("new", &[(GPU, 1)]);
-    let err = second
-        .allocate(&pod("uid-2", vec![], vec![new_app.clone()]), &new_app, None)
-        .await
-        .unwrap_err();
-    assert!(
-        matches!(
-            err,
-            DeviceManagerError::Allocate(AllocateError::NoHealthyDevices { .. })
-        ),
-        "{err}"
+    assert_allocate_error!(
+        second
+            .allocate(&pod("uid-2", vec![], vec![new_app.clone()]), &new_app, None)
+            .await,
+        AllocateError::NoHealthyDevices { .. }
     );
 
     // The plugin re-registers: capacity comes back, the allocation still holds.
@@ -86,8 +80,7 @@ async fn restart_restores_allocations_and_stopped_endpoints() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn admission_waits_for_the_plugin_to_come_back() {
-    let dir = tempfile::tempdir().unwrap();
-    let first = manager(config(dir.path(), vec![0, 1])).await;
+    let (dir, first) = started(vec![0, 1]).await;
     let plugin_cfg = sample(dir.path(), GPU, "gpu", 2, &[0]);
     let plugin = plugin(&first, plugin_cfg.clone()).await;
     first.stop().await;
@@ -102,13 +95,9 @@ async fn admission_waits_for_the_plugin_to_come_back() {
     .await;
     let app = container("app", &[(GPU, 1)]);
     let p = pod("uid-w", vec![], vec![app.clone()]);
-    let err = second.allocate(&p, &app, None).await.unwrap_err();
-    assert!(
-        matches!(
-            err,
-            DeviceManagerError::Allocate(AllocateError::PluginNotRegistered { .. })
-        ),
-        "{err}"
+    let err = assert_allocate_error!(
+        second.allocate(&p, &app, None).await,
+        AllocateError::PluginNotRegistered { .. }
     );
     assert!(
         err.to_string().contains("did not register within 200ms"),
@@ -140,8 +129,7 @@ async fn admission_waits_for_the_plugin_to_come_back() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn resource_without_returning_plugin_is_dropped_after_grace() {
-    let dir = tempfile::tempdir().unwrap();
-    let first = manager(config(dir.path(), vec![0])).await;
+    let (dir, first) = started(vec![0]).await;
     let plugin = plugin(&first, sample(dir.path(), GPU, "gpu", 2, &[0])).await;
     first.stop().await;
     plugin.stop().await;

@@ -10,7 +10,7 @@ use std::path::Path;
 use corral_devicemgr::{
     AllocationRequest, Device, DeviceManagerConfig, DeviceState, PluginOptions, ToAllocate,
 };
-use corral_topology::{CpuInfo, CpuRecord, CpuTopology, NumaMask};
+use corral_topology::{CpuInfo, CpuRecord, CpuTopology, NumaMask, TopologyHint};
 
 const GPU: &str = "example.com/gpu";
 
@@ -88,12 +88,13 @@ fn hints_for_devices_on_nodes_72_and_73() {
     let (state, config) = state();
     let available = ids(&["gpu0", "gpu1", "gpu2", "gpu3"]);
     let one = state.generate_device_topology_hints(GPU, &available, &BTreeSet::new(), 1);
-    let preferred: Vec<Vec<usize>> = one
-        .iter()
-        .filter(|h| h.preferred)
-        .map(|h| os_ids(&config, h.numa_affinity))
-        .collect();
-    assert_eq!(preferred, vec![vec![72], vec![73]]);
+    let preferred = |hints: &[TopologyHint]| -> Vec<Vec<usize>> {
+        let preferred = hints.iter().filter(|h| h.preferred);
+        preferred
+            .map(|h| os_ids(&config, h.numa_affinity))
+            .collect()
+    };
+    assert_eq!(preferred(&one), vec![vec![72], vec![73]]);
     // Every mask holding node 72 or 73 can serve one device: 256 - 1 - 63 of them.
     assert_eq!(one.len(), 192);
     assert!(one.iter().all(|h| {
@@ -101,12 +102,7 @@ fn hints_for_devices_on_nodes_72_and_73() {
         os.contains(&72) || os.contains(&73)
     }));
     let two = state.generate_device_topology_hints(GPU, &available, &BTreeSet::new(), 2);
-    let preferred: Vec<Vec<usize>> = two
-        .iter()
-        .filter(|h| h.preferred)
-        .map(|h| os_ids(&config, h.numa_affinity))
-        .collect();
-    assert_eq!(preferred, vec![vec![72, 73]]);
+    assert_eq!(preferred(&two), vec![vec![72, 73]]);
     // gpu2's node 5 is not on this machine: it meets no mask, so three devices never fit.
     let three = state.generate_device_topology_hints(GPU, &available, &BTreeSet::new(), 3);
     assert!(three.is_empty(), "{three:?}");

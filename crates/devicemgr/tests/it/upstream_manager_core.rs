@@ -14,6 +14,8 @@ use corral_devicemgr::{
 use corral_proto::deviceplugin::v1beta1::{self as api, ContainerAllocateResponse};
 use corral_topology::NumaMask;
 
+use crate::support::allocate_response;
+
 fn ids(list: &[&str]) -> BTreeSet<String> {
     list.iter().map(|s| (*s).to_owned()).collect()
 }
@@ -23,29 +25,8 @@ fn response(
     mounts: &[(&str, &str)],
     envs: &[(&str, &str)],
 ) -> ContainerAllocateResponse {
-    ContainerAllocateResponse {
-        devices: devices
-            .iter()
-            .map(|p| api::DeviceSpec {
-                container_path: (*p).into(),
-                host_path: (*p).into(),
-                permissions: "mrw".into(),
-            })
-            .collect(),
-        mounts: mounts
-            .iter()
-            .map(|(c, h)| api::Mount {
-                container_path: (*c).into(),
-                host_path: (*h).into(),
-                read_only: true,
-            })
-            .collect(),
-        envs: envs
-            .iter()
-            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
-            .collect(),
-        ..ContainerAllocateResponse::default()
-    }
+    let devices: Vec<(&str, &str)> = devices.iter().map(|p| (*p, *p)).collect();
+    allocate_response(envs, &devices, mounts, &[])
 }
 
 /// Upstream `allocateStubFunc` (the plugin of `domain1.com/resource1`).

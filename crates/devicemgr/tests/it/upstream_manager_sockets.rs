@@ -267,8 +267,7 @@ fn set(ids: &[&str]) -> Option<BTreeSet<String>> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn get_allocatable_devices_multiple_resources() {
     // Upstream TestGetAllocatableDevicesMultipleResources (manager_test.go).
-    let dir = tempfile::tempdir().unwrap();
-    let manager = manager(config(dir.path(), vec![0])).await;
+    let (dir, manager) = started(vec![0]).await;
     let mut r1 = devs(&["R1Device1", "R1Device2", "R1Device3"], None);
     r1[2].healthy = false;
     let other = "other.domain2.org/resource2";
@@ -292,8 +291,7 @@ async fn get_allocatable_devices_multiple_resources() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn get_allocatable_devices_health_transition() {
     // Upstream TestGetAllocatableDevicesHealthTransition (manager_test.go).
-    let dir = tempfile::tempdir().unwrap();
-    let manager = manager(config(dir.path(), vec![0])).await;
+    let (dir, manager) = started(vec![0]).await;
     let mut r1 = devs(&["R1Device1", "R1Device2", "R1Device3"], None);
     r1[2].healthy = false;
     let p1 = plugin(&manager, serving(dir.path(), RES1, "r1", r1)).await;
@@ -327,8 +325,7 @@ async fn device_plugin_re_registration() {
     let devices = devs(&["Dev1", "Dev2"], None);
     for pre_start in [false, true] {
         for preferred in [false, true] {
-            let dir = tempfile::tempdir().unwrap();
-            let manager = manager(config(dir.path(), vec![0])).await;
+            let (dir, manager) = started(vec![0]).await;
             let p1 = plugin(
                 &manager,
                 serving(dir.path(), RES1, "device-plugin", devices.clone()),
@@ -393,8 +390,7 @@ async fn device_plugin_re_registration() {
 async fn new_manager_start_and_stop_twice() {
     // Upstream TestNewManagerImplStart (manager_test.go): stop tolerates being called more
     // than once.
-    let dir = tempfile::tempdir().unwrap();
-    let manager = manager(config(dir.path(), vec![0])).await;
+    let (dir, manager) = started(vec![0]).await;
     let p1 = plugin(&manager, serving(dir.path(), RES1, "device-plugin", vec![])).await;
     p1.stop().await;
     manager.stop().await;
@@ -407,8 +403,7 @@ async fn get_topology_hints_with_updates() {
     // Upstream TestGetTopologyHintsWithUpdates (manager_test.go): container and pod hints
     // asked while the plugin keeps sending device lists. Upstream relies on Go's race
     // detector; here every answer must also be the right one.
-    let dir = tempfile::tempdir().unwrap();
-    let manager = manager(config(dir.path(), vec![0])).await;
+    let (dir, manager) = started(vec![0]).await;
     let ids: Vec<String> = (0..1000).map(|i| format!("dev-{i}")).collect();
     let list: Vec<Device> = ids
         .iter()
@@ -451,8 +446,7 @@ async fn reset_extended_resource() {
     // exists; a reset once it is gone (the node was recreated). Corral deviation
     // (documented on should_reset_extended_resource_capacity): only
     // kubelet_internal_checkpoint counts, not any file in the directory.
-    let dir = tempfile::tempdir().unwrap();
-    let manager = manager(config(dir.path(), vec![0])).await;
+    let (dir, manager) = started(vec![0]).await;
     let p1 = plugin(
         &manager,
         serving(dir.path(), RES1, "r1", devs(&["dev1"], None)),

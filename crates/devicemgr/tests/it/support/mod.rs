@@ -7,7 +7,26 @@ use std::time::Duration;
 
 use corral_devicemgr::sample::{SampleConfig, SamplePlugin};
 use corral_devicemgr::{DeviceManager, DeviceManagerConfig, StartOptions};
+use corral_proto::deviceplugin::v1beta1::{self as api, ContainerAllocateResponse};
 use corral_topology::{Container, ContainerRestartPolicy, Pod};
+
+/// Assert that `result` (of an allocation) failed with an [`AllocateError`] matching
+/// `pattern`; evaluates to the error.
+///
+/// [`AllocateError`]: corral_devicemgr::AllocateError
+macro_rules! assert_allocate_error {
+    ($result:expr, $pattern:pat) => {{
+        let err = $result.unwrap_err();
+        assert!(
+            matches!(
+                err,
+                corral_devicemgr::DeviceManagerError::Allocate($pattern)
+            ),
+            "{err}"
+        );
+        err
+    }};
+}
 
 /// Every wait in these tests is bounded by this.
 pub const WAIT: Duration = Duration::from_secs(10);
@@ -29,6 +48,13 @@ pub async fn manager(config: DeviceManagerConfig) -> DeviceManager {
     let manager = DeviceManager::new(config).expect("manager");
     manager.start(StartOptions::default()).await.expect("start");
     manager
+}
+
+/// A temporary plugin directory and a manager started on it with [`config`].
+pub async fn started(numa_nodes: Vec<usize>) -> (tempfile::TempDir, DeviceManager) {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let manager = manager(config(dir.path(), numa_nodes)).await;
+    (dir, manager)
 }
 
 /// Start a sample plugin, register it, and wait until its devices are listed.
@@ -77,5 +103,44 @@ pub fn pod(uid: &str, init: Vec<Container>, app: Vec<Container>) -> Pod {
         init_containers: init,
         containers: app,
         ..Pod::default()
+    }
+}
+
+/// A read-only mount of host path `h` at container path `c`.
+fn read_only_mount(c: &str, h: &str) -> api::Mount {
+    api::Mount {
+        container_path: c.into(),
+        host_path: h.into(),
+        read_only: true,
+    }
+}
+
+/// A plugin's `Allocate` answer for one container: environment, device nodes and mounts
+/// (container path, host path; devices `mrw`, mounts read-only) and CDI devices.
+pub fn allocate_response(
+    envs: &[(&str, &str)],
+    devices: &[(&str, &str)],
+    mounts: &[(&str, &str)],
+    cdi: &[&str],
+) -> ContainerAllocateResponse {
+    ContainerAllocateResponse {
+        envs: envs
+            .iter()
+            .map(|(k, v)| ((*k).into(), (*v).into()))
+            .collect(),
+        devices: devices
+            .iter()
+            .map(|(c, h)| api::DeviceSpec {
+                container_path: (*c).into(),
+                host_path: (*h).into(),
+                permissions: "mrw".into(),
+            })
+            .collect(),
+        mounts: mounts.iter().map(|(c, h)| read_only_mount(c, h)).collect(),
+        cdi_devices: cdi
+            .iter()
+            .map(|n| api::CdiDevice { name: (*n).into() })
+            .collect(),
+        ..ContainerAllocateResponse::default()
     }
 }
