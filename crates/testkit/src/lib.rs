@@ -20,6 +20,7 @@ mod fuzz;
 mod python_env;
 
 pub mod conformance_topology;
+pub mod merge_inputs;
 pub mod upstream_topologies;
 
 use std::path::{Path, PathBuf};

@@ -5,9 +5,10 @@
 
 use std::collections::BTreeMap;
 use std::hint::black_box;
-use std::path::Path;
 use std::time::Duration;
 
+use corral_testkit::conformance_topology::load_testdata;
+use corral_testkit::merge_inputs;
 use corral_topology::{
     CpuSet, NumaInfo, NumaMask, NumaNode, Policy, PolicyName, PolicyOptions, ProviderHints,
     TopologyHint,
@@ -15,27 +16,13 @@ use corral_topology::{
 use criterion::{Criterion, criterion_group, criterion_main};
 use serde_json::Value;
 
-fn hint(v: &Value) -> TopologyHint {
-    let affinity = v["affinity"].as_array().map(|ids| {
-        NumaMask::new(ids.iter().map(|i| i.as_u64().expect("NUMA id") as usize)).expect("mask")
-    });
-    TopologyHint::new(affinity, v["preferred"].as_bool().expect("preferred"))
+fn to_hint(affinity: Option<Vec<usize>>, preferred: bool) -> TopologyHint {
+    let mask = affinity.map(|ids| NumaMask::new(ids).expect("mask"));
+    TopologyHint::new(mask, preferred)
 }
 
 fn merge_input(inputs: &Value) -> (Policy, Vec<ProviderHints>) {
-    let distances = &inputs["distances"];
-    let nodes: Vec<NumaNode> = inputs["numa_nodes"]
-        .as_array()
-        .expect("numa_nodes")
-        .iter()
-        .map(|id| {
-            let id = id.as_u64().expect("id") as usize;
-            let row = distances[id.to_string()]
-                .as_array()
-                .map(|r| r.iter().map(|d| d.as_u64().expect("distance")).collect());
-            NumaNode { id, distances: row }
-        })
-        .collect();
+    let nodes = merge_inputs::numa_nodes(inputs, |id, distances| NumaNode { id, distances });
     let options = inputs["policy_options"]
         .as_object()
         .expect("policy_options");
@@ -50,30 +37,12 @@ fn merge_input(inputs: &Value) -> (Policy, Vec<ProviderHints>) {
         .parse()
         .expect("policy name");
     let numa = NumaInfo::new(&nodes, options.numa_distances()).expect("numa info");
-    let providers = inputs["providers"]
-        .as_array()
-        .expect("providers")
-        .iter()
-        .map(|p| {
-            p.as_object().map(|map| {
-                map.iter()
-                    .map(|(k, l)| {
-                        (
-                            k.clone(),
-                            l.as_array().map(|l| l.iter().map(hint).collect()),
-                        )
-                    })
-                    .collect()
-            })
-        })
-        .collect();
+    let providers = merge_inputs::providers(inputs, to_hint);
     (Policy::new(name, numa, options), providers)
 }
 
 fn go_benches(c: &mut Criterion) {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../testdata/bench/go_bench.json");
-    let doc: Value =
-        serde_json::from_str(&std::fs::read_to_string(path).expect("go_bench.json")).expect("json");
+    let doc = load_testdata("testdata/bench/go_bench.json");
     let mut group = c.benchmark_group("go");
     group
         .sample_size(20)
@@ -86,7 +55,11 @@ fn go_benches(c: &mut Criterion) {
         if name.starts_with("PolicyMerge/") {
             let (policy, providers) = merge_input(inputs);
             let got = policy.merge(&providers);
-            assert_eq!(got.best_hint, hint(&output["best_hint"]), "{name}");
+            assert_eq!(
+                got.best_hint,
+                merge_inputs::hint(&output["best_hint"], to_hint),
+                "{name}"
+            );
             assert_eq!(Some(got.admit), output["admit"].as_bool(), "{name}");
             group.bench_function(name, |b| {
                 b.iter(|| black_box(&policy).merge(black_box(&providers)))
