@@ -13,8 +13,7 @@ const GPU: &str = "example.com/gpu";
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn register_list_allocate_run_options() {
-    let (dir, manager) = started(vec![0, 1]).await;
-    let plugin = plugin(&manager, sample(dir.path(), GPU, "gpu", 4, &[0, 1])).await;
+    let (dir, manager, plugin) = started_with_plugin(vec![0, 1], GPU, 4, &[0, 1]).await;
     assert_eq!(manager.with_state(|s| s.healthy_devices(GPU).len()), 4);
     let capacity = manager.capacity();
     assert_eq!(capacity.capacity[GPU], 4);
@@ -79,8 +78,7 @@ async fn register_list_allocate_run_options() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn health_flip_is_seen_at_once() {
-    let (dir, manager) = started(vec![0]).await;
-    let plugin = plugin(&manager, sample(dir.path(), GPU, "gpu", 2, &[0])).await;
+    let (_dir, manager, plugin) = started_with_plugin(vec![0], GPU, 2, &[0]).await;
     assert!(plugin.set_health("gpu-0", false));
     assert!(
         manager
@@ -101,9 +99,7 @@ async fn health_flip_is_seen_at_once() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn preferred_allocation_and_pre_start() {
     let (dir, manager) = started(vec![0]).await;
-    let mut cfg = sample(dir.path(), GPU, "gpu", 6, &[0]);
-    cfg.preferred_allocation = true;
-    cfg.pre_start_required = true;
+    let cfg = fussy_sample(dir.path(), GPU, 6, &[0]);
     let plugin = plugin(&manager, cfg).await;
     let app = container("app", &[(GPU, 2)]);
     let pod = pod("uid-p", vec![], vec![app.clone()]);
@@ -173,8 +169,7 @@ async fn plugin_restart_and_re_registration_replace_the_endpoint() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn plugin_killed_mid_stream_then_resource_dropped_after_grace() {
-    let (dir, manager) = started(vec![0]).await;
-    let plugin = plugin(&manager, sample(dir.path(), GPU, "gpu", 3, &[0])).await;
+    let (_dir, manager, plugin) = started_with_plugin(vec![0], GPU, 3, &[0]).await;
     plugin.crash().await;
     assert!(
         manager
@@ -211,8 +206,7 @@ async fn plugin_killed_mid_stream_then_resource_dropped_after_grace() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn socket_disappearing_stops_the_endpoint() {
-    let (dir, manager) = started(vec![0]).await;
-    let plugin = plugin(&manager, sample(dir.path(), GPU, "gpu", 2, &[0])).await;
+    let (_dir, manager, plugin) = started_with_plugin(vec![0], GPU, 2, &[0]).await;
     std::fs::remove_file(plugin.socket()).unwrap();
     assert!(
         manager

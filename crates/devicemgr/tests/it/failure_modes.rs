@@ -114,9 +114,7 @@ async fn a_failing_second_resource_gives_back_the_first() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn hanging_preferred_allocation_and_pre_start_fail_cleanly() {
     let (dir, manager) = started(vec![0]).await;
-    let mut cfg = sample(dir.path(), GPU, "gpu", 4, &[0]);
-    cfg.preferred_allocation = true;
-    cfg.pre_start_required = true;
+    let mut cfg = fussy_sample(dir.path(), GPU, 4, &[0]);
     cfg.failure = FailureMode::HangPreferred;
     let gpu = plugin(&manager, cfg).await;
     let app = container("app", &[(GPU, 2)]);

@@ -72,6 +72,28 @@ pub async fn plugin(manager: &DeviceManager, config: SampleConfig) -> SamplePlug
     plugin
 }
 
+/// [`started`] on `numa_nodes`, with a sample plugin on `<dir>/gpu.sock` serving `count`
+/// devices of `resource` on `numa` whose devices are listed.
+pub async fn started_with_plugin(
+    numa_nodes: Vec<usize>,
+    resource: &str,
+    count: usize,
+    numa: &[i64],
+) -> (tempfile::TempDir, DeviceManager, SamplePlugin) {
+    let (dir, manager) = started(numa_nodes).await;
+    let plugin = plugin(&manager, sample(dir.path(), resource, "gpu", count, numa)).await;
+    (dir, manager, plugin)
+}
+
+/// [`sample`] on `<dir>/gpu.sock` of a plugin that offers `GetPreferredAllocation` and
+/// requires `PreStartContainer`.
+pub fn fussy_sample(dir: &Path, resource: &str, count: usize, numa: &[i64]) -> SampleConfig {
+    let mut config = sample(dir, resource, "gpu", count, numa);
+    config.preferred_allocation = true;
+    config.pre_start_required = true;
+    config
+}
+
 /// A sample config on `<dir>/<name>.sock`.
 pub fn sample(dir: &Path, resource: &str, name: &str, count: usize, numa: &[i64]) -> SampleConfig {
     SampleConfig::new(resource, dir.join(format!("{name}.sock")), count, numa)
