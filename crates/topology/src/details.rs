@@ -15,6 +15,19 @@ pub struct CpuDetails<'a> {
     cpus: CpuSet,
 }
 
+/// Methods `name(ids) -> CpuSet`: the `field` ids of the view's CPUs in the groups `ids`
+/// (found by the method `cpus_in`).
+macro_rules! ids_in_groups {
+    ($($(#[$doc:meta])* $name:ident => $field:ident of $cpus_in:ident;)*) => {
+        $(
+            $(#[$doc])*
+            pub fn $name(&self, ids: impl IntoIterator<Item = usize>) -> CpuSet {
+                self.ids_of(&self.$cpus_in(ids), |i| i.$field)
+            }
+        )*
+    };
+}
+
 impl<'a> CpuDetails<'a> {
     /// A view of `cpus` (CPUs the topology does not have are dropped).
     pub fn new(topo: &'a CpuTopology, cpus: CpuSet) -> CpuDetails<'a> {
@@ -124,34 +137,19 @@ impl<'a> CpuDetails<'a> {
         self.cpus_in(ids, |id| self.topo.cpus_with_uncore(id))
     }
 
-    /// Upstream `NUMANodesInSockets`.
-    pub fn numa_nodes_in_sockets(&self, ids: impl IntoIterator<Item = usize>) -> CpuSet {
-        self.ids_of(&self.cpus_in_sockets(ids), |i| i.numa)
-    }
-
-    /// Upstream `SocketsInNUMANodes`.
-    pub fn sockets_in_numa_nodes(&self, ids: impl IntoIterator<Item = usize>) -> CpuSet {
-        self.ids_of(&self.cpus_in_numa_nodes(ids), |i| i.socket)
-    }
-
-    /// Upstream `CoresInNUMANodes`.
-    pub fn cores_in_numa_nodes(&self, ids: impl IntoIterator<Item = usize>) -> CpuSet {
-        self.ids_of(&self.cpus_in_numa_nodes(ids), |i| i.core)
-    }
-
-    /// Upstream `CoresInSockets`.
-    pub fn cores_in_sockets(&self, ids: impl IntoIterator<Item = usize>) -> CpuSet {
-        self.ids_of(&self.cpus_in_sockets(ids), |i| i.core)
-    }
-
-    /// Upstream `UncoreInNUMANodes`.
-    pub fn uncore_in_numa_nodes(&self, ids: impl IntoIterator<Item = usize>) -> CpuSet {
-        self.ids_of(&self.cpus_in_numa_nodes(ids), |i| i.uncore)
-    }
-
-    /// Core ids of the view's CPUs in the given uncore caches.
-    pub fn cores_in_uncore_caches(&self, ids: impl IntoIterator<Item = usize>) -> CpuSet {
-        self.ids_of(&self.cpus_in_uncore_caches(ids), |i| i.core)
+    ids_in_groups! {
+        /// Upstream `NUMANodesInSockets`.
+        numa_nodes_in_sockets => numa of cpus_in_sockets;
+        /// Upstream `SocketsInNUMANodes`.
+        sockets_in_numa_nodes => socket of cpus_in_numa_nodes;
+        /// Upstream `CoresInNUMANodes`.
+        cores_in_numa_nodes => core of cpus_in_numa_nodes;
+        /// Upstream `CoresInSockets`.
+        cores_in_sockets => core of cpus_in_sockets;
+        /// Upstream `UncoreInNUMANodes`.
+        uncore_in_numa_nodes => uncore of cpus_in_numa_nodes;
+        /// Core ids of the view's CPUs in the given uncore caches.
+        cores_in_uncore_caches => core of cpus_in_uncore_caches;
     }
 
     /// Upstream `CoresNeededInUncoreCache`: the cores of the given uncore caches, or the

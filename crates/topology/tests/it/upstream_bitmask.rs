@@ -77,11 +77,7 @@ fn and() {
         (&[&[0], &[0], &[1], &[0, 1]], "00"),
         (&[&[0, 1, 2, 3], &[1, 2, 3], &[2, 3], &[3]], "1000"),
     ];
-    for (masks, want) in cases {
-        let first = m(masks[0]);
-        let result = masks.iter().fold(first, |acc, ids| acc.and(m(ids)));
-        assert_eq!(result.to_string(), want, "{masks:?}");
-    }
+    check_fold(&cases, NumaMask::and);
 }
 
 /// Upstream `TestOr`.
@@ -95,9 +91,15 @@ fn or() {
         (&[&[0], &[1], &[0, 1]], "11"),
         (&[&[3], &[2], &[1], &[0]], "1111"),
     ];
-    for (masks, want) in cases {
+    check_fold(&cases, NumaMask::or);
+}
+
+/// Each case's masks folded with `op` from the first one (upstream's `And(first,
+/// masks...)` / `Or(...)`, the first mask included in the list) print as expected.
+fn check_fold(cases: &[(&[&[usize]], &str)], op: fn(NumaMask, NumaMask) -> NumaMask) {
+    for &(masks, want) in cases {
         let first = m(masks[0]);
-        let result = masks.iter().fold(first, |acc, ids| acc.or(m(ids)));
+        let result = masks.iter().fold(first, |acc, ids| op(acc, m(ids)));
         assert_eq!(result.to_string(), want, "{masks:?}");
     }
 }
