@@ -9,7 +9,9 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use super::{Checkpoint, ChecksumAt, ChecksumCheck, from_go_json, marshal_file, read_file, verify};
+use super::{
+    Checkpoint, ChecksumAt, ChecksumCheck, from_go_json, go_struct, marshal_file, read_file, verify,
+};
 use crate::checksum::kubelet_checksum;
 use crate::error::Result;
 use crate::format::Format;
@@ -25,61 +27,40 @@ pub type DevicesPerNuma = BTreeMap<i64, Option<Vec<String>>>;
 /// Registered device ids per resource name (`map[string][]string`).
 pub type RegisteredDevices = BTreeMap<String, Option<Vec<String>>>;
 
-/// One container's devices of one resource (`checkpoint.PodDevicesEntry`).
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct PodDevicesEntry {
-    /// Pod UID.
-    #[serde(rename = "PodUID")]
-    pub pod_uid: String,
-    /// Container name.
-    #[serde(rename = "ContainerName")]
-    pub container_name: String,
-    /// Extended resource name, e.g. `nvidia.com/gpu`.
-    #[serde(rename = "ResourceName")]
-    pub resource_name: String,
-    /// Allocated device ids by NUMA node.
-    #[serde(rename = "DeviceIDs")]
-    pub device_ids: Option<DevicesPerNuma>,
-    /// The device plugin's serialized `ContainerAllocateResponse` (base64 in the file).
-    #[serde(rename = "AllocResp")]
-    pub alloc_resp: Option<Vec<u8>>,
+go_struct! {
+    /// One container's devices of one resource (`checkpoint.PodDevicesEntry`).
+    #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+    pub struct PodDevicesEntry in static ENTRY = "checkpoint.PodDevicesEntry" {
+        /// Pod UID.
+        pub pod_uid: String => "PodUID" = &STRING,
+        /// Container name.
+        pub container_name: String => "ContainerName" = &STRING,
+        /// Extended resource name, e.g. `nvidia.com/gpu`.
+        pub resource_name: String => "ResourceName" = &STRING,
+        /// Allocated device ids by NUMA node.
+        pub device_ids: Option<DevicesPerNuma> => "DeviceIDs" = &DEVICES_PER_NUMA,
+        /// The device plugin's serialized `ContainerAllocateResponse` (base64 in the file).
+        pub alloc_resp: Option<Vec<u8>> => "AllocResp" = &BYTES,
+    }
 }
 
-/// The device manager's checkpointed state (`checkpoint.checkpointData`).
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct DeviceManagerCheckpoint {
-    /// Allocations.
-    #[serde(rename = "PodDeviceEntries")]
-    pub pod_device_entries: Option<Vec<PodDevicesEntry>>,
-    /// Registered devices per resource.
-    #[serde(rename = "RegisteredDevices")]
-    pub registered_devices: Option<RegisteredDevices>,
+go_struct! {
+    /// The device manager's checkpointed state (`checkpoint.checkpointData`).
+    #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+    pub struct DeviceManagerCheckpoint in pub static DATA = "checkpoint.checkpointData" {
+        /// Allocations.
+        pub pod_device_entries: Option<Vec<PodDevicesEntry>>
+            => "PodDeviceEntries" = &GoType::Slice(&ENTRY),
+        /// Registered devices per resource.
+        pub registered_devices: Option<RegisteredDevices>
+            => "RegisteredDevices" = &MAP_STRING_STRINGS,
+    }
 }
 
 static DEVICES_PER_NUMA: GoType = GoType::Named(
     "checkpoint.DevicesPerNUMA",
     &GoType::Map(&INT64, &STRING_SLICE),
 );
-
-static ENTRY: GoType = GoType::Struct(&GoStruct {
-    name: "checkpoint.PodDevicesEntry",
-    fields: &[
-        GoField::plain("PodUID", &STRING),
-        GoField::plain("ContainerName", &STRING),
-        GoField::plain("ResourceName", &STRING),
-        GoField::plain("DeviceIDs", &DEVICES_PER_NUMA),
-        GoField::plain("AllocResp", &BYTES),
-    ],
-});
-
-/// `checkpoint.checkpointData`.
-pub static DATA: GoType = GoType::Struct(&GoStruct {
-    name: "checkpoint.checkpointData",
-    fields: &[
-        GoField::plain("PodDeviceEntries", &GoType::Slice(&ENTRY)),
-        GoField::plain("RegisteredDevices", &MAP_STRING_STRINGS),
-    ],
-});
 
 /// `checkpoint.Data` (the file).
 static FILE: GoType = GoType::Struct(&GoStruct {

@@ -13,7 +13,9 @@ use serde::{Deserialize, Serialize};
 use super::devicemanager::{
     DeviceManagerCheckpoint, FileWire, PodDevicesEntry, RegisteredDevices, initial_file,
 };
-use super::{Checkpoint, ChecksumAt, ChecksumCheck, from_go_json, marshal_file, read_file, verify};
+use super::{
+    Checkpoint, ChecksumAt, ChecksumCheck, from_go_json, go_struct, marshal_file, read_file, verify,
+};
 use crate::error::Result;
 use crate::format::Format;
 use crate::gotype::{
@@ -22,56 +24,36 @@ use crate::gotype::{
 use crate::hash::fnv32a;
 use crate::spew::dump_for_hash;
 
-/// One container's devices of one resource, without NUMA information
-/// (`checkpoint.PodDevicesEntryV1`).
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct PodDevicesEntryV1 {
-    /// Pod UID.
-    #[serde(rename = "PodUID")]
-    pub pod_uid: String,
-    /// Container name.
-    #[serde(rename = "ContainerName")]
-    pub container_name: String,
-    /// Extended resource name.
-    #[serde(rename = "ResourceName")]
-    pub resource_name: String,
-    /// Allocated device ids.
-    #[serde(rename = "DeviceIDs")]
-    pub device_ids: Option<Vec<String>>,
-    /// The device plugin's serialized `ContainerAllocateResponse`.
-    #[serde(rename = "AllocResp")]
-    pub alloc_resp: Option<Vec<u8>>,
+go_struct! {
+    /// One container's devices of one resource, without NUMA information
+    /// (`checkpoint.PodDevicesEntryV1`).
+    #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+    pub struct PodDevicesEntryV1 in static ENTRY_V1 = "checkpoint.PodDevicesEntryV1" {
+        /// Pod UID.
+        pub pod_uid: String => "PodUID" = &STRING,
+        /// Container name.
+        pub container_name: String => "ContainerName" = &STRING,
+        /// Extended resource name.
+        pub resource_name: String => "ResourceName" = &STRING,
+        /// Allocated device ids.
+        pub device_ids: Option<Vec<String>> => "DeviceIDs" = &STRING_SLICE,
+        /// The device plugin's serialized `ContainerAllocateResponse`.
+        pub alloc_resp: Option<Vec<u8>> => "AllocResp" = &BYTES,
+    }
 }
 
-/// The pre-1.20 device manager state (`checkpoint.checkpointDataV1`).
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct DeviceManagerCheckpointV1 {
-    /// Allocations.
-    #[serde(rename = "PodDeviceEntries")]
-    pub pod_device_entries: Option<Vec<PodDevicesEntryV1>>,
-    /// Registered devices per resource.
-    #[serde(rename = "RegisteredDevices")]
-    pub registered_devices: Option<RegisteredDevices>,
+go_struct! {
+    /// The pre-1.20 device manager state (`checkpoint.checkpointDataV1`).
+    #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+    pub struct DeviceManagerCheckpointV1 in static DATA_V1 = "checkpoint.checkpointDataV1" {
+        /// Allocations.
+        pub pod_device_entries: Option<Vec<PodDevicesEntryV1>>
+            => "PodDeviceEntries" = &GoType::Slice(&ENTRY_V1),
+        /// Registered devices per resource.
+        pub registered_devices: Option<RegisteredDevices>
+            => "RegisteredDevices" = &MAP_STRING_STRINGS,
+    }
 }
-
-static ENTRY_V1: GoType = GoType::Struct(&GoStruct {
-    name: "checkpoint.PodDevicesEntryV1",
-    fields: &[
-        GoField::plain("PodUID", &STRING),
-        GoField::plain("ContainerName", &STRING),
-        GoField::plain("ResourceName", &STRING),
-        GoField::plain("DeviceIDs", &STRING_SLICE),
-        GoField::plain("AllocResp", &BYTES),
-    ],
-});
-
-static DATA_V1: GoType = GoType::Struct(&GoStruct {
-    name: "checkpoint.checkpointDataV1",
-    fields: &[
-        GoField::plain("PodDeviceEntries", &GoType::Slice(&ENTRY_V1)),
-        GoField::plain("RegisteredDevices", &MAP_STRING_STRINGS),
-    ],
-});
 
 static FILE_V1: GoType = GoType::Struct(&GoStruct {
     name: "checkpoint.DataV1",

@@ -13,8 +13,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use serde::{Deserialize, Serialize};
 
 use super::{
-    Checkpoint, ChecksumCheck, ChecksumVerification, checksum_field, from_go_json, marshal_file,
-    string_set,
+    Checkpoint, ChecksumCheck, ChecksumVerification, checksum_field, from_go_json, go_struct,
+    marshal_file, string_set,
 };
 use crate::error::{CheckpointError, Result};
 use crate::format::Format;
@@ -29,49 +29,47 @@ pub const CHECKPOINT_KIND: &str = "DRACheckpoint";
 /// `apiVersion` written into `Data`.
 pub const CHECKPOINT_API_VERSION: &str = "checkpoint.dra.kubelet.k8s.io/v1";
 
-/// A device a DRA driver allocated for a claim (`state.Device`).
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Device {
-    /// Resource pool of the device.
-    #[serde(rename = "PoolName")]
-    pub pool_name: String,
-    /// Device name within the pool.
-    #[serde(rename = "DeviceName")]
-    pub device_name: String,
-    /// The claim requests this device satisfies.
-    #[serde(rename = "RequestNames")]
-    pub request_names: Option<Vec<String>>,
-    /// CDI device ids.
-    #[serde(rename = "CDIDeviceIDs")]
-    pub cdi_device_ids: Option<Vec<String>>,
+go_struct! {
+    /// A device a DRA driver allocated for a claim (`state.Device`).
+    #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+    pub struct Device in static DEVICE = "state.Device" {
+        /// Resource pool of the device.
+        pub pool_name: String => "PoolName" = &STRING,
+        /// Device name within the pool.
+        pub device_name: String => "DeviceName" = &STRING,
+        /// The claim requests this device satisfies.
+        pub request_names: Option<Vec<String>> => "RequestNames" = &STRING_SLICE,
+        /// CDI device ids.
+        pub cdi_device_ids: Option<Vec<String>> => "CDIDeviceIDs" = &STRING_SLICE,
+    }
 }
 
-/// One driver's devices for a claim (`state.DriverState`).
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct DriverState {
-    /// Devices.
-    #[serde(rename = "Devices")]
-    pub devices: Option<Vec<Device>>,
+go_struct! {
+    /// One driver's devices for a claim (`state.DriverState`).
+    #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+    pub struct DriverState in static DRIVER_STATE = "state.DriverState" {
+        /// Devices.
+        pub devices: Option<Vec<Device>> => "Devices" = &GoType::Slice(&DEVICE),
+    }
 }
 
-/// A prepared resource claim (`state.ClaimInfoState`).
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ClaimInfoState {
-    /// Claim UID.
-    #[serde(rename = "ClaimUID")]
-    pub claim_uid: String,
-    /// Claim name.
-    #[serde(rename = "ClaimName")]
-    pub claim_name: String,
-    /// Claim namespace.
-    #[serde(rename = "Namespace")]
-    pub namespace: String,
-    /// Pods referencing the claim (`sets.Set[string]`).
-    #[serde(rename = "PodUIDs", with = "string_set")]
-    pub pod_uids: Option<BTreeSet<String>>,
-    /// Per driver name, what it prepared.
-    #[serde(rename = "DriverState")]
-    pub driver_state: Option<BTreeMap<String, DriverState>>,
+go_struct! {
+    /// A prepared resource claim (`state.ClaimInfoState`).
+    #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+    pub struct ClaimInfoState in static CLAIM_INFO_STATE = "state.ClaimInfoState" {
+        /// Claim UID.
+        pub claim_uid: String => "ClaimUID" = &TYPES_UID,
+        /// Claim name.
+        pub claim_name: String => "ClaimName" = &STRING,
+        /// Claim namespace.
+        pub namespace: String => "Namespace" = &STRING,
+        /// Pods referencing the claim (`sets.Set[string]`).
+        #[serde(with = "string_set")]
+        pub pod_uids: Option<BTreeSet<String>> => "PodUIDs" = &STRING_SET,
+        /// Per driver name, what it prepared.
+        pub driver_state: Option<BTreeMap<String, DriverState>>
+            => "DriverState" = &GoType::Map(&STRING, &DRIVER_STATE),
+    }
 }
 
 /// The DRA manager's checkpointed claim list (`CheckpointData` without its type meta).
@@ -90,32 +88,6 @@ pub struct DraCheckpointFile {
     /// CRC32-IEEE of `data`.
     pub checksum: u32,
 }
-
-static DEVICE: GoType = GoType::Struct(&GoStruct {
-    name: "state.Device",
-    fields: &[
-        GoField::plain("PoolName", &STRING),
-        GoField::plain("DeviceName", &STRING),
-        GoField::plain("RequestNames", &STRING_SLICE),
-        GoField::plain("CDIDeviceIDs", &STRING_SLICE),
-    ],
-});
-
-static DRIVER_STATE: GoType = GoType::Struct(&GoStruct {
-    name: "state.DriverState",
-    fields: &[GoField::plain("Devices", &GoType::Slice(&DEVICE))],
-});
-
-static CLAIM_INFO_STATE: GoType = GoType::Struct(&GoStruct {
-    name: "state.ClaimInfoState",
-    fields: &[
-        GoField::plain("ClaimUID", &TYPES_UID),
-        GoField::plain("ClaimName", &STRING),
-        GoField::plain("Namespace", &STRING),
-        GoField::plain("PodUIDs", &STRING_SET),
-        GoField::plain("DriverState", &GoType::Map(&STRING, &DRIVER_STATE)),
-    ],
-});
 
 /// `state.CheckpointData` with `metav1.TypeMeta` inlined.
 static CHECKPOINT_DATA: GoType = GoType::Struct(&GoStruct {

@@ -16,7 +16,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use serde::{Deserialize, Serialize, Serializer};
 
 use super::{
-    Checkpoint, ChecksumCheck, ChecksumVerification, checksum_field, marshal_file, string_set,
+    Checkpoint, ChecksumCheck, ChecksumVerification, checksum_field, go_struct, marshal_file,
+    string_set,
 };
 use crate::checksum::kubelet_checksum;
 use crate::error::{CheckpointError, Result};
@@ -31,18 +32,18 @@ use crate::spew::dump_for_hash;
 /// The only version v1.30 writes.
 pub const CHECKPOINT_VERSION: &str = "v1";
 
-/// Opaque resource data for a kubelet plugin (`v1alpha2.ResourceHandle`).
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ResourceHandle {
-    /// The driver the data is for.
-    #[serde(rename = "driverName")]
-    pub driver_name: String,
-    /// The opaque data.
-    #[serde(rename = "data")]
-    pub data: String,
-    /// Always `None`: structured handles are not modelled (see the module docs).
-    #[serde(rename = "structuredData")]
-    pub structured_data: Option<StructuredResourceHandle>,
+go_struct! {
+    /// Opaque resource data for a kubelet plugin (`v1alpha2.ResourceHandle`).
+    #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+    pub struct ResourceHandle in static RESOURCE_HANDLE = "v1alpha2.ResourceHandle" {
+        /// The driver the data is for.
+        pub driver_name: String => omitempty "driverName" as "DriverName" = &STRING,
+        /// The opaque data.
+        pub data: String => omitempty "data" as "Data" = &STRING,
+        /// Always `None`: structured handles are not modelled (see the module docs).
+        pub structured_data: Option<StructuredResourceHandle>
+            => omitempty "structuredData" as "StructuredData" = &GoType::Ptr(&STRUCTURED),
+    }
 }
 
 /// Placeholder for `v1alpha2.StructuredResourceHandle`, which this crate does not model; it
@@ -68,33 +69,30 @@ impl<'de> Deserialize<'de> for StructuredResourceHandle {
     }
 }
 
-/// A prepared claim as v1.30 recorded it (`state.ClaimInfoState`).
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ClaimInfoStateV130 {
-    /// DRA driver name.
-    #[serde(rename = "DriverName")]
-    pub driver_name: String,
-    /// Resource class of the claim.
-    #[serde(rename = "ClassName")]
-    pub class_name: String,
-    /// Claim UID.
-    #[serde(rename = "ClaimUID")]
-    pub claim_uid: String,
-    /// Claim name.
-    #[serde(rename = "ClaimName")]
-    pub claim_name: String,
-    /// Claim namespace.
-    #[serde(rename = "Namespace")]
-    pub namespace: String,
-    /// Pods referencing the claim.
-    #[serde(rename = "PodUIDs", with = "string_set")]
-    pub pod_uids: Option<BTreeSet<String>>,
-    /// Resource handles (absent in files from k8s 1.27–1.28).
-    #[serde(rename = "ResourceHandles")]
-    pub resource_handles: Option<Vec<ResourceHandle>>,
-    /// Driver name → CDI devices.
-    #[serde(rename = "CDIDevices")]
-    pub cdi_devices: Option<BTreeMap<String, Option<Vec<String>>>>,
+go_struct! {
+    /// A prepared claim as v1.30 recorded it (`state.ClaimInfoState`).
+    #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+    pub struct ClaimInfoStateV130 in static CLAIM = "state.ClaimInfoState" {
+        /// DRA driver name.
+        pub driver_name: String => "DriverName" = &STRING,
+        /// Resource class of the claim.
+        pub class_name: String => "ClassName" = &STRING,
+        /// Claim UID.
+        pub claim_uid: String => "ClaimUID" = &TYPES_UID,
+        /// Claim name.
+        pub claim_name: String => "ClaimName" = &STRING,
+        /// Claim namespace.
+        pub namespace: String => "Namespace" = &STRING,
+        /// Pods referencing the claim.
+        #[serde(with = "string_set")]
+        pub pod_uids: Option<BTreeSet<String>> => "PodUIDs" = &STRING_SET,
+        /// Resource handles (absent in files from k8s 1.27–1.28).
+        pub resource_handles: Option<Vec<ResourceHandle>>
+            => "ResourceHandles" = &GoType::Slice(&RESOURCE_HANDLE),
+        /// Driver name → CDI devices.
+        pub cdi_devices: Option<BTreeMap<String, Option<Vec<String>>>>
+            => "CDIDevices" = &MAP_STRING_STRINGS,
+    }
 }
 
 /// The v1.26–v1.30 DRA checkpoint (`state.DRAManagerCheckpoint`, without its checksum).
@@ -111,33 +109,6 @@ pub struct DraCheckpointV130 {
 static STRUCTURED: GoType = GoType::Struct(&GoStruct {
     name: "v1alpha2.StructuredResourceHandle",
     fields: &[],
-});
-
-static RESOURCE_HANDLE: GoType = GoType::Struct(&GoStruct {
-    name: "v1alpha2.ResourceHandle",
-    fields: &[
-        GoField::omitempty("DriverName", "driverName", &STRING),
-        GoField::omitempty("Data", "data", &STRING),
-        GoField::omitempty(
-            "StructuredData",
-            "structuredData",
-            &GoType::Ptr(&STRUCTURED),
-        ),
-    ],
-});
-
-static CLAIM: GoType = GoType::Struct(&GoStruct {
-    name: "state.ClaimInfoState",
-    fields: &[
-        GoField::plain("DriverName", &STRING),
-        GoField::plain("ClassName", &STRING),
-        GoField::plain("ClaimUID", &TYPES_UID),
-        GoField::plain("ClaimName", &STRING),
-        GoField::plain("Namespace", &STRING),
-        GoField::plain("PodUIDs", &STRING_SET),
-        GoField::plain("ResourceHandles", &GoType::Slice(&RESOURCE_HANDLE)),
-        GoField::plain("CDIDevices", &MAP_STRING_STRINGS),
-    ],
 });
 
 static CHECKPOINT: GoType = GoType::Struct(&GoStruct {

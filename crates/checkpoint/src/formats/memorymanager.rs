@@ -11,7 +11,9 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use super::{Checkpoint, ChecksumAt, ChecksumCheck, from_go_json, marshal_file, read_file, verify};
+use super::{
+    Checkpoint, ChecksumAt, ChecksumCheck, from_go_json, go_struct, marshal_file, read_file, verify,
+};
 use crate::checksum::kubelet_checksum;
 use crate::error::Result;
 use crate::format::Format;
@@ -19,52 +21,48 @@ use crate::gojson::value::GoValue;
 use crate::gotype::{CHECKSUM, GoField, GoStruct, GoType, INT, INT_SLICE, STRING, UINT64};
 use crate::spew::dump_for_hash;
 
-/// Memory of one type on one NUMA node (`state.MemoryTable`).
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct MemoryTable {
-    /// Total bytes.
-    #[serde(rename = "total")]
-    pub total_mem_size: u64,
-    /// Bytes reserved for the system.
-    #[serde(rename = "systemReserved")]
-    pub system_reserved: u64,
-    /// Allocatable bytes.
-    #[serde(rename = "allocatable")]
-    pub allocatable: u64,
-    /// Bytes assigned to containers.
-    #[serde(rename = "reserved")]
-    pub reserved: u64,
-    /// Bytes still free.
-    #[serde(rename = "free")]
-    pub free: u64,
+go_struct! {
+    /// Memory of one type on one NUMA node (`state.MemoryTable`).
+    #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+    pub struct MemoryTable in static MEMORY_TABLE = "state.MemoryTable" {
+        /// Total bytes.
+        pub total_mem_size: u64 => "total" as "TotalMemSize" = &UINT64,
+        /// Bytes reserved for the system.
+        pub system_reserved: u64 => "systemReserved" as "SystemReserved" = &UINT64,
+        /// Allocatable bytes.
+        pub allocatable: u64 => "allocatable" as "Allocatable" = &UINT64,
+        /// Bytes assigned to containers.
+        pub reserved: u64 => "reserved" as "Reserved" = &UINT64,
+        /// Bytes still free.
+        pub free: u64 => "free" as "Free" = &UINT64,
+    }
 }
 
-/// One NUMA node's memory state (`state.NUMANodeState`).
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct NumaNodeState {
-    /// Memory assignments from this node.
-    #[serde(rename = "numberOfAssignments")]
-    pub number_of_assignments: i64,
-    /// Memory per resource name (`memory`, `hugepages-2Mi`, …); values are pointers.
-    #[serde(rename = "memoryMap")]
-    pub memory_map: Option<BTreeMap<String, Option<MemoryTable>>>,
-    /// The NUMA nodes grouped with this one.
-    #[serde(rename = "cells")]
-    pub cells: Option<Vec<i64>>,
+go_struct! {
+    /// One NUMA node's memory state (`state.NUMANodeState`).
+    #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+    pub struct NumaNodeState in static NUMA_NODE_STATE = "state.NUMANodeState" {
+        /// Memory assignments from this node.
+        pub number_of_assignments: i64 => "numberOfAssignments" as "NumberOfAssignments" = &INT,
+        /// Memory per resource name (`memory`, `hugepages-2Mi`, …); values are pointers.
+        pub memory_map: Option<BTreeMap<String, Option<MemoryTable>>> => "memoryMap"
+            as "MemoryMap" = &GoType::Map(&RESOURCE_NAME, &GoType::Ptr(&MEMORY_TABLE)),
+        /// The NUMA nodes grouped with this one.
+        pub cells: Option<Vec<i64>> => "cells" as "Cells" = &INT_SLICE,
+    }
 }
 
-/// A memory block assigned to a container (`state.Block`).
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Block {
-    /// NUMA nodes of the block.
-    #[serde(rename = "numaAffinity")]
-    pub numa_affinity: Option<Vec<i64>>,
-    /// Resource name (`v1.ResourceName`).
-    #[serde(rename = "type")]
-    pub resource: String,
-    /// Bytes.
-    #[serde(rename = "size")]
-    pub size: u64,
+go_struct! {
+    /// A memory block assigned to a container (`state.Block`).
+    #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+    pub struct Block in static BLOCK = "state.Block" {
+        /// NUMA nodes of the block.
+        pub numa_affinity: Option<Vec<i64>> => "numaAffinity" as "NUMAAffinity" = &INT_SLICE,
+        /// Resource name (`v1.ResourceName`).
+        pub resource: String => "type" as "Type" = &RESOURCE_NAME,
+        /// Bytes.
+        pub size: u64 => "size" as "Size" = &UINT64,
+    }
 }
 
 /// NUMA id → node state (`state.NUMANodeMap`, values are pointers).
@@ -90,43 +88,10 @@ pub struct MemoryManagerCheckpoint {
 
 static RESOURCE_NAME: GoType = GoType::Named("v1.ResourceName", &STRING);
 
-static MEMORY_TABLE: GoType = GoType::Struct(&GoStruct {
-    name: "state.MemoryTable",
-    fields: &[
-        GoField::tagged("TotalMemSize", "total", &UINT64),
-        GoField::tagged("SystemReserved", "systemReserved", &UINT64),
-        GoField::tagged("Allocatable", "allocatable", &UINT64),
-        GoField::tagged("Reserved", "reserved", &UINT64),
-        GoField::tagged("Free", "free", &UINT64),
-    ],
-});
-
-static NUMA_NODE_STATE: GoType = GoType::Struct(&GoStruct {
-    name: "state.NUMANodeState",
-    fields: &[
-        GoField::tagged("NumberOfAssignments", "numberOfAssignments", &INT),
-        GoField::tagged(
-            "MemoryMap",
-            "memoryMap",
-            &GoType::Map(&RESOURCE_NAME, &GoType::Ptr(&MEMORY_TABLE)),
-        ),
-        GoField::tagged("Cells", "cells", &INT_SLICE),
-    ],
-});
-
 static NUMA_NODE_MAP: GoType = GoType::Named(
     "state.NUMANodeMap",
     &GoType::Map(&INT, &GoType::Ptr(&NUMA_NODE_STATE)),
 );
-
-static BLOCK: GoType = GoType::Struct(&GoStruct {
-    name: "state.Block",
-    fields: &[
-        GoField::tagged("NUMAAffinity", "numaAffinity", &INT_SLICE),
-        GoField::tagged("Type", "type", &RESOURCE_NAME),
-        GoField::tagged("Size", "size", &UINT64),
-    ],
-});
 
 static ASSIGNMENTS: GoType = GoType::Named(
     "state.ContainerMemoryAssignments",

@@ -166,3 +166,49 @@ pub(crate) fn marshal_file<T: Serialize + ?Sized>(
 ) -> Result<Vec<u8>> {
     Ok(gojson::marshal(value, ty)?.into_bytes())
 }
+
+/// Declares a Rust struct and the static [`GoType`] of the Go struct it is, from one field
+/// list, so the serde fields are the Go fields in Go's order under their JSON names (which
+/// the codecs require).
+///
+/// A field is `vis name: RustType => [omitempty] "json" [as "GoName"] = &GO_TYPE`: without
+/// `as`, the Go name is the JSON name (a field without a JSON tag); `omitempty` is the tag
+/// option.
+macro_rules! go_struct {
+    (
+        $(#[$attr:meta])*
+        $vis:vis struct $name:ident in $go_vis:vis static $go_static:ident = $go_name:literal {
+            $(
+                $(#[$field_attr:meta])*
+                $field_vis:vis $field:ident: $field_ty:ty =>
+                    $($omit:ident)? $json:literal $(as $go_field:literal)? = $go_ty:expr
+            ),* $(,)?
+        }
+    ) => {
+        $(#[$attr])*
+        $vis struct $name {
+            $(
+                $(#[$field_attr])*
+                #[serde(rename = $json)]
+                $field_vis $field: $field_ty,
+            )*
+        }
+
+        #[doc = concat!("`", $go_name, "`.")]
+        $go_vis static $go_static: $crate::gotype::GoType =
+            $crate::gotype::GoType::Struct(&$crate::gotype::GoStruct {
+                name: $go_name,
+                fields: &[$($crate::gotype::GoField {
+                    name: $crate::formats::go_struct!(@go_name $($go_field)? $json),
+                    json: $json,
+                    omitempty: $crate::formats::go_struct!(@omitempty $($omit)?),
+                    ty: $go_ty,
+                }),*],
+            });
+    };
+    (@go_name $go_field:literal $json:literal) => { $go_field };
+    (@go_name $json:literal) => { $json };
+    (@omitempty omitempty) => { true };
+    (@omitempty) => { false };
+}
+pub(crate) use go_struct;
