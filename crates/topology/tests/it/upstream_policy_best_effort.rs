@@ -2,8 +2,8 @@
 //! shared tables of `policy_test.go` (see `policy_cases`).
 
 use crate::support::policy_cases::{
-    best_effort, best_effort_closest_numa, best_effort_no_policies, check, common, eight_nodes,
-    four_nodes, nil, p, policy, two_nodes,
+    best_effort, best_effort_closest_numa, best_effort_no_policies, check_merge, eight_nodes,
+    four_nodes, merge_one_nil_hint,
 };
 use corral_topology::PolicyName;
 
@@ -12,13 +12,12 @@ use corral_topology::PolicyName;
 /// and one that yields a preferred hint.
 #[test]
 fn policy_best_effort_can_admit_pod_result() {
-    let policy = policy(PolicyName::BestEffort, &two_nodes(), false);
     // "Preferred is set to false in topology hints"
-    let result = policy.merge(&[p(&[("resource", vec![nil(false)])])]);
+    let result = merge_one_nil_hint(PolicyName::BestEffort, false);
     assert!(!result.best_hint.preferred);
     assert!(result.admit);
     // "Preferred is set to true in topology hints"
-    let result = policy.merge(&[p(&[("resource", vec![nil(true)])])]);
+    let result = merge_one_nil_hint(PolicyName::BestEffort, true);
     assert!(result.best_hint.preferred);
     assert!(result.admit);
 }
@@ -27,24 +26,23 @@ fn policy_best_effort_can_admit_pod_result() {
 /// `commonNUMAInfoFourNodes`, narrowest-mask comparison.
 #[test]
 fn policy_best_effort_merge() {
-    let nodes = four_nodes();
-    let policy = policy(PolicyName::BestEffort, &nodes, false);
-    let all = [0, 1, 2, 3];
-    let mut cases = common();
-    cases.extend(best_effort(&all));
-    cases.extend(best_effort_no_policies());
-    assert_eq!(check(&policy, &cases, |_| true), 28);
+    let tables = [best_effort(&[0, 1, 2, 3]), best_effort_no_policies()];
+    let checked = check_merge(PolicyName::BestEffort, &four_nodes(), false, tables, |_| {
+        true
+    });
+    assert_eq!(checked, 28);
 }
 
 /// Upstream `TestPolicyBestEffortMergeClosestNUMA`: common + mergeTestCases +
 /// mergeTestCasesClosestNUMA over `commonNUMAInfoEightNodes` with prefer-closest-numa-nodes.
 #[test]
 fn policy_best_effort_merge_closest_numa() {
-    let nodes = eight_nodes();
-    let policy = policy(PolicyName::BestEffort, &nodes, true);
-    let all = [0, 1, 2, 3, 4, 5, 6, 7];
-    let mut cases = common();
-    cases.extend(best_effort(&all));
-    cases.extend(best_effort_closest_numa());
-    assert_eq!(check(&policy, &cases, |_| true), 30);
+    let tables = [
+        best_effort(&[0, 1, 2, 3, 4, 5, 6, 7]),
+        best_effort_closest_numa(),
+    ];
+    let checked = check_merge(PolicyName::BestEffort, &eight_nodes(), true, tables, |_| {
+        true
+    });
+    assert_eq!(checked, 30);
 }

@@ -3,10 +3,10 @@
 //! of `policy_test.go` (see `policy_cases`); only admission differs.
 
 use crate::support::policy_cases::{
-    best_effort, best_effort_closest_numa, best_effort_no_policies, check, common, eight_nodes,
-    four_nodes, nil, p, policy, two_nodes,
+    best_effort, best_effort_closest_numa, best_effort_no_policies, check_merge, eight_nodes,
+    four_nodes, merge_one_nil_hint, policy, two_nodes,
 };
-use corral_topology::PolicyName;
+use corral_topology::{PolicyName, TopologyHint};
 
 /// Upstream `TestPolicyRestrictedName`.
 #[test]
@@ -23,13 +23,12 @@ fn policy_restricted_name() {
 /// preferred.
 #[test]
 fn policy_restricted_can_admit_pod_result() {
-    let policy = policy(PolicyName::Restricted, &two_nodes(), false);
     // "Preferred is set to false in topology hints"
-    let result = policy.merge(&[p(&[("resource", vec![nil(false)])])]);
+    let result = merge_one_nil_hint(PolicyName::Restricted, false);
     assert!(!result.best_hint.preferred);
     assert!(!result.admit);
     // "Preferred is set to true in topology hints"
-    let result = policy.merge(&[p(&[("resource", vec![nil(true)])])]);
+    let result = merge_one_nil_hint(PolicyName::Restricted, true);
     assert!(result.best_hint.preferred);
     assert!(result.admit);
 }
@@ -38,22 +37,21 @@ fn policy_restricted_can_admit_pod_result() {
 /// `commonNUMAInfoFourNodes`.
 #[test]
 fn policy_restricted_merge() {
-    let nodes = four_nodes();
-    let policy = policy(PolicyName::Restricted, &nodes, false);
-    let mut cases = common();
-    cases.extend(best_effort(&[0, 1, 2, 3]));
-    cases.extend(best_effort_no_policies());
-    assert_eq!(check(&policy, &cases, |hint| hint.preferred), 28);
+    let tables = [best_effort(&[0, 1, 2, 3]), best_effort_no_policies()];
+    let admit = |hint: &TopologyHint| hint.preferred;
+    let checked = check_merge(PolicyName::Restricted, &four_nodes(), false, tables, admit);
+    assert_eq!(checked, 28);
 }
 
 /// Upstream `TestPolicyRestrictedMergeClosestNUMA`: common + mergeTestCases +
 /// mergeTestCasesClosestNUMA over `commonNUMAInfoEightNodes` with prefer-closest-numa-nodes.
 #[test]
 fn policy_restricted_merge_closest_numa() {
-    let nodes = eight_nodes();
-    let policy = policy(PolicyName::Restricted, &nodes, true);
-    let mut cases = common();
-    cases.extend(best_effort(&[0, 1, 2, 3, 4, 5, 6, 7]));
-    cases.extend(best_effort_closest_numa());
-    assert_eq!(check(&policy, &cases, |hint| hint.preferred), 30);
+    let tables = [
+        best_effort(&[0, 1, 2, 3, 4, 5, 6, 7]),
+        best_effort_closest_numa(),
+    ];
+    let admit = |hint: &TopologyHint| hint.preferred;
+    let checked = check_merge(PolicyName::Restricted, &eight_nodes(), true, tables, admit);
+    assert_eq!(checked, 30);
 }

@@ -3,29 +3,32 @@
 //! `src/topologymanager/policy/tests.rs`, the function being crate-private).
 
 use crate::support::policy_cases::{
-    check, common, four_nodes, nil, p, policy, single_numa_node, two_nodes,
+    check_merge, four_nodes, merge_one_nil_hint, nil, policy, single_numa_node, two_nodes,
 };
-use corral_topology::PolicyName;
+use corral_topology::{PolicyName, TopologyHint};
 
 /// Upstream `TestPolicySingleNumaNodeCanAdmitPodResult`: `{nil, false}` is rejected.
 #[test]
 fn policy_single_numa_node_can_admit_pod_result() {
-    let policy = policy(PolicyName::SingleNumaNode, &two_nodes(), false);
-    let result = policy.merge(&[p(&[("resource", vec![nil(false)])])]);
+    let result = merge_one_nil_hint(PolicyName::SingleNumaNode, false);
     assert_eq!(result.best_hint, nil(false));
     assert!(!result.admit);
-    assert!(policy.is_alignment_guaranteed());
+    assert!(policy(PolicyName::SingleNumaNode, &two_nodes(), false).is_alignment_guaranteed());
 }
 
 /// Upstream `TestPolicySingleNumaNodeMerge`: common + singleNumaNodePolicy.mergeTestCases over
 /// `commonNUMAInfoFourNodes`.
 #[test]
 fn policy_single_numa_node_merge() {
-    let nodes = four_nodes();
-    let policy = policy(PolicyName::SingleNumaNode, &nodes, false);
-    let mut cases = common();
-    cases.extend(single_numa_node());
-    assert_eq!(check(&policy, &cases, |hint| hint.preferred), 21);
+    let admit = |hint: &TopologyHint| hint.preferred;
+    let checked = check_merge(
+        PolicyName::SingleNumaNode,
+        &four_nodes(),
+        false,
+        [single_numa_node()],
+        admit,
+    );
+    assert_eq!(checked, 21);
 }
 
 /// The same tables with prefer-closest-numa-nodes set: upstream's single-numa-node policy
@@ -33,9 +36,13 @@ fn policy_single_numa_node_merge() {
 /// answers do not change.
 #[test]
 fn policy_single_numa_node_merge_ignores_prefer_closest() {
-    let nodes = four_nodes();
-    let policy = policy(PolicyName::SingleNumaNode, &nodes, true);
-    let mut cases = common();
-    cases.extend(single_numa_node());
-    assert_eq!(check(&policy, &cases, |hint| hint.preferred), 21);
+    let admit = |hint: &TopologyHint| hint.preferred;
+    let checked = check_merge(
+        PolicyName::SingleNumaNode,
+        &four_nodes(),
+        true,
+        [single_numa_node()],
+        admit,
+    );
+    assert_eq!(checked, 21);
 }

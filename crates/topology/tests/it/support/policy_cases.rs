@@ -8,7 +8,8 @@ use std::collections::BTreeMap;
 
 use corral_topology::topologymanager::reference_merge;
 use corral_topology::{
-    NumaInfo, NumaMask, NumaNode, Policy, PolicyName, PolicyOptions, ProviderHints, TopologyHint,
+    MergeResult, NumaInfo, NumaMask, NumaNode, Policy, PolicyName, PolicyOptions, ProviderHints,
+    TopologyHint,
 };
 
 /// A hint over `ids` (upstream `NewTestBitMask(ids...)`).
@@ -487,4 +488,28 @@ pub(crate) fn check(
         }
     }
     cases.len()
+}
+
+/// Upstream's `TestPolicy*Merge` shape: `policy` over `nodes` (distances kept when
+/// `prefer_closest`) checked on `commonPolicyMergeTestCases` followed by `tables`, admitting
+/// as `admit` says; the number of cases checked.
+pub(crate) fn check_merge(
+    name: PolicyName,
+    nodes: &[NumaNode],
+    prefer_closest: bool,
+    tables: impl IntoIterator<Item = Vec<Case>>,
+    admit: impl Fn(&TopologyHint) -> bool,
+) -> usize {
+    let policy = policy(name, nodes, prefer_closest);
+    let mut cases = common();
+    for table in tables {
+        cases.extend(table);
+    }
+    check(&policy, &cases, admit)
+}
+
+/// Upstream's `TestPolicy*CanAdmitPodResult` shape: `name` over two nodes merging one
+/// provider's single nil-affinity hint with the given preference.
+pub(crate) fn merge_one_nil_hint(name: PolicyName, preferred: bool) -> MergeResult {
+    policy(name, &two_nodes(), false).merge(&[p(&[("resource", vec![nil(preferred)])])])
 }
