@@ -39,3 +39,36 @@ impl Changes {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::time::Instant;
+
+    use super::*;
+
+    #[tokio::test]
+    async fn a_condition_that_never_holds_ends_the_wait_at_its_timeout() {
+        let changes = Changes::default();
+        let started = Instant::now();
+        assert!(!changes.wait_for(Duration::from_millis(50), || false).await);
+        assert!(started.elapsed() >= Duration::from_millis(50));
+    }
+
+    #[tokio::test]
+    async fn a_change_that_makes_the_condition_hold_ends_the_wait_at_once() {
+        let changes = std::sync::Arc::new(Changes::default());
+        let ready = std::sync::Arc::new(AtomicBool::new(false));
+        let (c, r) = (changes.clone(), ready.clone());
+        let waiter = tokio::spawn(async move {
+            c.wait_for(Duration::from_secs(10), || r.load(Ordering::SeqCst))
+                .await
+        });
+        tokio::task::yield_now().await;
+        ready.store(true, Ordering::SeqCst);
+        changes.bump();
+        let started = Instant::now();
+        assert!(waiter.await.unwrap());
+        assert!(started.elapsed() < Duration::from_secs(5));
+    }
+}
