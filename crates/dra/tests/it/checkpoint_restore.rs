@@ -9,47 +9,41 @@ use corral_checkpoint::{Checkpoint, ClaimInfoState, DraCheckpoint};
 use corral_dra::{DraManager, FileStateStore, MemoryStateStore, StateStore};
 use serde_json::Value;
 
+use crate::support::fake_driver::FakeDriver;
+
 fn vectors() -> Value {
     let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
         .join("../../testdata/conformance/checkpoint_dra_v132.json");
     serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap()
 }
 
-struct NoDrivers;
+/// The entries of the document's list `list`, each with its name.
+fn cases<'a>(doc: &'a Value, list: &str) -> impl Iterator<Item = (&'a str, &'a Value)> {
+    doc[list]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|case| (case["name"].as_str().unwrap(), case))
+}
 
-impl corral_dra::DriverClients for NoDrivers {
-    fn is_registered(&self, _: &str) -> bool {
-        false
-    }
-    async fn node_prepare_resources(
-        &self,
-        _: &str,
-        _: &[corral_dra::ClaimRef],
-    ) -> Result<corral_dra::PrepareResults, corral_dra::DriverCallError> {
-        Err(corral_dra::DriverCallError::NotRegistered)
-    }
-    async fn node_unprepare_resources(
-        &self,
-        _: &str,
-        _: &[corral_dra::ClaimRef],
-    ) -> Result<corral_dra::UnprepareResults, corral_dra::DriverCallError> {
-        Err(corral_dra::DriverCallError::NotRegistered)
-    }
+/// A temp state dir whose `dra_manager_state` holds `file`.
+fn state_dir_with(file: &str) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("dra_manager_state"), file).unwrap();
+    dir
 }
 
 #[test]
 fn kubelet_files_restore() {
     let doc = vectors();
     let mut restored = 0;
-    for vector in doc["vectors"].as_array().unwrap() {
-        let name = vector["name"].as_str().unwrap();
+    for (name, vector) in cases(&doc, "vectors") {
         let file = vector["file"].as_str().unwrap();
-        let dir = tempfile::tempdir().unwrap();
-        std::fs::write(dir.path().join("dra_manager_state"), file).unwrap();
+        let dir = state_dir_with(file);
         let accepted = vector["verdicts"]["as_dra_v132"]["accepted"]
             .as_bool()
             .unwrap();
-        let manager = DraManager::open(dir.path(), NoDrivers);
+        let manager = DraManager::open(dir.path(), FakeDriver::unregistered());
         assert_eq!(manager.is_ok(), accepted, "{name}");
         let Ok(manager) = manager else { continue };
         // Expected cache: the decoded list, keyed namespace/name, later entries winning.
@@ -112,18 +106,12 @@ fn kubelet_files_restore() {
 fn refused_files_are_errors_not_empty_state() {
     let doc = vectors();
     let mut refused = 0;
-    for negative in doc["negatives"].as_array().unwrap() {
-        let name = negative["name"].as_str().unwrap();
+    for (name, negative) in cases(&doc, "negatives") {
         let accepted = negative["verdicts"]["as_dra_v132"]["accepted"]
             .as_bool()
             .unwrap_or(false)
             && negative["verdicts"]["get_claim_info_state_list_error"].is_null();
-        let dir = tempfile::tempdir().unwrap();
-        std::fs::write(
-            dir.path().join("dra_manager_state"),
-            negative["file"].as_str().unwrap(),
-        )
-        .unwrap();
+        let dir = state_dir_with(negative["file"].as_str().unwrap());
         let result = FileStateStore::open(dir.path()).unwrap().get_or_create();
         assert_eq!(result.is_ok(), accepted, "{name}: {result:?}");
         if !accepted {

@@ -31,18 +31,28 @@ fn crashing(
     .unwrap()
 }
 
+/// A manager that crashed at `point` preparing pod-1's claim: dead, for further calls.
+async fn crashed_preparing(
+    dirs: &Dirs,
+    registry: &Arc<PluginRegistry>,
+    point: CrashPoint,
+) -> DraManager<Arc<PluginRegistry>> {
+    let m = crashing(dirs, registry, point);
+    let err = prepare_pod1(&m, DRIVER).await.unwrap_err();
+    assert!(
+        matches!(err, DraManagerError::Crashed(at) if at == point),
+        "{err}"
+    );
+    m
+}
+
 #[tokio::test]
 async fn killed_between_record_and_prepare() {
     let (dirs, registry, watcher, driver) = with_sample(DRIVER).await;
     let p = pod("pod-1", &["c1"]);
     let c = claim("c1", DRIVER, &["pod-1"]);
     {
-        let m = crashing(&dirs, &registry, CrashPoint::AfterRecord);
-        let err = prepare_pod1(&m, DRIVER).await.unwrap_err();
-        assert!(matches!(
-            err,
-            DraManagerError::Crashed(CrashPoint::AfterRecord)
-        ));
+        let m = crashed_preparing(&dirs, &registry, CrashPoint::AfterRecord).await;
         // A dead manager refuses everything.
         assert!(m.unprepare_resources("pod-1").await.is_err());
     }
@@ -84,14 +94,8 @@ async fn killed_between_prepare_and_checkpoint() {
     let (dirs, registry, watcher, driver) = with_sample(DRIVER).await;
     let p = pod("pod-1", &["c1"]);
     let c = claim("c1", DRIVER, &["pod-1"]);
-    {
-        let m = crashing(&dirs, &registry, CrashPoint::AfterPrepare);
-        let err = prepare_pod1(&m, DRIVER).await.unwrap_err();
-        assert!(matches!(
-            err,
-            DraManagerError::Crashed(CrashPoint::AfterPrepare)
-        ));
-    }
+    // The dead manager is gone before the restart.
+    drop(crashed_preparing(&dirs, &registry, CrashPoint::AfterPrepare).await);
     // The driver holds it prepared; the checkpoint knows the claim but not its devices.
     assert_eq!(driver.call_count(PREPARE, "c1-uid"), 1);
     assert!(driver.prepared().contains_key("c1-uid"));

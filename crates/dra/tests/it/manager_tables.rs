@@ -2,100 +2,24 @@
 //! about behaviour, run against an in-memory driver and an in-memory checkpoint.
 
 use std::collections::BTreeMap;
-use std::sync::Mutex;
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::Ordering;
 
 use corral_dra::{
-    AllocatedDevice, ClaimRef, ConsumerRef, DraManager, DraManagerConfig, DraManagerError,
-    DriverCallError, DriverClients, MemoryStateStore, PodClaim, PodClaims, PrepareResults,
-    PreparedDevice, ResourceClaim, UnprepareResults,
+    DraManager, DraManagerConfig, DraManagerError, DriverClients, MemoryStateStore, PodClaim,
+    PodClaims, PreparedDevice, ResourceClaim,
 };
 use corral_topology::{Container, ContainerClaim};
 
-use crate::support::{assert_mentions, pod_in};
+use crate::support::fake_driver::{Answer, FAKE_DRIVER, FAKE_REQUEST, FakeDriver};
+use crate::support::{allocated, assert_mentions, claim_in, pod_in};
 
-const DRIVER: &str = "test-driver";
+const DRIVER: &str = FAKE_DRIVER;
 const NAMESPACE: &str = "test-namespace";
 const POD_UID: &str = "test-pod-uid";
 const CLAIM: &str = "test-claim";
 const CLAIM_UID: &str = "test-claim-uid";
-const REQUEST: &str = "test-request";
+const REQUEST: &str = FAKE_REQUEST;
 const CDI_ID: &str = "test-driver/test=claim-test-claim-uid";
-
-/// What the fake driver answers.
-#[derive(Clone)]
-enum Answer {
-    /// One device per claim, named after the claim uid (upstream's default fake answer).
-    Devices,
-    /// A fixed per-uid map.
-    Fixed(BTreeMap<String, Result<Vec<PreparedDevice>, String>>),
-    /// The call fails as a whole.
-    CallError(&'static str),
-}
-
-struct FakeDriver {
-    registered: Vec<&'static str>,
-    prepare: Mutex<Answer>,
-    unprepare: Mutex<Option<BTreeMap<String, Result<(), String>>>>,
-    prepare_calls: AtomicU32,
-    unprepare_calls: AtomicU32,
-}
-
-impl FakeDriver {
-    fn new(answer: Answer) -> Self {
-        FakeDriver {
-            registered: vec![DRIVER],
-            prepare: Mutex::new(answer),
-            unprepare: Mutex::new(None),
-            prepare_calls: AtomicU32::new(0),
-            unprepare_calls: AtomicU32::new(0),
-        }
-    }
-}
-
-fn device_for(claim: &ClaimRef) -> PreparedDevice {
-    PreparedDevice {
-        request_names: vec![REQUEST.into()],
-        pool_name: "worker-1-pool".into(),
-        device_name: "dev-1".into(),
-        cdi_device_ids: vec![format!("{DRIVER}/test=claim-{}", claim.uid)],
-    }
-}
-
-impl DriverClients for FakeDriver {
-    fn is_registered(&self, driver: &str) -> bool {
-        self.registered.contains(&driver)
-    }
-
-    async fn node_prepare_resources(
-        &self,
-        _driver: &str,
-        claims: &[ClaimRef],
-    ) -> Result<PrepareResults, DriverCallError> {
-        self.prepare_calls.fetch_add(1, Ordering::SeqCst);
-        let answer = self.prepare.lock().unwrap().clone();
-        match answer {
-            Answer::Devices => Ok(claims
-                .iter()
-                .map(|c| (c.uid.clone(), Ok(vec![device_for(c)])))
-                .collect()),
-            Answer::Fixed(map) => Ok(map),
-            Answer::CallError(message) => Err(DriverCallError::Other(message.into())),
-        }
-    }
-
-    async fn node_unprepare_resources(
-        &self,
-        _driver: &str,
-        claims: &[ClaimRef],
-    ) -> Result<UnprepareResults, DriverCallError> {
-        self.unprepare_calls.fetch_add(1, Ordering::SeqCst);
-        match self.unprepare.lock().unwrap().clone() {
-            Some(map) => Ok(map),
-            None => Ok(claims.iter().map(|c| (c.uid.clone(), Ok(()))).collect()),
-        }
-    }
-}
 
 fn pod(uid: &str, claims: &[&str]) -> PodClaims {
     pod_in(NAMESPACE, uid, claims)
@@ -108,21 +32,8 @@ async fn prepare_default<D: DriverClients>(m: &DraManager<D>) -> Result<(), DraM
 }
 
 fn claim(name: &str, driver: &str, reserved_for: &[&str]) -> ResourceClaim {
-    ResourceClaim {
-        namespace: NAMESPACE.into(),
-        name: name.into(),
-        uid: format!("{name}-uid"),
-        allocation: Some(vec![AllocatedDevice {
-            request: REQUEST.into(),
-            driver: driver.into(),
-            pool: "worker-1-pool".into(),
-            device: "dev-1".into(),
-        }]),
-        reserved_for: reserved_for
-            .iter()
-            .map(|u| ConsumerRef::pod("p", *u))
-            .collect(),
-    }
+    let device = allocated(REQUEST, driver, "worker-1-pool", "dev-1");
+    claim_in(NAMESPACE, name, device, reserved_for)
 }
 
 fn container(claims: &[(&str, Option<&str>)]) -> Container {

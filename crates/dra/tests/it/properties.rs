@@ -3,60 +3,16 @@
 //! pod references it, and the driver holds prepared exactly the cached claims.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::sync::Mutex;
+use std::sync::Arc;
 
 use corral_checkpoint::{Checkpoint, DraCheckpoint};
 use corral_dra::{
-    AllocatedDevice, ClaimRef, ConsumerRef, DraManager, DraManagerConfig, DriverCallError,
-    DriverClients, MemoryStateStore, PodClaim, PodClaims, PrepareResults, PreparedDevice,
-    ResourceClaim, UnprepareResults,
+    DraManager, DraManagerConfig, MemoryStateStore, PodClaim, PodClaims, ResourceClaim,
 };
 use proptest::prelude::*;
 
-#[derive(Default)]
-struct Tracking {
-    prepared: Mutex<BTreeSet<String>>,
-}
-
-impl DriverClients for &Tracking {
-    fn is_registered(&self, _: &str) -> bool {
-        true
-    }
-    async fn node_prepare_resources(
-        &self,
-        _: &str,
-        claims: &[ClaimRef],
-    ) -> Result<PrepareResults, DriverCallError> {
-        let mut prepared = self.prepared.lock().unwrap();
-        Ok(claims
-            .iter()
-            .map(|c| {
-                prepared.insert(c.uid.clone());
-                let device = PreparedDevice {
-                    request_names: vec![],
-                    pool_name: "p".into(),
-                    device_name: c.uid.clone(),
-                    cdi_device_ids: vec![format!("v/c={}", c.uid)],
-                };
-                (c.uid.clone(), Ok(vec![device]))
-            })
-            .collect())
-    }
-    async fn node_unprepare_resources(
-        &self,
-        _: &str,
-        claims: &[ClaimRef],
-    ) -> Result<UnprepareResults, DriverCallError> {
-        let mut prepared = self.prepared.lock().unwrap();
-        Ok(claims
-            .iter()
-            .map(|c| {
-                prepared.remove(&c.uid);
-                (c.uid.clone(), Ok(()))
-            })
-            .collect())
-    }
-}
+use crate::support::fake_driver::{Answer, FAKE_DRIVER, FakeDriver};
+use crate::support::{allocated, claim_in};
 
 #[derive(Debug, Clone)]
 enum Op {
@@ -75,31 +31,22 @@ fn op() -> impl Strategy<Value = Op> {
 }
 
 fn claim(n: u8) -> ResourceClaim {
-    ResourceClaim {
-        namespace: "ns".into(),
-        name: format!("c{n}"),
-        uid: format!("c{n}-uid"),
-        allocation: Some(vec![AllocatedDevice {
-            request: "r".into(),
-            driver: "d.example.com".into(),
-            pool: "p".into(),
-            device: "x".into(),
-        }]),
-        reserved_for: (0..4)
-            .map(|p| ConsumerRef::pod("p", format!("pod-{p}")))
-            .collect(),
-    }
+    let device = allocated("r", FAKE_DRIVER, "p", "x");
+    claim_in("ns", &format!("c{n}"), device, &POD_UIDS)
 }
+
+/// Every claim is reserved for these pods.
+const POD_UIDS: [&str; 4] = ["pod-0", "pod-1", "pod-2", "pod-3"];
 
 proptest! {
     #[test]
     fn cache_checkpoint_and_driver_agree(ops in proptest::collection::vec(op(), 1..25)) {
         let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
-        let driver = Tracking::default();
+        let driver = Arc::new(FakeDriver::new(Answer::Devices));
         let store = MemoryStateStore::new();
         let all: Vec<ResourceClaim> = (0..4).map(claim).collect();
         let mut model: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
-        let mut manager = DraManager::new(store.clone(), &driver, DraManagerConfig::default()).unwrap();
+        let mut manager = DraManager::new(store.clone(), Arc::clone(&driver), DraManagerConfig::default()).unwrap();
         for op in ops {
             match op {
                 Op::Prepare { pod, claims } => {
@@ -125,7 +72,7 @@ proptest! {
                 }
                 Op::Restart => {
                     drop(manager);
-                    manager = DraManager::new(store.clone(), &driver, DraManagerConfig::default()).unwrap();
+                    manager = DraManager::new(store.clone(), Arc::clone(&driver), DraManagerConfig::default()).unwrap();
                 }
             }
             let cached: BTreeMap<String, BTreeSet<String>> = manager

@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use crate::support::*;
 use corral_dra::plugin::RpcError;
-use corral_dra::sample::{SampleDriver, SampleDriverConfig};
+use corral_dra::sample::SampleDriverConfig;
 use corral_dra::{
     DraService, PluginRegistry, RegistrationError, RegistrationEvent, RegistryConfig,
 };
@@ -57,49 +57,43 @@ async fn accepted_plugin_is_registered_and_notified() {
 
 #[tokio::test]
 async fn unsupported_version_is_rejected_with_reason() {
-    let dirs = Dirs::new();
-    let (registry, watcher) = registry(&dirs);
-    let mut config =
-        SampleDriverConfig::new("old.example.com", dirs.registry(), dirs.plugins("old"));
-    config.supported_versions = vec!["v1alpha3.Node".into()];
-    let driver = SampleDriver::start(config).await.unwrap();
-    let (registered, reason) = driver.wait_for_status(0, WAIT).await.unwrap();
-    assert!(!registered);
+    let reason = refused("old.example.com", |c| {
+        c.supported_versions = vec!["v1alpha3.Node".into()]
+    })
+    .await;
     assert!(
         reason.contains("none of services supported by the plugin"),
         "{reason}"
     );
     assert!(reason.contains("v1alpha3.Node"), "{reason}");
+}
+
+/// A sample driver set up by `adjust` is refused, and nothing is registered: the reason it
+/// is told.
+async fn refused(driver: &str, adjust: impl FnOnce(&mut SampleDriverConfig)) -> String {
+    let (_dirs, registry, watcher, sample) = with_sample_config(driver, adjust).await;
+    let (registered, reason) = sample.wait_for_status(0, WAIT).await.unwrap();
+    assert!(!registered);
     assert!(registry.drivers().is_empty());
     watcher.stop().await;
+    reason
 }
 
 #[tokio::test]
 async fn wrong_type_is_rejected_with_reason() {
-    let dirs = Dirs::new();
-    let (registry, watcher) = registry(&dirs);
-    let mut config =
-        SampleDriverConfig::new("csi.example.com", dirs.registry(), dirs.plugins("csi"));
-    config.plugin_type = "CSIPlugin".into();
-    let driver = SampleDriver::start(config).await.unwrap();
-    let (registered, reason) = driver.wait_for_status(0, WAIT).await.unwrap();
-    assert!(!registered);
+    let reason = refused("csi.example.com", |c| c.plugin_type = "CSIPlugin".into()).await;
     assert!(
         reason.contains("no handler registered for plugin type: CSIPlugin"),
         "{reason}"
     );
-    assert!(registry.drivers().is_empty());
-    watcher.stop().await;
 }
 
 #[tokio::test]
 async fn v1beta1_only_plugin_gets_v1beta1() {
-    let dirs = Dirs::new();
-    let (registry, watcher) = registry(&dirs);
-    let mut config =
-        SampleDriverConfig::new("beta.example.com", dirs.registry(), dirs.plugins("beta"));
-    config.supported_versions = vec!["v1beta1.DRAPlugin".into()];
-    let _driver = SampleDriver::start(config).await.unwrap();
+    let (_dirs, registry, watcher, _driver) = with_sample_config("beta.example.com", |c| {
+        c.supported_versions = vec!["v1beta1.DRAPlugin".into()]
+    })
+    .await;
     wait_registered(&registry, "beta.example.com").await;
     assert_eq!(
         registry.plugin("beta.example.com").unwrap().service(),
@@ -130,12 +124,10 @@ async fn restart_under_the_same_name_registers_again() {
 
 #[tokio::test]
 async fn rejected_plugin_is_retried_with_backoff() {
-    let dirs = Dirs::new();
-    let (_registry, watcher) = registry(&dirs);
-    let mut config =
-        SampleDriverConfig::new("old.example.com", dirs.registry(), dirs.plugins("old"));
-    config.supported_versions = vec!["v0.DRAPlugin".into()];
-    let driver = SampleDriver::start(config).await.unwrap();
+    let (_dirs, _registry, watcher, driver) = with_sample_config("old.example.com", |c| {
+        c.supported_versions = vec!["v0.DRAPlugin".into()]
+    })
+    .await;
     assert_eq!(
         driver.wait_for_status(1, WAIT).await.map(|s| s.0),
         Some(false)
@@ -206,6 +198,15 @@ impl Drop for MuteSocket {
     }
 }
 
+/// A fast registry whose handshake steps wait 1 s, a socket's whole probe 2 s.
+fn mute_config(dirs: &Dirs) -> RegistryConfig {
+    RegistryConfig {
+        registration_timeout: Duration::from_secs(1),
+        probe_timeout: Duration::from_secs(2),
+        ..fast_config(&dirs.registry())
+    }
+}
+
 /// Wait at most `bound` for `driver` to be registered; how long it took.
 async fn registered_within(registry: &PluginRegistry, driver: &str, bound: Duration) -> Duration {
     let started = Instant::now();
@@ -228,12 +229,7 @@ async fn registered_within(registry: &PluginRegistry, driver: &str, bound: Durat
 async fn mute_sockets_do_not_delay_a_live_driver() {
     let dirs = Dirs::new();
     let mute = MuteSocket::many(&dirs, 40);
-    let config = RegistryConfig {
-        registration_timeout: Duration::from_secs(1),
-        probe_timeout: Duration::from_secs(2),
-        ..fast_config(&dirs.registry())
-    };
-    let registry = PluginRegistry::new(config);
+    let registry = PluginRegistry::new(mute_config(&dirs));
     let watcher = registry.watch();
     // The registry is busy with the mute sockets before the driver starts.
     eventually("a mute socket dialed", || async {
@@ -262,13 +258,10 @@ async fn mute_sockets_do_not_delay_a_live_driver() {
 async fn failing_sockets_leave_slots_for_a_new_driver() {
     let dirs = Dirs::new();
     let mute = MuteSocket::many(&dirs, 8);
-    let config = RegistryConfig {
-        registration_timeout: Duration::from_secs(1),
-        probe_timeout: Duration::from_secs(2),
+    let registry = PluginRegistry::new(RegistryConfig {
         max_concurrent_probes: 4,
-        ..fast_config(&dirs.registry())
-    };
-    let registry = PluginRegistry::new(config);
+        ..mute_config(&dirs)
+    });
     let mut events = registry.subscribe();
     let watcher = registry.watch();
     // Every mute socket failed once: from now on they are all retries.
@@ -382,6 +375,7 @@ const SLOW: &str = "slow.example.com";
 
 impl SlowPlugin {
     fn start(dirs: &Dirs, hang: Duration) -> Self {
+        std::fs::create_dir_all(dirs.registry()).unwrap();
         let socket = dirs.registry().join("slow-reg.sock");
         let service = SlowRegistration {
             info: reg::PluginInfo {
@@ -439,14 +433,29 @@ impl Drop for SlowPlugin {
     }
 }
 
+/// A [`SlowPlugin`] whose `GetInfo` hangs for `hang`, then a watched registry, and the
+/// registry's events from then on.
+fn watched_slow_plugin(
+    hang: Duration,
+) -> (
+    Dirs,
+    SlowPlugin,
+    Arc<PluginRegistry>,
+    corral_dra::RegistryWatcher,
+    tokio::sync::broadcast::Receiver<RegistrationEvent>,
+) {
+    let dirs = Dirs::new();
+    let plugin = SlowPlugin::start(&dirs, hang);
+    let (registry, watcher) = registry(&dirs);
+    let events = registry.subscribe();
+    (dirs, plugin, registry, watcher, events)
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn socket_answering_after_a_hang_is_probed_once_at_a_time() {
-    let dirs = Dirs::new();
-    std::fs::create_dir_all(dirs.registry()).unwrap();
     // GetInfo answers after 30 polls, within its 1 s deadline.
-    let plugin = SlowPlugin::start(&dirs, Duration::from_millis(600));
-    let (registry, watcher) = registry(&dirs);
-    let mut events = registry.subscribe();
+    let (_dirs, plugin, registry, watcher, mut events) =
+        watched_slow_plugin(Duration::from_millis(600));
     wait_registered(&registry, SLOW).await;
     let event = tokio::time::timeout(WAIT, events.recv())
         .await
@@ -471,11 +480,8 @@ async fn socket_answering_after_a_hang_is_probed_once_at_a_time() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn socket_removed_during_its_probe_is_not_registered() {
-    let dirs = Dirs::new();
-    std::fs::create_dir_all(dirs.registry()).unwrap();
-    let plugin = SlowPlugin::start(&dirs, Duration::from_millis(500));
-    let (registry, watcher) = registry(&dirs);
-    let mut events = registry.subscribe();
+    let (_dirs, plugin, registry, watcher, mut events) =
+        watched_slow_plugin(Duration::from_millis(500));
     eventually("GetInfo asked", || async { plugin.calls() > 0 }).await;
     // The file goes while GetInfo hangs; the server still answers on the open connection.
     std::fs::remove_file(&plugin.socket).unwrap();
@@ -495,10 +501,7 @@ async fn socket_removed_during_its_probe_is_not_registered() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn socket_replaced_during_its_probe_registers_only_the_new_instance() {
-    let dirs = Dirs::new();
-    std::fs::create_dir_all(dirs.registry()).unwrap();
-    let old = SlowPlugin::start(&dirs, Duration::from_millis(800));
-    let (registry, watcher) = registry(&dirs);
+    let (dirs, old, registry, watcher, _events) = watched_slow_plugin(Duration::from_millis(800));
     eventually("GetInfo asked", || async { old.calls() > 0 }).await;
     // The driver restarts under the same path while the old instance's GetInfo hangs.
     std::fs::remove_file(&old.socket).unwrap();

@@ -37,11 +37,8 @@ async fn prepare_get_unprepare() {
         ],
     );
     let manager = DraManager::open(dirs.state(), Arc::clone(&registry)).unwrap();
+    prepare_pod1(&manager, DRIVER).await.unwrap();
     let p = pod("pod-1", &["c1"]);
-    manager
-        .prepare_resources(&p, &[claim("c1", DRIVER, &["pod-1"])])
-        .await
-        .unwrap();
     assert_eq!(driver.call_count(PREPARE, "c1-uid"), 1);
     assert!(driver.calls().iter().all(|c| c.version == "v1"));
 
@@ -204,22 +201,15 @@ async fn per_claim_and_call_failures_name_claim_and_driver() {
 // `V1ServerWrapper`) is called on v1beta1 and its devices arrive intact.
 #[tokio::test]
 async fn v1beta1_only_driver_prepares_and_unprepares() {
-    let dirs = Dirs::new();
-    let (registry, watcher) = registry(&dirs);
-    let mut config =
-        corral_dra::sample::SampleDriverConfig::new(DRIVER, dirs.registry(), dirs.plugins("beta"));
-    config.supported_versions = vec!["v1beta1.DRAPlugin".into()];
-    let driver = corral_dra::sample::SampleDriver::start(config)
-        .await
-        .unwrap();
+    let (dirs, registry, watcher, driver) = with_sample_config(DRIVER, |c| {
+        c.supported_versions = vec!["v1beta1.DRAPlugin".into()]
+    })
+    .await;
     wait_registered(&registry, DRIVER).await;
     driver.set_allocation("c1-uid", vec![("gpu".into(), "gpu-0".into())]);
     let manager = DraManager::open(dirs.state(), Arc::clone(&registry)).unwrap();
+    prepare_pod1(&manager, DRIVER).await.unwrap();
     let p = pod("pod-1", &["c1"]);
-    manager
-        .prepare_resources(&p, &[claim("c1", DRIVER, &["pod-1"])])
-        .await
-        .unwrap();
     let info = manager.claim_info("default", "c1").unwrap();
     assert_eq!(info.devices(DRIVER), driver.prepared()["c1-uid"]);
     let gpu = manager

@@ -3,6 +3,8 @@
 
 #![allow(dead_code, unreachable_pub)]
 
+pub mod fake_driver;
+
 use std::future::Future;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -114,17 +116,38 @@ pub fn pod_in(namespace: &str, uid: &str, claims: &[&str]) -> PodClaims {
 }
 
 pub fn claim(name: &str, driver: &str, pods: &[&str]) -> ResourceClaim {
+    claim_in(
+        NAMESPACE,
+        name,
+        allocated("req", driver, "sample-pool", "dev"),
+        pods,
+    )
+}
+
+/// Claim `namespace/name` (uid `<name>-uid`) with one allocated device, reserved for the
+/// pods with these uids.
+pub fn claim_in(
+    namespace: &str,
+    name: &str,
+    device: AllocatedDevice,
+    pods: &[&str],
+) -> ResourceClaim {
     ResourceClaim {
-        namespace: NAMESPACE.into(),
+        namespace: namespace.into(),
         name: name.into(),
         uid: format!("{name}-uid"),
-        allocation: Some(vec![AllocatedDevice {
-            request: "req".into(),
-            driver: driver.into(),
-            pool: "sample-pool".into(),
-            device: "dev".into(),
-        }]),
+        allocation: Some(vec![device]),
         reserved_for: pods.iter().map(|p| ConsumerRef::pod("p", *p)).collect(),
+    }
+}
+
+/// The device `request` of a claim got: `device` of `pool`, from `driver`.
+pub fn allocated(request: &str, driver: &str, pool: &str, device: &str) -> AllocatedDevice {
+    AllocatedDevice {
+        request: request.into(),
+        driver: driver.into(),
+        pool: pool.into(),
+        device: device.into(),
     }
 }
 
@@ -148,9 +171,21 @@ pub fn assert_mentions(err: &dyn std::fmt::Display, parts: &[&str]) {
 pub async fn with_sample(
     driver: &str,
 ) -> (Dirs, Arc<PluginRegistry>, RegistryWatcher, SampleDriver) {
+    let started = with_sample_config(driver, |_| {}).await;
+    wait_registered(&started.1, driver).await;
+    started
+}
+
+/// A watched registry and a sample driver of `driver`, its settings changed by `adjust`,
+/// started (registered or not).
+pub async fn with_sample_config(
+    driver: &str,
+    adjust: impl FnOnce(&mut SampleDriverConfig),
+) -> (Dirs, Arc<PluginRegistry>, RegistryWatcher, SampleDriver) {
     let dirs = Dirs::new();
     let (registry, watcher) = registry(&dirs);
-    let sample = sample(&dirs, driver).await;
-    wait_registered(&registry, driver).await;
+    let mut config = SampleDriverConfig::new(driver, dirs.registry(), dirs.plugins(driver));
+    adjust(&mut config);
+    let sample = SampleDriver::start(config).await.unwrap();
     (dirs, registry, watcher, sample)
 }
