@@ -14,7 +14,7 @@ use corral_cpumgr::{
     CpuSortingStrategy, SocketAlignment, TopologyIndex, UncoreCacheAlignment,
     generate_cpu_topology_hints, take_by_topology_numa_distributed, take_by_topology_numa_packed,
 };
-use corral_testkit::conformance_topology::{hints, load_testdata, machines, num};
+use corral_testkit::conformance_topology::{flag, hints, load_testdata, machines, num, text};
 use corral_topology::CpuSet;
 use criterion::{Criterion, criterion_group, criterion_main};
 use serde_json::Value;
@@ -54,16 +54,11 @@ fn go_benches(c: &mut Criterion) {
             let index = &topos[&topo_name(inputs)];
             let available = set(&inputs["available"]);
             let n = num(inputs, "num_cpus");
-            let strategy: CpuSortingStrategy = inputs["cpu_sorting_strategy"]
-                .as_str()
-                .expect("strategy")
+            let strategy: CpuSortingStrategy = text(inputs, "cpu_sorting_strategy")
                 .parse()
                 .expect("strategy");
             let packed = name.starts_with("takeByTopologyNUMAPacked/");
-            let uncore = if inputs["prefer_align_by_uncore_cache"]
-                .as_bool()
-                .unwrap_or(false)
-            {
+            let uncore = if flag(inputs, "prefer_align_by_uncore_cache") {
                 UncoreCacheAlignment::Prefer
             } else {
                 UncoreCacheAlignment::Ignore
@@ -88,7 +83,7 @@ fn go_benches(c: &mut Criterion) {
             let available = set(&inputs["available"]);
             let reusable = set(&inputs["reusable"]);
             let request = num(inputs, "request");
-            let align = if inputs["align_by_socket"].as_bool().unwrap_or(false) {
+            let align = if flag(inputs, "align_by_socket") {
                 SocketAlignment::Prefer
             } else {
                 SocketAlignment::Ignore

@@ -32,6 +32,19 @@ pub fn num(v: &Value, key: &str) -> usize {
     usize::try_from(n).unwrap_or_else(|_| panic!("{key} = {n} does not fit a usize"))
 }
 
+/// A required string field.
+pub fn text<'a>(v: &'a Value, key: &str) -> &'a str {
+    v[key]
+        .as_str()
+        .unwrap_or_else(|| panic!("{key} missing or not a string"))
+}
+
+/// An optional boolean field: absent (or not a bool) is `false`, as the vector files leave
+/// out flags that are off.
+pub fn flag(v: &Value, key: &str) -> bool {
+    v[key].as_bool().unwrap_or(false)
+}
+
 /// Every topology of a vector file, by name.
 pub fn machines(doc: &Value) -> BTreeMap<String, Machine> {
     doc["topologies"]

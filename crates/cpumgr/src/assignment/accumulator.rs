@@ -10,7 +10,7 @@
 
 use corral_topology::CpuSet;
 
-use super::CpuSortingStrategy;
+use super::{CpuSortingStrategy, TakeError};
 use crate::index::{Level, TopologyIndex};
 
 pub(crate) struct Accumulator<'a> {
@@ -43,6 +43,28 @@ impl<'a> Accumulator<'a> {
         }
     }
 
+    /// Upstream's prologue of both `takeByTopology…` algorithms: `Ok(None)` when nothing is
+    /// needed (the empty result), [`TakeError::NotEnoughCpus`] when `available` cannot hold
+    /// the request, else a fresh accumulator.
+    pub(crate) fn start(
+        ix: &'a TopologyIndex,
+        available: &CpuSet,
+        num_cpus: usize,
+        strategy: CpuSortingStrategy,
+    ) -> Result<Option<Accumulator<'a>>, TakeError> {
+        let acc = Accumulator::new(ix, available, num_cpus, strategy);
+        if acc.is_satisfied() {
+            return Ok(None);
+        }
+        if acc.is_failed() {
+            return Err(TakeError::NotEnoughCpus {
+                requested: num_cpus,
+                available: available.len(),
+            });
+        }
+        Ok(Some(acc))
+    }
+
     /// Free CPUs in group `dense` of `level`.
     pub(crate) fn free_in(&self, level: Level, dense: usize) -> usize {
         self.free.intersection_len(self.ix.group_cpus(level, dense))
@@ -64,52 +86,30 @@ impl<'a> Accumulator<'a> {
         out.extend(keyed.into_iter().map(|(_, d)| d));
     }
 
-    /// Upstream `sortAvailableNUMANodes`.
-    pub(crate) fn sort_numas(&self) -> Vec<usize> {
-        let mut out = Vec::new();
-        if self.numa_first {
-            self.push_sorted(Level::Numa, None, &mut out);
+    /// Upstream `sortAvailableNUMANodes` / `sortAvailableSockets` / `sortAvailableCores` /
+    /// `sortAvailableUncoreCaches`: the groups of `level` holding free CPUs, sorted within
+    /// each sorted group of the level above (NUMA nodes and sockets in the machine's order,
+    /// cores under the second of them, uncore caches under NUMA nodes).
+    pub(crate) fn sort(&self, level: Level) -> Vec<usize> {
+        let (first, second) = if self.numa_first {
+            (Level::Numa, Level::Socket)
         } else {
-            for socket in self.sort_sockets() {
-                self.push_sorted(Level::Numa, Some((Level::Socket, socket)), &mut out);
-            }
-        }
-        out
-    }
-
-    /// Upstream `sortAvailableSockets`.
-    pub(crate) fn sort_sockets(&self) -> Vec<usize> {
+            (Level::Socket, Level::Numa)
+        };
+        let parent = match level {
+            Level::Core => Some(second),
+            Level::Uncore => Some(Level::Numa),
+            _ if level == first => None,
+            _ => Some(first),
+        };
         let mut out = Vec::new();
-        if self.numa_first {
-            for numa in self.sort_numas() {
-                self.push_sorted(Level::Socket, Some((Level::Numa, numa)), &mut out);
+        match parent {
+            None => self.push_sorted(level, None, &mut out),
+            Some(parent) => {
+                for dense in self.sort(parent) {
+                    self.push_sorted(level, Some((parent, dense)), &mut out);
+                }
             }
-        } else {
-            self.push_sorted(Level::Socket, None, &mut out);
-        }
-        out
-    }
-
-    /// Upstream `sortAvailableCores`.
-    pub(crate) fn sort_cores(&self) -> Vec<usize> {
-        let mut out = Vec::new();
-        if self.numa_first {
-            for socket in self.sort_sockets() {
-                self.push_sorted(Level::Core, Some((Level::Socket, socket)), &mut out);
-            }
-        } else {
-            for numa in self.sort_numas() {
-                self.push_sorted(Level::Core, Some((Level::Numa, numa)), &mut out);
-            }
-        }
-        out
-    }
-
-    /// Upstream `sortAvailableUncoreCaches`.
-    pub(crate) fn sort_uncores(&self) -> Vec<usize> {
-        let mut out = Vec::new();
-        for numa in self.sort_numas() {
-            self.push_sorted(Level::Uncore, Some((Level::Numa, numa)), &mut out);
         }
         out
     }
@@ -119,8 +119,8 @@ impl<'a> Accumulator<'a> {
     pub(crate) fn sort_cpus(&self) -> Vec<usize> {
         let mut out = Vec::new();
         let (level, parents) = match self.strategy {
-            CpuSortingStrategy::Packed => (Level::Core, self.sort_cores()),
-            CpuSortingStrategy::Spread => (Level::Socket, self.sort_sockets()),
+            CpuSortingStrategy::Packed => (Level::Core, self.sort(Level::Core)),
+            CpuSortingStrategy::Spread => (Level::Socket, self.sort(Level::Socket)),
         };
         for parent in parents {
             out.extend(
@@ -164,13 +164,8 @@ impl<'a> Accumulator<'a> {
     /// `takeFullCores`: the free groups of the sorted list (computed once, before taking),
     /// each taken whole (the topology's CPUs of the group) while it fits the need.
     fn take_full(&mut self, level: Level) {
-        let sorted = match level {
-            Level::Numa => self.sort_numas(),
-            Level::Socket => self.sort_sockets(),
-            Level::Core => self.sort_cores(),
-            Level::Uncore => self.sort_uncores(),
-        };
-        let free: Vec<usize> = sorted
+        let free: Vec<usize> = self
+            .sort(level)
             .into_iter()
             .filter(|&d| self.is_free(level, d))
             .collect();
@@ -252,7 +247,7 @@ impl<'a> Accumulator<'a> {
             .num_cpus
             .checked_div(counts.num_uncore_caches)
             .unwrap_or(0);
-        for uncore in self.sort_uncores() {
+        for uncore in self.sort(Level::Uncore) {
             if self.needs_at_least(per_uncore) {
                 self.take_full(Level::Uncore);
             }
@@ -294,13 +289,7 @@ mod tests {
 
     /// Upstream `freeNUMANodes` / `freeSockets` / `freeCores` as ids.
     fn free(acc: &Accumulator<'_>, level: Level) -> Vec<usize> {
-        let sorted = match level {
-            Level::Numa => acc.sort_numas(),
-            Level::Socket => acc.sort_sockets(),
-            Level::Core => acc.sort_cores(),
-            Level::Uncore => acc.sort_uncores(),
-        };
-        sorted
+        acc.sort(level)
             .into_iter()
             .filter(|&d| acc.is_free(level, d))
             .map(|d| acc.ix.groups(level).ids[d])

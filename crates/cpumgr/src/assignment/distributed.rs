@@ -72,17 +72,10 @@ pub fn take_by_topology_numa_distributed(
             UncoreCacheAlignment::Ignore,
         );
     }
-    let mut acc = Accumulator::new(index, available, num_cpus, strategy);
-    if acc.is_satisfied() {
-        return Ok(acc.result);
-    }
-    if acc.is_failed() {
-        return Err(TakeError::NotEnoughCpus {
-            requested: num_cpus,
-            available: available.len(),
-        });
-    }
-    let numas = acc.sort_numas();
+    let Some(mut acc) = Accumulator::start(index, available, num_cpus, strategy)? else {
+        return Ok(CpuSet::new());
+    };
+    let numas = acc.sort(Level::Numa);
     let (min_numas, max_numas) = range_numas_needed(&acc, cpu_group_size);
     // Free CPUs per NUMA node (dense index); the search does not take anything.
     let mut free = vec![0i64; index.groups(Level::Numa).ids.len()];

@@ -40,39 +40,30 @@ pub fn take_by_topology_numa_packed(
     strategy: CpuSortingStrategy,
     uncore_cache: UncoreCacheAlignment,
 ) -> Result<CpuSet, TakeError> {
-    let mut acc = Accumulator::new(index, available, num_cpus, strategy);
-    if acc.is_satisfied() {
-        return Ok(acc.result);
-    }
-    if acc.is_failed() {
-        return Err(TakeError::NotEnoughCpus {
-            requested: num_cpus,
-            available: available.len(),
-        });
-    }
-    acc.take_full_first_level();
-    if acc.is_satisfied() {
-        return Ok(acc.result);
-    }
-    acc.take_full_second_level();
-    if acc.is_satisfied() {
-        return Ok(acc.result);
-    }
-    if uncore_cache == UncoreCacheAlignment::Prefer {
-        acc.take_uncore_cache();
-        if acc.is_satisfied() {
-            return Ok(acc.result);
+    let Some(mut acc) = Accumulator::start(index, available, num_cpus, strategy)? else {
+        return Ok(CpuSet::new());
+    };
+    // Upstream's steps in order, each only when it applies, until the request is met.
+    let steps: [(bool, fn(&mut _)); 5] = [
+        (true, Accumulator::take_full_first_level),
+        (true, Accumulator::take_full_second_level),
+        (
+            uncore_cache == UncoreCacheAlignment::Prefer,
+            Accumulator::take_uncore_cache,
+        ),
+        (
+            strategy != CpuSortingStrategy::Spread,
+            Accumulator::take_full_cores,
+        ),
+        (true, Accumulator::take_remaining_cpus),
+    ];
+    for (applies, step) in steps {
+        if applies {
+            step(&mut acc);
+            if acc.is_satisfied() {
+                return Ok(acc.result);
+            }
         }
-    }
-    if strategy != CpuSortingStrategy::Spread {
-        acc.take_full_cores();
-        if acc.is_satisfied() {
-            return Ok(acc.result);
-        }
-    }
-    acc.take_remaining_cpus();
-    if acc.is_satisfied() {
-        return Ok(acc.result);
     }
     Err(TakeError::Failed)
 }

@@ -9,7 +9,7 @@ use corral_cpumgr::{
     CpuSortingStrategy, SocketAlignment, TopologyIndex, UncoreCacheAlignment,
     generate_cpu_topology_hints, take_by_topology_numa_distributed, take_by_topology_numa_packed,
 };
-use corral_testkit::conformance_topology::{hints, load_testdata, machines, num};
+use corral_testkit::conformance_topology::{flag, hints, load_testdata, machines, num, text};
 use corral_topology::{CpuSet, TopologyHint};
 use serde_json::Value;
 
@@ -42,47 +42,45 @@ fn plain_hints(hints: &[TopologyHint]) -> Vec<(Vec<usize>, bool)> {
         .collect()
 }
 
-/// Fails with (the first 20 of) `failures` unless there are none.
-fn assert_all_passed(failures: &[String], cases: usize) {
+/// Checks every case of the vector file `name` on its topology with `check` (given the case's
+/// position and the case; `Some` is a failure's description), then fails with (the first 20
+/// of) the failures unless there are none.
+fn check_vectors(name: &str, check: impl Fn(&TopologyIndex, usize, &Value) -> Option<String>) {
+    let doc = load(name);
+    let topos = topologies(&doc);
+    let cases = doc["cases"].as_array().expect("cases");
+    let failures: Vec<String> = cases
+        .iter()
+        .enumerate()
+        .filter_map(|(i, case)| check(&topos[text(case, "topology")], i, case))
+        .collect();
     assert!(
         failures.is_empty(),
-        "{} of {cases} failed:\n{}",
+        "{} of {} failed:\n{}",
         failures.len(),
+        cases.len(),
         failures[..failures.len().min(20)].join("\n")
     );
 }
 
 #[test]
 fn cpu_assignment_vectors() {
-    let doc = load("cpu_assignment.json");
-    let topos = topologies(&doc);
-    let mut failures = Vec::new();
-    let cases = doc["cases"].as_array().expect("cases");
-    for (i, case) in cases.iter().enumerate() {
-        let index = &topos[case["topology"].as_str().expect("topology")];
+    check_vectors("cpu_assignment.json", |index, i, case| {
         let available = set(&case["available"]);
         let n = num(case, "num_cpus");
-        let strategy: CpuSortingStrategy = case["cpu_sorting_strategy"]
-            .as_str()
-            .expect("strategy")
+        let strategy: CpuSortingStrategy = text(case, "cpu_sorting_strategy")
             .parse()
             .expect("known strategy");
+        let uncore = if flag(case, "prefer_align_by_uncore_cache") {
+            UncoreCacheAlignment::Prefer
+        } else {
+            UncoreCacheAlignment::Ignore
+        };
         let started = Instant::now();
-        let got = match case["algorithm"].as_str().expect("algorithm") {
-            "takeByTopologyNUMAPacked" => take_by_topology_numa_packed(
-                index,
-                &available,
-                n,
-                strategy,
-                if case["prefer_align_by_uncore_cache"]
-                    .as_bool()
-                    .unwrap_or(false)
-                {
-                    UncoreCacheAlignment::Prefer
-                } else {
-                    UncoreCacheAlignment::Ignore
-                },
-            ),
+        let got = match text(case, "algorithm") {
+            "takeByTopologyNUMAPacked" => {
+                take_by_topology_numa_packed(index, &available, n, strategy, uncore)
+            }
             "takeByTopologyNUMADistributed" => take_by_topology_numa_distributed(
                 index,
                 &available,
@@ -105,24 +103,18 @@ fn cpu_assignment_vectors() {
             (None, Ok(s)) => s.to_string() == case["result"].as_str().unwrap_or_default(),
             _ => false,
         };
-        if !ok {
-            failures.push(format!(
+        (!ok).then(|| {
+            format!(
                 "case {i} {}: want {:?}/{:?}, got {got:?}",
                 case, case["result"], want_error
-            ));
-        }
-    }
-    assert_all_passed(&failures, cases.len());
+            )
+        })
+    });
 }
 
 #[test]
 fn cpu_hints_vectors() {
-    let doc = load("cpu_hints.json");
-    let topos = topologies(&doc);
-    let mut failures = Vec::new();
-    let cases = doc["cases"].as_array().expect("cases");
-    for case in cases {
-        let index = &topos[case["topology"].as_str().expect("topology")];
+    check_vectors("cpu_hints.json", |index, _, case| {
         let got = generate_cpu_topology_hints(
             index,
             &set(&case["available"]),
@@ -137,9 +129,6 @@ fn cpu_hints_vectors() {
         );
         let got = plain_hints(&got);
         let want = hints(&case["hints"]);
-        if got != want {
-            failures.push(format!("{}: want {want:?}, got {got:?}", case["id"]));
-        }
-    }
-    assert_all_passed(&failures, cases.len());
+        (got != want).then(|| format!("{}: want {want:?}, got {got:?}", case["id"]))
+    });
 }

@@ -88,6 +88,12 @@ fn start_static() -> (CpuManager, Arc<Pods>, Arc<Runtime>) {
     .unwrap()
 }
 
+/// A manager started with [`static_config`] on the checkpoint files of `store`.
+fn start_static_on(store: &CheckpointStore, initial: ContainerMap) -> CpuManager {
+    let backend = Box::new(CheckpointBackend::new(store.clone()));
+    start(&static_config(), backend, initial).unwrap().0
+}
+
 /// Allocate `pod`'s first container without a NUMA preference.
 fn allocate_first(manager: &CpuManager, pod: &Pod) {
     manager
@@ -162,12 +168,7 @@ fn kubelet_written_state_restores_and_validates() {
             &vector("cpumanager_v2/static_default_only"),
         )
         .unwrap();
-    let (manager, _, _) = start(
-        &static_config(),
-        Box::new(CheckpointBackend::new(store.clone())),
-        ContainerMap::new(),
-    )
-    .unwrap();
+    let manager = start_static_on(&store, ContainerMap::new());
     assert_eq!(manager.state().default_cpu_set().to_string(), "0-7");
     assert_eq!(manager.allocatable_cpus().to_string(), "1-7");
     let pod = make_pod("uid", "c", 2000, 2000);
@@ -187,12 +188,7 @@ fn kubelet_written_state_restores_and_validates() {
     let mut initial = ContainerMap::new();
     initial.add("pod", "c1", "containerID1");
     initial.add("pod", "c2", "containerID2");
-    let (manager, _, _) = start(
-        &static_config(),
-        Box::new(CheckpointBackend::new(store)),
-        initial,
-    )
-    .unwrap();
+    let manager = start_static_on(&store, initial);
     assert_eq!(manager.exclusive_cpus("pod", "c1").to_string(), "2-3");
     assert_eq!(manager.exclusive_cpus("pod", "c2").to_string(), "4-5");
 }
@@ -206,12 +202,7 @@ fn policy_change_none_to_static_migrates() {
     store
         .write_bytes(CPU_MANAGER_FILE, &vector("cpumanager_v2/none_policy_empty"))
         .unwrap();
-    let (manager, _, _) = start(
-        &static_config(),
-        Box::new(CheckpointBackend::new(store.clone())),
-        ContainerMap::new(),
-    )
-    .unwrap();
+    let manager = start_static_on(&store, ContainerMap::new());
     assert_eq!(manager.state().default_cpu_set().to_string(), "0-7");
     let back: CpuManagerCheckpoint = store.get(CPU_MANAGER_FILE).unwrap();
     assert_eq!(back.policy_name, "static");
