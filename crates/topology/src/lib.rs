@@ -53,6 +53,9 @@
 
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
+#[macro_use]
+mod macros;
+
 mod cpuset;
 mod cpuset_format;
 mod details;

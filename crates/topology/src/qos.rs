@@ -6,8 +6,6 @@
 //! Quantities are compared as converted integers (millicores, bytes), so two quantities that
 //! differ only below a millicore or a byte compare equal here.
 
-use std::fmt;
-
 use crate::pod::{Pod, ResourceList};
 
 /// A pod's quality-of-service class.
@@ -22,20 +20,12 @@ pub enum QosClass {
     BestEffort,
 }
 
-impl QosClass {
+enum_strings! {
     /// Upstream's string (`Guaranteed`, `Burstable`, `BestEffort`).
-    pub const fn as_str(self) -> &'static str {
-        match self {
-            QosClass::Guaranteed => "Guaranteed",
-            QosClass::Burstable => "Burstable",
-            QosClass::BestEffort => "BestEffort",
-        }
-    }
-}
-
-impl fmt::Display for QosClass {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
+    QosClass {
+        Guaranteed => "Guaranteed",
+        Burstable => "Burstable",
+        BestEffort => "BestEffort",
     }
 }
 

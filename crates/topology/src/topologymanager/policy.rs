@@ -12,7 +12,6 @@
 
 use std::borrow::Cow;
 use std::collections::BTreeMap;
-use std::fmt;
 use std::str::FromStr;
 
 use super::hint::{ProviderHints, TopologyHint};
@@ -42,21 +41,15 @@ impl PolicyName {
         PolicyName::Restricted,
         PolicyName::SingleNumaNode,
     ];
-
-    /// The kubelet config string.
-    pub const fn as_str(self) -> &'static str {
-        match self {
-            PolicyName::None => "none",
-            PolicyName::BestEffort => "best-effort",
-            PolicyName::Restricted => "restricted",
-            PolicyName::SingleNumaNode => "single-numa-node",
-        }
-    }
 }
 
-impl fmt::Display for PolicyName {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
+enum_strings! {
+    /// The kubelet config string.
+    PolicyName {
+        None => "none",
+        BestEffort => "best-effort",
+        Restricted => "restricted",
+        SingleNumaNode => "single-numa-node",
     }
 }
 

@@ -1,7 +1,6 @@
 //! The two topology manager scopes (upstream `scope_container.go`, `scope_pod.go`, and the
 //! none scope used with the `none` policy).
 
-use std::fmt;
 use std::str::FromStr;
 use std::sync::Arc;
 use std::sync::atomic::AtomicU64;
@@ -25,19 +24,11 @@ pub enum ScopeName {
     Pod,
 }
 
-impl ScopeName {
+enum_strings! {
     /// The kubelet config string.
-    pub const fn as_str(self) -> &'static str {
-        match self {
-            ScopeName::Container => "container",
-            ScopeName::Pod => "pod",
-        }
-    }
-}
-
-impl fmt::Display for ScopeName {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
+    ScopeName {
+        Container => "container",
+        Pod => "pod",
     }
 }
 

@@ -2,8 +2,8 @@
 //! shared tables of `policy_test.go` (see `policy_cases`).
 
 use crate::support::policy_cases::{
-    best_effort, best_effort_closest_numa, best_effort_no_policies, check_merge, eight_nodes,
-    four_nodes, merge_one_nil_hint,
+    best_effort, best_effort_closest_numa, best_effort_no_policies, check_can_admit, check_merge,
+    eight_nodes, four_nodes,
 };
 use corral_topology::PolicyName;
 
@@ -12,14 +12,9 @@ use corral_topology::PolicyName;
 /// and one that yields a preferred hint.
 #[test]
 fn policy_best_effort_can_admit_pod_result() {
-    // "Preferred is set to false in topology hints"
-    let result = merge_one_nil_hint(PolicyName::BestEffort, false);
-    assert!(!result.best_hint.preferred);
-    assert!(result.admit);
-    // "Preferred is set to true in topology hints"
-    let result = merge_one_nil_hint(PolicyName::BestEffort, true);
-    assert!(result.best_hint.preferred);
-    assert!(result.admit);
+    // "Preferred is set to false in topology hints", "Preferred is set to true in topology
+    // hints": (preferred, admitted).
+    check_can_admit(PolicyName::BestEffort, [(false, true), (true, true)]);
 }
 
 /// Upstream `TestPolicyBestEffortMerge`: common + mergeTestCases + mergeTestCasesNoPolicies over

@@ -3,8 +3,8 @@
 //! of `policy_test.go` (see `policy_cases`); only admission differs.
 
 use crate::support::policy_cases::{
-    best_effort, best_effort_closest_numa, best_effort_no_policies, check_merge, eight_nodes,
-    four_nodes, merge_one_nil_hint, policy, two_nodes,
+    best_effort, best_effort_closest_numa, best_effort_no_policies, check_can_admit, check_merge,
+    eight_nodes, four_nodes, policy, two_nodes,
 };
 use corral_topology::{PolicyName, TopologyHint};
 
@@ -23,14 +23,9 @@ fn policy_restricted_name() {
 /// preferred.
 #[test]
 fn policy_restricted_can_admit_pod_result() {
-    // "Preferred is set to false in topology hints"
-    let result = merge_one_nil_hint(PolicyName::Restricted, false);
-    assert!(!result.best_hint.preferred);
-    assert!(!result.admit);
-    // "Preferred is set to true in topology hints"
-    let result = merge_one_nil_hint(PolicyName::Restricted, true);
-    assert!(result.best_hint.preferred);
-    assert!(result.admit);
+    // "Preferred is set to false in topology hints", "Preferred is set to true in topology
+    // hints": (preferred, admitted).
+    check_can_admit(PolicyName::Restricted, [(false, false), (true, true)]);
 }
 
 /// Upstream `TestPolicyRestrictedMerge`: common + mergeTestCases + mergeTestCasesNoPolicies over

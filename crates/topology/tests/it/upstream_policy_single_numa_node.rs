@@ -20,15 +20,7 @@ fn policy_single_numa_node_can_admit_pod_result() {
 /// `commonNUMAInfoFourNodes`.
 #[test]
 fn policy_single_numa_node_merge() {
-    let admit = |hint: &TopologyHint| hint.preferred;
-    let checked = check_merge(
-        PolicyName::SingleNumaNode,
-        &four_nodes(),
-        false,
-        [single_numa_node()],
-        admit,
-    );
-    assert_eq!(checked, 21);
+    assert_eq!(merge_over_four_nodes(false), 21);
 }
 
 /// The same tables with prefer-closest-numa-nodes set: upstream's single-numa-node policy
@@ -36,13 +28,19 @@ fn policy_single_numa_node_merge() {
 /// answers do not change.
 #[test]
 fn policy_single_numa_node_merge_ignores_prefer_closest() {
+    assert_eq!(merge_over_four_nodes(true), 21);
+}
+
+/// common + singleNumaNodePolicy.mergeTestCases over `commonNUMAInfoFourNodes`, admitting
+/// preferred hints only; the number of cases checked.
+fn merge_over_four_nodes(prefer_closest: bool) -> usize {
+    let tables = [single_numa_node()];
     let admit = |hint: &TopologyHint| hint.preferred;
-    let checked = check_merge(
+    check_merge(
         PolicyName::SingleNumaNode,
         &four_nodes(),
-        true,
-        [single_numa_node()],
+        prefer_closest,
+        tables,
         admit,
-    );
-    assert_eq!(checked, 21);
+    )
 }

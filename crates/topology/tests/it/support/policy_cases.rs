@@ -513,3 +513,13 @@ pub(crate) fn check_merge(
 pub(crate) fn merge_one_nil_hint(name: PolicyName, preferred: bool) -> MergeResult {
     policy(name, &two_nodes(), false).merge(&[p(&[("resource", vec![nil(preferred)])])])
 }
+
+/// Upstream's `TestPolicy*CanAdmitPodResult` rows: for each `(preferred, admitted)`, the
+/// merge of one nil-affinity hint with that preference keeps it and admits as given.
+pub(crate) fn check_can_admit(name: PolicyName, rows: impl IntoIterator<Item = (bool, bool)>) {
+    for (preferred, admitted) in rows {
+        let result = merge_one_nil_hint(name, preferred);
+        assert_eq!(result.best_hint.preferred, preferred, "{name} {preferred}");
+        assert_eq!(result.admit, admitted, "{name} {preferred}");
+    }
+}
