@@ -174,7 +174,7 @@ pub enum DraManagerError {
     #[cfg(feature = "test-util")]
     #[cfg_attr(docsrs, doc(cfg(feature = "test-util")))]
     #[error("injected crash at {0:?}: this manager is dead, restart it from its state directory")]
-    Crashed(crate::manager::crash::CrashPoint),
+    Crashed(crate::crash_point::CrashPoint),
 }
 
 /// Why one call to a DRA driver failed as a whole.

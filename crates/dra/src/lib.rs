@@ -125,6 +125,7 @@ pub mod cdi;
 mod claim;
 mod claim_cache;
 mod claim_info;
+mod crash_point;
 mod driver;
 mod error;
 mod manager;
@@ -140,11 +141,11 @@ pub use claim::{
 };
 pub use claim_cache::ClaimInfoCache;
 pub use claim_info::{ClaimInfo, PreparedDevice};
-pub use driver::{DriverClients, PrepareResults, UnprepareResults};
-pub use error::{DraManagerError, DriverCallError};
 #[cfg(feature = "test-util")]
 #[cfg_attr(docsrs, doc(cfg(feature = "test-util")))]
-pub use manager::crash::CrashPoint;
+pub use crash_point::CrashPoint;
+pub use driver::{DriverClients, PrepareResults, UnprepareResults};
+pub use error::{DraManagerError, DriverCallError};
 pub use manager::{ContainerInfo, DraManager, DraManagerConfig};
 pub use plugin::{
     DraPluginClient, DraService, PluginRegistry, PluginStore, RegistrationError, RegistrationEvent,

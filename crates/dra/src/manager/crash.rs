@@ -1,27 +1,10 @@
 //! Fault injection for the crash-consistency tests (feature `test-util`): a manager told
-//! to crash at a [`CrashPoint`] stops there as a killed process would, and refuses every
+//! to crash at a `CrashPoint` stops there as a killed process would, and refuses every
 //! later call. Without the feature it never crashes and [`Faults`] holds nothing.
 
 use super::DraManagerConfig;
+use crate::crash_point::CrashPoint;
 use crate::error::DraManagerError;
-
-/// A point inside an operation where a manager configured to crash there stops, as if the
-/// process had been killed (fault injection for crash-consistency tests).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[non_exhaustive]
-// Public API only with `test-util`; without it, the variant names follow the public ones.
-#[cfg_attr(
-    not(feature = "test-util"),
-    allow(unreachable_pub, clippy::enum_variant_names)
-)]
-pub enum CrashPoint {
-    /// Prepare: after the claims are recorded in the checkpoint, before any driver call.
-    AfterRecord,
-    /// Prepare: after the drivers prepared, before their devices are checkpointed.
-    AfterPrepare,
-    /// Unprepare: after the drivers unprepared, before the claims leave the checkpoint.
-    AfterUnprepare,
-}
 
 /// Where a manager is to crash, and whether it did.
 #[derive(Debug, Default)]

@@ -25,11 +25,12 @@ use crate::state::{FileStateStore, StateStore};
 
 mod checks;
 mod containers;
-pub(crate) mod crash;
+mod crash;
 
+use crate::crash_point::CrashPoint;
 use checks::{check_answer, claim_failed, list, resolve_claims};
 pub use containers::ContainerInfo;
-use crash::{CrashPoint, Faults};
+use crash::Faults;
 
 const PREPARE: &str = "NodePrepareResources";
 const UNPREPARE: &str = "NodeUnprepareResources";
