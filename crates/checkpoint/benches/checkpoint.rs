@@ -12,45 +12,14 @@ use std::hint::black_box;
 use std::time::Duration;
 
 use corral_checkpoint::{
-    Checkpoint, CheckpointStore, CpuManagerCheckpoint, DeviceManagerCheckpoint, PodDevicesEntry,
-    fnv32a,
+    Checkpoint, CheckpointStore, CpuManagerCheckpoint, DeviceManagerCheckpoint, fnv32a,
 };
 use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
+use fixtures::device_checkpoint;
+
+mod fixtures;
 
 const SIZES: [usize; 3] = [1, 100, 10_000];
-
-/// A device checkpoint with `entries` allocations, each with a 32-byte `AllocResp` when
-/// `alloc_resp` (device plugins that return no mounts, devices or envs leave it empty).
-fn device_checkpoint(entries: usize, alloc_resp: bool) -> DeviceManagerCheckpoint {
-    let pod_device_entries = (0..entries)
-        .map(|i| PodDevicesEntry {
-            pod_uid: format!("{:08x}-0000-4000-8000-{:012x}", i / 4, i),
-            container_name: format!("container-{}", i % 4),
-            resource_name: "nvidia.com/gpu".to_owned(),
-            device_ids: Some(BTreeMap::from([(
-                (i % 2) as i64,
-                Some(vec![format!("GPU-{i:06}-a"), format!("GPU-{i:06}-b")]),
-            )])),
-            alloc_resp: Some(if alloc_resp {
-                (0..32).map(|b| (b * 7 + i) as u8).collect()
-            } else {
-                Vec::new()
-            }),
-        })
-        .collect();
-    let registered = (0..entries.min(64))
-        .map(|r| {
-            (
-                format!("example.com/res{r}"),
-                Some((0..4).map(|d| format!("dev-{r}-{d}")).collect()),
-            )
-        })
-        .collect();
-    DeviceManagerCheckpoint {
-        pod_device_entries: Some(pod_device_entries),
-        registered_devices: Some(registered),
-    }
-}
 
 fn cpu_checkpoint(entries: usize) -> CpuManagerCheckpoint {
     let pods = (0..entries)

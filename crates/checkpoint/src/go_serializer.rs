@@ -287,45 +287,33 @@ macro_rules! reject {
         fn serialize_tuple(self, _: usize) -> Result<Self::SerializeTuple, Self::Error> { $r }
     };
     (@one serialize_tuple_struct $r:expr) => {
-        fn serialize_tuple_struct(
-            self,
-            _: &'static str,
-            _: usize,
-        ) -> Result<Self::SerializeTupleStruct, Self::Error> {
-            $r
-        }
+        $crate::go_serializer::reject!(@named serialize_tuple_struct SerializeTupleStruct $r);
     };
     (@one serialize_tuple_variant $r:expr) => {
-        fn serialize_tuple_variant(
-            self,
-            _: &'static str,
-            _: u32,
-            _: &'static str,
-            _: usize,
-        ) -> Result<Self::SerializeTupleVariant, Self::Error> {
-            $r
-        }
+        $crate::go_serializer::reject!(@variant serialize_tuple_variant SerializeTupleVariant $r);
     };
     (@one serialize_map $r:expr) => {
         fn serialize_map(self, _: Option<usize>) -> Result<Self::SerializeMap, Self::Error> { $r }
     };
     (@one serialize_struct $r:expr) => {
-        fn serialize_struct(
-            self,
-            _: &'static str,
-            _: usize,
-        ) -> Result<Self::SerializeStruct, Self::Error> {
+        $crate::go_serializer::reject!(@named serialize_struct SerializeStruct $r);
+    };
+    (@one serialize_struct_variant $r:expr) => {
+        $crate::go_serializer::reject!(@variant serialize_struct_variant SerializeStructVariant $r);
+    };
+    (@named $method:ident $compound:ident $r:expr) => {
+        fn $method(self, _: &'static str, _: usize) -> Result<Self::$compound, Self::Error> {
             $r
         }
     };
-    (@one serialize_struct_variant $r:expr) => {
-        fn serialize_struct_variant(
+    (@variant $method:ident $compound:ident $r:expr) => {
+        fn $method(
             self,
             _: &'static str,
             _: u32,
             _: &'static str,
             _: usize,
-        ) -> Result<Self::SerializeStructVariant, Self::Error> {
+        ) -> Result<Self::$compound, Self::Error> {
             $r
         }
     };

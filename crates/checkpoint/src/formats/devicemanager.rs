@@ -7,6 +7,7 @@
 
 use std::collections::BTreeMap;
 
+use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
 use super::{
@@ -50,7 +51,7 @@ go_struct! {
     pub struct DeviceManagerCheckpoint in pub static DATA = "checkpoint.checkpointData" {
         /// Allocations.
         pub pod_device_entries: Option<Vec<PodDevicesEntry>>
-            => "PodDeviceEntries" = &GoType::Slice(&ENTRY),
+            => "PodDeviceEntries" = &ENTRIES,
         /// Registered devices per resource.
         pub registered_devices: Option<RegisteredDevices>
             => "RegisteredDevices" = &MAP_STRING_STRINGS,
@@ -71,25 +72,52 @@ static FILE: GoType = GoType::Struct(&GoStruct {
     ],
 });
 
+/// `[]checkpoint.PodDevicesEntry`.
+static ENTRIES: GoType = GoType::Slice(&ENTRY);
+
 /// `checkpoint.Data` / `checkpoint.DataV1`: the content and its checksum.
 #[derive(Serialize)]
-pub(super) struct FileWire<'a, D> {
+struct FileWire<'a, D> {
     #[serde(rename = "Data")]
-    pub(super) data: &'a D,
+    data: &'a D,
     #[serde(rename = "Checksum")]
-    pub(super) checksum: u64,
+    checksum: u64,
 }
 
-/// What the kubelet reads a device checkpoint file into: `checkpoint.New(make([]…, 0),
-/// make(map…))`, an empty (non-nil) entry list of Go type `entries` and device map.
-pub(super) fn initial_file(entries: &GoType) -> GoValue {
-    GoValue::Struct(vec![
+/// Decodes and verifies a device checkpoint file of Go type `file` whose data (Go type
+/// `data`, entry list `entries`) hashes with `checksum`. The kubelet reads into
+/// `checkpoint.New(make([]…, 0), make(map…))`: an empty (non-nil) entry list and device map.
+pub(super) fn decode_data_file<T: Checkpoint + DeserializeOwned>(
+    bytes: &[u8],
+    [file, data, entries]: [&'static GoType; 3],
+    checksum: fn(&T) -> Result<u64>,
+) -> Result<(T, ChecksumCheck)> {
+    let initial = GoValue::Struct(vec![
         GoValue::Struct(vec![
             GoValue::empty(entries),
             GoValue::empty(&MAP_STRING_STRINGS),
         ]),
         GoValue::Uint(0),
-    ])
+    ]);
+    let (value, recorded) = read_file(
+        bytes,
+        file,
+        initial,
+        T::FORMAT,
+        data,
+        ChecksumAt::BesideData,
+    )?;
+    let check = verify(T::FORMAT, recorded, checksum(&value)?)?;
+    Ok((value, check))
+}
+
+/// The bytes of a device checkpoint file of Go type `file`: `data` and its `checksum`.
+pub(super) fn encode_data_file<D: Serialize>(
+    data: &D,
+    checksum: u64,
+    file: &'static GoType,
+) -> Result<Vec<u8>> {
+    marshal_file(&FileWire { data, checksum }, file)
 }
 
 impl DeviceManagerCheckpoint {
@@ -111,17 +139,7 @@ impl DeviceManagerCheckpoint {
 
     /// Decodes and verifies.
     pub(crate) fn decode_checked(bytes: &[u8]) -> Result<(Self, ChecksumCheck)> {
-        let initial = initial_file(&GoType::Slice(&ENTRY));
-        let (data, recorded): (Self, _) = read_file(
-            bytes,
-            &FILE,
-            initial,
-            Self::FORMAT,
-            &DATA,
-            ChecksumAt::BesideData,
-        )?;
-        let check = verify(Self::FORMAT, recorded, data.checksum()?)?;
-        Ok((data, check))
+        decode_data_file(bytes, [&FILE, &DATA, &ENTRIES], Self::checksum)
     }
 }
 
@@ -129,14 +147,7 @@ impl Checkpoint for DeviceManagerCheckpoint {
     const FORMAT: Format = Format::DeviceManagerV2;
 
     fn encode(&self) -> Result<Vec<u8>> {
-        let checksum = self.checksum()?;
-        marshal_file(
-            &FileWire {
-                data: self,
-                checksum,
-            },
-            &FILE,
-        )
+        encode_data_file(self, self.checksum()?, &FILE)
     }
 
     fn decode(bytes: &[u8]) -> Result<Self> {

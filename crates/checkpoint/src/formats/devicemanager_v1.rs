@@ -11,11 +11,9 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use super::devicemanager::{
-    DeviceManagerCheckpoint, FileWire, PodDevicesEntry, RegisteredDevices, initial_file,
+    DeviceManagerCheckpoint, PodDevicesEntry, RegisteredDevices, decode_data_file, encode_data_file,
 };
-use super::{
-    Checkpoint, ChecksumAt, ChecksumCheck, from_go_json, go_struct, marshal_file, read_file, verify,
-};
+use super::{Checkpoint, ChecksumCheck, from_go_json, go_struct};
 use crate::error::Result;
 use crate::format::Format;
 use crate::gotype::{
@@ -48,12 +46,15 @@ go_struct! {
     pub struct DeviceManagerCheckpointV1 in static DATA_V1 = "checkpoint.checkpointDataV1" {
         /// Allocations.
         pub pod_device_entries: Option<Vec<PodDevicesEntryV1>>
-            => "PodDeviceEntries" = &GoType::Slice(&ENTRY_V1),
+            => "PodDeviceEntries" = &ENTRIES_V1,
         /// Registered devices per resource.
         pub registered_devices: Option<RegisteredDevices>
             => "RegisteredDevices" = &MAP_STRING_STRINGS,
     }
 }
+
+/// `[]checkpoint.PodDevicesEntryV1`.
+static ENTRIES_V1: GoType = GoType::Slice(&ENTRY_V1);
 
 static FILE_V1: GoType = GoType::Struct(&GoStruct {
     name: "checkpoint.DataV1",
@@ -106,17 +107,7 @@ impl DeviceManagerCheckpointV1 {
 
     /// Decodes and verifies.
     pub(crate) fn decode_checked(bytes: &[u8]) -> Result<(Self, ChecksumCheck)> {
-        let initial = initial_file(&GoType::Slice(&ENTRY_V1));
-        let (data, recorded): (Self, _) = read_file(
-            bytes,
-            &FILE_V1,
-            initial,
-            Self::FORMAT,
-            &DATA_V1,
-            ChecksumAt::BesideData,
-        )?;
-        let check = verify(Self::FORMAT, recorded, data.checksum()?)?;
-        Ok((data, check))
+        decode_data_file(bytes, [&FILE_V1, &DATA_V1, &ENTRIES_V1], Self::checksum)
     }
 }
 
@@ -126,14 +117,7 @@ impl Checkpoint for DeviceManagerCheckpointV1 {
     /// Writes the legacy format (only for tests and migration tooling; the kubelet no longer
     /// writes it).
     fn encode(&self) -> Result<Vec<u8>> {
-        let checksum = self.checksum()?;
-        marshal_file(
-            &FileWire {
-                data: self,
-                checksum,
-            },
-            &FILE_V1,
-        )
+        encode_data_file(self, self.checksum()?, &FILE_V1)
     }
 
     fn decode(bytes: &[u8]) -> Result<Self> {

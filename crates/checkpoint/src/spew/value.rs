@@ -16,6 +16,20 @@ use crate::gotype::{GoType, IntWidth};
 use crate::map_order::KeyOrder;
 use crate::schema_mismatch::{SchemaMismatch, mismatch};
 
+/// The associated types of a `Serializer` that prints one value (`ValueSer`, `ByteElem`).
+macro_rules! dump_types {
+    () => {
+        type Ok = ();
+        type Error = SchemaMismatch;
+        type SerializeSeq = SeqSer<'a, 's, S>;
+        type SerializeMap = MapSer<'a, 's, S>;
+        type SerializeStruct = StructSer<'a, 's, S>;
+        impossible!(();
+            SerializeTuple SerializeTupleStruct SerializeTupleVariant SerializeStructVariant
+        );
+    };
+}
+
 /// Prints one value of Go type `ty`.
 pub(super) struct ValueSer<'a, 's, S> {
     pub(super) d: &'a mut Dumper<'s, S>,
@@ -33,14 +47,7 @@ impl<S: DumpSink> ValueSer<'_, '_, S> {
 }
 
 impl<'a, 's, S: DumpSink> ser::Serializer for ValueSer<'a, 's, S> {
-    type Ok = ();
-    type Error = SchemaMismatch;
-    type SerializeSeq = SeqSer<'a, 's, S>;
-    type SerializeMap = MapSer<'a, 's, S>;
-    type SerializeStruct = StructSer<'a, 's, S>;
-    impossible!(();
-        SerializeTuple SerializeTupleStruct SerializeTupleVariant SerializeStructVariant
-    );
+    dump_types!();
 
     go_value_methods!(int);
 
@@ -214,14 +221,7 @@ macro_rules! forward_to_plain {
 }
 
 impl<'a, 's, S: DumpSink> ser::Serializer for ByteElem<'a, 's, S> {
-    type Ok = ();
-    type Error = SchemaMismatch;
-    type SerializeSeq = SeqSer<'a, 's, S>;
-    type SerializeMap = MapSer<'a, 's, S>;
-    type SerializeStruct = StructSer<'a, 's, S>;
-    impossible!(();
-        SerializeTuple SerializeTupleStruct SerializeTupleVariant SerializeStructVariant
-    );
+    dump_types!();
 
     fn serialize_u8(self, v: u8) -> Result<(), SchemaMismatch> {
         // The element's type header is suppressed (`ignore_next_type`), and a `uint8` is
