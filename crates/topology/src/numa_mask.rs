@@ -246,14 +246,12 @@ mod tests {
 
     #[test]
     fn errors() {
-        assert_eq!(
-            NumaMask::new([0, 64]),
-            Err(NumaMaskError::OutOfRange { id: 64 })
-        );
-        assert_eq!(
-            NumaMask::from_signed([-1]),
-            Err(NumaMaskError::OutOfRange { id: -1 })
-        );
+        for (got, id) in [
+            (NumaMask::new([0, 64]), 64),
+            (NumaMask::from_signed([-1]), -1),
+        ] {
+            assert_eq!(got, Err(NumaMaskError::OutOfRange { id }));
+        }
         let mut m = NumaMask::new([1]).unwrap();
         assert!(m.add(64).is_err());
         assert_eq!(m.get_bits(), vec![1]);

@@ -536,14 +536,19 @@ mod tests {
         }
     }
 
+    /// The records `[cpu, core, socket, numa, uncore]` and their topology.
+    fn topo(cpus: &[[usize; 5]]) -> (Vec<CpuRecord>, CpuTopology) {
+        let recs: Vec<CpuRecord> = cpus
+            .iter()
+            .map(|&[cpu, core, socket, numa, uncore]| rec(cpu, [core, socket, numa, uncore]))
+            .collect();
+        let topo = CpuTopology::new(&recs).unwrap();
+        (recs, topo)
+    }
+
     #[test]
     fn counts_and_errors() {
-        let recs = [
-            rec(0, [0, 0, 0, 0]),
-            rec(1, [0, 0, 0, 0]),
-            rec(2, [2, 1, 1, 1]),
-        ];
-        let topo = CpuTopology::new(&recs).unwrap();
+        let (recs, topo) = topo(&[[0, 0, 0, 0, 0], [1, 0, 0, 0, 0], [2, 2, 1, 1, 1]]);
         assert_eq!(
             topo.counts(),
             TopologyCounts {
@@ -597,12 +602,7 @@ mod tests {
     }
     #[test]
     fn sparse_ids_above_63_are_renumbered_in_id_order() {
-        let recs = [
-            rec(0, [0, 0, 0, 0]),
-            rec(1, [1, 0, 72, 0]),
-            rec(2, [2, 0, 70, 0]),
-        ];
-        let topo = CpuTopology::new(&recs).unwrap();
+        let (_, topo) = topo(&[[0, 0, 0, 0, 0], [1, 1, 0, 72, 0], [2, 2, 0, 70, 0]]);
         assert_eq!(topo.numa_ids().os_ids(), &[0, 70, 72]);
         assert_eq!(topo.numa_nodes(), &[0, 1, 2]);
         assert_eq!(topo.cpu(1).map(|i| i.numa), Some(2));
