@@ -12,8 +12,8 @@ use crate::formats::ChecksumVerification;
 use crate::formats::cpumanager::{CpuManagerCheckpoint, CpuManagerCheckpointV1};
 use crate::formats::devicemanager::DeviceManagerCheckpoint;
 use crate::formats::devicemanager_v1::DeviceManagerCheckpointV1;
-use crate::formats::dra::DraCheckpoint;
-use crate::formats::dra_v130::DraCheckpointV130;
+use crate::formats::dra::DraManagerCheckpoint;
+use crate::formats::dra_v130::DraManagerCheckpointV130;
 use crate::formats::memorymanager::MemoryManagerCheckpoint;
 use crate::gojson::{TopLevel, top_level};
 
@@ -32,9 +32,9 @@ pub enum CheckpointValue {
     /// `memory_manager_state`.
     MemoryManager(MemoryManagerCheckpoint),
     /// `dra_manager_state`, v1.32 format.
-    Dra(DraCheckpoint),
+    DraManager(DraManagerCheckpoint),
     /// `dra_manager_state`, v1.26–v1.30 format.
-    DraV130(DraCheckpointV130),
+    DraManagerV130(DraManagerCheckpointV130),
 }
 
 /// What [`inspect`] found.
@@ -98,8 +98,8 @@ fn read_as(format: Format, bytes: &[u8]) -> Result<Inspected> {
         CpuManagerV2: CpuManagerCheckpoint => CpuManager,
         CpuManagerV1: CpuManagerCheckpointV1 => CpuManagerV1,
         MemoryManager: MemoryManagerCheckpoint => MemoryManager,
-        DraV132: DraCheckpoint => Dra,
-        DraV130: DraCheckpointV130 => DraV130,
+        DraV132: DraManagerCheckpoint => DraManager,
+        DraV130: DraManagerCheckpointV130 => DraManagerV130,
     );
     Ok(Inspected {
         format,

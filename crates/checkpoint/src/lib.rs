@@ -10,7 +10,7 @@
 //! | `kubelet_internal_checkpoint` | [`DeviceManagerCheckpoint`] (legacy: [`DeviceManagerCheckpointV1`]) | FNV-32a of a go-spew dump |
 //! | `cpu_manager_state` | [`CpuManagerCheckpoint`] (legacy: [`CpuManagerCheckpointV1`]) | FNV-32a of a go-spew dump, 0 accepted |
 //! | `memory_manager_state` | [`MemoryManagerCheckpoint`] | FNV-32a of a go-spew dump |
-//! | `dra_manager_state` | [`DraCheckpoint`] (v1.26–1.30: [`DraCheckpointV130`]) | CRC32 of the `Data` string |
+//! | `dra_manager_state` | [`DraManagerCheckpoint`] (v1.26–1.30: [`DraManagerCheckpointV130`]) | CRC32 of the `Data` string |
 //!
 //! The pieces, each usable alone:
 //! - [`CheckpointStore`]: upstream's `CheckpointManager` over a directory, with atomic and
@@ -93,12 +93,14 @@ pub use format::{
     CPU_MANAGER_FILE, DEVICE_MANAGER_FILE, DRA_MANAGER_FILE, Format, MEMORY_MANAGER_FILE,
 };
 pub use formats::cpumanager::{
-    CpuManagerCheckpoint, CpuManagerCheckpointV1, CpuManagerState, restore_state,
+    CpuManagerCheckpoint, CpuManagerCheckpointV1, CpuManagerState, restore_cpu_manager_state,
 };
 pub use formats::devicemanager::{DeviceManagerCheckpoint, DevicesPerNuma, PodDevicesEntry};
 pub use formats::devicemanager_v1::{DeviceManagerCheckpointV1, PodDevicesEntryV1};
-pub use formats::dra::{ClaimInfoState, Device, DraCheckpoint, DraCheckpointFile, DriverState};
-pub use formats::dra_v130::{ClaimInfoStateV130, DraCheckpointV130, ResourceHandle};
+pub use formats::dra::{
+    ClaimInfoState, Device, DraManagerCheckpoint, DraManagerCheckpointFile, DriverState,
+};
+pub use formats::dra_v130::{ClaimInfoStateV130, DraManagerCheckpointV130, ResourceHandle};
 pub use formats::memorymanager::{Block, MemoryManagerCheckpoint, MemoryTable, NumaNodeState};
 pub use formats::{Checkpoint, ChecksumVerification};
 pub use gotype::{GoField, GoStruct, GoType, IntWidth};

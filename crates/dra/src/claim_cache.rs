@@ -5,7 +5,7 @@
 
 use std::collections::BTreeMap;
 
-use corral_checkpoint::DraCheckpoint;
+use corral_checkpoint::DraManagerCheckpoint;
 
 use crate::claim::claim_key;
 use crate::claim_info::ClaimInfo;
@@ -24,7 +24,7 @@ impl ClaimInfoCache {
 
     /// The cache a checkpoint describes; every entry unprepared. Of two entries with the
     /// same key the later wins, as upstream's map assignment.
-    pub fn from_checkpoint(checkpoint: &DraCheckpoint) -> Self {
+    pub fn from_checkpoint(checkpoint: &DraManagerCheckpoint) -> Self {
         let mut cache = Self::new();
         for state in checkpoint.claim_info_state_list.iter().flatten() {
             cache.add(ClaimInfo::from_state(state.clone()));
@@ -34,8 +34,8 @@ impl ClaimInfoCache {
 
     /// The claim list to checkpoint, in key order (upstream `syncToCheckpoint`, whose
     /// order is Go's random map order).
-    pub fn to_checkpoint(&self) -> DraCheckpoint {
-        DraCheckpoint {
+    pub fn to_checkpoint(&self) -> DraManagerCheckpoint {
+        DraManagerCheckpoint {
             claim_info_state_list: Some(self.claims.values().map(|c| c.state().clone()).collect()),
         }
     }
@@ -179,6 +179,6 @@ mod tests {
         let restored = ClaimInfoCache::from_checkpoint(&cp);
         assert_eq!(restored.to_checkpoint(), cp);
         assert!(restored.iter().all(|c| !c.is_prepared()));
-        assert!(ClaimInfoCache::from_checkpoint(&DraCheckpoint::default()).is_empty());
+        assert!(ClaimInfoCache::from_checkpoint(&DraManagerCheckpoint::default()).is_empty());
     }
 }

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 use corral_checkpoint::{
-    Checkpoint, CheckpointError, CheckpointStore, DRA_MANAGER_FILE, DraCheckpoint,
+    Checkpoint, CheckpointError, CheckpointStore, DRA_MANAGER_FILE, DraManagerCheckpoint,
 };
 
 use crate::error::DraManagerError;
@@ -16,10 +16,10 @@ use crate::error::DraManagerError;
 pub trait StateStore: Send + 'static {
     /// The stored claim list; an empty one, written out, when there is none yet
     /// (upstream `GetOrCreate`). A corrupt file is an error, never an empty list.
-    fn get_or_create(&self) -> Result<DraCheckpoint, DraManagerError>;
+    fn get_or_create(&self) -> Result<DraManagerCheckpoint, DraManagerError>;
 
     /// Replace the stored claim list.
-    fn store(&self, checkpoint: &DraCheckpoint) -> Result<(), DraManagerError>;
+    fn store(&self, checkpoint: &DraManagerCheckpoint) -> Result<(), DraManagerError>;
 }
 
 /// `dra_manager_state` in a state directory.
@@ -62,11 +62,11 @@ impl FileStateStore {
 }
 
 impl StateStore for FileStateStore {
-    fn get_or_create(&self) -> Result<DraCheckpoint, DraManagerError> {
-        match self.store.get::<DraCheckpoint>(&self.name) {
+    fn get_or_create(&self) -> Result<DraManagerCheckpoint, DraManagerError> {
+        match self.store.get::<DraManagerCheckpoint>(&self.name) {
             Ok(checkpoint) => Ok(checkpoint),
             Err(CheckpointError::NotFound { .. }) => {
-                let empty = DraCheckpoint {
+                let empty = DraManagerCheckpoint {
                     claim_info_state_list: Some(Vec::new()),
                 };
                 self.store(&empty)?;
@@ -76,7 +76,7 @@ impl StateStore for FileStateStore {
         }
     }
 
-    fn store(&self, checkpoint: &DraCheckpoint) -> Result<(), DraManagerError> {
+    fn store(&self, checkpoint: &DraManagerCheckpoint) -> Result<(), DraManagerError> {
         self.store
             .create(&self.name, checkpoint)
             .map_err(|err| self.error(err))
@@ -110,12 +110,12 @@ impl MemoryStateStore {
 }
 
 impl StateStore for MemoryStateStore {
-    fn get_or_create(&self) -> Result<DraCheckpoint, DraManagerError> {
+    fn get_or_create(&self) -> Result<DraManagerCheckpoint, DraManagerError> {
         let mut bytes = self.bytes.lock().unwrap_or_else(|e| e.into_inner());
         match bytes.as_ref() {
-            Some(b) => DraCheckpoint::decode(b).map_err(Self::error),
+            Some(b) => DraManagerCheckpoint::decode(b).map_err(Self::error),
             None => {
-                let empty = DraCheckpoint {
+                let empty = DraManagerCheckpoint {
                     claim_info_state_list: Some(Vec::new()),
                 };
                 *bytes = Some(empty.encode().map_err(Self::error)?);
@@ -124,7 +124,7 @@ impl StateStore for MemoryStateStore {
         }
     }
 
-    fn store(&self, checkpoint: &DraCheckpoint) -> Result<(), DraManagerError> {
+    fn store(&self, checkpoint: &DraManagerCheckpoint) -> Result<(), DraManagerError> {
         let encoded = checkpoint.encode().map_err(Self::error)?;
         *self.bytes.lock().unwrap_or_else(|e| e.into_inner()) = Some(encoded);
         Ok(())

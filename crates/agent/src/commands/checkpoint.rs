@@ -35,8 +35,8 @@ fn contents(value: &CheckpointValue) -> Result<serde_json::Value> {
         CheckpointValue::CpuManager(v) => serde_json::to_value(v)?,
         CheckpointValue::CpuManagerV1(v) => serde_json::to_value(v)?,
         CheckpointValue::MemoryManager(v) => serde_json::to_value(v)?,
-        CheckpointValue::Dra(v) => serde_json::to_value(v)?,
-        CheckpointValue::DraV130(v) => serde_json::to_value(v)?,
+        CheckpointValue::DraManager(v) => serde_json::to_value(v)?,
+        CheckpointValue::DraManagerV130(v) => serde_json::to_value(v)?,
         other => anyhow::bail!("a checkpoint format this corral cannot display: {other:?}"),
     })
 }

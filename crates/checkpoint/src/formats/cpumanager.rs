@@ -211,7 +211,7 @@ impl CpuManagerCheckpointV1 {
     /// Migrates to v2 as upstream's `migrateV1CheckpointToV2Checkpoint`: each container id
     /// is resolved to `(pod UID, container name)` by `container_ref` (upstream asks the
     /// runtime's initial container list).
-    pub fn to_v2(
+    pub fn to_current(
         &self,
         mut container_ref: impl FnMut(&str) -> Option<(String, String)>,
     ) -> Result<CpuManagerCheckpoint> {
@@ -253,7 +253,7 @@ impl Checkpoint for CpuManagerCheckpointV1 {
 /// What `restoreState` ends up with: it tries v1 first, then v2.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum CpuManagerState {
-    /// The file read as v1 (it still needs [`CpuManagerCheckpointV1::to_v2`]).
+    /// The file read as v1 (it still needs [`CpuManagerCheckpointV1::to_current`]).
     V1(CpuManagerCheckpointV1),
     /// The file read as v2.
     V2(CpuManagerCheckpoint),
@@ -261,7 +261,7 @@ pub enum CpuManagerState {
 
 /// Reads `cpu_manager_state` as the kubelet's `restoreState` does: v1 if it decodes and
 /// verifies as v1, else v2; when both fail, the v2 error is returned (as upstream).
-pub fn restore_state(bytes: &[u8]) -> Result<CpuManagerState> {
+pub fn restore_cpu_manager_state(bytes: &[u8]) -> Result<CpuManagerState> {
     if let Ok(v1) = CpuManagerCheckpointV1::decode(bytes) {
         return Ok(CpuManagerState::V1(v1));
     }
@@ -308,7 +308,7 @@ mod tests {
             entries: Some(BTreeMap::from([("cid".into(), "1-2".into())])),
         };
         let v2 = v1
-            .to_v2(|id| (id == "cid").then(|| ("pod".into(), "c".into())))
+            .to_current(|id| (id == "cid").then(|| ("pod".into(), "c".into())))
             .unwrap();
         assert_eq!(
             v2.entries,
@@ -318,7 +318,7 @@ mod tests {
             )]))
         );
         assert!(matches!(
-            v1.to_v2(|_| None),
+            v1.to_current(|_| None),
             Err(CheckpointError::UnknownContainer { .. })
         ));
     }

@@ -5,8 +5,8 @@
 //! document — `{"kind":"DRACheckpoint","apiVersion":"checkpoint.dra.kubelet.k8s.io/v1",
 //! "ClaimInfoStateList":[…]}` — carried as a string, and `Checksum` is CRC32-IEEE of those
 //! bytes. The kubelet verifies the CRC while unmarshalling the outer document and parses
-//! `Data` only when asked for the claim list; [`DraCheckpointFile`] keeps those two steps
-//! apart, [`DraCheckpoint`] does both.
+//! `Data` only when asked for the claim list; [`DraManagerCheckpointFile`] keeps those two steps
+//! apart, [`DraManagerCheckpoint`] does both.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -74,7 +74,7 @@ go_struct! {
 
 /// The DRA manager's checkpointed claim list (`CheckpointData` without its type meta).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct DraCheckpoint {
+pub struct DraManagerCheckpoint {
     /// Prepared claims.
     #[serde(rename = "ClaimInfoStateList")]
     pub claim_info_state_list: Option<Vec<ClaimInfoState>>,
@@ -82,7 +82,7 @@ pub struct DraCheckpoint {
 
 /// The outer file (`state.Checkpoint`): the `Data` JSON string and its CRC32.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct DraCheckpointFile {
+pub struct DraManagerCheckpointFile {
     /// The serialized `CheckpointData`.
     pub data: String,
     /// CRC32-IEEE of `data`.
@@ -130,7 +130,7 @@ struct FileWire<'a> {
     checksum: u32,
 }
 
-impl DraCheckpoint {
+impl DraManagerCheckpoint {
     /// The `Data` string upstream writes and checksums.
     pub fn hash_input(&self) -> Result<String> {
         let wire = DataWire {
@@ -153,12 +153,12 @@ impl DraCheckpoint {
     }
 }
 
-impl DraCheckpointFile {
+impl DraManagerCheckpointFile {
     /// Upstream's `NewCheckpoint(list)`.
-    pub fn new(list: &DraCheckpoint) -> Result<Self> {
+    pub fn new(list: &DraManagerCheckpoint) -> Result<Self> {
         let data = list.hash_input()?;
         let checksum = crc32_ieee(data.as_bytes());
-        Ok(DraCheckpointFile { data, checksum })
+        Ok(DraManagerCheckpointFile { data, checksum })
     }
 
     /// The file bytes (`json.Marshal(cp)`).
@@ -173,7 +173,7 @@ impl DraCheckpointFile {
     /// Reads the outer document as `GetCheckpoint(…, NewCheckpoint(nil))` does (a missing
     /// key keeps the empty checkpoint's value) and verifies the CRC. `Data` is not parsed.
     pub fn decode(bytes: &[u8]) -> Result<Self> {
-        let empty = DraCheckpointFile::new(&DraCheckpoint::default())?;
+        let empty = DraManagerCheckpointFile::new(&DraManagerCheckpoint::default())?;
         let initial = GoValue::Struct(vec![
             GoValue::Str(empty.data),
             GoValue::Uint(empty.checksum.into()),
@@ -193,22 +193,22 @@ impl DraCheckpointFile {
                 actual: actual.into(),
             });
         }
-        Ok(DraCheckpointFile {
+        Ok(DraManagerCheckpointFile {
             data,
             checksum: actual,
         })
     }
 
     /// Parses `Data` (upstream's `GetClaimInfoStateList`).
-    pub fn claim_info_state_list(&self) -> Result<DraCheckpoint> {
-        DraCheckpoint::from_go_json(self.data.as_bytes())
+    pub fn claim_info_state_list(&self) -> Result<DraManagerCheckpoint> {
+        DraManagerCheckpoint::from_go_json(self.data.as_bytes())
     }
 }
 
-impl DraCheckpoint {
+impl DraManagerCheckpoint {
     /// Decodes the file, verifies its CRC and parses `Data`.
     pub(crate) fn decode_checked(bytes: &[u8]) -> Result<(Self, ChecksumCheck)> {
-        let file = DraCheckpointFile::decode(bytes)?;
+        let file = DraManagerCheckpointFile::decode(bytes)?;
         let check = ChecksumCheck {
             recorded: file.checksum.into(),
             computed: file.checksum.into(),
@@ -218,11 +218,11 @@ impl DraCheckpoint {
     }
 }
 
-impl Checkpoint for DraCheckpoint {
+impl Checkpoint for DraManagerCheckpoint {
     const FORMAT: Format = Format::DraV132;
 
     fn encode(&self) -> Result<Vec<u8>> {
-        DraCheckpointFile::new(self)?.encode()
+        DraManagerCheckpointFile::new(self)?.encode()
     }
 
     fn decode(bytes: &[u8]) -> Result<Self> {
@@ -236,7 +236,7 @@ mod tests {
 
     #[test]
     fn empty_list_file() {
-        let cp = DraCheckpoint {
+        let cp = DraManagerCheckpoint {
             claim_info_state_list: Some(vec![]),
         };
         let file = String::from_utf8(cp.encode().unwrap()).unwrap();
@@ -244,16 +244,16 @@ mod tests {
             file,
             r#"{"Data":"{\"kind\":\"DRACheckpoint\",\"apiVersion\":\"checkpoint.dra.kubelet.k8s.io/v1\",\"ClaimInfoStateList\":[]}","Checksum":2361995144}"#
         );
-        assert_eq!(DraCheckpoint::decode(file.as_bytes()).unwrap(), cp);
+        assert_eq!(DraManagerCheckpoint::decode(file.as_bytes()).unwrap(), cp);
     }
 
     #[test]
     fn missing_keys_keep_the_empty_checkpoint() {
         // `{}` leaves NewCheckpoint(nil) untouched, which verifies.
-        let file = DraCheckpointFile::decode(b"{}").unwrap();
+        let file = DraManagerCheckpointFile::decode(b"{}").unwrap();
         assert_eq!(
             file.claim_info_state_list().unwrap(),
-            DraCheckpoint::default()
+            DraManagerCheckpoint::default()
         );
     }
 }

@@ -97,7 +97,7 @@ go_struct! {
 
 /// The v1.26–v1.30 DRA checkpoint (`state.DRAManagerCheckpoint`, without its checksum).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct DraCheckpointV130 {
+pub struct DraManagerCheckpointV130 {
     /// Always `v1` when written by a kubelet.
     #[serde(rename = "version")]
     pub version: String,
@@ -226,7 +226,7 @@ fn legacy_hash_input(version: &str, entries: Option<&[ClaimInfoStateV130]>) -> R
     ))
 }
 
-impl DraCheckpointV130 {
+impl DraManagerCheckpointV130 {
     /// The value upstream hashes: `&dc` with `Checksum` 0.
     fn wire(&self) -> Wire<'_, &Vec<ClaimInfoStateV130>> {
         Wire {
@@ -287,7 +287,7 @@ impl DraCheckpointV130 {
     }
 }
 
-impl DraCheckpointV130 {
+impl DraManagerCheckpointV130 {
     /// Decodes and verifies, accepting k8s 1.27–1.28's checksum rule as v1.30 does.
     pub(crate) fn decode_checked(bytes: &[u8]) -> Result<(Self, ChecksumCheck)> {
         let (value, recorded) = Self::decode_unverified(bytes)?;
@@ -336,7 +336,7 @@ fn refuse_structured_data(value: &GoValue) -> Result<()> {
     Ok(())
 }
 
-impl Checkpoint for DraCheckpointV130 {
+impl Checkpoint for DraManagerCheckpointV130 {
     const FORMAT: Format = Format::DraV130;
 
     fn encode(&self) -> Result<Vec<u8>> {
@@ -363,7 +363,7 @@ mod tests {
     #[test]
     fn empty_list_checksum() {
         // Vector dra_v130/empty_list.
-        let cp = DraCheckpointV130 {
+        let cp = DraManagerCheckpointV130 {
             version: "v1".into(),
             entries: Some(vec![]),
         };
@@ -377,14 +377,14 @@ mod tests {
             br#"{"version":"v1","checksum":991151041}"#
         );
         assert_eq!(
-            DraCheckpointV130::decode(&cp.encode().unwrap()).unwrap(),
+            DraManagerCheckpointV130::decode(&cp.encode().unwrap()).unwrap(),
             cp
         );
     }
 
     #[test]
     fn structured_data_is_refused() {
-        let err = DraCheckpointV130::decode(
+        let err = DraManagerCheckpointV130::decode(
             br#"{"version":"v1","entries":[{"ResourceHandles":[{"structuredData":{}}]}],"checksum":1}"#,
         )
         .unwrap_err();

@@ -1,6 +1,6 @@
 //! Fuzzing every reader of untrusted bytes in this crate: the Go JSON parser and decoder
-//! (through every format's `decode` and `from_go_json`), `restore_state`,
-//! `DraCheckpointFile::decode` and `inspect`, with and without a file name.
+//! (through every format's `decode` and `from_go_json`), `restore_cpu_manager_state`,
+//! `DraManagerCheckpointFile::decode` and `inspect`, with and without a file name.
 //!
 //! Inputs are arbitrary bytes, generated JSON documents built from the formats' own field
 //! names, and — the ones that get past the parser — real checkpoint files of every format
@@ -20,14 +20,15 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Debug;
 use std::sync::OnceLock;
 
-use corral_checkpoint::formats::dra::DraCheckpointFile;
+use corral_checkpoint::formats::dra::DraManagerCheckpointFile;
 use corral_checkpoint::formats::memorymanager::{MemoryTable, NumaNodeState};
 use corral_checkpoint::{
     Block, CPU_MANAGER_FILE, Checkpoint, ChecksumVerification, ClaimInfoState, ClaimInfoStateV130,
     CpuManagerCheckpoint, CpuManagerCheckpointV1, DEVICE_MANAGER_FILE, DRA_MANAGER_FILE, Device,
-    DeviceManagerCheckpoint, DeviceManagerCheckpointV1, DraCheckpoint, DraCheckpointV130,
-    DriverState, MEMORY_MANAGER_FILE, MemoryManagerCheckpoint, PodDevicesEntry, PodDevicesEntryV1,
-    ResourceHandle, crc32_ieee, inspect, restore_state,
+    DeviceManagerCheckpoint, DeviceManagerCheckpointV1, DraManagerCheckpoint,
+    DraManagerCheckpointV130, DriverState, MEMORY_MANAGER_FILE, MemoryManagerCheckpoint,
+    PodDevicesEntry, PodDevicesEntryV1, ResourceHandle, crc32_ieee, inspect,
+    restore_cpu_manager_state,
 };
 use proptest::prelude::*;
 use proptest::sample::Index;
@@ -194,7 +195,7 @@ fn memory_seeds() -> Vec<Vec<u8>> {
 }
 
 fn dra_v130_seeds() -> Vec<Vec<u8>> {
-    let cp = DraCheckpointV130 {
+    let cp = DraManagerCheckpointV130 {
         version: "v1".into(),
         entries: Some(vec![ClaimInfoStateV130 {
             driver_name: "gpu.example.com".into(),
@@ -223,7 +224,7 @@ fn dra_v130_seeds() -> Vec<Vec<u8>> {
     ]
 }
 
-fn dra_v132_values() -> Vec<DraCheckpoint> {
+fn dra_v132_values() -> Vec<DraManagerCheckpoint> {
     let claim = ClaimInfoState {
         claim_uid: "067798be-454e-4be4-9047-1aa06aea63f7".into(),
         claim_name: "claim".into(),
@@ -250,10 +251,10 @@ fn dra_v132_values() -> Vec<DraCheckpoint> {
         )])),
     };
     vec![
-        DraCheckpoint {
+        DraManagerCheckpoint {
             claim_info_state_list: Some(vec![claim]),
         },
-        DraCheckpoint {
+        DraManagerCheckpoint {
             claim_info_state_list: Some(vec![]),
         },
     ]
@@ -570,7 +571,7 @@ fn read_device(bytes: &[u8]) -> Result<(), TestCaseError> {
 fn read_cpu(bytes: &[u8]) -> Result<(), TestCaseError> {
     rewrites(CpuManagerCheckpoint::decode(bytes))?;
     rewrites(CpuManagerCheckpointV1::decode(bytes))?;
-    prints(&restore_state(bytes));
+    prints(&restore_cpu_manager_state(bytes));
     prints(&CpuManagerCheckpoint::from_go_json(bytes));
     prints(&CpuManagerCheckpointV1::from_go_json(bytes));
     inspects(bytes, &[Some(CPU_MANAGER_FILE), None])
@@ -583,10 +584,10 @@ fn read_memory(bytes: &[u8]) -> Result<(), TestCaseError> {
 }
 
 fn read_dra(bytes: &[u8]) -> Result<(), TestCaseError> {
-    rewrites(DraCheckpointV130::decode(bytes))?;
-    rewrites(DraCheckpoint::decode(bytes))?;
-    prints(&DraCheckpointV130::from_go_json(bytes));
-    let file = DraCheckpointFile::decode(bytes);
+    rewrites(DraManagerCheckpointV130::decode(bytes))?;
+    rewrites(DraManagerCheckpoint::decode(bytes))?;
+    prints(&DraManagerCheckpointV130::from_go_json(bytes));
+    let file = DraManagerCheckpointFile::decode(bytes);
     prints(&file);
     if let Ok(file) = file {
         prints(&file.claim_info_state_list());
@@ -600,7 +601,7 @@ fn read_everything(bytes: &[u8]) -> Result<(), TestCaseError> {
     read_cpu(bytes)?;
     read_memory(bytes)?;
     read_dra(bytes)?;
-    prints(&DraCheckpoint::from_go_json(bytes));
+    prints(&DraManagerCheckpoint::from_go_json(bytes));
     inspects(bytes, &[Some("/var/lib/kubelet/unknown_file")])
 }
 
@@ -612,8 +613,8 @@ fn read_as_every_format(bytes: &[u8]) -> Result<(), TestCaseError> {
     rewrites(CpuManagerCheckpoint::decode(bytes))?;
     rewrites(CpuManagerCheckpointV1::decode(bytes))?;
     rewrites(MemoryManagerCheckpoint::decode(bytes))?;
-    rewrites(DraCheckpointV130::decode(bytes))?;
-    rewrites(DraCheckpoint::decode(bytes))?;
+    rewrites(DraManagerCheckpointV130::decode(bytes))?;
+    rewrites(DraManagerCheckpoint::decode(bytes))?;
     inspects(bytes, &[None])
 }
 
@@ -739,10 +740,10 @@ proptest! {
     fn fuzz_dra_v132_data(data in mutated(|s| &s.dra_data)) {
         let data = String::from_utf8_lossy(&data).into_owned();
         let checksum = crc32_ieee(data.as_bytes());
-        let file = DraCheckpointFile { data, checksum }
+        let file = DraManagerCheckpointFile { data, checksum }
             .encode()
             .map_err(|e| TestCaseError::fail(format!("DRA file not writable: {e}")))?;
         read_dra(&file)?;
-        prints(&DraCheckpoint::from_go_json(&file));
+        prints(&DraManagerCheckpoint::from_go_json(&file));
     }
 }

@@ -10,8 +10,8 @@ use corral_checkpoint::formats::memorymanager::{MemoryTable, NumaNodeState};
 use corral_checkpoint::{
     Block, Checkpoint, ClaimInfoState, ClaimInfoStateV130, CpuManagerCheckpoint,
     CpuManagerCheckpointV1, Device, DeviceManagerCheckpoint, DeviceManagerCheckpointV1,
-    DraCheckpoint, DraCheckpointV130, DriverState, MemoryManagerCheckpoint, PodDevicesEntry,
-    PodDevicesEntryV1, ResourceHandle, crc32_ieee, fnv32a,
+    DraManagerCheckpoint, DraManagerCheckpointV130, DriverState, MemoryManagerCheckpoint,
+    PodDevicesEntry, PodDevicesEntryV1, ResourceHandle, crc32_ieee, fnv32a,
 };
 use proptest::prelude::*;
 
@@ -184,7 +184,7 @@ fn pod_uids() -> impl Strategy<Value = Option<BTreeSet<String>>> {
     prop::option::of(prop::collection::btree_set(text(), 0..3))
 }
 
-fn dra_v132() -> impl Strategy<Value = DraCheckpoint> {
+fn dra_v132() -> impl Strategy<Value = DraManagerCheckpoint> {
     let device = (text(), text(), strings(), strings()).prop_map(
         |(pool_name, device_name, request_names, cdi_device_ids)| Device {
             pool_name,
@@ -212,13 +212,13 @@ fn dra_v132() -> impl Strategy<Value = DraCheckpoint> {
             },
         );
     prop::option::of(prop::collection::vec(claim, 0..3)).prop_map(|claim_info_state_list| {
-        DraCheckpoint {
+        DraManagerCheckpoint {
             claim_info_state_list,
         }
     })
 }
 
-fn dra_v130() -> impl Strategy<Value = DraCheckpointV130> {
+fn dra_v130() -> impl Strategy<Value = DraManagerCheckpointV130> {
     let handle = (text(), text()).prop_map(|(driver_name, data)| ResourceHandle {
         driver_name,
         data,
@@ -250,9 +250,11 @@ fn dra_v130() -> impl Strategy<Value = DraCheckpointV130> {
             },
         );
     // `entries` is `omitempty` and read into an empty list: never nil in a kubelet's files.
-    (text(), prop::collection::vec(claim, 0..3)).prop_map(|(version, entries)| DraCheckpointV130 {
-        version,
-        entries: Some(entries),
+    (text(), prop::collection::vec(claim, 0..3)).prop_map(|(version, entries)| {
+        DraManagerCheckpointV130 {
+            version,
+            entries: Some(entries),
+        }
     })
 }
 

@@ -4,7 +4,7 @@ use std::collections::BTreeMap;
 
 use corral_checkpoint::{
     Checkpoint, CheckpointError, CpuManagerCheckpoint, CpuManagerCheckpointV1, CpuManagerState,
-    restore_state,
+    restore_cpu_manager_state,
 };
 
 /// cpumanager/state `TestCheckpointStateRestore`, "Restore default cpu set" (keys spelled
@@ -17,7 +17,7 @@ fn cpu_restore_default_cpu_set() {
         "entries": {},
         "checksum": 354655845
     }"#;
-    match restore_state(file).unwrap() {
+    match restore_cpu_manager_state(file).unwrap() {
         CpuManagerState::V2(cp) => {
             assert_eq!(cp.policy_name, "none");
             assert_eq!(cp.default_cpu_set, "4-6");
@@ -52,7 +52,10 @@ fn cpu_restore_valid_checkpoint() {
             ])),
         )])),
     };
-    assert_eq!(restore_state(file).unwrap(), CpuManagerState::V2(expected));
+    assert_eq!(
+        restore_cpu_manager_state(file).unwrap(),
+        CpuManagerState::V2(expected)
+    );
 }
 
 /// cpumanager/state `TestCheckpointStateRestore`, "Restore checkpoint with invalid checksum"
@@ -65,8 +68,8 @@ fn cpu_restore_refusals() {
         CpuManagerCheckpoint::decode(bad_sum),
         Err(CheckpointError::ChecksumMismatch { expected: 1337, .. })
     ));
-    assert!(restore_state(bad_sum).is_err());
-    match restore_state(b"{") {
+    assert!(restore_cpu_manager_state(bad_sum).is_err());
+    match restore_cpu_manager_state(b"{") {
         Err(CheckpointError::Syntax { message, .. }) => {
             assert_eq!(message, "unexpected end of JSON input")
         }
@@ -99,14 +102,14 @@ fn cpu_v1_files_from_older_kubelets() {
     }
     // Migration needs the runtime's containers; an empty list refuses, as upstream.
     assert!(matches!(
-        v1.to_v2(|_| None),
+        v1.to_current(|_| None),
         Err(CheckpointError::UnknownContainer { .. })
     ));
 
     let without_entries =
         br#"{"policyName": "none", "defaultCPUSet": "1-3", "checksum": 1694838852}"#;
     assert!(matches!(
-        restore_state(without_entries).unwrap(),
+        restore_cpu_manager_state(without_entries).unwrap(),
         CpuManagerState::V1(_)
     ));
     assert!(

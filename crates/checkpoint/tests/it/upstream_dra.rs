@@ -5,7 +5,8 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use corral_checkpoint::{
     Checkpoint, CheckpointError, CheckpointStore, ClaimInfoState, ClaimInfoStateV130, Device,
-    DraCheckpoint, DraCheckpointFile, DraCheckpointV130, DriverState, ResourceHandle,
+    DraManagerCheckpoint, DraManagerCheckpointFile, DraManagerCheckpointV130, DriverState,
+    ResourceHandle,
 };
 
 const POD: &str = "139cdb46-f989-4f17-9561-ca10cfb509a6";
@@ -34,11 +35,11 @@ fn claim(uid: &str, name: &str, devices: Vec<Device>) -> ClaimInfoState {
     }
 }
 
-fn table() -> Vec<(&'static str, DraCheckpoint, &'static str)> {
+fn table() -> Vec<(&'static str, DraManagerCheckpoint, &'static str)> {
     vec![
         (
             "single-claim-info-state",
-            DraCheckpoint {
+            DraManagerCheckpoint {
                 claim_info_state_list: Some(vec![claim(
                     "067798be-454e-4be4-9047-1aa06aea63f7",
                     "example",
@@ -49,7 +50,7 @@ fn table() -> Vec<(&'static str, DraCheckpoint, &'static str)> {
         ),
         (
             "claim-info-state-with-multiple-devices",
-            DraCheckpoint {
+            DraManagerCheckpoint {
                 claim_info_state_list: Some(vec![claim(
                     "067798be-454e-4be4-9047-1aa06aea63f7",
                     "example",
@@ -60,7 +61,7 @@ fn table() -> Vec<(&'static str, DraCheckpoint, &'static str)> {
         ),
         (
             "two-claim-info-states",
-            DraCheckpoint {
+            DraManagerCheckpoint {
                 claim_info_state_list: Some(vec![
                     claim(
                         "067798be-454e-4be4-9047-1aa06aea63f7",
@@ -97,23 +98,23 @@ fn v132_checkpoint_state_store() {
 fn v132_checkpoint_get_or_create() {
     for (name, list, file) in table() {
         assert_eq!(
-            DraCheckpoint::decode(file.as_bytes()).unwrap(),
+            DraManagerCheckpoint::decode(file.as_bytes()).unwrap(),
             list,
             "{name}"
         );
     }
     let incorrect = r#"{"Data":"{\"kind\":\"DRACheckpoint\",\"apiVersion\":\"checkpoint.dra.kubelet.k8s.io/v1\",\"Entries\":[{\"ClaimUID\":\"067798be-454e-4be4-9047-1aa06aea63f7\",\"ClaimName\":\"example-1\",\"Namespace\":\"default\",\"PodUIDs\":{\"139cdb46-f989-4f17-9561-ca10cfb509a6\":{}},\"DriverState\":{\"test-driver.cdi.k8s.io\":{\"Devices\":[{\"PoolName\":\"worker-1\",\"DeviceName\":\"dev-1\",\"RequestNames\":[\"test request\"],\"CDIDeviceIDs\":[\"example.com/example=cdi-example\"]}]}}},{\"ClaimUID\":\"4cf8db2d-06c0-7d70-1a51-e59b25b2c16c\",\"ClaimName\":\"example-2\",\"Namespace\":\"default\",\"PodUIDs\":{\"139cdb46-f989-4f17-9561-ca10cfb509a6\":{}},\"DriverState\":{\"test-driver.cdi.k8s.io\":{\"Devices\":[{\"PoolName\":\"worker-1\",\"DeviceName\":\"dev-2\",\"RequestNames\":null,\"CDIDeviceIDs\":null}]}}}]}","Checksum":2930258365}"#;
     assert!(
-        DraCheckpointFile::decode(incorrect.as_bytes())
+        DraManagerCheckpointFile::decode(incorrect.as_bytes())
             .unwrap_err()
             .is_checksum_mismatch()
     );
     assert!(matches!(
-        DraCheckpoint::decode(b"{"),
+        DraManagerCheckpoint::decode(b"{"),
         Err(CheckpointError::Syntax { message, .. }) if message == "unexpected end of JSON input"
     ));
     // "new-checkpoint": an empty checkpoint has a nil list.
-    let empty = DraCheckpointFile::new(&DraCheckpoint::default()).unwrap();
+    let empty = DraManagerCheckpointFile::new(&DraManagerCheckpoint::default()).unwrap();
     assert_eq!(
         empty.claim_info_state_list().unwrap().claim_info_state_list,
         None
@@ -157,7 +158,7 @@ const V130_SINGLE: &str = r#"{"version":"v1","entries":[{"DriverName":"test-driv
 /// v1.30 `TestCheckpointStateStore`: the exact file for one claim with a resource handle.
 #[test]
 fn v130_checkpoint_state_store() {
-    let cp = DraCheckpointV130 {
+    let cp = DraManagerCheckpointV130 {
         version: "v1".into(),
         entries: Some(vec![v130_claim(
             "class-name",
@@ -177,11 +178,11 @@ fn v130_checkpoint_state_store() {
 /// invalid checksum, invalid JSON.
 #[test]
 fn v130_checkpoint_get_or_create() {
-    let single = DraCheckpointV130::decode(V130_SINGLE.as_bytes()).unwrap();
+    let single = DraManagerCheckpointV130::decode(V130_SINGLE.as_bytes()).unwrap();
     assert_eq!(single.entries.as_ref().map(Vec::len), Some(1));
 
     let multiple_devices = r#"{"version":"v1","entries":[{"DriverName":"meta-test-driver.cdi.k8s.io","ClassName":"class-name","ClaimUID":"067798be-454e-4be4-9047-1aa06aea63f7","ClaimName":"example","Namespace":"default","PodUIDs":{"139cdb46-f989-4f17-9561-ca10cfb509a6":{}},"ResourceHandles":[{"driverName":"test-driver-1.cdi.k8s.io","data":"{\"a\": \"b\"}"},{"driverName":"test-driver-2.cdi.k8s.io","data":"{\"c\": \"d\"}"}],"CDIDevices":{"test-driver-1.cdi.k8s.io":["example-1.com/example-1=cdi-example-1"],"test-driver-2.cdi.k8s.io":["example-2.com/example-2=cdi-example-2"]}}],"checksum":1466990255}"#;
-    let cp = DraCheckpointV130::decode(multiple_devices.as_bytes()).unwrap();
+    let cp = DraManagerCheckpointV130::decode(multiple_devices.as_bytes()).unwrap();
     assert_eq!(
         cp.entries.unwrap()[0]
             .resource_handles
@@ -191,7 +192,7 @@ fn v130_checkpoint_get_or_create() {
     );
 
     let multiple_claims = r#"{"version":"v1","entries":[{"DriverName":"test-driver.cdi.k8s.io","ClassName":"class-name-1","ClaimUID":"067798be-454e-4be4-9047-1aa06aea63f7","ClaimName":"example-1","Namespace":"default","PodUIDs":{"139cdb46-f989-4f17-9561-ca10cfb509a6":{}},"ResourceHandles":[{"driverName":"test-driver.cdi.k8s.io","data":"{\"a\": \"b\"}"}],"CDIDevices":{"test-driver.cdi.k8s.io":["example.com/example=cdi-example-1"]}},{"DriverName":"test-driver.cdi.k8s.io","ClassName":"class-name-2","ClaimUID":"4cf8db2d-06c0-7d70-1a51-e59b25b2c16c","ClaimName":"example-2","Namespace":"default","PodUIDs":{"139cdb46-f989-4f17-9561-ca10cfb509a6":{}},"ResourceHandles":[{"driverName":"test-driver.cdi.k8s.io","data":"{\"c\": \"d\"}"}],"CDIDevices":{"test-driver.cdi.k8s.io":["example.com/example=cdi-example-2"]}}],"checksum":471181742}"#;
-    let cp = DraCheckpointV130::decode(multiple_claims.as_bytes()).unwrap();
+    let cp = DraManagerCheckpointV130::decode(multiple_claims.as_bytes()).unwrap();
     assert_eq!(
         cp.entries.unwrap()[1],
         v130_claim(
@@ -208,12 +209,12 @@ fn v130_checkpoint_get_or_create() {
 
     let invalid_checksum = r#"{"version":"v1","entries":[{"DriverName":"test-driver.cdi.k8s.io","ClassName":"class-name","ClaimUID":"067798be-454e-4be4-9047-1aa06aea63f7","ClaimName":"example","Namespace":"default","PodUIDs":{"139cdb46-f989-4f17-9561-ca10cfb509a6":{}},"CDIDevices":{"test-driver.cdi.k8s.io":["example.com/example=cdi-example"]}}],"checksum":1988120168}"#;
     assert!(
-        DraCheckpointV130::decode(invalid_checksum.as_bytes())
+        DraManagerCheckpointV130::decode(invalid_checksum.as_bytes())
             .unwrap_err()
             .is_checksum_mismatch()
     );
     assert!(matches!(
-        DraCheckpointV130::decode(b"{"),
+        DraManagerCheckpointV130::decode(b"{"),
         Err(CheckpointError::Syntax { .. })
     ));
 }
@@ -223,7 +224,7 @@ fn v130_checkpoint_get_or_create() {
 #[test]
 fn v130_old_checkpoint_restore() {
     let old = r#"{"version":"v1","entries":[{"DriverName":"test-driver.cdi.k8s.io","ClassName":"class-name","ClaimUID":"067798be-454e-4be4-9047-1aa06aea63f7","ClaimName":"example","Namespace":"default","PodUIDs":{"139cdb46-f989-4f17-9561-ca10cfb509a6":{}},"CDIDevices":{"test-driver.cdi.k8s.io":["example.com/example=cdi-example"]}}],"checksum":153446146}"#;
-    let cp = DraCheckpointV130::decode(old.as_bytes()).unwrap();
+    let cp = DraManagerCheckpointV130::decode(old.as_bytes()).unwrap();
     let expected = r#"{"version":"v1","entries":[{"DriverName":"test-driver.cdi.k8s.io","ClassName":"class-name","ClaimUID":"067798be-454e-4be4-9047-1aa06aea63f7","ClaimName":"example","Namespace":"default","PodUIDs":{"139cdb46-f989-4f17-9561-ca10cfb509a6":{}},"ResourceHandles":null,"CDIDevices":{"test-driver.cdi.k8s.io":["example.com/example=cdi-example"]}}],"checksum":453625682}"#;
     assert_eq!(String::from_utf8(cp.encode().unwrap()).unwrap(), expected);
     // And our legacy writer reproduces the old file exactly.

@@ -8,8 +8,9 @@
 
 use corral_checkpoint::{
     Checkpoint, CheckpointError, CpuManagerCheckpoint, CpuManagerCheckpointV1, CpuManagerState,
-    DeviceManagerCheckpoint, DeviceManagerCheckpointV1, DraCheckpoint, DraCheckpointFile,
-    DraCheckpointV130, MemoryManagerCheckpoint, fnv32a, restore_state,
+    DeviceManagerCheckpoint, DeviceManagerCheckpointV1, DraManagerCheckpoint,
+    DraManagerCheckpointFile, DraManagerCheckpointV130, MemoryManagerCheckpoint, fnv32a,
+    restore_cpu_manager_state,
 };
 use serde_json::Value;
 
@@ -126,33 +127,33 @@ fn write(format: &str, input: &[u8]) -> Result<Written, String> {
             }
         }
         "dra_v130" => {
-            let v = DraCheckpointV130::from_go_json(input).map_err(err)?;
+            let v = DraManagerCheckpointV130::from_go_json(input).map_err(err)?;
             let file = v.encode().map_err(err)?;
             Written {
                 checksum: v.checksum().map_err(err)?,
                 hash_input: v.hash_input().map_err(err)?,
-                read_back_matches: same(DraCheckpointV130::decode(&file), &v),
+                read_back_matches: same(DraManagerCheckpointV130::decode(&file), &v),
                 file,
             }
         }
         "dra_v130_without_resource_handles" => {
-            let v = DraCheckpointV130::from_go_json(input).map_err(err)?;
+            let v = DraManagerCheckpointV130::from_go_json(input).map_err(err)?;
             let hash_input = v.hash_input_without_resource_handles().map_err(err)?;
             let file = v.encode_without_resource_handles().map_err(err)?;
             Written {
                 checksum: fnv32a(hash_input.as_bytes()).into(),
-                read_back_matches: same(DraCheckpointV130::decode(&file), &v),
+                read_back_matches: same(DraManagerCheckpointV130::decode(&file), &v),
                 hash_input,
                 file,
             }
         }
         "dra_v132" => {
-            let v = DraCheckpoint::from_go_json(input).map_err(err)?;
+            let v = DraManagerCheckpoint::from_go_json(input).map_err(err)?;
             let file = v.encode().map_err(err)?;
             Written {
                 checksum: v.checksum().map_err(err)?.into(),
                 hash_input: v.hash_input().map_err(err)?,
-                read_back_matches: same(DraCheckpoint::decode(&file), &v),
+                read_back_matches: same(DraManagerCheckpoint::decode(&file), &v),
                 file,
             }
         }
@@ -252,8 +253,8 @@ fn read(reader: &str, family: &str, bytes: &[u8]) -> Result<Result<(), Checkpoin
         ("as_v1", "cpumanager") => CpuManagerCheckpointV1::decode(bytes).map(drop),
         ("as_v2", "cpumanager") => CpuManagerCheckpoint::decode(bytes).map(drop),
         ("as_memory_manager", _) => MemoryManagerCheckpoint::decode(bytes).map(drop),
-        ("as_dra_v130", _) => DraCheckpointV130::decode(bytes).map(drop),
-        ("as_dra_v132", _) => DraCheckpointFile::decode(bytes).map(drop),
+        ("as_dra_v130", _) => DraManagerCheckpointV130::decode(bytes).map(drop),
+        ("as_dra_v132", _) => DraManagerCheckpointFile::decode(bytes).map(drop),
         _ => return Err(format!("unknown reader {reader} for {family}")),
     })
 }
@@ -298,7 +299,7 @@ fn check_reader(reader: &str, family: &str, bytes: &[u8], verdict: &Value) -> Re
 }
 
 fn check_restore(bytes: &[u8], want: &str) -> Result<(), String> {
-    let got = match restore_state(bytes) {
+    let got = match restore_cpu_manager_state(bytes) {
         Ok(CpuManagerState::V1(_)) => "v1",
         Ok(CpuManagerState::V2(_)) => "v2",
         Err(_) => "error",
@@ -311,7 +312,7 @@ fn check_restore(bytes: &[u8], want: &str) -> Result<(), String> {
 }
 
 fn check_claim_list(bytes: &[u8], verdicts: &Value) -> Result<(), String> {
-    let file = DraCheckpointFile::decode(bytes).map_err(|e| format!("file refused: {e}"))?;
+    let file = DraManagerCheckpointFile::decode(bytes).map_err(|e| format!("file refused: {e}"))?;
     let decoded = file.claim_info_state_list();
     match (&verdicts["get_claim_info_state_list_error"], decoded) {
         (Value::Null, Ok(list)) => {
@@ -320,7 +321,7 @@ fn check_claim_list(bytes: &[u8], verdicts: &Value) -> Result<(), String> {
             };
             let want_json = serde_json::json!({ "ClaimInfoStateList": want });
             let want_bytes = serde_json::to_vec(&want_json).map_err(|e| e.to_string())?;
-            let want = DraCheckpoint::from_go_json(&want_bytes).map_err(err)?;
+            let want = DraManagerCheckpoint::from_go_json(&want_bytes).map_err(err)?;
             if want == list {
                 Ok(())
             } else {

@@ -5,7 +5,7 @@
 //! makes people delete `cpu_manager_state` by hand for that. Every other failure names the
 //! file and the exact remedy.
 
-use corral_checkpoint::{CpuManagerCheckpoint, CpuManagerState, restore_state};
+use corral_checkpoint::{CpuManagerCheckpoint, CpuManagerState, restore_cpu_manager_state};
 use corral_topology::{CpuSet, CpuSetParseError};
 
 use super::backend::{StateBackend, StateIoError};
@@ -143,9 +143,9 @@ pub fn restore(
             migrated_from: None,
         });
     };
-    let checkpoint = match restore_state(&bytes) {
+    let checkpoint = match restore_cpu_manager_state(&bytes) {
         Ok(CpuManagerState::V2(v2)) => v2,
-        Ok(CpuManagerState::V1(v1)) => v1.to_v2(container_ref).map_err(|_| {
+        Ok(CpuManagerState::V1(v1)) => v1.to_current(container_ref).map_err(|_| {
             let container_id = v1
                 .entries
                 .iter()

@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
-use corral_checkpoint::{Checkpoint, ClaimInfoState, DraCheckpoint};
+use corral_checkpoint::{Checkpoint, ClaimInfoState, DraManagerCheckpoint};
 use corral_dra::{DraManager, FileStateStore, MemoryStateStore, StateStore};
 use serde_json::Value;
 
@@ -70,7 +70,7 @@ fn kubelet_files_restore() {
         // free of duplicates.
         let store = MemoryStateStore::new();
         store
-            .store(&DraCheckpoint {
+            .store(&DraManagerCheckpoint {
                 claim_info_state_list: Some(got.into_values().collect()),
             })
             .unwrap();
@@ -126,5 +126,5 @@ fn refused_files_are_errors_not_empty_state() {
     assert!(refused > 0);
     // The same bytes decode directly too.
     let first = doc["vectors"][1]["file"].as_str().unwrap();
-    assert!(DraCheckpoint::decode(first.as_bytes()).is_ok());
+    assert!(DraManagerCheckpoint::decode(first.as_bytes()).is_ok());
 }

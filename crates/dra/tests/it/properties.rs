@@ -5,7 +5,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
-use corral_checkpoint::{Checkpoint, DraCheckpoint};
+use corral_checkpoint::{Checkpoint, DraManagerCheckpoint};
 use corral_dra::{
     DraManager, DraManagerConfig, MemoryStateStore, PodClaim, PodClaims, ResourceClaim,
 };
@@ -81,7 +81,7 @@ proptest! {
                 .map(|c| (c.key(), c.pod_uids().map(str::to_owned).collect()))
                 .collect();
             prop_assert_eq!(&cached, &model);
-            let file = DraCheckpoint::decode(&store.bytes().unwrap()).unwrap();
+            let file = DraManagerCheckpoint::decode(&store.bytes().unwrap()).unwrap();
             let in_file: BTreeSet<String> = file.claim_info_state_list.iter().flatten().map(|s| format!("{}/{}", s.namespace, s.claim_name)).collect();
             prop_assert_eq!(in_file, model.keys().cloned().collect::<BTreeSet<_>>());
             let held: BTreeSet<String> = driver.prepared.lock().unwrap().iter().map(|u| format!("ns/{}", u.trim_end_matches("-uid"))).collect();
