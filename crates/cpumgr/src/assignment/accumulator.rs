@@ -287,6 +287,17 @@ mod tests {
         s.parse().unwrap()
     }
 
+    /// `f` of a fresh accumulator (nothing needed, packed) over `available` on `machine`.
+    fn with_acc<T>(machine: Machine, available: &str, f: impl FnOnce(&Accumulator<'_>) -> T) -> T {
+        let ix = index(machine);
+        f(&Accumulator::new(
+            &ix,
+            &set(available),
+            0,
+            CpuSortingStrategy::Packed,
+        ))
+    }
+
     /// Upstream `freeNUMANodes` / `freeSockets` / `freeCores` as ids.
     fn free(acc: &Accumulator<'_>, level: Level) -> Vec<usize> {
         acc.sort(level)
@@ -299,6 +310,7 @@ mod tests {
     /// Upstream `TestCPUAccumulatorFreeSockets` (cpu_assignment_test.go).
     #[test]
     fn free_sockets() {
+        #[rustfmt::skip]
         let cases: [(&dyn Fn() -> _, &str, &[usize]); 13] = [
             (&single_socket_ht, "0-7", &[0]),
             (&single_socket_ht, "1-7", &[]),
@@ -308,36 +320,14 @@ mod tests {
             (&dual_socket_multi_numa_per_socket_ht, "0-79", &[0, 1]),
             (&dual_socket_multi_numa_per_socket_ht, "1-79", &[1]),
             (&dual_socket_multi_numa_per_socket_ht, "1-78", &[]),
-            (
-                &fake_multi_socket_dual_socket_per_numa_ht,
-                "0-79",
-                &[0, 1, 2, 3],
-            ),
-            (
-                &fake_multi_socket_dual_socket_per_numa_ht,
-                "0-19,21-79",
-                &[0, 1, 3],
-            ),
-            (
-                &fake_multi_socket_dual_socket_per_numa_ht,
-                "0-59,61-78",
-                &[0, 1],
-            ),
-            (
-                &fake_multi_socket_dual_socket_per_numa_ht,
-                "1-19,21-38,41-60,61-78",
-                &[1],
-            ),
-            (
-                &fake_multi_socket_dual_socket_per_numa_ht,
-                "0-40,42-49,51-68,71-79",
-                &[],
-            ),
+            (&fake_multi_socket_dual_socket_per_numa_ht, "0-79", &[0, 1, 2, 3]),
+            (&fake_multi_socket_dual_socket_per_numa_ht, "0-19,21-79", &[0, 1, 3]),
+            (&fake_multi_socket_dual_socket_per_numa_ht, "0-59,61-78", &[0, 1]),
+            (&fake_multi_socket_dual_socket_per_numa_ht, "1-19,21-38,41-60,61-78", &[1]),
+            (&fake_multi_socket_dual_socket_per_numa_ht, "0-40,42-49,51-68,71-79", &[]),
         ];
         for (topo, available, want) in cases {
-            let ix = index(topo());
-            let acc = Accumulator::new(&ix, &set(available), 0, CpuSortingStrategy::Packed);
-            let mut got = free(&acc, Level::Socket);
+            let mut got = with_acc(topo(), available, |acc| free(acc, Level::Socket));
             got.sort_unstable();
             assert_eq!(got, want, "{available}");
         }
@@ -346,6 +336,7 @@ mod tests {
     /// Upstream `TestCPUAccumulatorFreeNUMANodes` (cpu_assignment_test.go).
     #[test]
     fn free_numa_nodes() {
+        #[rustfmt::skip]
         let cases: [(&dyn Fn() -> _, &str, &[usize]); 13] = [
             (&single_socket_ht, "0-7", &[0]),
             (&single_socket_ht, "1-7", &[]),
@@ -355,38 +346,22 @@ mod tests {
             (&dual_socket_multi_numa_per_socket_ht, "0-79", &[0, 1, 2, 3]),
             (&dual_socket_multi_numa_per_socket_ht, "1-79", &[1, 2, 3]),
             (&dual_socket_multi_numa_per_socket_ht, "1-9,11-79", &[2, 3]),
-            (
-                &dual_socket_multi_numa_per_socket_ht,
-                "1-9,11-59,61-79",
-                &[3],
-            ),
-            (
-                &dual_socket_multi_numa_per_socket_ht,
-                "1-9,11-59,61-78",
-                &[],
-            ),
+            (&dual_socket_multi_numa_per_socket_ht, "1-9,11-59,61-79", &[3]),
+            (&dual_socket_multi_numa_per_socket_ht, "1-9,11-59,61-78", &[]),
             (&fake_multi_socket_dual_socket_per_numa_ht, "0-79", &[0, 1]),
-            (
-                &fake_multi_socket_dual_socket_per_numa_ht,
-                "0-9,11-79",
-                &[1],
-            ),
-            (
-                &fake_multi_socket_dual_socket_per_numa_ht,
-                "0-9,11-59,61-79",
-                &[],
-            ),
+            (&fake_multi_socket_dual_socket_per_numa_ht, "0-9,11-79", &[1]),
+            (&fake_multi_socket_dual_socket_per_numa_ht, "0-9,11-59,61-79", &[]),
         ];
         for (topo, available, want) in cases {
-            let ix = index(topo());
-            let acc = Accumulator::new(&ix, &set(available), 0, CpuSortingStrategy::Packed);
-            assert_eq!(free(&acc, Level::Numa), want, "{available}");
+            let got = with_acc(topo(), available, |acc| free(acc, Level::Numa));
+            assert_eq!(got, want, "{available}");
         }
     }
 
     /// Upstream `TestCPUAccumulatorFreeSocketsAndNUMANodes` (cpu_assignment_test.go).
     #[test]
     fn free_sockets_and_numa_nodes() {
+        #[rustfmt::skip]
         let cases: [(&str, &[usize], &[usize]); 4] = [
             ("0-79", &[0, 1], &[0, 1, 2, 3]),
             ("1-79", &[1], &[1, 2, 3]),
@@ -404,6 +379,7 @@ mod tests {
     /// Upstream `TestCPUAccumulatorFreeCores` (cpu_assignment_test.go).
     #[test]
     fn free_cores() {
+        #[rustfmt::skip]
         let cases: [(&dyn Fn() -> _, &str, &[usize]); 8] = [
             (&single_socket_ht, "0-7", &[0, 1, 2, 3]),
             (&single_socket_ht, "0-2,4-6", &[0, 1, 2]),
@@ -415,62 +391,40 @@ mod tests {
             (&dual_socket_ht, "2-5,8-11", &[2, 4, 3, 5]),
         ];
         for (topo, available, want) in cases {
-            let ix = index(topo());
-            let acc = Accumulator::new(&ix, &set(available), 0, CpuSortingStrategy::Packed);
-            assert_eq!(free(&acc, Level::Core), want, "{available}");
+            let got = with_acc(topo(), available, |acc| free(acc, Level::Core));
+            assert_eq!(got, want, "{available}");
         }
     }
 
     /// Upstream `TestCPUAccumulatorFreeCPUs` (cpu_assignment_test.go).
     #[test]
     fn free_cpus() {
+        #[rustfmt::skip]
         let cases: [(&dyn Fn() -> _, &str, &[usize]); 6] = [
             (&single_socket_ht, "0-7", &[0, 4, 1, 5, 2, 6, 3, 7]),
             (&single_socket_ht, "3-7", &[4, 5, 6, 3, 7]),
-            (
-                &dual_socket_ht,
-                "0-11",
-                &[0, 6, 2, 8, 4, 10, 1, 7, 3, 9, 5, 11],
-            ),
-            (
-                &dual_socket_ht,
-                "1-11",
-                &[6, 2, 8, 4, 10, 1, 7, 3, 9, 5, 11],
-            ),
-            (
-                &dual_socket_ht,
-                "1-5,7-11",
-                &[2, 8, 4, 10, 1, 7, 3, 9, 5, 11],
-            ),
-            (
-                &triple_socket_ht,
-                "0-3,6-13",
-                &[12, 13, 0, 1, 2, 3, 6, 7, 8, 9, 10, 11],
-            ),
+            (&dual_socket_ht, "0-11", &[0, 6, 2, 8, 4, 10, 1, 7, 3, 9, 5, 11]),
+            (&dual_socket_ht, "1-11", &[6, 2, 8, 4, 10, 1, 7, 3, 9, 5, 11]),
+            (&dual_socket_ht, "1-5,7-11", &[2, 8, 4, 10, 1, 7, 3, 9, 5, 11]),
+            (&triple_socket_ht, "0-3,6-13", &[12, 13, 0, 1, 2, 3, 6, 7, 8, 9, 10, 11]),
         ];
         for (topo, available, want) in cases {
-            let ix = index(topo());
-            let acc = Accumulator::new(&ix, &set(available), 0, CpuSortingStrategy::Packed);
-            assert_eq!(acc.sort_cpus(), want, "{available}");
+            let got = with_acc(topo(), available, |acc| acc.sort_cpus());
+            assert_eq!(got, want, "{available}");
         }
     }
 
     /// Upstream `TestCPUAccumulatorTake` (cpu_assignment_test.go).
     #[test]
     fn take() {
+        #[rustfmt::skip]
         let cases: [(&str, &[&str], usize, bool, bool); 6] = [
             ("0-7", &[""], 1, false, false),
             ("", &[""], 1, false, true),
             ("0-7", &["0"], 1, true, false),
             ("0-7", &["0"], 2, false, false),
             ("0-2", &["0", "1"], 4, false, true),
-            (
-                "0-7",
-                &["0", "1", "2", "3", "4", "5", "6", "7"],
-                8,
-                true,
-                false,
-            ),
+            ("0-7", &["0", "1", "2", "3", "4", "5", "6", "7"], 8, true, false),
         ];
         let ix = index(single_socket_ht());
         for (available, takes, n, satisfied, failed) in cases {

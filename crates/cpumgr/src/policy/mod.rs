@@ -36,17 +36,21 @@ pub trait Policy: Send + Sync + std::fmt::Debug {
     ) -> Result<(), AllocateError>;
     /// Release the container's exclusive CPUs (upstream `RemoveContainer`). Idempotent.
     fn remove_container(&mut self, state: &mut CpuState, pod_uid: &str, container: &str);
-    /// Hints for one container (upstream `GetTopologyHints`).
-    fn hints_for_container(
-        &self,
-        state: &CpuState,
-        pod: &Pod,
-        container: &Container,
-    ) -> ProviderHints;
-    /// Hints for the whole pod (upstream `GetPodTopologyHints`).
-    fn hints_for_pod(&self, state: &CpuState, pod: &Pod) -> ProviderHints;
-    /// The CPUs exclusive allocations can come from (upstream `GetAllocatableCPUs`).
-    fn allocatable_cpus(&self, state: &CpuState) -> CpuSet;
+    /// Hints for one container (upstream `GetTopologyHints`). The default: no preference
+    /// (upstream's `none` policy).
+    fn hints_for_container(&self, _state: &CpuState, _pod: &Pod, _: &Container) -> ProviderHints {
+        None
+    }
+    /// Hints for the whole pod (upstream `GetPodTopologyHints`). The default: no
+    /// preference.
+    fn hints_for_pod(&self, _state: &CpuState, _pod: &Pod) -> ProviderHints {
+        None
+    }
+    /// The CPUs exclusive allocations can come from (upstream `GetAllocatableCPUs`). The
+    /// default: none (upstream's `none` policy).
+    fn allocatable_cpus(&self, _state: &CpuState) -> CpuSet {
+        CpuSet::new()
+    }
     /// Whether exclusive allocations are whole physical cores (`full-pcpus-only`), which
     /// upstream counts as `physical_cpu` alignment. The default: no.
     fn aligns_physical_cpus(&self) -> bool {

@@ -2,7 +2,7 @@
 
 use std::collections::BTreeMap;
 
-use corral_topology::{Container, CpuSet, Pod, ProviderHints, TopologyHint};
+use corral_topology::{Container, Pod, TopologyHint};
 
 use super::{AllocateError, Policy, ValidationError};
 use crate::options::{OptionsError, go_map_string};
@@ -46,21 +46,13 @@ impl Policy for NonePolicy {
 
     fn remove_container(&mut self, _state: &mut CpuState, _pod_uid: &str, _container: &str) {}
 
-    fn hints_for_container(&self, _: &CpuState, _: &Pod, _: &Container) -> ProviderHints {
-        None
-    }
-
-    fn hints_for_pod(&self, _: &CpuState, _: &Pod) -> ProviderHints {
-        None
-    }
-
-    fn allocatable_cpus(&self, _: &CpuState) -> CpuSet {
-        CpuSet::new()
-    }
+    // Hints and allocatable CPUs: the trait's defaults (no preference, none).
 }
 
 #[cfg(test)]
 mod tests {
+    use corral_topology::CpuSet;
+
     use super::*;
 
     /// Upstream `TestNonePolicyName`, `TestNonePolicyAllocate`, `TestNonePolicyRemove`,

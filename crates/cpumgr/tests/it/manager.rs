@@ -12,6 +12,7 @@ use corral_cpumgr::{
     CheckpointBackend, ContainerMap, ContainerRuntime, ContainerState, ContainerStatus, CpuManager,
     CpuManagerConfig, CpuManagerError, MemoryBackend, PodSource, PodStatus, RuntimeError, restore,
 };
+use corral_testkit::conformance_topology::load_testdata;
 use corral_topology::{AffinityStore, CpuSet, CpuTopology, HintProvider, Pod, TopologyHint};
 use serde_json::Value;
 
@@ -101,10 +102,13 @@ fn allocate_first(manager: &CpuManager, pod: &Pod) {
         .unwrap();
 }
 
+/// The conformance file of `cpu_manager_state` checkpoints.
+fn checkpoint_vectors() -> Value {
+    load_testdata("testdata/conformance/checkpoint_cpumanager.json")
+}
+
 fn vector(name: &str) -> Vec<u8> {
-    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../testdata/conformance/checkpoint_cpumanager.json");
-    let doc: Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    let doc = checkpoint_vectors();
     let v = doc["vectors"]
         .as_array()
         .unwrap()
@@ -119,9 +123,7 @@ fn vector(name: &str) -> Vec<u8> {
 /// parse error for garbage sets), v1 files are migrated through the container map.
 #[test]
 fn conformance_checkpoints_restore_as_upstream() {
-    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../testdata/conformance/checkpoint_cpumanager.json");
-    let doc: Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    let doc = checkpoint_vectors();
     let all = doc["vectors"]
         .as_array()
         .unwrap()

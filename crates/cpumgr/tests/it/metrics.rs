@@ -75,6 +75,15 @@ fn allocate((manager, pods): &(CpuManager, Arc<Pods>), uid: &str, millis: i64) -
         .is_ok()
 }
 
+/// Allocate each `(pod uid, millis, admitted, counts after)` in turn: the allocation succeeds
+/// exactly when `admitted`, and the counters ([`counts`]) are then as given.
+fn check_steps(manager: &(CpuManager, Arc<Pods>), steps: &[(&str, i64, bool, [u64; 5])]) {
+    for &(uid, millis, admitted, want) in steps {
+        assert_eq!(allocate(manager, uid, millis), admitted, "{uid}");
+        assert_eq!(counts(manager.0.metrics()), want, "{uid}");
+    }
+}
+
 /// `[requests, errors, physical_cpu, physical_cpu failures, uncore_cache]`.
 fn counts(metrics: &CpuManagerMetrics) -> [u64; 5] {
     let load = |c: &AtomicU64| c.load(Ordering::Relaxed);
@@ -90,37 +99,39 @@ fn counts(metrics: &CpuManagerMetrics) -> [u64; 5] {
 #[test]
 fn full_pcpus_only_counts_physical_cpu_alignment() {
     let manager = manager("static", &[("full-pcpus-only", "true")]);
-    // Two whole cores on one uncore cache.
-    assert!(allocate(&manager, "a", 4000));
-    assert_eq!(counts(manager.0.metrics()), [1, 0, 1, 0, 1]);
-    // The same container again: a request and a physical_cpu success, no new allocation.
-    assert!(allocate(&manager, "a", 4000));
-    assert_eq!(counts(manager.0.metrics()), [2, 0, 2, 0, 1]);
-    // Three CPUs are not whole cores: SMTAlignmentError.
-    assert!(!allocate(&manager, "b", 3000));
-    assert_eq!(counts(manager.0.metrics()), [3, 1, 2, 1, 1]);
-    // A Burstable pod asks for nothing exclusive.
-    assert!(allocate(&manager, "c", 500));
-    assert_eq!(counts(manager.0.metrics()), [3, 1, 2, 1, 1]);
+    check_steps(
+        &manager,
+        &[
+            // Two whole cores on one uncore cache.
+            ("a", 4000, true, [1, 0, 1, 0, 1]),
+            // The same container again: a request and a physical_cpu success, no new allocation.
+            ("a", 4000, true, [2, 0, 2, 0, 1]),
+            // Three CPUs are not whole cores: SMTAlignmentError.
+            ("b", 3000, false, [3, 1, 2, 1, 1]),
+            // A Burstable pod asks for nothing exclusive.
+            ("c", 500, true, [3, 1, 2, 1, 1]),
+        ],
+    );
 }
 
 #[test]
 fn uncore_cache_alignment_counts_new_allocations_within_one_cache() {
     let manager = manager("static", &[]);
-    // One CPU: aligned by definition.
-    assert!(allocate(&manager, "one", 1000));
-    assert_eq!(counts(manager.0.metrics()), [1, 0, 0, 0, 1]);
-    // Ten CPUs cannot fit one cache of 8.
-    assert!(allocate(&manager, "ten", 10_000));
-    assert_eq!(counts(manager.0.metrics()), [2, 0, 0, 0, 1]);
-    // More than what is left fails, no alignment counted.
-    assert!(!allocate(&manager, "huge", 8000));
-    assert_eq!(counts(manager.0.metrics()), [3, 1, 0, 0, 1]);
+    check_steps(
+        &manager,
+        &[
+            // One CPU: aligned by definition.
+            ("one", 1000, true, [1, 0, 0, 0, 1]),
+            // Ten CPUs cannot fit one cache of 8.
+            ("ten", 10_000, true, [2, 0, 0, 0, 1]),
+            // More than what is left fails, no alignment counted.
+            ("huge", 8000, false, [3, 1, 0, 0, 1]),
+        ],
+    );
 }
 
 #[test]
 fn none_policy_counts_nothing() {
     let manager = manager("none", &[]);
-    assert!(allocate(&manager, "a", 4000));
-    assert_eq!(counts(manager.0.metrics()), [0, 0, 0, 0, 0]);
+    check_steps(&manager, &[("a", 4000, true, [0, 0, 0, 0, 0])]);
 }

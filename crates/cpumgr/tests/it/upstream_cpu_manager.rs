@@ -40,11 +40,7 @@ fn cpu_manager_add() {
     let cases: [(&str, Box<dyn corral_cpumgr::Policy>, &str, bool); 2] = [
         (
             "cpu manager add - no error",
-            Box::new(Unvalidated(static_policy(
-                single_socket_four_cores_no_ht(),
-                0,
-                "",
-            ))),
+            Box::new(static_policy(single_socket_four_cores_no_ht(), 0, "")),
             "3-4",
             true,
         ),
@@ -436,7 +432,7 @@ fn reconcile_state() {
         *runtime.err.lock().unwrap() = row.update_err.map(str::to_owned);
         let m = manager_with_state(
             reconcile_dual_socket(),
-            Box::new(Unvalidated(static_policy(reconcile_dual_socket(), 0, ""))),
+            Box::new(static_policy(reconcile_dual_socket(), 0, "")),
             &row.state,
             pods,
             runtime,
@@ -486,7 +482,7 @@ fn reconcile_state_last_update() {
     let st = state("5-7", &[("fakePodUID", "fakeContainerName", "1-2")]);
     let m = manager_with_state(
         reconcile_dual_socket(),
-        Box::new(Unvalidated(static_policy(reconcile_dual_socket(), 0, ""))),
+        Box::new(static_policy(reconcile_dual_socket(), 0, "")),
         &st,
         pods.clone(),
         runtime.clone(),

@@ -192,7 +192,7 @@ fn hints_manager(
     .unwrap();
     manager_with_state(
         topo,
-        Box::new(Unvalidated(policy)),
+        Box::new(policy),
         state,
         pods,
         Arc::new(Runtime::default()),

@@ -1,6 +1,6 @@
-//! `cpu_manager_test.go`'s doubles: a policy that skips `Start`'s validation (upstream's tests
-//! build a `manager` around a `mockState` and never call `Start`), upstream's `mockPolicy`, a
-//! pod source (`activePods` + `mockPodStatusProvider`), a runtime with a settable error
+//! `cpu_manager_test.go`'s doubles: a started manager around a state that is not validated
+//! (upstream's tests build a `manager` around a `mockState` and never call `Start`),
+//! upstream's `mockPolicy`, a pod source (`activePods` + `mockPodStatusProvider`), a runtime with a settable error
 //! (`mockRuntimeService`) and a backend whose writes can be made to fail.
 #![allow(dead_code, unreachable_pub)]
 
@@ -14,55 +14,7 @@ use corral_cpumgr::{
     PodStatus, Policy, RuntimeError, StateBackend, StateIoError, TakeError, TopologyIndex,
     ValidationError,
 };
-use corral_topology::{Container, CpuSet, Pod, ProviderHints, TopologyHint};
-
-/// Delegates to the wrapped policy, except that `start` accepts the state as it is.
-#[derive(Debug)]
-pub struct Unvalidated<P>(pub P);
-
-impl<P: Policy> Policy for Unvalidated<P> {
-    fn name(&self) -> &'static str {
-        self.0.name()
-    }
-    fn start(&mut self, _state: &mut CpuState) -> Result<(), ValidationError> {
-        Ok(())
-    }
-    fn allocate(
-        &mut self,
-        state: &mut CpuState,
-        pod: &Pod,
-        container: &Container,
-        affinity: TopologyHint,
-    ) -> Result<(), AllocateError> {
-        self.0.allocate(state, pod, container, affinity)
-    }
-    fn remove_container(&mut self, state: &mut CpuState, pod_uid: &str, container: &str) {
-        self.0.remove_container(state, pod_uid, container);
-    }
-    fn hints_for_container(
-        &self,
-        state: &CpuState,
-        pod: &Pod,
-        container: &Container,
-    ) -> ProviderHints {
-        self.0.hints_for_container(state, pod, container)
-    }
-    fn hints_for_pod(&self, state: &CpuState, pod: &Pod) -> ProviderHints {
-        self.0.hints_for_pod(state, pod)
-    }
-    fn allocatable_cpus(&self, state: &CpuState) -> CpuSet {
-        self.0.allocatable_cpus(state)
-    }
-    fn release_terminated_init_container(
-        &mut self,
-        state: &mut CpuState,
-        pod: &Pod,
-        container: &str,
-    ) -> bool {
-        self.0
-            .release_terminated_init_container(state, pod, container)
-    }
-}
+use corral_topology::{Container, CpuSet, Pod, TopologyHint};
 
 /// Upstream `mockPolicy{err}`: every allocation fails (corral's `Policy::remove_container`
 /// cannot fail, so only `Allocate` carries the error).
@@ -86,15 +38,6 @@ impl Policy for FailingPolicy {
         Err(AllocateError::Take(TakeError::Failed))
     }
     fn remove_container(&mut self, _: &mut CpuState, _: &str, _: &str) {}
-    fn hints_for_container(&self, _: &CpuState, _: &Pod, _: &Container) -> ProviderHints {
-        None
-    }
-    fn hints_for_pod(&self, _: &CpuState, _: &Pod) -> ProviderHints {
-        None
-    }
-    fn allocatable_cpus(&self, _: &CpuState) -> CpuSet {
-        CpuSet::new()
-    }
 }
 
 /// `activePods` and `mockPodStatusProvider{podStatus, found}` (one status for every pod).
@@ -169,7 +112,8 @@ impl StateBackend for FlakyBackend {
 }
 
 /// A started manager around `policy` whose state is exactly `state` (written as the
-/// checkpoint it restores), with the given doubles.
+/// checkpoint it restores, and not validated, as upstream's tests never call `Start`), with
+/// the given doubles.
 pub fn manager_with_state(
     index: Arc<TopologyIndex>,
     policy: Box<dyn Policy>,
@@ -182,7 +126,8 @@ pub fn manager_with_state(
     writer
         .store(&state.to_checkpoint(policy.name()))
         .expect("memory store");
-    let manager = CpuManager::with_policy(index, policy, Duration::from_secs(10));
+    let manager =
+        CpuManager::with_policy(index, policy, Duration::from_secs(10)).without_start_validation();
     manager
         .start(Box::new(backend), pods, runtime, ContainerMap::new())
         .expect("start");
