@@ -10,11 +10,32 @@ use crate::claim::ClaimRef;
 use crate::claim_info::PreparedDevice;
 use crate::error::DriverCallError;
 
-/// Per claim uid, the devices a driver prepared or the driver's error message.
-pub type PrepareResults = BTreeMap<String, Result<Vec<PreparedDevice>, String>>;
+/// Per claim uid, the devices a driver prepared or the driver's error for the claim.
+pub type PrepareResults = BTreeMap<String, Result<Vec<PreparedDevice>, DriverClaimError>>;
 
-/// Per claim uid, success or the driver's error message.
-pub type UnprepareResults = BTreeMap<String, Result<(), String>>;
+/// Per claim uid, success or the driver's error for the claim.
+pub type UnprepareResults = BTreeMap<String, Result<(), DriverClaimError>>;
+
+/// A driver's error for one claim of a call that succeeded as a whole (the `error` field of
+/// its answer for the claim), as the driver worded it.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{message}")]
+pub struct DriverClaimError {
+    /// The driver's message.
+    pub message: String,
+}
+
+impl From<String> for DriverClaimError {
+    fn from(message: String) -> Self {
+        DriverClaimError { message }
+    }
+}
+
+impl From<&str> for DriverClaimError {
+    fn from(message: &str) -> Self {
+        message.to_owned().into()
+    }
+}
 
 /// The DRA drivers the manager can call.
 ///

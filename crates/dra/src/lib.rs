@@ -144,7 +144,7 @@ pub use claim_info::{ClaimInfo, PreparedDevice};
 #[cfg(feature = "test-util")]
 #[cfg_attr(docsrs, doc(cfg(feature = "test-util")))]
 pub use crash_point::CrashPoint;
-pub use driver::{DriverClients, PrepareResults, UnprepareResults};
+pub use driver::{DriverClaimError, DriverClients, PrepareResults, UnprepareResults};
 pub use error::{DraManagerError, DriverCallError};
 pub use manager::{ContainerInfo, DraManager, DraManagerConfig};
 pub use plugin::{

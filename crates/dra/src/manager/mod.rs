@@ -300,7 +300,7 @@ impl<D: DriverClients> DraManager<D> {
                     out.insert(claim.uid.clone(), devices.clone());
                 }
                 Some(Err(message)) => {
-                    return Err(claim_failed(PREPARE, driver, pod, claim, message));
+                    return Err(claim_failed(PREPARE, driver, pod, claim, &message.message));
                 }
                 None => {}
             }
@@ -325,7 +325,7 @@ impl<D: DriverClients> DraManager<D> {
                     claim.uid.clone(),
                     result
                         .clone()
-                        .map_err(|m| claim_failed(UNPREPARE, driver, pod, claim, &m)),
+                        .map_err(|e| claim_failed(UNPREPARE, driver, pod, claim, &e.message)),
                 ))
             })
             .collect())

@@ -16,7 +16,7 @@ use corral_proto::tonic::{self, transport::Channel};
 use super::service::DraService;
 use crate::claim::ClaimRef;
 use crate::claim_info::PreparedDevice;
-use crate::driver::{PrepareResults, UnprepareResults};
+use crate::driver::{DriverClaimError, PrepareResults, UnprepareResults};
 use crate::error::DriverCallError;
 
 /// How to call one plugin of a driver.
@@ -155,7 +155,7 @@ impl DraPluginClient {
 fn outcomes<R, T>(
     answers: HashMap<String, R>,
     split: impl Fn(R) -> (String, T),
-) -> BTreeMap<String, Result<T, String>> {
+) -> BTreeMap<String, Result<T, DriverClaimError>> {
     answers
         .into_iter()
         .map(|(uid, answer)| {
@@ -165,7 +165,7 @@ fn outcomes<R, T>(
                 if error.is_empty() {
                     Ok(value)
                 } else {
-                    Err(error)
+                    Err(error.into())
                 },
             )
         })

@@ -272,10 +272,8 @@ async fn unprepare_failures_keep_the_claim() {
         matches!(err, DraManagerError::ClaimsLeftOut { .. }),
         "{err}"
     );
-    *m.drivers().unprepare.lock().unwrap() = Some(BTreeMap::from([(
-        CLAIM_UID.to_owned(),
-        Err("busy".to_owned()),
-    )]));
+    *m.drivers().unprepare.lock().unwrap() =
+        Some(BTreeMap::from([(CLAIM_UID.to_owned(), Err("busy".into()))]));
     let err = m.unprepare_resources(POD_UID).await.unwrap_err();
     assert!(
         err.to_string().contains("busy") && err.to_string().contains("test-namespace/test-claim")

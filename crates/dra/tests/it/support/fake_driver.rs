@@ -1,7 +1,7 @@
 //! An in-memory DRA driver ([`FakeDriver`]) for the manager tests: answers as told,
 //! counts its calls, and keeps the set of claims it holds prepared.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU32, Ordering};
 
@@ -20,7 +20,7 @@ pub enum Answer {
     /// One device per claim, named after the claim uid (upstream's default fake answer).
     Devices,
     /// A fixed per-uid map.
-    Fixed(BTreeMap<String, Result<Vec<PreparedDevice>, String>>),
+    Fixed(PrepareResults),
     /// The call fails as a whole.
     CallError(&'static str),
 }
@@ -28,7 +28,7 @@ pub enum Answer {
 pub struct FakeDriver {
     pub registered: Vec<&'static str>,
     pub prepare: Mutex<Answer>,
-    pub unprepare: Mutex<Option<BTreeMap<String, Result<(), String>>>>,
+    pub unprepare: Mutex<Option<UnprepareResults>>,
     pub prepare_calls: AtomicU32,
     pub unprepare_calls: AtomicU32,
     /// The claim uids it holds prepared: those it answered a device list for and has not
