@@ -171,22 +171,17 @@ macro_rules! go_value_methods {
         ) -> Result<Self::SerializeTupleStruct, Self::Error> {
             $crate::schema_mismatch::mismatch(format!("tuple struct {name} has no Go counterpart"))
         }
-        fn serialize_tuple_variant(
+        $crate::go_serializer::go_value_methods!(@enum serialize_tuple_variant SerializeTupleVariant);
+        $crate::go_serializer::go_value_methods!(@enum serialize_struct_variant SerializeStructVariant);
+    };
+    (@enum $method:ident $compound:ident) => {
+        fn $method(
             self,
             name: &'static str,
             _index: u32,
             _variant: &'static str,
             _len: usize,
-        ) -> Result<Self::SerializeTupleVariant, Self::Error> {
-            $crate::schema_mismatch::mismatch(format!("enum {name} has no Go counterpart"))
-        }
-        fn serialize_struct_variant(
-            self,
-            name: &'static str,
-            _index: u32,
-            _variant: &'static str,
-            _len: usize,
-        ) -> Result<Self::SerializeStructVariant, Self::Error> {
+        ) -> Result<Self::$compound, Self::Error> {
             $crate::schema_mismatch::mismatch(format!("enum {name} has no Go counterpart"))
         }
     };

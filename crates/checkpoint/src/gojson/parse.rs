@@ -169,17 +169,8 @@ impl Parser<'_> {
             self.skip_ws();
             let value = self.value(depth + 1)?;
             members.push((key, value));
-            self.skip_ws();
-            match self.peek() {
-                Some(b',') => {
-                    self.i += 1;
-                    self.skip_ws();
-                }
-                Some(b'}') => {
-                    self.i += 1;
-                    return Ok(Json::Object(members));
-                }
-                _ => return Err(self.invalid("after object key:value pair")),
+            if self.closes(b'}', "after object key:value pair")? {
+                return Ok(Json::Object(members));
             }
         }
     }
@@ -194,18 +185,28 @@ impl Parser<'_> {
         }
         loop {
             items.push(self.value(depth + 1)?);
-            self.skip_ws();
-            match self.peek() {
-                Some(b',') => {
-                    self.i += 1;
-                    self.skip_ws();
-                }
-                Some(b']') => {
-                    self.i += 1;
-                    return Ok(Json::Array(items));
-                }
-                _ => return Err(self.invalid("after array element")),
+            if self.closes(b']', "after array element")? {
+                return Ok(Json::Array(items));
             }
+        }
+    }
+
+    /// After an object member or array element: skips a `,` and the space after it
+    /// (`false`: another one follows) or the `close` byte (`true`); anything else is invalid
+    /// `context`.
+    fn closes(&mut self, close: u8, context: &str) -> Result<bool, SyntaxError> {
+        self.skip_ws();
+        match self.peek() {
+            Some(b',') => {
+                self.i += 1;
+                self.skip_ws();
+                Ok(false)
+            }
+            Some(b) if b == close => {
+                self.i += 1;
+                Ok(true)
+            }
+            _ => Err(self.invalid(context)),
         }
     }
 

@@ -35,149 +35,100 @@ fn bytes() -> impl Strategy<Value = Option<Vec<u8>>> {
     prop::option::of(prop::collection::vec(any::<u8>(), 0..12))
 }
 
+/// A strategy for a struct: every field drawn from its own strategy.
+macro_rules! strategy {
+    ($ty:ident { $($field:ident: $strategy:expr),* $(,)? }) => {
+        ($($strategy,)*).prop_map(|($($field,)*)| $ty { $($field),* })
+    };
+}
+
+/// `Some` of what `strategy` draws: a field the kubelet never leaves nil.
+fn some<T: Debug>(strategy: impl Strategy<Value = T>) -> impl Strategy<Value = Option<T>> {
+    strategy.prop_map(Some)
+}
+
 fn device_manager() -> impl Strategy<Value = DeviceManagerCheckpoint> {
-    let entry = (
-        text(),
-        text(),
-        text(),
-        prop::option::of(prop::collection::btree_map(any::<i64>(), strings(), 0..3)),
-        bytes(),
-    )
-        .prop_map(
-            |(pod_uid, container_name, resource_name, device_ids, alloc_resp)| PodDevicesEntry {
-                pod_uid,
-                container_name,
-                resource_name,
-                device_ids,
-                alloc_resp,
-            },
-        );
-    (
-        prop::option::of(prop::collection::vec(entry, 0..3)),
-        string_map(),
-    )
-        .prop_map(
-            |(pod_device_entries, registered_devices)| DeviceManagerCheckpoint {
-                pod_device_entries,
-                registered_devices,
-            },
-        )
+    let entry = strategy!(PodDevicesEntry {
+        pod_uid: text(),
+        container_name: text(),
+        resource_name: text(),
+        device_ids: prop::option::of(prop::collection::btree_map(any::<i64>(), strings(), 0..3)),
+        alloc_resp: bytes(),
+    });
+    strategy!(DeviceManagerCheckpoint {
+        pod_device_entries: prop::option::of(prop::collection::vec(entry, 0..3)),
+        registered_devices: string_map(),
+    })
 }
 
 fn device_manager_v1() -> impl Strategy<Value = DeviceManagerCheckpointV1> {
-    let entry = (text(), text(), text(), strings(), bytes()).prop_map(
-        |(pod_uid, container_name, resource_name, device_ids, alloc_resp)| PodDevicesEntryV1 {
-            pod_uid,
-            container_name,
-            resource_name,
-            device_ids,
-            alloc_resp,
-        },
-    );
-    (
-        prop::option::of(prop::collection::vec(entry, 0..3)),
-        string_map(),
-    )
-        .prop_map(
-            |(pod_device_entries, registered_devices)| DeviceManagerCheckpointV1 {
-                pod_device_entries,
-                registered_devices,
-            },
-        )
+    let entry = strategy!(PodDevicesEntryV1 {
+        pod_uid: text(),
+        container_name: text(),
+        resource_name: text(),
+        device_ids: strings(),
+        alloc_resp: bytes(),
+    });
+    strategy!(DeviceManagerCheckpointV1 {
+        pod_device_entries: prop::option::of(prop::collection::vec(entry, 0..3)),
+        registered_devices: string_map(),
+    })
 }
 
 fn cpu_v2() -> impl Strategy<Value = CpuManagerCheckpoint> {
     let containers = prop::option::of(prop::collection::btree_map(text(), text(), 0..3));
     // `entries` is `omitempty` and the kubelet reads into an empty map: it is never nil.
-    (
-        text(),
-        text(),
-        prop::collection::btree_map(text(), containers, 0..3),
-    )
-        .prop_map(
-            |(policy_name, default_cpu_set, entries)| CpuManagerCheckpoint {
-                policy_name,
-                default_cpu_set,
-                entries: Some(entries),
-            },
-        )
+    strategy!(CpuManagerCheckpoint {
+        policy_name: text(),
+        default_cpu_set: text(),
+        entries: some(prop::collection::btree_map(text(), containers, 0..3)),
+    })
 }
 
 fn cpu_v1() -> impl Strategy<Value = CpuManagerCheckpointV1> {
-    (
-        text(),
-        text(),
-        prop::collection::btree_map(text(), text(), 0..3),
-    )
-        .prop_map(
-            |(policy_name, default_cpu_set, entries)| CpuManagerCheckpointV1 {
-                policy_name,
-                default_cpu_set,
-                entries: Some(entries),
-            },
-        )
+    strategy!(CpuManagerCheckpointV1 {
+        policy_name: text(),
+        default_cpu_set: text(),
+        entries: some(prop::collection::btree_map(text(), text(), 0..3)),
+    })
 }
 
 fn memory_manager() -> impl Strategy<Value = MemoryManagerCheckpoint> {
-    let table = (
-        any::<u64>(),
-        any::<u64>(),
-        any::<u64>(),
-        any::<u64>(),
-        any::<u64>(),
-    )
-        .prop_map(|(a, b, c, d, e)| MemoryTable {
-            total_mem_size: a,
-            system_reserved: b,
-            allocatable: c,
-            reserved: d,
-            free: e,
-        });
-    let node = (
-        any::<i64>(),
-        prop::option::of(prop::collection::btree_map(
+    let table = strategy!(MemoryTable {
+        total_mem_size: any::<u64>(),
+        system_reserved: any::<u64>(),
+        allocatable: any::<u64>(),
+        reserved: any::<u64>(),
+        free: any::<u64>(),
+    });
+    let node = strategy!(NumaNodeState {
+        number_of_assignments: any::<i64>(),
+        memory_map: prop::option::of(prop::collection::btree_map(
             text(),
             prop::option::of(table),
             0..3,
         )),
-        prop::option::of(prop::collection::vec(any::<i64>(), 0..3)),
-    )
-        .prop_map(|(number_of_assignments, memory_map, cells)| NumaNodeState {
-            number_of_assignments,
-            memory_map,
-            cells,
-        });
-    let block = (
-        prop::option::of(prop::collection::vec(any::<i64>(), 0..3)),
-        text(),
-        any::<u64>(),
-    )
-        .prop_map(|(numa_affinity, resource, size)| Block {
-            numa_affinity,
-            resource,
-            size,
-        });
+        cells: prop::option::of(prop::collection::vec(any::<i64>(), 0..3)),
+    });
+    let block = strategy!(Block {
+        numa_affinity: prop::option::of(prop::collection::vec(any::<i64>(), 0..3)),
+        resource: text(),
+        size: any::<u64>(),
+    });
     let containers = prop::option::of(prop::collection::btree_map(
         text(),
         prop::option::of(prop::collection::vec(block, 0..2)),
         0..3,
     ));
-    (
-        text(),
-        prop::option::of(prop::collection::btree_map(
+    strategy!(MemoryManagerCheckpoint {
+        policy_name: text(),
+        machine_state: prop::option::of(prop::collection::btree_map(
             any::<i64>(),
             prop::option::of(node),
             0..4,
         )),
-        prop::collection::btree_map(text(), containers, 0..3),
-    )
-        .prop_map(
-            |(policy_name, machine_state, entries)| MemoryManagerCheckpoint {
-                policy_name,
-                machine_state,
-                entries: Some(entries),
-            },
-        )
+        entries: some(prop::collection::btree_map(text(), containers, 0..3)),
+    })
 }
 
 fn pod_uids() -> impl Strategy<Value = Option<BTreeSet<String>>> {
@@ -185,76 +136,47 @@ fn pod_uids() -> impl Strategy<Value = Option<BTreeSet<String>>> {
 }
 
 fn dra_v132() -> impl Strategy<Value = DraManagerCheckpoint> {
-    let device = (text(), text(), strings(), strings()).prop_map(
-        |(pool_name, device_name, request_names, cdi_device_ids)| Device {
-            pool_name,
-            device_name,
-            request_names,
-            cdi_device_ids,
-        },
-    );
-    let driver_state = prop::option::of(prop::collection::vec(device, 0..2))
-        .prop_map(|devices| DriverState { devices });
-    let claim = (
-        text(),
-        text(),
-        text(),
-        pod_uids(),
-        prop::option::of(prop::collection::btree_map(text(), driver_state, 0..2)),
-    )
-        .prop_map(
-            |(claim_uid, claim_name, namespace, pod_uids, driver_state)| ClaimInfoState {
-                claim_uid,
-                claim_name,
-                namespace,
-                pod_uids,
-                driver_state,
-            },
-        );
-    prop::option::of(prop::collection::vec(claim, 0..3)).prop_map(|claim_info_state_list| {
-        DraManagerCheckpoint {
-            claim_info_state_list,
-        }
+    let device = strategy!(Device {
+        pool_name: text(),
+        device_name: text(),
+        request_names: strings(),
+        cdi_device_ids: strings(),
+    });
+    let driver_state = strategy!(DriverState {
+        devices: prop::option::of(prop::collection::vec(device, 0..2)),
+    });
+    let claim = strategy!(ClaimInfoState {
+        claim_uid: text(),
+        claim_name: text(),
+        namespace: text(),
+        pod_uids: pod_uids(),
+        driver_state: prop::option::of(prop::collection::btree_map(text(), driver_state, 0..2)),
+    });
+    strategy!(DraManagerCheckpoint {
+        claim_info_state_list: prop::option::of(prop::collection::vec(claim, 0..3)),
     })
 }
 
 fn dra_v130() -> impl Strategy<Value = DraManagerCheckpointV130> {
-    let handle = (text(), text()).prop_map(|(driver_name, data)| ResourceHandle {
-        driver_name,
-        data,
-        structured_data: None,
+    let handle = strategy!(ResourceHandle {
+        driver_name: text(),
+        data: text(),
+        structured_data: Just(None),
     });
-    let claim = (
-        (text(), text(), text(), text(), text()),
-        pod_uids(),
-        prop::option::of(prop::collection::vec(handle, 0..2)),
-        string_map(),
-    )
-        .prop_map(
-            |(
-                (driver_name, class_name, claim_uid, claim_name, namespace),
-                pod_uids,
-                resource_handles,
-                cdi_devices,
-            )| {
-                ClaimInfoStateV130 {
-                    driver_name,
-                    class_name,
-                    claim_uid,
-                    claim_name,
-                    namespace,
-                    pod_uids,
-                    resource_handles,
-                    cdi_devices,
-                }
-            },
-        );
+    let claim = strategy!(ClaimInfoStateV130 {
+        driver_name: text(),
+        class_name: text(),
+        claim_uid: text(),
+        claim_name: text(),
+        namespace: text(),
+        pod_uids: pod_uids(),
+        resource_handles: prop::option::of(prop::collection::vec(handle, 0..2)),
+        cdi_devices: string_map(),
+    });
     // `entries` is `omitempty` and read into an empty list: never nil in a kubelet's files.
-    (text(), prop::collection::vec(claim, 0..3)).prop_map(|(version, entries)| {
-        DraManagerCheckpointV130 {
-            version,
-            entries: Some(entries),
-        }
+    strategy!(DraManagerCheckpointV130 {
+        version: text(),
+        entries: some(prop::collection::vec(claim, 0..3)),
     })
 }
 
