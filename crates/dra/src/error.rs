@@ -94,7 +94,7 @@ pub enum DraManagerError {
         claim: String,
     },
     /// The driver call itself failed (transport error, gRPC status, deadline).
-    #[error("{call} of DRA driver {driver} for pod {pod} failed (claims {claims}): {source}")]
+    #[error("{call} of DRA driver {driver} for pod {pod} failed (claims {claims})")]
     DriverCall {
         /// `NodePrepareResources` or `NodeUnprepareResources`.
         call: &'static str,
@@ -161,7 +161,7 @@ pub enum DraManagerError {
         source: crate::cdi::CdiError,
     },
     /// Reading or writing `dra_manager_state` failed.
-    #[error("DRA checkpoint {path}: {source}")]
+    #[error("DRA checkpoint {}", path.display())]
     Checkpoint {
         /// The state file.
         path: PathBuf,

@@ -191,7 +191,7 @@ async fn per_claim_and_call_failures_name_claim_and_driver() {
     driver.set_behavior(Behavior::FailCall("out of memory".into()));
     let err = manager.unprepare_resources("pod-1").await.unwrap_err();
     assert!(matches!(err, DraManagerError::DriverCall { .. }), "{err}");
-    assert!(err.to_string().contains("out of memory"));
+    assert_mentions(&err, &["out of memory"]);
     driver.set_behavior(Behavior::Normal);
     manager.unprepare_resources("pod-1").await.unwrap();
     watcher.stop().await;

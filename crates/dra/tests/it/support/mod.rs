@@ -161,9 +161,15 @@ pub async fn prepare_pod1<D: DriverClients>(
         .await
 }
 
-/// The error's text names every one of `parts`.
-pub fn assert_mentions(err: &dyn std::fmt::Display, parts: &[&str]) {
-    let text = err.to_string();
+/// The error as reported — its text, then each cause's, `: `-separated, as the agent
+/// prints it — names every one of `parts`.
+pub fn assert_mentions(err: &(dyn std::error::Error + 'static), parts: &[&str]) {
+    let mut text = err.to_string();
+    let mut cause = err.source();
+    while let Some(source) = cause {
+        text = format!("{text}: {source}");
+        cause = source.source();
+    }
     assert!(parts.iter().all(|part| text.contains(part)), "{text}");
 }
 
