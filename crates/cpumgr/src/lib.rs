@@ -83,8 +83,8 @@ pub use policy::{
     StaticPolicy, ValidationError, guaranteed_cpus, pod_guaranteed_cpus,
 };
 pub use runtime::{
-    ContainerRuntime, ContainerState, ContainerStatus, PodSource, PodStatus, ReconcileReport,
-    ReconciledContainer, RuntimeError,
+    ContainerIdError, ContainerRuntime, ContainerState, ContainerStatus, PodSource, PodStatus,
+    ReconcileReport, ReconciledContainer, RuntimeError,
 };
 pub use state::{
     CheckpointBackend, ContainerCpuAssignments, CpuState, MemoryBackend, RestoreError, Restored,

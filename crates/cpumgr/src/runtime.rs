@@ -62,18 +62,35 @@ impl PodStatus {
     }
 
     /// Upstream `findContainerIDByName`: the id part of `<type>://<id>`.
-    pub fn container_id(&self, name: &str) -> Result<String, String> {
+    ///
+    /// ```
+    /// use corral_cpumgr::{ContainerIdError, ContainerState, ContainerStatus, PodStatus};
+    ///
+    /// let status = |id: &str| ContainerStatus {
+    ///     name: "app".into(),
+    ///     container_id: id.into(),
+    ///     state: ContainerState::Running,
+    /// };
+    /// let pod = PodStatus { container_statuses: vec![status("containerd://abc")], ..PodStatus::default() };
+    /// assert_eq!(pod.container_id("app"), Ok("abc".to_owned()));
+    /// assert!(matches!(pod.container_id("db"), Err(ContainerIdError::NotFound { .. })));
+    /// let pod = PodStatus { container_statuses: vec![status("abc")], ..PodStatus::default() };
+    /// assert_eq!(pod.container_id("app").unwrap_err().to_string(), "invalid container ID: \"abc\"");
+    /// ```
+    pub fn container_id(&self, name: &str) -> Result<String, ContainerIdError> {
         let Some(status) = self
             .all()
             .find(|s| s.name == name && !s.container_id.is_empty())
         else {
-            return Err(format!(
-                "unable to find ID for container with name {name} in pod status (it may not be running)"
-            ));
+            return Err(ContainerIdError::NotFound {
+                name: name.to_owned(),
+            });
         };
         match status.container_id.split_once("://") {
             Some((_, id)) => Ok(id.to_owned()),
-            None => Err(format!("invalid container ID: {:?}", status.container_id)),
+            None => Err(ContainerIdError::Invalid {
+                id: status.container_id.clone(),
+            }),
         }
     }
 
@@ -81,6 +98,26 @@ impl PodStatus {
     pub fn container_status(&self, name: &str) -> Option<&ContainerStatus> {
         self.all().find(|s| s.name == name)
     }
+}
+
+/// Why [`PodStatus::container_id`] has no id (upstream `findContainerIDByName`'s errors).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ContainerIdError {
+    /// No status of that name with an id.
+    #[error(
+        "unable to find ID for container with name {name} in pod status (it may not be running)"
+    )]
+    NotFound {
+        /// The container name.
+        name: String,
+    },
+    /// The id is not `<type>://<id>`.
+    #[error("invalid container ID: {id:?}")]
+    Invalid {
+        /// The id as reported.
+        id: String,
+    },
 }
 
 /// The pods the manager works for.

@@ -8,7 +8,7 @@ use crate::state::{RestoreError, StateIoError};
 #[non_exhaustive]
 pub enum CpuManagerError {
     /// The policy could not be created.
-    #[error("new {policy} policy error: {source}")]
+    #[error("new {policy} policy error")]
     Policy {
         /// The policy name.
         policy: String,
@@ -21,7 +21,7 @@ pub enum CpuManagerError {
     Restore(Box<RestoreError>),
     /// The restored state is inconsistent with the configuration or the machine.
     #[error(
-        "static policy invalid state in {file}: {source}; {hint}drain this node, delete {file} and restart"
+        "static policy invalid state in {file}; {hint}drain this node, delete {file} and restart"
     )]
     InvalidState {
         /// The checkpoint file.
@@ -33,7 +33,7 @@ pub enum CpuManagerError {
         hint: &'static str,
     },
     /// The state could not be persisted; the change was rolled back.
-    #[error("{0}; the change was rolled back")]
+    #[error("the CPU manager state was not persisted; the change was rolled back")]
     Persist(#[source] StateIoError),
     /// Allocation failed.
     #[error(transparent)]

@@ -11,7 +11,7 @@ use corral_checkpoint::{
 
 /// Why the state could not be read or written.
 #[derive(Debug, thiserror::Error)]
-#[error("CPU manager state {location}: {source}")]
+#[error("CPU manager state {location}")]
 pub struct StateIoError {
     /// The file (or other location) involved.
     pub location: String,

@@ -30,7 +30,7 @@ pub struct Restored {
 pub enum RestoreError {
     /// The file could not be read, is not a CPU manager checkpoint, or fails its checksum.
     #[error(
-        "could not restore CPU manager state from {file}: {source}; the file is unreadable or damaged: drain this node, delete {file} and restart"
+        "could not restore CPU manager state from {file}; the file is unreadable or damaged: drain this node, delete {file} and restart"
     )]
     Read {
         /// The checkpoint file.
@@ -95,7 +95,7 @@ pub enum RestoreError {
     },
     /// The fresh or migrated state could not be written.
     #[error(
-        "could not write the initial CPU manager state to {file}: {source}; check that the state directory is writable and has space, then restart"
+        "could not write the initial CPU manager state to {file}; check that the state directory is writable and has space, then restart"
     )]
     Write {
         /// The checkpoint file.

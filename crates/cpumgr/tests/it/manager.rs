@@ -234,9 +234,7 @@ fn invalid_state_refuses_to_start_with_remedy() {
     let backend = MemoryBackend::new();
     let mut b: Box<dyn corral_cpumgr::StateBackend> = Box::new(backend.clone());
     b.store(&state.to_checkpoint("static")).unwrap();
-    let err = start(&static_config(), b, ContainerMap::new())
-        .unwrap_err()
-        .to_string();
+    let err = error_chain(&start(&static_config(), b, ContainerMap::new()).unwrap_err());
     assert!(err.contains("doesn't match with CPUs in state"), "{err}");
     assert!(err.contains("the node's CPUs changed"), "{err}");
     assert!(err.contains("<memory>"), "{err}");
@@ -248,13 +246,16 @@ fn invalid_state_refuses_to_start_with_remedy() {
     state.set_cpu_set("b", "c", "2".parse().unwrap());
     let mut b: Box<dyn corral_cpumgr::StateBackend> = Box::new(MemoryBackend::new());
     b.store(&state.to_checkpoint("static")).unwrap();
-    let err = start(&static_config(), b, ContainerMap::new())
-        .unwrap_err()
-        .to_string();
+    let err = error_chain(&start(&static_config(), b, ContainerMap::new()).unwrap_err());
     assert!(
         err.contains("CPU 2 is assigned exclusively to both"),
         "{err}"
     );
+}
+
+/// Why [`CpuManager::new`] refuses `config` on [`topology`].
+fn new_error(config: &CpuManagerConfig) -> String {
+    error_chain(&CpuManager::new(config, &topology()).unwrap_err())
 }
 
 /// Zero reservation and unknown policies/options are refused as upstream does.
@@ -264,7 +265,7 @@ fn configuration_errors() {
         reserved_cpu_millis: Some(0),
         ..static_config()
     };
-    let err = CpuManager::new(&zero, &topology()).unwrap_err().to_string();
+    let err = new_error(&zero);
     assert!(
         err.contains("requires systemreserved.cpu + kubereserved.cpu to be greater than zero"),
         "{err}"
@@ -273,22 +274,12 @@ fn configuration_errors() {
         policy: "dynamic".into(),
         ..CpuManagerConfig::default()
     };
-    assert!(
-        CpuManager::new(&unknown, &topology())
-            .unwrap_err()
-            .to_string()
-            .contains("unknown policy: \"dynamic\"")
-    );
+    assert!(new_error(&unknown).contains("unknown policy: \"dynamic\""));
     let bad_option = CpuManagerConfig {
         policy_options: BTreeMap::from([("bogus".into(), "true".into())]),
         ..static_config()
     };
-    assert!(
-        CpuManager::new(&bad_option, &topology())
-            .unwrap_err()
-            .to_string()
-            .contains("\"bogus\"")
-    );
+    assert!(new_error(&bad_option).contains("\"bogus\""));
     // 1.5 CPUs reserved round up to 2: CPUs 0 and 4 (one core).
     let half = CpuManagerConfig {
         reserved_cpu_millis: Some(1500),
@@ -296,18 +287,6 @@ fn configuration_errors() {
     };
     let (m, _, _) = start(&half, Box::new(MemoryBackend::new()), ContainerMap::new()).unwrap();
     assert_eq!(m.allocatable_cpus().to_string(), "1-3,5-7");
-}
-
-/// An error and its sources, as `anyhow`'s `{:#}` prints them.
-fn chain(err: &dyn std::error::Error) -> String {
-    let mut text = err.to_string();
-    let mut source = err.source();
-    while let Some(cause) = source {
-        text.push_str(": ");
-        text.push_str(&cause.to_string());
-        source = cause.source();
-    }
-    text
 }
 
 /// `CpuManagerConfig::validate` (what a configuration check runs before any machine is at hand)
@@ -426,8 +405,8 @@ fn validate_refuses_what_new_refuses_without_the_machine() {
                 assert!(built.is_ok(), "{config:?}: {:?}", built.err());
             }
             Some(message) => {
-                let checked = chain(&checked.expect_err("validate accepted it"));
-                let built = chain(&built.expect_err("new accepted it"));
+                let checked = error_chain(&checked.expect_err("validate accepted it"));
+                let built = error_chain(&built.expect_err("new accepted it"));
                 assert_eq!(checked, built, "{config:?}");
                 assert!(checked.contains(message), "{config:?}: {checked}");
             }

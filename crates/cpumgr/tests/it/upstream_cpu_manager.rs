@@ -242,7 +242,7 @@ fn cpu_manager_generate() {
                 assert_eq!(m.policy_name(), name, "{description}");
                 assert_eq!(m.all_cpus(), set("0-3"), "{description}");
             }
-            (Err(e), Err(msg)) => assert!(e.to_string().contains(msg), "{description}: {e}"),
+            (Err(e), Err(msg)) => assert!(error_chain(&e).contains(msg), "{description}: {e}"),
             (got, want) => panic!("{description}: got {got:?}, want {want:?}"),
         }
     }
@@ -551,7 +551,7 @@ fn cpu_manager_handle_policy_options() {
         ..CpuManagerConfig::default()
     };
     let topology = single_socket_four_cores_no_ht().topology().clone();
-    let err = CpuManager::new(&config, &topology).unwrap_err().to_string();
+    let err = error_chain(&CpuManager::new(&config, &topology).unwrap_err());
     assert!(err.contains("received unsupported options"), "{err}");
 }
 

@@ -10,7 +10,7 @@
 use corral_checkpoint::{CPU_MANAGER_FILE, CheckpointStore};
 use corral_cpumgr::{CheckpointBackend, CpuState, RestoreError, StateBackend, restore};
 
-use crate::support::{set, state};
+use crate::support::{error_chain, set, state};
 
 /// A checkpoint store in a fresh temporary directory, holding `content` when not empty.
 fn store_with(content: &str) -> (tempfile::TempDir, CheckpointStore) {
@@ -162,7 +162,7 @@ fn checkpoint_state_restore() {
         match (got, want) {
             (Ok(restored), Ok(want)) => assert_eq!(restored.state, want, "{description}"),
             (Err(e), Err(text)) => {
-                let msg = e.to_string();
+                let msg = error_chain(&e);
                 assert!(msg.contains(text), "{description}: {msg}");
                 // Every refusal names the file and what to do.
                 let file = dir.path().join(CPU_MANAGER_FILE).display().to_string();

@@ -25,6 +25,19 @@ pub fn state(default: &str, assignments: &[(&str, &str, &str)]) -> CpuState {
     CpuState::new(set(default), a)
 }
 
+/// An error and its sources, `: `-separated, as the agent prints them (`Display`s here do
+/// not repeat their source).
+pub fn error_chain(err: &dyn std::error::Error) -> String {
+    let mut text = err.to_string();
+    let mut source = err.source();
+    while let Some(cause) = source {
+        text.push_str(": ");
+        text.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    text
+}
+
 /// A container with CPU request/limit (millicores) and 1G of memory.
 pub fn container(name: &str, request: i64, limit: i64) -> Container {
     let mut c = Container::new(name);
