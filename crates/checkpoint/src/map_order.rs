@@ -91,22 +91,17 @@ pub(crate) fn sort_region(
 mod tests {
     use super::*;
 
+    fn entry(key: Range<usize>, body: Range<usize>) -> MapEntry {
+        MapEntry { key, body }
+    }
+
     #[test]
     fn rewrites_out_of_order_entries() {
         let mut out = String::from("map[10:a 9:b -1:c");
         let mut entries = vec![
-            MapEntry {
-                key: 4..6,
-                body: 4..8,
-            },
-            MapEntry {
-                key: 9..10,
-                body: 9..12,
-            },
-            MapEntry {
-                key: 13..15,
-                body: 13..17,
-            },
+            entry(4..6, 4..8),
+            entry(9..10, 9..12),
+            entry(13..15, 13..17),
         ];
         sort_region(&mut out, 4, &mut entries, None, KeyOrder::Signed, " ");
         assert_eq!(out, "map[-1:c 9:b 10:a");
@@ -117,20 +112,7 @@ mod tests {
     fn string_order_is_bytewise() {
         let keys = "10910";
         let mut out = String::from("X,Y,Z");
-        let mut entries = vec![
-            MapEntry {
-                key: 0..2,
-                body: 0..1,
-            },
-            MapEntry {
-                key: 2..3,
-                body: 2..3,
-            },
-            MapEntry {
-                key: 3..5,
-                body: 4..5,
-            },
-        ];
+        let mut entries = vec![entry(0..2, 0..1), entry(2..3, 2..3), entry(3..5, 4..5)];
         sort_region(&mut out, 0, &mut entries, Some(keys), KeyOrder::Bytes, ",");
         assert_eq!(out, "X,Z,Y");
     }

@@ -148,11 +148,8 @@ impl Parser<'_> {
     }
 
     fn object(&mut self, depth: usize) -> Result<Json, SyntaxError> {
-        self.i += 1;
         let mut members = Vec::new();
-        self.skip_ws();
-        if self.peek() == Some(b'}') {
-            self.i += 1;
+        if self.opens_empty(b'}') {
             return Ok(Json::Object(members));
         }
         loop {
@@ -176,11 +173,8 @@ impl Parser<'_> {
     }
 
     fn array(&mut self, depth: usize) -> Result<Json, SyntaxError> {
-        self.i += 1;
         let mut items = Vec::new();
-        self.skip_ws();
-        if self.peek() == Some(b']') {
-            self.i += 1;
+        if self.opens_empty(b']') {
             return Ok(Json::Array(items));
         }
         loop {
@@ -189,6 +183,18 @@ impl Parser<'_> {
                 return Ok(Json::Array(items));
             }
         }
+    }
+
+    /// Skips the opening bracket and the space after it, and a `close` right there (`true`:
+    /// the object or array is empty).
+    fn opens_empty(&mut self, close: u8) -> bool {
+        self.i += 1;
+        self.skip_ws();
+        let empty = self.peek() == Some(close);
+        if empty {
+            self.i += 1;
+        }
+        empty
     }
 
     /// After an object member or array element: skips a `,` and the space after it

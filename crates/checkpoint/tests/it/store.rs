@@ -90,15 +90,20 @@ fn invalid_keys_are_refused_before_any_io() {
     assert!(store.list().unwrap().is_empty());
 }
 
+/// The permission bits of the file stored under `key`.
+fn file_mode(store: &CheckpointStore, key: &str) -> u32 {
+    std::fs::metadata(store.path_of(key).unwrap())
+        .unwrap()
+        .permissions()
+        .mode()
+}
+
 #[test]
 fn file_mode_defaults_to_upstreams_and_is_configurable() {
     let dir = tempfile::tempdir().unwrap();
     let store = CheckpointStore::open(dir.path().join("a")).unwrap();
     store.create(CPU_MANAGER_FILE, &cpu("none", "")).unwrap();
-    let mode = std::fs::metadata(store.path_of(CPU_MANAGER_FILE).unwrap())
-        .unwrap()
-        .permissions()
-        .mode();
+    let mode = file_mode(&store, CPU_MANAGER_FILE);
     assert_eq!(mode & 0o777, 0o600);
 
     let options = StoreOptions {
@@ -107,10 +112,7 @@ fn file_mode_defaults_to_upstreams_and_is_configurable() {
     };
     let store = CheckpointStore::with_options(dir.path().join("b"), options).unwrap();
     store.create(CPU_MANAGER_FILE, &cpu("none", "")).unwrap();
-    let mode = std::fs::metadata(store.path_of(CPU_MANAGER_FILE).unwrap())
-        .unwrap()
-        .permissions()
-        .mode();
+    let mode = file_mode(&store, CPU_MANAGER_FILE);
     assert_eq!(mode & 0o777, 0o644);
 }
 
