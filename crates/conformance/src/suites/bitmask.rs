@@ -3,6 +3,7 @@
 use corral_topology::NumaMask;
 use serde_json::Value;
 
+use super::array;
 use crate::report::SuiteOutcome;
 
 /// Check every case of one `bitmask` vector file.
@@ -19,10 +20,6 @@ pub(crate) fn run(doc: &Value, out: &mut SuiteOutcome) {
     for (i, case) in array(doc, "errors").iter().enumerate() {
         out.check(format!("errors[{i}]"), check_error(case));
     }
-}
-
-fn array<'a>(doc: &'a Value, key: &str) -> &'a [Value] {
-    doc[key].as_array().map(Vec::as_slice).unwrap_or_default()
 }
 
 fn ids(value: &Value) -> Result<Vec<i64>, String> {

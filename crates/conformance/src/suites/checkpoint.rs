@@ -14,23 +14,20 @@ use corral_checkpoint::{
 };
 use serde_json::Value;
 
+use super::array;
 use crate::report::SuiteOutcome;
 
 /// Check every vector and negative of one `checkpoint_*.json` file.
 pub(crate) fn run(doc: &Value, out: &mut SuiteOutcome) {
-    for (i, vector) in list(doc, "vectors").iter().enumerate() {
+    for (i, vector) in array(doc, "vectors").iter().enumerate() {
         let name = label(vector, i);
         out.check(format!("{name} [write]"), check_write(vector));
         check_verdicts(vector, &name, out);
     }
-    for (i, negative) in list(doc, "negatives").iter().enumerate() {
+    for (i, negative) in array(doc, "negatives").iter().enumerate() {
         let name = label(negative, i);
         check_verdicts(negative, &name, out);
     }
-}
-
-fn list<'a>(doc: &'a Value, key: &str) -> &'a [Value] {
-    doc[key].as_array().map(Vec::as_slice).unwrap_or_default()
 }
 
 fn label(case: &Value, index: usize) -> String {

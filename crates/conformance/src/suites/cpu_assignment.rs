@@ -12,6 +12,7 @@ use corral_cpumgr::{
 use corral_topology::{CpuInfo, CpuRecord, CpuSet, CpuTopology, TopologyCounts};
 use serde_json::Value;
 
+use super::array;
 use crate::report::SuiteOutcome;
 
 fn num(v: &Value, key: &str) -> Result<usize, String> {
@@ -90,11 +91,7 @@ pub(super) fn cpuset(v: &Value, key: &str) -> Result<CpuSet, String> {
 /// Check every case of one `cpu_assignment` vector file.
 pub(crate) fn run(doc: &Value, out: &mut SuiteOutcome) {
     let topos = topologies(doc);
-    let cases = doc["cases"]
-        .as_array()
-        .map(Vec::as_slice)
-        .unwrap_or_default();
-    for (i, case) in cases.iter().enumerate() {
+    for (i, case) in array(doc, "cases").iter().enumerate() {
         let label = format!(
             "cases[{i}] {} {} n={}",
             case["topology"].as_str().unwrap_or("?"),

@@ -4,17 +4,14 @@
 use corral_cpumgr::{SocketAlignment, generate_cpu_topology_hints};
 use serde_json::Value;
 
+use super::array;
 use super::cpu_assignment::{cpuset, topologies, topology_of};
 use crate::report::SuiteOutcome;
 
 /// Check every case of one `cpu_hints` vector file.
 pub(crate) fn run(doc: &Value, out: &mut SuiteOutcome) {
     let topos = topologies(doc);
-    let cases = doc["cases"]
-        .as_array()
-        .map(Vec::as_slice)
-        .unwrap_or_default();
-    for (i, case) in cases.iter().enumerate() {
+    for (i, case) in array(doc, "cases").iter().enumerate() {
         let label = format!("cases[{i}] {}", case["id"].as_str().unwrap_or("?"));
         let result = topology_of(&topos, case).and_then(|index| {
             let request = case["request"]

@@ -4,6 +4,7 @@
 use corral_topology::CpuSet;
 use serde_json::Value;
 
+use super::array;
 use crate::report::SuiteOutcome;
 
 /// Check every case of one `cpuset` vector file.
@@ -18,10 +19,6 @@ pub(crate) fn run(doc: &Value, out: &mut SuiteOutcome) {
     for (i, case) in array(doc, "set_ops").iter().enumerate() {
         out.check(format!("set_ops[{i}]"), check_ops(case));
     }
-}
-
-fn array<'a>(doc: &'a Value, key: &str) -> &'a [Value] {
-    doc[key].as_array().map(Vec::as_slice).unwrap_or_default()
 }
 
 fn list(value: &Value) -> Result<Vec<usize>, String> {

@@ -9,10 +9,12 @@ mod cpuset;
 mod device_hints;
 mod topology_merge;
 
+use serde_json::Value;
+
 use crate::report::SuiteOutcome;
 
 /// A suite's runner: checks every case of one vector file.
-pub(crate) type SuiteRunner = fn(&serde_json::Value, &mut SuiteOutcome);
+pub(crate) type SuiteRunner = fn(&Value, &mut SuiteOutcome);
 
 /// The runner for a `suite` value, or `None` for a suite corral does not know.
 pub(crate) fn runner_for(suite: &str) -> Option<SuiteRunner> {
@@ -27,4 +29,9 @@ pub(crate) fn runner_for(suite: &str) -> Option<SuiteRunner> {
         "topology_merge" => Some(topology_merge::run),
         _ => None,
     }
+}
+
+/// The list `doc[key]`, empty when absent (a file may leave a case list out).
+pub(crate) fn array<'a>(doc: &'a Value, key: &str) -> &'a [Value] {
+    doc[key].as_array().map(Vec::as_slice).unwrap_or_default()
 }
