@@ -16,6 +16,7 @@ use corral_testkit::conformance_topology::load_testdata;
 use corral_topology::{AffinityStore, CpuSet, CpuTopology, HintProvider, Pod, TopologyHint};
 use serde_json::Value;
 
+use crate::support::harness::FlakyBackend;
 use crate::support::*;
 
 /// upstream topoSingleSocketHT.
@@ -642,4 +643,59 @@ fn stale_state_is_swept_once_per_pod_source_generation_and_pending_pod() {
     allocate_first(&manager, &b);
     assert_eq!(pods.asked.load(SeqCst), 3);
     assert!(manager.exclusive_cpus("a", "c").is_empty());
+}
+
+/// Fails when the `Display` of `err` or of any of its causes prints its own source's text:
+/// the agent prints the whole chain, so a cause would show twice.
+fn assert_no_repeated_source(err: &dyn std::error::Error) {
+    let mut current = Some(err);
+    while let Some(e) = current {
+        if let Some(source) = e.source() {
+            assert!(
+                !e.to_string().contains(&source.to_string()),
+                "{e:?} prints its source: {}",
+                error_chain(err)
+            );
+        }
+        current = e.source();
+    }
+}
+
+/// Issue #14: no error prints its source (policy creation, invalid state, a damaged file, a
+/// failed write rolled back).
+#[test]
+fn errors_print_their_source_once() {
+    let bad_option = CpuManagerConfig {
+        policy_options: BTreeMap::from([("bogus".into(), "true".into())]),
+        ..static_config()
+    };
+    assert_no_repeated_source(&CpuManager::new(&bad_option, &topology()).unwrap_err());
+
+    let mut state = corral_cpumgr::CpuState::default();
+    state.set_default_cpu_set("0-3".parse().unwrap()); // CPUs 4-7 vanished
+    let mut b: Box<dyn corral_cpumgr::StateBackend> = Box::new(MemoryBackend::new());
+    b.store(&state.to_checkpoint("static")).unwrap();
+    assert_no_repeated_source(&start(&static_config(), b, ContainerMap::new()).unwrap_err());
+
+    let damaged = MemoryBackend::with_bytes(b"{\"policyName\": ".to_vec());
+    let err = start(&static_config(), Box::new(damaged), ContainerMap::new()).unwrap_err();
+    assert!(error_chain(&err).contains("<memory>"), "{err}");
+    assert_no_repeated_source(&err);
+
+    let backend = FlakyBackend::default();
+    let (manager, _, _) = start(
+        &static_config(),
+        Box::new(backend.clone()),
+        ContainerMap::new(),
+    )
+    .unwrap();
+    backend
+        .fail
+        .store(true, std::sync::atomic::Ordering::SeqCst);
+    let pod = make_pod("uid", "c", 2000, 2000);
+    let err = manager
+        .allocate(&pod, &pod.containers[0], TopologyHint::default())
+        .unwrap_err();
+    assert!(error_chain(&err).contains("disk full"), "{err}");
+    assert_no_repeated_source(&err);
 }

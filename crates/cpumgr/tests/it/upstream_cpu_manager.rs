@@ -290,12 +290,7 @@ fn cpu_manager_remove() {
     let err = m.remove_container("fakeID").unwrap_err();
     assert!(matches!(err, CpuManagerError::Persist(_)), "{err}");
     // The cause is the error's source, printed once by whoever shows the chain.
-    let mut chain = err.to_string();
-    let mut source = std::error::Error::source(&err);
-    while let Some(cause) = source {
-        chain = format!("{chain}: {cause}");
-        source = cause.source();
-    }
+    let chain = error_chain(&err);
     assert!(chain.contains("disk full"), "{chain}");
     assert_eq!(m.state(), before);
     backend.fail.store(false, Ordering::SeqCst);
