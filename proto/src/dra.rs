@@ -19,8 +19,8 @@ pub mod v1 {
     pub const DRA_PLUGIN_SERVICE: &str = "v1.DRAPlugin";
 }
 
-/// DRA plugin API v1beta1, with its conversions to and from [`v1`](crate::dra::v1) (`From`
-/// both ways for every message) and the adapters that let v1 code speak v1beta1 on the wire
+/// DRA plugin API v1beta1, with its conversions to and from [`v1`] (`From` both ways for
+/// every message) and the adapters that let v1 code speak v1beta1 on the wire
 /// ([`V1Beta1ClientWrapper`](crate::dra::v1beta1::V1Beta1ClientWrapper),
 /// [`V1ServerWrapper`](crate::dra::v1beta1::V1ServerWrapper)), as upstream's
 /// `conversion.go`.

@@ -11,6 +11,13 @@
 //!   handshake, and calls DRAPlugin v1 or v1beta1 with deadlines ([`DraPluginClient`]).
 //! - `sample::SampleDriver` (feature `sample-driver`, off by default): a fake DRA driver
 //!   over real sockets, for tests and the `sample_dra_driver` example.
+//! - Feature `test-util` (off by default): `DraManagerConfig::crash_at` and `CrashPoint`,
+//!   fault injection for crash-consistency tests.
+//!
+//! The crate speaks DRAPlugin v1 inside (`wire.rs` maps its types to the v1 messages); a
+//! plugin serving only v1beta1 is called, and the sample driver serves v1beta1, through
+//! corral-proto's conversion wrappers (`corral_proto::dra::v1beta1::{V1Beta1ClientWrapper,
+//! V1ServerWrapper}`).
 //!
 //! The caller supplies what a kubelet would read from the API server: the pod's resolved
 //! claims ([`PodClaims`]) and each claim's identity, allocation and `reservedFor`

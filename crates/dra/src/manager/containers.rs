@@ -17,7 +17,7 @@ use crate::error::DraManagerError;
 pub struct ContainerInfo {
     /// Fully qualified CDI device ids, in the order of the pod's claims.
     pub cdi_devices: Vec<String>,
-    /// CDI annotations, when [`DraManagerConfig::cdi_annotations`] is set.
+    /// CDI annotations, when [`DraManagerConfig::cdi_annotations`](super::DraManagerConfig::cdi_annotations) is set.
     pub annotations: BTreeMap<String, String>,
 }
 
