@@ -151,6 +151,24 @@ pub(crate) fn go_map_string(map: &BTreeMap<String, String>) -> String {
 }
 
 impl StaticPolicyOptions {
+    /// The field of the option called `name`.
+    fn flag_mut(&mut self, name: &str) -> Option<&mut bool> {
+        Some(match name {
+            FULL_PCPUS_ONLY => &mut self.full_physical_cpus_only,
+            DISTRIBUTE_CPUS_ACROSS_NUMA => &mut self.distribute_cpus_across_numa,
+            ALIGN_BY_SOCKET => &mut self.align_by_socket,
+            DISTRIBUTE_CPUS_ACROSS_CORES => &mut self.distribute_cpus_across_cores,
+            STRICT_CPU_RESERVATION => &mut self.strict_cpu_reservation,
+            PREFER_ALIGN_CPUS_BY_UNCORECACHE => &mut self.prefer_align_by_uncore_cache,
+            _ => return None,
+        })
+    }
+
+    /// Whether the option called `name` is on.
+    fn flag(mut self, name: &str) -> bool {
+        self.flag_mut(name).is_some_and(|on| *on)
+    }
+
     /// Parse the kubelet's `cpuManagerPolicyOptions` (upstream `NewStaticPolicyOptions`);
     /// options are checked in name order (upstream walks a Go map, in random order).
     pub fn from_map(options: &BTreeMap<String, String>) -> Result<Self, OptionsError> {
@@ -163,39 +181,25 @@ impl StaticPolicyOptions {
                 name: name.clone(),
                 value: value.clone(),
             })?;
-            match name.as_str() {
-                FULL_PCPUS_ONLY => opts.full_physical_cpus_only = parsed,
-                DISTRIBUTE_CPUS_ACROSS_NUMA => opts.distribute_cpus_across_numa = parsed,
-                ALIGN_BY_SOCKET => opts.align_by_socket = parsed,
-                DISTRIBUTE_CPUS_ACROSS_CORES => opts.distribute_cpus_across_cores = parsed,
-                STRICT_CPU_RESERVATION => opts.strict_cpu_reservation = parsed,
-                _ => opts.prefer_align_by_uncore_cache = parsed,
+            if let Some(flag) = opts.flag_mut(name) {
+                *flag = parsed;
             }
         }
+        // Upstream's incompatible pairs, in its order.
         let incompatible = [
+            (FULL_PCPUS_ONLY, DISTRIBUTE_CPUS_ACROSS_CORES),
+            (DISTRIBUTE_CPUS_ACROSS_NUMA, DISTRIBUTE_CPUS_ACROSS_CORES),
             (
-                opts.full_physical_cpus_only && opts.distribute_cpus_across_cores,
-                FULL_PCPUS_ONLY,
-                DISTRIBUTE_CPUS_ACROSS_CORES,
-            ),
-            (
-                opts.distribute_cpus_across_numa && opts.distribute_cpus_across_cores,
-                DISTRIBUTE_CPUS_ACROSS_NUMA,
-                DISTRIBUTE_CPUS_ACROSS_CORES,
-            ),
-            (
-                opts.prefer_align_by_uncore_cache && opts.distribute_cpus_across_cores,
                 PREFER_ALIGN_CPUS_BY_UNCORECACHE,
                 DISTRIBUTE_CPUS_ACROSS_CORES,
             ),
             (
-                opts.prefer_align_by_uncore_cache && opts.distribute_cpus_across_numa,
                 PREFER_ALIGN_CPUS_BY_UNCORECACHE,
                 DISTRIBUTE_CPUS_ACROSS_NUMA,
             ),
         ];
-        for (clash, first, second) in incompatible {
-            if clash {
+        for (first, second) in incompatible {
+            if opts.flag(first) && opts.flag(second) {
                 return Err(OptionsError::Incompatible { first, second });
             }
         }
@@ -230,30 +234,24 @@ impl StaticPolicyOptions {
     /// The sorting strategy `takeByTopology` uses (`spread` with
     /// `distribute-cpus-across-cores`).
     pub fn sorting_strategy(&self) -> CpuSortingStrategy {
-        if self.distribute_cpus_across_cores {
-            CpuSortingStrategy::Spread
-        } else {
-            CpuSortingStrategy::Packed
-        }
+        (self.distribute_cpus_across_cores)
+            .then_some(CpuSortingStrategy::Spread)
+            .unwrap_or_default()
     }
 
     /// Whether `takeByTopologyNUMAPacked` prefers whole uncore caches
     /// (`prefer-align-cpus-by-uncorecache`).
     pub fn uncore_cache_alignment(&self) -> UncoreCacheAlignment {
-        if self.prefer_align_by_uncore_cache {
-            UncoreCacheAlignment::Prefer
-        } else {
-            UncoreCacheAlignment::Ignore
-        }
+        (self.prefer_align_by_uncore_cache)
+            .then_some(UncoreCacheAlignment::Prefer)
+            .unwrap_or_default()
     }
 
     /// Whether hints spanning the fewest sockets are preferred too (`align-by-socket`).
     pub fn socket_alignment(&self) -> SocketAlignment {
-        if self.align_by_socket {
-            SocketAlignment::Prefer
-        } else {
-            SocketAlignment::Ignore
-        }
+        (self.align_by_socket)
+            .then_some(SocketAlignment::Prefer)
+            .unwrap_or_default()
     }
 }
 
@@ -268,15 +266,17 @@ mod tests {
             .collect()
     }
 
+    /// Whether the options parse and go together.
+    fn accepts(pairs: &[(&str, &str)]) -> bool {
+        StaticPolicyOptions::from_map(&map(pairs)).is_ok()
+    }
+
     /// Upstream `TestPolicyOptionsAvailable` / `TestPolicyOptionsCompatibility`
     /// (policy_options_test.go), with every gate on.
     #[test]
     fn availability_and_compatibility() {
         for name in ALL_OPTIONS {
-            assert!(
-                StaticPolicyOptions::from_map(&map(&[(name, "true")])).is_ok(),
-                "{name}"
-            );
+            assert!(accepts(&[(name, "true")]), "{name}");
         }
         assert_eq!(
             StaticPolicyOptions::from_map(&map(&[("this-option-does-not-exist", "true")])),
@@ -293,35 +293,23 @@ mod tests {
             err.to_string(),
             "static policy options full-pcpus-only and distribute-cpus-across-cores can not be used at the same time"
         );
-        assert!(
-            StaticPolicyOptions::from_map(&map(&[
-                (DISTRIBUTE_CPUS_ACROSS_NUMA, "true"),
-                (DISTRIBUTE_CPUS_ACROSS_CORES, "true"),
-            ]))
-            .is_err()
-        );
-        assert!(
-            StaticPolicyOptions::from_map(&map(&[
-                (PREFER_ALIGN_CPUS_BY_UNCORECACHE, "true"),
-                (DISTRIBUTE_CPUS_ACROSS_NUMA, "true"),
-            ]))
-            .is_err()
-        );
-        assert!(
-            StaticPolicyOptions::from_map(&map(&[
-                (PREFER_ALIGN_CPUS_BY_UNCORECACHE, "true"),
-                (FULL_PCPUS_ONLY, "true"),
-            ]))
-            .is_ok()
-        );
+        assert!(!accepts(&[
+            (DISTRIBUTE_CPUS_ACROSS_NUMA, "true"),
+            (DISTRIBUTE_CPUS_ACROSS_CORES, "true")
+        ]));
+        assert!(!accepts(&[
+            (PREFER_ALIGN_CPUS_BY_UNCORECACHE, "true"),
+            (DISTRIBUTE_CPUS_ACROSS_NUMA, "true")
+        ]));
+        assert!(accepts(&[
+            (PREFER_ALIGN_CPUS_BY_UNCORECACHE, "true"),
+            (FULL_PCPUS_ONLY, "true")
+        ]));
         // Disabled options do not clash.
-        assert!(
-            StaticPolicyOptions::from_map(&map(&[
-                (FULL_PCPUS_ONLY, "false"),
-                (DISTRIBUTE_CPUS_ACROSS_CORES, "true"),
-            ]))
-            .is_ok()
-        );
+        assert!(accepts(&[
+            (FULL_PCPUS_ONLY, "false"),
+            (DISTRIBUTE_CPUS_ACROSS_CORES, "true")
+        ]));
         assert_eq!(
             StaticPolicyOptions::from_map(&map(&[(FULL_PCPUS_ONLY, "yes")]))
                 .unwrap_err()
