@@ -69,6 +69,7 @@ impl Node {
             };
             self.observe_dra("PrepareResources", started, prepared.is_err());
             if let Err(err) = prepared {
+                let err = crate::error_text::error_chain(&err);
                 tracing::info!(pod = pod_ref(&pod), podUID = %pod.uid, err = %err, "preparing claims failed; pod rejected");
                 self.release_managers(&pod, true).await;
                 return Ok(Admission::Rejected {

@@ -241,7 +241,7 @@ async fn dra_claims_are_prepared_reported_and_a_failed_prepare_leaves_no_trace()
         config.layout.plugins_registry_dir(),
         dir.path().join("plugins").join(DRIVER),
     );
-    let _driver = corral_dra::sample::SampleDriver::start(driver_config)
+    let driver = corral_dra::sample::SampleDriver::start(driver_config)
         .await
         .unwrap();
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
@@ -264,6 +264,23 @@ async fn dra_claims_are_prepared_reported_and_a_failed_prepare_leaves_no_trace()
     assert_eq!(reason, "UnexpectedAdmissionError");
     assert_eq!(snapshot(dir.path()), before);
     assert!(node.cpu().exclusive_cpus("thief", "c0").is_empty());
+
+    // The driver fails the call: the rejection names the driver's own words.
+    driver.set_behavior(corral_dra::sample::Behavior::FailCall(
+        "GPU firmware hung".into(),
+    ));
+    let (pod, claim) = pod_with_claim("owner", "owner");
+    let answer = node.admit(pod, vec![claim]).await.unwrap();
+    let Admission::Rejected { reason, message } = answer else {
+        panic!("admitted: {answer:?}");
+    };
+    assert_eq!(reason, "UnexpectedAdmissionError");
+    assert!(message.contains("GPU firmware hung"), "{message}");
+    assert!(message.ends_with(", which is unexpected"), "{message}");
+    assert!(node.cpu().exclusive_cpus("owner", "c0").is_empty());
+    // The driver failed the undo too: the claim stays recorded until an unprepare succeeds
+    // (the release below), as upstream keeps it for the next UnprepareResources.
+    driver.set_behavior(corral_dra::sample::Behavior::Normal);
 
     // Reserved for the pod: prepared, CDI devices and the claim in the view.
     let (pod, claim) = pod_with_claim("owner", "owner");
