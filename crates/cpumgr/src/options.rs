@@ -234,24 +234,30 @@ impl StaticPolicyOptions {
     /// The sorting strategy `takeByTopology` uses (`spread` with
     /// `distribute-cpus-across-cores`).
     pub fn sorting_strategy(&self) -> CpuSortingStrategy {
-        (self.distribute_cpus_across_cores)
-            .then_some(CpuSortingStrategy::Spread)
-            .unwrap_or_default()
+        if self.distribute_cpus_across_cores {
+            CpuSortingStrategy::Spread
+        } else {
+            CpuSortingStrategy::Packed
+        }
     }
 
     /// Whether `takeByTopologyNUMAPacked` prefers whole uncore caches
     /// (`prefer-align-cpus-by-uncorecache`).
     pub fn uncore_cache_alignment(&self) -> UncoreCacheAlignment {
-        (self.prefer_align_by_uncore_cache)
-            .then_some(UncoreCacheAlignment::Prefer)
-            .unwrap_or_default()
+        if self.prefer_align_by_uncore_cache {
+            UncoreCacheAlignment::Prefer
+        } else {
+            UncoreCacheAlignment::Ignore
+        }
     }
 
     /// Whether hints spanning the fewest sockets are preferred too (`align-by-socket`).
     pub fn socket_alignment(&self) -> SocketAlignment {
-        (self.align_by_socket)
-            .then_some(SocketAlignment::Prefer)
-            .unwrap_or_default()
+        if self.align_by_socket {
+            SocketAlignment::Prefer
+        } else {
+            SocketAlignment::Ignore
+        }
     }
 }
 

@@ -298,6 +298,18 @@ mod tests {
         ))
     }
 
+    /// A machine and its rows: (available CPUs, wanted ids).
+    type MachineRows = (fn() -> Machine, &'static [(&'static str, &'static [usize])]);
+
+    /// For every machine's rows (available CPUs, wanted ids): `got` of a fresh accumulator.
+    fn check_rows(cases: &[MachineRows], got: impl Fn(&Accumulator<'_>) -> Vec<usize>) {
+        for (machine, rows) in cases {
+            for &(available, want) in *rows {
+                assert_eq!(with_acc(machine(), available, &got), want, "{available}");
+            }
+        }
+    }
+
     /// Upstream `freeNUMANodes` / `freeSockets` / `freeCores` as ids.
     fn free(acc: &Accumulator<'_>, level: Level) -> Vec<usize> {
         acc.sort(level)
@@ -311,51 +323,30 @@ mod tests {
     #[test]
     fn free_sockets() {
         #[rustfmt::skip]
-        let cases: [(&dyn Fn() -> _, &str, &[usize]); 13] = [
-            (&single_socket_ht, "0-7", &[0]),
-            (&single_socket_ht, "1-7", &[]),
-            (&dual_socket_ht, "0-11", &[0, 1]),
-            (&dual_socket_ht, "0-9,11", &[1]),
-            (&dual_socket_ht, "0,2-9,11", &[]),
-            (&dual_socket_multi_numa_per_socket_ht, "0-79", &[0, 1]),
-            (&dual_socket_multi_numa_per_socket_ht, "1-79", &[1]),
-            (&dual_socket_multi_numa_per_socket_ht, "1-78", &[]),
-            (&fake_multi_socket_dual_socket_per_numa_ht, "0-79", &[0, 1, 2, 3]),
-            (&fake_multi_socket_dual_socket_per_numa_ht, "0-19,21-79", &[0, 1, 3]),
-            (&fake_multi_socket_dual_socket_per_numa_ht, "0-59,61-78", &[0, 1]),
-            (&fake_multi_socket_dual_socket_per_numa_ht, "1-19,21-38,41-60,61-78", &[1]),
-            (&fake_multi_socket_dual_socket_per_numa_ht, "0-40,42-49,51-68,71-79", &[]),
+        let cases: [MachineRows; 4] = [
+            (single_socket_ht, &[("0-7", &[0]), ("1-7", &[])]),
+            (dual_socket_ht, &[("0-11", &[0, 1]), ("0-9,11", &[1]), ("0,2-9,11", &[])]),
+            (dual_socket_multi_numa_per_socket_ht, &[("0-79", &[0, 1]), ("1-79", &[1]), ("1-78", &[])]),
+            (fake_multi_socket_dual_socket_per_numa_ht, &[("0-79", &[0, 1, 2, 3]), ("0-19,21-79", &[0, 1, 3]), ("0-59,61-78", &[0, 1]), ("1-19,21-38,41-60,61-78", &[1]), ("0-40,42-49,51-68,71-79", &[])]),
         ];
-        for (topo, available, want) in cases {
-            let mut got = with_acc(topo(), available, |acc| free(acc, Level::Socket));
-            got.sort_unstable();
-            assert_eq!(got, want, "{available}");
-        }
+        check_rows(&cases, |acc| {
+            let mut ids = free(acc, Level::Socket);
+            ids.sort_unstable();
+            ids
+        });
     }
 
     /// Upstream `TestCPUAccumulatorFreeNUMANodes` (cpu_assignment_test.go).
     #[test]
     fn free_numa_nodes() {
         #[rustfmt::skip]
-        let cases: [(&dyn Fn() -> _, &str, &[usize]); 13] = [
-            (&single_socket_ht, "0-7", &[0]),
-            (&single_socket_ht, "1-7", &[]),
-            (&dual_socket_ht, "0-11", &[0, 1]),
-            (&dual_socket_ht, "0-9,11", &[1]),
-            (&dual_socket_ht, "0,2-9,11", &[]),
-            (&dual_socket_multi_numa_per_socket_ht, "0-79", &[0, 1, 2, 3]),
-            (&dual_socket_multi_numa_per_socket_ht, "1-79", &[1, 2, 3]),
-            (&dual_socket_multi_numa_per_socket_ht, "1-9,11-79", &[2, 3]),
-            (&dual_socket_multi_numa_per_socket_ht, "1-9,11-59,61-79", &[3]),
-            (&dual_socket_multi_numa_per_socket_ht, "1-9,11-59,61-78", &[]),
-            (&fake_multi_socket_dual_socket_per_numa_ht, "0-79", &[0, 1]),
-            (&fake_multi_socket_dual_socket_per_numa_ht, "0-9,11-79", &[1]),
-            (&fake_multi_socket_dual_socket_per_numa_ht, "0-9,11-59,61-79", &[]),
+        let cases: [MachineRows; 4] = [
+            (single_socket_ht, &[("0-7", &[0]), ("1-7", &[])]),
+            (dual_socket_ht, &[("0-11", &[0, 1]), ("0-9,11", &[1]), ("0,2-9,11", &[])]),
+            (dual_socket_multi_numa_per_socket_ht, &[("0-79", &[0, 1, 2, 3]), ("1-79", &[1, 2, 3]), ("1-9,11-79", &[2, 3]), ("1-9,11-59,61-79", &[3]), ("1-9,11-59,61-78", &[])]),
+            (fake_multi_socket_dual_socket_per_numa_ht, &[("0-79", &[0, 1]), ("0-9,11-79", &[1]), ("0-9,11-59,61-79", &[])]),
         ];
-        for (topo, available, want) in cases {
-            let got = with_acc(topo(), available, |acc| free(acc, Level::Numa));
-            assert_eq!(got, want, "{available}");
-        }
+        check_rows(&cases, |acc| free(acc, Level::Numa));
     }
 
     /// Upstream `TestCPUAccumulatorFreeSocketsAndNUMANodes` (cpu_assignment_test.go).
@@ -380,38 +371,23 @@ mod tests {
     #[test]
     fn free_cores() {
         #[rustfmt::skip]
-        let cases: [(&dyn Fn() -> _, &str, &[usize]); 8] = [
-            (&single_socket_ht, "0-7", &[0, 1, 2, 3]),
-            (&single_socket_ht, "0-2,4-6", &[0, 1, 2]),
-            (&single_socket_ht, "0-6", &[0, 1, 2]),
-            (&single_socket_ht, "", &[]),
-            (&single_socket_ht, "0-3", &[]),
-            (&dual_socket_ht, "0-11", &[0, 2, 4, 1, 3, 5]),
-            (&dual_socket_ht, "1-5,7-11", &[2, 4, 1, 3, 5]),
-            (&dual_socket_ht, "2-5,8-11", &[2, 4, 3, 5]),
+        let cases: [MachineRows; 2] = [
+            (single_socket_ht, &[("0-7", &[0, 1, 2, 3]), ("0-2,4-6", &[0, 1, 2]), ("0-6", &[0, 1, 2]), ("", &[]), ("0-3", &[])]),
+            (dual_socket_ht, &[("0-11", &[0, 2, 4, 1, 3, 5]), ("1-5,7-11", &[2, 4, 1, 3, 5]), ("2-5,8-11", &[2, 4, 3, 5])]),
         ];
-        for (topo, available, want) in cases {
-            let got = with_acc(topo(), available, |acc| free(acc, Level::Core));
-            assert_eq!(got, want, "{available}");
-        }
+        check_rows(&cases, |acc| free(acc, Level::Core));
     }
 
     /// Upstream `TestCPUAccumulatorFreeCPUs` (cpu_assignment_test.go).
     #[test]
     fn free_cpus() {
         #[rustfmt::skip]
-        let cases: [(&dyn Fn() -> _, &str, &[usize]); 6] = [
-            (&single_socket_ht, "0-7", &[0, 4, 1, 5, 2, 6, 3, 7]),
-            (&single_socket_ht, "3-7", &[4, 5, 6, 3, 7]),
-            (&dual_socket_ht, "0-11", &[0, 6, 2, 8, 4, 10, 1, 7, 3, 9, 5, 11]),
-            (&dual_socket_ht, "1-11", &[6, 2, 8, 4, 10, 1, 7, 3, 9, 5, 11]),
-            (&dual_socket_ht, "1-5,7-11", &[2, 8, 4, 10, 1, 7, 3, 9, 5, 11]),
-            (&triple_socket_ht, "0-3,6-13", &[12, 13, 0, 1, 2, 3, 6, 7, 8, 9, 10, 11]),
+        let cases: [MachineRows; 3] = [
+            (single_socket_ht, &[("0-7", &[0, 4, 1, 5, 2, 6, 3, 7]), ("3-7", &[4, 5, 6, 3, 7])]),
+            (dual_socket_ht, &[("0-11", &[0, 6, 2, 8, 4, 10, 1, 7, 3, 9, 5, 11]), ("1-11", &[6, 2, 8, 4, 10, 1, 7, 3, 9, 5, 11]), ("1-5,7-11", &[2, 8, 4, 10, 1, 7, 3, 9, 5, 11])]),
+            (triple_socket_ht, &[("0-3,6-13", &[12, 13, 0, 1, 2, 3, 6, 7, 8, 9, 10, 11])]),
         ];
-        for (topo, available, want) in cases {
-            let got = with_acc(topo(), available, |acc| acc.sort_cpus());
-            assert_eq!(got, want, "{available}");
-        }
+        check_rows(&cases, |acc| acc.sort_cpus());
     }
 
     /// Upstream `TestCPUAccumulatorTake` (cpu_assignment_test.go).

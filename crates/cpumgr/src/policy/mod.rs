@@ -20,22 +20,32 @@ use crate::state::CpuState;
 
 /// A CPU manager policy (upstream `cpumanager.Policy`). Policies are pure: they read and
 /// change a [`CpuState`] and never persist it themselves.
+///
+/// Every method but [`name`](Policy::name) defaults to upstream's `none` policy (accept the
+/// state, pin nothing, release nothing, no preference, nothing allocatable); a policy
+/// overrides what it decides.
 pub trait Policy: Send + Sync + std::fmt::Debug {
     /// `none` or `static`.
     fn name(&self) -> &'static str;
-    /// Validate (and initialise) the restored state (upstream `Start`).
-    fn start(&mut self, state: &mut CpuState) -> Result<(), ValidationError>;
+    /// Validate (and initialise) the restored state (upstream `Start`). The default accepts
+    /// it as it is.
+    fn start(&mut self, _state: &mut CpuState) -> Result<(), ValidationError> {
+        Ok(())
+    }
     /// Allocate CPUs to the container if it needs exclusive ones, aligned with `affinity`
-    /// (the topology manager's decision). Idempotent.
+    /// (the topology manager's decision). Idempotent. The default pins nothing.
     fn allocate(
         &mut self,
-        state: &mut CpuState,
-        pod: &Pod,
-        container: &Container,
-        affinity: TopologyHint,
-    ) -> Result<(), AllocateError>;
-    /// Release the container's exclusive CPUs (upstream `RemoveContainer`). Idempotent.
-    fn remove_container(&mut self, state: &mut CpuState, pod_uid: &str, container: &str);
+        _state: &mut CpuState,
+        _pod: &Pod,
+        _container: &Container,
+        _affinity: TopologyHint,
+    ) -> Result<(), AllocateError> {
+        Ok(())
+    }
+    /// Release the container's exclusive CPUs (upstream `RemoveContainer`). Idempotent. The
+    /// default has nothing to release.
+    fn remove_container(&mut self, _state: &mut CpuState, _pod_uid: &str, _container: &str) {}
     /// Hints for one container (upstream `GetTopologyHints`). The default: no preference
     /// (upstream's `none` policy).
     fn hints_for_container(&self, _state: &CpuState, _pod: &Pod, _: &Container) -> ProviderHints {

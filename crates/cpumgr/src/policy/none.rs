@@ -2,11 +2,8 @@
 
 use std::collections::BTreeMap;
 
-use corral_topology::{Container, Pod, TopologyHint};
-
-use super::{AllocateError, Policy, ValidationError};
+use super::Policy;
 use crate::options::{OptionsError, go_map_string};
-use crate::state::CpuState;
 
 /// The `none` policy: no exclusive CPUs, no hints, nothing allocatable.
 #[derive(Debug, Clone, Default)]
@@ -25,35 +22,20 @@ impl NonePolicy {
     }
 }
 
+/// Every method is the trait's default, which is this policy: accept any state, pin nothing,
+/// release nothing, no preference, nothing allocatable.
 impl Policy for NonePolicy {
     fn name(&self) -> &'static str {
         "none"
     }
-
-    fn start(&mut self, _state: &mut CpuState) -> Result<(), ValidationError> {
-        Ok(())
-    }
-
-    fn allocate(
-        &mut self,
-        _state: &mut CpuState,
-        _pod: &Pod,
-        _container: &Container,
-        _affinity: TopologyHint,
-    ) -> Result<(), AllocateError> {
-        Ok(())
-    }
-
-    fn remove_container(&mut self, _state: &mut CpuState, _pod_uid: &str, _container: &str) {}
-
-    // Hints and allocatable CPUs: the trait's defaults (no preference, none).
 }
 
 #[cfg(test)]
 mod tests {
-    use corral_topology::CpuSet;
+    use corral_topology::{Container, CpuSet, Pod, TopologyHint};
 
     use super::*;
+    use crate::state::CpuState;
 
     /// Upstream `TestNonePolicyName`, `TestNonePolicyAllocate`, `TestNonePolicyRemove`,
     /// `TestNonePolicyGetAllocatableCPUs` (policy_none_test.go) and the options check.

@@ -12,7 +12,6 @@ use corral_checkpoint::{CheckpointError, CpuManagerCheckpoint};
 use corral_cpumgr::{
     AllocateError, ContainerMap, ContainerRuntime, CpuManager, CpuState, MemoryBackend, PodSource,
     PodStatus, Policy, RuntimeError, StateBackend, StateIoError, TakeError, TopologyIndex,
-    ValidationError,
 };
 use corral_topology::{Container, CpuSet, Pod, TopologyHint};
 
@@ -25,9 +24,6 @@ impl Policy for FailingPolicy {
     fn name(&self) -> &'static str {
         "mock"
     }
-    fn start(&mut self, _state: &mut CpuState) -> Result<(), ValidationError> {
-        Ok(())
-    }
     fn allocate(
         &mut self,
         _: &mut CpuState,
@@ -37,7 +33,6 @@ impl Policy for FailingPolicy {
     ) -> Result<(), AllocateError> {
         Err(AllocateError::Take(TakeError::Failed))
     }
-    fn remove_container(&mut self, _: &mut CpuState, _: &str, _: &str) {}
 }
 
 /// `activePods` and `mockPodStatusProvider{podStatus, found}` (one status for every pod).
