@@ -2,7 +2,6 @@
 //! (upstream's tests build a `manager` around a `mockState` and never call `Start`),
 //! upstream's `mockPolicy`, a pod source (`activePods` + `mockPodStatusProvider`), a runtime with a settable error
 //! (`mockRuntimeService`) and a backend whose writes can be made to fail.
-#![allow(dead_code, unreachable_pub)]
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -18,7 +17,7 @@ use corral_topology::{Container, CpuSet, Pod, TopologyHint};
 /// Upstream `mockPolicy{err}`: every allocation fails (corral's `Policy::remove_container`
 /// cannot fail, so only `Allocate` carries the error).
 #[derive(Debug)]
-pub struct FailingPolicy;
+pub(crate) struct FailingPolicy;
 
 impl Policy for FailingPolicy {
     fn name(&self) -> &'static str {
@@ -37,11 +36,11 @@ impl Policy for FailingPolicy {
 
 /// `activePods` and `mockPodStatusProvider{podStatus, found}` (one status for every pod).
 #[derive(Debug, Default)]
-pub struct Pods {
+pub(crate) struct Pods {
     /// The active pods.
-    pub pods: Mutex<Vec<Pod>>,
+    pub(crate) pods: Mutex<Vec<Pod>>,
     /// The status every pod reports; `None` = not found.
-    pub status: Mutex<Option<PodStatus>>,
+    pub(crate) status: Mutex<Option<PodStatus>>,
 }
 
 impl PodSource for Pods {
@@ -55,11 +54,11 @@ impl PodSource for Pods {
 
 /// `mockRuntimeService{err}`, recording the updates it accepted.
 #[derive(Debug, Default)]
-pub struct Runtime {
+pub(crate) struct Runtime {
     /// The error every update returns, if any.
-    pub err: Mutex<Option<String>>,
+    pub(crate) err: Mutex<Option<String>>,
     /// (container id, cpuset) of every accepted update.
-    pub updates: Mutex<Vec<(String, String)>>,
+    pub(crate) updates: Mutex<Vec<(String, String)>>,
 }
 
 impl ContainerRuntime for Runtime {
@@ -77,11 +76,11 @@ impl ContainerRuntime for Runtime {
 
 /// A memory backend whose writes fail while `fail` is set.
 #[derive(Debug, Clone, Default)]
-pub struct FlakyBackend {
+pub(crate) struct FlakyBackend {
     /// The stored bytes.
-    pub inner: MemoryBackend,
+    pub(crate) inner: MemoryBackend,
     /// Whether writes fail.
-    pub fail: Arc<AtomicBool>,
+    pub(crate) fail: Arc<AtomicBool>,
 }
 
 impl StateBackend for FlakyBackend {
@@ -109,7 +108,7 @@ impl StateBackend for FlakyBackend {
 /// A started manager around `policy` whose state is exactly `state` (written as the
 /// checkpoint it restores, and not validated, as upstream's tests never call `Start`), with
 /// the given doubles.
-pub fn manager_with_state(
+pub(crate) fn manager_with_state(
     index: Arc<TopologyIndex>,
     policy: Box<dyn Policy>,
     state: &CpuState,

@@ -1,21 +1,20 @@
 //! Shared test support: pods as upstream's `makePod` / `makeMultiContainerPod` build them,
 //! and the modules below.
-#![allow(dead_code, unreachable_pub)]
 
 use corral_cpumgr::{ContainerCpuAssignments, CpuState};
 use corral_topology::{Container, ContainerRestartPolicy, CpuSet, Pod};
 
-pub mod harness;
-pub mod static_cases;
-pub mod topologies;
+pub(crate) mod harness;
+pub(crate) mod static_cases;
+pub(crate) mod topologies;
 
 /// A CPU set from the list format.
-pub fn set(s: &str) -> CpuSet {
+pub(crate) fn set(s: &str) -> CpuSet {
     s.parse().unwrap()
 }
 
 /// Upstream `mockState{assignments, defaultCPUSet}`.
-pub fn state(default: &str, assignments: &[(&str, &str, &str)]) -> CpuState {
+pub(crate) fn state(default: &str, assignments: &[(&str, &str, &str)]) -> CpuState {
     let mut a = ContainerCpuAssignments::new();
     for (pod, c, cpus) in assignments {
         a.entry((*pod).to_owned())
@@ -27,7 +26,7 @@ pub fn state(default: &str, assignments: &[(&str, &str, &str)]) -> CpuState {
 
 /// An error and its sources, `: `-separated, as the agent prints them (`Display`s here do
 /// not repeat their source).
-pub fn error_chain(err: &dyn std::error::Error) -> String {
+pub(crate) fn error_chain(err: &dyn std::error::Error) -> String {
     let mut text = err.to_string();
     let mut source = err.source();
     while let Some(cause) = source {
@@ -39,7 +38,7 @@ pub fn error_chain(err: &dyn std::error::Error) -> String {
 }
 
 /// A container with CPU request/limit (millicores) and 1G of memory.
-pub fn container(name: &str, request: i64, limit: i64) -> Container {
+pub(crate) fn container(name: &str, request: i64, limit: i64) -> Container {
     let mut c = Container::new(name);
     c.resources.requests.cpu_millis = Some(request);
     c.resources.limits.cpu_millis = Some(limit);
@@ -49,7 +48,7 @@ pub fn container(name: &str, request: i64, limit: i64) -> Container {
 }
 
 /// Upstream `makePod(podUID, containerName, request, limit)`.
-pub fn make_pod(uid: &str, name: &str, request: i64, limit: i64) -> Pod {
+pub(crate) fn make_pod(uid: &str, name: &str, request: i64, limit: i64) -> Pod {
     Pod {
         uid: uid.into(),
         name: uid.into(),
@@ -60,7 +59,7 @@ pub fn make_pod(uid: &str, name: &str, request: i64, limit: i64) -> Pod {
 }
 
 /// Upstream `makeMultiContainerPod`: `initContainer-N` and `appContainer-N`.
-pub fn make_multi_container_pod(uid: &str, init: &[(i64, i64)], apps: &[(i64, i64)]) -> Pod {
+pub(crate) fn make_multi_container_pod(uid: &str, init: &[(i64, i64)], apps: &[(i64, i64)]) -> Pod {
     Pod {
         uid: uid.into(),
         name: uid.into(),
@@ -81,7 +80,7 @@ pub fn make_multi_container_pod(uid: &str, init: &[(i64, i64)], apps: &[(i64, i6
 
 /// Upstream `makeMultiContainerPodWithOptions`: init containers with `Some(Always)` are
 /// sidecars.
-pub fn make_pod_with_sidecars(uid: &str, init: &[(i64, bool)], apps: &[i64]) -> Pod {
+pub(crate) fn make_pod_with_sidecars(uid: &str, init: &[(i64, bool)], apps: &[i64]) -> Pod {
     let mut pod = make_multi_container_pod(
         uid,
         &init.iter().map(|&(r, _)| (r, r)).collect::<Vec<_>>(),

@@ -1,6 +1,5 @@
 //! `policy_static_test.go`'s harness: a static policy from (topology, reservation, options),
 //! a state from literals, and `runStaticPolicyTestCase` as [`run_add`].
-#![allow(dead_code, unreachable_pub)]
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -13,7 +12,7 @@ use corral_topology::{NumaMask, PolicyName, TopologyHint};
 use super::{make_pod, set};
 
 /// Upstream `NewStaticPolicy(topo, numReserved, reserved, fakeManager, options)`.
-pub fn policy(
+pub(crate) fn policy(
     topo: Arc<TopologyIndex>,
     reserved: usize,
     explicit: &str,
@@ -28,20 +27,20 @@ pub fn policy(
 }
 
 /// One `staticPolicyTest` row.
-pub struct AddCase {
-    pub description: &'static str,
-    pub topo: fn() -> Arc<TopologyIndex>,
-    pub reserved: usize,
-    pub explicit: &'static str,
-    pub options: &'static [(&'static str, &'static str)],
-    pub state: CpuState,
-    pub pod: (&'static str, i64, i64),
-    pub hint: Option<&'static [usize]>,
-    pub want: Result<&'static str, AllocateError>,
+pub(crate) struct AddCase {
+    pub(crate) description: &'static str,
+    pub(crate) topo: fn() -> Arc<TopologyIndex>,
+    pub(crate) reserved: usize,
+    pub(crate) explicit: &'static str,
+    pub(crate) options: &'static [(&'static str, &'static str)],
+    pub(crate) state: CpuState,
+    pub(crate) pod: (&'static str, i64, i64),
+    pub(crate) hint: Option<&'static [usize]>,
+    pub(crate) want: Result<&'static str, AllocateError>,
 }
 
 /// Upstream `runStaticPolicyTestCase`.
-pub fn run_add(case: AddCase) {
+pub(crate) fn run_add(case: AddCase) {
     let mut p = policy((case.topo)(), case.reserved, case.explicit, case.options);
     let pod = make_pod("fakePod", case.pod.0, case.pod.1, case.pod.2);
     let container = pod.containers[0].clone();
@@ -71,7 +70,7 @@ pub fn run_add(case: AddCase) {
 
 /// Upstream v1.32's message: "not enough cpus available to satisfy request: requested=…,
 /// available=…".
-pub fn not_enough(requested: usize, available: usize) -> AllocateError {
+pub(crate) fn not_enough(requested: usize, available: usize) -> AllocateError {
     AllocateError::Take(TakeError::NotEnoughCpus {
         requested,
         available,

@@ -8,7 +8,7 @@ use corral_cpumgr::test_util::topology_index;
 use corral_testkit::upstream_topologies::{self as upstream, Machine};
 
 /// The index of a plain machine (the testkit's fixtures, the conformance files' topologies).
-pub fn index(machine: &Machine) -> Arc<TopologyIndex> {
+pub(crate) fn index(machine: &Machine) -> Arc<TopologyIndex> {
     topology_index(machine.cpu_ids(), machine.counts.values())
 }
 
@@ -16,7 +16,7 @@ macro_rules! indexed {
     ($($name:ident),* $(,)?) => {
         $(
             #[doc = concat!("`corral_testkit::upstream_topologies::", stringify!($name), "`, indexed.")]
-            pub fn $name() -> Arc<TopologyIndex> {
+            pub(crate) fn $name() -> Arc<TopologyIndex> {
                 index(&upstream::$name())
             }
         )*
