@@ -3,8 +3,10 @@
 //!
 //! - [`take_by_topology_numa_packed`] / [`take_by_topology_numa_distributed`]: upstream's CPU
 //!   assignment, decision for decision (checked against upstream's own outputs), with the
-//!   distributed algorithm's non-terminating loops bounded.
-//! - [`generate_cpu_topology_hints`]: the static policy's NUMA hints.
+//!   distributed algorithm's non-terminating loops bounded; [`UncoreCacheAlignment`] says
+//!   whether packing prefers whole uncore caches.
+//! - [`generate_cpu_topology_hints`]: the static policy's NUMA hints ([`SocketAlignment`]:
+//!   `align-by-socket`).
 //! - [`StaticPolicyOptions`]: every static policy option with upstream's names, validation and
 //!   incompatibility errors.
 //! - [`Policy`], [`NonePolicy`], [`StaticPolicy`]: the policies over a [`CpuState`].
@@ -13,6 +15,9 @@
 //! - [`CpuManager`]: allocation, container lifecycle, stale-state removal, reconciliation
 //!   through a [`ContainerRuntime`], queries, and the topology manager's
 //!   [`HintProvider`](corral_topology::HintProvider).
+//! - `test_util` (feature `test-util`, off by default): a [`TopologyIndex`] from plain
+//!   fixture ids (corral-testkit's upstream topologies and conformance files), and
+//!   `CpuManager::without_start_validation`.
 //!
 //! **Architecture Invariant:** the core (assignment, hints, policies, state validation) is
 //! synchronous and does no I/O; persistence and the runtime are edges behind

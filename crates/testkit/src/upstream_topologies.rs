@@ -3,7 +3,7 @@
 //!
 //! Plain on purpose: this crate depends on no corral crate (it is every crate's
 //! dev-dependency), so each consumer builds its own topology type from a [`Machine`]
-//! (corral-cpumgr: `TopologyIndex::from_plain` behind its `test-util` feature).
+//! (corral-cpumgr: `test_util::topology_index`, behind its `test-util` feature).
 //!
 //! ```
 //! use corral_testkit::upstream_topologies::dual_socket_ht;

@@ -19,7 +19,7 @@ pub struct CpuManagerConfig {
     pub policy: String,
     /// Static policy options by name.
     pub policy_options: BTreeMap<String, String>,
-    /// How often the agent should call [`CpuManager::reconcile_once`].
+    /// How often the agent should call [`CpuManager::reconcile_once`](crate::CpuManager::reconcile_once).
     pub reconcile_period: Duration,
     /// `systemReserved.cpu + kubeReserved.cpu` in millicores; `None` when not given (the
     /// static policy then needs `reserved_system_cpus`).
@@ -44,11 +44,11 @@ impl Default for CpuManagerConfig {
 }
 
 impl CpuManagerConfig {
-    /// Check everything [`CpuManager::new`] refuses without looking at the machine: the
+    /// Check everything [`CpuManager::new`](crate::CpuManager::new) refuses without looking at the machine: the
     /// policy name; the options (names, values, combinations; the `none` policy takes none;
     /// `align-by-socket` not with the topology manager's `single-numa-node`); the static
     /// policy's reservation (given, above zero, and an explicit `reserved_system_cpus` of
-    /// the reserved size). Errors are the ones [`CpuManager::new`] returns, which runs this
+    /// the reserved size). Errors are the ones [`CpuManager::new`](crate::CpuManager::new) returns, which runs this
     /// first: a configuration that passes can still be refused there only for the machine
     /// (too few CPUs, an unknown reserved CPU, `align-by-socket` on more sockets than NUMA
     /// nodes).

@@ -38,7 +38,7 @@ pub enum CpuManagerError {
     /// Allocation failed.
     #[error(transparent)]
     Allocate(#[from] AllocateError),
-    /// [`CpuManager::start`] was not called (or failed).
+    /// [`CpuManager::start`](crate::CpuManager::start) was not called (or failed).
     #[error("the CPU manager has not been started")]
     NotStarted,
 }
