@@ -10,7 +10,7 @@
 //! ([`reject!`]).
 
 use crate::gotype::{GoField, GoStruct, GoType};
-use crate::schema_mismatch::{SchemaMismatch, mismatch};
+use crate::schema_mismatch::SchemaMismatch;
 
 /// Checks that the integer `v` fits `ty` (an underlying type: `Int`/`Uint` of some width);
 /// `what` names the value in the error (`integer`, `map key`).
@@ -19,8 +19,13 @@ pub(crate) fn check_int(ty: &GoType, v: i128, what: &str) -> Result<(), SchemaMi
     match ty {
         GoType::Int(w) if i64::try_from(v).is_ok_and(|x| w.fits_signed(x)) => Ok(()),
         GoType::Uint(w) if u64::try_from(v).is_ok_and(|x| w.fits_unsigned(x)) => Ok(()),
-        other => mismatch(format!("{what} {v} does not fit Go type {other}")),
+        other => Err(int_mismatch(other, v, what)),
     }
+}
+
+#[cold]
+fn int_mismatch(ty: &GoType, v: i128, what: &str) -> SchemaMismatch {
+    SchemaMismatch(format!("{what} {v} does not fit Go type {ty}"))
 }
 
 /// A Go struct's fields, matched one by one against the fields serde hands over: the same
@@ -39,18 +44,26 @@ impl StructFields {
     /// The Go field that the serde field `key` is (the next one in declaration order).
     #[inline]
     pub(crate) fn next(&mut self, key: &str) -> Result<&'static GoField, SchemaMismatch> {
+        match self.go.fields.get(self.matched) {
+            Some(field) if field.json == key => {
+                self.matched += 1;
+                Ok(field)
+            }
+            field => Err(self.unexpected(key, field)),
+        }
+    }
+
+    /// The error for the serde field `key` where the Go struct has `field` (or no more).
+    #[cold]
+    fn unexpected(&self, key: &str, field: Option<&GoField>) -> SchemaMismatch {
         let go_name = self.go.name;
-        let Some(field) = self.go.fields.get(self.matched) else {
-            return mismatch(format!("extra field {key} for Go struct {go_name}"));
-        };
-        if field.json != key {
-            return mismatch(format!(
+        SchemaMismatch(match field {
+            None => format!("extra field {key} for Go struct {go_name}"),
+            Some(field) => format!(
                 "field {key} where Go struct {go_name} has {} ({})",
                 field.name, field.json
-            ));
-        }
-        self.matched += 1;
-        Ok(field)
+            ),
+        })
     }
 
     /// Whether the field [`next`](Self::next) returned last is the struct's first.
@@ -60,16 +73,22 @@ impl StructFields {
     }
 
     /// Checks that every Go field was given.
+    #[inline]
     pub(crate) fn finish(&self) -> Result<(), SchemaMismatch> {
         if self.matched != self.go.fields.len() {
-            return mismatch(format!(
-                "Go struct {} has {} fields, value gave {}",
-                self.go.name,
-                self.go.fields.len(),
-                self.matched
-            ));
+            return Err(self.missing());
         }
         Ok(())
+    }
+
+    #[cold]
+    fn missing(&self) -> SchemaMismatch {
+        SchemaMismatch(format!(
+            "Go struct {} has {} fields, value gave {}",
+            self.go.name,
+            self.go.fields.len(),
+            self.matched
+        ))
     }
 }
 
@@ -96,6 +115,7 @@ macro_rules! see_through {
         $($crate::go_serializer::see_through!(@one $method);)*
     };
     (@one serialize_newtype_struct) => {
+        #[inline]
         fn serialize_newtype_struct<T: serde::Serialize + ?Sized>(
             self,
             _name: &'static str,
@@ -105,6 +125,7 @@ macro_rules! see_through {
         }
     };
     (@one serialize_some) => {
+        #[inline]
         fn serialize_some<T: serde::Serialize + ?Sized>(
             self,
             value: &T,

@@ -29,6 +29,7 @@ impl<S: DumpSink> Dumper<'_, S> {
 
     /// Writes a nil pointer of type `ty` (go-spew's formatPtr): `(*T)<nil>`, or `<nil>` while
     /// the flag is set, which it leaves as it was.
+    #[inline]
     pub(super) fn nil_pointer(&mut self, ty: &'static GoType) {
         if !self.ignore_next_type {
             self.type_header(ty);
@@ -37,6 +38,7 @@ impl<S: DumpSink> Dumper<'_, S> {
     }
 
     /// Writes `(type)`.
+    #[inline]
     fn type_header(&mut self, ty: &'static GoType) {
         match ty {
             GoType::Struct(s) => self.bracketed(s.name),
@@ -61,6 +63,7 @@ impl<S: DumpSink> Dumper<'_, S> {
         }
     }
 
+    #[inline]
     fn bracketed(&mut self, name: &str) {
         self.out.push_byte(b'(');
         self.out.push_str(name);

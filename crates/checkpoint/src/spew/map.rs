@@ -36,6 +36,7 @@ pub(super) struct MapSer<'a, 's, S> {
 impl<'a, 's, S: DumpSink> MapSer<'a, 's, S> {
     /// Starts a map of `map[key]value` (its header is written): `in_order` when its keys
     /// were found in go-spew's order.
+    #[inline]
     pub(super) fn start(
         d: &'a mut Dumper<'s, S>,
         key: &'static GoType,
@@ -67,6 +68,7 @@ impl<S: DumpSink> ser::SerializeMap for MapSer<'_, '_, S> {
     type Ok = ();
     type Error = SchemaMismatch;
 
+    #[inline]
     fn serialize_key<T: Serialize + ?Sized>(&mut self, key: &T) -> Result<(), SchemaMismatch> {
         let Some(held) = &mut self.held else {
             if self.count > 0 {
@@ -90,6 +92,7 @@ impl<S: DumpSink> ser::SerializeMap for MapSer<'_, '_, S> {
         Ok(())
     }
 
+    #[inline]
     fn serialize_value<T: Serialize + ?Sized>(&mut self, value: &T) -> Result<(), SchemaMismatch> {
         let Some(entry) = self.held.as_mut().and_then(|held| held.last_mut()) else {
             self.d.ignore_next_type = true;
@@ -101,6 +104,17 @@ impl<S: DumpSink> ser::SerializeMap for MapSer<'_, '_, S> {
         Ok(())
     }
 
+    #[inline]
+    fn serialize_entry<K: Serialize + ?Sized, V: Serialize + ?Sized>(
+        &mut self,
+        key: &K,
+        value: &V,
+    ) -> Result<(), SchemaMismatch> {
+        self.serialize_key(key)?;
+        self.serialize_value(value)
+    }
+
+    #[inline]
     fn end(self) -> Result<(), SchemaMismatch> {
         // Printed as they came, the flag left by the last value is already in place: it
         // survives the map (go-spew never resets it after a nil pointer).

@@ -18,6 +18,7 @@ pub(super) struct StructSer<'a, 's, S> {
 
 impl<'a, 's, S: DumpSink> StructSer<'a, 's, S> {
     /// Starts a struct of Go type `go` (its header is written).
+    #[inline]
     pub(super) fn start(d: &'a mut Dumper<'s, S>, go: &'static GoStruct) -> Self {
         d.out.push_byte(b'{');
         StructSer {
@@ -31,6 +32,7 @@ impl<S: DumpSink> ser::SerializeStruct for StructSer<'_, '_, S> {
     type Ok = ();
     type Error = SchemaMismatch;
 
+    #[inline]
     fn serialize_field<T: Serialize + ?Sized>(
         &mut self,
         key: &'static str,
@@ -45,6 +47,7 @@ impl<S: DumpSink> ser::SerializeStruct for StructSer<'_, '_, S> {
         self.d.value(value, field.ty)
     }
 
+    #[inline]
     fn end(self) -> Result<(), SchemaMismatch> {
         self.fields.finish()?;
         self.d.out.push_byte(b'}');

@@ -27,6 +27,7 @@ pub(super) struct MapEnc<'a> {
 
 impl<'a> MapEnc<'a> {
     /// Starts a map of `map[key]value` with about `len` entries.
+    #[inline]
     pub(super) fn start(
         e: &'a mut Encoder,
         key: &'static GoType,
@@ -55,6 +56,7 @@ impl ser::SerializeMap for MapEnc<'_> {
     type Ok = bool;
     type Error = SchemaMismatch;
 
+    #[inline]
     fn serialize_key<T: Serialize + ?Sized>(&mut self, key: &T) -> Result<(), SchemaMismatch> {
         if !self.entries.is_empty() {
             self.e.out.push(',');
@@ -72,6 +74,7 @@ impl ser::SerializeMap for MapEnc<'_> {
         Ok(())
     }
 
+    #[inline]
     fn serialize_value<T: Serialize + ?Sized>(&mut self, value: &T) -> Result<(), SchemaMismatch> {
         value.serialize(ValueEnc {
             e: self.e,
@@ -84,6 +87,7 @@ impl ser::SerializeMap for MapEnc<'_> {
         Ok(())
     }
 
+    #[inline]
     fn end(mut self) -> Result<bool, SchemaMismatch> {
         let Encoder { out, keys } = &mut *self.e;
         sort_region(
@@ -107,6 +111,7 @@ struct KeyCapture<'a> {
 }
 
 impl KeyCapture<'_> {
+    #[inline]
     fn int(self, v: i128) -> Result<bool, SchemaMismatch> {
         check_int(self.ty.underlying(), v, "map key")?;
         push_int(self.keys, v);
@@ -122,6 +127,7 @@ impl ser::Serializer for KeyCapture<'_> {
         SerializeStruct SerializeStructVariant
     );
 
+    #[inline]
     fn serialize_str(self, v: &str) -> Result<bool, SchemaMismatch> {
         if !matches!(self.ty.underlying(), GoType::String) {
             return mismatch(format!("string map key for Go type {}", self.ty));

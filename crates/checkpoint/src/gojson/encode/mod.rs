@@ -5,6 +5,7 @@
 //!
 //! This module writes scalars and nil; `seq` writes arrays and `[]byte`, `map` objects from
 //! Go maps (keys captured raw, then sorted), `structs` objects from Go structs.
+//! Their methods are `#[inline]` so the modules compile together (see `spew`).
 
 mod map;
 mod seq;
@@ -57,6 +58,7 @@ enum Behind {
 
 impl Behind {
     /// Whether a value that is `zero` (Go's zero or empty) counts as empty for `omitempty`.
+    #[inline]
     fn empty_if(self, zero: bool) -> bool {
         self == Behind::Nothing && zero
     }
@@ -64,6 +66,7 @@ impl Behind {
 
 impl ValueEnc<'_> {
     /// The type the value is written as, and what it sits behind.
+    #[inline]
     fn resolve(&self) -> (&'static GoType, Behind) {
         match self.ty {
             GoType::Ptr(elem) => (elem.underlying(), Behind::Pointer),
@@ -71,6 +74,7 @@ impl ValueEnc<'_> {
         }
     }
 
+    #[inline]
     fn int(self, v: i128) -> Result<bool, SchemaMismatch> {
         let (ty, behind) = self.resolve();
         check_int(ty, v, "integer")?;
@@ -91,6 +95,7 @@ impl<'a> ser::Serializer for ValueEnc<'a> {
 
     go_value_methods!(int);
 
+    #[inline]
     fn serialize_bool(self, v: bool) -> Result<bool, SchemaMismatch> {
         let (ty, behind) = self.resolve();
         if !matches!(ty, GoType::Bool) {
@@ -100,6 +105,7 @@ impl<'a> ser::Serializer for ValueEnc<'a> {
         Ok(behind.empty_if(!v))
     }
 
+    #[inline]
     fn serialize_str(self, v: &str) -> Result<bool, SchemaMismatch> {
         let (ty, behind) = self.resolve();
         if !matches!(ty, GoType::String) {
@@ -109,6 +115,7 @@ impl<'a> ser::Serializer for ValueEnc<'a> {
         Ok(behind.empty_if(v.is_empty()))
     }
 
+    #[inline]
     fn serialize_bytes(self, v: &[u8]) -> Result<bool, SchemaMismatch> {
         let (ty, behind) = self.resolve();
         if !ty.is_bytes() {
@@ -118,6 +125,7 @@ impl<'a> ser::Serializer for ValueEnc<'a> {
         Ok(behind.empty_if(v.is_empty()))
     }
 
+    #[inline]
     fn serialize_none(self) -> Result<bool, SchemaMismatch> {
         match self.ty.underlying() {
             GoType::Ptr(_) | GoType::Slice(_) | GoType::Map(..) => {
@@ -128,6 +136,7 @@ impl<'a> ser::Serializer for ValueEnc<'a> {
         }
     }
 
+    #[inline]
     fn serialize_some<T: Serialize + ?Sized>(self, value: &T) -> Result<bool, SchemaMismatch> {
         match self.ty {
             GoType::Ptr(elem) => {
@@ -141,6 +150,7 @@ impl<'a> ser::Serializer for ValueEnc<'a> {
         }
     }
 
+    #[inline]
     fn serialize_unit(self) -> Result<bool, SchemaMismatch> {
         let (ty, _) = self.resolve();
         match ty {
@@ -152,6 +162,7 @@ impl<'a> ser::Serializer for ValueEnc<'a> {
         }
     }
 
+    #[inline]
     fn serialize_seq(self, _len: Option<usize>) -> Result<SeqEnc<'a>, SchemaMismatch> {
         let (ty, behind) = self.resolve();
         let GoType::Slice(elem) = ty else {
@@ -160,6 +171,7 @@ impl<'a> ser::Serializer for ValueEnc<'a> {
         Ok(SeqEnc::start(self.e, elem, ty.is_bytes(), behind))
     }
 
+    #[inline]
     fn serialize_map(self, len: Option<usize>) -> Result<MapEnc<'a>, SchemaMismatch> {
         let (ty, behind) = self.resolve();
         let GoType::Map(key, value) = ty else {
@@ -168,6 +180,7 @@ impl<'a> ser::Serializer for ValueEnc<'a> {
         Ok(MapEnc::start(self.e, key, value, len, behind))
     }
 
+    #[inline]
     fn serialize_struct(
         self,
         name: &'static str,

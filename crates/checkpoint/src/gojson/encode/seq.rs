@@ -26,6 +26,7 @@ pub(super) struct SeqEnc<'a> {
 
 impl<'a> SeqEnc<'a> {
     /// Starts a slice of `elem`; a `[]byte` (`is_bytes`) is collected and written at the end.
+    #[inline]
     pub(super) fn start(
         e: &'a mut Encoder,
         elem: &'static GoType,
@@ -50,6 +51,7 @@ impl ser::SerializeSeq for SeqEnc<'_> {
     type Ok = bool;
     type Error = SchemaMismatch;
 
+    #[inline]
     fn serialize_element<T: Serialize + ?Sized>(
         &mut self,
         value: &T,
@@ -69,6 +71,7 @@ impl ser::SerializeSeq for SeqEnc<'_> {
         Ok(())
     }
 
+    #[inline]
     fn end(self) -> Result<bool, SchemaMismatch> {
         match self.bytes {
             Some(bytes) => push_base64(&mut self.e.out, &bytes),
@@ -89,6 +92,7 @@ impl ser::Serializer for ByteCapture {
         SerializeStruct SerializeStructVariant
     );
 
+    #[inline]
     fn serialize_u8(self, v: u8) -> Result<u8, SchemaMismatch> {
         Ok(v)
     }

@@ -20,6 +20,7 @@ pub(super) struct StructEnc<'a> {
 
 impl<'a> StructEnc<'a> {
     /// Starts a struct of Go type `go`.
+    #[inline]
     pub(super) fn start(e: &'a mut Encoder, go: &'static GoStruct) -> Self {
         e.out.push('{');
         StructEnc {
@@ -34,6 +35,7 @@ impl ser::SerializeStruct for StructEnc<'_> {
     type Ok = bool;
     type Error = SchemaMismatch;
 
+    #[inline]
     fn serialize_field<T: Serialize + ?Sized>(
         &mut self,
         key: &'static str,
@@ -58,6 +60,7 @@ impl ser::SerializeStruct for StructEnc<'_> {
         Ok(())
     }
 
+    #[inline]
     fn end(self) -> Result<bool, SchemaMismatch> {
         self.fields.finish()?;
         self.e.out.push('}');
