@@ -3,7 +3,7 @@
 //!
 //! Both accept the same Rust shapes for the same Go kinds and refuse the same others with the
 //! same words, so the checks live here once: integers against the Go width
-//! ([`check_int`]), struct fields against the Go struct's declaration ([`StructFields`]), and
+//! ([`check_int`]), struct fields against the Go struct's declaration ([`GoStructSer`]), and
 //! the serde methods that never differ between the two ([`go_value_methods!`],
 //! [`ints_through!`]), or that a
 //! narrow serializer (a map key, a `[]byte` element, a key-order probe) refuses outright
@@ -30,20 +30,16 @@ fn int_mismatch(ty: &GoType, v: i128, what: &str) -> SchemaMismatch {
 
 /// A Go struct's fields, matched one by one against the fields serde hands over: the same
 /// JSON names in the same order, no more and no fewer.
-pub(crate) struct StructFields {
+struct StructFields {
     go: &'static GoStruct,
     /// How many fields were matched.
     matched: usize,
 }
 
 impl StructFields {
-    pub(crate) fn new(go: &'static GoStruct) -> Self {
-        StructFields { go, matched: 0 }
-    }
-
     /// The Go field that the serde field `key` is (the next one in declaration order).
     #[inline]
-    pub(crate) fn next(&mut self, key: &str) -> Result<&'static GoField, SchemaMismatch> {
+    fn next(&mut self, key: &str) -> Result<&'static GoField, SchemaMismatch> {
         match self.go.fields.get(self.matched) {
             Some(field) if field.json == key => {
                 self.matched += 1;
@@ -66,15 +62,9 @@ impl StructFields {
         })
     }
 
-    /// Whether the field [`next`](Self::next) returned last is the struct's first.
-    #[inline]
-    pub(crate) fn at_first(&self) -> bool {
-        self.matched == 1
-    }
-
     /// Checks that every Go field was given.
     #[inline]
-    pub(crate) fn finish(&self) -> Result<(), SchemaMismatch> {
+    fn finish(&self) -> Result<(), SchemaMismatch> {
         if self.matched != self.go.fields.len() {
             return Err(self.missing());
         }
@@ -89,6 +79,64 @@ impl StructFields {
             self.go.fields.len(),
             self.matched
         ))
+    }
+}
+
+/// What a Go-typed serializer writes for a struct, once [`GoStructSer`] has matched each
+/// serde field with its Go field.
+pub(crate) trait FieldWriter {
+    /// What the struct serializes to.
+    type Ok;
+
+    /// Writes field number `index` (from 0), `field`, with `value`.
+    fn field<T: serde::Serialize + ?Sized>(
+        &mut self,
+        index: usize,
+        field: &'static GoField,
+        value: &T,
+    ) -> Result<(), SchemaMismatch>;
+
+    /// Closes the struct after its last field.
+    fn close(self) -> Result<Self::Ok, SchemaMismatch>;
+}
+
+/// A struct of a Go struct type, for both Go-typed serializers: matches the serde fields with
+/// the Go ones and hands them to `W`.
+pub(crate) struct GoStructSer<W> {
+    fields: StructFields,
+    writer: W,
+}
+
+impl<W: FieldWriter> GoStructSer<W> {
+    /// A struct of Go type `go` written by `writer` (which has opened it).
+    #[inline]
+    pub(crate) fn new(go: &'static GoStruct, writer: W) -> Self {
+        GoStructSer {
+            fields: StructFields { go, matched: 0 },
+            writer,
+        }
+    }
+}
+
+impl<W: FieldWriter> serde::ser::SerializeStruct for GoStructSer<W> {
+    type Ok = W::Ok;
+    type Error = SchemaMismatch;
+
+    #[inline]
+    fn serialize_field<T: serde::Serialize + ?Sized>(
+        &mut self,
+        key: &'static str,
+        value: &T,
+    ) -> Result<(), SchemaMismatch> {
+        let index = self.fields.matched;
+        let field = self.fields.next(key)?;
+        self.writer.field(index, field, value)
+    }
+
+    #[inline]
+    fn end(self) -> Result<W::Ok, SchemaMismatch> {
+        self.fields.finish()?;
+        self.writer.close()
     }
 }
 

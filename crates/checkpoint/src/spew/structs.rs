@@ -2,44 +2,42 @@
 //! leaked "ignore next type" flag suppresses them.
 
 use serde::Serialize;
-use serde::ser;
 
 use super::Dumper;
 use crate::dump_sink::DumpSink;
-use crate::go_serializer::StructFields;
-use crate::gotype::GoStruct;
+use crate::go_serializer::{FieldWriter, GoStructSer};
+use crate::gotype::{GoField, GoStruct};
 use crate::schema_mismatch::SchemaMismatch;
 
-/// Struct fields: `Name:(type)value`, space separated.
-pub(super) struct StructSer<'a, 's, S> {
+/// A struct being printed.
+pub(super) type StructSer<'a, 's, S> = GoStructSer<FieldPrinter<'a, 's, S>>;
+
+/// Starts a struct of Go type `go` (its header is written).
+#[inline]
+pub(super) fn start<'a, 's, S: DumpSink>(
     d: &'a mut Dumper<'s, S>,
-    fields: StructFields,
+    go: &'static GoStruct,
+) -> StructSer<'a, 's, S> {
+    d.out.push_byte(b'{');
+    GoStructSer::new(go, FieldPrinter { d })
 }
 
-impl<'a, 's, S: DumpSink> StructSer<'a, 's, S> {
-    /// Starts a struct of Go type `go` (its header is written).
-    #[inline]
-    pub(super) fn start(d: &'a mut Dumper<'s, S>, go: &'static GoStruct) -> Self {
-        d.out.push_byte(b'{');
-        StructSer {
-            d,
-            fields: StructFields::new(go),
-        }
-    }
+/// Struct fields: `Name:(type)value`, space separated.
+pub(super) struct FieldPrinter<'a, 's, S> {
+    d: &'a mut Dumper<'s, S>,
 }
 
-impl<S: DumpSink> ser::SerializeStruct for StructSer<'_, '_, S> {
+impl<S: DumpSink> FieldWriter for FieldPrinter<'_, '_, S> {
     type Ok = ();
-    type Error = SchemaMismatch;
 
     #[inline]
-    fn serialize_field<T: Serialize + ?Sized>(
+    fn field<T: Serialize + ?Sized>(
         &mut self,
-        key: &'static str,
+        index: usize,
+        field: &'static GoField,
         value: &T,
     ) -> Result<(), SchemaMismatch> {
-        let field = self.fields.next(key)?;
-        if !self.fields.at_first() {
+        if index > 0 {
             self.d.out.push_byte(b' ');
         }
         self.d.out.push_str(field.name);
@@ -48,8 +46,7 @@ impl<S: DumpSink> ser::SerializeStruct for StructSer<'_, '_, S> {
     }
 
     #[inline]
-    fn end(self) -> Result<(), SchemaMismatch> {
-        self.fields.finish()?;
+    fn close(self) -> Result<(), SchemaMismatch> {
         self.d.out.push_byte(b'}');
         Ok(())
     }

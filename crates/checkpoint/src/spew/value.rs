@@ -8,7 +8,7 @@ use serde::ser;
 use super::Dumper;
 use super::key_order::map_key_order;
 use super::map::{KeysInOrder, MapSer};
-use super::structs::StructSer;
+use super::structs::{self, StructSer};
 use crate::decimal::decimal;
 use crate::dump_sink::DumpSink;
 use crate::go_serializer::{check_int, go_value_methods, impossible, see_through};
@@ -168,7 +168,7 @@ impl<'a, 's, S: DumpSink> ser::Serializer for ValueSer<'a, 's, S> {
         _len: usize,
     ) -> Result<StructSer<'a, 's, S>, SchemaMismatch> {
         match self.d.header(self.ty) {
-            GoType::Struct(s) => Ok(StructSer::start(self.d, s)),
+            GoType::Struct(s) => Ok(structs::start(self.d, s)),
             other => mismatch(format!("struct {name} for Go type {other}")),
         }
     }

@@ -190,7 +190,7 @@ impl<'a> ser::Serializer for ValueEnc<'a> {
         let GoType::Struct(s) = ty else {
             return mismatch(format!("struct {name} for Go type {ty}"));
         };
-        Ok(StructEnc::start(self.e, s))
+        Ok(structs::start(self.e, s))
     }
 }
 

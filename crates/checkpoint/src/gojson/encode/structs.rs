@@ -2,46 +2,40 @@
 //! `omitempty` fields left out when empty.
 
 use serde::Serialize;
-use serde::ser;
 
 use super::{Encoder, ValueEnc};
-use crate::go_serializer::StructFields;
+use crate::go_serializer::{FieldWriter, GoStructSer};
 use crate::gojson::escape::push_quoted;
-use crate::gotype::GoStruct;
+use crate::gotype::{GoField, GoStruct};
 use crate::schema_mismatch::SchemaMismatch;
 
-/// A JSON object from a Go struct.
-pub(super) struct StructEnc<'a> {
+/// A struct being encoded.
+pub(super) type StructEnc<'a> = GoStructSer<FieldEncoder<'a>>;
+
+/// Starts a struct of Go type `go`.
+#[inline]
+pub(super) fn start<'a>(e: &'a mut Encoder, go: &'static GoStruct) -> StructEnc<'a> {
+    e.out.push('{');
+    GoStructSer::new(go, FieldEncoder { e, written: 0 })
+}
+
+/// A JSON object's members from a Go struct's fields.
+pub(super) struct FieldEncoder<'a> {
     e: &'a mut Encoder,
-    fields: StructFields,
     /// How many fields were written (not left out by `omitempty`).
     written: usize,
 }
 
-impl<'a> StructEnc<'a> {
-    /// Starts a struct of Go type `go`.
-    #[inline]
-    pub(super) fn start(e: &'a mut Encoder, go: &'static GoStruct) -> Self {
-        e.out.push('{');
-        StructEnc {
-            e,
-            fields: StructFields::new(go),
-            written: 0,
-        }
-    }
-}
-
-impl ser::SerializeStruct for StructEnc<'_> {
+impl FieldWriter for FieldEncoder<'_> {
     type Ok = bool;
-    type Error = SchemaMismatch;
 
     #[inline]
-    fn serialize_field<T: Serialize + ?Sized>(
+    fn field<T: Serialize + ?Sized>(
         &mut self,
-        key: &'static str,
+        _index: usize,
+        field: &'static GoField,
         value: &T,
     ) -> Result<(), SchemaMismatch> {
-        let field = self.fields.next(key)?;
         let rollback = self.e.out.len();
         if self.written > 0 {
             self.e.out.push(',');
@@ -61,8 +55,7 @@ impl ser::SerializeStruct for StructEnc<'_> {
     }
 
     #[inline]
-    fn end(self) -> Result<bool, SchemaMismatch> {
-        self.fields.finish()?;
+    fn close(self) -> Result<bool, SchemaMismatch> {
         self.e.out.push('}');
         Ok(false)
     }
