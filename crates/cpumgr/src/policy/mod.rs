@@ -21,31 +21,26 @@ use crate::state::CpuState;
 /// A CPU manager policy (upstream `cpumanager.Policy`). Policies are pure: they read and
 /// change a [`CpuState`] and never persist it themselves.
 ///
-/// Every method but [`name`](Policy::name) defaults to upstream's `none` policy (accept the
-/// state, pin nothing, release nothing, no preference, nothing allocatable); a policy
-/// overrides what it decides.
+/// What a policy decides — validating the restored state, allocating, releasing and the CPUs
+/// allocations can come from — every policy spells out (a forgotten `allocate` must not
+/// compile into one that silently pins nothing); hints and the rest default to upstream's
+/// `none` policy.
 pub trait Policy: Send + Sync + std::fmt::Debug {
     /// `none` or `static`.
     fn name(&self) -> &'static str;
-    /// Validate (and initialise) the restored state (upstream `Start`). The default accepts
-    /// it as it is.
-    fn start(&mut self, _state: &mut CpuState) -> Result<(), ValidationError> {
-        Ok(())
-    }
+    /// Validate (and initialise) the restored state (upstream `Start`).
+    fn start(&mut self, state: &mut CpuState) -> Result<(), ValidationError>;
     /// Allocate CPUs to the container if it needs exclusive ones, aligned with `affinity`
-    /// (the topology manager's decision). Idempotent. The default pins nothing.
+    /// (the topology manager's decision). Idempotent.
     fn allocate(
         &mut self,
-        _state: &mut CpuState,
-        _pod: &Pod,
-        _container: &Container,
-        _affinity: TopologyHint,
-    ) -> Result<(), AllocateError> {
-        Ok(())
-    }
-    /// Release the container's exclusive CPUs (upstream `RemoveContainer`). Idempotent. The
-    /// default has nothing to release.
-    fn remove_container(&mut self, _state: &mut CpuState, _pod_uid: &str, _container: &str) {}
+        state: &mut CpuState,
+        pod: &Pod,
+        container: &Container,
+        affinity: TopologyHint,
+    ) -> Result<(), AllocateError>;
+    /// Release the container's exclusive CPUs (upstream `RemoveContainer`). Idempotent.
+    fn remove_container(&mut self, state: &mut CpuState, pod_uid: &str, container: &str);
     /// Hints for one container (upstream `GetTopologyHints`). The default: no preference
     /// (upstream's `none` policy).
     fn hints_for_container(&self, _state: &CpuState, _pod: &Pod, _: &Container) -> ProviderHints {
@@ -56,11 +51,8 @@ pub trait Policy: Send + Sync + std::fmt::Debug {
     fn hints_for_pod(&self, _state: &CpuState, _pod: &Pod) -> ProviderHints {
         None
     }
-    /// The CPUs exclusive allocations can come from (upstream `GetAllocatableCPUs`). The
-    /// default: none (upstream's `none` policy).
-    fn allocatable_cpus(&self, _state: &CpuState) -> CpuSet {
-        CpuSet::new()
-    }
+    /// The CPUs exclusive allocations can come from (upstream `GetAllocatableCPUs`).
+    fn allocatable_cpus(&self, state: &CpuState) -> CpuSet;
     /// Whether exclusive allocations are whole physical cores (`full-pcpus-only`), which
     /// upstream counts as `physical_cpu` alignment. The default: no.
     fn aligns_physical_cpus(&self) -> bool {

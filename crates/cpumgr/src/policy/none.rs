@@ -2,8 +2,11 @@
 
 use std::collections::BTreeMap;
 
-use super::Policy;
+use corral_topology::{Container, CpuSet, Pod, TopologyHint};
+
+use super::{AllocateError, Policy, ValidationError};
 use crate::options::{OptionsError, go_map_string};
+use crate::state::CpuState;
 
 /// The `none` policy: no exclusive CPUs, no hints, nothing allocatable.
 #[derive(Debug, Clone, Default)]
@@ -22,20 +25,37 @@ impl NonePolicy {
     }
 }
 
-/// Every method is the trait's default, which is this policy: accept any state, pin nothing,
-/// release nothing, no preference, nothing allocatable.
+/// Accept any state, pin nothing, release nothing, nothing allocatable; the hints are the
+/// trait's default (no preference).
 impl Policy for NonePolicy {
     fn name(&self) -> &'static str {
         "none"
+    }
+
+    fn start(&mut self, _state: &mut CpuState) -> Result<(), ValidationError> {
+        Ok(())
+    }
+
+    fn allocate(
+        &mut self,
+        _state: &mut CpuState,
+        _pod: &Pod,
+        _container: &Container,
+        _affinity: TopologyHint,
+    ) -> Result<(), AllocateError> {
+        Ok(())
+    }
+
+    fn remove_container(&mut self, _state: &mut CpuState, _pod_uid: &str, _container: &str) {}
+
+    fn allocatable_cpus(&self, _state: &CpuState) -> CpuSet {
+        CpuSet::new()
     }
 }
 
 #[cfg(test)]
 mod tests {
-    use corral_topology::{Container, CpuSet, Pod, TopologyHint};
-
     use super::*;
-    use crate::state::CpuState;
 
     /// Upstream `TestNonePolicyName`, `TestNonePolicyAllocate`, `TestNonePolicyRemove`,
     /// `TestNonePolicyGetAllocatableCPUs` (policy_none_test.go) and the options check.

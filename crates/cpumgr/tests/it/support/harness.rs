@@ -11,6 +11,7 @@ use corral_checkpoint::{CheckpointError, CpuManagerCheckpoint};
 use corral_cpumgr::{
     AllocateError, ContainerMap, ContainerRuntime, CpuManager, CpuState, MemoryBackend, PodSource,
     PodStatus, Policy, RuntimeError, StateBackend, StateIoError, TakeError, TopologyIndex,
+    ValidationError,
 };
 use corral_topology::{Container, CpuSet, Pod, TopologyHint};
 
@@ -31,6 +32,13 @@ impl Policy for FailingPolicy {
         _: TopologyHint,
     ) -> Result<(), AllocateError> {
         Err(AllocateError::Take(TakeError::Failed))
+    }
+    fn start(&mut self, _: &mut CpuState) -> Result<(), ValidationError> {
+        Ok(())
+    }
+    fn remove_container(&mut self, _: &mut CpuState, _: &str, _: &str) {}
+    fn allocatable_cpus(&self, _: &CpuState) -> CpuSet {
+        CpuSet::new()
     }
 }
 
