@@ -5,10 +5,23 @@
 
 use corral_topology::{CpuSet, Pod};
 
-/// A runtime failure, as text.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{0}")]
-pub struct RuntimeError(pub String);
+/// A container runtime's failure: the runtime's own error (a gRPC status, a socket error, or
+/// a message), shown as it is, its causes reachable through `source`.
+#[derive(Debug, thiserror::Error)]
+#[error(transparent)]
+pub struct RuntimeError(Box<dyn std::error::Error + Send + Sync>);
+
+impl RuntimeError {
+    /// The runtime's error (anything that is an error, or a message).
+    ///
+    /// ```
+    /// let err = corral_cpumgr::RuntimeError::new("container not found");
+    /// assert_eq!(err.to_string(), "container not found");
+    /// ```
+    pub fn new(err: impl Into<Box<dyn std::error::Error + Send + Sync>>) -> RuntimeError {
+        RuntimeError(err.into())
+    }
+}
 
 /// The container runtime, as far as the CPU manager needs it.
 pub trait ContainerRuntime: Send + Sync {

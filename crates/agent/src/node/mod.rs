@@ -76,7 +76,7 @@ pub(crate) struct NoRuntime;
 
 impl ContainerRuntime for NoRuntime {
     fn update_container_cpuset(&self, container_id: &str, _: &CpuSet) -> Result<(), RuntimeError> {
-        Err(RuntimeError(format!(
+        Err(RuntimeError::new(format!(
             "no containerRuntimeEndpoint configured: cannot update container {container_id}"
         )))
     }

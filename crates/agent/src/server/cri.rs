@@ -46,18 +46,18 @@ impl ContainerRuntime for CriRuntime {
         let call = async move {
             let channel = corral_proto::uds::connect(&socket, CRI_DEADLINE)
                 .await
-                .map_err(|e| RuntimeError(e.to_string()))?;
+                .map_err(RuntimeError::new)?;
             RuntimeServiceClient::new(channel)
                 .update_container_resources(request)
                 .await
                 .map_err(|status| {
-                    RuntimeError(format!("UpdateContainerResources: {}", status.message()))
+                    RuntimeError::new(format!("UpdateContainerResources: {}", status.message()))
                 })?;
             Ok(())
         };
         self.handle.block_on(async {
             tokio::time::timeout(CRI_DEADLINE, call).await.unwrap_or_else(|_| {
-                Err(RuntimeError(format!(
+                Err(RuntimeError::new(format!(
                     "UpdateContainerResources for {container_id} did not answer within {CRI_DEADLINE:?}"
                 )))
             })

@@ -58,7 +58,7 @@ struct Runtime {
 impl ContainerRuntime for Runtime {
     fn update_container_cpuset(&self, id: &str, cpus: &CpuSet) -> Result<(), RuntimeError> {
         if *self.fail.lock().unwrap() {
-            return Err(RuntimeError("boom".into()));
+            return Err(RuntimeError::new("boom"));
         }
         self.updates
             .lock()

@@ -72,7 +72,7 @@ pub(crate) struct Runtime {
 impl ContainerRuntime for Runtime {
     fn update_container_cpuset(&self, id: &str, cpus: &CpuSet) -> Result<(), RuntimeError> {
         if let Some(e) = self.err.lock().unwrap().clone() {
-            return Err(RuntimeError(e));
+            return Err(RuntimeError::new(e));
         }
         self.updates
             .lock()
