@@ -2,12 +2,12 @@
 //! go-spew dumper (`spew`) and the `encoding/json` encoder (`gojson::encode`).
 //!
 //! Both accept the same Rust shapes for the same Go kinds and refuse the same others with the
-//! same words, so the checks live here once: integers against the Go width
-//! ([`check_int`]), struct fields against the Go struct's declaration ([`GoStructSer`]), and
-//! the serde methods that never differ between the two ([`go_value_methods!`],
-//! [`ints_through!`]), or that a
-//! narrow serializer (a map key, a `[]byte` element, a key-order probe) refuses outright
-//! ([`reject!`]).
+//! same words, so the checks live here once: integers against the Go width ([`check_int`]),
+//! struct fields against the Go struct's declaration ([`GoStructSer`], which hands matched
+//! fields to each serializer's [`FieldWriter`]), the serde methods that never differ between
+//! the two ([`go_value_methods!`], [`ints_through!`], [`see_through!`], [`impossible!`]), and
+//! those a narrow serializer (a map key, a `[]byte` element, a key-order probe) refuses
+//! outright ([`reject!`]).
 
 use crate::gotype::{GoField, GoStruct, GoType};
 use crate::schema_mismatch::SchemaMismatch;
