@@ -15,7 +15,7 @@ use corral_checkpoint::{
     Checkpoint, CheckpointStore, CpuManagerCheckpoint, DeviceManagerCheckpoint, fnv32a,
 };
 use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
-use fixtures::device_checkpoint;
+use fixtures::{AllocResp, device_checkpoint};
 
 mod fixtures;
 
@@ -50,7 +50,10 @@ fn configure(c: &mut Criterion) -> criterion::BenchmarkGroup<'_, criterion::meas
 
 fn device_manager(c: &mut Criterion) {
     let mut group = configure(c);
-    for (name, alloc_resp) in [("device", true), ("device_noalloc", false)] {
+    for (name, alloc_resp) in [
+        ("device", AllocResp::Filled),
+        ("device_noalloc", AllocResp::Empty),
+    ] {
         for n in SIZES {
             let cp = device_checkpoint(n, alloc_resp);
             let file = cp.encode().expect("encode");
@@ -68,7 +71,7 @@ fn device_manager(c: &mut Criterion) {
                 &dump,
                 |b, dump| b.iter(|| black_box(fnv32a(dump.as_bytes()))),
             );
-            if alloc_resp {
+            if alloc_resp == AllocResp::Filled {
                 group.bench_with_input(BenchmarkId::new("device/encode", n), &cp, |b, cp| {
                     b.iter(|| black_box(cp.encode().expect("encode")))
                 });

@@ -6,7 +6,7 @@
 
 use std::hint::black_box;
 
-use fixtures::device_checkpoint;
+use fixtures::{AllocResp, device_checkpoint};
 
 #[path = "../benches/fixtures/mod.rs"]
 mod fixtures;
@@ -15,7 +15,10 @@ fn main() {
     let mut args = std::env::args().skip(1);
     let entries: usize = args.next().and_then(|a| a.parse().ok()).unwrap_or(10_000);
     let iterations: usize = args.next().and_then(|a| a.parse().ok()).unwrap_or(1);
-    let alloc_resp = args.next().as_deref() != Some("noalloc");
+    let alloc_resp = match args.next().as_deref() {
+        Some("noalloc") => AllocResp::Empty,
+        _ => AllocResp::Filled,
+    };
     let cp = device_checkpoint(entries, alloc_resp);
     let dump_len = cp.hash_input().map(|d| d.len()).unwrap_or(0);
     let mut sum = 0u64;
