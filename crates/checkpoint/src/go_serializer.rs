@@ -186,7 +186,18 @@ pub(crate) use see_through;
 
 /// `Serializer` associated types (`SerializeTuple SerializeMap …`) that are never produced:
 /// `Impossible<$ok, SchemaMismatch>`.
+///
+/// `impossible!(scalar $ok)` declares a serializer of scalars only: `Ok`, `Error` and every
+/// compound type.
 macro_rules! impossible {
+    (scalar $ok:ty) => {
+        type Ok = $ok;
+        type Error = $crate::schema_mismatch::SchemaMismatch;
+        $crate::go_serializer::impossible!($ok;
+            SerializeSeq SerializeTuple SerializeTupleStruct SerializeTupleVariant SerializeMap
+            SerializeStruct SerializeStructVariant
+        );
+    };
     ($ok:ty; $($assoc:ident)*) => {
         $(type $assoc = serde::ser::Impossible<$ok, $crate::schema_mismatch::SchemaMismatch>;)*
     };

@@ -120,12 +120,7 @@ impl KeyCapture<'_> {
 }
 
 impl ser::Serializer for KeyCapture<'_> {
-    type Ok = bool;
-    type Error = SchemaMismatch;
-    impossible!(bool;
-        SerializeSeq SerializeTuple SerializeTupleStruct SerializeTupleVariant SerializeMap
-        SerializeStruct SerializeStructVariant
-    );
+    impossible!(scalar bool);
 
     #[inline]
     fn serialize_str(self, v: &str) -> Result<bool, SchemaMismatch> {

@@ -85,12 +85,7 @@ impl ser::SerializeSeq for SeqEnc<'_> {
 struct ByteCapture;
 
 impl ser::Serializer for ByteCapture {
-    type Ok = u8;
-    type Error = SchemaMismatch;
-    impossible!(u8;
-        SerializeSeq SerializeTuple SerializeTupleStruct SerializeTupleVariant SerializeMap
-        SerializeStruct SerializeStructVariant
-    );
+    impossible!(scalar u8);
 
     #[inline]
     fn serialize_u8(self, v: u8) -> Result<u8, SchemaMismatch> {
