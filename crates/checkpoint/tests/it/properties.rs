@@ -231,79 +231,53 @@ fn streams_like_text(
     Ok(())
 }
 
-proptest! {
-    #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
+/// For each format: its checksum streams like the hash of its text, it round-trips, and a
+/// mutated file is refused or consistent — three tests, each named after the format.
+macro_rules! format_properties {
+    ($(
+        $strategy:ident: $streams:ident, $round_trips:ident, $mutations:ident;
+        checksum |$v:ident| $checksum:expr, $hash:expr;
+    )*) => {
+        proptest! {
+            #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
+            $(
+                #[test]
+                fn $streams($v in $strategy()) {
+                    streams_like_text($checksum, $v.hash_input(), $hash)?;
+                }
+                #[test]
+                fn $round_trips(v in $strategy()) {
+                    round_trips(&v)?;
+                }
+                #[test]
+                fn $mutations(
+                    v in $strategy(),
+                    at in any::<prop::sample::Index>(),
+                    b in any::<u8>(),
+                ) {
+                    mutation_is_refused_or_consistent(&v, at, b)?;
+                }
+            )*
+        }
+    };
+}
 
-    #[test]
-    fn device_manager_checksum_streams(v in device_manager()) {
-        streams_like_text(v.checksum(), v.hash_input(), fnv32a)?;
-    }
-    #[test]
-    fn device_manager_v1_checksum_streams(v in device_manager_v1()) {
-        streams_like_text(v.checksum(), v.hash_input(), fnv32a)?;
-    }
-    #[test]
-    fn cpu_v2_checksum_streams(v in cpu_v2()) {
-        streams_like_text(v.checksum(), v.hash_input(), fnv32a)?;
-    }
-    #[test]
-    fn cpu_v1_checksum_streams(v in cpu_v1()) {
-        streams_like_text(v.checksum(), v.hash_input(), fnv32a)?;
-    }
-    #[test]
-    fn memory_manager_checksum_streams(v in memory_manager()) {
-        streams_like_text(v.checksum(), v.hash_input(), fnv32a)?;
-    }
-    #[test]
-    fn dra_v132_checksum_streams(v in dra_v132()) {
-        streams_like_text(v.checksum().map(u64::from), v.hash_input(), crc32_ieee)?;
-    }
-    #[test]
-    fn dra_v130_checksum_streams(v in dra_v130()) {
-        streams_like_text(v.checksum(), v.hash_input(), fnv32a)?;
-    }
-
-    #[test]
-    fn device_manager_round_trips(v in device_manager()) { round_trips(&v)?; }
-    #[test]
-    fn device_manager_v1_round_trips(v in device_manager_v1()) { round_trips(&v)?; }
-    #[test]
-    fn cpu_v2_round_trips(v in cpu_v2()) { round_trips(&v)?; }
-    #[test]
-    fn cpu_v1_round_trips(v in cpu_v1()) { round_trips(&v)?; }
-    #[test]
-    fn memory_manager_round_trips(v in memory_manager()) { round_trips(&v)?; }
-    #[test]
-    fn dra_v132_round_trips(v in dra_v132()) { round_trips(&v)?; }
-    #[test]
-    fn dra_v130_round_trips(v in dra_v130()) { round_trips(&v)?; }
-
-    #[test]
-    fn device_manager_mutations(v in device_manager(), at in any::<prop::sample::Index>(), b in any::<u8>()) {
-        mutation_is_refused_or_consistent(&v, at, b)?;
-    }
-    #[test]
-    fn device_manager_v1_mutations(v in device_manager_v1(), at in any::<prop::sample::Index>(), b in any::<u8>()) {
-        mutation_is_refused_or_consistent(&v, at, b)?;
-    }
-    #[test]
-    fn cpu_v2_mutations(v in cpu_v2(), at in any::<prop::sample::Index>(), b in any::<u8>()) {
-        mutation_is_refused_or_consistent(&v, at, b)?;
-    }
-    #[test]
-    fn cpu_v1_mutations(v in cpu_v1(), at in any::<prop::sample::Index>(), b in any::<u8>()) {
-        mutation_is_refused_or_consistent(&v, at, b)?;
-    }
-    #[test]
-    fn memory_manager_mutations(v in memory_manager(), at in any::<prop::sample::Index>(), b in any::<u8>()) {
-        mutation_is_refused_or_consistent(&v, at, b)?;
-    }
-    #[test]
-    fn dra_v132_mutations(v in dra_v132(), at in any::<prop::sample::Index>(), b in any::<u8>()) {
-        mutation_is_refused_or_consistent(&v, at, b)?;
-    }
-    #[test]
-    fn dra_v130_mutations(v in dra_v130(), at in any::<prop::sample::Index>(), b in any::<u8>()) {
-        mutation_is_refused_or_consistent(&v, at, b)?;
-    }
+format_properties! {
+    device_manager: device_manager_checksum_streams, device_manager_round_trips,
+        device_manager_mutations;
+        checksum |v| v.checksum(), fnv32a;
+    device_manager_v1: device_manager_v1_checksum_streams, device_manager_v1_round_trips,
+        device_manager_v1_mutations;
+        checksum |v| v.checksum(), fnv32a;
+    cpu_v2: cpu_v2_checksum_streams, cpu_v2_round_trips, cpu_v2_mutations;
+        checksum |v| v.checksum(), fnv32a;
+    cpu_v1: cpu_v1_checksum_streams, cpu_v1_round_trips, cpu_v1_mutations;
+        checksum |v| v.checksum(), fnv32a;
+    memory_manager: memory_manager_checksum_streams, memory_manager_round_trips,
+        memory_manager_mutations;
+        checksum |v| v.checksum(), fnv32a;
+    dra_v132: dra_v132_checksum_streams, dra_v132_round_trips, dra_v132_mutations;
+        checksum |v| v.checksum().map(u64::from), crc32_ieee;
+    dra_v130: dra_v130_checksum_streams, dra_v130_round_trips, dra_v130_mutations;
+        checksum |v| v.checksum(), fnv32a;
 }
