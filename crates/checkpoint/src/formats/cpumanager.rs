@@ -18,7 +18,7 @@ use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
 use super::{
-    Checkpoint, ChecksumAt, ChecksumCheck, from_go_json, marshal_file, read_file,
+    Checkpoint, ChecksumAt, ChecksumCheck, from_go_json, impl_checkpoint, marshal_file, read_file,
     verify_unless_zero,
 };
 use crate::checksum::kubelet_checksum;
@@ -149,19 +149,16 @@ impl CpuManagerCheckpoint {
     }
 }
 
-impl Checkpoint for CpuManagerCheckpoint {
-    const FORMAT: Format = Format::CpuManagerV2;
-
-    fn encode(&self) -> Result<Vec<u8>> {
-        marshal_file(&self.wire(self.checksum()?), &V2)
-    }
-
+impl_checkpoint!(
+    CpuManagerCheckpoint,
+    Format::CpuManagerV2,
+    encode(this) {
+        marshal_file(&this.wire(this.checksum()?), &V2)
+    },
     /// Reads as `GetCheckpoint(…, newCPUManagerCheckpointV2())`; a stored checksum of 0 is
     /// accepted without verification, as upstream does.
-    fn decode(bytes: &[u8]) -> Result<Self> {
-        Self::decode_checked(bytes).map(|(value, _)| value)
-    }
-}
+    decode
+);
 
 impl CpuManagerCheckpointV1 {
     fn wire(&self, checksum: u64) -> Wire<'_, BTreeMap<String, String>> {
@@ -236,19 +233,16 @@ impl CpuManagerCheckpointV1 {
     }
 }
 
-impl Checkpoint for CpuManagerCheckpointV1 {
-    const FORMAT: Format = Format::CpuManagerV1;
-
+impl_checkpoint!(
+    CpuManagerCheckpointV1,
+    Format::CpuManagerV1,
     /// Writes a v1 file the v1 reader accepts (the legacy kubelet's checksum rule).
-    fn encode(&self) -> Result<Vec<u8>> {
-        marshal_file(&self.wire(self.checksum()?), &V1)
-    }
-
+    encode(this) {
+        marshal_file(&this.wire(this.checksum()?), &V1)
+    },
     /// Reads as `GetCheckpoint(…, newCPUManagerCheckpointV1())`; 0 is accepted.
-    fn decode(bytes: &[u8]) -> Result<Self> {
-        Self::decode_checked(bytes).map(|(value, _)| value)
-    }
-}
+    decode
+);
 
 /// What `restoreState` ends up with: it tries v1 first, then v2.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -11,7 +11,8 @@ use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
 use super::{
-    Checkpoint, ChecksumAt, ChecksumCheck, from_go_json, go_struct, marshal_file, read_file, verify,
+    Checkpoint, ChecksumAt, ChecksumCheck, from_go_json, go_struct, impl_checkpoint, marshal_file,
+    read_file, verify,
 };
 use crate::checksum::kubelet_checksum;
 use crate::error::Result;
@@ -143,17 +144,13 @@ impl DeviceManagerCheckpoint {
     }
 }
 
-impl Checkpoint for DeviceManagerCheckpoint {
-    const FORMAT: Format = Format::DeviceManagerV2;
-
-    fn encode(&self) -> Result<Vec<u8>> {
-        encode_data_file(self, self.checksum()?, &FILE)
+impl_checkpoint!(
+    DeviceManagerCheckpoint,
+    Format::DeviceManagerV2,
+    encode(this) {
+        encode_data_file(this, this.checksum()?, &FILE)
     }
-
-    fn decode(bytes: &[u8]) -> Result<Self> {
-        Self::decode_checked(bytes).map(|(data, _)| data)
-    }
-}
+);
 
 #[cfg(test)]
 mod tests {

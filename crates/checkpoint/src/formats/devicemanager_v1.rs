@@ -13,7 +13,7 @@ use serde::{Deserialize, Serialize};
 use super::devicemanager::{
     DeviceManagerCheckpoint, PodDevicesEntry, RegisteredDevices, decode_data_file, encode_data_file,
 };
-use super::{Checkpoint, ChecksumCheck, from_go_json, go_struct};
+use super::{Checkpoint, ChecksumCheck, from_go_json, go_struct, impl_checkpoint};
 use crate::error::Result;
 use crate::format::Format;
 use crate::gotype::{
@@ -111,19 +111,15 @@ impl DeviceManagerCheckpointV1 {
     }
 }
 
-impl Checkpoint for DeviceManagerCheckpointV1 {
-    const FORMAT: Format = Format::DeviceManagerV1;
-
+impl_checkpoint!(
+    DeviceManagerCheckpointV1,
+    Format::DeviceManagerV1,
     /// Writes the legacy format (only for tests and migration tooling; the kubelet no longer
     /// writes it).
-    fn encode(&self) -> Result<Vec<u8>> {
-        encode_data_file(self, self.checksum()?, &FILE_V1)
+    encode(this) {
+        encode_data_file(this, this.checksum()?, &FILE_V1)
     }
-
-    fn decode(bytes: &[u8]) -> Result<Self> {
-        Self::decode_checked(bytes).map(|(data, _)| data)
-    }
-}
+);
 
 #[cfg(test)]
 mod tests {

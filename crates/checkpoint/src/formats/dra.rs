@@ -14,7 +14,7 @@ use serde::{Deserialize, Serialize};
 
 use super::{
     Checkpoint, ChecksumCheck, ChecksumVerification, checksum_field, from_go_json, go_struct,
-    marshal_file, string_set,
+    impl_checkpoint, marshal_file, string_set,
 };
 use crate::error::{CheckpointError, Result};
 use crate::format::Format;
@@ -218,17 +218,13 @@ impl DraManagerCheckpoint {
     }
 }
 
-impl Checkpoint for DraManagerCheckpoint {
-    const FORMAT: Format = Format::DraV132;
-
-    fn encode(&self) -> Result<Vec<u8>> {
-        DraManagerCheckpointFile::new(self)?.encode()
+impl_checkpoint!(
+    DraManagerCheckpoint,
+    Format::DraV132,
+    encode(this) {
+        DraManagerCheckpointFile::new(this)?.encode()
     }
-
-    fn decode(bytes: &[u8]) -> Result<Self> {
-        Self::decode_checked(bytes).map(|(value, _)| value)
-    }
-}
+);
 
 #[cfg(test)]
 mod tests {

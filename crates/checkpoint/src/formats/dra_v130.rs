@@ -16,8 +16,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use serde::{Deserialize, Serialize, Serializer};
 
 use super::{
-    Checkpoint, ChecksumCheck, ChecksumVerification, checksum_field, go_struct, marshal_file,
-    string_set,
+    Checkpoint, ChecksumCheck, ChecksumVerification, checksum_field, go_struct, impl_checkpoint,
+    marshal_file, string_set,
 };
 use crate::checksum::kubelet_checksum;
 use crate::error::{CheckpointError, Result};
@@ -336,25 +336,22 @@ fn refuse_structured_data(value: &GoValue) -> Result<()> {
     Ok(())
 }
 
-impl Checkpoint for DraManagerCheckpointV130 {
-    const FORMAT: Format = Format::DraV130;
-
-    fn encode(&self) -> Result<Vec<u8>> {
-        let checksum = self.checksum()?;
+impl_checkpoint!(
+    DraManagerCheckpointV130,
+    Format::DraV130,
+    encode(this) {
+        let checksum = this.checksum()?;
         let wire = Wire {
-            version: &self.version,
-            entries: self.entries.as_ref(),
+            version: &this.version,
+            entries: this.entries.as_ref(),
             checksum,
         };
         marshal_file(&wire, &CHECKPOINT)
-    }
-
+    },
     /// Reads as v1.30's `GetCheckpoint(…, NewDRAManagerCheckpoint())`, including its
     /// fallback to the checksum of the layout without resource handles.
-    fn decode(bytes: &[u8]) -> Result<Self> {
-        Self::decode_checked(bytes).map(|(value, _)| value)
-    }
-}
+    decode
+);
 
 #[cfg(test)]
 mod tests {

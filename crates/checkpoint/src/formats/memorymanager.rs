@@ -12,7 +12,8 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use super::{
-    Checkpoint, ChecksumAt, ChecksumCheck, from_go_json, go_struct, marshal_file, read_file, verify,
+    Checkpoint, ChecksumAt, ChecksumCheck, from_go_json, go_struct, impl_checkpoint, marshal_file,
+    read_file, verify,
 };
 use crate::checksum::kubelet_checksum;
 use crate::error::Result;
@@ -168,17 +169,13 @@ impl MemoryManagerCheckpoint {
     }
 }
 
-impl Checkpoint for MemoryManagerCheckpoint {
-    const FORMAT: Format = Format::MemoryManager;
-
-    fn encode(&self) -> Result<Vec<u8>> {
-        marshal_file(&self.wire(self.checksum()?), &CHECKPOINT)
+impl_checkpoint!(
+    MemoryManagerCheckpoint,
+    Format::MemoryManager,
+    encode(this) {
+        marshal_file(&this.wire(this.checksum()?), &CHECKPOINT)
     }
-
-    fn decode(bytes: &[u8]) -> Result<Self> {
-        Self::decode_checked(bytes).map(|(value, _)| value)
-    }
-}
+);
 
 #[cfg(test)]
 mod tests {

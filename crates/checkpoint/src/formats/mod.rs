@@ -212,3 +212,30 @@ macro_rules! go_struct {
     (@omitempty) => { false };
 }
 pub(crate) use go_struct;
+
+/// `impl Checkpoint` for a format type: its [`Format`], how it encodes (`encode(this) {…}`,
+/// `this` being the value), and `decode` as the type's `decode_checked` without the
+/// checksum report — every format reads the same way, only the file's layout differs.
+macro_rules! impl_checkpoint {
+    (
+        $ty:ty, $format:expr,
+        $(#[$encode_doc:meta])* encode($this:ident) $encode:block
+        $(, $(#[$decode_doc:meta])* decode)?
+    ) => {
+        impl $crate::formats::Checkpoint for $ty {
+            const FORMAT: $crate::format::Format = $format;
+
+            $(#[$encode_doc])*
+            fn encode(&self) -> $crate::error::Result<Vec<u8>> {
+                let $this = self;
+                $encode
+            }
+
+            $($(#[$decode_doc])*)?
+            fn decode(bytes: &[u8]) -> $crate::error::Result<Self> {
+                Self::decode_checked(bytes).map(|(value, _)| value)
+            }
+        }
+    };
+}
+pub(crate) use impl_checkpoint;
