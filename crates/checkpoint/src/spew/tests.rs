@@ -1,3 +1,5 @@
+//! Unit tests of the spew dumper: pointers, nil values, headers of every integer width, schema errors.
+
 use std::collections::BTreeMap;
 
 use serde::Serialize;

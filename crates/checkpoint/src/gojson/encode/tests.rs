@@ -1,3 +1,5 @@
+//! Unit tests of the Go-JSON encoder: `json.Marshal` output like Go's, nil and empty values kept apart.
+
 use std::collections::BTreeMap;
 
 use serde::Serialize;
