@@ -58,5 +58,8 @@ pub mod podresources;
 #[cfg_attr(docsrs, doc(cfg(feature = "uds")))]
 pub mod uds;
 
+mod status_text;
+
 pub use prost;
+pub use status_text::error_chain;
 pub use tonic;

@@ -2,20 +2,7 @@
 //! Library errors whose message already ends with their source's (upstream-compatible
 //! texts such as `new static policy error: <cause>`) do not print that cause twice.
 
-/// `err` and its causes, each once: `error: cause: cause`.
-pub(crate) fn error_chain(err: &(dyn std::error::Error + 'static)) -> String {
-    let mut text = err.to_string();
-    let mut source = err.source();
-    while let Some(cause) = source {
-        let cause_text = cause.to_string();
-        if !text.ends_with(&cause_text) {
-            text.push_str(": ");
-            text.push_str(&cause_text);
-        }
-        source = cause.source();
-    }
-    text
-}
+pub(crate) use corral_proto::error_chain;
 
 /// [`error_chain`] of an `anyhow::Error` (its contexts and causes).
 pub(crate) fn anyhow_chain(err: &anyhow::Error) -> String {

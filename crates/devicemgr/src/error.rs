@@ -217,19 +217,6 @@ pub enum DeviceManagerError {
     CannotBlock,
 }
 
-/// `err` and each of its causes once, `: `-separated (a cause whose text the message
-/// already ends with is not repeated): for the places that can carry only text — a gRPC
-/// status to a plugin, an upstream-worded message.
-pub(crate) fn error_chain(err: &(dyn std::error::Error + 'static)) -> String {
-    let mut text = err.to_string();
-    let mut source = err.source();
-    while let Some(cause) = source {
-        let cause_text = cause.to_string();
-        if !text.ends_with(&cause_text) {
-            text.push_str(": ");
-            text.push_str(&cause_text);
-        }
-        source = cause.source();
-    }
-    text
-}
+/// `err` and each of its causes once, `: `-separated: for the places that can carry only
+/// text — a gRPC status to a plugin, an upstream-worded message.
+pub(crate) use corral_proto::error_chain;

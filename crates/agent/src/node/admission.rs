@@ -65,7 +65,7 @@ impl Node {
             let started = std::time::Instant::now();
             let prepared = match pod_claims(&pod) {
                 Ok(claims) => self.dra.prepare_resources(&claims, &dra_claims).await,
-                Err(err) => Err(err),
+                Err(err) => Err(*err),
             };
             self.observe_dra("PrepareResources", started, prepared.is_err());
             if let Err(err) = prepared {

@@ -171,9 +171,10 @@ fn dra_claim(claim: &K8sResourceClaim) -> Result<ResourceClaim> {
 }
 
 /// The pod's claims resolved (corral takes claims by name; template claims need an API
-/// server and are refused by the DRA manager).
-fn pod_claims(pod: &Pod) -> Result<PodClaims, corral_dra::DraManagerError> {
-    PodClaims::from_pod(pod, &BTreeMap::new())
+/// server and are refused by the DRA manager). The error is boxed: the DRA manager's error
+/// type is large and this result travels through the admission path.
+fn pod_claims(pod: &Pod) -> Result<PodClaims, Box<corral_dra::DraManagerError>> {
+    PodClaims::from_pod(pod, &BTreeMap::new()).map_err(Box::new)
 }
 
 impl Node {

@@ -4,7 +4,6 @@
 //! [`RegistrationError::reason`] joins the whole chain into the one line that is logged and
 //! sent back to the plugin in `NotifyRegistrationStatus`, worded as upstream's.
 
-use std::error::Error as _;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -93,20 +92,10 @@ pub enum RegistrationError {
 }
 
 impl RegistrationError {
-    /// The error and its causes on one line, `: `-separated (a cause whose text an earlier
-    /// message already contains is left out): what is logged and sent to the plugin.
+    /// The error and its causes on one line, `: `-separated, each once
+    /// ([`corral_proto::error_chain`]): what is logged and sent to the plugin.
     pub fn reason(&self) -> String {
-        let mut out = self.to_string();
-        let mut cause = self.source();
-        while let Some(err) = cause {
-            let text = err.to_string();
-            if !out.contains(&text) {
-                out.push_str(": ");
-                out.push_str(&text);
-            }
-            cause = err.source();
-        }
-        out
+        corral_proto::error_chain(self)
     }
 }
 
