@@ -311,18 +311,7 @@ mod tests {
 
     /// The top-level keys of a JSON object line, in order.
     fn keys(line: &str) -> Vec<String> {
-        let doc: serde_json::Value = serde_json::from_str(line).unwrap();
-        let mut keys: Vec<(usize, String)> = doc
-            .as_object()
-            .unwrap()
-            .keys()
-            .map(|key| {
-                let quoted = format!("{}:", serde_json::Value::from(key.as_str()));
-                (line.find(&quoted).unwrap(), key.clone())
-            })
-            .collect();
-        keys.sort();
-        keys.into_iter().map(|(_, key)| key).collect()
+        corral_testkit::object_keys_in_order(line)
     }
 
     #[derive(Debug, thiserror::Error)]

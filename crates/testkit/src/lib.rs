@@ -8,6 +8,7 @@
 //!   and clients are tested against a gRPC stack that is not tonic.
 //! - [`fuzz_config`]: the one proptest configuration of every `fuzz_*` target
 //!   ([`FUZZ_CASES_VAR`] inputs each).
+//! - [`object_keys_in_order`]: a JSON log line's keys in written order.
 //! - Upstream fixtures as plain data: [`upstream_topologies`] (the CPU manager tests'
 //!   machines), [`conformance_topology`] (loading `testdata/` files, their topologies and
 //!   hint lists) and [`merge_inputs`] (the hint-merge inputs of the Go vectors and benches).
@@ -28,6 +29,7 @@
 //! ```
 
 mod fuzz;
+mod json_lines;
 mod peer;
 mod python_env;
 
@@ -38,6 +40,7 @@ pub mod upstream_topologies;
 use std::path::{Path, PathBuf};
 
 pub use fuzz::{FUZZ_CASES_VAR, fuzz_config};
+pub use json_lines::object_keys_in_order;
 pub use peer::{PEER_TIMEOUT, PeerError, PythonPeer};
 pub use python_env::{PythonEnvError, ensure_python_env};
 

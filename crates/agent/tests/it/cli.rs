@@ -316,19 +316,7 @@ fn a_silent_agent_never_makes_a_client_command_hang() {
 
 /// The top-level keys of a JSON object line, in the order written.
 fn json_keys(line: &str) -> Vec<String> {
-    let doc: serde_json::Value =
-        serde_json::from_str(line).unwrap_or_else(|err| panic!("{line:?}: {err}"));
-    let mut keys: Vec<(usize, String)> = doc
-        .as_object()
-        .unwrap()
-        .keys()
-        .map(|key| {
-            let quoted = format!("{}:", serde_json::Value::from(key.as_str()));
-            (line.find(&quoted).unwrap(), key.clone())
-        })
-        .collect();
-    keys.sort();
-    keys.into_iter().map(|(_, key)| key).collect()
+    corral_testkit::object_keys_in_order(line)
 }
 
 /// The kubelet's `--logging-format=json` and `-v=N`: log lines are the Kubernetes
