@@ -11,9 +11,7 @@ use std::collections::BTreeMap;
 use std::hint::black_box;
 use std::time::Duration;
 
-use corral_checkpoint::{
-    Checkpoint, CheckpointStore, CpuManagerCheckpoint, DeviceManagerCheckpoint, fnv32a,
-};
+use corral_checkpoint::{Checkpoint, CheckpointStore, CpuManagerCheckpoint, fnv32a};
 use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
 use fixtures::{AllocResp, device_checkpoint};
 
@@ -40,7 +38,10 @@ fn cpu_checkpoint(entries: usize) -> CpuManagerCheckpoint {
     }
 }
 
-fn configure(c: &mut Criterion) -> criterion::BenchmarkGroup<'_, criterion::measurement::WallTime> {
+/// The benchmark group every checkpoint bench runs in.
+type Group<'a> = criterion::BenchmarkGroup<'a, criterion::measurement::WallTime>;
+
+fn configure(c: &mut Criterion) -> Group<'_> {
     let mut group = c.benchmark_group("checkpoint");
     group.sample_size(10);
     group.warm_up_time(Duration::from_millis(500));
@@ -72,16 +73,23 @@ fn device_manager(c: &mut Criterion) {
                 |b, dump| b.iter(|| black_box(fnv32a(dump.as_bytes()))),
             );
             if alloc_resp == AllocResp::Filled {
-                group.bench_with_input(BenchmarkId::new("device/encode", n), &cp, |b, cp| {
-                    b.iter(|| black_box(cp.encode().expect("encode")))
-                });
-                group.bench_with_input(BenchmarkId::new("device/decode", n), &file, |b, file| {
-                    b.iter(|| black_box(DeviceManagerCheckpoint::decode(file).expect("decode")))
-                });
+                codec(&mut group, "device", n, &cp, &file);
             }
         }
     }
     group.finish();
+}
+
+/// `<kind>/encode` of `cp` and `<kind>/decode` of its `file`, at `n` entries.
+fn codec<C: Checkpoint>(group: &mut Group<'_>, kind: &str, n: usize, cp: &C, file: &[u8]) {
+    let encode = BenchmarkId::new(format!("{kind}/encode"), n);
+    group.bench_with_input(encode, cp, |b, cp| {
+        b.iter(|| black_box(cp.encode().expect("encode")))
+    });
+    let decode = BenchmarkId::new(format!("{kind}/decode"), n);
+    group.bench_with_input(decode, file, |b, file| {
+        b.iter(|| black_box(C::decode(file).expect("decode")))
+    });
 }
 
 fn cpu_manager(c: &mut Criterion) {
@@ -92,12 +100,7 @@ fn cpu_manager(c: &mut Criterion) {
         group.bench_with_input(BenchmarkId::new("cpu/checksum", n), &cp, |b, cp| {
             b.iter(|| black_box(cp.checksum().expect("checksum")))
         });
-        group.bench_with_input(BenchmarkId::new("cpu/encode", n), &cp, |b, cp| {
-            b.iter(|| black_box(cp.encode().expect("encode")))
-        });
-        group.bench_with_input(BenchmarkId::new("cpu/decode", n), &file, |b, file| {
-            b.iter(|| black_box(CpuManagerCheckpoint::decode(file).expect("decode")))
-        });
+        codec(&mut group, "cpu", n, &cp, &file);
     }
     group.finish();
 }
