@@ -3,32 +3,19 @@
 use corral_topology::NumaMask;
 use serde_json::Value;
 
-use super::array;
+use super::{check_each, list_of};
 use crate::report::SuiteOutcome;
 
 /// Check every case of one `bitmask` vector file.
 pub(crate) fn run(doc: &Value, out: &mut SuiteOutcome) {
-    for (i, case) in array(doc, "masks").iter().enumerate() {
-        out.check(format!("masks[{i}]"), check_mask(case));
-    }
-    for (i, case) in array(doc, "pairs").iter().enumerate() {
-        out.check(format!("pairs[{i}]"), check_pair(case));
-    }
-    for (i, case) in array(doc, "iterate_bitmasks").iter().enumerate() {
-        out.check(format!("iterate_bitmasks[{i}]"), check_iterate(case));
-    }
-    for (i, case) in array(doc, "errors").iter().enumerate() {
-        out.check(format!("errors[{i}]"), check_error(case));
-    }
+    check_each(doc, "masks", out, check_mask);
+    check_each(doc, "pairs", out, check_pair);
+    check_each(doc, "iterate_bitmasks", out, check_iterate);
+    check_each(doc, "errors", out, check_error);
 }
 
 fn ids(value: &Value) -> Result<Vec<i64>, String> {
-    value
-        .as_array()
-        .ok_or_else(|| format!("expected a list, got {value}"))?
-        .iter()
-        .map(|v| v.as_i64().ok_or_else(|| format!("bad id {v}")))
-        .collect()
+    list_of(value, "id", Value::as_i64)
 }
 
 fn mask(value: &Value) -> Result<NumaMask, String> {

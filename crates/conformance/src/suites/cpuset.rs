@@ -4,7 +4,7 @@
 use corral_topology::CpuSet;
 use serde_json::Value;
 
-use super::array;
+use super::{array, check_each, list_of};
 use crate::report::SuiteOutcome;
 
 /// Check every case of one `cpuset` vector file.
@@ -16,22 +16,13 @@ pub(crate) fn run(doc: &Value, out: &mut SuiteOutcome) {
             check_parse(case, input),
         );
     }
-    for (i, case) in array(doc, "set_ops").iter().enumerate() {
-        out.check(format!("set_ops[{i}]"), check_ops(case));
-    }
+    check_each(doc, "set_ops", out, check_ops);
 }
 
 fn list(value: &Value) -> Result<Vec<usize>, String> {
-    value
-        .as_array()
-        .ok_or_else(|| format!("expected a list, got {value}"))?
-        .iter()
-        .map(|v| {
-            v.as_u64()
-                .and_then(|n| usize::try_from(n).ok())
-                .ok_or_else(|| format!("bad CPU id {v}"))
-        })
-        .collect()
+    list_of(value, "CPU id", |v| {
+        v.as_u64().and_then(|n| usize::try_from(n).ok())
+    })
 }
 
 fn check_parse(case: &Value, input: &str) -> Result<(), String> {

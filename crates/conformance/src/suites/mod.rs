@@ -31,6 +31,31 @@ pub(crate) fn runner_for(suite: &str) -> Option<SuiteRunner> {
     }
 }
 
+/// Checks every case of the list `doc[key]` with `check`, each labelled `key[i]`.
+pub(crate) fn check_each(
+    doc: &Value,
+    key: &str,
+    out: &mut SuiteOutcome,
+    check: impl Fn(&Value) -> Result<(), String>,
+) {
+    for (i, case) in array(doc, key).iter().enumerate() {
+        out.check(format!("{key}[{i}]"), check(case));
+    }
+}
+
+/// The list `value`, each element read by `item`; an element it refuses is a bad `what`.
+pub(crate) fn list_of<T>(
+    value: &Value,
+    what: &str,
+    item: impl Fn(&Value) -> Option<T>,
+) -> Result<Vec<T>, String> {
+    let list = value
+        .as_array()
+        .ok_or_else(|| format!("expected a list, got {value}"))?;
+    let read = |v: &Value| item(v).ok_or_else(|| format!("bad {what} {v}"));
+    list.iter().map(read).collect()
+}
+
 /// The list `doc[key]`, empty when absent (a file may leave a case list out).
 pub(crate) fn array<'a>(doc: &'a Value, key: &str) -> &'a [Value] {
     doc[key].as_array().map(Vec::as_slice).unwrap_or_default()
