@@ -1,6 +1,5 @@
 //! Shared helpers of the device manager's integration tests: a manager on a temporary
 //! plugin directory with short deadlines, sample plugins registered with it, pods.
-#![allow(dead_code, unreachable_pub)]
 
 use std::path::Path;
 use std::time::Duration;
@@ -29,10 +28,10 @@ macro_rules! assert_allocate_error {
 }
 
 /// Every wait in these tests is bounded by this.
-pub const WAIT: Duration = Duration::from_secs(10);
+pub(crate) const WAIT: Duration = Duration::from_secs(10);
 
 /// A config with deadlines short enough for tests.
-pub fn config(dir: &Path, numa_nodes: Vec<usize>) -> DeviceManagerConfig {
+pub(crate) fn config(dir: &Path, numa_nodes: Vec<usize>) -> DeviceManagerConfig {
     let mut config = DeviceManagerConfig::new(dir, numa_nodes);
     config.dial_timeout = Duration::from_secs(2);
     config.rpc_timeout = Duration::from_millis(500);
@@ -44,21 +43,21 @@ pub fn config(dir: &Path, numa_nodes: Vec<usize>) -> DeviceManagerConfig {
 }
 
 /// A started manager.
-pub async fn manager(config: DeviceManagerConfig) -> DeviceManager {
+pub(crate) async fn manager(config: DeviceManagerConfig) -> DeviceManager {
     let manager = DeviceManager::new(config).expect("manager");
     manager.start(StartOptions::default()).await.expect("start");
     manager
 }
 
 /// A temporary plugin directory and a manager started on it with [`config`].
-pub async fn started(numa_nodes: Vec<usize>) -> (tempfile::TempDir, DeviceManager) {
+pub(crate) async fn started(numa_nodes: Vec<usize>) -> (tempfile::TempDir, DeviceManager) {
     let dir = tempfile::tempdir().expect("temp dir");
     let manager = manager(config(dir.path(), numa_nodes)).await;
     (dir, manager)
 }
 
 /// Start a sample plugin, register it, and wait until its devices are listed.
-pub async fn plugin(manager: &DeviceManager, config: SampleConfig) -> SamplePlugin {
+pub(crate) async fn plugin(manager: &DeviceManager, config: SampleConfig) -> SamplePlugin {
     let resource = config.resource.clone();
     let plugin = SamplePlugin::start(config).await.expect("plugin serves");
     plugin
@@ -74,7 +73,7 @@ pub async fn plugin(manager: &DeviceManager, config: SampleConfig) -> SamplePlug
 
 /// [`started`] on `numa_nodes`, with a sample plugin on `<dir>/gpu.sock` serving `count`
 /// devices of `resource` on `numa` whose devices are listed.
-pub async fn started_with_plugin(
+pub(crate) async fn started_with_plugin(
     numa_nodes: Vec<usize>,
     resource: &str,
     count: usize,
@@ -87,7 +86,7 @@ pub async fn started_with_plugin(
 
 /// [`sample`] on `<dir>/gpu.sock` of a plugin that offers `GetPreferredAllocation` and
 /// requires `PreStartContainer`.
-pub fn fussy_sample(dir: &Path, resource: &str, count: usize, numa: &[i64]) -> SampleConfig {
+pub(crate) fn fussy_sample(dir: &Path, resource: &str, count: usize, numa: &[i64]) -> SampleConfig {
     let mut config = sample(dir, resource, "gpu", count, numa);
     config.preferred_allocation = true;
     config.pre_start_required = true;
@@ -95,12 +94,18 @@ pub fn fussy_sample(dir: &Path, resource: &str, count: usize, numa: &[i64]) -> S
 }
 
 /// A sample config on `<dir>/<name>.sock`.
-pub fn sample(dir: &Path, resource: &str, name: &str, count: usize, numa: &[i64]) -> SampleConfig {
+pub(crate) fn sample(
+    dir: &Path,
+    resource: &str,
+    name: &str,
+    count: usize,
+    numa: &[i64],
+) -> SampleConfig {
     SampleConfig::new(resource, dir.join(format!("{name}.sock")), count, numa)
 }
 
 /// A container asking for device-plugin resources (limits = requests).
-pub fn container(name: &str, resources: &[(&str, i64)]) -> Container {
+pub(crate) fn container(name: &str, resources: &[(&str, i64)]) -> Container {
     let mut c = Container::new(name);
     for (r, n) in resources {
         c.resources.limits.extended.insert((*r).to_owned(), *n);
@@ -110,14 +115,14 @@ pub fn container(name: &str, resources: &[(&str, i64)]) -> Container {
 }
 
 /// A sidecar (restartable init container).
-pub fn sidecar(name: &str, resources: &[(&str, i64)]) -> Container {
+pub(crate) fn sidecar(name: &str, resources: &[(&str, i64)]) -> Container {
     let mut c = container(name, resources);
     c.restart_policy = Some(ContainerRestartPolicy::Always);
     c
 }
 
 /// A pod.
-pub fn pod(uid: &str, init: Vec<Container>, app: Vec<Container>) -> Pod {
+pub(crate) fn pod(uid: &str, init: Vec<Container>, app: Vec<Container>) -> Pod {
     Pod {
         uid: uid.into(),
         namespace: "default".into(),
@@ -139,7 +144,7 @@ fn read_only_mount(c: &str, h: &str) -> api::Mount {
 
 /// A plugin's `Allocate` answer for one container: environment, device nodes and mounts
 /// (container path, host path; devices `mrw`, mounts read-only) and CDI devices.
-pub fn allocate_response(
+pub(crate) fn allocate_response(
     envs: &[(&str, &str)],
     devices: &[(&str, &str)],
     mounts: &[(&str, &str)],
