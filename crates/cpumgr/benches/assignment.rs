@@ -68,10 +68,6 @@ fn guaranteed(uid: &str, cpus: i64) -> (Pod, Container) {
 
 fn benches(c: &mut Criterion) {
     let mut group = c.benchmark_group("cpumgr");
-    group
-        .sample_size(10)
-        .warm_up_time(Duration::from_millis(200))
-        .measurement_time(Duration::from_millis(600));
     for (cpus, numa) in [(16, 1), (64, 2), (256, 4), (1024, 8)] {
         let index = machine(cpus, numa);
         let all = index.all_cpus().clone();
@@ -160,5 +156,5 @@ fn benches(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(cpumgr, benches);
+criterion_group!(name = cpumgr; config = Criterion::default().sample_size(10).warm_up_time(Duration::from_millis(200)).measurement_time(Duration::from_millis(600)); targets = benches);
 criterion_main!(cpumgr);

@@ -31,10 +31,6 @@ fn go_benches(c: &mut Criterion) {
             .map(|(name, m)| (name, topology_index(m.cpu_ids(), m.counts.values())))
             .collect();
     let mut group = c.benchmark_group("go");
-    group
-        .sample_size(30)
-        .warm_up_time(Duration::from_millis(300))
-        .measurement_time(Duration::from_secs(1));
     for bench in doc["benchmarks"].as_array().expect("benchmarks") {
         let name = bench["name"].as_str().expect("name");
         let inputs = &bench["inputs"];
@@ -115,5 +111,5 @@ fn go_benches(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, go_benches);
+criterion_group!(name = benches; config = Criterion::default().sample_size(30).warm_up_time(Duration::from_millis(300)).measurement_time(Duration::from_secs(1)); targets = go_benches);
 criterion_main!(benches);

@@ -13,10 +13,6 @@ fn fragmented(n: usize, salt: usize) -> CpuSet {
 
 fn cpuset_benches(c: &mut Criterion) {
     let mut group = c.benchmark_group("cpuset");
-    group
-        .sample_size(30)
-        .warm_up_time(Duration::from_millis(300))
-        .measurement_time(Duration::from_secs(1));
     for n in [256, 4096] {
         let a = fragmented(n, 0);
         let b = fragmented(n, 3);
@@ -49,5 +45,5 @@ fn cpuset_benches(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, cpuset_benches);
+criterion_group!(name = benches; config = Criterion::default().sample_size(30).warm_up_time(Duration::from_millis(300)).measurement_time(Duration::from_secs(1)); targets = cpuset_benches);
 criterion_main!(benches);

@@ -8,10 +8,6 @@ use criterion::{Criterion, criterion_group, criterion_main};
 fn discovery_benches(c: &mut Criterion) {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../testdata/sysfs");
     let mut group = c.benchmark_group("discovery");
-    group
-        .sample_size(10)
-        .warm_up_time(Duration::from_millis(300))
-        .measurement_time(Duration::from_secs(1));
     for name in [
         "2arm-2c",
         "16em64t-4s2c2t",
@@ -25,5 +21,5 @@ fn discovery_benches(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, discovery_benches);
+criterion_group!(name = benches; config = Criterion::default().sample_size(10).warm_up_time(Duration::from_millis(300)).measurement_time(Duration::from_secs(1)); targets = discovery_benches);
 criterion_main!(benches);

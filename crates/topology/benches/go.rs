@@ -44,10 +44,6 @@ fn merge_input(inputs: &Value) -> (Policy, Vec<ProviderHints>) {
 fn go_benches(c: &mut Criterion) {
     let doc = load_testdata("testdata/bench/go_bench.json");
     let mut group = c.benchmark_group("go");
-    group
-        .sample_size(20)
-        .warm_up_time(Duration::from_millis(300))
-        .measurement_time(Duration::from_secs(1));
     for bench in doc["benchmarks"].as_array().expect("benchmarks") {
         let name = bench["name"].as_str().expect("name");
         let inputs = &bench["inputs"];
@@ -82,5 +78,5 @@ fn go_benches(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, go_benches);
+criterion_group!(name = benches; config = Criterion::default().sample_size(20).warm_up_time(Duration::from_millis(300)).measurement_time(Duration::from_secs(1)); targets = go_benches);
 criterion_main!(benches);

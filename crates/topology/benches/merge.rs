@@ -64,10 +64,6 @@ fn policy(name: PolicyName, nodes: usize, closest: bool) -> Policy {
 
 fn merge_benches(c: &mut Criterion) {
     let mut group = c.benchmark_group("merge");
-    group
-        .sample_size(30)
-        .warm_up_time(Duration::from_millis(300))
-        .measurement_time(Duration::from_secs(1));
     for nodes in [2usize, 4, 8] {
         for providers in 1..=4usize {
             let count = 8.min((1 << nodes) - 1);
@@ -102,5 +98,5 @@ fn merge_benches(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, merge_benches);
+criterion_group!(name = benches; config = Criterion::default().sample_size(30).warm_up_time(Duration::from_millis(300)).measurement_time(Duration::from_secs(1)); targets = merge_benches);
 criterion_main!(benches);
