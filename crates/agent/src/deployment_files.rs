@@ -30,17 +30,17 @@ mod tests {
         cli
     }
 
+    /// The document of `kind` in a multi-document manifest, as `T`.
+    fn of_kind<T: serde::de::DeserializeOwned>(docs: &[serde_json::Value], kind: &str) -> T {
+        let doc = docs.iter().find(|d| d["kind"] == kind);
+        serde_json::from_value(doc.unwrap_or_else(|| panic!("no {kind}")).clone()).unwrap()
+    }
+
     #[test]
     fn daemonset_manifests_are_valid_and_consistent() {
         let text = workspace_file("deploy/daemonset.yaml");
         let docs: Vec<serde_json::Value> = serde_saphyr::from_multiple(&text).unwrap();
-        let config_map: ConfigMap = serde_json::from_value(
-            docs.iter()
-                .find(|d| d["kind"] == "ConfigMap")
-                .unwrap()
-                .clone(),
-        )
-        .unwrap();
+        let config_map: ConfigMap = of_kind(&docs, "ConfigMap");
         let config_yaml = &config_map.data.as_ref().unwrap()["config.yaml"];
         let source: ConfigSource = serde_saphyr::from_str(config_yaml).unwrap();
         assert!(
@@ -50,13 +50,7 @@ mod tests {
         );
         source.validate().unwrap();
 
-        let daemonset: DaemonSet = serde_json::from_value(
-            docs.iter()
-                .find(|d| d["kind"] == "DaemonSet")
-                .unwrap()
-                .clone(),
-        )
-        .unwrap();
+        let daemonset: DaemonSet = of_kind(&docs, "DaemonSet");
         let pod = daemonset.spec.unwrap().template.spec.unwrap();
         let container = &pod.containers[0];
         run_args(container.args.as_ref().unwrap());

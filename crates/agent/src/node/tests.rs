@@ -19,6 +19,19 @@ pub(crate) fn fixture(machine: &str) -> CpuTopology {
     corral_topology::sysfs::discover(&root).unwrap()
 }
 
+/// A node on `machine`'s topology with its state in a fresh temp dir: the dir, the config
+/// and the node.
+pub(crate) async fn started(
+    machine: &str,
+    topology_policy: &str,
+    cpu_options: &[(&str, &str)],
+) -> (tempfile::TempDir, AgentConfig, Arc<Node>) {
+    let dir = tempfile::tempdir().unwrap();
+    let config = config(dir.path(), topology_policy, cpu_options);
+    let node = open(&config, &fixture(machine)).await;
+    (dir, config, node)
+}
+
 pub(crate) fn config(
     root: &Path,
     topology_policy: &str,
@@ -93,10 +106,8 @@ pub(crate) async fn admitted(node: &Arc<Node>, pod: K8sPod) -> super::PodView {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_unalignable_pod_is_rejected_and_leaves_every_checkpoint_byte_identical() {
-    let dir = tempfile::tempdir().unwrap();
-    let topology = fixture("32em64t-2n8c+dax+nvme+mic+dimms");
-    let config = config(dir.path(), "single-numa-node", &[]);
-    let node = open(&config, &topology).await;
+    let (dir, _config, node) =
+        started("32em64t-2n8c+dax+nvme+mic+dimms", "single-numa-node", &[]).await;
     let first = admitted(&node, pod("first", &[2, 1])).await;
     assert!(first.containers.iter().all(|c| c.exclusive_cpus));
     let before = snapshot(dir.path());
@@ -125,10 +136,8 @@ async fn an_unalignable_pod_is_rejected_and_leaves_every_checkpoint_byte_identic
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_smt_alignment_error_with_full_pcpus_only_leaves_every_checkpoint_byte_identical() {
-    let dir = tempfile::tempdir().unwrap();
-    let topology = fixture("16em64t-4s2c2t");
-    let config = config(dir.path(), "none", &[("full-pcpus-only", "true")]);
-    let node = open(&config, &topology).await;
+    let (dir, _config, node) =
+        started("16em64t-4s2c2t", "none", &[("full-pcpus-only", "true")]).await;
     admitted(&node, pod("first", &[2])).await;
     let before = snapshot(dir.path());
     let answer = node.admit(pod("odd", &[2, 3]), Vec::new()).await.unwrap();
@@ -141,16 +150,14 @@ async fn an_smt_alignment_error_with_full_pcpus_only_leaves_every_checkpoint_byt
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_restarted_node_keeps_every_admitted_pod_and_its_cpus() {
-    let dir = tempfile::tempdir().unwrap();
-    let topology = fixture("32em64t-2n8c+dax+nvme+mic+dimms");
-    let config = config(dir.path(), "single-numa-node", &[]);
-    let node = open(&config, &topology).await;
+    let (_dir, config, node) =
+        started("32em64t-2n8c+dax+nvme+mic+dimms", "single-numa-node", &[]).await;
     let a = admitted(&node, pod("a", &[4])).await;
     let b = admitted(&node, pod("b", &[2, 2])).await;
     node.container_started("b", "c1", "cid-b1").unwrap();
     node.stop_devices().await;
     drop(node);
-    let node = open(&config, &topology).await;
+    let node = open(&config, &fixture("32em64t-2n8c+dax+nvme+mic+dimms")).await;
     let again = |view: &super::PodView| {
         node.view(&view.uid)
             .unwrap()
@@ -180,7 +187,7 @@ async fn a_restarted_node_keeps_every_admitted_pod_and_its_cpus() {
     assert!(!node.release("a").await.unwrap());
     node.stop_devices().await;
     drop(node);
-    let node = open(&config, &topology).await;
+    let node = open(&config, &fixture("32em64t-2n8c+dax+nvme+mic+dimms")).await;
     assert!(node.pods().get("a").is_none());
     assert_eq!(node.views().len(), 1);
 }
@@ -232,10 +239,8 @@ const DRIVER: &str = "gpu.example.com";
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn dra_claims_are_prepared_reported_and_a_failed_prepare_leaves_no_trace() {
-    let dir = tempfile::tempdir().unwrap();
-    let topology = fixture("32em64t-2n8c+dax+nvme+mic+dimms");
-    let config = config(dir.path(), "single-numa-node", &[]);
-    let node = open(&config, &topology).await;
+    let (dir, config, node) =
+        started("32em64t-2n8c+dax+nvme+mic+dimms", "single-numa-node", &[]).await;
     let driver_config = corral_dra::sample::SampleDriverConfig::new(
         DRIVER,
         config.layout.plugins_registry_dir(),

@@ -9,7 +9,7 @@ use std::time::Duration;
 use corral_devicemgr::sample::{FailureMode, SampleConfig, SamplePlugin};
 use k8s_openapi::api::core::v1::Pod as K8sPod;
 
-use super::tests::{admitted, config, fixture, open, pod, snapshot};
+use super::tests::{admitted, config, fixture, open, pod, snapshot, started};
 use super::{Admission, AdmitError, NoRuntime, Node};
 use crate::config::AgentConfig;
 
@@ -304,10 +304,7 @@ async fn a_plugin_stuck_in_allocate_delays_only_the_pods_that_ask_for_its_resour
 /// 72-73): the agent runs there, reports real ids and restores them.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sparse_numa_ids_above_63_are_admitted_reported_and_restored_as_real_ids() {
-    let dir = tempfile::tempdir().unwrap();
-    let topology = fixture("48amd64-4pa2n6c-sparse");
-    let config = config(dir.path(), "single-numa-node", &[]);
-    let node = open(&config, &topology).await;
+    let (_dir, config, node) = started("48amd64-4pa2n6c-sparse", "single-numa-node", &[]).await;
     // Fill nodes 0, 1, 2, 33, 34 and 45 (6 CPUs each; CPU 0 is reserved).
     let mut seen = std::collections::BTreeSet::new();
     for (i, cpus) in [5, 6, 6, 6, 6, 6, 6].into_iter().enumerate() {
@@ -325,7 +322,7 @@ async fn sparse_numa_ids_above_63_are_admitted_reported_and_restored_as_real_ids
     assert!(file.contains(r#""numa":[72]"#), "{file}");
     node.stop_devices().await;
     drop(node);
-    let node = open(&config, &topology).await;
+    let node = open(&config, &fixture("48amd64-4pa2n6c-sparse")).await;
     assert_eq!(node.view("p6").unwrap().containers[0].numa_affinity, [72]);
     let last = admitted(&node, pod("last", &[6])).await;
     assert_eq!(last.containers[0].numa_affinity, [73]);
