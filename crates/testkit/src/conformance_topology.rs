@@ -26,6 +26,18 @@ pub fn load_testdata(rel: &str) -> Value {
     serde_json::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
 }
 
+/// The `file` of the vector called `name` in the conformance file at `rel` (a checkpoint
+/// vector file: `{vectors: [{name, file, …}]}`).
+pub fn vector_file(rel: &str, name: &str) -> String {
+    let doc = load_testdata(rel);
+    let vectors = doc["vectors"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{rel}: no vectors"));
+    let vector = vectors.iter().find(|v| v["name"] == name);
+    let vector = vector.unwrap_or_else(|| panic!("{rel}: no vector {name}"));
+    text(vector, "file").to_owned()
+}
+
 /// A required unsigned field.
 pub fn num(v: &Value, key: &str) -> usize {
     let n = v[key].as_u64().unwrap_or_else(|| panic!("{key} missing"));

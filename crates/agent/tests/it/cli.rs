@@ -370,16 +370,10 @@ fn kubelet_logging_flags_write_kubernetes_json_lines() {
 
 /// A vector file of a shared checkpoint conformance file, by name.
 fn kubelet_file_named(vectors: &str, name: &str) -> String {
-    let path = workspace().join("testdata/conformance").join(vectors);
-    let doc: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
-    let vector = doc["vectors"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|v| v["name"] == name)
-        .unwrap_or_else(|| panic!("no vector {name}"));
-    vector["file"].as_str().unwrap().to_owned()
+    corral_testkit::conformance_topology::vector_file(
+        &format!("testdata/conformance/{vectors}"),
+        name,
+    )
 }
 
 /// `checkpoint inspect` shows `AllocResp` as the file stores it (base64, as Go's

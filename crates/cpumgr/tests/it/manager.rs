@@ -12,7 +12,7 @@ use corral_cpumgr::{
     CheckpointBackend, ContainerMap, ContainerRuntime, ContainerState, ContainerStatus, CpuManager,
     CpuManagerConfig, CpuManagerError, MemoryBackend, PodSource, PodStatus, RuntimeError, restore,
 };
-use corral_testkit::conformance_topology::load_testdata;
+use corral_testkit::conformance_topology::{load_testdata, vector_file};
 use corral_topology::{AffinityStore, CpuSet, CpuTopology, HintProvider, Pod, TopologyHint};
 use serde_json::Value;
 
@@ -109,14 +109,7 @@ fn checkpoint_vectors() -> Value {
 }
 
 fn vector(name: &str) -> Vec<u8> {
-    let doc = checkpoint_vectors();
-    let v = doc["vectors"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|v| v["name"] == name)
-        .unwrap_or_else(|| panic!("vector {name}"));
-    v["file"].as_str().unwrap().as_bytes().to_vec()
+    vector_file("testdata/conformance/checkpoint_cpumanager.json", name).into_bytes()
 }
 
 /// Every conformance checkpoint file restores as upstream's `restoreState` decides: files it
