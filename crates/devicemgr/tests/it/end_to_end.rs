@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use crate::support::*;
 use corral_devicemgr::AllocateError;
-use corral_topology::{HintProvider, NumaMask};
+use corral_topology::HintProvider;
 
 const GPU: &str = "example.com/gpu";
 
@@ -24,10 +24,7 @@ async fn register_list_allocate_run_options() {
     let hints = manager.hints_for_container(&pod, &app).unwrap();
     let gpu_hints = hints[GPU].clone().unwrap();
     assert!(gpu_hints[0].preferred, "{gpu_hints:?}");
-    manager
-        .allocate(&pod, &app, Some(NumaMask::new([1]).unwrap()))
-        .await
-        .unwrap();
+    allocate_on(&manager, &pod, &app, 1).await;
     let held = manager.container_devices("uid-1", "app");
     assert_eq!(
         held[GPU].device_ids(),
@@ -39,11 +36,7 @@ async fn register_list_allocate_run_options() {
         vec![vec!["gpu-1".to_owned(), "gpu-3".to_owned()]]
     );
 
-    let opts = manager
-        .run_container_options(&pod, &app, None)
-        .await
-        .unwrap()
-        .unwrap();
+    let opts = run_options(&manager, &pod, &app).await;
     assert_eq!(opts.envs[0].name, "SAMPLE_DEVICES");
     assert_eq!(opts.envs[0].value, "gpu-1,gpu-3");
     assert_eq!(opts.devices.len(), 2);
@@ -103,10 +96,7 @@ async fn preferred_allocation_and_pre_start() {
     let plugin = plugin(&manager, cfg).await;
     let app = container("app", &[(GPU, 2)]);
     let pod = pod("uid-p", vec![], vec![app.clone()]);
-    manager
-        .allocate(&pod, &app, Some(NumaMask::new([0]).unwrap()))
-        .await
-        .unwrap();
+    allocate_on(&manager, &pod, &app, 0).await;
     // The sample prefers the highest ids; the manager would have taken gpu-0, gpu-1.
     assert_eq!(plugin.calls().preferred, 1);
     assert_eq!(

@@ -248,10 +248,7 @@ async fn lying_lists_are_survived() {
         Some(vec![]),
         "no mask of this machine holds 5 of them"
     );
-    manager
-        .allocate(&p, &app, Some(NumaMask::new([1]).unwrap()))
-        .await
-        .unwrap();
+    allocate_on(&manager, &p, &app, 1).await;
     assert_eq!(
         manager.container_devices("uid-l", "app")[GPU]
             .device_ids()
@@ -283,10 +280,7 @@ async fn ten_thousand_devices() {
         .unwrap();
     assert_eq!(hints.len(), 255);
     assert_eq!(hints.iter().filter(|h| h.preferred).count(), 8);
-    manager
-        .allocate(&p, &app, Some(NumaMask::new([3]).unwrap()))
-        .await
-        .unwrap();
+    allocate_on(&manager, &p, &app, 3).await;
     let held = manager.container_devices("uid-big", "app");
     assert_eq!(
         held[GPU].devices.keys().copied().collect::<Vec<_>>(),

@@ -4,7 +4,6 @@
 
 use crate::support::*;
 use corral_testkit::PythonPeer;
-use corral_topology::NumaMask;
 
 const RESOURCE: &str = "example.com/python";
 
@@ -44,15 +43,8 @@ async fn python_grpcio_plugin_registers_lists_and_allocates() {
     assert_eq!(manager.with_state(|s| s.healthy_devices(RESOURCE).len()), 4);
     let app = container("app", &[(RESOURCE, 2)]);
     let p = pod("uid-py", vec![], vec![app.clone()]);
-    manager
-        .allocate(&p, &app, Some(NumaMask::new([1]).unwrap()))
-        .await
-        .unwrap();
-    let opts = manager
-        .run_container_options(&p, &app, None)
-        .await
-        .unwrap()
-        .unwrap();
+    allocate_on(&manager, &p, &app, 1).await;
+    let opts = run_options(&manager, &p, &app).await;
     assert_eq!(opts.envs[0].name, "PYTHON_PLUGIN_DEVICES");
     assert_eq!(opts.envs[0].value, "python-1,python-3");
     assert_eq!(opts.devices.len(), 2);

@@ -86,6 +86,32 @@ pub(crate) async fn started_with_plugin(
 
 /// [`sample`] on `<dir>/gpu.sock` of a plugin that offers `GetPreferredAllocation` and
 /// requires `PreStartContainer`.
+/// Allocates `container`'s devices with the topology manager's affinity NUMA node `numa`.
+pub(crate) async fn allocate_on(
+    manager: &DeviceManager,
+    pod: &Pod,
+    container: &Container,
+    numa: usize,
+) {
+    let affinity = corral_topology::NumaMask::new([numa]).unwrap();
+    manager
+        .allocate(pod, container, Some(affinity))
+        .await
+        .unwrap();
+}
+
+/// The run options of a container that holds devices.
+pub(crate) async fn run_options(
+    manager: &DeviceManager,
+    pod: &Pod,
+    container: &Container,
+) -> corral_devicemgr::RunContainerOptions {
+    let options = manager.run_container_options(pod, container, None).await;
+    options
+        .unwrap()
+        .expect("run options of a container holding devices")
+}
+
 pub(crate) fn fussy_sample(dir: &Path, resource: &str, count: usize, numa: &[i64]) -> SampleConfig {
     let mut config = sample(dir, resource, "gpu", count, numa);
     config.preferred_allocation = true;
