@@ -2,22 +2,29 @@
 
 use std::collections::BTreeMap;
 
+use corral_testkit::conformance_topology::load_testdata;
+
 use corral_checkpoint::{
     Checkpoint, CheckpointError, CpuManagerCheckpoint, CpuManagerCheckpointV1, CpuManagerState,
     restore_cpu_manager_state,
 };
 
+/// The file of a `TestCheckpointStateRestore` row (upstream's text, as ported to
+/// `testdata/upstream/cpu_state_checkpoint_restore.json`).
+fn upstream_cpu_file(description: &str) -> Vec<u8> {
+    let doc = load_testdata("testdata/upstream/cpu_state_checkpoint_restore.json");
+    let rows = doc["rows"].as_array().expect("rows");
+    let row = rows.iter().find(|r| r["description"] == description);
+    let row = row.unwrap_or_else(|| panic!("no row {description:?}"));
+    row["file"].as_str().expect("file").as_bytes().to_vec()
+}
+
 /// cpumanager/state `TestCheckpointStateRestore`, "Restore default cpu set" (keys spelled
 /// `defaultCPUSet`, matched case-insensitively to `defaultCpuSet`).
 #[test]
 fn cpu_restore_default_cpu_set() {
-    let file = br#"{
-        "policyName": "none",
-        "defaultCPUSet": "4-6",
-        "entries": {},
-        "checksum": 354655845
-    }"#;
-    match restore_cpu_manager_state(file).unwrap() {
+    let file = upstream_cpu_file("Restore default cpu set");
+    match restore_cpu_manager_state(&file).unwrap() {
         CpuManagerState::V2(cp) => {
             assert_eq!(cp.policy_name, "none");
             assert_eq!(cp.default_cpu_set, "4-6");
@@ -30,17 +37,7 @@ fn cpu_restore_default_cpu_set() {
 /// cpumanager/state `TestCheckpointStateRestore`, "Restore valid checkpoint".
 #[test]
 fn cpu_restore_valid_checkpoint() {
-    let file = br#"{
-        "policyName": "none",
-        "defaultCPUSet": "1-3",
-        "entries": {
-            "pod": {
-                "container1": "4-6",
-                "container2": "1-3"
-            }
-        },
-        "checksum": 3610638499
-    }"#;
+    let file = upstream_cpu_file("Restore valid checkpoint");
     let expected = CpuManagerCheckpoint {
         policy_name: "none".into(),
         default_cpu_set: "1-3".into(),
@@ -53,7 +50,7 @@ fn cpu_restore_valid_checkpoint() {
         )])),
     };
     assert_eq!(
-        restore_cpu_manager_state(file).unwrap(),
+        restore_cpu_manager_state(&file).unwrap(),
         CpuManagerState::V2(expected)
     );
 }

@@ -10,6 +10,8 @@
 use corral_checkpoint::{CPU_MANAGER_FILE, CheckpointStore};
 use corral_cpumgr::{CheckpointBackend, CpuState, RestoreError, StateBackend, restore};
 
+use corral_testkit::conformance_topology::{load_testdata, text};
+
 use crate::support::{error_chain, set, state};
 
 /// A checkpoint store in a fresh temporary directory, holding `content` when not empty.
@@ -24,6 +26,23 @@ fn store_with(content: &str) -> (tempfile::TempDir, CheckpointStore) {
     (dir, store)
 }
 
+/// `{default_cpu_set, assignments: [[pod, container, cpus]]}` as a state.
+fn restored_state(v: &serde_json::Value) -> CpuState {
+    let assignments: Vec<(&str, &str, &str)> = v["assignments"]
+        .as_array()
+        .expect("assignments")
+        .iter()
+        .map(|a| {
+            (
+                a[0].as_str().unwrap(),
+                a[1].as_str().unwrap(),
+                a[2].as_str().unwrap(),
+            )
+        })
+        .collect();
+    state(text(v, "default_cpu_set"), &assignments)
+}
+
 fn initial_containers(id: &str) -> Option<(String, String)> {
     match id {
         "containerID1" => Some(("pod".into(), "container1".into())),
@@ -32,130 +51,24 @@ fn initial_containers(id: &str) -> Option<(String, String)> {
     }
 }
 
-/// Upstream `TestCheckpointStateRestore`: (description, file content, policy, expected
-/// state or the text the error must contain).
+/// Upstream `TestCheckpointStateRestore`, its rows as data in
+/// `testdata/upstream/cpu_state_checkpoint_restore.json`: description, file content,
+/// policy, and the restored state or the text the error must contain.
 #[test]
 fn checkpoint_state_restore() {
-    let two = [("pod", "container1", "4-6"), ("pod", "container2", "1-3")];
-    let rows: Vec<(&str, &str, &str, Result<CpuState, &str>)> = vec![
-        (
-            "Restore non-existing checkpoint",
-            "",
-            "none",
-            Ok(state("", &[])),
-        ),
-        (
-            "Restore default cpu set",
-            r#"{
-				"policyName": "none",
-				"defaultCPUSet": "4-6",
-				"entries": {},
-				"checksum": 354655845
-			}"#,
-            "none",
-            Ok(state("4-6", &[])),
-        ),
-        (
-            "Restore valid checkpoint",
-            r#"{
-				"policyName": "none",
-				"defaultCPUSet": "1-3",
-				"entries": {
-					"pod": {
-						"container1": "4-6",
-						"container2": "1-3"
-					}
-				},
-				"checksum": 3610638499
-			}"#,
-            "none",
-            Ok(state("1-3", &two)),
-        ),
-        (
-            "Restore checkpoint with invalid checksum",
-            r#"{
-				"policyName": "none",
-				"defaultCPUSet": "4-6",
-				"entries": {},
-				"checksum": 1337
-			}"#,
-            "none",
-            Err("checksum"),
-        ),
-        (
-            "Restore checkpoint with invalid JSON",
-            "{",
-            "none",
-            Err("could not restore CPU manager state"),
-        ),
-        (
-            "Restore checkpoint with invalid policy name",
-            r#"{
-				"policyName": "other",
-				"defaultCPUSet": "1-3",
-				"entries": {},
-				"checksum": 1394507217
-			}"#,
-            "none",
-            Err(r#"configured policy "none" differs from state checkpoint policy "other""#),
-        ),
-        (
-            "Restore checkpoint with unparsable default cpu set",
-            r#"{
-				"policyName": "none",
-				"defaultCPUSet": "1.3",
-				"entries": {},
-				"checksum": 3021697696
-			}"#,
-            "none",
-            Err(
-                r#"could not parse default cpu set "1.3": strconv.Atoi: parsing "1.3": invalid syntax"#,
-            ),
-        ),
-        (
-            "Restore checkpoint with unparsable assignment entry",
-            r#"{
-				"policyName": "none",
-				"defaultCPUSet": "1-3",
-				"entries": {
-					"pod": {
-						"container1": "4-6",
-						"container2": "asd"
-					}
-				},
-				"checksum": 962272150
-			}"#,
-            "none",
-            Err(
-                r#"could not parse cpuset "asd" for container "container2" in pod "pod": strconv.Atoi: parsing "asd": invalid syntax"#,
-            ),
-        ),
-        (
-            "Restore checkpoint from checkpoint with v1 checksum",
-            r#"{
-				"policyName": "none",
-				"defaultCPUSet": "1-3",
-				"checksum": 1694838852
-			}"#,
-            "none",
-            Ok(state("1-3", &[])),
-        ),
-        (
-            "Restore checkpoint with migration",
-            r#"{
-				"policyName": "none",
-				"defaultCPUSet": "1-3",
-				"entries": {
-					"containerID1": "4-6",
-					"containerID2": "1-3"
-				},
-				"checksum": 3680390589
-			}"#,
-            "none",
-            Ok(state("1-3", &two)),
-        ),
-    ];
-    for (description, content, policy, want) in rows {
+    let doc = load_testdata("testdata/upstream/cpu_state_checkpoint_restore.json");
+    let rows = doc["rows"].as_array().expect("rows");
+    assert_eq!(rows.len(), 10);
+    for row in rows {
+        let (description, content, policy) = (
+            text(row, "description"),
+            text(row, "file"),
+            text(row, "policy"),
+        );
+        let want = match row.get("restored") {
+            Some(restored) => Ok(restored_state(restored)),
+            None => Err(text(row, "error_contains")),
+        };
         let (dir, store) = store_with(content);
         let mut backend = CheckpointBackend::new(store);
         let got = restore(&mut backend, policy, &initial_containers);
