@@ -87,43 +87,27 @@ fn static_policy_start_with_resv_list() {
 /// Upstream `TestStaticPolicyAddWithResvList`.
 #[test]
 fn static_policy_add_with_resv_list() {
+    // (description, reserved count, reserved list, state, pod, expected CPUs or error) on
+    // SingleSocketHT, no options, no hint.
+    #[rustfmt::skip]
     let cases = [
-        AddCase {
-            description: "GuPodSingleCore, SingleSocketHT, ExpectError",
-            topo: single_socket_ht,
-            reserved: 1,
-            explicit: "0",
-            options: &[],
-            state: state("0-7", &[]),
-            pod: ("fakeContainer2", 8000, 8000),
-            hint: None,
-            want: Err(not_enough(8, 7)),
-        },
-        AddCase {
-            description: "GuPodSingleCore, SingleSocketHT, ExpectAllocOneCPU",
-            topo: single_socket_ht,
-            reserved: 2,
-            explicit: "0-1",
-            options: &[],
-            state: state("0-7", &[]),
-            pod: ("fakeContainer2", 1000, 1000),
-            hint: None,
-            want: Ok("4"),
-        },
-        AddCase {
-            description: "GuPodMultipleCores, SingleSocketHT, ExpectAllocOneCore",
-            topo: single_socket_ht,
-            reserved: 2,
-            explicit: "0-1",
-            options: &[],
-            state: state("0-1,4-5", &[("fakePod", "fakeContainer100", "2-3,6-7")]),
-            pod: ("fakeContainer3", 2000, 2000),
-            hint: None,
-            want: Ok("4-5"),
-        },
+        ("GuPodSingleCore, SingleSocketHT, ExpectError", 1, "0", state("0-7", &[]), ("fakeContainer2", 8000, 8000), Err(not_enough(8, 7))),
+        ("GuPodSingleCore, SingleSocketHT, ExpectAllocOneCPU", 2, "0-1", state("0-7", &[]), ("fakeContainer2", 1000, 1000), Ok("4")),
+        ("GuPodMultipleCores, SingleSocketHT, ExpectAllocOneCore", 2, "0-1", state("0-1,4-5", &[("fakePod", "fakeContainer100", "2-3,6-7")]), ("fakeContainer3", 2000, 2000), Ok("4-5")),
     ];
-    for case in cases {
-        run_add(case);
+    for (description, reserved, explicit, state, pod, want) in cases {
+        let (topo, options, hint) = (single_socket_ht, &[] as Options, None);
+        run_add(AddCase {
+            description,
+            topo,
+            reserved,
+            explicit,
+            options,
+            state,
+            pod,
+            hint,
+            want,
+        });
     }
 }
 
