@@ -81,26 +81,15 @@ pub(crate) fn run(args: &ConfigArgs) -> Result<ExitCode> {
             );
             let layout = &config.layout;
             outln!("  root:                       {}", layout.root().display());
-            outln!(
-                "    state files:              {}",
-                layout.state_dir().display()
-            );
-            outln!(
-                "    device plugins:           {}",
-                layout.device_plugins_dir().display()
-            );
-            outln!(
-                "    plugin registry:          {}",
-                layout.plugins_registry_dir().display()
-            );
-            outln!(
-                "    pod-resources socket:     {}",
-                layout.pod_resources_socket().display()
-            );
-            outln!(
-                "    admission socket:         {}",
-                layout.agent_socket().display()
-            );
+            for (what, path) in [
+                ("state files:", layout.state_dir()),
+                ("device plugins:", layout.device_plugins_dir()),
+                ("plugin registry:", layout.plugins_registry_dir()),
+                ("pod-resources socket:", layout.pod_resources_socket()),
+                ("admission socket:", layout.agent_socket()),
+            ] {
+                outln!("    {what:<26}{}", path.display());
+            }
             Ok(ExitCode::SUCCESS)
         }
         Err(errors) => {

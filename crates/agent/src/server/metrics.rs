@@ -136,6 +136,11 @@ fn count(counter: &AtomicU64) -> Value {
     Value::Number(counter.load(Ordering::Relaxed) as f64)
 }
 
+/// An alpha family of one unlabelled counter.
+fn counter(def: &Def, value: &AtomicU64) -> Family {
+    alpha(def, vec![Series::plain(count(value))])
+}
+
 /// `scope` and `boundary` labels of the alignment counters.
 fn aligned(scope: &str, boundary: &str, value: Value) -> Series {
     Series {
@@ -154,13 +159,13 @@ pub(crate) fn families(node: &Node) -> Vec<Family> {
     let topology = node.topology();
     let tm = topology.metrics();
     let durations = tm.admission_duration_ms.snapshot();
-    families.push(alpha(
+    families.push(counter(
         &TOPOLOGY_ADMISSION_REQUESTS,
-        vec![Series::plain(count(&tm.admission_requests_total))],
+        &tm.admission_requests_total,
     ));
-    families.push(alpha(
+    families.push(counter(
         &TOPOLOGY_ADMISSION_ERRORS,
-        vec![Series::plain(count(&tm.admission_errors_total))],
+        &tm.admission_errors_total,
     ));
     families.push(alpha(
         &TOPOLOGY_ADMISSION_DURATION,
@@ -185,14 +190,8 @@ pub(crate) fn families(node: &Node) -> Vec<Family> {
     let shared = state
         .default_cpu_set()
         .intersection(&cpu.allocatable_cpus());
-    families.push(alpha(
-        &CPU_PINNING_REQUESTS,
-        vec![Series::plain(count(&cm.pinning_requests_total))],
-    ));
-    families.push(alpha(
-        &CPU_PINNING_ERRORS,
-        vec![Series::plain(count(&cm.pinning_errors_total))],
-    ));
+    families.push(counter(&CPU_PINNING_REQUESTS, &cm.pinning_requests_total));
+    families.push(counter(&CPU_PINNING_ERRORS, &cm.pinning_errors_total));
     families.push(alpha(
         &CPU_SHARED_POOL,
         vec![Series::plain(Value::Number((shared.len() * 1000) as f64))],
