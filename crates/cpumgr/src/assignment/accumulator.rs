@@ -319,34 +319,27 @@ mod tests {
             .collect()
     }
 
-    /// Upstream `TestCPUAccumulatorFreeSockets` (cpu_assignment_test.go).
+    /// Upstream `TestCPUAccumulatorFreeSockets` and `TestCPUAccumulatorFreeNUMANodes`
+    /// (cpu_assignment_test.go): per machine, rows of (available CPUs, free sockets) and
+    /// rows of (available CPUs, free NUMA nodes).
     #[test]
-    fn free_sockets() {
+    fn free_sockets_and_free_numa_nodes() {
+        type Rows = &'static [(&'static str, &'static [usize])];
         #[rustfmt::skip]
-        let cases: [MachineRows; 4] = [
-            (single_socket_ht, &[("0-7", &[0]), ("1-7", &[])]),
-            (dual_socket_ht, &[("0-11", &[0, 1]), ("0-9,11", &[1]), ("0,2-9,11", &[])]),
-            (dual_socket_multi_numa_per_socket_ht, &[("0-79", &[0, 1]), ("1-79", &[1]), ("1-78", &[])]),
-            (fake_multi_socket_dual_socket_per_numa_ht, &[("0-79", &[0, 1, 2, 3]), ("0-19,21-79", &[0, 1, 3]), ("0-59,61-78", &[0, 1]), ("1-19,21-38,41-60,61-78", &[1]), ("0-40,42-49,51-68,71-79", &[])]),
+        let cases: [(fn() -> Machine, Rows, Rows); 4] = [
+            (single_socket_ht, &[("0-7", &[0]), ("1-7", &[])], &[("0-7", &[0]), ("1-7", &[])]),
+            (dual_socket_ht, &[("0-11", &[0, 1]), ("0-9,11", &[1]), ("0,2-9,11", &[])], &[("0-11", &[0, 1]), ("0-9,11", &[1]), ("0,2-9,11", &[])]),
+            (dual_socket_multi_numa_per_socket_ht, &[("0-79", &[0, 1]), ("1-79", &[1]), ("1-78", &[])], &[("0-79", &[0, 1, 2, 3]), ("1-79", &[1, 2, 3]), ("1-9,11-79", &[2, 3]), ("1-9,11-59,61-79", &[3]), ("1-9,11-59,61-78", &[])]),
+            (fake_multi_socket_dual_socket_per_numa_ht, &[("0-79", &[0, 1, 2, 3]), ("0-19,21-79", &[0, 1, 3]), ("0-59,61-78", &[0, 1]), ("1-19,21-38,41-60,61-78", &[1]), ("0-40,42-49,51-68,71-79", &[])], &[("0-79", &[0, 1]), ("0-9,11-79", &[1]), ("0-9,11-59,61-79", &[])]),
         ];
-        check_rows(&cases, |acc| {
+        let sockets: Vec<MachineRows> = cases.iter().map(|&(m, s, _)| (m, s)).collect();
+        check_rows(&sockets, |acc| {
             let mut ids = free(acc, Level::Socket);
             ids.sort_unstable();
             ids
         });
-    }
-
-    /// Upstream `TestCPUAccumulatorFreeNUMANodes` (cpu_assignment_test.go).
-    #[test]
-    fn free_numa_nodes() {
-        #[rustfmt::skip]
-        let cases: [MachineRows; 4] = [
-            (single_socket_ht, &[("0-7", &[0]), ("1-7", &[])]),
-            (dual_socket_ht, &[("0-11", &[0, 1]), ("0-9,11", &[1]), ("0,2-9,11", &[])]),
-            (dual_socket_multi_numa_per_socket_ht, &[("0-79", &[0, 1, 2, 3]), ("1-79", &[1, 2, 3]), ("1-9,11-79", &[2, 3]), ("1-9,11-59,61-79", &[3]), ("1-9,11-59,61-78", &[])]),
-            (fake_multi_socket_dual_socket_per_numa_ht, &[("0-79", &[0, 1]), ("0-9,11-79", &[1]), ("0-9,11-59,61-79", &[])]),
-        ];
-        check_rows(&cases, |acc| free(acc, Level::Numa));
+        let numa_nodes: Vec<MachineRows> = cases.iter().map(|&(m, _, n)| (m, n)).collect();
+        check_rows(&numa_nodes, |acc| free(acc, Level::Numa));
     }
 
     /// Upstream `TestCPUAccumulatorFreeSocketsAndNUMANodes` (cpu_assignment_test.go).
