@@ -92,6 +92,12 @@ fn v132_checkpoint_state_store() {
     }
 }
 
+/// A file refused for its checksum.
+fn assert_checksum_mismatch<T: std::fmt::Debug>(decoded: Result<T, CheckpointError>) {
+    let err = decoded.unwrap_err();
+    assert!(err.is_checksum_mismatch(), "{err}");
+}
+
 /// v1.32 `TestCheckpointGetOrCreate`: the same files read back, a wrong checksum and
 /// invalid JSON refused.
 #[test]
@@ -104,11 +110,7 @@ fn v132_checkpoint_get_or_create() {
         );
     }
     let incorrect = r#"{"Data":"{\"kind\":\"DRACheckpoint\",\"apiVersion\":\"checkpoint.dra.kubelet.k8s.io/v1\",\"Entries\":[{\"ClaimUID\":\"067798be-454e-4be4-9047-1aa06aea63f7\",\"ClaimName\":\"example-1\",\"Namespace\":\"default\",\"PodUIDs\":{\"139cdb46-f989-4f17-9561-ca10cfb509a6\":{}},\"DriverState\":{\"test-driver.cdi.k8s.io\":{\"Devices\":[{\"PoolName\":\"worker-1\",\"DeviceName\":\"dev-1\",\"RequestNames\":[\"test request\"],\"CDIDeviceIDs\":[\"example.com/example=cdi-example\"]}]}}},{\"ClaimUID\":\"4cf8db2d-06c0-7d70-1a51-e59b25b2c16c\",\"ClaimName\":\"example-2\",\"Namespace\":\"default\",\"PodUIDs\":{\"139cdb46-f989-4f17-9561-ca10cfb509a6\":{}},\"DriverState\":{\"test-driver.cdi.k8s.io\":{\"Devices\":[{\"PoolName\":\"worker-1\",\"DeviceName\":\"dev-2\",\"RequestNames\":null,\"CDIDeviceIDs\":null}]}}}]}","Checksum":2930258365}"#;
-    assert!(
-        DraManagerCheckpointFile::decode(incorrect.as_bytes())
-            .unwrap_err()
-            .is_checksum_mismatch()
-    );
+    assert_checksum_mismatch(DraManagerCheckpointFile::decode(incorrect.as_bytes()));
     assert!(matches!(
         DraManagerCheckpoint::decode(b"{"),
         Err(CheckpointError::Syntax { message, .. }) if message == "unexpected end of JSON input"
@@ -208,11 +210,9 @@ fn v130_checkpoint_get_or_create() {
     );
 
     let invalid_checksum = r#"{"version":"v1","entries":[{"DriverName":"test-driver.cdi.k8s.io","ClassName":"class-name","ClaimUID":"067798be-454e-4be4-9047-1aa06aea63f7","ClaimName":"example","Namespace":"default","PodUIDs":{"139cdb46-f989-4f17-9561-ca10cfb509a6":{}},"CDIDevices":{"test-driver.cdi.k8s.io":["example.com/example=cdi-example"]}}],"checksum":1988120168}"#;
-    assert!(
-        DraManagerCheckpointV130::decode(invalid_checksum.as_bytes())
-            .unwrap_err()
-            .is_checksum_mismatch()
-    );
+    assert_checksum_mismatch(DraManagerCheckpointV130::decode(
+        invalid_checksum.as_bytes(),
+    ));
     assert!(matches!(
         DraManagerCheckpointV130::decode(b"{"),
         Err(CheckpointError::Syntax { .. })
