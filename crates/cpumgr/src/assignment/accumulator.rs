@@ -325,8 +325,9 @@ mod tests {
     #[test]
     fn free_sockets_and_free_numa_nodes() {
         type Rows = &'static [(&'static str, &'static [usize])];
+        type Case = (fn() -> Machine, Rows, Rows);
         #[rustfmt::skip]
-        let cases: [(fn() -> Machine, Rows, Rows); 4] = [
+        let cases: [Case; 4] = [
             (single_socket_ht, &[("0-7", &[0]), ("1-7", &[])], &[("0-7", &[0]), ("1-7", &[])]),
             (dual_socket_ht, &[("0-11", &[0, 1]), ("0-9,11", &[1]), ("0,2-9,11", &[])], &[("0-11", &[0, 1]), ("0-9,11", &[1]), ("0,2-9,11", &[])]),
             (dual_socket_multi_numa_per_socket_ht, &[("0-79", &[0, 1]), ("1-79", &[1]), ("1-78", &[])], &[("0-79", &[0, 1, 2, 3]), ("1-79", &[1, 2, 3]), ("1-9,11-79", &[2, 3]), ("1-9,11-59,61-79", &[3]), ("1-9,11-59,61-78", &[])]),
