@@ -82,7 +82,7 @@ pub(crate) fn run(args: &ConfigArgs) -> Result<ExitCode> {
             let layout = &config.layout;
             outln!("  root:                       {}", layout.root().display());
             for (what, path) in [
-                ("state files:", layout.state_dir()),
+                ("state files:", layout.state_dir().to_path_buf()),
                 ("device plugins:", layout.device_plugins_dir()),
                 ("plugin registry:", layout.plugins_registry_dir()),
                 ("pod-resources socket:", layout.pod_resources_socket()),
