@@ -353,11 +353,14 @@ impl reg::registration_server::Registration for SlowRegistration {
         &self,
         request: Request<reg::RegistrationStatus>,
     ) -> Result<Response<reg::RegistrationStatusResponse>, Status> {
-        let status = request.into_inner();
+        let reg::RegistrationStatus {
+            plugin_registered,
+            error,
+        } = request.into_inner();
         self.statuses
             .lock()
             .unwrap()
-            .push((status.plugin_registered, status.error));
+            .push((plugin_registered, error));
         Ok(Response::new(reg::RegistrationStatusResponse {}))
     }
 }

@@ -10,7 +10,7 @@ use tokio::net::TcpStream;
 use tokio::sync::oneshot;
 
 use crate::node::Node;
-use crate::node::tests::{config, fixture, open, pod};
+use crate::node::tests::{config, fixture, open, pod, started};
 
 const MACHINE: &str = "32em64t-2n8c+dax+nvme+mic+dimms";
 const WAIT: Duration = Duration::from_secs(10);
@@ -332,22 +332,23 @@ async fn under_the_none_policies_only_upstreams_unconditional_series_exist() {
     let node = open(&config, &topology).await;
     let text = super::render(&node);
     let families: BTreeSet<String> = parse(&text).into_keys().collect();
-    assert_eq!(
-        families,
-        [
-            "corral_admitted_pods",
-            "dra_resource_claims_in_use",
-            "kubelet_cpu_manager_exclusive_cpu_allocation_count",
-            "kubelet_cpu_manager_pinning_errors_total",
-            "kubelet_cpu_manager_pinning_requests_total",
-            "kubelet_cpu_manager_shared_pool_size_millicores",
-            "kubelet_topology_manager_admission_duration_ms",
-            "kubelet_topology_manager_admission_errors_total",
-            "kubelet_topology_manager_admission_requests_total",
-        ]
+    // Every family but the static policy's alignment series and those that appear with
+    // their first observation.
+    let absent = [
+        "kubelet_cpu_manager_allocation_per_numa",
+        "kubelet_container_aligned_compute_resources_count",
+        "kubelet_container_aligned_compute_resources_failure_count",
+        "kubelet_device_plugin_registration_total",
+        "kubelet_device_plugin_alloc_duration_seconds",
+        "dra_operations_duration_seconds",
+    ];
+    let expected: BTreeSet<String> = UPSTREAM
+        .iter()
+        .map(|(name, ..)| *name)
+        .filter(|name| !absent.contains(name))
         .map(str::to_owned)
-        .into()
-    );
+        .collect();
+    assert_eq!(families, expected);
     // Upstream's none policy never sets the pool gauge.
     assert_eq!(
         line_value(&text, "kubelet_cpu_manager_shared_pool_size_millicores"),
@@ -385,22 +386,25 @@ fn get(path: &str) -> String {
     format!("GET {path} HTTP/1.1\r\nHost: localhost\r\nAccept: */*\r\n\r\n")
 }
 
-/// Serve a fresh node's metrics on an ephemeral loopback port; stop on drop of the sender.
-async fn endpoint(dir: &std::path::Path) -> (std::net::SocketAddr, oneshot::Sender<()>) {
-    let node = open(&config(dir, "single-numa-node", &[]), &fixture(MACHINE)).await;
+/// Serve a fresh node's metrics (its state in a temp dir) on an ephemeral loopback port;
+/// the server stops, and the dir goes, when the guard is dropped.
+async fn endpoint() -> (
+    std::net::SocketAddr,
+    (oneshot::Sender<()>, tempfile::TempDir),
+) {
+    let (dir, _, node) = started(MACHINE, "single-numa-node", &[]).await;
     let listener = super::bind("127.0.0.1:0".parse().unwrap()).await.unwrap();
     let addr = listener.local_addr().unwrap();
     let (stop, stopped) = oneshot::channel::<()>();
     tokio::spawn(super::serve(listener, node, async move {
         let _ = stopped.await;
     }));
-    (addr, stop)
+    (addr, (stop, dir))
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn metrics_are_served_with_the_content_type_of_the_body() {
-    let dir = tempfile::tempdir().unwrap();
-    let (addr, _stop) = endpoint(dir.path()).await;
+    let (addr, _stop) = endpoint().await;
     let (status, headers, body) = request(addr, &get("/metrics")).await;
     assert_eq!(status, "HTTP/1.1 200 OK");
     assert_eq!(
@@ -426,8 +430,7 @@ async fn metrics_are_served_with_the_content_type_of_the_body() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn healthz_answers_ok() {
-    let dir = tempfile::tempdir().unwrap();
-    let (addr, _stop) = endpoint(dir.path()).await;
+    let (addr, _stop) = endpoint().await;
     let (status, headers, body) = request(addr, &get("/healthz")).await;
     assert_eq!(status, "HTTP/1.1 200 OK");
     assert_eq!(headers["content-type"], "text/plain; charset=utf-8");
@@ -436,8 +439,7 @@ async fn healthz_answers_ok() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn unknown_paths_are_404_and_a_query_string_is_ignored() {
-    let dir = tempfile::tempdir().unwrap();
-    let (addr, _stop) = endpoint(dir.path()).await;
+    let (addr, _stop) = endpoint().await;
     for path in ["/", "/metricsx", "/metrics/", "/healthz/x", "/nope"] {
         let (status, _, body) = request(addr, &get(path)).await;
         assert_eq!(status, "HTTP/1.1 404 Not Found", "{path}");
@@ -468,8 +470,7 @@ async fn binding_a_taken_address_fails_naming_it() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn excess_connections_are_closed_and_the_endpoint_keeps_answering() {
-    let dir = tempfile::tempdir().unwrap();
-    let (addr, _stop) = endpoint(dir.path()).await;
+    let (addr, _stop) = endpoint().await;
     // Idle connections that never send a request hold every slot...
     let mut idle = Vec::new();
     for _ in 0..super::MAX_CONNECTIONS {
