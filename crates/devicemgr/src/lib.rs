@@ -99,6 +99,6 @@ pub use observer::{ALLOC_DURATION_BUCKETS, DeviceManagerObserver};
 pub use pod_devices::{ContainerAllocation, NumaDeviceIds, PodDevices, ResourceAllocations};
 pub use pods::{ActivePods, PodSpecs, StartOptions};
 pub use resource_name::{EndpointNameError, is_extended_resource_name, validate_endpoint_name};
-pub use run_options::{Annotation, DeviceNode, EnvVar, Mount, RunContainerOptions};
+pub use run_options::{Annotation, DeviceNode, EnvVar, Mount, NameValue, RunContainerOptions};
 pub use state::{Capacity, DeviceReuse, DeviceState, EndpointInfo, Reservation};
 pub use topology_hints::pod_limits;

@@ -4,20 +4,27 @@
 //! logged and dropped), CDI devices are de-duplicated by name. Resources are merged in name
 //! order and map entries in key order, so the result is deterministic.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use corral_proto::deviceplugin::v1beta1::ContainerAllocateResponse;
 
 use crate::pod_devices::ResourceAllocations;
 
-/// An environment variable.
+/// A name and its value: an environment variable or an annotation (upstream's
+/// `kubecontainer.EnvVar` and `Annotation` have the same two fields).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct EnvVar {
-    /// Name.
+pub struct NameValue {
+    /// Name (an annotation's key).
     pub name: String,
     /// Value.
     pub value: String,
 }
+
+/// An environment variable.
+pub type EnvVar = NameValue;
+
+/// An annotation.
+pub type Annotation = NameValue;
 
 /// A bind mount (upstream `kubecontainer.Mount`).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -43,15 +50,6 @@ pub struct DeviceNode {
     pub permissions: String,
 }
 
-/// An annotation.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Annotation {
-    /// Key.
-    pub name: String,
-    /// Value.
-    pub value: String,
-}
-
 /// The merged runtime settings of a container's devices (upstream
 /// `DeviceRunContainerOptions`).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -68,48 +66,83 @@ pub struct RunContainerOptions {
     pub cdi_devices: Vec<String>,
 }
 
-#[derive(Default)]
+/// The first setting of each key of one kind (env var name, container path…): a repeat with
+/// another value is logged as upstream logs it and dropped.
+struct FirstSettings {
+    /// The kind, for the log: "environment variable", "container device"…
+    what: &'static str,
+    /// The conflict, as upstream words it.
+    conflict: &'static str,
+    kept: BTreeMap<String, String>,
+}
+
+impl FirstSettings {
+    fn new(what: &'static str, conflict: &'static str) -> Self {
+        let kept = BTreeMap::new();
+        FirstSettings {
+            what,
+            conflict,
+            kept,
+        }
+    }
+
+    /// Whether `key` is new (then it is kept with `value`).
+    fn first(&mut self, resource: &str, key: &str, value: &str) -> bool {
+        match self.kept.get(key) {
+            Some(kept) => {
+                if kept != value {
+                    let (what, conflict) = (self.what, self.conflict);
+                    tracing::warn!(
+                        resource,
+                        what,
+                        key,
+                        kept,
+                        dropped = value,
+                        "{what} {conflict}"
+                    );
+                }
+                false
+            }
+            None => {
+                self.kept.insert(key.to_owned(), value.to_owned());
+                true
+            }
+        }
+    }
+}
+
+/// What the merge has kept so far, per kind of setting.
 struct Seen {
-    envs: BTreeMap<String, String>,
-    devices: BTreeMap<String, String>,
-    mounts: BTreeMap<String, String>,
-    annotations: BTreeMap<String, String>,
+    envs: FirstSettings,
+    devices: FirstSettings,
+    mounts: FirstSettings,
+    annotations: FirstSettings,
     cdi: BTreeSet<String>,
 }
 
-fn sorted(map: &std::collections::HashMap<String, String>) -> Vec<(&String, &String)> {
+impl Seen {
+    fn new() -> Self {
+        Seen {
+            envs: FirstSettings::new("environment variable", "has conflicting setting"),
+            devices: FirstSettings::new("container device", "has conflicting mapping host devices"),
+            mounts: FirstSettings::new("container mount", "has conflicting mapping host mounts"),
+            annotations: FirstSettings::new("annotation", "has conflicting setting"),
+            cdi: BTreeSet::new(),
+        }
+    }
+}
+
+fn sorted(map: &HashMap<String, String>) -> Vec<(&String, &String)> {
     let mut entries: Vec<_> = map.iter().collect();
     entries.sort();
     entries
-}
-
-/// Whether `key` is new in `seen` (then it is recorded with `value`); a repeat with
-/// another value calls `conflict` with the value kept (the first setting wins).
-fn first_setting(
-    seen: &mut BTreeMap<String, String>,
-    key: &str,
-    value: &str,
-    conflict: impl FnOnce(&str),
-) -> bool {
-    match seen.get(key) {
-        Some(kept) => {
-            if kept != value {
-                conflict(kept);
-            }
-            false
-        }
-        None => {
-            seen.insert(key.to_owned(), value.to_owned());
-            true
-        }
-    }
 }
 
 impl RunContainerOptions {
     /// Merge the allocate responses of a container's resources.
     pub fn merge(resources: &ResourceAllocations) -> RunContainerOptions {
         let mut opts = RunContainerOptions::default();
-        let mut seen = Seen::default();
+        let mut seen = Seen::new();
         for (resource, allocation) in resources {
             if let Some(response) = &allocation.response {
                 opts.add(resource, response, &mut seen);
@@ -119,64 +152,46 @@ impl RunContainerOptions {
     }
 
     fn add(&mut self, resource: &str, resp: &ContainerAllocateResponse, seen: &mut Seen) {
-        for (k, v) in sorted(&resp.envs) {
-            let conflict = |kept: &str| {
-                tracing::warn!(resource, env = %k, kept, dropped = %v,
-                    "environment variable has conflicting setting");
-            };
-            if first_setting(&mut seen.envs, k, v, conflict) {
-                self.envs.push(EnvVar {
-                    name: k.clone(),
-                    value: v.clone(),
-                });
+        // Environment variables and annotations: the lists are independent, so merging them
+        // before devices and mounts changes nothing.
+        let named = [
+            (&resp.envs, &mut seen.envs, &mut self.envs),
+            (
+                &resp.annotations,
+                &mut seen.annotations,
+                &mut self.annotations,
+            ),
+        ];
+        for (settings, seen, out) in named {
+            for (name, value) in sorted(settings) {
+                if seen.first(resource, name, value) {
+                    let (name, value) = (name.clone(), value.clone());
+                    out.push(NameValue { name, value });
+                }
             }
         }
         for dev in &resp.devices {
-            let conflict = |kept: &str| {
-                tracing::warn!(resource, container_path = %dev.container_path, kept,
-                    dropped = %dev.host_path, "container device has conflicting mapping host devices");
-            };
-            if first_setting(
-                &mut seen.devices,
-                &dev.container_path,
-                &dev.host_path,
-                conflict,
-            ) {
+            if seen
+                .devices
+                .first(resource, &dev.container_path, &dev.host_path)
+            {
                 self.devices.push(DeviceNode {
+                    permissions: dev.permissions.clone(),
                     path_on_host: dev.host_path.clone(),
                     path_in_container: dev.container_path.clone(),
-                    permissions: dev.permissions.clone(),
                 });
             }
         }
         for mount in &resp.mounts {
-            let conflict = |kept: &str| {
-                tracing::warn!(resource, container_path = %mount.container_path, kept,
-                    dropped = %mount.host_path, "container mount has conflicting mapping host mounts");
-            };
-            if first_setting(
-                &mut seen.mounts,
-                &mount.container_path,
-                &mount.host_path,
-                conflict,
-            ) {
+            if seen
+                .mounts
+                .first(resource, &mount.container_path, &mount.host_path)
+            {
                 self.mounts.push(Mount {
+                    read_only: mount.read_only,
                     name: mount.container_path.clone(),
                     container_path: mount.container_path.clone(),
                     host_path: mount.host_path.clone(),
-                    read_only: mount.read_only,
-                });
-            }
-        }
-        for (k, v) in sorted(&resp.annotations) {
-            let conflict = |kept: &str| {
-                tracing::warn!(resource, annotation = %k, kept, dropped = %v,
-                    "annotation has conflicting setting");
-            };
-            if first_setting(&mut seen.annotations, k, v, conflict) {
-                self.annotations.push(Annotation {
-                    name: k.clone(),
-                    value: v.clone(),
                 });
             }
         }
