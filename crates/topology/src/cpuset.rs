@@ -211,24 +211,46 @@ impl CpuSet {
         })
     }
 
+    /// A copy of `self` changed by `op` with `other`.
+    #[inline]
+    fn combined(&self, other: &CpuSet, op: fn(&mut CpuSet, &CpuSet)) -> CpuSet {
+        let mut out = self.clone();
+        op(&mut out, other);
+        out
+    }
+
+    /// `op` on each word of `self`'s bitmap with the same word of `other`'s, for the words
+    /// both have (inline, then spilled).
+    #[inline]
+    fn zip_words(&mut self, other: &CpuSet, op: impl Fn(&mut u64, u64)) {
+        for (a, b) in self.inline.iter_mut().zip(other.inline.iter()) {
+            op(a, *b);
+        }
+        for (a, b) in self.spill.iter_mut().zip(other.spill.iter()) {
+            op(a, *b);
+        }
+    }
+
+    /// The words of `self`'s bitmap beside the same words of `other`'s, for the words both
+    /// have (inline, then spilled).
+    #[inline]
+    fn word_pairs<'a>(&'a self, other: &'a CpuSet) -> impl Iterator<Item = (u64, u64)> + 'a {
+        let inline = self.inline.iter().zip(other.inline.iter());
+        let spill = self.spill.iter().zip(other.spill.iter());
+        inline.chain(spill).map(|(a, b)| (*a, *b))
+    }
+
     /// The CPUs in `self` or `other`.
     pub fn union(&self, other: &CpuSet) -> CpuSet {
-        let mut out = self.clone();
-        out.union_with(other);
-        out
+        self.combined(other, CpuSet::union_with)
     }
 
     /// Add every CPU of `other` to `self`.
     pub fn union_with(&mut self, other: &CpuSet) {
-        for (a, b) in self.inline.iter_mut().zip(other.inline.iter()) {
-            *a |= *b;
-        }
         if self.spill.len() < other.spill.len() {
             self.spill.resize(other.spill.len(), 0);
         }
-        for (a, b) in self.spill.iter_mut().zip(other.spill.iter()) {
-            *a |= *b;
-        }
+        self.zip_words(other, |a, b| *a |= b);
         if !other.sparse.is_empty() {
             self.sparse = merge_sorted(&self.sparse, &other.sparse, SortedOp::Union);
         }
@@ -236,20 +258,13 @@ impl CpuSet {
 
     /// The CPUs in both `self` and `other`.
     pub fn intersection(&self, other: &CpuSet) -> CpuSet {
-        let mut out = self.clone();
-        out.intersect_with(other);
-        out
+        self.combined(other, CpuSet::intersect_with)
     }
 
     /// Keep only the CPUs of `self` that are also in `other`.
     pub fn intersect_with(&mut self, other: &CpuSet) {
-        for (a, b) in self.inline.iter_mut().zip(other.inline.iter()) {
-            *a &= *b;
-        }
         self.spill.truncate(other.spill.len());
-        for (a, b) in self.spill.iter_mut().zip(other.spill.iter()) {
-            *a &= *b;
-        }
+        self.zip_words(other, |a, b| *a &= b);
         self.trim();
         if !self.sparse.is_empty() {
             self.sparse = merge_sorted(&self.sparse, &other.sparse, SortedOp::Intersection);
@@ -258,19 +273,12 @@ impl CpuSet {
 
     /// The CPUs in `self` but not in `other`.
     pub fn difference(&self, other: &CpuSet) -> CpuSet {
-        let mut out = self.clone();
-        out.difference_with(other);
-        out
+        self.combined(other, CpuSet::difference_with)
     }
 
     /// Remove every CPU of `other` from `self`.
     pub fn difference_with(&mut self, other: &CpuSet) {
-        for (a, b) in self.inline.iter_mut().zip(other.inline.iter()) {
-            *a &= !*b;
-        }
-        for (a, b) in self.spill.iter_mut().zip(other.spill.iter()) {
-            *a &= !*b;
-        }
+        self.zip_words(other, |a, b| *a &= !b);
         self.trim();
         if !self.sparse.is_empty() && !other.sparse.is_empty() {
             self.sparse = merge_sorted(&self.sparse, &other.sparse, SortedOp::Difference);
@@ -296,15 +304,7 @@ impl CpuSet {
 
     /// Whether `self` and `other` have at least one CPU in common.
     pub fn intersects(&self, other: &CpuSet) -> bool {
-        self.inline
-            .iter()
-            .zip(other.inline.iter())
-            .any(|(a, b)| a & b != 0)
-            || self
-                .spill
-                .iter()
-                .zip(other.spill.iter())
-                .any(|(a, b)| a & b != 0)
+        self.word_pairs(other).any(|(a, b)| a & b != 0)
             || self
                 .sparse
                 .iter()
@@ -313,16 +313,8 @@ impl CpuSet {
 
     /// Number of CPUs in both `self` and `other`, without building the intersection.
     pub fn intersection_len(&self, other: &CpuSet) -> usize {
-        let inline: u32 = self
-            .inline
-            .iter()
-            .zip(other.inline.iter())
-            .map(|(a, b)| (a & b).count_ones())
-            .sum();
-        let spill: u32 = self
-            .spill
-            .iter()
-            .zip(other.spill.iter())
+        let dense: u32 = self
+            .word_pairs(other)
             .map(|(a, b)| (a & b).count_ones())
             .sum();
         let sparse = self
@@ -330,7 +322,7 @@ impl CpuSet {
             .iter()
             .filter(|cpu| other.sparse.binary_search(cpu).is_ok())
             .count();
-        inline as usize + spill as usize + sparse
+        dense as usize + sparse
     }
 
     /// The CPUs in ascending order.
