@@ -64,16 +64,19 @@ fn cpuset_contains() {
     }
 }
 
+/// CPU lists and the same CPUs ascending: upstream's `TestCPUSetEqual` (its equal rows)
+/// and `TestCPUSetList` have the same four rows.
+const IN_ORDER: [(&[usize], &[usize]); 4] = [
+    (&[], &[]),
+    (&[5], &[5]),
+    (&[1, 2, 3, 4, 5], &[1, 2, 3, 4, 5]),
+    (&[5, 4, 3, 2, 1], &[1, 2, 3, 4, 5]),
+];
+
 /// Upstream `TestCPUSetEqual`.
 #[test]
 fn cpuset_equal() {
-    let equal: [(&[usize], &[usize]); 4] = [
-        (&[], &[]),
-        (&[5], &[5]),
-        (&[1, 2, 3, 4, 5], &[1, 2, 3, 4, 5]),
-        (&[5, 4, 3, 2, 1], &[1, 2, 3, 4, 5]),
-    ];
-    for (a, b) in equal {
+    for (a, b) in IN_ORDER {
         assert_eq!(new(a), new(b), "{a:?} == {b:?}");
     }
     let not_equal: [(&[usize], &[usize]); 6] = [
@@ -149,49 +152,30 @@ fn cpuset_union() {
     }
 }
 
-/// Upstream `TestCPUSetIntersection`.
+/// Upstream `TestCPUSetIntersection` and `TestCPUSetDifference`, whose rows have the same
+/// operands: (a, b, a ∩ b, a − b).
 #[test]
-fn cpuset_intersection() {
+fn cpuset_intersection_and_difference() {
     let all: &[usize] = &[1, 2, 3, 4, 5];
-    let cases: [(&[usize], &[usize], &[usize]); 11] = [
-        (&[], &[], &[]),
-        (&[], &[5], &[]),
-        (&[5], &[], &[]),
-        (&[5], &[5], &[5]),
-        (&[], all, &[]),
-        (all, &[], &[]),
-        (all, all, all),
-        (&[5], all, &[5]),
-        (all, &[5], &[5]),
-        (&[1, 2], &[3, 4, 5], &[]),
-        (&[1, 2, 3], &[3, 4, 5], &[3]),
+    type Row<'a> = (&'a [usize], &'a [usize], &'a [usize], &'a [usize]);
+    let cases: [Row<'_>; 11] = [
+        (&[], &[], &[], &[]),
+        (&[], &[5], &[], &[]),
+        (&[5], &[], &[], &[5]),
+        (&[5], &[5], &[5], &[]),
+        (&[], all, &[], &[]),
+        (all, &[], &[], all),
+        (all, all, all, &[]),
+        (&[5], all, &[5], &[]),
+        (all, &[5], &[5], &[1, 2, 3, 4]),
+        (&[1, 2], &[3, 4, 5], &[], &[1, 2]),
+        (&[1, 2, 3], &[3, 4, 5], &[3], &[1, 2]),
     ];
-    for (a, b, expected) in cases {
-        assert_eq!(new(a).intersection(&new(b)), new(expected), "{a:?} ∩ {b:?}");
-        assert_eq!(new(a).intersection_len(&new(b)), expected.len());
-        assert_eq!(new(a).intersects(&new(b)), !expected.is_empty());
-    }
-}
-
-/// Upstream `TestCPUSetDifference`.
-#[test]
-fn cpuset_difference() {
-    let all: &[usize] = &[1, 2, 3, 4, 5];
-    let cases: [(&[usize], &[usize], &[usize]); 11] = [
-        (&[], &[], &[]),
-        (&[], &[5], &[]),
-        (&[5], &[], &[5]),
-        (&[5], &[5], &[]),
-        (&[], all, &[]),
-        (all, &[], all),
-        (all, all, &[]),
-        (&[5], all, &[]),
-        (all, &[5], &[1, 2, 3, 4]),
-        (&[1, 2], &[3, 4, 5], &[1, 2]),
-        (&[1, 2, 3], &[3, 4, 5], &[1, 2]),
-    ];
-    for (a, b, expected) in cases {
-        assert_eq!(new(a).difference(&new(b)), new(expected), "{a:?} − {b:?}");
+    for (a, b, both, only_a) in cases {
+        assert_eq!(new(a).intersection(&new(b)), new(both), "{a:?} ∩ {b:?}");
+        assert_eq!(new(a).intersection_len(&new(b)), both.len());
+        assert_eq!(new(a).intersects(&new(b)), !both.is_empty());
+        assert_eq!(new(a).difference(&new(b)), new(only_a), "{a:?} − {b:?}");
     }
 }
 
@@ -199,13 +183,7 @@ fn cpuset_difference() {
 /// always ascending).
 #[test]
 fn cpuset_list() {
-    let cases: [(&[usize], &[usize]); 4] = [
-        (&[], &[]),
-        (&[5], &[5]),
-        (&[1, 2, 3, 4, 5], &[1, 2, 3, 4, 5]),
-        (&[5, 4, 3, 2, 1], &[1, 2, 3, 4, 5]),
-    ];
-    for (set, expected) in cases {
+    for (set, expected) in IN_ORDER {
         assert_eq!(new(set).to_vec(), expected, "{set:?}");
         assert_eq!(new(set).iter().collect::<Vec<_>>(), expected);
         assert_eq!(new(set).into_iter().collect::<Vec<_>>(), expected);
