@@ -75,7 +75,7 @@ static V2: GoType = GoType::Struct(&GoStruct {
 });
 static V2_PTR: GoType = GoType::Ptr(&V2);
 
-static V1: GoType = GoType::Struct(&GoStruct {
+pub(crate) static V1: GoType = GoType::Struct(&GoStruct {
     name: "state.CPUManagerCheckpointV1",
     fields: &[
         GoField::tagged("PolicyName", "policyName", &STRING),

@@ -302,17 +302,14 @@ fn object_into_map<'a>(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::formats::cpumanager::V1 as S;
     use crate::gojson::parse::parse;
-    use crate::gotype::{CHECKSUM, GoField, INT64, MAP_STRING_STRING, STRING};
+    use crate::gotype::{INT64, MAP_STRING_STRING, STRING};
 
-    static S: GoType = GoType::Struct(&GoStruct {
-        name: "state.CPUManagerCheckpointV1",
-        fields: &[
-            GoField::tagged("PolicyName", "policyName", &STRING),
-            GoField::omitempty("Entries", "entries", &MAP_STRING_STRING),
-            GoField::tagged("Checksum", "checksum", &CHECKSUM),
-        ],
-    });
+    // Fields of `S` (`state.CPUManagerCheckpointV1`).
+    const POLICY_NAME: usize = 0;
+    const ENTRIES: usize = 2;
+    const CHECKSUM: usize = 3;
 
     fn decode(text: &str, mut target: GoValue) -> Result<GoValue, String> {
         let json = parse(text.as_bytes()).map_err(|e| e.message)?;
@@ -322,6 +319,7 @@ mod tests {
 
     fn initial() -> GoValue {
         GoValue::Struct(vec![
+            GoValue::Str(String::new()),
             GoValue::Str(String::new()),
             GoValue::empty(&MAP_STRING_STRING),
             GoValue::Uint(0),
@@ -335,8 +333,8 @@ mod tests {
             initial(),
         )
         .unwrap();
-        assert_eq!(v.field(0), Some(&GoValue::Str("b".into())));
-        assert_eq!(v.field(2), Some(&GoValue::Uint(2)));
+        assert_eq!(v.field(POLICY_NAME), Some(&GoValue::Str("b".into())));
+        assert_eq!(v.field(CHECKSUM), Some(&GoValue::Uint(2)));
         // Kelvin sign folds onto K: not a field here, but checks the folding helper.
         assert!(fold_equal("\u{212a}ey", "key"));
     }
@@ -344,18 +342,18 @@ mod tests {
     #[test]
     fn missing_keeps_constructor_value_null_sets_nil() {
         let v = decode(r#"{"policyName":"a"}"#, initial()).unwrap();
-        assert_eq!(v.field(1), Some(&GoValue::empty(&MAP_STRING_STRING)));
+        assert_eq!(v.field(ENTRIES), Some(&GoValue::empty(&MAP_STRING_STRING)));
         let v = decode(r#"{"entries":null}"#, initial()).unwrap();
-        assert_eq!(v.field(1), Some(&GoValue::Nil));
+        assert_eq!(v.field(ENTRIES), Some(&GoValue::Nil));
         // null into a string leaves it alone.
         let v = decode(r#"{"policyName":null}"#, initial()).unwrap();
-        assert_eq!(v.field(0), Some(&GoValue::Str(String::new())));
+        assert_eq!(v.field(POLICY_NAME), Some(&GoValue::Str(String::new())));
     }
 
     #[test]
     fn duplicate_map_keys_merge() {
         let v = decode(r#"{"entries":{"a":"1"},"entries":{"b":"2"}}"#, initial()).unwrap();
-        let GoValue::Map(m) = v.field(1).unwrap() else {
+        let GoValue::Map(m) = v.field(ENTRIES).unwrap() else {
             panic!()
         };
         assert_eq!(m.len(), 2);
