@@ -14,6 +14,18 @@ pub(crate) struct Api {
     pub(crate) name: &'static str,
     /// Path of the .proto file relative to `proto/proto/`.
     pub(crate) proto: &'static str,
+    /// Whether its services are gRPC (tonic clients and servers are generated) or spoken
+    /// over another transport (ttrpc: messages only; corral-proto dispatches the methods).
+    pub(crate) services: Services,
+}
+
+/// How an API's services are carried.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Services {
+    /// gRPC: tonic clients and servers.
+    Grpc,
+    /// Not gRPC: messages only.
+    MessagesOnly,
 }
 
 /// Every API corral-proto carries.
@@ -21,34 +33,52 @@ pub(crate) const APIS: &[Api] = &[
     Api {
         name: "deviceplugin_v1beta1",
         proto: "deviceplugin/v1beta1/api.proto",
+        services: Services::Grpc,
     },
     Api {
         name: "podresources_v1",
         proto: "podresources/v1/api.proto",
+        services: Services::Grpc,
     },
     Api {
         name: "dra_v1",
         proto: "dra/v1/api.proto",
+        services: Services::Grpc,
     },
     Api {
         name: "dra_v1beta1",
         proto: "dra/v1beta1/api.proto",
+        services: Services::Grpc,
     },
     Api {
         name: "dra_health_v1",
         proto: "dra-health/v1/api.proto",
+        services: Services::Grpc,
     },
     Api {
         name: "pluginregistration_v1",
         proto: "pluginregistration/v1/api.proto",
+        services: Services::Grpc,
     },
     Api {
         name: "cri_v1",
         proto: "cri/v1/api.proto",
+        services: Services::Grpc,
     },
     Api {
         name: "corral_v1",
         proto: "corral/v1/agent.proto",
+        services: Services::Grpc,
+    },
+    Api {
+        name: "nri_v1alpha1",
+        proto: "nri/v1alpha1/api.proto",
+        services: Services::MessagesOnly,
+    },
+    Api {
+        name: "ttrpc",
+        proto: "ttrpc/request.proto",
+        services: Services::MessagesOnly,
     },
 ];
 
@@ -66,9 +96,10 @@ pub(crate) fn generate(root: &Path) -> Result<Vec<(PathBuf, String)>> {
             .map_err(|err| anyhow::anyhow!("{err:?}"))
             .with_context(|| format!("compiling {}/{}", PROTO_DIR, api.proto))?;
         let scratch = tempfile::tempdir().context("creating a scratch dir for codegen")?;
+        let grpc = api.services == Services::Grpc;
         tonic_prost_build::configure()
-            .build_server(true)
-            .build_client(true)
+            .build_server(grpc)
+            .build_client(grpc)
             .emit_rerun_if_changed(false)
             .out_dir(scratch.path())
             .compile_fds(file_descriptors)

@@ -1,0 +1,254 @@
+//! The plugin's end of an NRI connection (upstream `pkg/stub`): dial the runtime, serve the
+//! `Plugin` service through an [`NriPlugin`], register, and call the runtime's
+//! `UpdateContainers` when containers must change outside an event.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use prost::Message;
+use tokio::net::UnixStream;
+
+use super::api::{self, EventMask};
+use super::error::{NriError, NriStatus};
+use super::mux::{Mux, PLUGIN_SERVICE_CONN, RUNTIME_SERVICE_CONN};
+use super::ttrpc::{self, Client};
+
+/// The runtime's NRI socket by default.
+pub const DEFAULT_SOCKET: &str = "/var/run/nri/nri.sock";
+/// How long registration may take by default (upstream's default registration timeout).
+pub const DEFAULT_REGISTRATION_TIMEOUT: Duration = Duration::from_secs(5);
+/// How long a call to the runtime may take by default (upstream's default request timeout).
+pub const DEFAULT_REQUEST_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// Who the plugin is and where the runtime listens.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PluginConfig {
+    /// The plugin's name.
+    pub name: String,
+    /// Its two-digit index: the runtime calls plugins in index order.
+    pub index: String,
+    /// The runtime's NRI socket.
+    pub socket: PathBuf,
+    /// How long `RegisterPlugin` may take.
+    pub registration_timeout: Duration,
+    /// How long any other call to the runtime may take (the runtime's `Configure` can
+    /// change it).
+    pub request_timeout: Duration,
+}
+
+impl PluginConfig {
+    /// `name` with `index` on [`DEFAULT_SOCKET`], default timeouts. The index is two
+    /// digits (`"00"`–`"99"`); the name is not empty and has no `/`, `-` prefix or NUL.
+    pub fn new(name: &str, index: &str) -> Result<Self, NriError> {
+        let invalid = |what, value: &str, why| NriError::InvalidConfig {
+            what,
+            value: value.to_owned(),
+            why,
+        };
+        if index.len() != 2 || !index.bytes().all(|b| b.is_ascii_digit()) {
+            return Err(invalid("index", index, "two decimal digits, 00 to 99"));
+        }
+        if name.is_empty() || name.contains(['/', '\0']) {
+            return Err(invalid("name", name, "a non-empty name without '/' or NUL"));
+        }
+        Ok(PluginConfig {
+            name: name.to_owned(),
+            index: index.to_owned(),
+            socket: PathBuf::from(DEFAULT_SOCKET),
+            registration_timeout: DEFAULT_REGISTRATION_TIMEOUT,
+            request_timeout: DEFAULT_REQUEST_TIMEOUT,
+        })
+    }
+}
+
+/// What a plugin does on the runtime's events. Every method but [`NriPlugin::configure`]
+/// has a default that changes nothing; a method's error fails the runtime's request with
+/// that status (for `CreateContainer`, the container is not created).
+#[tonic::async_trait]
+pub trait NriPlugin: Send + Sync + 'static {
+    /// The runtime's configuration; answers the events to subscribe to.
+    async fn configure(&self, request: api::ConfigureRequest) -> Result<EventMask, NriStatus>;
+
+    /// The pods and containers that exist when the plugin connects.
+    async fn synchronize(
+        &self,
+        _request: api::SynchronizeRequest,
+    ) -> Result<api::SynchronizeResponse, NriStatus> {
+        Ok(api::SynchronizeResponse::default())
+    }
+
+    /// A container is being created.
+    async fn create_container(
+        &self,
+        _request: api::CreateContainerRequest,
+    ) -> Result<api::CreateContainerResponse, NriStatus> {
+        Ok(api::CreateContainerResponse::default())
+    }
+
+    /// A container's resources are being updated.
+    async fn update_container(
+        &self,
+        _request: api::UpdateContainerRequest,
+    ) -> Result<api::UpdateContainerResponse, NriStatus> {
+        Ok(api::UpdateContainerResponse::default())
+    }
+
+    /// A container is being stopped.
+    async fn stop_container(
+        &self,
+        _request: api::StopContainerRequest,
+    ) -> Result<api::StopContainerResponse, NriStatus> {
+        Ok(api::StopContainerResponse::default())
+    }
+
+    /// Any other subscribed event (pod sandbox lifecycle, container start, removal…).
+    async fn state_change(&self, _event: api::StateChangeEvent) -> Result<(), NriStatus> {
+        Ok(())
+    }
+
+    /// The runtime is shutting the plugin down.
+    async fn shutdown(&self) {}
+}
+
+/// A connected plugin, not yet registered: [`PluginStub::run`] registers and serves.
+#[derive(Debug)]
+pub struct PluginStub {
+    config: PluginConfig,
+    mux: Mux,
+    runtime: RuntimeClient,
+}
+
+impl PluginStub {
+    /// Dials `config.socket` and multiplexes the connection.
+    pub async fn connect(config: PluginConfig) -> Result<PluginStub, NriError> {
+        let trunk = UnixStream::connect(&config.socket)
+            .await
+            .map_err(|source| NriError::Connect {
+                path: config.socket.clone(),
+                source,
+            })?;
+        Self::over(trunk, config)
+    }
+
+    /// A plugin on an already connected trunk (a socket the runtime handed over, or one
+    /// end of a socket pair in tests).
+    pub fn over(trunk: UnixStream, config: PluginConfig) -> Result<PluginStub, NriError> {
+        let mux = Mux::new(trunk);
+        let client = Client::new(mux.open(RUNTIME_SERVICE_CONN)?, api::RUNTIME_SERVICE);
+        let runtime = RuntimeClient {
+            client,
+            timeout: config.request_timeout,
+        };
+        Ok(PluginStub {
+            config,
+            mux,
+            runtime,
+        })
+    }
+
+    /// The runtime's service, for unsolicited updates while the plugin runs.
+    pub fn runtime(&self) -> RuntimeClient {
+        self.runtime.clone()
+    }
+
+    /// Serves `plugin` and registers; returns when the runtime closes the connection
+    /// (`Ok`) or the connection fails.
+    pub async fn run(self, plugin: impl NriPlugin) -> Result<(), NriError> {
+        let conn = self.mux.open(PLUGIN_SERVICE_CONN)?;
+        let service = Arc::new(PluginService {
+            plugin: Arc::new(plugin),
+        });
+        let served = tokio::spawn(ttrpc::serve(conn, api::PLUGIN_SERVICE, service));
+        self.mux.unblock();
+        let register = api::RegisterPluginRequest {
+            plugin_name: self.config.name.clone(),
+            plugin_idx: self.config.index.clone(),
+        };
+        let registered: Result<api::Empty, _> = self
+            .runtime
+            .client
+            .call(
+                "RegisterPlugin",
+                &register,
+                self.config.registration_timeout,
+            )
+            .await;
+        if let Err(err) = registered {
+            self.mux.close();
+            served.abort();
+            return Err(err);
+        }
+        self.mux.closed().await;
+        served.abort();
+        match self.mux.close_reason() {
+            NriError::Closed => Ok(()),
+            err => Err(err),
+        }
+    }
+}
+
+/// The runtime's `Runtime` service, as a plugin calls it.
+#[derive(Debug, Clone)]
+pub struct RuntimeClient {
+    client: Client,
+    timeout: Duration,
+}
+
+impl RuntimeClient {
+    /// `UpdateContainers`: asks the runtime to change containers outside an event; answers
+    /// the updates that failed.
+    pub async fn update_containers(
+        &self,
+        request: &api::UpdateContainersRequest,
+    ) -> Result<api::UpdateContainersResponse, NriError> {
+        self.client
+            .call("UpdateContainers", request, self.timeout)
+            .await
+    }
+}
+
+/// An [`NriPlugin`] as the ttrpc `Plugin` service.
+struct PluginService<P> {
+    plugin: Arc<P>,
+}
+
+fn decode<M: Message + Default>(payload: &[u8]) -> Result<M, NriStatus> {
+    M::decode(payload).map_err(|err| {
+        let why = format!("the request does not decode: {err}");
+        NriStatus::new(NriStatus::INVALID_ARGUMENT, why)
+    })
+}
+
+#[tonic::async_trait]
+impl<P: NriPlugin> ttrpc::Service for PluginService<P> {
+    async fn call(&self, method: &str, payload: Vec<u8>) -> Result<Vec<u8>, NriStatus> {
+        let p = &self.plugin;
+        let answer = match method {
+            "Configure" => {
+                let events = p.configure(decode(&payload)?).await?;
+                api::ConfigureResponse {
+                    events: events.bits(),
+                }
+                .encode_to_vec()
+            }
+            "Synchronize" => p.synchronize(decode(&payload)?).await?.encode_to_vec(),
+            "CreateContainer" => p.create_container(decode(&payload)?).await?.encode_to_vec(),
+            "UpdateContainer" => p.update_container(decode(&payload)?).await?.encode_to_vec(),
+            "StopContainer" => p.stop_container(decode(&payload)?).await?.encode_to_vec(),
+            "StateChange" => {
+                p.state_change(decode(&payload)?).await?;
+                api::Empty {}.encode_to_vec()
+            }
+            "Shutdown" => {
+                p.shutdown().await;
+                api::Empty {}.encode_to_vec()
+            }
+            other => {
+                let why = format!("the Plugin service has no method {other}");
+                return Err(NriStatus::new(NriStatus::UNIMPLEMENTED, why));
+            }
+        };
+        Ok(answer)
+    }
+}

@@ -1,0 +1,7 @@
+//! NRI over real unix sockets: corral's plugin end against corral's runtime end (a whole
+//! registration, configuration, synchronization and event round trip), and the plugin end
+//! against a raw trunk that sends what a misbehaving runtime could: messages split across
+//! frames, oversized frames and messages, undecodable requests, unknown methods.
+
+mod raw_trunk;
+mod round_trip;

@@ -1,0 +1,247 @@
+//! corral's plugin end against a raw trunk: the test writes frames and ttrpc messages byte
+//! by byte, as a misbehaving or merely different runtime could.
+
+use std::time::Duration;
+
+use corral_proto::nri::api::{self, Event, EventMask};
+use corral_proto::nri::mux::{MAX_FRAME_PAYLOAD, PLUGIN_SERVICE_CONN, RUNTIME_SERVICE_CONN};
+use corral_proto::nri::plugin::{NriPlugin, PluginConfig, PluginStub};
+use corral_proto::nri::ttrpc::{MESSAGE_LENGTH_MAX, Request, Response};
+use corral_proto::nri::{NriError, NriStatus};
+use corral_proto::prost::Message;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::UnixStream;
+use tokio::task::JoinHandle;
+
+const WAIT: Duration = Duration::from_secs(10);
+
+struct Subscriber;
+
+#[tonic::async_trait]
+impl NriPlugin for Subscriber {
+    async fn configure(&self, _: api::ConfigureRequest) -> Result<EventMask, NriStatus> {
+        Ok(EventMask::of(&[Event::CreateContainer]))
+    }
+}
+
+/// The runtime's end of a trunk whose other end runs a registered [`Subscriber`].
+struct RawRuntime {
+    trunk: UnixStream,
+    plugin: JoinHandle<Result<(), NriError>>,
+}
+
+fn frame(conn: u32, payload: &[u8]) -> Vec<u8> {
+    let mut out = conn.to_be_bytes().to_vec();
+    out.extend_from_slice(&(payload.len() as u32).to_be_bytes());
+    out.extend_from_slice(payload);
+    out
+}
+
+fn message(stream: u32, kind: u8, payload: &[u8]) -> Vec<u8> {
+    let mut out = (payload.len() as u32).to_be_bytes().to_vec();
+    out.extend_from_slice(&stream.to_be_bytes());
+    out.extend_from_slice(&[kind, 0]);
+    out.extend_from_slice(payload);
+    out
+}
+
+fn request(service: &str, method: &str, payload: Vec<u8>) -> Vec<u8> {
+    Request {
+        service: service.into(),
+        method: method.into(),
+        payload,
+        timeout_nano: 0,
+        metadata: vec![],
+    }
+    .encode_to_vec()
+}
+
+impl RawRuntime {
+    /// Starts the plugin and answers its RegisterPlugin.
+    async fn start() -> RawRuntime {
+        let (plugin_end, trunk) = UnixStream::pair().unwrap();
+        let stub = PluginStub::over(plugin_end, PluginConfig::new("corral", "10").unwrap());
+        let plugin = tokio::spawn(stub.unwrap().run(Subscriber));
+        let mut raw = RawRuntime { trunk, plugin };
+        let (conn, stream, payload) = raw.read_message().await;
+        assert_eq!(conn, RUNTIME_SERVICE_CONN);
+        let register = Request::decode(payload.as_slice()).unwrap();
+        assert_eq!(register.method, "RegisterPlugin");
+        let answer = Response::default().encode_to_vec();
+        raw.send(&frame(conn, &message(stream, 2, &answer))).await;
+        raw
+    }
+
+    async fn send(&mut self, bytes: &[u8]) {
+        self.trunk.write_all(bytes).await.unwrap();
+    }
+
+    /// One frame holding one whole ttrpc message: (connection, stream, payload).
+    async fn read_message(&mut self) -> (u32, u32, Vec<u8>) {
+        let mut header = [0u8; 8];
+        tokio::time::timeout(WAIT, self.trunk.read_exact(&mut header))
+            .await
+            .unwrap()
+            .unwrap();
+        let conn = u32::from_be_bytes(header[..4].try_into().unwrap());
+        let len = u32::from_be_bytes(header[4..].try_into().unwrap()) as usize;
+        let mut body = vec![0u8; len];
+        self.trunk.read_exact(&mut body).await.unwrap();
+        let stream = u32::from_be_bytes(body[4..8].try_into().unwrap());
+        (conn, stream, body[10..].to_vec())
+    }
+
+    /// Sends `request` on stream `stream` of the plugin connection; the answer.
+    async fn call(&mut self, stream: u32, request: Vec<u8>) -> Response {
+        let bytes = frame(PLUGIN_SERVICE_CONN, &message(stream, 1, &request));
+        self.send(&bytes).await;
+        self.answer(stream).await
+    }
+
+    async fn answer(&mut self, stream: u32) -> Response {
+        let (conn, answered, payload) = self.read_message().await;
+        assert_eq!((conn, answered), (PLUGIN_SERVICE_CONN, stream));
+        Response::decode(payload.as_slice()).unwrap()
+    }
+
+    async fn configure(&mut self, stream: u32) -> i32 {
+        let configure = api::ConfigureRequest::default().encode_to_vec();
+        let answer = self.call(stream, request(api::PLUGIN_SERVICE, "Configure", configure));
+        let answer = answer.await;
+        assert_eq!(answer.status.map(|s| s.code).unwrap_or(0), 0);
+        api::ConfigureResponse::decode(answer.payload.as_slice())
+            .unwrap()
+            .events
+    }
+}
+
+fn code(response: &Response) -> i32 {
+    response.status.as_ref().map(|s| s.code).unwrap_or(0)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_split_across_frames_is_reassembled() {
+    let mut raw = RawRuntime::start().await;
+    let configure = api::ConfigureRequest::default().encode_to_vec();
+    let bytes = message(1, 1, &request(api::PLUGIN_SERVICE, "Configure", configure));
+    for piece in [&bytes[..1], &bytes[1..7], &bytes[7..]] {
+        raw.send(&frame(PLUGIN_SERVICE_CONN, piece)).await;
+    }
+    let answer = raw.answer(1).await;
+    let events = api::ConfigureResponse::decode(answer.payload.as_slice())
+        .unwrap()
+        .events;
+    assert_eq!(events, EventMask::of(&[Event::CreateContainer]).bits());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_requests_get_error_answers_and_the_connection_goes_on() {
+    let mut raw = RawRuntime::start().await;
+    // An envelope that is not protobuf.
+    let answer = raw.call(1, vec![0xff, 0xff, 0xff]).await;
+    assert_eq!(code(&answer), NriStatus::INVALID_ARGUMENT);
+    // A request whose payload is not the method's message.
+    let garbage = request(api::PLUGIN_SERVICE, "CreateContainer", vec![0x0a, 0xff]);
+    assert_eq!(
+        code(&raw.call(3, garbage).await),
+        NriStatus::INVALID_ARGUMENT
+    );
+    // An unknown method and an unknown service.
+    let unknown = request(api::PLUGIN_SERVICE, "Reboot", vec![]);
+    assert_eq!(code(&raw.call(5, unknown).await), NriStatus::UNIMPLEMENTED);
+    let elsewhere = request("other.Service", "Configure", vec![]);
+    assert_eq!(
+        code(&raw.call(7, elsewhere).await),
+        NriStatus::UNIMPLEMENTED
+    );
+    // Frames for a connection nobody opened are dropped.
+    raw.send(&frame(7, b"noise")).await;
+    // A message over ttrpc's limit is read past and refused.
+    let len = MESSAGE_LENGTH_MAX + 1;
+    let mut oversized = (len as u32).to_be_bytes().to_vec();
+    oversized.extend_from_slice(&9u32.to_be_bytes());
+    oversized.extend_from_slice(&[1, 0]);
+    oversized.resize(10 + len, 0);
+    for piece in oversized.chunks(MAX_FRAME_PAYLOAD) {
+        raw.send(&frame(PLUGIN_SERVICE_CONN, piece)).await;
+    }
+    assert_eq!(code(&raw.answer(9).await), NriStatus::RESOURCE_EXHAUSTED);
+    // Still serving.
+    assert_eq!(
+        raw.configure(11).await,
+        EventMask::of(&[Event::CreateContainer]).bits()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_oversized_frame_ends_the_connection_with_a_protocol_error() {
+    let mut raw = RawRuntime::start().await;
+    let mut header = PLUGIN_SERVICE_CONN.to_be_bytes().to_vec();
+    header.extend_from_slice(&(MAX_FRAME_PAYLOAD as u32 + 1).to_be_bytes());
+    raw.send(&header).await;
+    let ended = tokio::time::timeout(WAIT, &mut raw.plugin)
+        .await
+        .unwrap()
+        .unwrap();
+    match ended {
+        Err(NriError::Protocol(why)) => assert!(why.contains("exceeds"), "{why}"),
+        other => panic!("expected a protocol error, got {other:?}"),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_runtime_that_hangs_up_mid_message_ends_the_plugin_cleanly() {
+    let mut raw = RawRuntime::start().await;
+    raw.send(&frame(PLUGIN_SERVICE_CONN, &[0, 0, 0, 9])).await;
+    let RawRuntime { trunk, plugin } = raw;
+    drop(trunk);
+    let ended = tokio::time::timeout(WAIT, plugin).await.unwrap().unwrap();
+    assert!(ended.is_ok(), "{ended:?}");
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(32))]
+
+    /// However the runtime cuts its messages into frames, the plugin reads the same
+    /// requests and answers each on its stream.
+    #[test]
+    fn any_framing_of_a_request_stream_is_answered_in_full(
+        cuts in proptest::collection::vec(1usize..40, 1..30),
+        requests in 1u32..5,
+    ) {
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .unwrap();
+        runtime.block_on(async {
+            let mut raw = RawRuntime::start().await;
+            let configure = api::ConfigureRequest::default().encode_to_vec();
+            let mut bytes = Vec::new();
+            for i in 0..requests {
+                let body = request(api::PLUGIN_SERVICE, "Configure", configure.clone());
+                bytes.extend(message(2 * i + 1, 1, &body));
+            }
+            let mut rest = bytes.as_slice();
+            for cut in cuts.iter().cycle() {
+                if rest.is_empty() {
+                    break;
+                }
+                let (piece, tail) = rest.split_at((*cut).min(rest.len()));
+                raw.send(&frame(PLUGIN_SERVICE_CONN, piece)).await;
+                rest = tail;
+            }
+            let mut answered = Vec::new();
+            for _ in 0..requests {
+                let (conn, stream, payload) = raw.read_message().await;
+                assert_eq!(conn, PLUGIN_SERVICE_CONN);
+                let answer = Response::decode(payload.as_slice()).unwrap();
+                assert_eq!(code(&answer), 0);
+                answered.push(stream);
+            }
+            answered.sort_unstable();
+            let expected: Vec<u32> = (0..requests).map(|i| 2 * i + 1).collect();
+            assert_eq!(answered, expected);
+        });
+    }
+}
