@@ -102,7 +102,7 @@ impl Node {
 
     /// What the pod's file records: its manifests, its containers' affinities and what the
     /// managers gave each container.
-    fn record_of(
+    pub(super) fn record_of(
         &self,
         pod: &Pod,
         manifest: &K8sPod,

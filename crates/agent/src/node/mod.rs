@@ -10,6 +10,7 @@
 //! byte-identical to before.
 
 mod admission;
+mod containers;
 mod device_metrics;
 mod device_provider;
 mod locks;
@@ -444,5 +445,7 @@ fn pod_ref(pod: &Pod) -> Option<String> {
 
 #[cfg(test)]
 pub(crate) mod tests;
+#[cfg(test)]
+mod tests_containers;
 #[cfg(test)]
 mod tests_hostile;

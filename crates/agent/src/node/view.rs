@@ -98,6 +98,13 @@ pub(crate) struct PodView {
     pub(crate) containers: Vec<ContainerView>,
 }
 
+impl PodView {
+    /// Whether the pod holds a container called `name`.
+    pub(crate) fn has_container(&self, name: &str) -> bool {
+        self.containers.iter().any(|c| c.name == name)
+    }
+}
+
 pub(super) fn pod_view(node: &Node, admitted: &AdmittedPod) -> PodView {
     let pod = &admitted.pod;
     let claims = pod_claims(pod).ok();

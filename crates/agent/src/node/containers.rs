@@ -1,0 +1,129 @@
+//! Admitting a pod one container at a time, for front doors that see containers as they
+//! are created (NRI) rather than whole pods (the admission API, the kubelet): the first
+//! container admits the pod through [`Node::admit`]; each later one runs the same topology
+//! admission on the pod as it stands now, a pod of that container alone, and joins the
+//! admitted pod. A rejected container leaves the pod and every other container as they
+//! were.
+
+use std::sync::Arc;
+
+use anyhow::anyhow;
+use corral_topology::Pod;
+use k8s_openapi::api::core::v1::Pod as K8sPod;
+
+use super::{Admission, AdmitError, Node, pod_ref};
+use crate::manifest::pod_from_manifest;
+
+impl Node {
+    /// Admits the one container of `manifest` (a pod manifest with exactly one container)
+    /// into its pod: the pod is admitted with it when new; a container the pod already
+    /// holds answers what it holds.
+    pub(crate) async fn admit_container(
+        self: &Arc<Self>,
+        manifest: K8sPod,
+    ) -> Result<Admission, AdmitError> {
+        let pod = pod_from_manifest(&manifest, &self.limits)?;
+        let [container] = pod.containers.as_slice() else {
+            return Err(anyhow!("admit_container takes a pod of one container").into());
+        };
+        let name = container.name.clone();
+        if self.pods.get(&pod.uid).is_none() {
+            let admitted = self.admit(manifest.clone(), Vec::new()).await?;
+            // Another container of the pod may have admitted it first.
+            match &admitted {
+                Admission::Admitted(view) if !view.has_container(&name) => {}
+                _ => return Ok(admitted),
+            }
+        }
+        let _pod_lock = self.pod_locks.lock(&pod.uid).await;
+        let Some(admitted) = self.pods.get(&pod.uid) else {
+            return Err(anyhow!(
+                "pod {} was released while its container was admitted",
+                pod.uid
+            )
+            .into());
+        };
+        if admitted.pod.container(&name).is_some() {
+            return Ok(Admission::Admitted(self.view(&pod.uid)?));
+        }
+        self.pods.begin_admitting(&pod);
+        let node = Arc::clone(self);
+        let admitting = pod.clone();
+        let result = tokio::task::spawn_blocking(move || {
+            let _decision = node.decisions.acquire_blocking();
+            node.topology.admit(&admitting)
+        })
+        .await;
+        let result = match result {
+            Ok(result) => result,
+            Err(err) => {
+                self.release_container(&pod).await;
+                return Err(anyhow!("the topology manager's admission panicked: {err}").into());
+            }
+        };
+        if !result.admit {
+            tracing::info!(pod = pod_ref(&pod), podUID = %pod.uid, container = %name, reason = %result.reason, detail = %result.message, "container rejected");
+            self.release_container(&pod).await;
+            return Ok(Admission::Rejected {
+                reason: result.reason,
+                message: result.message,
+            });
+        }
+        if let Err(err) = self.join(&pod, &manifest) {
+            self.release_container(&pod).await;
+            return Err(err
+                .context("persisting the admitted container; its admission was undone")
+                .into());
+        }
+        tracing::info!(pod = pod_ref(&pod), podUID = %pod.uid, container = %name, "container admitted");
+        Ok(Admission::Admitted(self.view(&pod.uid)?))
+    }
+
+    /// Adds the admitted one-container `pod` to the admitted pod of its uid, on disk first.
+    fn join(&self, pod: &Pod, manifest: &K8sPod) -> anyhow::Result<()> {
+        let addition = self.record_of(pod, manifest, &[])?;
+        let added = pod.containers.clone();
+        self.pods.update(&pod.uid, |entry| {
+            let Some(admitted) = entry else {
+                return Err(anyhow!("pod {} is no longer admitted", pod.uid));
+            };
+            let record = &mut admitted.record;
+            let containers = record.pod["spec"]["containers"]
+                .as_array_mut()
+                .ok_or_else(|| anyhow!("the record of pod {} has no containers", pod.uid))?;
+            containers.extend(
+                addition.pod["spec"]["containers"]
+                    .as_array()
+                    .cloned()
+                    .unwrap_or_default(),
+            );
+            record.affinities.extend(addition.affinities);
+            let holdings = record.holdings.get_or_insert_with(Default::default);
+            holdings.extend(addition.holdings.unwrap_or_default());
+            admitted.pod.containers.extend(added);
+            Ok(())
+        })?
+    }
+
+    /// Gives back what the managers took for the one-container `pod` that was not
+    /// admitted; the rest of its pod keeps what it holds.
+    async fn release_container(self: &Arc<Self>, pod: &Pod) {
+        self.pods.end_admitting(&pod.uid);
+        let node = Arc::clone(self);
+        let released = tokio::task::spawn_blocking(move || {
+            let _decision = node.decisions.acquire_blocking();
+            let active = corral_cpumgr::PodSource::active_pods(node.pods.as_ref());
+            node.cpu.remove_stale_state(&active, None)
+        })
+        .await;
+        match released {
+            Ok(Ok(())) => {}
+            Ok(Err(err)) => {
+                tracing::error!(pod = pod_ref(pod), podUID = %pod.uid, err = %err, "releasing CPUs failed")
+            }
+            Err(err) => {
+                tracing::error!(pod = pod_ref(pod), podUID = %pod.uid, err = %err, "releasing CPUs panicked")
+            }
+        }
+    }
+}
