@@ -277,6 +277,16 @@ pub(crate) struct ConfigArgs {
     /// Serve Prometheus metrics on this loopback address (e.g. 127.0.0.1:9464).
     #[arg(long)]
     pub(crate) metrics_addr: Option<String>,
+    /// `nri`: run as an NRI plugin of the container runtime (containerd, CRI-O): its pod
+    /// and container events drive admission.
+    #[arg(long)]
+    pub(crate) nri: bool,
+    /// `nriSocket`: the runtime's NRI socket (default /var/run/nri/nri.sock).
+    #[arg(long, value_name = "PATH")]
+    pub(crate) nri_socket: Option<PathBuf>,
+    /// `nriPluginIndex`: the two-digit index corral registers with (default 50).
+    #[arg(long, value_name = "NN")]
+    pub(crate) nri_plugin_index: Option<String>,
 }
 
 /// The pairs of one `KEY=VALUE,KEY=VALUE` flag value, in order.

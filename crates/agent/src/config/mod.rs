@@ -47,6 +47,9 @@ pub(crate) struct ConfigSource {
     pub(crate) max_manifest_bytes: Option<u64>,
     pub(crate) max_connections_per_socket: Option<u64>,
     pub(crate) max_resources_per_device_plugin: Option<u64>,
+    pub(crate) nri: Option<bool>,
+    pub(crate) nri_socket: Option<PathBuf>,
+    pub(crate) nri_plugin_index: Option<String>,
     /// Keys corral does not read (a full KubeletConfiguration has many): warned about.
     #[serde(flatten)]
     pub(crate) other: BTreeMap<String, serde_json::Value>,
@@ -100,7 +103,10 @@ impl ConfigSource {
             max_containers_per_pod,
             max_manifest_bytes,
             max_connections_per_socket,
-            max_resources_per_device_plugin
+            max_resources_per_device_plugin,
+            nri,
+            nri_socket,
+            nri_plugin_index
         );
         self
     }
@@ -286,6 +292,7 @@ impl ConfigSource {
             self.max_resources_per_device_plugin,
             corral_devicemgr::DEFAULT_MAX_RESOURCES_PER_PLUGIN,
         );
+        let nri = self.nri_mode(&mut errors);
         if !errors.is_empty() {
             return Err(errors);
         }
@@ -305,8 +312,59 @@ impl ConfigSource {
             pod_limits,
             max_connections_per_socket,
             max_resources_per_device_plugin,
+            nri,
         })
     }
+
+    /// `nri`, `nriSocket`, `nriPluginIndex`: the NRI plugin corral runs as, when `nri`.
+    fn nri_mode(&self, errors: &mut ConfigErrors) -> NriMode {
+        if self.nri != Some(true) {
+            return NriMode::Off;
+        }
+        if self.container_runtime_endpoint.as_deref().is_some_and(|e| !e.is_empty()) {
+            errors.push(
+                "nri",
+                "true",
+                "false when containerRuntimeEndpoint is set (in NRI mode cpusets reach containers through NRI)",
+            );
+        }
+        let index = self
+            .nri_plugin_index
+            .as_deref()
+            .unwrap_or(DEFAULT_NRI_PLUGIN_INDEX);
+        let mut plugin = match corral_proto::nri::plugin::PluginConfig::new("corral", index) {
+            Ok(plugin) => plugin,
+            Err(_) => {
+                errors.push("nriPluginIndex", index, "two decimal digits, 00 to 99");
+                return NriMode::Off;
+            }
+        };
+        if let Some(socket) = &self.nri_socket {
+            if !socket.is_absolute() {
+                let text = socket.display().to_string();
+                errors.push(
+                    "nriSocket",
+                    &text,
+                    "an absolute path of the runtime's NRI socket",
+                );
+            }
+            plugin.socket = socket.clone();
+        }
+        NriMode::Plugin(plugin)
+    }
+}
+
+/// The NRI plugin index corral registers with by default: after plugins that set up
+/// devices, before ones that only observe.
+pub(crate) const DEFAULT_NRI_PLUGIN_INDEX: &str = "50";
+
+/// Whether corral runs as an NRI plugin, driven by the container runtime's events.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum NriMode {
+    /// No: pods arrive through the admission API only.
+    Off,
+    /// Yes, registering with the runtime as this plugin.
+    Plugin(corral_proto::nri::plugin::PluginConfig),
 }
 
 /// What one admission request may ask for (`maxContainersPerPod`, `maxManifestBytes`).
@@ -357,6 +415,9 @@ pub(crate) fn load(args: &ConfigArgs) -> Result<(AgentConfig, Vec<String>), Conf
         kubelet_layout: args.kubelet_layout.then_some(true),
         host_root: args.host_root.clone(),
         metrics_address: args.metrics_addr.clone(),
+        nri: args.nri.then_some(true),
+        nri_socket: args.nri_socket.clone(),
+        nri_plugin_index: args.nri_plugin_index.clone(),
         ..ConfigSource::default()
     };
     let config = file.overlay(flags).validate()?;
@@ -392,6 +453,8 @@ pub(crate) struct AgentConfig {
     pub(crate) max_connections_per_socket: usize,
     /// `maxResourcesPerDevicePlugin`: resources one device plugin may register.
     pub(crate) max_resources_per_device_plugin: usize,
+    /// `nri`, `nriSocket`, `nriPluginIndex`.
+    pub(crate) nri: NriMode,
 }
 
 /// One invalid value.

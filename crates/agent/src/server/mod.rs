@@ -10,6 +10,7 @@ mod agent_api;
 mod cri;
 mod demo;
 mod metrics;
+mod nri;
 mod podresources;
 
 use std::sync::Arc;
@@ -21,7 +22,7 @@ use corral_proto::podresources::v1::pod_resources_lister_server::PodResourcesLis
 use corral_proto::uds::{ServeOptions, SocketOptions, UdsListener, serve_with};
 use tokio::sync::watch;
 
-use crate::config::AgentConfig;
+use crate::config::{AgentConfig, NriMode};
 use crate::node::{NoRuntime, Node};
 
 /// How long in-flight calls may take after a shutdown signal.
@@ -40,15 +41,18 @@ pub(crate) async fn run(config: AgentConfig, demo_devices: usize) -> Result<()> 
             config.host_root.display()
         )
     })?;
+    let nri_slot = nri::RuntimeSlot::default();
     let node = {
         let config = config.clone();
+        let nri_slot = nri_slot.clone();
+        let handle = tokio::runtime::Handle::current();
         let runtime: Arc<dyn corral_cpumgr::ContainerRuntime> =
-            match &config.container_runtime_endpoint {
-                Some(socket) => Arc::new(cri::CriRuntime::new(
-                    socket.clone(),
-                    tokio::runtime::Handle::current(),
-                )),
-                None => Arc::new(NoRuntime),
+            match (&config.nri, &config.container_runtime_endpoint) {
+                (NriMode::Plugin(_), _) => Arc::new(nri::NriRuntime::new(nri_slot.clone(), handle)),
+                (NriMode::Off, Some(socket)) => {
+                    Arc::new(cri::CriRuntime::new(socket.clone(), handle))
+                }
+                (NriMode::Off, None) => Arc::new(NoRuntime),
             };
         tokio::task::spawn_blocking(move || Node::open(&config, &topology, runtime)).await??
     };
@@ -72,10 +76,18 @@ pub(crate) async fn run(config: AgentConfig, demo_devices: usize) -> Result<()> 
             let _ = rx.wait_for(|stop| *stop).await;
         }
     };
-    let reconcile = config
-        .container_runtime_endpoint
-        .as_ref()
-        .map(|_| tokio::spawn(reconcile_loop(Arc::clone(&node), stopped())));
+    let pushes_cpusets = config.container_runtime_endpoint.is_some() || config.nri != NriMode::Off;
+    let reconcile =
+        pushes_cpusets.then(|| tokio::spawn(reconcile_loop(Arc::clone(&node), stopped())));
+    let nri_plugin = match &config.nri {
+        NriMode::Plugin(plugin) => Some(tokio::spawn(nri::serve(
+            Arc::clone(&node),
+            plugin.clone(),
+            nri_slot.clone(),
+            stopped(),
+        ))),
+        NriMode::Off => None,
+    };
     let agent_socket = config.layout.agent_socket();
     let agent_listener = UdsListener::bind(&agent_socket, &SocketOptions::default())
         .with_context(|| format!("binding {}", agent_socket.display()))?;
@@ -119,6 +131,9 @@ pub(crate) async fn run(config: AgentConfig, demo_devices: usize) -> Result<()> 
     }
     drop(watcher);
     if let Some(task) = reconcile {
+        task.await?;
+    }
+    if let Some(task) = nri_plugin {
         task.await?;
     }
     if let Some(plugin) = demo {

@@ -6,4 +6,5 @@ mod cli;
 mod config_parity;
 mod e2e;
 mod metrics_endpoint;
+mod nri;
 mod support;

@@ -1,0 +1,62 @@
+//! `corral run --nri`: the agent as an NRI plugin of the container runtime. It dials the
+//! runtime's NRI socket, registers, and serves the runtime's events through
+//! [`plugin::NodePlugin`]; a lost connection is redialed with backoff (1 s doubling to
+//! 30 s), the node's state kept, and the runtime's Synchronize on reconnect reconciles it.
+
+mod plugin;
+mod pod;
+mod runtime;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use corral_proto::nri::plugin::{PluginConfig, PluginStub};
+
+pub(crate) use runtime::{NriRuntime, RuntimeSlot};
+
+use crate::node::Node;
+
+const FIRST_BACKOFF: Duration = Duration::from_secs(1);
+const MAX_BACKOFF: Duration = Duration::from_secs(30);
+
+/// Connects, registers and serves until `stop`; reconnects whenever the runtime goes away.
+pub(crate) async fn serve(
+    node: Arc<Node>,
+    config: PluginConfig,
+    slot: RuntimeSlot,
+    stop: impl std::future::Future<Output = ()>,
+) {
+    tokio::pin!(stop);
+    let mut backoff = FIRST_BACKOFF;
+    loop {
+        let session = async {
+            let stub = PluginStub::connect(config.clone()).await?;
+            slot.set(Some(stub.runtime()));
+            tracing::info!(socket = %config.socket.display(), index = %config.index, "NRI: connected, registering");
+            stub.run(plugin::NodePlugin::new(Arc::clone(&node))).await
+        };
+        let ended = tokio::select! {
+            () = &mut stop => {
+                slot.set(None);
+                return;
+            }
+            ended = session => ended,
+        };
+        slot.set(None);
+        match ended {
+            Ok(()) => {
+                tracing::warn!("NRI: the runtime closed the connection; reconnecting");
+                backoff = FIRST_BACKOFF;
+            }
+            Err(err) => {
+                let err = crate::error_text::error_chain(&err);
+                tracing::warn!(err = %err, retry_in = ?backoff, "NRI: connection failed");
+            }
+        }
+        tokio::select! {
+            () = &mut stop => return,
+            () = tokio::time::sleep(backoff) => {}
+        }
+        backoff = (backoff * 2).min(MAX_BACKOFF);
+    }
+}

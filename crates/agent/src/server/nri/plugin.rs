@@ -1,0 +1,260 @@
+//! The node as an NRI plugin: the runtime's container events become admissions and
+//! releases through the same [`Node`] as the admission API, and each answer carries the
+//! cpuset the CPU manager decided.
+
+use std::sync::Arc;
+
+use corral_proto::nri::NriStatus;
+use corral_proto::nri::api::{self, Event, EventMask};
+use corral_proto::nri::plugin::NriPlugin;
+
+use super::pod::{NriPodError, container_manifest};
+use crate::node::{Admission, AdmitError, Node};
+
+/// The events corral acts on.
+pub(crate) const EVENTS: &[Event] = &[
+    Event::CreateContainer,
+    Event::StopContainer,
+    Event::RemoveContainer,
+    Event::RemovePodSandbox,
+];
+
+/// corral's [`NriPlugin`].
+pub(crate) struct NodePlugin {
+    node: Arc<Node>,
+}
+
+impl NodePlugin {
+    pub(crate) fn new(node: Arc<Node>) -> Self {
+        NodePlugin { node }
+    }
+
+    /// Admits `container` of `pod` and records its id; the cpuset it runs with, or `None`
+    /// for a container that is not a kubelet pod's (left alone).
+    async fn admit(
+        &self,
+        pod: &api::PodSandbox,
+        container: &api::Container,
+    ) -> Result<Option<String>, NriStatus> {
+        let manifest = match container_manifest(pod, container) {
+            Ok(manifest) => manifest,
+            Err(NriPodError::NotKubelet { .. }) => return Ok(None),
+            Err(err) => return Err(NriStatus::new(NriStatus::INVALID_ARGUMENT, err.to_string())),
+        };
+        match self.node.admit_container(manifest).await {
+            Ok(Admission::Admitted(_)) => {}
+            Ok(Admission::Rejected { reason, message }) => {
+                return Err(NriStatus::new(
+                    NriStatus::UNKNOWN,
+                    format!("{reason}: {message}"),
+                ));
+            }
+            Err(AdmitError::InvalidPod(err)) => {
+                let why = crate::error_text::error_chain(&err);
+                return Err(NriStatus::new(NriStatus::INVALID_ARGUMENT, why));
+            }
+            Err(err) => {
+                let why = crate::error_text::error_chain(&err);
+                return Err(NriStatus::new(NriStatus::UNKNOWN, why));
+            }
+        }
+        if let Err(err) = self
+            .node
+            .container_started(&pod.uid, &container.name, &container.id)
+        {
+            let why = crate::error_text::error_chain(err.as_ref());
+            return Err(NriStatus::new(NriStatus::UNKNOWN, why));
+        }
+        let cpus = self.node.cpu().cpu_affinity(&pod.uid, &container.name);
+        Ok(Some(cpus.to_string()))
+    }
+
+    /// Updates for every container in the shared pool but `except`: the pool as it is now.
+    fn shared_pool_updates(&self, except: &str) -> Vec<api::ContainerUpdate> {
+        let cpu = self.node.cpu();
+        let mut updates = Vec::new();
+        for admitted in self.node.pods().all() {
+            let uid = &admitted.pod.uid;
+            for (name, id) in &admitted.record.container_ids {
+                if id != except && cpu.exclusive_cpus(uid, name).is_empty() {
+                    let cpus = cpu.cpu_affinity(uid, name).to_string();
+                    updates.push(cpuset_update(id, cpus));
+                }
+            }
+        }
+        updates
+    }
+
+    fn removed(&self, container_id: &str) -> Result<(), NriStatus> {
+        self.node.container_removed(container_id).map_err(|err| {
+            NriStatus::new(
+                NriStatus::UNKNOWN,
+                crate::error_text::error_chain(err.as_ref()),
+            )
+        })
+    }
+}
+
+fn cpu_resources(cpus: String) -> api::LinuxResources {
+    api::LinuxResources {
+        cpu: Some(api::LinuxCpu {
+            cpus,
+            ..api::LinuxCpu::default()
+        }),
+        ..api::LinuxResources::default()
+    }
+}
+
+fn cpuset_update(container_id: &str, cpus: String) -> api::ContainerUpdate {
+    api::ContainerUpdate {
+        container_id: container_id.to_owned(),
+        linux: Some(api::LinuxContainerUpdate {
+            resources: Some(cpu_resources(cpus)),
+        }),
+        ignore_failure: true,
+    }
+}
+
+#[tonic::async_trait]
+impl NriPlugin for NodePlugin {
+    async fn configure(&self, request: api::ConfigureRequest) -> Result<EventMask, NriStatus> {
+        tracing::info!(runtime = %request.runtime_name, version = %request.runtime_version, "NRI runtime configured corral");
+        Ok(EventMask::of(EVENTS))
+    }
+
+    /// The runtime's pods and containers: containers corral does not know are admitted
+    /// (running ones keep running; their cpuset comes as an update), pods the runtime no
+    /// longer has are released.
+    async fn synchronize(
+        &self,
+        request: api::SynchronizeRequest,
+    ) -> Result<api::SynchronizeResponse, NriStatus> {
+        let mut update = Vec::new();
+        for container in &request.containers {
+            let Some(pod) = request
+                .pods
+                .iter()
+                .find(|p| p.id == container.pod_sandbox_id)
+            else {
+                continue;
+            };
+            let state = container.state();
+            if state == api::ContainerState::ContainerStopped {
+                self.removed(&container.id)?;
+                continue;
+            }
+            match self.admit(pod, container).await {
+                Ok(Some(cpus)) => update.push(cpuset_update(&container.id, cpus)),
+                Ok(None) => {}
+                Err(status) => {
+                    tracing::warn!(container = %container.id, err = %status, "a running container could not be admitted; left as it runs");
+                }
+            }
+        }
+        let active: Vec<String> = request.pods.iter().map(|p| p.uid.clone()).collect();
+        if !request.more {
+            let released = self.node.sync_active(&active).await.map_err(|err| {
+                NriStatus::new(
+                    NriStatus::UNKNOWN,
+                    crate::error_text::error_chain(err.as_ref()),
+                )
+            })?;
+            if !released.is_empty() {
+                tracing::info!(pods = ?released, "pods the runtime no longer has released");
+            }
+        }
+        let ids: std::collections::BTreeSet<String> =
+            update.iter().map(|u| u.container_id.clone()).collect();
+        let shared = self.shared_pool_updates("");
+        update.extend(
+            shared
+                .into_iter()
+                .filter(|u| !ids.contains(&u.container_id)),
+        );
+        Ok(api::SynchronizeResponse {
+            update,
+            more: false,
+        })
+    }
+
+    async fn create_container(
+        &self,
+        request: api::CreateContainerRequest,
+    ) -> Result<api::CreateContainerResponse, NriStatus> {
+        let (Some(pod), Some(container)) = (&request.pod, &request.container) else {
+            let why = "CreateContainer without its pod or container";
+            return Err(NriStatus::new(NriStatus::INVALID_ARGUMENT, why));
+        };
+        let Some(cpus) = self.admit(pod, container).await? else {
+            return Ok(api::CreateContainerResponse::default());
+        };
+        let exclusive = !self
+            .node
+            .cpu()
+            .exclusive_cpus(&pod.uid, &container.name)
+            .is_empty();
+        let adjust = api::ContainerAdjustment {
+            linux: Some(api::LinuxContainerAdjustment {
+                resources: Some(cpu_resources(cpus)),
+                ..api::LinuxContainerAdjustment::default()
+            }),
+            ..api::ContainerAdjustment::default()
+        };
+        // The shared pool shrank: every container in it runs on the smaller pool.
+        let update = if exclusive {
+            self.shared_pool_updates(&container.id)
+        } else {
+            Vec::new()
+        };
+        Ok(api::CreateContainerResponse {
+            adjust: Some(adjust),
+            update,
+            evict: Vec::new(),
+        })
+    }
+
+    async fn stop_container(
+        &self,
+        request: api::StopContainerRequest,
+    ) -> Result<api::StopContainerResponse, NriStatus> {
+        let Some(container) = &request.container else {
+            return Ok(api::StopContainerResponse::default());
+        };
+        let held = self
+            .node
+            .pods()
+            .pod_of_container(&container.id)
+            .is_some_and(|uid| {
+                let name = &container.name;
+                !self.node.cpu().exclusive_cpus(&uid, name).is_empty()
+            });
+        self.removed(&container.id)?;
+        // Exclusive CPUs went back to the pool: every container in it may use them.
+        let update = if held {
+            self.shared_pool_updates(&container.id)
+        } else {
+            Vec::new()
+        };
+        Ok(api::StopContainerResponse { update })
+    }
+
+    async fn state_change(&self, event: api::StateChangeEvent) -> Result<(), NriStatus> {
+        match event.event() {
+            Event::RemoveContainer => {
+                if let Some(container) = &event.container {
+                    self.removed(&container.id)?;
+                }
+            }
+            Event::RemovePodSandbox => {
+                if let Some(pod) = &event.pod {
+                    self.node.release(&pod.uid).await.map_err(|err| {
+                        let why = crate::error_text::error_chain(err.as_ref());
+                        NriStatus::new(NriStatus::UNKNOWN, why)
+                    })?;
+                }
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,198 @@
+//! The kubelet's view of a pod and one of its containers, derived from what NRI carries:
+//! names and uid from the pod sandbox, the QoS class from the pod's cgroup parent, CPU
+//! request and limit back from the cgroup values the kubelet wrote (`cpu.shares` from the
+//! request, CFS quota over period from the limit: `pkg/kubelet/cm/helpers_linux.go`'s
+//! `MilliCPUToShares` and `MilliCPUToQuota` inverted), the memory limit as is.
+//!
+//! NRI carries neither the pod spec nor the other containers: each container is seen alone
+//! when it is created (see the README's NRI section for the rules this implies).
+
+use corral_proto::nri::api;
+use k8s_openapi::api::core::v1::Pod as K8sPod;
+
+/// `MinShares`: what a container without a CPU request gets.
+const MIN_SHARES: u64 = 2;
+/// `SharesPerCPU`.
+const SHARES_PER_CPU: u64 = 1024;
+/// `MilliCPUToCPU`.
+const MILLI_PER_CPU: u64 = 1000;
+
+/// A pod's QoS class, as its cgroup parent names it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum QosClass {
+    /// `kubepods/pod<uid>` (cgroupfs) or `kubepods-pod<uid>.slice` (systemd).
+    Guaranteed,
+    /// `kubepods/burstable/…` or `kubepods-burstable-…`.
+    Burstable,
+    /// `kubepods/besteffort/…` or `kubepods-besteffort-…`.
+    BestEffort,
+}
+
+/// The QoS class a pod cgroup parent names; one outside `kubepods` is `None` (not a
+/// kubelet pod).
+pub(crate) fn qos_of_cgroup_parent(parent: &str) -> Option<QosClass> {
+    if !parent.contains("kubepods") {
+        return None;
+    }
+    Some(if parent.contains("besteffort") {
+        QosClass::BestEffort
+    } else if parent.contains("burstable") {
+        QosClass::Burstable
+    } else {
+        QosClass::Guaranteed
+    })
+}
+
+/// The CPU request, in millicores, the kubelet's `cpu.shares` came from: the smallest
+/// request `MilliCPUToShares` maps to `shares` (shares of 2 or less: no request).
+pub(crate) fn cpu_request_millis(shares: u64) -> u64 {
+    if shares <= MIN_SHARES {
+        return 0;
+    }
+    (shares * MILLI_PER_CPU).div_ceil(SHARES_PER_CPU)
+}
+
+/// The CPU limit, in millicores, `MilliCPUToQuota` gave `quota` over `period` from; no
+/// quota (0 or negative) is no limit.
+pub(crate) fn cpu_limit_millis(quota: i64, period: u64) -> Option<u64> {
+    let quota = u64::try_from(quota).ok().filter(|&q| q > 0)?;
+    (period > 0).then(|| (quota * MILLI_PER_CPU).div_ceil(period))
+}
+
+/// Why a container cannot be seen as a kubelet container.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum NriPodError {
+    /// The pod sandbox or container is missing a field the conversion needs.
+    #[error("the NRI {what} has no {field}")]
+    Missing {
+        /// `pod` or `container`.
+        what: &'static str,
+        /// The field.
+        field: &'static str,
+    },
+    /// The pod is not a kubelet pod (its cgroup parent is outside `kubepods`).
+    #[error("pod {pod} is not a kubelet pod (cgroup parent {parent:?})")]
+    NotKubelet {
+        /// `namespace/name`.
+        pod: String,
+        /// Its cgroup parent.
+        parent: String,
+    },
+}
+
+/// A one-container pod manifest of `container` in `pod`: a Guaranteed pod's container has
+/// limits equal to its requests; a Burstable or BestEffort one has requests only, so no
+/// decision can treat it as Guaranteed.
+pub(crate) fn container_manifest(
+    pod: &api::PodSandbox,
+    container: &api::Container,
+) -> Result<K8sPod, NriPodError> {
+    let missing = |what, field| NriPodError::Missing { what, field };
+    if pod.uid.is_empty() {
+        return Err(missing("pod", "uid"));
+    }
+    if container.name.is_empty() {
+        return Err(missing("container", "name"));
+    }
+    let parent = pod
+        .linux
+        .as_ref()
+        .map(|l| l.cgroup_parent.as_str())
+        .unwrap_or_default();
+    let qos = qos_of_cgroup_parent(parent).ok_or_else(|| NriPodError::NotKubelet {
+        pod: format!("{}/{}", pod.namespace, pod.name),
+        parent: parent.to_owned(),
+    })?;
+    let resources = container.linux.as_ref().and_then(|l| l.resources.as_ref());
+    let cpu = resources.and_then(|r| r.cpu.as_ref());
+    let shares = cpu.and_then(|c| c.shares.as_ref()).map_or(0, |s| s.value);
+    let quota = cpu.and_then(|c| c.quota.as_ref()).map_or(0, |q| q.value);
+    let period = cpu.and_then(|c| c.period.as_ref()).map_or(0, |p| p.value);
+    let memory = resources
+        .and_then(|r| r.memory.as_ref())
+        .and_then(|m| m.limit.as_ref())
+        .map(|l| l.value)
+        .filter(|&l| l > 0);
+    let request = cpu_request_millis(shares);
+    let mut requests = serde_json::Map::new();
+    if request > 0 {
+        requests.insert("cpu".into(), format!("{request}m").into());
+    }
+    if let Some(memory) = memory {
+        requests.insert("memory".into(), memory.to_string().into());
+    }
+    let mut resources = serde_json::json!({ "requests": requests });
+    if qos == QosClass::Guaranteed {
+        let limit = cpu_limit_millis(quota, period).unwrap_or(request);
+        let mut limits = requests.clone();
+        limits.insert("cpu".into(), format!("{limit}m").into());
+        resources["limits"] = limits.into();
+    }
+    let manifest = serde_json::json!({
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": pod.name, "namespace": pod.namespace, "uid": pod.uid},
+        "spec": {"containers": [{"name": container.name, "resources": resources}]},
+    });
+    Ok(serde_json::from_value(manifest).expect("a pod manifest built from its own fields"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `MilliCPUToShares` (helpers_linux.go), to check the inversion against.
+    fn milli_cpu_to_shares(milli: u64) -> u64 {
+        if milli == 0 {
+            return MIN_SHARES;
+        }
+        (milli * SHARES_PER_CPU / MILLI_PER_CPU).clamp(MIN_SHARES, 262_144)
+    }
+
+    /// `MilliCPUToQuota` (helpers_linux.go).
+    fn milli_cpu_to_quota(milli: u64, period: u64) -> i64 {
+        if milli == 0 {
+            return 0;
+        }
+        ((milli * period / MILLI_PER_CPU) as i64).max(1000)
+    }
+
+    #[test]
+    fn the_kubelets_cpu_values_invert_to_the_request_and_limit() {
+        for milli in [
+            3, 10, 100, 250, 333, 500, 999, 1000, 1500, 2000, 3500, 64_000,
+        ] {
+            assert_eq!(
+                cpu_request_millis(milli_cpu_to_shares(milli)),
+                milli,
+                "{milli}m"
+            );
+            let quota = milli_cpu_to_quota(milli, 100_000);
+            assert_eq!(cpu_limit_millis(quota, 100_000), Some(milli), "{milli}m");
+        }
+        assert_eq!(cpu_request_millis(milli_cpu_to_shares(0)), 0);
+        assert_eq!(cpu_limit_millis(-1, 100_000), None);
+        assert_eq!(cpu_limit_millis(0, 100_000), None);
+    }
+
+    #[test]
+    fn cgroup_parents_name_the_qos_class() {
+        for (parent, qos) in [
+            ("/kubepods/pod1234", Some(QosClass::Guaranteed)),
+            ("/kubepods/burstable/pod1234", Some(QosClass::Burstable)),
+            ("/kubepods/besteffort/pod1234", Some(QosClass::BestEffort)),
+            ("kubepods-pod1234.slice", Some(QosClass::Guaranteed)),
+            (
+                "kubepods-burstable-pod1234.slice",
+                Some(QosClass::Burstable),
+            ),
+            (
+                "kubepods-besteffort-pod1234.slice",
+                Some(QosClass::BestEffort),
+            ),
+            ("/system.slice/other", None),
+        ] {
+            assert_eq!(qos_of_cgroup_parent(parent), qos, "{parent}");
+        }
+    }
+}

@@ -1,0 +1,89 @@
+//! The CPU manager's [`ContainerRuntime`] in NRI mode: a cpuset push (the reconcile loop's)
+//! is an NRI `UpdateContainers` call on the current connection to the runtime.
+
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use corral_cpumgr::{ContainerRuntime, RuntimeError};
+use corral_proto::nri::api;
+use corral_proto::nri::plugin::RuntimeClient;
+use corral_topology::CpuSet;
+use tokio::runtime::Handle;
+
+/// How long one `UpdateContainers` may take.
+const UPDATE_DEADLINE: Duration = Duration::from_secs(2);
+
+/// The runtime's `Runtime` service while corral is connected.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct RuntimeSlot(Arc<Mutex<Option<RuntimeClient>>>);
+
+impl RuntimeSlot {
+    /// The connection to use from now on (`None`: disconnected).
+    pub(crate) fn set(&self, client: Option<RuntimeClient>) {
+        *self.0.lock().unwrap_or_else(PoisonError::into_inner) = client;
+    }
+
+    fn get(&self) -> Option<RuntimeClient> {
+        self.0
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+}
+
+/// Pushes cpusets through NRI; calls run on `handle`'s runtime.
+#[derive(Debug)]
+pub(crate) struct NriRuntime {
+    slot: RuntimeSlot,
+    handle: Handle,
+}
+
+impl NriRuntime {
+    pub(crate) fn new(slot: RuntimeSlot, handle: Handle) -> Self {
+        NriRuntime { slot, handle }
+    }
+}
+
+impl ContainerRuntime for NriRuntime {
+    fn update_container_cpuset(
+        &self,
+        container_id: &str,
+        cpus: &CpuSet,
+    ) -> Result<(), RuntimeError> {
+        let Some(client) = self.slot.get() else {
+            let why =
+                format!("not connected to the NRI runtime: cannot update container {container_id}");
+            return Err(RuntimeError::new(why));
+        };
+        let request = api::UpdateContainersRequest {
+            update: vec![api::ContainerUpdate {
+                container_id: container_id.to_owned(),
+                linux: Some(api::LinuxContainerUpdate {
+                    resources: Some(api::LinuxResources {
+                        cpu: Some(api::LinuxCpu {
+                            cpus: cpus.to_string(),
+                            ..api::LinuxCpu::default()
+                        }),
+                        ..api::LinuxResources::default()
+                    }),
+                }),
+                ignore_failure: false,
+            }],
+            evict: Vec::new(),
+        };
+        let call = async move {
+            let answer = tokio::time::timeout(UPDATE_DEADLINE, client.update_containers(&request));
+            match answer.await {
+                Err(_) => Err(RuntimeError::new(format!(
+                    "UpdateContainers for {container_id} did not answer within {UPDATE_DEADLINE:?}"
+                ))),
+                Ok(Err(err)) => Err(RuntimeError::new(err)),
+                Ok(Ok(response)) if !response.failed.is_empty() => Err(RuntimeError::new(format!(
+                    "the runtime could not update container {container_id}"
+                ))),
+                Ok(Ok(_)) => Ok(()),
+            }
+        };
+        self.handle.block_on(call)
+    }
+}

@@ -1,0 +1,257 @@
+//! `corral run --nri` against corral's NRI runtime end (what containerd does) on a real
+//! unix socket: registration, Configure, Synchronize, Guaranteed and Burstable containers,
+//! shared-pool updates, release, a rejected container, and a SIGKILLed agent that comes
+//! back and keeps a running container's CPUs.
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use corral_proto::nri::api::{self, Event, EventMask};
+use corral_proto::nri::runtime::{PluginConnection, UpdateHandler};
+use corral_proto::nri::{NriError, NriStatus};
+use corral_topology::CpuSet;
+use tokio::net::UnixListener;
+
+use crate::support::{Reaped, STATIC_SINGLE_NUMA, WAIT, corral_run, log_file};
+
+/// A runtime that accepts every unsolicited update.
+struct AcceptAll;
+
+#[corral_proto::tonic::async_trait]
+impl UpdateHandler for AcceptAll {
+    async fn update_containers(
+        &self,
+        _: api::UpdateContainersRequest,
+    ) -> Result<api::UpdateContainersResponse, NriStatus> {
+        Ok(api::UpdateContainersResponse::default())
+    }
+}
+
+fn start(root: &Path, socket: &Path) -> Reaped {
+    let mut flags = STATIC_SINGLE_NUMA.to_vec();
+    let socket = socket.to_str().unwrap();
+    flags.extend(["--nri", "--nri-socket", socket, "--nri-plugin-index", "42"]);
+    Reaped(corral_run(
+        root,
+        &flags,
+        log_file(&root.with_extension("log")),
+    ))
+}
+
+/// Accepts corral's connection, waits for its registration and configures it.
+async fn connect(listener: &UnixListener) -> PluginConnection {
+    let (trunk, _) = tokio::time::timeout(WAIT, listener.accept())
+        .await
+        .unwrap()
+        .unwrap();
+    let mut conn = PluginConnection::accept(trunk, Arc::new(AcceptAll), WAIT).unwrap();
+    let registered = conn.registration(WAIT).await.unwrap();
+    assert_eq!(
+        (
+            registered.plugin_name.as_str(),
+            registered.plugin_idx.as_str()
+        ),
+        ("corral", "42")
+    );
+    let configure = api::ConfigureRequest {
+        runtime_name: "corral-test-runtime".into(),
+        ..Default::default()
+    };
+    let configured: api::ConfigureResponse = conn.call("Configure", &configure).await.unwrap();
+    let mask = EventMask::from_bits(configured.events);
+    for event in [
+        Event::CreateContainer,
+        Event::StopContainer,
+        Event::RemovePodSandbox,
+    ] {
+        assert!(mask.contains(event), "{event:?} not subscribed");
+    }
+    conn
+}
+
+fn pod(uid: &str, qos_dir: &str) -> api::PodSandbox {
+    api::PodSandbox {
+        id: format!("sandbox-{uid}"),
+        name: uid.into(),
+        uid: uid.into(),
+        namespace: "default".into(),
+        linux: Some(api::LinuxPodSandbox {
+            cgroup_parent: format!("/kubepods{qos_dir}/pod{uid}"),
+            ..Default::default()
+        }),
+        ..Default::default()
+    }
+}
+
+/// A container as the kubelet creates it: `cpu.shares` from `request_milli`, CFS quota from
+/// `limit_milli` (0: none), a 64 MiB memory limit.
+fn container(
+    pod: &api::PodSandbox,
+    id: &str,
+    request_milli: u64,
+    limit_milli: u64,
+) -> api::Container {
+    let cpu = api::LinuxCpu {
+        shares: Some(api::OptionalUInt64 {
+            value: (request_milli * 1024 / 1000).max(2),
+        }),
+        quota: (limit_milli > 0).then(|| api::OptionalInt64 {
+            value: (limit_milli * 100) as i64,
+        }),
+        period: Some(api::OptionalUInt64 { value: 100_000 }),
+        ..Default::default()
+    };
+    let memory = api::LinuxMemory {
+        limit: Some(api::OptionalInt64 { value: 64 << 20 }),
+        ..Default::default()
+    };
+    api::Container {
+        id: id.into(),
+        pod_sandbox_id: pod.id.clone(),
+        name: format!("name-{id}"),
+        state: api::ContainerState::ContainerCreated as i32,
+        linux: Some(api::LinuxContainer {
+            resources: Some(api::LinuxResources {
+                cpu: Some(cpu),
+                memory: Some(memory),
+                ..Default::default()
+            }),
+            ..Default::default()
+        }),
+        ..Default::default()
+    }
+}
+
+async fn create(
+    conn: &PluginConnection,
+    pod: &api::PodSandbox,
+    container: &api::Container,
+) -> Result<api::CreateContainerResponse, NriError> {
+    let request = api::CreateContainerRequest {
+        pod: Some(pod.clone()),
+        container: Some(container.clone()),
+    };
+    conn.call("CreateContainer", &request).await
+}
+
+fn adjusted_cpus(response: &api::CreateContainerResponse) -> CpuSet {
+    let adjust = response.adjust.as_ref().expect("an adjustment");
+    let resources = adjust.linux.as_ref().unwrap().resources.as_ref().unwrap();
+    resources.cpu.as_ref().unwrap().cpus.parse().unwrap()
+}
+
+fn updated(updates: &[api::ContainerUpdate], id: &str) -> Option<CpuSet> {
+    let update = updates.iter().find(|u| u.container_id == id)?;
+    let resources = update.linux.as_ref()?.resources.as_ref()?;
+    Some(resources.cpu.as_ref()?.cpus.parse().unwrap())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn containers_get_exclusive_or_shared_cpus_and_survive_a_sigkill() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("root");
+    let socket = dir.path().join("nri.sock");
+    let listener = UnixListener::bind(&socket).unwrap();
+    let mut agent = start(&root, &socket);
+    let conn = connect(&listener).await;
+    let synced: api::SynchronizeResponse = conn
+        .call("Synchronize", &api::SynchronizeRequest::default())
+        .await
+        .unwrap();
+    assert!(synced.update.is_empty());
+
+    // A Burstable container first: the whole shared pool, all 16 CPUs of the machine (the
+    // pool holds the reserved CPU 0 too).
+    let burstable = pod("b-uid", "/burstable");
+    let shared = container(&burstable, "shared-1", 500, 0);
+    let created = create(&conn, &burstable, &shared).await.unwrap();
+    let pool = adjusted_cpus(&created);
+    assert_eq!(pool.to_string(), "0-15");
+
+    // A Guaranteed 2-CPU container: two exclusive CPUs outside the reserved set, and the
+    // Burstable container is told the smaller pool.
+    let guaranteed = pod("g-uid", "");
+    let pinned = container(&guaranteed, "pinned-1", 2000, 2000);
+    let created = create(&conn, &guaranteed, &pinned).await.unwrap();
+    let exclusive = adjusted_cpus(&created);
+    assert_eq!(exclusive.len(), 2, "{exclusive}");
+    assert!(!exclusive.contains(0), "{exclusive}");
+    let smaller = updated(&created.update, "shared-1").expect("the shared container updated");
+    assert_eq!(smaller, pool.difference(&exclusive));
+
+    // More than one NUMA node holds: refused with the topology manager's reason.
+    let greedy = pod("x-uid", "");
+    let err = create(
+        &conn,
+        &greedy,
+        &container(&greedy, "greedy", 12_000, 12_000),
+    )
+    .await
+    .unwrap_err();
+    assert!(
+        err.to_string().contains("NRI call CreateContainer failed"),
+        "{err}"
+    );
+    match err {
+        NriError::Status { source, .. } => {
+            assert!(
+                source.message.starts_with("TopologyAffinityError"),
+                "{}",
+                source.message
+            )
+        }
+        other => panic!("{other:?}"),
+    }
+
+    // SIGKILL with both containers running; the agent comes back, the runtime
+    // synchronizes, and the Guaranteed container keeps its CPUs.
+    agent.0.kill().unwrap();
+    agent.0.wait().unwrap();
+    drop(conn);
+    let _agent = start(&root, &socket);
+    let conn = connect(&listener).await;
+    let mut running = [shared.clone(), pinned.clone()];
+    for c in &mut running {
+        c.state = api::ContainerState::ContainerRunning as i32;
+    }
+    let sync = api::SynchronizeRequest {
+        pods: vec![burstable.clone(), guaranteed.clone()],
+        containers: running.to_vec(),
+        more: false,
+    };
+    let synced: api::SynchronizeResponse = conn.call("Synchronize", &sync).await.unwrap();
+    assert_eq!(updated(&synced.update, "pinned-1"), Some(exclusive.clone()));
+    assert_eq!(updated(&synced.update, "shared-1"), Some(smaller.clone()));
+
+    // The Guaranteed container stops: its CPUs go back to the pool.
+    let stop = api::StopContainerRequest {
+        pod: Some(guaranteed.clone()),
+        container: Some(pinned.clone()),
+    };
+    let stopped: api::StopContainerResponse = conn.call("StopContainer", &stop).await.unwrap();
+    assert_eq!(updated(&stopped.update, "shared-1"), Some(pool.clone()));
+    let removed = api::StateChangeEvent {
+        event: Event::RemovePodSandbox as i32,
+        pod: Some(guaranteed),
+        container: None,
+    };
+    let _: api::Empty = conn.call("StateChange", &removed).await.unwrap();
+    let state = std::fs::read_to_string(root.join("cpu_manager_state")).unwrap();
+    assert!(!state.contains("g-uid"), "{state}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lost_runtime_is_redialed() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("root");
+    let socket = dir.path().join("nri.sock");
+    let listener = UnixListener::bind(&socket).unwrap();
+    let _agent = start(&root, &socket);
+    let conn = connect(&listener).await;
+    conn.close();
+    drop(conn);
+    // The agent dials again within its first backoff.
+    let again = tokio::time::timeout(Duration::from_secs(10), connect(&listener)).await;
+    assert!(again.is_ok(), "no reconnection");
+}
