@@ -14,6 +14,14 @@ use super::error::{NriError, NriStatus};
 use super::mux::{Mux, PLUGIN_SERVICE_CONN, RUNTIME_SERVICE_CONN};
 use super::ttrpc::{self, Client};
 
+/// The environment variable a runtime that launches a plugin names it in.
+pub const PLUGIN_NAME_ENV: &str = "NRI_PLUGIN_NAME";
+/// The environment variable a runtime that launches a plugin gives its index in.
+pub const PLUGIN_INDEX_ENV: &str = "NRI_PLUGIN_IDX";
+/// The environment variable a runtime that launches a plugin passes its connection's file
+/// descriptor number in.
+pub const PLUGIN_SOCKET_ENV: &str = "NRI_PLUGIN_SOCKET";
+
 /// The runtime's NRI socket by default.
 pub const DEFAULT_SOCKET: &str = "/var/run/nri/nri.sock";
 /// How long registration may take by default (upstream's default registration timeout).
@@ -131,6 +139,31 @@ impl PluginStub {
         Self::over(trunk, config)
     }
 
+    /// A plugin the runtime launched (from its plugin directory): its name, index and
+    /// connection come from [`PLUGIN_NAME_ENV`], [`PLUGIN_INDEX_ENV`] and
+    /// [`PLUGIN_SOCKET_ENV`] (the number of an inherited socket file descriptor). `None`
+    /// when the runtime did not launch this process (no [`PLUGIN_SOCKET_ENV`]).
+    pub fn from_runtime_env() -> Result<Option<PluginStub>, NriError> {
+        let Ok(fd) = std::env::var(PLUGIN_SOCKET_ENV) else {
+            return Ok(None);
+        };
+        let invalid = |what, value: &str, why| NriError::InvalidConfig {
+            what,
+            value: value.to_owned(),
+            why,
+        };
+        let name = std::env::var(PLUGIN_NAME_ENV).unwrap_or_default();
+        let index = std::env::var(PLUGIN_INDEX_ENV).unwrap_or_default();
+        let config = PluginConfig::new(&name, &index)?;
+        let fd: i32 =
+            fd.parse().ok().filter(|&fd| fd > 2).ok_or_else(|| {
+                invalid("socket", &fd, "an inherited file descriptor number above 2")
+            })?;
+        let trunk = inherited_socket(fd)?;
+        trunk.set_nonblocking(true)?;
+        Self::over(UnixStream::from_std(trunk)?, config).map(Some)
+    }
+
     /// A plugin on an already connected trunk (a socket the runtime handed over, or one
     /// end of a socket pair in tests).
     pub fn over(trunk: UnixStream, config: PluginConfig) -> Result<PluginStub, NriError> {
@@ -186,6 +219,33 @@ impl PluginStub {
             err => Err(err),
         }
     }
+}
+
+/// Takes the socket the runtime passed as file descriptor `fd`, once per process.
+#[allow(unsafe_code)]
+fn inherited_socket(fd: i32) -> Result<std::os::unix::net::UnixStream, NriError> {
+    use std::os::fd::FromRawFd;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    static TAKEN: AtomicBool = AtomicBool::new(false);
+    if TAKEN.swap(true, Ordering::SeqCst) {
+        let why = "the inherited socket was already taken by this process";
+        return Err(NriError::InvalidConfig {
+            what: "socket",
+            value: fd.to_string(),
+            why,
+        });
+    }
+    // SAFETY: the runtime passes this descriptor to the plugin process for its NRI
+    // connection and nothing else in the process uses it; `TAKEN` makes this the only owner
+    // (a second call is refused above), so it is closed exactly once, by the stream.
+    let socket = unsafe { std::os::unix::net::UnixStream::from_raw_fd(fd) };
+    // A descriptor that is not a connected socket is refused rather than used.
+    socket.peer_addr().map_err(|err| {
+        NriError::Protocol(format!(
+            "inherited descriptor {fd} is not a connected unix socket: {err}"
+        ))
+    })?;
+    Ok(socket)
 }
 
 /// The runtime's `Runtime` service, as a plugin calls it.

@@ -321,7 +321,11 @@ impl ConfigSource {
         if self.nri != Some(true) {
             return NriMode::Off;
         }
-        if self.container_runtime_endpoint.as_deref().is_some_and(|e| !e.is_empty()) {
+        if self
+            .container_runtime_endpoint
+            .as_deref()
+            .is_some_and(|e| !e.is_empty())
+        {
             errors.push(
                 "nri",
                 "true",

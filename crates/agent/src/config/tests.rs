@@ -280,12 +280,18 @@ fn cpu_manager_options_and_reservation_are_validated() {
 
 #[test]
 fn nri_keys_choose_the_plugin_and_are_checked() {
-    assert_eq!(ConfigSource::default().validate().unwrap().nri, NriMode::Off);
+    assert_eq!(
+        ConfigSource::default().validate().unwrap().nri,
+        NriMode::Off
+    );
     let config = source("nri: true\nnriSocket: /run/nri/nri.sock\nnriPluginIndex: \"07\"\n");
     let NriMode::Plugin(plugin) = config.validate().unwrap().nri else {
         panic!("NRI mode not on");
     };
-    assert_eq!((plugin.name.as_str(), plugin.index.as_str()), ("corral", "07"));
+    assert_eq!(
+        (plugin.name.as_str(), plugin.index.as_str()),
+        ("corral", "07")
+    );
     assert_eq!(plugin.socket, Path::new("/run/nri/nri.sock"));
     let defaults = source("nri: true\n").validate().unwrap().nri;
     let NriMode::Plugin(plugin) = defaults else {
@@ -296,7 +302,10 @@ fn nri_keys_choose_the_plugin_and_are_checked() {
     for (yaml, key) in [
         ("nri: true\nnriPluginIndex: \"7\"\n", "nriPluginIndex"),
         ("nri: true\nnriSocket: relative.sock\n", "nriSocket"),
-        ("nri: true\ncontainerRuntimeEndpoint: /run/containerd/containerd.sock\n", "nri"),
+        (
+            "nri: true\ncontainerRuntimeEndpoint: /run/containerd/containerd.sock\n",
+            "nri",
+        ),
     ] {
         let errors = source(yaml).validate().unwrap_err();
         assert_eq!(errors.0[0].key, key, "{yaml}");

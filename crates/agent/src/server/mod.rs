@@ -119,7 +119,19 @@ pub(crate) async fn run(config: AgentConfig, demo_devices: usize) -> Result<()> 
     let agent = tokio::spawn(serve_with(agent, agent_listener, stopped(), options));
     let pod_resources = tokio::spawn(serve_with(pod_resources, pr_listener, stopped(), options));
     tracing::info!(agent = %agent_socket.display(), podresources = %pr_socket.display(), "serving");
-    wait_for_signal().await?;
+    let mut nri_plugin = nri_plugin;
+    match &mut nri_plugin {
+        Some(task) => tokio::select! {
+            signal = wait_for_signal() => signal?,
+            ended = task => {
+                if ended? == nri::NriEnd::RuntimeLeft {
+                    tracing::info!("the runtime that launched corral is gone");
+                }
+                nri_plugin = None;
+            }
+        },
+        None => wait_for_signal().await?,
+    }
     tracing::info!("shutting down: no new calls, finishing in-flight ones");
     let _ = stop_tx.send(true);
     agent.await?.context("serving the admission API")?;

@@ -3,5 +3,6 @@
 //! against a raw trunk that sends what a misbehaving runtime could: messages split across
 //! frames, oversized frames and messages, undecodable requests, unknown methods.
 
+mod launched;
 mod raw_trunk;
 mod round_trip;

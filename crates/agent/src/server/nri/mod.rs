@@ -2,6 +2,8 @@
 //! runtime's NRI socket, registers, and serves the runtime's events through
 //! [`plugin::NodePlugin`]; a lost connection is redialed with backoff (1 s doubling to
 //! 30 s), the node's state kept, and the runtime's Synchronize on reconnect reconciles it.
+//! Launched by the runtime itself (`NRI_PLUGIN_SOCKET` set), corral serves the inherited
+//! connection once, with the name and index the runtime gave, and stops with it.
 
 mod plugin;
 mod pod;
@@ -19,14 +21,49 @@ use crate::node::Node;
 const FIRST_BACKOFF: Duration = Duration::from_secs(1);
 const MAX_BACKOFF: Duration = Duration::from_secs(30);
 
-/// Connects, registers and serves until `stop`; reconnects whenever the runtime goes away.
+/// How serving NRI ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum NriEnd {
+    /// Asked to stop.
+    Stopped,
+    /// The runtime that launched corral closed its connection: the agent should exit (the
+    /// runtime launches a new one).
+    RuntimeLeft,
+}
+
+/// Connects, registers and serves until `stop`; reconnects whenever the runtime goes away
+/// (unless the runtime launched corral: then it ends with the connection).
 pub(crate) async fn serve(
     node: Arc<Node>,
     config: PluginConfig,
     slot: RuntimeSlot,
     stop: impl std::future::Future<Output = ()>,
-) {
+) -> NriEnd {
     tokio::pin!(stop);
+    match PluginStub::from_runtime_env() {
+        Ok(Some(stub)) => {
+            slot.set(Some(stub.runtime()));
+            tracing::info!("NRI: launched by the runtime, serving the inherited connection");
+            let ended = tokio::select! {
+                () = &mut stop => return NriEnd::Stopped,
+                ended = stub.run(plugin::NodePlugin::new(Arc::clone(&node))) => ended,
+            };
+            slot.set(None);
+            match ended {
+                Ok(()) => tracing::info!("NRI: the runtime closed its connection; exiting"),
+                Err(err) => {
+                    let err = crate::error_text::error_chain(&err);
+                    tracing::error!(err = %err, "NRI: the runtime's connection failed; exiting");
+                }
+            }
+            return NriEnd::RuntimeLeft;
+        }
+        Ok(None) => {}
+        Err(err) => {
+            let err = crate::error_text::error_chain(&err);
+            tracing::error!(err = %err, "NRI: NRI_PLUGIN_SOCKET is set but unusable; dialing the socket instead");
+        }
+    }
     let mut backoff = FIRST_BACKOFF;
     loop {
         let session = async {
@@ -38,7 +75,7 @@ pub(crate) async fn serve(
         let ended = tokio::select! {
             () = &mut stop => {
                 slot.set(None);
-                return;
+                return NriEnd::Stopped;
             }
             ended = session => ended,
         };
@@ -54,7 +91,7 @@ pub(crate) async fn serve(
             }
         }
         tokio::select! {
-            () = &mut stop => return,
+            () = &mut stop => return NriEnd::Stopped,
             () = tokio::time::sleep(backoff) => {}
         }
         backoff = (backoff * 2).min(MAX_BACKOFF);
