@@ -38,7 +38,27 @@ mod tests {
 
     #[test]
     fn daemonset_manifests_are_valid_and_consistent() {
-        let text = workspace_file("deploy/daemonset.yaml");
+        for file in ["deploy/daemonset.yaml", "deploy/daemonset-nri.yaml"] {
+            check_daemonset(file);
+        }
+        // The NRI variant runs as an NRI plugin and reaches the runtime's socket directory.
+        let text = workspace_file("deploy/daemonset-nri.yaml");
+        let docs: Vec<serde_json::Value> = serde_saphyr::from_multiple(&text).unwrap();
+        let config_map: ConfigMap = of_kind(&docs, "ConfigMap");
+        let source: ConfigSource =
+            serde_saphyr::from_str(&config_map.data.unwrap()["config.yaml"]).unwrap();
+        let config = source.validate().unwrap();
+        assert!(matches!(config.nri, crate::config::NriMode::Plugin(_)));
+        let daemonset: DaemonSet = of_kind(&docs, "DaemonSet");
+        let pod = daemonset.spec.unwrap().template.spec.unwrap();
+        let mounts = pod.containers[0].volume_mounts.clone().unwrap_or_default();
+        assert!(mounts.iter().any(|m| m.mount_path == "/var/run/nri"));
+    }
+
+    /// A DaemonSet manifest file: valid objects, a config the agent accepts, a command
+    /// line that parses, every mount backed by a volume, sysfs read-only.
+    fn check_daemonset(file: &str) {
+        let text = workspace_file(file);
         let docs: Vec<serde_json::Value> = serde_saphyr::from_multiple(&text).unwrap();
         let config_map: ConfigMap = of_kind(&docs, "ConfigMap");
         let config_yaml = &config_map.data.as_ref().unwrap()["config.yaml"];
