@@ -169,7 +169,11 @@ mod tests {
             );
             // Below 10m the kubelet's quota floor (1,000 µs per 100 ms) reads as 10m.
             let quota = milli_cpu_to_quota(milli, 100_000);
-            assert_eq!(cpu_limit_millis(quota, 100_000), Some(milli.max(10)), "{milli}m");
+            assert_eq!(
+                cpu_limit_millis(quota, 100_000),
+                Some(milli.max(10)),
+                "{milli}m"
+            );
         }
         assert_eq!(cpu_request_millis(milli_cpu_to_shares(0)), 0);
         assert_eq!(cpu_limit_millis(-1, 100_000), None);
