@@ -8,6 +8,8 @@
 mod plugin;
 mod pod;
 mod runtime;
+#[cfg(test)]
+mod tests;
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -1,0 +1,224 @@
+//! Random container lives through [`NodePlugin`], applied as a runtime applies NRI answers
+//! (each container's cpuset from its adjustment, then every update): no CPU is exclusive to
+//! two containers, and every live container runs on what the CPU manager decided — its
+//! exclusive CPUs, or exactly the shared pool.
+
+use std::collections::BTreeMap;
+
+use corral_proto::nri::api;
+use corral_proto::nri::plugin::NriPlugin;
+use corral_topology::CpuSet;
+use proptest::prelude::*;
+
+use super::plugin::NodePlugin;
+use crate::node::tests::started;
+
+#[derive(Debug, Clone)]
+enum Step {
+    /// Create container `container` in pod `pod`: Guaranteed with `cpus` whole CPUs, or
+    /// Burstable.
+    Create {
+        pod: u8,
+        container: u8,
+        guaranteed: bool,
+        cpus: u8,
+    },
+    /// Stop and remove a container.
+    Stop { pod: u8, container: u8 },
+    /// Remove a pod sandbox.
+    RemovePod { pod: u8 },
+}
+
+fn step() -> impl Strategy<Value = Step> {
+    prop_oneof![
+        3 => (0u8..4, 0u8..3, any::<bool>(), 1u8..5).prop_map(|(pod, container, guaranteed, cpus)| {
+            Step::Create { pod, container, guaranteed, cpus }
+        }),
+        1 => (0u8..4, 0u8..3).prop_map(|(pod, container)| Step::Stop { pod, container }),
+        1 => (0u8..4).prop_map(|pod| Step::RemovePod { pod }),
+    ]
+}
+
+fn pod(n: u8, guaranteed: bool) -> api::PodSandbox {
+    let qos = if guaranteed { "" } else { "/burstable" };
+    api::PodSandbox {
+        id: format!("sb-{n}"),
+        name: format!("p{n}"),
+        uid: format!("uid-{n}"),
+        namespace: "default".into(),
+        linux: Some(api::LinuxPodSandbox {
+            cgroup_parent: format!("/kubepods{qos}/poduid-{n}"),
+            ..Default::default()
+        }),
+        ..Default::default()
+    }
+}
+
+fn container(pod: u8, n: u8, guaranteed: bool, cpus: u8) -> api::Container {
+    let milli = if guaranteed {
+        u64::from(cpus) * 1000
+    } else {
+        250
+    };
+    api::Container {
+        id: format!("c-{pod}-{n}"),
+        pod_sandbox_id: format!("sb-{pod}"),
+        name: format!("c{n}"),
+        linux: Some(api::LinuxContainer {
+            resources: Some(api::LinuxResources {
+                cpu: Some(api::LinuxCpu {
+                    shares: Some(api::OptionalUInt64 {
+                        value: milli * 1024 / 1000,
+                    }),
+                    quota: guaranteed.then_some(api::OptionalInt64 {
+                        value: (milli * 100) as i64,
+                    }),
+                    period: Some(api::OptionalUInt64 { value: 100_000 }),
+                    ..Default::default()
+                }),
+                memory: Some(api::LinuxMemory {
+                    limit: Some(api::OptionalInt64 { value: 64 << 20 }),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            }),
+            ..Default::default()
+        }),
+        ..Default::default()
+    }
+}
+
+fn cpus_of(resources: Option<&api::LinuxResources>) -> Option<CpuSet> {
+    Some(resources?.cpu.as_ref()?.cpus.parse().unwrap())
+}
+
+/// What the runtime has applied: container id → (pod uid, name, cpuset).
+type Applied = BTreeMap<String, (String, String, CpuSet)>;
+
+fn apply(applied: &mut Applied, updates: &[api::ContainerUpdate]) {
+    for update in updates {
+        let cpus = cpus_of(update.linux.as_ref().and_then(|l| l.resources.as_ref()));
+        if let (Some(entry), Some(cpus)) = (applied.get_mut(&update.container_id), cpus) {
+            entry.2 = cpus;
+        }
+    }
+}
+
+async fn live(steps: Vec<Step>) {
+    let (_dir, _config, node) =
+        started("32em64t-2n8c+dax+nvme+mic+dimms", "best-effort", &[]).await;
+    let plugin = NodePlugin::new(node.clone());
+    // The QoS a pod was created with: a pod's containers share it, as in Kubernetes.
+    let mut pods: BTreeMap<u8, bool> = BTreeMap::new();
+    let mut applied = Applied::new();
+    for step in steps {
+        match step {
+            Step::Create {
+                pod: p,
+                container: c,
+                guaranteed,
+                cpus,
+            } => {
+                let guaranteed = *pods.entry(p).or_insert(guaranteed);
+                let (sandbox, ctr) = (pod(p, guaranteed), container(p, c, guaranteed, cpus));
+                if applied.contains_key(&ctr.id) {
+                    continue;
+                }
+                let request = api::CreateContainerRequest {
+                    pod: Some(sandbox.clone()),
+                    container: Some(ctr.clone()),
+                };
+                // A refusal (no room) is a valid answer: the container is not created.
+                if let Ok(answer) = plugin.create_container(request).await {
+                    let adjust = answer.adjust.as_ref().and_then(|a| a.linux.as_ref());
+                    let cpus = cpus_of(adjust.and_then(|l| l.resources.as_ref())).unwrap();
+                    applied.insert(
+                        ctr.id.clone(),
+                        (sandbox.uid.clone(), ctr.name.clone(), cpus),
+                    );
+                    apply(&mut applied, &answer.update);
+                }
+            }
+            Step::Stop {
+                pod: p,
+                container: c,
+            } => {
+                let id = format!("c-{p}-{c}");
+                if applied.remove(&id).is_none() {
+                    continue;
+                }
+                let guaranteed = pods[&p];
+                let request = api::StopContainerRequest {
+                    pod: Some(pod(p, guaranteed)),
+                    container: Some(container(p, c, guaranteed, 1)),
+                };
+                let answer = plugin.stop_container(request).await.unwrap();
+                apply(&mut applied, &answer.update);
+            }
+            Step::RemovePod { pod: p } => {
+                let Some(guaranteed) = pods.remove(&p) else {
+                    continue;
+                };
+                let uid = format!("uid-{p}");
+                let running = applied.values().any(|(u, ..)| *u == uid);
+                if running {
+                    // A runtime stops a pod's containers before removing its sandbox.
+                    for c in 0..3 {
+                        let id = format!("c-{p}-{c}");
+                        if applied.remove(&id).is_some() {
+                            let request = api::StopContainerRequest {
+                                pod: Some(pod(p, guaranteed)),
+                                container: Some(container(p, c, guaranteed, 1)),
+                            };
+                            let answer = plugin.stop_container(request).await.unwrap();
+                            apply(&mut applied, &answer.update);
+                        }
+                    }
+                }
+                let event = api::StateChangeEvent {
+                    event: api::Event::RemovePodSandbox as i32,
+                    pod: Some(pod(p, guaranteed)),
+                    container: None,
+                };
+                plugin.state_change(event).await.unwrap();
+            }
+        }
+        // Invariants after every step.
+        let cpu = node.cpu();
+        let pool = cpu.state().default_cpu_set().clone();
+        let mut exclusive_seen = CpuSet::new();
+        for (id, (uid, name, cpus)) in &applied {
+            let exclusive = cpu.exclusive_cpus(uid, name);
+            if exclusive.is_empty() {
+                assert_eq!(cpus, &pool, "{id} runs on the shared pool");
+            } else {
+                assert_eq!(cpus, &exclusive, "{id} runs on its exclusive CPUs");
+                assert!(
+                    !exclusive_seen.intersects(&exclusive),
+                    "{id}: {exclusive} taken twice"
+                );
+                exclusive_seen = exclusive_seen.union(&exclusive);
+                assert!(
+                    !pool.intersects(&exclusive),
+                    "{id}: {exclusive} also in the pool"
+                );
+            }
+        }
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(24))]
+
+    #[test]
+    fn random_container_lives_keep_cpus_exclusive_and_the_pool_exact(
+        steps in proptest::collection::vec(step(), 1..40),
+    ) {
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .unwrap();
+        runtime.block_on(live(steps));
+    }
+}
