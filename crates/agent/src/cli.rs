@@ -287,6 +287,11 @@ pub(crate) struct ConfigArgs {
     /// `nriPluginIndex`: the two-digit index corral registers with (default 50).
     #[arg(long, value_name = "NN")]
     pub(crate) nri_plugin_index: Option<String>,
+    /// `kubeletPodResourcesSocket`: in NRI mode, the kubelet's podresources socket, read for
+    /// the devices it gave each container (default
+    /// /var/lib/kubelet/pod-resources/kubelet.sock).
+    #[arg(long, value_name = "PATH")]
+    pub(crate) kubelet_pod_resources_socket: Option<PathBuf>,
 }
 
 /// The pairs of one `KEY=VALUE,KEY=VALUE` flag value, in order.

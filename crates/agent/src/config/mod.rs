@@ -50,6 +50,7 @@ pub(crate) struct ConfigSource {
     pub(crate) nri: Option<bool>,
     pub(crate) nri_socket: Option<PathBuf>,
     pub(crate) nri_plugin_index: Option<String>,
+    pub(crate) kubelet_pod_resources_socket: Option<PathBuf>,
     /// Keys corral does not read (a full KubeletConfiguration has many): warned about.
     #[serde(flatten)]
     pub(crate) other: BTreeMap<String, serde_json::Value>,
@@ -106,7 +107,8 @@ impl ConfigSource {
             max_resources_per_device_plugin,
             nri,
             nri_socket,
-            nri_plugin_index
+            nri_plugin_index,
+            kubelet_pod_resources_socket
         );
         self
     }
@@ -354,7 +356,19 @@ impl ConfigSource {
             }
             plugin.socket = socket.clone();
         }
-        NriMode::Plugin(plugin)
+        let kubelet_pod_resources = match &self.kubelet_pod_resources_socket {
+            Some(socket) if !socket.is_absolute() => {
+                let text = socket.display().to_string();
+                errors.push("kubeletPodResourcesSocket", &text, "an absolute path");
+                socket.clone()
+            }
+            Some(socket) => socket.clone(),
+            None => PathBuf::from(DEFAULT_KUBELET_POD_RESOURCES_SOCKET),
+        };
+        NriMode::Plugin(NriSettings {
+            plugin,
+            kubelet_pod_resources,
+        })
     }
 }
 
@@ -362,13 +376,26 @@ impl ConfigSource {
 /// devices, before ones that only observe.
 pub(crate) const DEFAULT_NRI_PLUGIN_INDEX: &str = "50";
 
+/// The kubelet's podresources socket, where NRI mode reads the devices the kubelet gave.
+pub(crate) const DEFAULT_KUBELET_POD_RESOURCES_SOCKET: &str =
+    "/var/lib/kubelet/pod-resources/kubelet.sock";
+
 /// Whether corral runs as an NRI plugin, driven by the container runtime's events.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum NriMode {
     /// No: pods arrive through the admission API only.
     Off,
-    /// Yes, registering with the runtime as this plugin.
-    Plugin(corral_proto::nri::plugin::PluginConfig),
+    /// Yes.
+    Plugin(NriSettings),
+}
+
+/// How corral runs as an NRI plugin.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct NriSettings {
+    /// The plugin it registers as, and the runtime's socket.
+    pub(crate) plugin: corral_proto::nri::plugin::PluginConfig,
+    /// `kubeletPodResourcesSocket`: the kubelet's podresources API, for the devices it gave.
+    pub(crate) kubelet_pod_resources: PathBuf,
 }
 
 /// What one admission request may ask for (`maxContainersPerPod`, `maxManifestBytes`).
@@ -422,6 +449,7 @@ pub(crate) fn load(args: &ConfigArgs) -> Result<(AgentConfig, Vec<String>), Conf
         nri: args.nri.then_some(true),
         nri_socket: args.nri_socket.clone(),
         nri_plugin_index: args.nri_plugin_index.clone(),
+        kubelet_pod_resources_socket: args.kubelet_pod_resources_socket.clone(),
         ..ConfigSource::default()
     };
     let config = file.overlay(flags).validate()?;

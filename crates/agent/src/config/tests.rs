@@ -285,23 +285,33 @@ fn nri_keys_choose_the_plugin_and_are_checked() {
         NriMode::Off
     );
     let config = source("nri: true\nnriSocket: /run/nri/nri.sock\nnriPluginIndex: \"07\"\n");
-    let NriMode::Plugin(plugin) = config.validate().unwrap().nri else {
+    let NriMode::Plugin(settings) = config.validate().unwrap().nri else {
         panic!("NRI mode not on");
     };
+    let plugin = settings.plugin;
     assert_eq!(
         (plugin.name.as_str(), plugin.index.as_str()),
         ("corral", "07")
     );
     assert_eq!(plugin.socket, Path::new("/run/nri/nri.sock"));
     let defaults = source("nri: true\n").validate().unwrap().nri;
-    let NriMode::Plugin(plugin) = defaults else {
+    let NriMode::Plugin(settings) = defaults else {
         panic!("NRI mode not on");
     };
+    assert_eq!(
+        settings.kubelet_pod_resources,
+        Path::new(DEFAULT_KUBELET_POD_RESOURCES_SOCKET)
+    );
+    let plugin = settings.plugin;
     assert_eq!(plugin.socket, Path::new("/var/run/nri/nri.sock"));
     assert_eq!(plugin.index, DEFAULT_NRI_PLUGIN_INDEX);
     for (yaml, key) in [
         ("nri: true\nnriPluginIndex: \"7\"\n", "nriPluginIndex"),
         ("nri: true\nnriSocket: relative.sock\n", "nriSocket"),
+        (
+            "nri: true\nkubeletPodResourcesSocket: k.sock\n",
+            "kubeletPodResourcesSocket",
+        ),
         (
             "nri: true\ncontainerRuntimeEndpoint: /run/containerd/containerd.sock\n",
             "nri",

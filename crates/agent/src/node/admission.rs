@@ -202,6 +202,9 @@ impl Node {
             ..Pod::default()
         });
         self.release_managers(&pod, true).await;
+        if let Some(devices) = &self.kubelet_devices {
+            devices.remove_pod(pod_uid);
+        }
         if known {
             tracing::info!(pod = pod_ref(&pod), podUID = pod_uid, "pod released");
         }

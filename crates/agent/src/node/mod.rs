@@ -13,6 +13,7 @@ mod admission;
 mod containers;
 mod device_metrics;
 mod device_provider;
+mod kubelet_devices;
 mod locks;
 mod pods;
 mod restore_check;
@@ -37,6 +38,7 @@ use device_metrics::DevicePluginMetrics;
 use device_provider::DeviceProvider;
 use locks::{DecisionLock, PodLocks};
 
+pub(crate) use kubelet_devices::{DeviceNumaNodes, KubeletDevices};
 pub(crate) use pods::{AdmittedPod, Affinity, Holding, PodBook, PodRecord};
 pub(crate) use view::PodView;
 
@@ -118,6 +120,8 @@ pub(crate) struct Node {
     decisions: Arc<DecisionLock>,
     /// One admission or release of a pod at a time.
     pod_locks: PodLocks,
+    /// In NRI mode, the devices the kubelet gave each container (a hint provider).
+    kubelet_devices: Option<Arc<KubeletDevices>>,
 }
 
 impl std::fmt::Debug for Node {
@@ -229,6 +233,12 @@ impl Node {
             Arc::clone(&devices),
             Arc::clone(&decisions),
         )));
+        // In NRI mode the kubelet allocates devices; CPUs align with what it gave.
+        let kubelet_devices = (config.nri != crate::config::NriMode::Off)
+            .then(|| Arc::new(KubeletDevices::new(topology.numa_ids().clone())));
+        if let Some(provider) = &kubelet_devices {
+            manager.add_hint_provider(Arc::clone(provider) as _);
+        }
         for admitted in pods.all() {
             for (name, affinity) in &admitted.record.affinities {
                 let numa = match &affinity.numa {
@@ -267,6 +277,7 @@ impl Node {
             limits: config.pod_limits,
             decisions,
             pod_locks: PodLocks::default(),
+            kubelet_devices,
         })
     }
 
@@ -304,6 +315,11 @@ impl Node {
     /// Stop serving device plugins.
     pub(crate) async fn stop_devices(&self) {
         self.devices.stop().await;
+    }
+
+    /// In NRI mode, where the kubelet's device allocations are recorded for alignment.
+    pub(crate) fn kubelet_devices(&self) -> Option<&Arc<KubeletDevices>> {
+        self.kubelet_devices.as_ref()
     }
 
     /// The device manager.

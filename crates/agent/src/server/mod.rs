@@ -80,9 +80,9 @@ pub(crate) async fn run(config: AgentConfig, demo_devices: usize) -> Result<()> 
     let reconcile =
         pushes_cpusets.then(|| tokio::spawn(reconcile_loop(Arc::clone(&node), stopped())));
     let nri_plugin = match &config.nri {
-        NriMode::Plugin(plugin) => Some(tokio::spawn(nri::serve(
+        NriMode::Plugin(settings) => Some(tokio::spawn(nri::serve(
             Arc::clone(&node),
-            plugin.clone(),
+            settings.clone(),
             nri_slot.clone(),
             stopped(),
         ))),

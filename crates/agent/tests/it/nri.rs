@@ -10,6 +10,8 @@ use std::time::Duration;
 use corral_proto::nri::api::{self, Event, EventMask};
 use corral_proto::nri::runtime::{PluginConnection, UpdateHandler};
 use corral_proto::nri::{NriError, NriStatus};
+use corral_proto::podresources::v1 as pr;
+use corral_proto::tonic;
 use corral_topology::CpuSet;
 use tokio::net::UnixListener;
 
@@ -29,9 +31,14 @@ impl UpdateHandler for AcceptAll {
 }
 
 fn start(root: &Path, socket: &Path) -> Reaped {
+    start_with(root, socket, &[])
+}
+
+fn start_with(root: &Path, socket: &Path, more: &[&str]) -> Reaped {
     let mut flags = STATIC_SINGLE_NUMA.to_vec();
     let socket = socket.to_str().unwrap();
     flags.extend(["--nri", "--nri-socket", socket, "--nri-plugin-index", "42"]);
+    flags.extend(more);
     Reaped(corral_run(
         root,
         &flags,
@@ -254,4 +261,106 @@ async fn a_lost_runtime_is_redialed() {
     // The agent dials again within its first backoff.
     let again = tokio::time::timeout(Duration::from_secs(10), connect(&listener)).await;
     assert!(again.is_ok(), "no reconnection");
+}
+
+/// The kubelet's podresources API, as far as NRI mode reads it: pod `gpu-pod`'s container
+/// holds one `example.com/gpu` on NUMA node 1.
+#[derive(Clone)]
+struct FakeKubelet;
+
+#[corral_proto::tonic::async_trait]
+impl corral_proto::podresources::v1::pod_resources_lister_server::PodResourcesLister
+    for FakeKubelet
+{
+    async fn list(
+        &self,
+        _: tonic::Request<pr::ListPodResourcesRequest>,
+    ) -> Result<tonic::Response<pr::ListPodResourcesResponse>, tonic::Status> {
+        Err(tonic::Status::unimplemented("not used"))
+    }
+
+    async fn get_allocatable_resources(
+        &self,
+        _: tonic::Request<pr::AllocatableResourcesRequest>,
+    ) -> Result<tonic::Response<pr::AllocatableResourcesResponse>, tonic::Status> {
+        Err(tonic::Status::unimplemented("not used"))
+    }
+
+    async fn get(
+        &self,
+        request: tonic::Request<pr::GetPodResourcesRequest>,
+    ) -> Result<tonic::Response<pr::GetPodResourcesResponse>, tonic::Status> {
+        let request = request.into_inner();
+        if request.pod_name != "gpu-pod" {
+            return Err(tonic::Status::not_found("pod not found"));
+        }
+        let devices = pr::ContainerDevices {
+            resource_name: "example.com/gpu".into(),
+            device_ids: vec!["gpu-3".into()],
+            topology: Some(pr::TopologyInfo {
+                nodes: vec![pr::NumaNode { id: 1 }],
+            }),
+        };
+        let container = pr::ContainerResources {
+            name: "name-aligned".into(),
+            devices: vec![devices],
+            ..Default::default()
+        };
+        let pod = pr::PodResources {
+            name: request.pod_name,
+            namespace: request.pod_namespace,
+            containers: vec![container],
+            ..Default::default()
+        };
+        Ok(tonic::Response::new(pr::GetPodResourcesResponse {
+            pod_resources: Some(pod),
+        }))
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn exclusive_cpus_align_with_the_devices_the_kubelet_gave() {
+    use corral_proto::podresources::v1::pod_resources_lister_server::PodResourcesListerServer;
+
+    let dir = tempfile::tempdir().unwrap();
+    let kubelet = dir.path().join("kubelet.sock");
+    let listener = corral_proto::uds::UdsListener::bind(&kubelet, &Default::default()).unwrap();
+    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+    let router =
+        tonic::transport::Server::builder().add_service(PodResourcesListerServer::new(FakeKubelet));
+    let server = tokio::spawn(corral_proto::uds::serve(
+        router,
+        listener,
+        async {
+            let _ = stop_rx.await;
+        },
+        Duration::from_secs(1),
+    ));
+    let root = dir.path().join("root");
+    let socket = dir.path().join("nri.sock");
+    let nri = UnixListener::bind(&socket).unwrap();
+    let kubelet_flag = ["--kubelet-pod-resources-socket", kubelet.to_str().unwrap()];
+    let _agent = start_with(&root, &socket, &kubelet_flag);
+    let conn = connect(&nri).await;
+
+    // Without devices, the first NUMA node's CPUs (0-7) are taken first.
+    let plain = pod("plain-uid", "");
+    let created = create(&conn, &plain, &container(&plain, "plain", 2000, 2000))
+        .await
+        .unwrap();
+    let first = adjusted_cpus(&created);
+    assert!(first.iter().all(|cpu| cpu < 8), "{first}");
+    // The kubelet put gpu-pod's GPU on NUMA node 1 (CPUs 8-15): its CPUs follow.
+    let mut gpu = pod("gpu-uid", "");
+    gpu.name = "gpu-pod".into();
+    let created = create(&conn, &gpu, &container(&gpu, "aligned", 2000, 2000))
+        .await
+        .unwrap();
+    let aligned = adjusted_cpus(&created);
+    assert!(
+        aligned.iter().all(|cpu| (8..16).contains(&cpu)),
+        "{aligned}"
+    );
+    let _ = stop_tx.send(());
+    server.await.unwrap().unwrap();
 }

@@ -7,6 +7,7 @@
 
 mod plugin;
 mod pod;
+mod pod_resources;
 mod runtime;
 #[cfg(test)]
 mod tests;
@@ -14,10 +15,11 @@ mod tests;
 use std::sync::Arc;
 use std::time::Duration;
 
-use corral_proto::nri::plugin::{PluginConfig, PluginStub};
+use corral_proto::nri::plugin::PluginStub;
 
 pub(crate) use runtime::{NriRuntime, RuntimeSlot};
 
+use crate::config::NriSettings;
 use crate::node::Node;
 
 const FIRST_BACKOFF: Duration = Duration::from_secs(1);
@@ -37,18 +39,21 @@ pub(crate) enum NriEnd {
 /// (unless the runtime launched corral: then it ends with the connection).
 pub(crate) async fn serve(
     node: Arc<Node>,
-    config: PluginConfig,
+    settings: NriSettings,
     slot: RuntimeSlot,
     stop: impl std::future::Future<Output = ()>,
 ) -> NriEnd {
     tokio::pin!(stop);
+    let config = &settings.plugin;
+    let plugin =
+        || plugin::NodePlugin::new(Arc::clone(&node), settings.kubelet_pod_resources.clone());
     match PluginStub::from_runtime_env() {
         Ok(Some(stub)) => {
             slot.set(Some(stub.runtime()));
             tracing::info!("NRI: launched by the runtime, serving the inherited connection");
             let ended = tokio::select! {
                 () = &mut stop => return NriEnd::Stopped,
-                ended = stub.run(plugin::NodePlugin::new(Arc::clone(&node))) => ended,
+                ended = stub.run(plugin()) => ended,
             };
             slot.set(None);
             match ended {
@@ -72,7 +77,7 @@ pub(crate) async fn serve(
             let stub = PluginStub::connect(config.clone()).await?;
             slot.set(Some(stub.runtime()));
             tracing::info!(socket = %config.socket.display(), index = %config.index, "NRI: connected, registering");
-            stub.run(plugin::NodePlugin::new(Arc::clone(&node))).await
+            stub.run(plugin()).await
         };
         let ended = tokio::select! {
             () = &mut stop => {

@@ -2,13 +2,15 @@
 //! releases through the same [`Node`] as the admission API, and each answer carries the
 //! cpuset the CPU manager decided.
 
+use std::path::PathBuf;
 use std::sync::Arc;
 
 use corral_proto::nri::NriStatus;
 use corral_proto::nri::api::{self, Event, EventMask};
 use corral_proto::nri::plugin::NriPlugin;
 
-use super::pod::{NriPodError, container_manifest};
+use super::pod::{NriPodError, QosClass, container_manifest, qos_of_cgroup_parent};
+use super::pod_resources::container_devices;
 use crate::node::{Admission, AdmitError, Node};
 
 /// The events corral acts on.
@@ -22,11 +24,36 @@ pub(crate) const EVENTS: &[Event] = &[
 /// corral's [`NriPlugin`].
 pub(crate) struct NodePlugin {
     node: Arc<Node>,
+    /// The kubelet's podresources socket.
+    pod_resources: PathBuf,
 }
 
 impl NodePlugin {
-    pub(crate) fn new(node: Arc<Node>) -> Self {
-        NodePlugin { node }
+    pub(crate) fn new(node: Arc<Node>, pod_resources: PathBuf) -> Self {
+        NodePlugin {
+            node,
+            pod_resources,
+        }
+    }
+
+    /// Records the devices the kubelet gave a Guaranteed container, so its CPUs align
+    /// with them; a kubelet that cannot be asked leaves the container unaligned (logged).
+    async fn record_kubelet_devices(&self, pod: &api::PodSandbox, container: &api::Container) {
+        let Some(devices) = self.node.kubelet_devices() else {
+            return;
+        };
+        let parent = pod.linux.as_ref().map(|l| l.cgroup_parent.as_str());
+        if qos_of_cgroup_parent(parent.unwrap_or_default()) != Some(QosClass::Guaranteed) {
+            return;
+        }
+        let (namespace, name) = (&pod.namespace, &pod.name);
+        match container_devices(&self.pod_resources, namespace, name, &container.name).await {
+            Ok(found) => devices.set(&pod.uid, &container.name, found),
+            Err(err) => {
+                let err = crate::error_text::error_chain(&err);
+                tracing::warn!(pod = %format!("{namespace}/{name}"), container = %container.name, err = %err, "the kubelet's devices are unknown: CPUs not aligned with them");
+            }
+        }
     }
 
     /// Admits `container` of `pod` and records its id; the cpuset it runs with, or `None`
@@ -41,6 +68,7 @@ impl NodePlugin {
             Err(NriPodError::NotKubelet { .. }) => return Ok(None),
             Err(err) => return Err(NriStatus::new(NriStatus::INVALID_ARGUMENT, err.to_string())),
         };
+        self.record_kubelet_devices(pod, container).await;
         match self.node.admit_container(manifest).await {
             Ok(Admission::Admitted(_)) => {}
             Ok(Admission::Rejected { reason, message }) => {

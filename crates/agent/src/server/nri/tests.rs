@@ -107,7 +107,7 @@ fn apply(applied: &mut Applied, updates: &[api::ContainerUpdate]) {
 async fn live(steps: Vec<Step>) {
     let (_dir, _config, node) =
         started("32em64t-2n8c+dax+nvme+mic+dimms", "best-effort", &[]).await;
-    let plugin = NodePlugin::new(node.clone());
+    let plugin = NodePlugin::new(node.clone(), "/nonexistent/kubelet.sock".into());
     // The QoS a pod was created with: a pod's containers share it, as in Kubernetes.
     let mut pods: BTreeMap<u8, bool> = BTreeMap::new();
     let mut applied = Applied::new();
