@@ -78,7 +78,8 @@ pub trait NriPlugin: Send + Sync + 'static {
     /// The runtime's configuration; answers the events to subscribe to.
     async fn configure(&self, request: api::ConfigureRequest) -> Result<EventMask, NriStatus>;
 
-    /// The pods and containers that exist when the plugin connects.
+    /// The pods and containers that exist when the plugin connects (a synchronization the
+    /// runtime sends in parts arrives here whole).
     async fn synchronize(
         &self,
         _request: api::SynchronizeRequest,
@@ -191,6 +192,7 @@ impl PluginStub {
         let conn = self.mux.open(PLUGIN_SERVICE_CONN)?;
         let service = Arc::new(PluginService {
             plugin: Arc::new(plugin),
+            partial_sync: std::sync::Mutex::new(None),
         });
         let served = tokio::spawn(ttrpc::serve(conn, api::PLUGIN_SERVICE, service));
         self.mux.unblock();
@@ -271,6 +273,34 @@ impl RuntimeClient {
 /// An [`NriPlugin`] as the ttrpc `Plugin` service.
 struct PluginService<P> {
     plugin: Arc<P>,
+    /// The parts of a synchronization the runtime split (`more`), collected until the last
+    /// one, so the plugin sees the whole state at once (as upstream's stub does).
+    partial_sync: std::sync::Mutex<Option<api::SynchronizeRequest>>,
+}
+
+impl<P> PluginService<P> {
+    /// `request` added to the parts collected so far: `None` while more parts are to come
+    /// (then the runtime is answered `more`), else the whole synchronization.
+    fn collect_sync(&self, request: api::SynchronizeRequest) -> Option<api::SynchronizeRequest> {
+        let mut partial = self
+            .partial_sync
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let whole = match partial.take() {
+            Some(mut whole) => {
+                whole.pods.extend(request.pods);
+                whole.containers.extend(request.containers);
+                whole.more = request.more;
+                whole
+            }
+            None => request,
+        };
+        if whole.more {
+            *partial = Some(whole);
+            return None;
+        }
+        Some(whole)
+    }
 }
 
 fn decode<M: Message + Default>(payload: &[u8]) -> Result<M, NriStatus> {
@@ -292,7 +322,14 @@ impl<P: NriPlugin> ttrpc::Service for PluginService<P> {
                 }
                 .encode_to_vec()
             }
-            "Synchronize" => p.synchronize(decode(&payload)?).await?.encode_to_vec(),
+            "Synchronize" => match self.collect_sync(decode(&payload)?) {
+                Some(whole) => p.synchronize(whole).await?.encode_to_vec(),
+                None => api::SynchronizeResponse {
+                    update: Vec::new(),
+                    more: true,
+                }
+                .encode_to_vec(),
+            },
             "CreateContainer" => p.create_container(decode(&payload)?).await?.encode_to_vec(),
             "UpdateContainer" => p.update_container(decode(&payload)?).await?.encode_to_vec(),
             "StopContainer" => p.stop_container(decode(&payload)?).await?.encode_to_vec(),

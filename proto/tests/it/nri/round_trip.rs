@@ -175,6 +175,24 @@ async fn a_plugin_registers_is_configured_synchronized_and_answers_events() {
     let synced: api::SynchronizeResponse = conn.call("Synchronize", &sync).await.unwrap();
     assert_eq!(synced.update, [cpuset_update("c0", "0-1")]);
 
+    // A synchronization in two parts reaches the plugin whole.
+    let first = api::SynchronizeRequest {
+        containers: vec![container("c5", "part-1")],
+        more: true,
+        ..Default::default()
+    };
+    let partial: api::SynchronizeResponse = conn.call("Synchronize", &first).await.unwrap();
+    assert!(partial.more && partial.update.is_empty());
+    let last = api::SynchronizeRequest {
+        containers: vec![container("c6", "part-2")],
+        ..Default::default()
+    };
+    let whole: api::SynchronizeResponse = conn.call("Synchronize", &last).await.unwrap();
+    assert_eq!(
+        whole.update,
+        [cpuset_update("c5", "0-1"), cpuset_update("c6", "0-1")]
+    );
+
     let create = api::CreateContainerRequest {
         pod: Some(api::PodSandbox::default()),
         container: Some(container("c1", "app")),

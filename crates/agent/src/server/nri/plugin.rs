@@ -179,17 +179,14 @@ impl NriPlugin for NodePlugin {
                 }
             }
         }
+        // The whole state: corral_proto collects a synchronization sent in parts.
         let active: Vec<String> = request.pods.iter().map(|p| p.uid.clone()).collect();
-        if !request.more {
-            let released = self.node.sync_active(&active).await.map_err(|err| {
-                NriStatus::new(
-                    NriStatus::UNKNOWN,
-                    crate::error_text::error_chain(err.as_ref()),
-                )
-            })?;
-            if !released.is_empty() {
-                tracing::info!(pods = ?released, "pods the runtime no longer has released");
-            }
+        let released = self.node.sync_active(&active).await.map_err(|err| {
+            let why = crate::error_text::error_chain(err.as_ref());
+            NriStatus::new(NriStatus::UNKNOWN, why)
+        })?;
+        if !released.is_empty() {
+            tracing::info!(pods = ?released, "pods the runtime no longer has released");
         }
         let ids: std::collections::BTreeSet<String> =
             update.iter().map(|u| u.container_id.clone()).collect();
