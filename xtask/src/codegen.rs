@@ -24,6 +24,9 @@ pub(crate) struct Api {
 pub(crate) enum Services {
     /// gRPC: tonic clients and servers.
     Grpc,
+    /// gRPC, with server methods that answer `Unimplemented` unless implemented: for an
+    /// API of which test doubles serve a few methods only (the CRI).
+    GrpcUnimplementedByDefault,
     /// Not gRPC: messages only.
     MessagesOnly,
 }
@@ -63,7 +66,7 @@ pub(crate) const APIS: &[Api] = &[
     Api {
         name: "cri_v1",
         proto: "cri/v1/api.proto",
-        services: Services::Grpc,
+        services: Services::GrpcUnimplementedByDefault,
     },
     Api {
         name: "corral_v1",
@@ -96,10 +99,11 @@ pub(crate) fn generate(root: &Path) -> Result<Vec<(PathBuf, String)>> {
             .map_err(|err| anyhow::anyhow!("{err:?}"))
             .with_context(|| format!("compiling {}/{}", PROTO_DIR, api.proto))?;
         let scratch = tempfile::tempdir().context("creating a scratch dir for codegen")?;
-        let grpc = api.services == Services::Grpc;
+        let grpc = api.services != Services::MessagesOnly;
         tonic_prost_build::configure()
             .build_server(grpc)
             .build_client(grpc)
+            .generate_default_stubs(api.services == Services::GrpcUnimplementedByDefault)
             .emit_rerun_if_changed(false)
             .out_dir(scratch.path())
             .compile_fds(file_descriptors)

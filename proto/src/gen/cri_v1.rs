@@ -232,6 +232,202 @@ pub struct UpdateContainerResourcesRequest {
 /// No payload.
 #[derive(Clone, Copy, PartialEq, Eq, Hash, ::prost::Message)]
 pub struct UpdateContainerResourcesResponse {}
+/// The network, PID and IPC namespaces of a sandbox or container.
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct NamespaceOption {
+    #[prost(enumeration = "NamespaceMode", tag = "1")]
+    pub network: i32,
+    #[prost(enumeration = "NamespaceMode", tag = "2")]
+    pub pid: i32,
+    #[prost(enumeration = "NamespaceMode", tag = "3")]
+    pub ipc: i32,
+    #[prost(string, tag = "4")]
+    pub target_id: ::prost::alloc::string::String,
+}
+/// Name, uid, namespace and attempt of a pod sandbox.
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct PodSandboxMetadata {
+    #[prost(string, tag = "1")]
+    pub name: ::prost::alloc::string::String,
+    #[prost(string, tag = "2")]
+    pub uid: ::prost::alloc::string::String,
+    #[prost(string, tag = "3")]
+    pub namespace: ::prost::alloc::string::String,
+    #[prost(uint32, tag = "4")]
+    pub attempt: u32,
+}
+/// Security settings of a pod sandbox (corral declares the namespaces and privilege only).
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct LinuxSandboxSecurityContext {
+    #[prost(message, optional, tag = "1")]
+    pub namespace_options: ::core::option::Option<NamespaceOption>,
+    #[prost(bool, tag = "4")]
+    pub readonly_rootfs: bool,
+    #[prost(bool, tag = "6")]
+    pub privileged: bool,
+}
+/// Linux settings of a pod sandbox: the kubelet puts the pod's QoS cgroup in `cgroup_parent`.
+#[derive(Clone, PartialEq, ::prost::Message)]
+pub struct LinuxPodSandboxConfig {
+    #[prost(string, tag = "1")]
+    pub cgroup_parent: ::prost::alloc::string::String,
+    #[prost(message, optional, tag = "2")]
+    pub security_context: ::core::option::Option<LinuxSandboxSecurityContext>,
+    #[prost(map = "string, string", tag = "3")]
+    pub sysctls: ::std::collections::HashMap<
+        ::prost::alloc::string::String,
+        ::prost::alloc::string::String,
+    >,
+    #[prost(message, optional, tag = "4")]
+    pub overhead: ::core::option::Option<LinuxContainerResources>,
+    #[prost(message, optional, tag = "5")]
+    pub resources: ::core::option::Option<LinuxContainerResources>,
+}
+/// How to create a pod sandbox.
+#[derive(Clone, PartialEq, ::prost::Message)]
+pub struct PodSandboxConfig {
+    #[prost(message, optional, tag = "1")]
+    pub metadata: ::core::option::Option<PodSandboxMetadata>,
+    #[prost(string, tag = "2")]
+    pub hostname: ::prost::alloc::string::String,
+    #[prost(string, tag = "3")]
+    pub log_directory: ::prost::alloc::string::String,
+    #[prost(map = "string, string", tag = "6")]
+    pub labels: ::std::collections::HashMap<
+        ::prost::alloc::string::String,
+        ::prost::alloc::string::String,
+    >,
+    #[prost(map = "string, string", tag = "7")]
+    pub annotations: ::std::collections::HashMap<
+        ::prost::alloc::string::String,
+        ::prost::alloc::string::String,
+    >,
+    #[prost(message, optional, tag = "8")]
+    pub linux: ::core::option::Option<LinuxPodSandboxConfig>,
+}
+/// Create and start a pod sandbox.
+#[derive(Clone, PartialEq, ::prost::Message)]
+pub struct RunPodSandboxRequest {
+    #[prost(message, optional, tag = "1")]
+    pub config: ::core::option::Option<PodSandboxConfig>,
+    #[prost(string, tag = "2")]
+    pub runtime_handler: ::prost::alloc::string::String,
+}
+/// The new sandbox's id.
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct RunPodSandboxResponse {
+    #[prost(string, tag = "1")]
+    pub pod_sandbox_id: ::prost::alloc::string::String,
+}
+/// Stop a sandbox (and its containers).
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct StopPodSandboxRequest {
+    #[prost(string, tag = "1")]
+    pub pod_sandbox_id: ::prost::alloc::string::String,
+}
+/// No payload.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct StopPodSandboxResponse {}
+/// Remove a stopped sandbox.
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct RemovePodSandboxRequest {
+    #[prost(string, tag = "1")]
+    pub pod_sandbox_id: ::prost::alloc::string::String,
+}
+/// No payload.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct RemovePodSandboxResponse {}
+/// Security settings of a container (corral declares the namespaces and privilege only).
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct LinuxContainerSecurityContext {
+    #[prost(bool, tag = "2")]
+    pub privileged: bool,
+    #[prost(message, optional, tag = "3")]
+    pub namespace_options: ::core::option::Option<NamespaceOption>,
+    #[prost(bool, tag = "7")]
+    pub readonly_rootfs: bool,
+}
+/// Linux settings of a container: its resources as the kubelet derives them.
+#[derive(Clone, PartialEq, ::prost::Message)]
+pub struct LinuxContainerConfig {
+    #[prost(message, optional, tag = "1")]
+    pub resources: ::core::option::Option<LinuxContainerResources>,
+    #[prost(message, optional, tag = "2")]
+    pub security_context: ::core::option::Option<LinuxContainerSecurityContext>,
+}
+/// How to create a container.
+#[derive(Clone, PartialEq, ::prost::Message)]
+pub struct ContainerConfig {
+    #[prost(message, optional, tag = "1")]
+    pub metadata: ::core::option::Option<ContainerMetadata>,
+    #[prost(message, optional, tag = "2")]
+    pub image: ::core::option::Option<ImageSpec>,
+    #[prost(string, repeated, tag = "3")]
+    pub command: ::prost::alloc::vec::Vec<::prost::alloc::string::String>,
+    #[prost(string, repeated, tag = "4")]
+    pub args: ::prost::alloc::vec::Vec<::prost::alloc::string::String>,
+    #[prost(string, tag = "5")]
+    pub working_dir: ::prost::alloc::string::String,
+    #[prost(map = "string, string", tag = "9")]
+    pub labels: ::std::collections::HashMap<
+        ::prost::alloc::string::String,
+        ::prost::alloc::string::String,
+    >,
+    #[prost(map = "string, string", tag = "10")]
+    pub annotations: ::std::collections::HashMap<
+        ::prost::alloc::string::String,
+        ::prost::alloc::string::String,
+    >,
+    #[prost(string, tag = "11")]
+    pub log_path: ::prost::alloc::string::String,
+    #[prost(message, optional, tag = "15")]
+    pub linux: ::core::option::Option<LinuxContainerConfig>,
+}
+/// Create a container in a sandbox.
+#[derive(Clone, PartialEq, ::prost::Message)]
+pub struct CreateContainerRequest {
+    #[prost(string, tag = "1")]
+    pub pod_sandbox_id: ::prost::alloc::string::String,
+    #[prost(message, optional, tag = "2")]
+    pub config: ::core::option::Option<ContainerConfig>,
+    #[prost(message, optional, tag = "3")]
+    pub sandbox_config: ::core::option::Option<PodSandboxConfig>,
+}
+/// The new container's id.
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct CreateContainerResponse {
+    #[prost(string, tag = "1")]
+    pub container_id: ::prost::alloc::string::String,
+}
+/// Start a created container.
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct StartContainerRequest {
+    #[prost(string, tag = "1")]
+    pub container_id: ::prost::alloc::string::String,
+}
+/// No payload.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct StartContainerResponse {}
+/// Stop a container, killing it after `timeout` seconds.
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct StopContainerRequest {
+    #[prost(string, tag = "1")]
+    pub container_id: ::prost::alloc::string::String,
+    #[prost(int64, tag = "2")]
+    pub timeout: i64,
+}
+/// No payload.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct StopContainerResponse {}
+/// Remove a stopped container.
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct RemoveContainerRequest {
+    #[prost(string, tag = "1")]
+    pub container_id: ::prost::alloc::string::String,
+}
+/// No payload.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct RemoveContainerResponse {}
 /// Lifecycle state of a container.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, ::prost::Enumeration)]
 #[repr(i32)]
@@ -261,6 +457,40 @@ impl ContainerState {
             "CONTAINER_RUNNING" => Some(Self::ContainerRunning),
             "CONTAINER_EXITED" => Some(Self::ContainerExited),
             "CONTAINER_UNKNOWN" => Some(Self::ContainerUnknown),
+            _ => None,
+        }
+    }
+}
+/// Which namespace a pod or container gets: its own (POD), the container's, the node's, or
+/// another container's (TARGET).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, ::prost::Enumeration)]
+#[repr(i32)]
+pub enum NamespaceMode {
+    Pod = 0,
+    Container = 1,
+    Node = 2,
+    Target = 3,
+}
+impl NamespaceMode {
+    /// String value of the enum field names used in the ProtoBuf definition.
+    ///
+    /// The values are not transformed in any way and thus are considered stable
+    /// (if the ProtoBuf definition does not change) and safe for programmatic use.
+    pub fn as_str_name(&self) -> &'static str {
+        match self {
+            Self::Pod => "POD",
+            Self::Container => "CONTAINER",
+            Self::Node => "NODE",
+            Self::Target => "TARGET",
+        }
+    }
+    /// Creates an enum from field names used in the ProtoBuf definition.
+    pub fn from_str_name(value: &str) -> ::core::option::Option<Self> {
+        match value {
+            "POD" => Some(Self::Pod),
+            "CONTAINER" => Some(Self::Container),
+            "NODE" => Some(Self::Node),
+            "TARGET" => Some(Self::Target),
             _ => None,
         }
     }
@@ -357,6 +587,176 @@ pub mod runtime_service_client {
             self.inner = self.inner.max_encoding_message_size(limit);
             self
         }
+        pub async fn run_pod_sandbox(
+            &mut self,
+            request: impl tonic::IntoRequest<super::RunPodSandboxRequest>,
+        ) -> std::result::Result<
+            tonic::Response<super::RunPodSandboxResponse>,
+            tonic::Status,
+        > {
+            self.inner
+                .ready()
+                .await
+                .map_err(|e| {
+                    tonic::Status::unknown(
+                        format!("Service was not ready: {}", e.into()),
+                    )
+                })?;
+            let codec = tonic_prost::ProstCodec::default();
+            let path = http::uri::PathAndQuery::from_static(
+                "/runtime.v1.RuntimeService/RunPodSandbox",
+            );
+            let mut req = request.into_request();
+            req.extensions_mut()
+                .insert(GrpcMethod::new("runtime.v1.RuntimeService", "RunPodSandbox"));
+            self.inner.unary(req, path, codec).await
+        }
+        pub async fn stop_pod_sandbox(
+            &mut self,
+            request: impl tonic::IntoRequest<super::StopPodSandboxRequest>,
+        ) -> std::result::Result<
+            tonic::Response<super::StopPodSandboxResponse>,
+            tonic::Status,
+        > {
+            self.inner
+                .ready()
+                .await
+                .map_err(|e| {
+                    tonic::Status::unknown(
+                        format!("Service was not ready: {}", e.into()),
+                    )
+                })?;
+            let codec = tonic_prost::ProstCodec::default();
+            let path = http::uri::PathAndQuery::from_static(
+                "/runtime.v1.RuntimeService/StopPodSandbox",
+            );
+            let mut req = request.into_request();
+            req.extensions_mut()
+                .insert(GrpcMethod::new("runtime.v1.RuntimeService", "StopPodSandbox"));
+            self.inner.unary(req, path, codec).await
+        }
+        pub async fn remove_pod_sandbox(
+            &mut self,
+            request: impl tonic::IntoRequest<super::RemovePodSandboxRequest>,
+        ) -> std::result::Result<
+            tonic::Response<super::RemovePodSandboxResponse>,
+            tonic::Status,
+        > {
+            self.inner
+                .ready()
+                .await
+                .map_err(|e| {
+                    tonic::Status::unknown(
+                        format!("Service was not ready: {}", e.into()),
+                    )
+                })?;
+            let codec = tonic_prost::ProstCodec::default();
+            let path = http::uri::PathAndQuery::from_static(
+                "/runtime.v1.RuntimeService/RemovePodSandbox",
+            );
+            let mut req = request.into_request();
+            req.extensions_mut()
+                .insert(
+                    GrpcMethod::new("runtime.v1.RuntimeService", "RemovePodSandbox"),
+                );
+            self.inner.unary(req, path, codec).await
+        }
+        pub async fn create_container(
+            &mut self,
+            request: impl tonic::IntoRequest<super::CreateContainerRequest>,
+        ) -> std::result::Result<
+            tonic::Response<super::CreateContainerResponse>,
+            tonic::Status,
+        > {
+            self.inner
+                .ready()
+                .await
+                .map_err(|e| {
+                    tonic::Status::unknown(
+                        format!("Service was not ready: {}", e.into()),
+                    )
+                })?;
+            let codec = tonic_prost::ProstCodec::default();
+            let path = http::uri::PathAndQuery::from_static(
+                "/runtime.v1.RuntimeService/CreateContainer",
+            );
+            let mut req = request.into_request();
+            req.extensions_mut()
+                .insert(GrpcMethod::new("runtime.v1.RuntimeService", "CreateContainer"));
+            self.inner.unary(req, path, codec).await
+        }
+        pub async fn start_container(
+            &mut self,
+            request: impl tonic::IntoRequest<super::StartContainerRequest>,
+        ) -> std::result::Result<
+            tonic::Response<super::StartContainerResponse>,
+            tonic::Status,
+        > {
+            self.inner
+                .ready()
+                .await
+                .map_err(|e| {
+                    tonic::Status::unknown(
+                        format!("Service was not ready: {}", e.into()),
+                    )
+                })?;
+            let codec = tonic_prost::ProstCodec::default();
+            let path = http::uri::PathAndQuery::from_static(
+                "/runtime.v1.RuntimeService/StartContainer",
+            );
+            let mut req = request.into_request();
+            req.extensions_mut()
+                .insert(GrpcMethod::new("runtime.v1.RuntimeService", "StartContainer"));
+            self.inner.unary(req, path, codec).await
+        }
+        pub async fn stop_container(
+            &mut self,
+            request: impl tonic::IntoRequest<super::StopContainerRequest>,
+        ) -> std::result::Result<
+            tonic::Response<super::StopContainerResponse>,
+            tonic::Status,
+        > {
+            self.inner
+                .ready()
+                .await
+                .map_err(|e| {
+                    tonic::Status::unknown(
+                        format!("Service was not ready: {}", e.into()),
+                    )
+                })?;
+            let codec = tonic_prost::ProstCodec::default();
+            let path = http::uri::PathAndQuery::from_static(
+                "/runtime.v1.RuntimeService/StopContainer",
+            );
+            let mut req = request.into_request();
+            req.extensions_mut()
+                .insert(GrpcMethod::new("runtime.v1.RuntimeService", "StopContainer"));
+            self.inner.unary(req, path, codec).await
+        }
+        pub async fn remove_container(
+            &mut self,
+            request: impl tonic::IntoRequest<super::RemoveContainerRequest>,
+        ) -> std::result::Result<
+            tonic::Response<super::RemoveContainerResponse>,
+            tonic::Status,
+        > {
+            self.inner
+                .ready()
+                .await
+                .map_err(|e| {
+                    tonic::Status::unknown(
+                        format!("Service was not ready: {}", e.into()),
+                    )
+                })?;
+            let codec = tonic_prost::ProstCodec::default();
+            let path = http::uri::PathAndQuery::from_static(
+                "/runtime.v1.RuntimeService/RemoveContainer",
+            );
+            let mut req = request.into_request();
+            req.extensions_mut()
+                .insert(GrpcMethod::new("runtime.v1.RuntimeService", "RemoveContainer"));
+            self.inner.unary(req, path, codec).await
+        }
         pub async fn list_containers(
             &mut self,
             request: impl tonic::IntoRequest<super::ListContainersRequest>,
@@ -449,27 +849,96 @@ pub mod runtime_service_server {
     /// Generated trait containing gRPC methods that should be implemented for use with RuntimeServiceServer.
     #[async_trait]
     pub trait RuntimeService: std::marker::Send + std::marker::Sync + 'static {
+        async fn run_pod_sandbox(
+            &self,
+            request: tonic::Request<super::RunPodSandboxRequest>,
+        ) -> std::result::Result<
+            tonic::Response<super::RunPodSandboxResponse>,
+            tonic::Status,
+        > {
+            Err(tonic::Status::unimplemented("Not yet implemented"))
+        }
+        async fn stop_pod_sandbox(
+            &self,
+            request: tonic::Request<super::StopPodSandboxRequest>,
+        ) -> std::result::Result<
+            tonic::Response<super::StopPodSandboxResponse>,
+            tonic::Status,
+        > {
+            Err(tonic::Status::unimplemented("Not yet implemented"))
+        }
+        async fn remove_pod_sandbox(
+            &self,
+            request: tonic::Request<super::RemovePodSandboxRequest>,
+        ) -> std::result::Result<
+            tonic::Response<super::RemovePodSandboxResponse>,
+            tonic::Status,
+        > {
+            Err(tonic::Status::unimplemented("Not yet implemented"))
+        }
+        async fn create_container(
+            &self,
+            request: tonic::Request<super::CreateContainerRequest>,
+        ) -> std::result::Result<
+            tonic::Response<super::CreateContainerResponse>,
+            tonic::Status,
+        > {
+            Err(tonic::Status::unimplemented("Not yet implemented"))
+        }
+        async fn start_container(
+            &self,
+            request: tonic::Request<super::StartContainerRequest>,
+        ) -> std::result::Result<
+            tonic::Response<super::StartContainerResponse>,
+            tonic::Status,
+        > {
+            Err(tonic::Status::unimplemented("Not yet implemented"))
+        }
+        async fn stop_container(
+            &self,
+            request: tonic::Request<super::StopContainerRequest>,
+        ) -> std::result::Result<
+            tonic::Response<super::StopContainerResponse>,
+            tonic::Status,
+        > {
+            Err(tonic::Status::unimplemented("Not yet implemented"))
+        }
+        async fn remove_container(
+            &self,
+            request: tonic::Request<super::RemoveContainerRequest>,
+        ) -> std::result::Result<
+            tonic::Response<super::RemoveContainerResponse>,
+            tonic::Status,
+        > {
+            Err(tonic::Status::unimplemented("Not yet implemented"))
+        }
         async fn list_containers(
             &self,
             request: tonic::Request<super::ListContainersRequest>,
         ) -> std::result::Result<
             tonic::Response<super::ListContainersResponse>,
             tonic::Status,
-        >;
+        > {
+            Err(tonic::Status::unimplemented("Not yet implemented"))
+        }
         async fn container_status(
             &self,
             request: tonic::Request<super::ContainerStatusRequest>,
         ) -> std::result::Result<
             tonic::Response<super::ContainerStatusResponse>,
             tonic::Status,
-        >;
+        > {
+            Err(tonic::Status::unimplemented("Not yet implemented"))
+        }
         async fn update_container_resources(
             &self,
             request: tonic::Request<super::UpdateContainerResourcesRequest>,
         ) -> std::result::Result<
             tonic::Response<super::UpdateContainerResourcesResponse>,
             tonic::Status,
-        >;
+        > {
+            Err(tonic::Status::unimplemented("Not yet implemented"))
+        }
     }
     /// Served by the container runtime (containerd, CRI-O) on its CRI socket.
     #[derive(Debug)]
@@ -548,6 +1017,327 @@ pub mod runtime_service_server {
         }
         fn call(&mut self, req: http::Request<B>) -> Self::Future {
             match req.uri().path() {
+                "/runtime.v1.RuntimeService/RunPodSandbox" => {
+                    #[allow(non_camel_case_types)]
+                    struct RunPodSandboxSvc<T: RuntimeService>(pub Arc<T>);
+                    impl<
+                        T: RuntimeService,
+                    > tonic::server::UnaryService<super::RunPodSandboxRequest>
+                    for RunPodSandboxSvc<T> {
+                        type Response = super::RunPodSandboxResponse;
+                        type Future = BoxFuture<
+                            tonic::Response<Self::Response>,
+                            tonic::Status,
+                        >;
+                        fn call(
+                            &mut self,
+                            request: tonic::Request<super::RunPodSandboxRequest>,
+                        ) -> Self::Future {
+                            let inner = Arc::clone(&self.0);
+                            let fut = async move {
+                                <T as RuntimeService>::run_pod_sandbox(&inner, request)
+                                    .await
+                            };
+                            Box::pin(fut)
+                        }
+                    }
+                    let accept_compression_encodings = self.accept_compression_encodings;
+                    let send_compression_encodings = self.send_compression_encodings;
+                    let max_decoding_message_size = self.max_decoding_message_size;
+                    let max_encoding_message_size = self.max_encoding_message_size;
+                    let inner = self.inner.clone();
+                    let fut = async move {
+                        let method = RunPodSandboxSvc(inner);
+                        let codec = tonic_prost::ProstCodec::default();
+                        let mut grpc = tonic::server::Grpc::new(codec)
+                            .apply_compression_config(
+                                accept_compression_encodings,
+                                send_compression_encodings,
+                            )
+                            .apply_max_message_size_config(
+                                max_decoding_message_size,
+                                max_encoding_message_size,
+                            );
+                        let res = grpc.unary(method, req).await;
+                        Ok(res)
+                    };
+                    Box::pin(fut)
+                }
+                "/runtime.v1.RuntimeService/StopPodSandbox" => {
+                    #[allow(non_camel_case_types)]
+                    struct StopPodSandboxSvc<T: RuntimeService>(pub Arc<T>);
+                    impl<
+                        T: RuntimeService,
+                    > tonic::server::UnaryService<super::StopPodSandboxRequest>
+                    for StopPodSandboxSvc<T> {
+                        type Response = super::StopPodSandboxResponse;
+                        type Future = BoxFuture<
+                            tonic::Response<Self::Response>,
+                            tonic::Status,
+                        >;
+                        fn call(
+                            &mut self,
+                            request: tonic::Request<super::StopPodSandboxRequest>,
+                        ) -> Self::Future {
+                            let inner = Arc::clone(&self.0);
+                            let fut = async move {
+                                <T as RuntimeService>::stop_pod_sandbox(&inner, request)
+                                    .await
+                            };
+                            Box::pin(fut)
+                        }
+                    }
+                    let accept_compression_encodings = self.accept_compression_encodings;
+                    let send_compression_encodings = self.send_compression_encodings;
+                    let max_decoding_message_size = self.max_decoding_message_size;
+                    let max_encoding_message_size = self.max_encoding_message_size;
+                    let inner = self.inner.clone();
+                    let fut = async move {
+                        let method = StopPodSandboxSvc(inner);
+                        let codec = tonic_prost::ProstCodec::default();
+                        let mut grpc = tonic::server::Grpc::new(codec)
+                            .apply_compression_config(
+                                accept_compression_encodings,
+                                send_compression_encodings,
+                            )
+                            .apply_max_message_size_config(
+                                max_decoding_message_size,
+                                max_encoding_message_size,
+                            );
+                        let res = grpc.unary(method, req).await;
+                        Ok(res)
+                    };
+                    Box::pin(fut)
+                }
+                "/runtime.v1.RuntimeService/RemovePodSandbox" => {
+                    #[allow(non_camel_case_types)]
+                    struct RemovePodSandboxSvc<T: RuntimeService>(pub Arc<T>);
+                    impl<
+                        T: RuntimeService,
+                    > tonic::server::UnaryService<super::RemovePodSandboxRequest>
+                    for RemovePodSandboxSvc<T> {
+                        type Response = super::RemovePodSandboxResponse;
+                        type Future = BoxFuture<
+                            tonic::Response<Self::Response>,
+                            tonic::Status,
+                        >;
+                        fn call(
+                            &mut self,
+                            request: tonic::Request<super::RemovePodSandboxRequest>,
+                        ) -> Self::Future {
+                            let inner = Arc::clone(&self.0);
+                            let fut = async move {
+                                <T as RuntimeService>::remove_pod_sandbox(&inner, request)
+                                    .await
+                            };
+                            Box::pin(fut)
+                        }
+                    }
+                    let accept_compression_encodings = self.accept_compression_encodings;
+                    let send_compression_encodings = self.send_compression_encodings;
+                    let max_decoding_message_size = self.max_decoding_message_size;
+                    let max_encoding_message_size = self.max_encoding_message_size;
+                    let inner = self.inner.clone();
+                    let fut = async move {
+                        let method = RemovePodSandboxSvc(inner);
+                        let codec = tonic_prost::ProstCodec::default();
+                        let mut grpc = tonic::server::Grpc::new(codec)
+                            .apply_compression_config(
+                                accept_compression_encodings,
+                                send_compression_encodings,
+                            )
+                            .apply_max_message_size_config(
+                                max_decoding_message_size,
+                                max_encoding_message_size,
+                            );
+                        let res = grpc.unary(method, req).await;
+                        Ok(res)
+                    };
+                    Box::pin(fut)
+                }
+                "/runtime.v1.RuntimeService/CreateContainer" => {
+                    #[allow(non_camel_case_types)]
+                    struct CreateContainerSvc<T: RuntimeService>(pub Arc<T>);
+                    impl<
+                        T: RuntimeService,
+                    > tonic::server::UnaryService<super::CreateContainerRequest>
+                    for CreateContainerSvc<T> {
+                        type Response = super::CreateContainerResponse;
+                        type Future = BoxFuture<
+                            tonic::Response<Self::Response>,
+                            tonic::Status,
+                        >;
+                        fn call(
+                            &mut self,
+                            request: tonic::Request<super::CreateContainerRequest>,
+                        ) -> Self::Future {
+                            let inner = Arc::clone(&self.0);
+                            let fut = async move {
+                                <T as RuntimeService>::create_container(&inner, request)
+                                    .await
+                            };
+                            Box::pin(fut)
+                        }
+                    }
+                    let accept_compression_encodings = self.accept_compression_encodings;
+                    let send_compression_encodings = self.send_compression_encodings;
+                    let max_decoding_message_size = self.max_decoding_message_size;
+                    let max_encoding_message_size = self.max_encoding_message_size;
+                    let inner = self.inner.clone();
+                    let fut = async move {
+                        let method = CreateContainerSvc(inner);
+                        let codec = tonic_prost::ProstCodec::default();
+                        let mut grpc = tonic::server::Grpc::new(codec)
+                            .apply_compression_config(
+                                accept_compression_encodings,
+                                send_compression_encodings,
+                            )
+                            .apply_max_message_size_config(
+                                max_decoding_message_size,
+                                max_encoding_message_size,
+                            );
+                        let res = grpc.unary(method, req).await;
+                        Ok(res)
+                    };
+                    Box::pin(fut)
+                }
+                "/runtime.v1.RuntimeService/StartContainer" => {
+                    #[allow(non_camel_case_types)]
+                    struct StartContainerSvc<T: RuntimeService>(pub Arc<T>);
+                    impl<
+                        T: RuntimeService,
+                    > tonic::server::UnaryService<super::StartContainerRequest>
+                    for StartContainerSvc<T> {
+                        type Response = super::StartContainerResponse;
+                        type Future = BoxFuture<
+                            tonic::Response<Self::Response>,
+                            tonic::Status,
+                        >;
+                        fn call(
+                            &mut self,
+                            request: tonic::Request<super::StartContainerRequest>,
+                        ) -> Self::Future {
+                            let inner = Arc::clone(&self.0);
+                            let fut = async move {
+                                <T as RuntimeService>::start_container(&inner, request)
+                                    .await
+                            };
+                            Box::pin(fut)
+                        }
+                    }
+                    let accept_compression_encodings = self.accept_compression_encodings;
+                    let send_compression_encodings = self.send_compression_encodings;
+                    let max_decoding_message_size = self.max_decoding_message_size;
+                    let max_encoding_message_size = self.max_encoding_message_size;
+                    let inner = self.inner.clone();
+                    let fut = async move {
+                        let method = StartContainerSvc(inner);
+                        let codec = tonic_prost::ProstCodec::default();
+                        let mut grpc = tonic::server::Grpc::new(codec)
+                            .apply_compression_config(
+                                accept_compression_encodings,
+                                send_compression_encodings,
+                            )
+                            .apply_max_message_size_config(
+                                max_decoding_message_size,
+                                max_encoding_message_size,
+                            );
+                        let res = grpc.unary(method, req).await;
+                        Ok(res)
+                    };
+                    Box::pin(fut)
+                }
+                "/runtime.v1.RuntimeService/StopContainer" => {
+                    #[allow(non_camel_case_types)]
+                    struct StopContainerSvc<T: RuntimeService>(pub Arc<T>);
+                    impl<
+                        T: RuntimeService,
+                    > tonic::server::UnaryService<super::StopContainerRequest>
+                    for StopContainerSvc<T> {
+                        type Response = super::StopContainerResponse;
+                        type Future = BoxFuture<
+                            tonic::Response<Self::Response>,
+                            tonic::Status,
+                        >;
+                        fn call(
+                            &mut self,
+                            request: tonic::Request<super::StopContainerRequest>,
+                        ) -> Self::Future {
+                            let inner = Arc::clone(&self.0);
+                            let fut = async move {
+                                <T as RuntimeService>::stop_container(&inner, request).await
+                            };
+                            Box::pin(fut)
+                        }
+                    }
+                    let accept_compression_encodings = self.accept_compression_encodings;
+                    let send_compression_encodings = self.send_compression_encodings;
+                    let max_decoding_message_size = self.max_decoding_message_size;
+                    let max_encoding_message_size = self.max_encoding_message_size;
+                    let inner = self.inner.clone();
+                    let fut = async move {
+                        let method = StopContainerSvc(inner);
+                        let codec = tonic_prost::ProstCodec::default();
+                        let mut grpc = tonic::server::Grpc::new(codec)
+                            .apply_compression_config(
+                                accept_compression_encodings,
+                                send_compression_encodings,
+                            )
+                            .apply_max_message_size_config(
+                                max_decoding_message_size,
+                                max_encoding_message_size,
+                            );
+                        let res = grpc.unary(method, req).await;
+                        Ok(res)
+                    };
+                    Box::pin(fut)
+                }
+                "/runtime.v1.RuntimeService/RemoveContainer" => {
+                    #[allow(non_camel_case_types)]
+                    struct RemoveContainerSvc<T: RuntimeService>(pub Arc<T>);
+                    impl<
+                        T: RuntimeService,
+                    > tonic::server::UnaryService<super::RemoveContainerRequest>
+                    for RemoveContainerSvc<T> {
+                        type Response = super::RemoveContainerResponse;
+                        type Future = BoxFuture<
+                            tonic::Response<Self::Response>,
+                            tonic::Status,
+                        >;
+                        fn call(
+                            &mut self,
+                            request: tonic::Request<super::RemoveContainerRequest>,
+                        ) -> Self::Future {
+                            let inner = Arc::clone(&self.0);
+                            let fut = async move {
+                                <T as RuntimeService>::remove_container(&inner, request)
+                                    .await
+                            };
+                            Box::pin(fut)
+                        }
+                    }
+                    let accept_compression_encodings = self.accept_compression_encodings;
+                    let send_compression_encodings = self.send_compression_encodings;
+                    let max_decoding_message_size = self.max_decoding_message_size;
+                    let max_encoding_message_size = self.max_encoding_message_size;
+                    let inner = self.inner.clone();
+                    let fut = async move {
+                        let method = RemoveContainerSvc(inner);
+                        let codec = tonic_prost::ProstCodec::default();
+                        let mut grpc = tonic::server::Grpc::new(codec)
+                            .apply_compression_config(
+                                accept_compression_encodings,
+                                send_compression_encodings,
+                            )
+                            .apply_max_message_size_config(
+                                max_decoding_message_size,
+                                max_encoding_message_size,
+                            );
+                        let res = grpc.unary(method, req).await;
+                        Ok(res)
+                    };
+                    Box::pin(fut)
+                }
                 "/runtime.v1.RuntimeService/ListContainers" => {
                     #[allow(non_camel_case_types)]
                     struct ListContainersSvc<T: RuntimeService>(pub Arc<T>);
