@@ -11,6 +11,7 @@
 mod bench;
 mod ci;
 mod codegen;
+mod containerd_bundle;
 mod dependency_rules;
 mod fuzz;
 #[cfg(test)]
@@ -66,6 +67,9 @@ enum Command {
         /// Only targets named `fuzz_<FILTER>…`.
         filter: Option<String>,
     },
+    /// Prepare the real containerd the NRI tests drive (`target/containerd-bundle`; what
+    /// `cargo xtask test` does first).
+    ContainerdBundle,
     /// Run every `*.json` conformance vector file in DIR, dispatching on its `suite` field.
     Conformance {
         /// Directory holding vector files (default: testdata/conformance).
@@ -100,6 +104,16 @@ fn main() -> ExitCode {
             },
         )
         .map(|()| true),
+        Command::ContainerdBundle => match containerd_bundle::ensure(&workspace_root()) {
+            Ok(dir) => {
+                println!("{}", dir.display());
+                Ok(true)
+            }
+            Err(why) => {
+                eprintln!("cannot prepare the containerd bundle: {why}");
+                Ok(false)
+            }
+        },
         Command::Fuzz { cases, filter } => fuzz::run(&workspace_root(), cases, filter.as_deref()),
         Command::Conformance { dir } => {
             let dir = dir.unwrap_or_else(|| workspace_root().join("testdata/conformance"));

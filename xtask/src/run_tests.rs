@@ -8,7 +8,7 @@ use std::process::{Command, Stdio};
 
 use anyhow::{Context, Result};
 
-use crate::python_env;
+use crate::{containerd_bundle, python_env};
 
 /// Totals over every `test result:` line cargo printed.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
@@ -46,7 +46,17 @@ impl TestTotals {
 /// Run the workspace's tests; returns the totals and whether cargo succeeded.
 pub(crate) fn run(root: &Path, extra: &[String]) -> Result<(TestTotals, bool)> {
     let python = python_env::ensure(root)?;
-    let mut child = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
+    let mut command = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
+    match containerd_bundle::ensure(root) {
+        Ok(bundle) => {
+            command.env("CORRAL_CONTAINERD_BUNDLE", bundle);
+        }
+        Err(why) => {
+            println!("containerd tests will skip: {why}");
+            command.env("CORRAL_CONTAINERD_SKIP", why);
+        }
+    }
+    let mut child = command
         .current_dir(root)
         .args(["test", "--workspace"])
         .args(extra)

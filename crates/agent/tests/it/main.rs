@@ -4,7 +4,9 @@
 mod chaos;
 mod cli;
 mod config_parity;
+mod containerd;
 mod e2e;
 mod metrics_endpoint;
 mod nri;
+mod real_containerd;
 mod support;

@@ -1,0 +1,181 @@
+//! `corral run --nri` with a real containerd and runc: pods driven through CRI as a kubelet
+//! would, and each container's real cgroup checked — a Guaranteed container's `cpuset.cpus`
+//! is its exclusive CPUs, a Burstable one's the shared pool, updated when exclusive CPUs
+//! come and go, and both survive an agent SIGKILL and restart. The machine's own topology
+//! (`--host-root /`) decides, since the cgroups are real. Skipped, saying why, where the
+//! machine cannot run containerd (see `real_containerd.rs`).
+
+use std::path::Path;
+use std::time::Duration;
+
+use corral_proto::cri::v1 as cri;
+
+use crate::real_containerd::{Containerd, cgroup_cpus, container_config, sandbox_config};
+use crate::support::{Reaped, corral, log_file};
+
+fn agent(root: &Path, nri_socket: &Path) -> Reaped {
+    let child = corral()
+        .arg("run")
+        .arg("--root")
+        .arg(root)
+        .args(["--host-root", "/", "--cpu-manager-policy", "static"])
+        .args(["--reserved-system-cpus", "0", "--nri", "--nri-socket"])
+        .arg(nri_socket)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(log_file(&root.with_extension("log")))
+        .spawn()
+        .expect("start corral run --nri");
+    Reaped(child)
+}
+
+/// Runs a sandbox and one started container in it; the container id.
+async fn run_pod(
+    containerd: &mut Containerd,
+    uid: &str,
+    qos_dir: &str,
+    container: cri::ContainerConfig,
+) -> (String, String) {
+    let mut client = containerd.cri().await;
+    let config = sandbox_config(uid, uid, qos_dir, &containerd.log_dir());
+    containerd
+        .pod_cgroups
+        .push(format!("kubepods{qos_dir}/pod{uid}"));
+    let sandbox = client
+        .run_pod_sandbox(cri::RunPodSandboxRequest {
+            config: Some(config.clone()),
+            runtime_handler: String::new(),
+        })
+        .await
+        .unwrap_or_else(|s| panic!("RunPodSandbox: {s}\n{}", containerd.log_tail()))
+        .into_inner()
+        .pod_sandbox_id;
+    let created = client
+        .create_container(cri::CreateContainerRequest {
+            pod_sandbox_id: sandbox.clone(),
+            config: Some(container),
+            sandbox_config: Some(config),
+        })
+        .await
+        .unwrap_or_else(|s| panic!("CreateContainer: {s}\n{}", containerd.log_tail()))
+        .into_inner()
+        .container_id;
+    client
+        .start_container(cri::StartContainerRequest {
+            container_id: created.clone(),
+        })
+        .await
+        .unwrap_or_else(|s| panic!("StartContainer: {s}\n{}", containerd.log_tail()));
+    (sandbox, created)
+}
+
+/// Stops and removes the sandboxes (and so their containers), as the kubelet does.
+async fn remove_pods(containerd: &Containerd, sandboxes: &[String]) {
+    let mut client = containerd.cri().await;
+    for id in sandboxes {
+        let stop = cri::StopPodSandboxRequest {
+            pod_sandbox_id: id.clone(),
+        };
+        client.stop_pod_sandbox(stop).await.unwrap();
+        let remove = cri::RemovePodSandboxRequest {
+            pod_sandbox_id: id.clone(),
+        };
+        client.remove_pod_sandbox(remove).await.unwrap();
+    }
+}
+
+async fn stop_container(containerd: &Containerd, id: &str) {
+    let mut client = containerd.cri().await;
+    // busybox as PID 1 ignores SIGTERM: no grace period.
+    let stop = cri::StopContainerRequest {
+        container_id: id.into(),
+        timeout: 0,
+    };
+    client.stop_container(stop).await.unwrap();
+}
+
+/// Polls until `parent`/`id`'s cgroup holds `want`.
+async fn wait_for_cpus(parent: &str, id: &str, want: &str) {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        let got = cgroup_cpus(parent, id);
+        if got == want {
+            return;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "{parent}/{id}: {got}, want {want}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn real_cgroups_follow_corrals_decisions_across_an_agent_sigkill() {
+    let bundle = match Containerd::bundle() {
+        Ok(bundle) => bundle,
+        Err(why) => {
+            println!("skipped: {why}");
+            return;
+        }
+    };
+    let cpus = corral_topology::sysfs::discover(Path::new("/"))
+        .unwrap()
+        .all_cpus()
+        .clone();
+    if cpus.len() < 2 {
+        println!("skipped: one CPU; an exclusive CPU needs two");
+        return;
+    }
+    let all = cpus.to_string();
+    let dir = tempfile::tempdir().unwrap();
+    let mut containerd = Containerd::start(&bundle, dir.path());
+    let root = dir.path().join("corral");
+    let mut first = agent(&root, &containerd.nri_socket());
+    containerd.wait_for_log_count(r#"\"50-corral\" connected"#, 1);
+
+    let suffix = std::process::id();
+    let (b_uid, g_uid) = (format!("b{suffix}"), format!("g{suffix}"));
+    let (b_parent, g_parent) = (
+        format!("/kubepods/burstable/pod{b_uid}"),
+        format!("/kubepods/pod{g_uid}"),
+    );
+    let (b_sandbox, burstable) = run_pod(
+        &mut containerd,
+        &b_uid,
+        "/burstable",
+        container_config("shared", 500, 0),
+    )
+    .await;
+    wait_for_cpus(&b_parent, &burstable, &all).await;
+
+    let (g_sandbox, guaranteed) = run_pod(
+        &mut containerd,
+        &g_uid,
+        "",
+        container_config("pinned", 1000, 1000),
+    )
+    .await;
+    let exclusive = cgroup_cpus(&g_parent, &guaranteed);
+    let exclusive_set: corral_topology::CpuSet = exclusive.parse().unwrap();
+    assert_eq!(exclusive_set.len(), 1, "{exclusive}");
+    assert!(
+        !exclusive_set.contains(0),
+        "the reserved CPU 0 is not exclusive: {exclusive}"
+    );
+    let pool = cpus.difference(&exclusive_set).to_string();
+    wait_for_cpus(&b_parent, &burstable, &pool).await;
+
+    // SIGKILL the agent with both containers running; a new one resynchronizes.
+    first.0.kill().unwrap();
+    first.0.wait().unwrap();
+    let _second = agent(&root, &containerd.nri_socket());
+    containerd.wait_for_log_count(r#"\"50-corral\" connected"#, 2);
+    assert_eq!(cgroup_cpus(&g_parent, &guaranteed), exclusive);
+    assert_eq!(cgroup_cpus(&b_parent, &burstable), pool);
+
+    // The Guaranteed container stops: its CPU goes back to the shared pool.
+    stop_container(&containerd, &guaranteed).await;
+    wait_for_cpus(&b_parent, &burstable, &all).await;
+    remove_pods(&containerd, &[g_sandbox, b_sandbox]).await;
+}
