@@ -179,3 +179,140 @@ async fn real_cgroups_follow_corrals_decisions_across_an_agent_sigkill() {
     wait_for_cpus(&b_parent, &burstable, &all).await;
     remove_pods(&containerd, &[g_sandbox, b_sandbox]).await;
 }
+
+/// The admission API's client on `root`'s agent socket.
+async fn agent_api(
+    root: &Path,
+) -> corral_proto::corral::v1::agent_client::AgentClient<corral_proto::tonic::transport::Channel> {
+    let socket = root.join("corral/agent.sock");
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    while !socket.exists() {
+        assert!(tokio::time::Instant::now() < deadline, "no agent socket");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let channel = corral_proto::uds::connect(&socket, Duration::from_secs(5))
+        .await
+        .unwrap();
+    corral_proto::corral::v1::agent_client::AgentClient::new(channel)
+}
+
+/// Admits a one-container pod through the admission API, as a kubelet does before creating
+/// it; the container's cpuset.
+async fn admit(root: &Path, uid: &str, cpu_limit: Option<&str>) -> String {
+    use corral_proto::corral::v1 as api;
+    let resources = match cpu_limit {
+        Some(cpus) => serde_json::json!({"limits": {"cpu": cpus, "memory": "64Mi"}}),
+        None => serde_json::json!({"requests": {"cpu": "500m", "memory": "64Mi"}}),
+    };
+    let pod = serde_json::json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": uid, "namespace": "default", "uid": uid},
+        "spec": {"containers": [{"name": "app", "resources": resources}]},
+    });
+    let mut client = agent_api(root).await;
+    let admitted = client
+        .admit(api::AdmitRequest {
+            pod_json: serde_json::to_vec(&pod).unwrap(),
+            resource_claims_json: Vec::new(),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(
+        admitted.admitted,
+        "{}: {}",
+        admitted.reason, admitted.message
+    );
+    let allocation = admitted.allocation.expect("an allocation");
+    allocation.containers[0].cpuset.clone()
+}
+
+/// Reports the container's real id once it runs, as the kubelet's `AddContainer`.
+async fn report_started(root: &Path, uid: &str, container_id: &str) {
+    let started = corral_proto::corral::v1::ContainerStartedRequest {
+        pod_uid: uid.into(),
+        container_name: "app".into(),
+        container_id: container_id.into(),
+    };
+    agent_api(root)
+        .await
+        .container_started(started)
+        .await
+        .unwrap();
+}
+
+/// A container config whose cpuset is `cpus`, as the kubelet's `PreCreateContainer` sets it.
+fn pinned_config(request_milli: i64, limit_milli: i64, cpus: &str) -> cri::ContainerConfig {
+    let mut config = container_config("app", request_milli, limit_milli);
+    let linux = config.linux.as_mut().unwrap();
+    linux.resources.as_mut().unwrap().cpuset_cpus = cpus.into();
+    config
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cri_reconcile_pins_real_containers() {
+    let bundle = match Containerd::bundle() {
+        Ok(bundle) => bundle,
+        Err(why) => {
+            println!("skipped: {why}");
+            return;
+        }
+    };
+    let cpus = corral_topology::sysfs::discover(Path::new("/"))
+        .unwrap()
+        .all_cpus()
+        .clone();
+    if cpus.len() < 2 {
+        println!("skipped: one CPU; an exclusive CPU needs two");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let mut containerd = Containerd::start(&bundle, dir.path());
+    let config = dir.path().join("corral.yaml");
+    let endpoint = format!("unix://{}", containerd.socket().display());
+    let yaml = format!("cpuManagerReconcilePeriod: 100ms\ncontainerRuntimeEndpoint: {endpoint}\n");
+    std::fs::write(&config, yaml).unwrap();
+    let root = dir.path().join("corral");
+    let _agent = Reaped(
+        corral()
+            .arg("run")
+            .arg("--root")
+            .arg(&root)
+            .arg("-c")
+            .arg(&config)
+            .args(["--host-root", "/", "--cpu-manager-policy", "static"])
+            .args(["--reserved-system-cpus", "0"])
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(log_file(&root.with_extension("log")))
+            .spawn()
+            .expect("start corral run"),
+    );
+    let suffix = std::process::id();
+    let (b_uid, g_uid) = (format!("rb{suffix}"), format!("rg{suffix}"));
+    let (b_parent, g_parent) = (
+        format!("/kubepods/burstable/pod{b_uid}"),
+        format!("/kubepods/pod{g_uid}"),
+    );
+    // The kubelet's order: admit, create and start with the cpuset admission gave, report.
+    let pool = admit(&root, &b_uid, None).await;
+    let b_config = pinned_config(500, 0, &pool);
+    let (b_sandbox, burstable) = run_pod(&mut containerd, &b_uid, "/burstable", b_config).await;
+    report_started(&root, &b_uid, &burstable).await;
+    let exclusive = admit(&root, &g_uid, Some("1")).await;
+    let g_config = pinned_config(1000, 1000, &exclusive);
+    let (g_sandbox, guaranteed) = run_pod(&mut containerd, &g_uid, "", g_config).await;
+    report_started(&root, &g_uid, &guaranteed).await;
+    // The pool shrank: reconcile pushes it to the Burstable container through CRI
+    // UpdateContainerResources, into its real cgroup.
+    let exclusive_set: corral_topology::CpuSet = exclusive.parse().unwrap();
+    assert_eq!(exclusive_set.len(), 1, "{exclusive}");
+    wait_for_cpus(&g_parent, &guaranteed, &exclusive).await;
+    wait_for_cpus(
+        &b_parent,
+        &burstable,
+        &cpus.difference(&exclusive_set).to_string(),
+    )
+    .await;
+    remove_pods(&containerd, &[g_sandbox, b_sandbox]).await;
+}
