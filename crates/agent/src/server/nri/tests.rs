@@ -15,12 +15,12 @@ use crate::node::tests::started;
 
 #[derive(Debug, Clone)]
 enum Step {
-    /// Create container `container` in pod `pod`: Guaranteed with `cpus` whole CPUs, or
-    /// Burstable.
+    /// Create container `container` in pod `pod` of class `qos` (0 Guaranteed with `cpus`
+    /// whole CPUs, 1 Burstable, 2 BestEffort; a pod keeps the class it was created with).
     Create {
         pod: u8,
         container: u8,
-        guaranteed: bool,
+        qos: u8,
         cpus: u8,
     },
     /// Stop and remove a container.
@@ -31,16 +31,16 @@ enum Step {
 
 fn step() -> impl Strategy<Value = Step> {
     prop_oneof![
-        3 => (0u8..4, 0u8..3, any::<bool>(), 1u8..5).prop_map(|(pod, container, guaranteed, cpus)| {
-            Step::Create { pod, container, guaranteed, cpus }
+        3 => (0u8..4, 0u8..3, 0u8..3, 1u8..5).prop_map(|(pod, container, qos, cpus)| {
+            Step::Create { pod, container, qos, cpus }
         }),
         1 => (0u8..4, 0u8..3).prop_map(|(pod, container)| Step::Stop { pod, container }),
         1 => (0u8..4).prop_map(|pod| Step::RemovePod { pod }),
     ]
 }
 
-fn pod(n: u8, guaranteed: bool) -> api::PodSandbox {
-    let qos = if guaranteed { "" } else { "/burstable" };
+fn pod(n: u8, qos: u8) -> api::PodSandbox {
+    let qos = ["", "/burstable", "/besteffort"][usize::from(qos)];
     api::PodSandbox {
         id: format!("sb-{n}"),
         name: format!("p{n}"),
@@ -54,11 +54,12 @@ fn pod(n: u8, guaranteed: bool) -> api::PodSandbox {
     }
 }
 
-fn container(pod: u8, n: u8, guaranteed: bool, cpus: u8) -> api::Container {
-    let milli = if guaranteed {
-        u64::from(cpus) * 1000
-    } else {
-        250
+fn container(pod: u8, n: u8, qos: u8, cpus: u8) -> api::Container {
+    let guaranteed = qos == 0;
+    let milli = match qos {
+        0 => u64::from(cpus) * 1000,
+        1 => 250,
+        _ => 0,
     };
     api::Container {
         id: format!("c-{pod}-{n}"),
@@ -68,7 +69,7 @@ fn container(pod: u8, n: u8, guaranteed: bool, cpus: u8) -> api::Container {
             resources: Some(api::LinuxResources {
                 cpu: Some(api::LinuxCpu {
                     shares: Some(api::OptionalUInt64 {
-                        value: milli * 1024 / 1000,
+                        value: (milli * 1024 / 1000).max(2),
                     }),
                     quota: guaranteed.then_some(api::OptionalInt64 {
                         value: (milli * 100) as i64,
@@ -76,7 +77,7 @@ fn container(pod: u8, n: u8, guaranteed: bool, cpus: u8) -> api::Container {
                     period: Some(api::OptionalUInt64 { value: 100_000 }),
                     ..Default::default()
                 }),
-                memory: Some(api::LinuxMemory {
+                memory: (qos < 2).then(|| api::LinuxMemory {
                     limit: Some(api::OptionalInt64 { value: 64 << 20 }),
                     ..Default::default()
                 }),
@@ -109,18 +110,18 @@ async fn live(steps: Vec<Step>) {
         started("32em64t-2n8c+dax+nvme+mic+dimms", "best-effort", &[]).await;
     let plugin = NodePlugin::new(node.clone(), "/nonexistent/kubelet.sock".into());
     // The QoS a pod was created with: a pod's containers share it, as in Kubernetes.
-    let mut pods: BTreeMap<u8, bool> = BTreeMap::new();
+    let mut pods: BTreeMap<u8, u8> = BTreeMap::new();
     let mut applied = Applied::new();
     for step in steps {
         match step {
             Step::Create {
                 pod: p,
                 container: c,
-                guaranteed,
+                qos,
                 cpus,
             } => {
-                let guaranteed = *pods.entry(p).or_insert(guaranteed);
-                let (sandbox, ctr) = (pod(p, guaranteed), container(p, c, guaranteed, cpus));
+                let qos = *pods.entry(p).or_insert(qos);
+                let (sandbox, ctr) = (pod(p, qos), container(p, c, qos, cpus));
                 if applied.contains_key(&ctr.id) {
                     continue;
                 }
@@ -147,16 +148,16 @@ async fn live(steps: Vec<Step>) {
                 if applied.remove(&id).is_none() {
                     continue;
                 }
-                let guaranteed = pods[&p];
+                let qos = pods[&p];
                 let request = api::StopContainerRequest {
-                    pod: Some(pod(p, guaranteed)),
-                    container: Some(container(p, c, guaranteed, 1)),
+                    pod: Some(pod(p, qos)),
+                    container: Some(container(p, c, qos, 1)),
                 };
                 let answer = plugin.stop_container(request).await.unwrap();
                 apply(&mut applied, &answer.update);
             }
             Step::RemovePod { pod: p } => {
-                let Some(guaranteed) = pods.remove(&p) else {
+                let Some(qos) = pods.remove(&p) else {
                     continue;
                 };
                 let uid = format!("uid-{p}");
@@ -167,8 +168,8 @@ async fn live(steps: Vec<Step>) {
                         let id = format!("c-{p}-{c}");
                         if applied.remove(&id).is_some() {
                             let request = api::StopContainerRequest {
-                                pod: Some(pod(p, guaranteed)),
-                                container: Some(container(p, c, guaranteed, 1)),
+                                pod: Some(pod(p, qos)),
+                                container: Some(container(p, c, qos, 1)),
                             };
                             let answer = plugin.stop_container(request).await.unwrap();
                             apply(&mut applied, &answer.update);
@@ -177,7 +178,7 @@ async fn live(steps: Vec<Step>) {
                 }
                 let event = api::StateChangeEvent {
                     event: api::Event::RemovePodSandbox as i32,
-                    pod: Some(pod(p, guaranteed)),
+                    pod: Some(pod(p, qos)),
                     container: None,
                 };
                 plugin.state_change(event).await.unwrap();
