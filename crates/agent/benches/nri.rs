@@ -9,26 +9,13 @@ use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use corral_proto::nri::NriStatus;
 use corral_proto::nri::api;
-use corral_proto::nri::runtime::{PluginConnection, UpdateHandler};
+use corral_proto::nri::runtime::{IgnoreUpdates, PluginConnection};
 use criterion::{Criterion, criterion_group, criterion_main};
 use tokio::net::UnixListener;
 
 const WAIT: Duration = Duration::from_secs(20);
 const MACHINE: &str = "../../testdata/sysfs/32em64t-2n8c+dax+nvme+mic+dimms";
-
-struct AcceptAll;
-
-#[corral_proto::tonic::async_trait]
-impl UpdateHandler for AcceptAll {
-    async fn update_containers(
-        &self,
-        _: api::UpdateContainersRequest,
-    ) -> Result<api::UpdateContainersResponse, NriStatus> {
-        Ok(api::UpdateContainersResponse::default())
-    }
-}
 
 /// The agent, killed when the bench ends.
 struct Agent(Child);
@@ -75,7 +62,7 @@ async fn connect(listener: &UnixListener) -> PluginConnection {
         .await
         .unwrap()
         .unwrap();
-    let mut conn = PluginConnection::accept(trunk, Arc::new(AcceptAll), WAIT).unwrap();
+    let mut conn = PluginConnection::accept(trunk, Arc::new(IgnoreUpdates), WAIT).unwrap();
     conn.registration(WAIT).await.unwrap();
     let _: api::ConfigureResponse = conn
         .call("Configure", &api::ConfigureRequest::default())

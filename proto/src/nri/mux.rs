@@ -2,11 +2,14 @@
 //! carries several byte-stream connections, each frame an 8-byte header — connection id and
 //! payload length, both u32 big-endian — and the payload.
 //!
-//! Writes larger than [`MAX_FRAME_PAYLOAD`] are split into several frames, as upstream
-//! splits them; a ttrpc message may so span frames. corral's reader refuses a frame over
-//! that size (upstream's reader allocates whatever length the header names) and a peer that
-//! floods a connection faster than it is read (more than [`READ_QUEUE_LEN`] frames queued,
-//! as upstream): both end the trunk with [`NriError::Protocol`].
+//! corral writes frames of at most [`WRITE_FRAME_PAYLOAD`] (4 KiB) bytes: a ttrpc message
+//! may span frames, which every upstream reader (NRI v0.6 in containerd 1.7, v0.8 in 2.0)
+//! reassembles, and no peer meets a frame larger than ttrpc's own 4 KiB write buffer gives.
+//! corral reads frames up to [`MAX_FRAME_PAYLOAD`], one whole ttrpc message (v0.8 writes up
+//! to that; upstream's reader allocates whatever length a header names), and refuses larger
+//! ones and a peer that floods a connection faster than it is read (more than
+//! [`READ_QUEUE_LEN`] frames queued, as upstream): both end the trunk with
+//! [`NriError::Protocol`].
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -28,8 +31,11 @@ pub const PLUGIN_SERVICE_CONN: ConnId = 1;
 pub const RUNTIME_SERVICE_CONN: ConnId = 2;
 /// Bytes of a frame header.
 pub const HEADER_LEN: usize = 8;
-/// The largest frame payload: one whole ttrpc message (its 10-byte header and 4 MiB).
+/// The largest frame payload corral reads: one whole ttrpc message (its 10-byte header and
+/// 4 MiB).
 pub const MAX_FRAME_PAYLOAD: usize = 10 + (4 << 20);
+/// The largest frame payload corral writes.
+pub const WRITE_FRAME_PAYLOAD: usize = 4 << 10;
 /// Frames one connection may have queued unread before the trunk is closed.
 pub const READ_QUEUE_LEN: usize = 256;
 
@@ -201,22 +207,23 @@ pub struct ConnWriter {
 }
 
 impl ConnWriter {
-    /// Writes `data`, in frames of at most [`MAX_FRAME_PAYLOAD`] bytes, without another
+    /// Writes `data`, in frames of at most [`WRITE_FRAME_PAYLOAD`] bytes, without another
     /// write of the trunk in between.
     pub async fn write_all(&self, data: &[u8]) -> Result<(), NriError> {
         if self.shared.closed.is_cancelled() {
             return Err(self.shared.error());
         }
+        let frames = data.len().div_ceil(WRITE_FRAME_PAYLOAD).max(1);
+        let mut bytes = Vec::with_capacity(data.len() + frames * HEADER_LEN);
+        for chunk in data.chunks(WRITE_FRAME_PAYLOAD) {
+            bytes.extend_from_slice(&self.id.to_be_bytes());
+            bytes.extend_from_slice(&(chunk.len() as u32).to_be_bytes());
+            bytes.extend_from_slice(chunk);
+        }
         let mut trunk = self.shared.writer.lock().await;
-        for chunk in data.chunks(MAX_FRAME_PAYLOAD) {
-            let mut frame = Vec::with_capacity(HEADER_LEN + chunk.len());
-            frame.extend_from_slice(&self.id.to_be_bytes());
-            frame.extend_from_slice(&(chunk.len() as u32).to_be_bytes());
-            frame.extend_from_slice(chunk);
-            if let Err(err) = trunk.write_all(&frame).await {
-                self.shared.fail(format!("writing the trunk: {err}"));
-                return Err(NriError::Io(err));
-            }
+        if let Err(err) = trunk.write_all(&bytes).await {
+            self.shared.fail(format!("writing the trunk: {err}"));
+            return Err(NriError::Io(err));
         }
         Ok(())
     }

@@ -172,7 +172,7 @@ impl PluginStub {
         let client = Client::new(mux.open(RUNTIME_SERVICE_CONN)?, api::RUNTIME_SERVICE);
         let runtime = RuntimeClient {
             client,
-            timeout: config.request_timeout,
+            timeout: Arc::new(RequestTimeout::new(config.request_timeout)),
         };
         Ok(PluginStub {
             config,
@@ -193,6 +193,7 @@ impl PluginStub {
         let service = Arc::new(PluginService {
             plugin: Arc::new(plugin),
             partial_sync: std::sync::Mutex::new(None),
+            request_timeout: Arc::clone(&self.runtime.timeout),
         });
         let served = tokio::spawn(ttrpc::serve(conn, api::PLUGIN_SERVICE, service));
         self.mux.unblock();
@@ -254,10 +255,47 @@ fn inherited_socket(fd: i32) -> Result<std::os::unix::net::UnixStream, NriError>
 #[derive(Debug, Clone)]
 pub struct RuntimeClient {
     client: Client,
-    timeout: Duration,
+    timeout: Arc<RequestTimeout>,
+}
+
+/// The request timeout calls to the runtime use: the plugin's, until the runtime's
+/// `Configure` names its own (`request_timeout`, v0.8), as upstream's stub adopts it.
+#[derive(Debug)]
+struct RequestTimeout(std::sync::atomic::AtomicU64);
+
+impl RequestTimeout {
+    fn new(timeout: Duration) -> Self {
+        RequestTimeout(std::sync::atomic::AtomicU64::new(nanos(timeout)))
+    }
+
+    fn get(&self) -> Duration {
+        Duration::from_nanos(self.0.load(std::sync::atomic::Ordering::Relaxed))
+    }
+
+    /// Adopts the runtime's timeout, in milliseconds as `ConfigureRequest` carries it. 0
+    /// (a v0.6 runtime, which does not send it) or negative keeps the current one, where
+    /// upstream's stub would adopt a zero timeout.
+    fn adopt(&self, runtime_millis: i64) {
+        if let Ok(millis) = u64::try_from(runtime_millis)
+            && millis > 0
+        {
+            let nanos = nanos(Duration::from_millis(millis));
+            self.0.store(nanos, std::sync::atomic::Ordering::Relaxed);
+        }
+    }
+}
+
+fn nanos(timeout: Duration) -> u64 {
+    u64::try_from(timeout.as_nanos()).unwrap_or(u64::MAX)
 }
 
 impl RuntimeClient {
+    /// How long a call to the runtime may take now (the runtime's `Configure` can change
+    /// it).
+    pub fn request_timeout(&self) -> Duration {
+        self.timeout.get()
+    }
+
     /// `UpdateContainers`: asks the runtime to change containers outside an event; answers
     /// the updates that failed.
     pub async fn update_containers(
@@ -265,7 +303,7 @@ impl RuntimeClient {
         request: &api::UpdateContainersRequest,
     ) -> Result<api::UpdateContainersResponse, NriError> {
         self.client
-            .call("UpdateContainers", request, self.timeout)
+            .call("UpdateContainers", request, self.timeout.get())
             .await
     }
 }
@@ -276,6 +314,8 @@ struct PluginService<P> {
     /// The parts of a synchronization the runtime split (`more`), collected until the last
     /// one, so the plugin sees the whole state at once (as upstream's stub does).
     partial_sync: std::sync::Mutex<Option<api::SynchronizeRequest>>,
+    /// The timeout of calls to the runtime, which the runtime's `Configure` may set.
+    request_timeout: Arc<RequestTimeout>,
 }
 
 impl<P> PluginService<P> {
@@ -316,7 +356,9 @@ impl<P: NriPlugin> ttrpc::Service for PluginService<P> {
         let p = &self.plugin;
         let answer = match method {
             "Configure" => {
-                let events = p.configure(decode(&payload)?).await?;
+                let request: api::ConfigureRequest = decode(&payload)?;
+                self.request_timeout.adopt(request.request_timeout);
+                let events = p.configure(request).await?;
                 api::ConfigureResponse {
                     events: events.bits(),
                 }

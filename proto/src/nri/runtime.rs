@@ -24,6 +24,21 @@ pub trait UpdateHandler: Send + Sync + 'static {
     ) -> Result<api::UpdateContainersResponse, NriStatus>;
 }
 
+/// An [`UpdateHandler`] that applies nothing and reports no failure: for runtimes (and
+/// tests) that do not take unsolicited updates.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct IgnoreUpdates;
+
+#[tonic::async_trait]
+impl UpdateHandler for IgnoreUpdates {
+    async fn update_containers(
+        &self,
+        _: api::UpdateContainersRequest,
+    ) -> Result<api::UpdateContainersResponse, NriStatus> {
+        Ok(api::UpdateContainersResponse::default())
+    }
+}
+
 /// One plugin, as the runtime sees it.
 #[derive(Debug)]
 pub struct PluginConnection {

@@ -38,15 +38,7 @@ impl Node {
         if self.pods.get(&pod.uid).is_some() {
             return Ok(Admission::Admitted(self.view(&pod.uid)?));
         }
-        self.pods.begin_admitting(&pod);
-        let node = Arc::clone(self);
-        let admitting = pod.clone();
-        let result = tokio::task::spawn_blocking(move || {
-            let _decision = node.decisions.acquire_blocking();
-            node.topology.admit(&admitting)
-        })
-        .await;
-        let result = match result {
+        let result = match self.decide(&pod).await {
             Ok(result) => result,
             Err(err) => {
                 self.release_managers(&pod, false).await;
@@ -98,6 +90,22 @@ impl Node {
         }
         tracing::info!(pod = pod_ref(&pod), podUID = %uid, "pod admitted");
         Ok(Admission::Admitted(self.view(&uid)?))
+    }
+
+    /// Marks `pod` in flight and runs the topology manager's admission of it (hints, merge,
+    /// allocation) under the decision lock on the blocking pool.
+    pub(super) async fn decide(
+        self: &Arc<Self>,
+        pod: &Pod,
+    ) -> Result<corral_topology::topologymanager::PodAdmitResult, tokio::task::JoinError> {
+        self.pods.begin_admitting(pod);
+        let node = Arc::clone(self);
+        let admitting = pod.clone();
+        tokio::task::spawn_blocking(move || {
+            let _decision = node.decisions.acquire_blocking();
+            node.topology.admit(&admitting)
+        })
+        .await
     }
 
     /// What the pod's file records: its manifests, its containers' affinities and what the

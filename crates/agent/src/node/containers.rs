@@ -46,15 +46,7 @@ impl Node {
         if admitted.pod.container(&name).is_some() {
             return Ok(Admission::Admitted(self.view(&pod.uid)?));
         }
-        self.pods.begin_admitting(&pod);
-        let node = Arc::clone(self);
-        let admitting = pod.clone();
-        let result = tokio::task::spawn_blocking(move || {
-            let _decision = node.decisions.acquire_blocking();
-            node.topology.admit(&admitting)
-        })
-        .await;
-        let result = match result {
+        let result = match self.decide(&pod).await {
             Ok(result) => result,
             Err(err) => {
                 self.release_container(&pod).await;

@@ -13,20 +13,48 @@ use corral_proto::cri::v1 as cri;
 use crate::real_containerd::{Containerd, cgroup_cpus, container_config, sandbox_config};
 use crate::support::{Reaped, corral, log_file};
 
-fn agent(root: &Path, nri_socket: &Path) -> Reaped {
+/// The bundle and this machine's CPUs, or `None` (the reason printed) where the test
+/// cannot run.
+fn runnable() -> Option<(std::path::PathBuf, corral_topology::CpuSet)> {
+    let bundle = Containerd::bundle()
+        .map_err(|why| println!("skipped: {why}"))
+        .ok()?;
+    let topology = corral_topology::sysfs::discover(Path::new("/")).unwrap();
+    let cpus = topology.all_cpus().clone();
+    if cpus.len() < 2 {
+        println!("skipped: one CPU; an exclusive CPU needs two");
+        return None;
+    }
+    Some((bundle, cpus))
+}
+
+/// `corral run` on this machine's topology, static policy, CPU 0 reserved, with `flags`.
+fn agent_with(root: &Path, flags: &[&std::ffi::OsStr]) -> Reaped {
     let child = corral()
         .arg("run")
         .arg("--root")
         .arg(root)
         .args(["--host-root", "/", "--cpu-manager-policy", "static"])
-        .args(["--reserved-system-cpus", "0", "--nri", "--nri-socket"])
-        .arg(nri_socket)
+        .args(["--reserved-system-cpus", "0"])
+        .args(flags)
         .stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::null())
         .stderr(log_file(&root.with_extension("log")))
         .spawn()
-        .expect("start corral run --nri");
+        .expect("start corral run");
     Reaped(child)
+}
+
+/// `corral run --nri` dialing `nri_socket`.
+fn agent(root: &Path, nri_socket: &Path) -> Reaped {
+    agent_with(
+        root,
+        &[
+            "--nri".as_ref(),
+            "--nri-socket".as_ref(),
+            nri_socket.as_os_str(),
+        ],
+    )
 }
 
 /// Runs a sandbox and one started container in it; the container id.
@@ -112,21 +140,9 @@ async fn wait_for_cpus(parent: &str, id: &str, want: &str) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn real_cgroups_follow_corrals_decisions_across_an_agent_sigkill() {
-    let bundle = match Containerd::bundle() {
-        Ok(bundle) => bundle,
-        Err(why) => {
-            println!("skipped: {why}");
-            return;
-        }
-    };
-    let cpus = corral_topology::sysfs::discover(Path::new("/"))
-        .unwrap()
-        .all_cpus()
-        .clone();
-    if cpus.len() < 2 {
-        println!("skipped: one CPU; an exclusive CPU needs two");
+    let Some((bundle, cpus)) = runnable() else {
         return;
-    }
+    };
     let all = cpus.to_string();
     let dir = tempfile::tempdir().unwrap();
     let mut containerd = Containerd::start(&bundle, dir.path());
@@ -251,21 +267,9 @@ fn pinned_config(request_milli: i64, limit_milli: i64, cpus: &str) -> cri::Conta
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cri_reconcile_pins_real_containers() {
-    let bundle = match Containerd::bundle() {
-        Ok(bundle) => bundle,
-        Err(why) => {
-            println!("skipped: {why}");
-            return;
-        }
-    };
-    let cpus = corral_topology::sysfs::discover(Path::new("/"))
-        .unwrap()
-        .all_cpus()
-        .clone();
-    if cpus.len() < 2 {
-        println!("skipped: one CPU; an exclusive CPU needs two");
+    let Some((bundle, cpus)) = runnable() else {
         return;
-    }
+    };
     let dir = tempfile::tempdir().unwrap();
     let mut containerd = Containerd::start(&bundle, dir.path());
     let config = dir.path().join("corral.yaml");
@@ -273,21 +277,7 @@ async fn cri_reconcile_pins_real_containers() {
     let yaml = format!("cpuManagerReconcilePeriod: 100ms\ncontainerRuntimeEndpoint: {endpoint}\n");
     std::fs::write(&config, yaml).unwrap();
     let root = dir.path().join("corral");
-    let _agent = Reaped(
-        corral()
-            .arg("run")
-            .arg("--root")
-            .arg(&root)
-            .arg("-c")
-            .arg(&config)
-            .args(["--host-root", "/", "--cpu-manager-policy", "static"])
-            .args(["--reserved-system-cpus", "0"])
-            .stdin(std::process::Stdio::null())
-            .stdout(std::process::Stdio::null())
-            .stderr(log_file(&root.with_extension("log")))
-            .spawn()
-            .expect("start corral run"),
-    );
+    let _agent = agent_with(&root, &["-c".as_ref(), config.as_os_str()]);
     let suffix = std::process::id();
     let (b_uid, g_uid) = (format!("rb{suffix}"), format!("rg{suffix}"));
     let (b_parent, g_parent) = (

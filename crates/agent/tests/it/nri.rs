@@ -8,27 +8,14 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use corral_proto::nri::api::{self, Event, EventMask};
-use corral_proto::nri::runtime::{PluginConnection, UpdateHandler};
-use corral_proto::nri::{NriError, NriStatus};
+use corral_proto::nri::runtime::{IgnoreUpdates, PluginConnection};
+use corral_proto::nri::NriError;
 use corral_proto::podresources::v1 as pr;
 use corral_proto::tonic;
 use corral_topology::CpuSet;
 use tokio::net::UnixListener;
 
 use crate::support::{Reaped, STATIC_SINGLE_NUMA, WAIT, corral_run, log_file};
-
-/// A runtime that accepts every unsolicited update.
-struct AcceptAll;
-
-#[corral_proto::tonic::async_trait]
-impl UpdateHandler for AcceptAll {
-    async fn update_containers(
-        &self,
-        _: api::UpdateContainersRequest,
-    ) -> Result<api::UpdateContainersResponse, NriStatus> {
-        Ok(api::UpdateContainersResponse::default())
-    }
-}
 
 fn start(root: &Path, socket: &Path) -> Reaped {
     start_with(root, socket, &[])
@@ -52,7 +39,7 @@ async fn connect(listener: &UnixListener) -> PluginConnection {
         .await
         .unwrap()
         .unwrap();
-    let mut conn = PluginConnection::accept(trunk, Arc::new(AcceptAll), WAIT).unwrap();
+    let mut conn = PluginConnection::accept(trunk, Arc::new(IgnoreUpdates), WAIT).unwrap();
     let registered = conn.registration(WAIT).await.unwrap();
     assert_eq!(
         (

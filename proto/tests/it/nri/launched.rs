@@ -11,7 +11,7 @@ use std::time::Duration;
 use corral_proto::nri::NriStatus;
 use corral_proto::nri::api::{self, Event, EventMask};
 use corral_proto::nri::plugin::{NriPlugin, PluginStub};
-use corral_proto::nri::runtime::{PluginConnection, UpdateHandler};
+use corral_proto::nri::runtime::{IgnoreUpdates, PluginConnection};
 use tokio::net::UnixListener;
 
 const WAIT: Duration = Duration::from_secs(20);
@@ -31,18 +31,6 @@ struct Quiet;
 impl NriPlugin for Quiet {
     async fn configure(&self, _: api::ConfigureRequest) -> Result<EventMask, NriStatus> {
         Ok(EventMask::of(&[Event::StartContainer]))
-    }
-}
-
-struct NoUpdates;
-
-#[tonic::async_trait]
-impl UpdateHandler for NoUpdates {
-    async fn update_containers(
-        &self,
-        _: api::UpdateContainersRequest,
-    ) -> Result<api::UpdateContainersResponse, NriStatus> {
-        Ok(api::UpdateContainersResponse::default())
     }
 }
 
@@ -78,7 +66,7 @@ async fn a_runtime_launched_plugin_uses_its_inherited_socket() {
         .await
         .unwrap()
         .unwrap();
-    let mut conn = PluginConnection::accept(trunk, Arc::new(NoUpdates), WAIT).unwrap();
+    let mut conn = PluginConnection::accept(trunk, Arc::new(IgnoreUpdates), WAIT).unwrap();
     let registered = conn.registration(WAIT).await.unwrap();
     assert_eq!(
         (

@@ -4,7 +4,9 @@
 use std::time::Duration;
 
 use corral_proto::nri::api::{self, Event, EventMask};
-use corral_proto::nri::mux::{MAX_FRAME_PAYLOAD, PLUGIN_SERVICE_CONN, RUNTIME_SERVICE_CONN};
+use corral_proto::nri::mux::{
+    MAX_FRAME_PAYLOAD, PLUGIN_SERVICE_CONN, RUNTIME_SERVICE_CONN, WRITE_FRAME_PAYLOAD,
+};
 use corral_proto::nri::plugin::{NriPlugin, PluginConfig, PluginStub};
 use corral_proto::nri::ttrpc::{MESSAGE_LENGTH_MAX, Request, Response};
 use corral_proto::nri::{NriError, NriStatus};
@@ -21,6 +23,25 @@ struct Subscriber;
 impl NriPlugin for Subscriber {
     async fn configure(&self, _: api::ConfigureRequest) -> Result<EventMask, NriStatus> {
         Ok(EventMask::of(&[Event::CreateContainer]))
+    }
+
+    /// One update per container: a large synchronization gets a large answer.
+    async fn synchronize(
+        &self,
+        request: api::SynchronizeRequest,
+    ) -> Result<api::SynchronizeResponse, NriStatus> {
+        let update = request
+            .containers
+            .iter()
+            .map(|c| api::ContainerUpdate {
+                container_id: c.id.clone(),
+                ..Default::default()
+            })
+            .collect();
+        Ok(api::SynchronizeResponse {
+            update,
+            more: false,
+        })
     }
 }
 
@@ -171,6 +192,46 @@ async fn bad_requests_get_error_answers_and_the_connection_goes_on() {
         raw.configure(11).await,
         EventMask::of(&[Event::CreateContainer]).bits()
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn corral_writes_frames_of_at_most_4_kib() {
+    let mut raw = RawRuntime::start().await;
+    let containers = (0..400)
+        .map(|i| api::Container {
+            id: format!("container-with-a-long-identifier-{i:04}"),
+            ..Default::default()
+        })
+        .collect();
+    let sync = api::SynchronizeRequest {
+        containers,
+        ..Default::default()
+    };
+    let body = request(api::PLUGIN_SERVICE, "Synchronize", sync.encode_to_vec());
+    raw.send(&frame(PLUGIN_SERVICE_CONN, &message(1, 1, &body)))
+        .await;
+    // Reassemble the answer frame by frame, checking each frame's size.
+    let mut bytes = Vec::new();
+    let mut frames = 0;
+    while bytes.len() < 10
+        || bytes.len() < 10 + u32::from_be_bytes(bytes[..4].try_into().unwrap()) as usize
+    {
+        let mut header = [0u8; 8];
+        tokio::time::timeout(WAIT, raw.trunk.read_exact(&mut header))
+            .await
+            .unwrap()
+            .unwrap();
+        let len = u32::from_be_bytes(header[4..].try_into().unwrap()) as usize;
+        assert!(len <= WRITE_FRAME_PAYLOAD, "a frame of {len} bytes");
+        let mut payload = vec![0u8; len];
+        raw.trunk.read_exact(&mut payload).await.unwrap();
+        bytes.extend(payload);
+        frames += 1;
+    }
+    assert!(frames > 1, "a {} byte answer in one frame", bytes.len());
+    let answer = Response::decode(&bytes[10..]).unwrap();
+    let synced = api::SynchronizeResponse::decode(answer.payload.as_slice()).unwrap();
+    assert_eq!(synced.update.len(), 400);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -161,10 +161,16 @@ async fn a_plugin_registers_is_configured_synchronized_and_answers_events() {
 
     let configure = api::ConfigureRequest {
         runtime_name: "test-runtime".into(),
+        request_timeout: 3_500,
         ..Default::default()
     };
     let configured: api::ConfigureResponse = conn.call("Configure", &configure).await.unwrap();
     let mask = EventMask::from_bits(configured.events);
+    // The runtime's request timeout (milliseconds) is what the plugin's calls use now.
+    assert_eq!(
+        runtime_client.request_timeout(),
+        Duration::from_millis(3_500)
+    );
     assert!(mask.contains(Event::CreateContainer) && mask.contains(Event::RemoveContainer));
     assert!(!mask.contains(Event::StopContainer));
 
