@@ -27,7 +27,8 @@ pub struct ConfigureRequest {
     pub runtime_name: ::prost::alloc::string::String,
     #[prost(string, tag = "3")]
     pub runtime_version: ::prost::alloc::string::String,
-    /// v0.8 (containerd 2.0); absent from v0.6 (containerd 1.7), where it reads 0.
+    /// Milliseconds. v0.8 (containerd 2.0); absent from v0.6 (containerd 1.7), where they
+    /// read 0.
     #[prost(int64, tag = "4")]
     pub registration_timeout: i64,
     #[prost(int64, tag = "5")]
