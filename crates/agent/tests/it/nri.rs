@@ -7,9 +7,9 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
+use corral_proto::nri::NriError;
 use corral_proto::nri::api::{self, Event, EventMask};
 use corral_proto::nri::runtime::{IgnoreUpdates, PluginConnection};
-use corral_proto::nri::NriError;
 use corral_proto::podresources::v1 as pr;
 use corral_proto::tonic;
 use corral_topology::CpuSet;
@@ -225,6 +225,20 @@ async fn containers_get_exclusive_or_shared_cpus_and_survive_a_sigkill() {
     };
     let stopped: api::StopContainerResponse = conn.call("StopContainer", &stop).await.unwrap();
     assert_eq!(updated(&stopped.update, "shared-1"), Some(pool.clone()));
+    // A pod sandbox that stops gives its containers' exclusive CPUs back.
+    let again = pod("a-uid", "");
+    let created = create(&conn, &again, &container(&again, "again-1", 2000, 2000))
+        .await
+        .unwrap();
+    assert_eq!(adjusted_cpus(&created).len(), 2);
+    let stopped = api::StateChangeEvent {
+        event: Event::StopPodSandbox as i32,
+        pod: Some(again),
+        container: None,
+    };
+    let _: api::Empty = conn.call("StateChange", &stopped).await.unwrap();
+    let state = std::fs::read_to_string(root.join("cpu_manager_state")).unwrap();
+    assert!(!state.contains("a-uid"), "{state}");
     let removed = api::StateChangeEvent {
         event: Event::RemovePodSandbox as i32,
         pod: Some(guaranteed),

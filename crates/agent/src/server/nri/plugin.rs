@@ -18,6 +18,7 @@ pub(crate) const EVENTS: &[Event] = &[
     Event::CreateContainer,
     Event::StopContainer,
     Event::RemoveContainer,
+    Event::StopPodSandbox,
     Event::RemovePodSandbox,
 ];
 
@@ -268,6 +269,17 @@ impl NriPlugin for NodePlugin {
             Event::RemoveContainer => {
                 if let Some(container) = &event.container {
                     self.removed(&container.id)?;
+                }
+            }
+            Event::StopPodSandbox => {
+                // Its containers are stopped: their exclusive CPUs go back to the pool (the
+                // periodic reconcile pushes the larger pool); the pod stays until removed.
+                if let Some(pod) = &event.pod
+                    && let Some(admitted) = self.node.pods().get(&pod.uid)
+                {
+                    for id in admitted.record.container_ids.values() {
+                        self.removed(id)?;
+                    }
                 }
             }
             Event::RemovePodSandbox => {
