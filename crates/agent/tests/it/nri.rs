@@ -225,6 +225,19 @@ async fn containers_get_exclusive_or_shared_cpus_and_survive_a_sigkill() {
     };
     let stopped: api::StopContainerResponse = conn.call("StopContainer", &stop).await.unwrap();
     assert_eq!(updated(&stopped.update, "shared-1"), Some(pool.clone()));
+    // A pod that names no cgroup parent is classed by its container's own values.
+    let mut bare = pod("bare-uid", "");
+    bare.linux = None;
+    let created = create(&conn, &bare, &container(&bare, "bare-1", 1000, 1000))
+        .await
+        .unwrap();
+    assert_eq!(adjusted_cpus(&created).len(), 1);
+    let stop_bare = api::StopContainerRequest {
+        pod: Some(bare.clone()),
+        container: Some(container(&bare, "bare-1", 1000, 1000)),
+    };
+    let _: api::StopContainerResponse = conn.call("StopContainer", &stop_bare).await.unwrap();
+
     // A pod sandbox that stops gives its containers' exclusive CPUs back.
     let again = pod("a-uid", "");
     let created = create(&conn, &again, &container(&again, "again-1", 2000, 2000))

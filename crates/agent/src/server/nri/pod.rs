@@ -43,6 +43,27 @@ pub(crate) fn qos_of_cgroup_parent(parent: &str) -> Option<QosClass> {
     })
 }
 
+/// The QoS class of a pod that names no cgroup parent, from its container's own values, by
+/// the kubelet's rule applied to that container: Guaranteed when it has a CPU request, a
+/// CPU limit equal to it and a memory limit; BestEffort when it has none of them; else
+/// Burstable.
+pub(crate) fn qos_of_container(
+    shares: u64,
+    quota: i64,
+    period: u64,
+    memory: Option<i64>,
+) -> QosClass {
+    let request = cpu_request_millis(shares);
+    let limit = cpu_limit_millis(quota, period);
+    if request > 0 && limit == Some(request) && memory.is_some() {
+        QosClass::Guaranteed
+    } else if request == 0 && limit.is_none() && memory.is_none() {
+        QosClass::BestEffort
+    } else {
+        QosClass::Burstable
+    }
+}
+
 /// The CPU request, in millicores, the kubelet's `cpu.shares` came from: the smallest
 /// request `MilliCPUToShares` maps to `shares` (shares of 2 or less: no request).
 pub(crate) fn cpu_request_millis(shares: u64) -> u64 {
@@ -99,10 +120,6 @@ pub(crate) fn container_manifest(
         .as_ref()
         .map(|l| l.cgroup_parent.as_str())
         .unwrap_or_default();
-    let qos = qos_of_cgroup_parent(parent).ok_or_else(|| NriPodError::NotKubelet {
-        pod: format!("{}/{}", pod.namespace, pod.name),
-        parent: parent.to_owned(),
-    })?;
     let resources = container.linux.as_ref().and_then(|l| l.resources.as_ref());
     let cpu = resources.and_then(|r| r.cpu.as_ref());
     let shares = cpu.and_then(|c| c.shares.as_ref()).map_or(0, |s| s.value);
@@ -113,6 +130,14 @@ pub(crate) fn container_manifest(
         .and_then(|m| m.limit.as_ref())
         .map(|l| l.value)
         .filter(|&l| l > 0);
+    let qos = if parent.is_empty() {
+        qos_of_container(shares, quota, period, memory)
+    } else {
+        qos_of_cgroup_parent(parent).ok_or_else(|| NriPodError::NotKubelet {
+            pod: format!("{}/{}", pod.namespace, pod.name),
+            parent: parent.to_owned(),
+        })?
+    };
     let request = cpu_request_millis(shares);
     let mut requests = serde_json::Map::new();
     if request > 0 {
@@ -178,6 +203,28 @@ mod tests {
         assert_eq!(cpu_request_millis(milli_cpu_to_shares(0)), 0);
         assert_eq!(cpu_limit_millis(-1, 100_000), None);
         assert_eq!(cpu_limit_millis(0, 100_000), None);
+    }
+
+    #[test]
+    fn without_a_cgroup_parent_the_container_decides_its_class() {
+        let period = 100_000;
+        let (two, half) = (milli_cpu_to_shares(2000), milli_cpu_to_shares(500));
+        let quota_two = milli_cpu_to_quota(2000, period);
+        let mem = Some(64 << 20);
+        assert_eq!(
+            qos_of_container(two, quota_two, period, mem),
+            QosClass::Guaranteed
+        );
+        assert_eq!(
+            qos_of_container(two, quota_two, period, None),
+            QosClass::Burstable
+        );
+        assert_eq!(
+            qos_of_container(half, quota_two, period, mem),
+            QosClass::Burstable
+        );
+        assert_eq!(qos_of_container(half, 0, period, None), QosClass::Burstable);
+        assert_eq!(qos_of_container(2, 0, period, None), QosClass::BestEffort);
     }
 
     #[test]
