@@ -153,10 +153,16 @@ pub(crate) fn container_manifest(
         limits.insert("cpu".into(), format!("{limit}m").into());
         resources["limits"] = limits.into();
     }
+    // The API server defaults an empty namespace to "default".
+    let namespace = if pod.namespace.is_empty() {
+        "default"
+    } else {
+        &pod.namespace
+    };
     let manifest = serde_json::json!({
         "apiVersion": "v1",
         "kind": "Pod",
-        "metadata": {"name": pod.name, "namespace": pod.namespace, "uid": pod.uid},
+        "metadata": {"name": pod.name, "namespace": namespace, "uid": pod.uid},
         "spec": {"containers": [{"name": container.name, "resources": resources}]},
     });
     Ok(serde_json::from_value(manifest).expect("a pod manifest built from its own fields"))
