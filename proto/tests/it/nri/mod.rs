@@ -3,6 +3,7 @@
 //! against a raw trunk that sends what a misbehaving runtime could: messages split across
 //! frames, oversized frames and messages, undecodable requests, unknown methods.
 
+mod fuzz;
 mod launched;
 mod raw_trunk;
 mod round_trip;

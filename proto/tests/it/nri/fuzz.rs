@@ -1,0 +1,77 @@
+//! Arbitrary bytes on a plugin's trunk, as a broken or hostile runtime could send them: the
+//! plugin never panics and never hangs — it answers what parses and ends with the trunk,
+//! cleanly or with a typed error, within its bounds.
+
+use std::time::Duration;
+
+use corral_proto::nri::NriStatus;
+use corral_proto::nri::api::{self, Event, EventMask};
+use corral_proto::nri::plugin::{NriPlugin, PluginConfig, PluginStub};
+use proptest::prelude::*;
+use tokio::io::AsyncWriteExt;
+use tokio::net::UnixStream;
+
+struct Plugin;
+
+#[tonic::async_trait]
+impl NriPlugin for Plugin {
+    async fn configure(&self, _: api::ConfigureRequest) -> Result<EventMask, NriStatus> {
+        Ok(EventMask::of(&[Event::CreateContainer]))
+    }
+}
+
+/// A frame header for one of the two connections (or another id), with a length that may
+/// or may not match what follows.
+fn frame_header() -> impl Strategy<Value = Vec<u8>> {
+    (0u32..4, 0u32..64).prop_map(|(conn, len)| {
+        let mut bytes = conn.to_be_bytes().to_vec();
+        bytes.extend_from_slice(&len.to_be_bytes());
+        bytes
+    })
+}
+
+/// Raw bytes, and frames with arbitrary payloads (so the ttrpc layer sees garbage too).
+fn trunk_bytes() -> impl Strategy<Value = Vec<u8>> {
+    prop_oneof![
+        proptest::collection::vec(any::<u8>(), 0..256),
+        proptest::collection::vec(
+            (
+                frame_header(),
+                proptest::collection::vec(any::<u8>(), 0..64)
+            ),
+            0..8
+        )
+        .prop_map(|frames| {
+            frames
+                .into_iter()
+                .flat_map(|(header, payload)| header.into_iter().chain(payload))
+                .collect()
+        }),
+    ]
+}
+
+proptest! {
+    #![proptest_config(corral_testkit::fuzz_config())]
+
+    #[test]
+    fn fuzz_nri_trunk(bytes in trunk_bytes()) {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        runtime.block_on(async {
+            let (plugin_end, mut peer) = UnixStream::pair().unwrap();
+            let mut config = PluginConfig::new("fuzz", "01").unwrap();
+            config.registration_timeout = Duration::from_millis(200);
+            let stub = PluginStub::over(plugin_end, config).unwrap();
+            let plugin = tokio::spawn(stub.run(Plugin));
+            let _ = peer.write_all(&bytes).await;
+            let _ = peer.shutdown().await;
+            drop(peer);
+            // Ends (Ok, a timeout, a protocol error, a closed trunk), never hangs or panics.
+            let ended = tokio::time::timeout(Duration::from_secs(5), plugin).await;
+            let joined = ended.expect("the plugin ends with its trunk");
+            joined.expect("the plugin does not panic").ok();
+        });
+    }
+}
