@@ -56,12 +56,14 @@
 //! deviation, see [`NumaIds`](crate::NumaIds)). With every id below 64, bits are ids.
 
 mod files;
+mod memory;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 pub use files::DiscoveryError;
 use files::{numbered_entries, read_int, read_list, read_list_or_mask, read_trimmed, read_u64s};
+pub use memory::{HugePages, NumaMemory, discover_memory};
 
 use crate::topology::MAX_TOPOLOGY_ID;
 use crate::{CpuInfo, CpuRecord, CpuSet, CpuTopology};

@@ -12,6 +12,7 @@ mod sparse_numa;
 mod support;
 #[cfg(feature = "sysfs")]
 mod sysfs_fixtures;
+mod sysfs_memory;
 mod upstream_bitmask;
 mod upstream_cpu_topology;
 mod upstream_cpuset;
