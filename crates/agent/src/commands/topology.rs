@@ -5,6 +5,9 @@ use std::path::Path;
 use std::process::ExitCode;
 
 use anyhow::{Context, Result};
+use std::collections::BTreeMap;
+
+use corral_topology::sysfs::{NumaMemory, discover_memory};
 use corral_topology::{CpuSet, CpuTopology};
 
 use crate::cli::OutputFormat;
@@ -14,12 +17,14 @@ use crate::output::outln;
 pub(crate) fn run(host_root: &Path, output: OutputFormat) -> Result<ExitCode> {
     let topology = corral_topology::discover(host_root)
         .with_context(|| format!("discovering the CPU topology under {}", host_root.display()))?;
+    let memory = discover_memory(host_root)
+        .with_context(|| format!("discovering NUMA memory under {}", host_root.display()))?;
     match output {
-        OutputFormat::Json => print_document(&document(&topology)?, false)?,
-        OutputFormat::Yaml => print_document(&document(&topology)?, true)?,
-        OutputFormat::Table => outln!("{}", table(&topology).trim_end_matches('\n')),
+        OutputFormat::Json => print_document(&document(&topology, &memory)?, false)?,
+        OutputFormat::Yaml => print_document(&document(&topology, &memory)?, true)?,
+        OutputFormat::Table => outln!("{}", table(&topology, &memory).trim_end_matches('\n')),
         OutputFormat::Wide => {
-            outln!("{}", table(&topology));
+            outln!("{}", table(&topology, &memory));
             outln!("{}", cpu_table(&topology).trim_end_matches('\n'));
         }
     }
@@ -29,8 +34,13 @@ pub(crate) fn run(host_root: &Path, output: OutputFormat) -> Result<ExitCode> {
 /// The document of `-o json|yaml`, camelCase as every corral document: what
 /// corral-topology writes (`cpus`, each with `cpu`, `core`, `socket`, `numa`, `uncore`;
 /// `numa_distances`, rows by NUMA node id; `numa_nodes`) with its keys in camelCase
-/// (`numaDistances`, `numaNodes`), plus `counts`. NUMA nodes are OS ids.
-fn document(topology: &CpuTopology) -> Result<serde_json::Value> {
+/// (`numaDistances`, `numaNodes`), plus `counts` and `memory` (per NUMA node: `numaNode`,
+/// `memoryBytes`, `hugePages` with `resource`, `pageSizeKiB`, `count`). NUMA nodes are OS
+/// ids.
+fn document(
+    topology: &CpuTopology,
+    memory: &BTreeMap<usize, NumaMemory>,
+) -> Result<serde_json::Value> {
     let doc: serde_json::Value =
         serde_json::from_str(&topology.to_json()).context("corral-topology wrote invalid JSON")?;
     let serde_json::Value::Object(written) = doc else {
@@ -54,7 +64,65 @@ fn document(topology: &CpuTopology) -> Result<serde_json::Value> {
             "uncoreCaches": topology.num_uncore_caches(),
         }),
     );
+    let memory: Vec<serde_json::Value> = memory
+        .values()
+        .map(|node| {
+            let pages: Vec<serde_json::Value> = node
+                .huge_pages
+                .iter()
+                .map(|p| {
+                    serde_json::json!({
+                        "resource": p.resource_name(),
+                        "pageSizeKiB": p.page_size_kib,
+                        "count": p.count,
+                    })
+                })
+                .collect();
+            serde_json::json!({
+                "numaNode": node.node,
+                "memoryBytes": node.memory_bytes,
+                "hugePages": pages,
+            })
+        })
+        .collect();
+    object.insert("memory".into(), memory.into());
     Ok(object.into())
+}
+
+/// Bytes for people: GiB with one decimal, or MiB below 1 GiB; `-` for none.
+fn human_bytes(bytes: u64) -> String {
+    const GIB: u64 = 1 << 30;
+    match bytes {
+        0 => "-".into(),
+        b if b >= GIB => format!("{:.1}Gi", b as f64 / GIB as f64),
+        b => format!("{}Mi", b >> 20),
+    }
+}
+
+/// A node's huge pages: `2Mi×512,1Gi×4`, or `-`.
+fn huge_pages_text(node: Option<&NumaMemory>) -> String {
+    let pages: Vec<String> = node
+        .map(|n| {
+            n.huge_pages
+                .iter()
+                .filter(|p| p.count > 0)
+                .collect::<Vec<_>>()
+        })
+        .unwrap_or_default()
+        .into_iter()
+        .map(|p| {
+            format!(
+                "{}×{}",
+                p.resource_name().trim_start_matches("hugepages-"),
+                p.count
+            )
+        })
+        .collect();
+    if pages.is_empty() {
+        "-".into()
+    } else {
+        pages.join(",")
+    }
 }
 
 /// `numa_distances` → `numaDistances`.
@@ -93,8 +161,9 @@ fn cpu_table(topology: &CpuTopology) -> String {
     out
 }
 
-/// A table for people: a summary, then one line per NUMA node, then the distance matrix.
-fn table(topology: &CpuTopology) -> String {
+/// A table for people: a summary, then one line per NUMA node (with its memory and huge
+/// pages), then the distance matrix.
+fn table(topology: &CpuTopology, memory: &BTreeMap<usize, NumaMemory>) -> String {
     let details = topology.details();
     let os_id = |bit: usize| topology.numa_ids().os_id(bit).unwrap_or(bit);
     let mut out = String::new();
@@ -109,8 +178,8 @@ fn table(topology: &CpuTopology) -> String {
     );
     let _ = writeln!(
         out,
-        "\n{:<6} {:<8} {:<8} {:<10} CPUS",
-        "NUMA", "SOCKETS", "CORES", "UNCORE"
+        "\n{:<6} {:<8} {:<8} {:<10} {:<9} {:<16} CPUS",
+        "NUMA", "SOCKETS", "CORES", "UNCORE", "MEMORY", "HUGEPAGES"
     );
     for &node in topology.numa_nodes() {
         let cpus = details.cpus_in_numa_nodes([node]);
@@ -126,13 +195,16 @@ fn table(topology: &CpuTopology) -> String {
             .iter()
             .filter_map(|cpu| topology.cpu(cpu).map(|i| i.uncore))
             .collect();
+        let node_memory = memory.get(&os_id(node));
         let _ = writeln!(
             out,
-            "{:<6} {:<8} {:<8} {:<10} {}",
+            "{:<6} {:<8} {:<8} {:<10} {:<9} {:<16} {}",
             os_id(node),
             sockets.to_string(),
             cores.len(),
             uncores.to_string(),
+            human_bytes(node_memory.map_or(0, |n| n.memory_bytes)),
+            huge_pages_text(node_memory),
             if cpus.is_empty() {
                 "-".to_string()
             } else {

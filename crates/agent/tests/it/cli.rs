@@ -104,6 +104,46 @@ fn topology_yaml_is_the_json_document_and_wide_lists_every_cpu() {
     assert_eq!((last[0], last[3]), ("47", "73"), "{}", cpu_lines[47]);
 }
 
+/// Memory and huge pages per NUMA node, memory-only nodes included.
+#[test]
+fn topology_shows_memory_per_numa_node() {
+    let root = workspace().join("testdata/sysfs/fakeheteromemtiers");
+    let root = root.to_str().unwrap();
+    let json = corral(&["topology", "--host-root", root, "-o", "json"]);
+    assert!(json.status.success(), "{}", stderr(&json));
+    let doc: serde_json::Value = serde_json::from_str(&stdout(&json)).unwrap();
+    let memory = doc["memory"].as_array().unwrap();
+    let nodes: Vec<u64> = memory
+        .iter()
+        .map(|n| n["numaNode"].as_u64().unwrap())
+        .collect();
+    assert_eq!(nodes, [0, 1, 2, 4, 6, 8, 9]);
+    assert!(
+        memory
+            .iter()
+            .all(|n| n["memoryBytes"].as_u64().unwrap() > 0)
+    );
+    let table = stdout(&corral(&["topology", "--host-root", root]));
+    let memory_only = table.lines().find(|l| l.starts_with("9 ")).unwrap();
+    assert!(memory_only.contains("384Mi"), "{table}");
+    let pages = workspace().join("testdata/sysfs/2pa-pcidomain32bits");
+    let json = corral(&[
+        "topology",
+        "--host-root",
+        pages.to_str().unwrap(),
+        "-o",
+        "json",
+    ]);
+    let doc: serde_json::Value = serde_json::from_str(&stdout(&json)).unwrap();
+    let sizes: Vec<&str> = doc["memory"][0]["hugePages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["resource"].as_str().unwrap())
+        .collect();
+    assert_eq!(sizes, ["hugepages-2Mi", "hugepages-1Gi"]);
+}
+
 #[test]
 fn topology_table_and_this_machine() {
     let output = corral(&["topology"]);
