@@ -1,5 +1,6 @@
 //! The workspace's dependency rules, checked on `cargo metadata`'s resolved graph:
-//! the foundation crates (`corral-topology`, `corral-checkpoint`) pull in no async runtime
+//! the foundation crates (`corral-topology`, `corral-checkpoint`, and `corral-memmgr`, whose
+//! core must be usable without tokio) pull in no async runtime
 //! and no gRPC/protobuf stack through their normal (non-dev) dependencies, with default
 //! features; no crate of ours depends on one above it in the layering; every crate of ours
 //! has its row in the layering; and the test-support crates (`corral-testkit`, a leaf, and
@@ -13,7 +14,7 @@ use anyhow::{Context, Result, bail};
 use serde_json::Value;
 
 /// Crates that must stay free of the heavy stack.
-const FOUNDATION: &[&str] = &["corral-topology", "corral-checkpoint"];
+const FOUNDATION: &[&str] = &["corral-topology", "corral-checkpoint", "corral-memmgr"];
 /// Packages the foundation crates must not reach.
 const FORBIDDEN_IN_FOUNDATION: &[&str] = &["tokio", "tonic", "prost", "hyper", "h2"];
 /// Allowed internal edges: crate → crates of ours it may depend on (normal deps).
@@ -22,6 +23,7 @@ const LAYERS: &[(&str, &[&str])] = &[
     ("corral-checkpoint", &[]),
     ("corral-proto", &[]),
     ("corral-cpumgr", &["corral-topology", "corral-checkpoint"]),
+    ("corral-memmgr", &["corral-topology", "corral-checkpoint"]),
     (
         "corral-devicemgr",
         &["corral-topology", "corral-checkpoint", "corral-proto"],
@@ -215,6 +217,7 @@ mod tests {
             "packages": [
                 {"id": "t", "name": "corral-topology"},
                 {"id": "c", "name": "corral-checkpoint"},
+                {"id": "mm", "name": "corral-memmgr"},
                 {"id": "m", "name": "mid"},
                 {"id": "k", "name": "tokio"},
             ],
@@ -222,6 +225,7 @@ mod tests {
                 {"id": "t", "deps": [{"pkg": "m", "dep_kinds": [{"kind": null}]}]},
                 {"id": "m", "deps": [{"pkg": "k", "dep_kinds": [{"kind": null}]}]},
                 {"id": "c", "deps": [{"pkg": "k", "dep_kinds": [{"kind": "dev"}]}]},
+                {"id": "mm", "deps": []},
                 {"id": "k", "deps": []},
             ]},
         });
@@ -242,15 +246,17 @@ mod tests {
                 {"id": "k", "name": "corral-testkit"},
                 {"id": "f", "name": "corral-conformance"},
                 {"id": "n", "name": "corral-nri"},
+                {"id": "mm", "name": "corral-memmgr"},
                 {"id": "x", "name": "xtask"},
             ],
-            "workspace_members": ["t", "c", "k", "f", "n", "x"],
+            "workspace_members": ["t", "c", "k", "f", "n", "mm", "x"],
             "resolve": {"nodes": [
                 {"id": "t", "deps": [{"pkg": "k", "dep_kinds": dev}]},
                 {"id": "c", "deps": [{"pkg": "f", "dep_kinds": normal}]},
                 {"id": "k", "deps": [{"pkg": "t", "dep_kinds": normal}]},
                 {"id": "f", "deps": [{"pkg": "t", "dep_kinds": normal}]},
                 {"id": "n", "deps": []},
+                {"id": "mm", "deps": []},
                 {"id": "x", "deps": [
                     {"pkg": "f", "dep_kinds": normal},
                     {"pkg": "k", "dep_kinds": normal},

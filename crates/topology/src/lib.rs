@@ -59,6 +59,7 @@ mod macros;
 mod cpuset;
 mod cpuset_format;
 mod details;
+pub mod memory;
 mod numa_ids;
 mod numa_mask;
 mod pod;

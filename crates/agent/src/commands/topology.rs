@@ -7,7 +7,8 @@ use std::process::ExitCode;
 use anyhow::{Context, Result};
 use std::collections::BTreeMap;
 
-use corral_topology::sysfs::{NumaMemory, discover_memory};
+use corral_topology::memory::NumaMemory;
+use corral_topology::sysfs::discover_memory;
 use corral_topology::{CpuSet, CpuTopology};
 
 use crate::cli::OutputFormat;

@@ -14,49 +14,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 use super::files::{DiscoveryError, numbered_entries, read_trimmed};
-
-/// Huge pages of one size.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct HugePages {
-    /// The page size in KiB (2048 for 2 MiB pages).
-    pub page_size_kib: u64,
-    /// How many pages the node has (`nr_hugepages`).
-    pub count: u64,
-}
-
-impl HugePages {
-    /// The resource name the kubelet gives these pages: `hugepages-2Mi`, `hugepages-1Gi`,
-    /// `hugepages-64Ki` (the largest binary unit that divides the size).
-    pub fn resource_name(&self) -> String {
-        let bytes = self.page_size_kib * 1024;
-        let (value, unit) = [
-            (1u64 << 40, "Ti"),
-            (1 << 30, "Gi"),
-            (1 << 20, "Mi"),
-            (1 << 10, "Ki"),
-        ]
-        .into_iter()
-        .find(|(unit, _)| bytes.is_multiple_of(*unit))
-        .map_or((bytes, ""), |(size, unit)| (bytes / size, unit));
-        format!("hugepages-{value}{unit}")
-    }
-
-    /// Bytes in all the pages.
-    pub fn bytes(&self) -> u64 {
-        self.page_size_kib * 1024 * self.count
-    }
-}
-
-/// Memory of one NUMA node.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct NumaMemory {
-    /// The node's id as the OS numbers it.
-    pub node: usize,
-    /// Bytes of memory (`MemTotal`).
-    pub memory_bytes: u64,
-    /// Huge pages by size, smallest first.
-    pub huge_pages: Vec<HugePages>,
-}
+use crate::memory::{HugePages, NumaMemory};
 
 /// Every NUMA node's memory and huge pages under host root `root`, by node id.
 ///
@@ -167,22 +125,6 @@ fn huge_pages(dir: &Path) -> Result<Vec<HugePages>, DiscoveryError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn huge_page_resource_names_are_the_kubelets() {
-        let name = |kib| {
-            HugePages {
-                page_size_kib: kib,
-                count: 0,
-            }
-            .resource_name()
-        };
-        assert_eq!(name(2048), "hugepages-2Mi");
-        assert_eq!(name(1_048_576), "hugepages-1Gi");
-        assert_eq!(name(64), "hugepages-64Ki");
-        assert_eq!(name(16_777_216), "hugepages-16Gi");
-        assert_eq!(name(32_768), "hugepages-32Mi");
-    }
 
     #[test]
     fn malformed_files_are_errors_naming_them() {

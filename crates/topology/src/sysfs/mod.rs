@@ -63,7 +63,7 @@ use std::path::{Path, PathBuf};
 
 pub use files::DiscoveryError;
 use files::{numbered_entries, read_int, read_list, read_list_or_mask, read_trimmed, read_u64s};
-pub use memory::{HugePages, NumaMemory, discover_memory};
+pub use memory::discover_memory;
 
 use crate::topology::MAX_TOPOLOGY_ID;
 use crate::{CpuInfo, CpuRecord, CpuSet, CpuTopology};

@@ -1,0 +1,60 @@
+//! The memory manager's errors.
+
+/// Why the default machine state cannot be built.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum MachineStateError {
+    /// More is reserved (or taken by huge pages) than a node has: upstream's `uint64`
+    /// subtraction would wrap to an absurd allocatable size.
+    #[error("NUMA node {node}: {what} ({taken} bytes) exceeds its {resource} ({total} bytes)")]
+    Overcommitted {
+        /// The node.
+        node: usize,
+        /// The resource (`memory`, `hugepages-2Mi`…).
+        resource: String,
+        /// What takes it: "system reserved", "system reserved and huge pages".
+        what: &'static str,
+        /// Bytes taken.
+        taken: u64,
+        /// Bytes the node has.
+        total: u64,
+    },
+    /// Reserved memory names a NUMA node the machine does not have.
+    #[error(
+        "the reserved memory configuration references a NUMA node {0} that does not exist on this machine"
+    )]
+    UnknownNode(usize),
+}
+
+/// Why a checkpoint's machine state is refused (upstream's `validateState` texts).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum RestoreError {
+    /// Assignments without a machine state.
+    #[error("[memorymanager] machine state can not be empty when it has memory assignments")]
+    EmptyMachineState,
+    /// A block on a NUMA node the machine does not have.
+    #[error(
+        "[memorymanager] (pod: {pod}, container: {container}) the memory assignment uses the NUMA that does not exist"
+    )]
+    UnknownNode {
+        /// The pod uid.
+        pod: String,
+        /// The container.
+        container: String,
+    },
+    /// A block of a resource the node does not have.
+    #[error(
+        "[memorymanager] (pod: {pod}, container: {container}) the memory assignment uses memory resource that does not exist"
+    )]
+    UnknownResource {
+        /// The pod uid.
+        pod: String,
+        /// The container.
+        container: String,
+    },
+    /// The checkpoint's machine state is not what its assignments imply on this machine
+    /// (memory added or removed, or reservations changed since it was written).
+    #[error("[memorymanager] the expected machine state is different from the real one")]
+    MachineStateDiffers,
+}

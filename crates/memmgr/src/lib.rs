@@ -1,0 +1,46 @@
+//! `corral-memmgr`: the kubelet's memory manager (`pkg/kubelet/cm/memorymanager`) as a
+//! library — synchronous and I/O-free, usable without tokio.
+//!
+//! - [`MachineState`]: per NUMA node, a [`MemoryTable`] for `memory` and each huge page size
+//!   (`hugepages-2Mi`, `hugepages-1Gi`…) — total, system reserved, allocatable, reserved,
+//!   free — with the node's `cells` group and its number of assignments, as upstream's
+//!   `state.NUMANodeMap`. [`default_machine_state`] builds it from the discovered memory
+//!   ([`corral_topology::sysfs::discover_memory`]) and the reserved memory, as the static
+//!   policy's `getDefaultMachineState`.
+//! - [`restore_machine_state`]: upstream's `validateState` — the machine state recomputed
+//!   from a checkpoint's assignments must equal the checkpoint's, with upstream's errors.
+//! - [`checkpoint`]: conversions to and from `memory_manager_state`
+//!   ([`corral_checkpoint::MemoryManagerCheckpoint`]).
+//!
+//! ```
+//! use std::collections::BTreeMap;
+//! use corral_memmgr::{MEMORY, SystemReserved, default_machine_state};
+//! use corral_topology::memory::{HugePages, NumaMemory};
+//!
+//! let node = NumaMemory {
+//!     node: 0,
+//!     memory_bytes: 8 << 30,
+//!     huge_pages: vec![HugePages { page_size_kib: 2048, count: 512 }],
+//! };
+//! let reserved: SystemReserved = BTreeMap::from([(0, BTreeMap::from([(MEMORY.to_owned(), 1 << 30)]))]);
+//! let state = default_machine_state(&BTreeMap::from([(0, node)]), &reserved).unwrap();
+//! let memory = &state[&0].memory[MEMORY];
+//! // 8 GiB less 1 GiB reserved less the 1 GiB of huge pages.
+//! assert_eq!(memory.allocatable, 6 << 30);
+//! assert_eq!(state[&0].memory["hugepages-2Mi"].allocatable, 1 << 30);
+//! ```
+//!
+//! **Architecture Invariant:** no I/O and no async; every number is checked (no wrapping
+//! subtraction where upstream's `uint64` would wrap).
+
+pub mod checkpoint;
+mod error;
+mod machine_state;
+mod restore;
+
+pub use error::{MachineStateError, RestoreError};
+pub use machine_state::{
+    Assignments, Block, MEMORY, MachineState, MemoryTable, NodeState, SystemReserved,
+    default_machine_state,
+};
+pub use restore::restore_machine_state;
