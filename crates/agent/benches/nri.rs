@@ -58,11 +58,10 @@ fn start(root: &Path, socket: &Path) -> Agent {
 }
 
 async fn connect(listener: &UnixListener) -> PluginConnection {
-    let (trunk, _) = tokio::time::timeout(WAIT, listener.accept())
+    let updates = Arc::new(IgnoreUpdates);
+    let mut conn = PluginConnection::next(listener, updates, WAIT)
         .await
-        .unwrap()
         .unwrap();
-    let mut conn = PluginConnection::accept(trunk, Arc::new(IgnoreUpdates), WAIT).unwrap();
     conn.registration(WAIT).await.unwrap();
     let _: api::ConfigureResponse = conn
         .call("Configure", &api::ConfigureRequest::default())
@@ -79,15 +78,17 @@ async fn connect(listener: &UnixListener) -> PluginConnection {
 /// `milli` CPU.
 fn pod_and_container(n: u64, qos: &str, milli: u64) -> (api::PodSandbox, api::Container) {
     let uid = format!("bench-{n}");
+    let cgroup_parent = format!("/kubepods{qos}/pod{uid}");
+    let linux = api::LinuxPodSandbox {
+        cgroup_parent,
+        ..Default::default()
+    };
     let pod = api::PodSandbox {
         id: format!("sb-{n}"),
         name: uid.clone(),
-        uid: uid.clone(),
+        uid,
         namespace: "default".into(),
-        linux: Some(api::LinuxPodSandbox {
-            cgroup_parent: format!("/kubepods{qos}/pod{uid}"),
-            ..Default::default()
-        }),
+        linux: Some(linux),
         ..Default::default()
     };
     let cpu = api::LinuxCpu {

@@ -31,24 +31,17 @@ pub fn restore_machine_state(
     let mut expected = default;
     for (pod, containers) in assignments {
         for (container, blocks) in containers {
-            let unknown_node = || RestoreError::UnknownNode {
-                pod: pod.clone(),
-                container: container.clone(),
-            };
-            let unknown_resource = || RestoreError::UnknownResource {
-                pod: pod.clone(),
-                container: container.clone(),
-            };
             for block in blocks {
                 let mut requested = block.size;
                 for node in &block.numa_affinity {
-                    let state = expected.get_mut(node).ok_or_else(unknown_node)?;
+                    let Some(state) = expected.get_mut(node) else {
+                        return Err(missing(pod, container, Missing::Node));
+                    };
                     state.number_of_assignments += 1;
                     state.cells.clone_from(&block.numa_affinity);
-                    let table = state
-                        .memory
-                        .get_mut(&block.resource)
-                        .ok_or_else(unknown_resource)?;
+                    let Some(table) = state.memory.get_mut(&block.resource) else {
+                        return Err(missing(pod, container, Missing::Resource));
+                    };
                     if requested == 0 || table.free == 0 {
                         continue;
                     }
@@ -64,4 +57,18 @@ pub fn restore_machine_state(
         return Err(RestoreError::MachineStateDiffers);
     }
     Ok(expected)
+}
+
+/// What a block names that the machine does not have.
+enum Missing {
+    Node,
+    Resource,
+}
+
+fn missing(pod: &str, container: &str, what: Missing) -> RestoreError {
+    let (pod, container) = (pod.to_owned(), container.to_owned());
+    match what {
+        Missing::Node => RestoreError::UnknownNode { pod, container },
+        Missing::Resource => RestoreError::UnknownResource { pod, container },
+    }
 }

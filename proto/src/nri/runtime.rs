@@ -74,6 +74,21 @@ impl PluginConnection {
         })
     }
 
+    /// The next plugin that connects to `listener` (waiting at most `timeout`), served as
+    /// [`PluginConnection::accept`] serves it.
+    pub async fn next(
+        listener: &tokio::net::UnixListener,
+        updates: Arc<dyn UpdateHandler>,
+        timeout: Duration,
+    ) -> Result<PluginConnection, NriError> {
+        let accepted = tokio::time::timeout(timeout, listener.accept()).await;
+        let (trunk, _) = accepted.map_err(|_| NriError::Timeout {
+            method: "accept".into(),
+            timeout,
+        })??;
+        PluginConnection::accept(trunk, updates, timeout)
+    }
+
     /// Waits for the plugin's `RegisterPlugin`, at most `timeout`.
     pub async fn registration(
         &mut self,

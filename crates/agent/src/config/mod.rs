@@ -469,6 +469,9 @@ pub(crate) struct AgentConfig {
     pub(crate) topology: TopologyManagerConfig,
     /// `containerRuntimeEndpoint` (CRI socket), when CPU reconcile should push cpusets.
     pub(crate) container_runtime_endpoint: Option<PathBuf>,
+    /// `nri`, `nriSocket`, `nriPluginIndex`, `kubeletPodResourcesSocket`: whether corral
+    /// runs as the container runtime's NRI plugin (then cpusets go through NRI).
+    pub(crate) nri: NriMode,
     /// Where sockets and state files go.
     pub(crate) layout: Layout,
     /// The host root sysfs is read under.
@@ -485,8 +488,6 @@ pub(crate) struct AgentConfig {
     pub(crate) max_connections_per_socket: usize,
     /// `maxResourcesPerDevicePlugin`: resources one device plugin may register.
     pub(crate) max_resources_per_device_plugin: usize,
-    /// `nri`, `nriSocket`, `nriPluginIndex`.
-    pub(crate) nri: NriMode,
 }
 
 /// One invalid value.

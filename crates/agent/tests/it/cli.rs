@@ -127,13 +127,8 @@ fn topology_shows_memory_per_numa_node() {
     let memory_only = table.lines().find(|l| l.starts_with("9 ")).unwrap();
     assert!(memory_only.contains("384Mi"), "{table}");
     let pages = workspace().join("testdata/sysfs/2pa-pcidomain32bits");
-    let json = corral(&[
-        "topology",
-        "--host-root",
-        pages.to_str().unwrap(),
-        "-o",
-        "json",
-    ]);
+    let pages = pages.to_str().unwrap();
+    let json = corral(&["topology", "--host-root", pages, "-o", "json"]);
     let doc: serde_json::Value = serde_json::from_str(&stdout(&json)).unwrap();
     let sizes: Vec<&str> = doc["memory"][0]["hugePages"]
         .as_array()

@@ -156,22 +156,12 @@ async fn real_cgroups_follow_corrals_decisions_across_an_agent_sigkill() {
         format!("/kubepods/burstable/pod{b_uid}"),
         format!("/kubepods/pod{g_uid}"),
     );
-    let (b_sandbox, burstable) = run_pod(
-        &mut containerd,
-        &b_uid,
-        "/burstable",
-        container_config("shared", 500, 0),
-    )
-    .await;
+    let shared = container_config("shared", 500, 0);
+    let (b_sandbox, burstable) = run_pod(&mut containerd, &b_uid, "/burstable", shared).await;
     wait_for_cpus(&b_parent, &burstable, &all).await;
 
-    let (g_sandbox, guaranteed) = run_pod(
-        &mut containerd,
-        &g_uid,
-        "",
-        container_config("pinned", 1000, 1000),
-    )
-    .await;
+    let pinned = container_config("pinned", 1000, 1000);
+    let (g_sandbox, guaranteed) = run_pod(&mut containerd, &g_uid, "", pinned).await;
     let exclusive = cgroup_cpus(&g_parent, &guaranteed);
     let exclusive_set: corral_topology::CpuSet = exclusive.parse().unwrap();
     assert_eq!(exclusive_set.len(), 1, "{exclusive}");

@@ -13,7 +13,8 @@ use corral_proto::podresources::v1 as pr;
 use corral_proto::podresources::v1::pod_resources_lister_client::PodResourcesListerClient;
 
 use crate::support::{
-    self, Reaped, STATIC_SINGLE_NUMA, WAIT, corral_run, log_file, sigterm, wait_exit, workspace,
+    self, FakeServer, Reaped, STATIC_SINGLE_NUMA, WAIT, corral_run, log_file, sigterm, wait_exit,
+    workspace,
 };
 
 /// A running `corral run`, killed (SIGKILL) and reaped on drop.
@@ -392,18 +393,9 @@ async fn cpu_reconcile_pushes_cpusets_through_cri_update_container_resources() {
     let dir = tempfile::tempdir().unwrap();
     let cri_socket = dir.path().join("cri.sock");
     let fake = FakeCri::default();
-    let listener = corral_proto::uds::UdsListener::bind(&cri_socket, &Default::default()).unwrap();
-    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
     let router =
         tonic::transport::Server::builder().add_service(RuntimeServiceServer::new(fake.clone()));
-    let server = tokio::spawn(corral_proto::uds::serve(
-        router,
-        listener,
-        async {
-            let _ = stop_rx.await;
-        },
-        Duration::from_secs(1),
-    ));
+    let server = FakeServer::start(&cri_socket, router);
     let config = dir.path().join("config.yaml");
     std::fs::write(
         &config,
@@ -464,6 +456,5 @@ async fn cpu_reconcile_pushes_cpusets_through_cri_update_container_resources() {
     assert_ne!(web, "0-15");
     pushed(web).await;
     assert!(agent.terminate().success());
-    let _ = stop_tx.send(());
-    server.await.unwrap().unwrap();
+    server.stop().await;
 }

@@ -3,7 +3,7 @@
 //! shared-pool updates, release, a rejected container, and a SIGKILLed agent that comes
 //! back and keeps a running container's CPUs.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -15,7 +15,15 @@ use corral_proto::tonic;
 use corral_topology::CpuSet;
 use tokio::net::UnixListener;
 
-use crate::support::{Reaped, STATIC_SINGLE_NUMA, WAIT, corral_run, log_file};
+use crate::support::{FakeServer, Reaped, STATIC_SINGLE_NUMA, WAIT, corral_run, log_file};
+
+/// A temp dir, the agent's root in it, and the runtime's NRI socket there, listening.
+fn runtime_socket() -> (tempfile::TempDir, PathBuf, PathBuf, UnixListener) {
+    let dir = tempfile::tempdir().unwrap();
+    let (root, socket) = (dir.path().join("root"), dir.path().join("nri.sock"));
+    let listener = UnixListener::bind(&socket).unwrap();
+    (dir, root, socket, listener)
+}
 
 fn start(root: &Path, socket: &Path) -> Reaped {
     start_with(root, socket, &[])
@@ -35,11 +43,10 @@ fn start_with(root: &Path, socket: &Path, more: &[&str]) -> Reaped {
 
 /// Accepts corral's connection, waits for its registration and configures it.
 async fn connect(listener: &UnixListener) -> PluginConnection {
-    let (trunk, _) = tokio::time::timeout(WAIT, listener.accept())
+    let updates = Arc::new(IgnoreUpdates);
+    let mut conn = PluginConnection::next(listener, updates, WAIT)
         .await
-        .unwrap()
         .unwrap();
-    let mut conn = PluginConnection::accept(trunk, Arc::new(IgnoreUpdates), WAIT).unwrap();
     let registered = conn.registration(WAIT).await.unwrap();
     assert_eq!(
         (
@@ -65,15 +72,18 @@ async fn connect(listener: &UnixListener) -> PluginConnection {
 }
 
 fn pod(uid: &str, qos_dir: &str) -> api::PodSandbox {
+    let cgroup_parent = format!("/kubepods{qos_dir}/pod{uid}");
+    let linux = api::LinuxPodSandbox {
+        cgroup_parent,
+        ..Default::default()
+    };
+    let (id, name, namespace) = (format!("sandbox-{uid}"), uid.into(), "default".into());
     api::PodSandbox {
-        id: format!("sandbox-{uid}"),
-        name: uid.into(),
+        id,
+        name,
         uid: uid.into(),
-        namespace: "default".into(),
-        linux: Some(api::LinuxPodSandbox {
-            cgroup_parent: format!("/kubepods{qos_dir}/pod{uid}"),
-            ..Default::default()
-        }),
+        namespace,
+        linux: Some(linux),
         ..Default::default()
     }
 }
@@ -129,6 +139,16 @@ async fn create(
     conn.call("CreateContainer", &request).await
 }
 
+/// A pod-level event.
+async fn state_change(conn: &PluginConnection, event: Event, pod: api::PodSandbox) {
+    let event = api::StateChangeEvent {
+        event: event as i32,
+        pod: Some(pod),
+        container: None,
+    };
+    let _: api::Empty = conn.call("StateChange", &event).await.unwrap();
+}
+
 fn adjusted_cpus(response: &api::CreateContainerResponse) -> CpuSet {
     let adjust = response.adjust.as_ref().expect("an adjustment");
     let resources = adjust.linux.as_ref().unwrap().resources.as_ref().unwrap();
@@ -143,10 +163,7 @@ fn updated(updates: &[api::ContainerUpdate], id: &str) -> Option<CpuSet> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn containers_get_exclusive_or_shared_cpus_and_survive_a_sigkill() {
-    let dir = tempfile::tempdir().unwrap();
-    let root = dir.path().join("root");
-    let socket = dir.path().join("nri.sock");
-    let listener = UnixListener::bind(&socket).unwrap();
+    let (_dir, root, socket, listener) = runtime_socket();
     let mut agent = start(&root, &socket);
     let conn = connect(&listener).await;
     let synced: api::SynchronizeResponse = conn
@@ -244,30 +261,17 @@ async fn containers_get_exclusive_or_shared_cpus_and_survive_a_sigkill() {
         .await
         .unwrap();
     assert_eq!(adjusted_cpus(&created).len(), 2);
-    let stopped = api::StateChangeEvent {
-        event: Event::StopPodSandbox as i32,
-        pod: Some(again),
-        container: None,
-    };
-    let _: api::Empty = conn.call("StateChange", &stopped).await.unwrap();
+    state_change(&conn, Event::StopPodSandbox, again).await;
     let state = std::fs::read_to_string(root.join("cpu_manager_state")).unwrap();
     assert!(!state.contains("a-uid"), "{state}");
-    let removed = api::StateChangeEvent {
-        event: Event::RemovePodSandbox as i32,
-        pod: Some(guaranteed),
-        container: None,
-    };
-    let _: api::Empty = conn.call("StateChange", &removed).await.unwrap();
+    state_change(&conn, Event::RemovePodSandbox, guaranteed).await;
     let state = std::fs::read_to_string(root.join("cpu_manager_state")).unwrap();
     assert!(!state.contains("g-uid"), "{state}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_lost_runtime_is_redialed() {
-    let dir = tempfile::tempdir().unwrap();
-    let root = dir.path().join("root");
-    let socket = dir.path().join("nri.sock");
-    let listener = UnixListener::bind(&socket).unwrap();
+    let (_dir, root, socket, listener) = runtime_socket();
     let _agent = start(&root, &socket);
     let conn = connect(&listener).await;
     conn.close();
@@ -338,18 +342,9 @@ async fn exclusive_cpus_align_with_the_devices_the_kubelet_gave() {
 
     let dir = tempfile::tempdir().unwrap();
     let kubelet = dir.path().join("kubelet.sock");
-    let listener = corral_proto::uds::UdsListener::bind(&kubelet, &Default::default()).unwrap();
-    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
     let router =
         tonic::transport::Server::builder().add_service(PodResourcesListerServer::new(FakeKubelet));
-    let server = tokio::spawn(corral_proto::uds::serve(
-        router,
-        listener,
-        async {
-            let _ = stop_rx.await;
-        },
-        Duration::from_secs(1),
-    ));
+    let server = FakeServer::start(&kubelet, router);
     let root = dir.path().join("root");
     let socket = dir.path().join("nri.sock");
     let nri = UnixListener::bind(&socket).unwrap();
@@ -375,6 +370,5 @@ async fn exclusive_cpus_align_with_the_devices_the_kubelet_gave() {
         aligned.iter().all(|cpu| (8..16).contains(&cpu)),
         "{aligned}"
     );
-    let _ = stop_tx.send(());
-    server.await.unwrap().unwrap();
+    server.stop().await;
 }

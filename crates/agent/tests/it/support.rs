@@ -101,3 +101,32 @@ pub(crate) fn stdout(output: &Output) -> String {
 pub(crate) fn stderr(output: &Output) -> String {
     String::from_utf8_lossy(&output.stderr).into_owned()
 }
+
+/// A gRPC server (a test double of the kubelet or the runtime) on the unix socket `socket`,
+/// stopped, its socket removed, when [`FakeServer::stop`] is awaited.
+pub(crate) struct FakeServer {
+    stop: tokio::sync::oneshot::Sender<()>,
+    task: tokio::task::JoinHandle<Result<(), corral_proto::uds::UdsError>>,
+}
+
+impl FakeServer {
+    /// Serves `router` on `socket`.
+    pub(crate) fn start(socket: &Path, router: tonic::transport::server::Router) -> FakeServer {
+        let listener = corral_proto::uds::UdsListener::bind(socket, &Default::default()).unwrap();
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let shutdown = async {
+            let _ = stopped.await;
+        };
+        let serve = corral_proto::uds::serve(router, listener, shutdown, Duration::from_secs(1));
+        FakeServer {
+            stop,
+            task: tokio::spawn(serve),
+        }
+    }
+
+    /// Stops serving and checks the server ended cleanly.
+    pub(crate) async fn stop(self) {
+        let _ = self.stop.send(());
+        self.task.await.unwrap().unwrap();
+    }
+}

@@ -155,26 +155,33 @@ pub(crate) fn read_u64s(path: &Path) -> Result<Option<Vec<u64>>, DiscoveryError>
         .map(Some)
 }
 
-/// The ids N of the entries `<prefix>N` of `dir`, ascending; empty when `dir` is absent.
-pub(crate) fn numbered_entries(dir: &Path, prefix: &str) -> Result<Vec<usize>, DiscoveryError> {
+/// The entries of `dir` as (file name, path); none when `dir` does not exist.
+pub(crate) fn dir_entries(dir: &Path) -> Result<Vec<(String, PathBuf)>, DiscoveryError> {
+    let io_error = |source| DiscoveryError::Io {
+        path: dir.to_owned(),
+        source,
+    };
     let entries = match std::fs::read_dir(dir) {
         Ok(entries) => entries,
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
-        Err(source) => {
-            return Err(DiscoveryError::Io {
-                path: dir.to_owned(),
-                source,
-            });
-        }
+        Err(source) => return Err(io_error(source)),
     };
+    entries
+        .map(|entry| {
+            let entry = entry.map_err(io_error)?;
+            Ok((
+                entry.file_name().to_string_lossy().into_owned(),
+                entry.path(),
+            ))
+        })
+        .collect()
+}
+
+/// The ids N of the entries `<prefix>N` of `dir`, ascending; empty when `dir` is absent.
+pub(crate) fn numbered_entries(dir: &Path, prefix: &str) -> Result<Vec<usize>, DiscoveryError> {
     let mut ids = Vec::new();
-    for entry in entries {
-        let entry = entry.map_err(|source| DiscoveryError::Io {
-            path: dir.to_owned(),
-            source,
-        })?;
-        let name = entry.file_name();
-        let Some(rest) = name.to_str().and_then(|n| n.strip_prefix(prefix)) else {
+    for (name, _) in dir_entries(dir)? {
+        let Some(rest) = name.strip_prefix(prefix) else {
             continue;
         };
         if !rest.is_empty()

@@ -13,7 +13,7 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use super::files::{DiscoveryError, numbered_entries, read_trimmed};
+use super::files::{DiscoveryError, dir_entries, numbered_entries, read_trimmed};
 use crate::memory::{HugePages, NumaMemory};
 
 /// Every NUMA node's memory and huge pages under host root `root`, by node id.
@@ -79,28 +79,15 @@ fn mem_total(path: &Path) -> Result<u64, DiscoveryError> {
 /// The huge pages of each `hugepages-<size>kB` directory under `dir`, smallest first; none
 /// without `dir`.
 fn huge_pages(dir: &Path) -> Result<Vec<HugePages>, DiscoveryError> {
-    let entries = match std::fs::read_dir(dir) {
-        Ok(entries) => entries,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
-        Err(source) => {
-            let path = dir.to_owned();
-            return Err(DiscoveryError::Io { path, source });
-        }
-    };
     let mut pages = Vec::new();
-    for entry in entries {
-        let entry = entry.map_err(|source| DiscoveryError::Io {
-            path: dir.to_owned(),
-            source,
-        })?;
-        let name = entry.file_name().to_string_lossy().into_owned();
+    for (name, path) in dir_entries(dir)? {
         let Some(size) = name
             .strip_prefix("hugepages-")
             .and_then(|rest| rest.strip_suffix("kB"))
         else {
             continue;
         };
-        let count_file = entry.path().join("nr_hugepages");
+        let count_file = path.join("nr_hugepages");
         let bad = |what: &str, content: &str| DiscoveryError::Parse {
             path: count_file.clone(),
             content: content.to_owned(),

@@ -158,13 +158,11 @@ impl NriPlugin for NodePlugin {
         &self,
         request: api::SynchronizeRequest,
     ) -> Result<api::SynchronizeResponse, NriStatus> {
+        let pods: std::collections::BTreeMap<&str, &api::PodSandbox> =
+            request.pods.iter().map(|p| (p.id.as_str(), p)).collect();
         let mut update = Vec::new();
         for container in &request.containers {
-            let Some(pod) = request
-                .pods
-                .iter()
-                .find(|p| p.id == container.pod_sandbox_id)
-            else {
+            let Some(&pod) = pods.get(container.pod_sandbox_id.as_str()) else {
                 continue;
             };
             let state = container.state();
