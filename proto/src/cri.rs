@@ -3,17 +3,7 @@
 
 /// CRI runtime v1 (proto package `runtime.v1`).
 pub mod v1 {
-    mod generated {
-        #![allow(
-            missing_docs,
-            unreachable_pub,
-            clippy::all,
-            clippy::pedantic,
-            rustdoc::all
-        )]
-        include!("gen/cri_v1.rs");
-    }
-    pub use generated::*;
+    crate::generated_api!("gen/cri_v1.rs");
 
     /// Upstream's default containerd CRI socket.
     pub const CONTAINERD_SOCKET: &str = "/run/containerd/containerd.sock";

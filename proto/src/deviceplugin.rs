@@ -3,17 +3,7 @@
 /// Device plugin API v1beta1: the kubelet's `Registration` service and the plugins'
 /// `DevicePlugin` service, with upstream's constants.
 pub mod v1beta1 {
-    mod generated {
-        #![allow(
-            missing_docs,
-            unreachable_pub,
-            clippy::all,
-            clippy::pedantic,
-            rustdoc::all
-        )]
-        include!("gen/deviceplugin_v1beta1.rs");
-    }
-    pub use generated::*;
+    crate::generated_api!("gen/deviceplugin_v1beta1.rs");
 
     pub mod checkpoint_bytes;
 

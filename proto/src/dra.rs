@@ -3,17 +3,7 @@
 
 /// DRA plugin API v1 (the newest).
 pub mod v1 {
-    mod generated {
-        #![allow(
-            missing_docs,
-            unreachable_pub,
-            clippy::all,
-            clippy::pedantic,
-            rustdoc::all
-        )]
-        include!("gen/dra_v1.rs");
-    }
-    pub use generated::*;
+    crate::generated_api!("gen/dra_v1.rs");
 
     /// Service name a driver lists in `PluginInfo.supported_versions` for this API.
     pub const DRA_PLUGIN_SERVICE: &str = "v1.DRAPlugin";
@@ -25,17 +15,7 @@ pub mod v1 {
 /// [`V1ServerWrapper`](crate::dra::v1beta1::V1ServerWrapper)), as upstream's
 /// `conversion.go`.
 pub mod v1beta1 {
-    mod generated {
-        #![allow(
-            missing_docs,
-            unreachable_pub,
-            clippy::all,
-            clippy::pedantic,
-            rustdoc::all
-        )]
-        include!("gen/dra_v1beta1.rs");
-    }
-    pub use generated::*;
+    crate::generated_api!("gen/dra_v1beta1.rs");
 
     mod convert;
     pub use convert::{V1Beta1ClientWrapper, V1ServerWrapper};

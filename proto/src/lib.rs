@@ -34,6 +34,26 @@
 
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
+/// The generated code of one API (`path`, relative to the invoking file, as `include!`
+/// reads it), in a module that allows what generated code does (undocumented items,
+/// clippy's style), re-exported where it is invoked.
+macro_rules! generated_api {
+    ($path:literal) => {
+        mod generated {
+            #![allow(
+                missing_docs,
+                unreachable_pub,
+                clippy::all,
+                clippy::pedantic,
+                rustdoc::all
+            )]
+            include!($path);
+        }
+        pub use generated::*;
+    };
+}
+pub(crate) use generated_api;
+
 #[cfg(feature = "corral")]
 #[cfg_attr(docsrs, doc(cfg(feature = "corral")))]
 pub mod corral;

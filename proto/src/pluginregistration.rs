@@ -2,17 +2,7 @@
 
 /// Plugin registration API v1. Its proto package is `pluginregistration`, as upstream's.
 pub mod v1 {
-    mod generated {
-        #![allow(
-            missing_docs,
-            unreachable_pub,
-            clippy::all,
-            clippy::pedantic,
-            rustdoc::all
-        )]
-        include!("gen/pluginregistration_v1.rs");
-    }
-    pub use generated::*;
+    crate::generated_api!("gen/pluginregistration_v1.rs");
 
     /// `PluginInfo.type` of a CSI driver.
     pub const CSI_PLUGIN: &str = "CSIPlugin";

@@ -2,17 +2,7 @@
 
 /// Pod resources API v1: the kubelet's read-only `PodResourcesLister` service.
 pub mod v1 {
-    mod generated {
-        #![allow(
-            missing_docs,
-            unreachable_pub,
-            clippy::all,
-            clippy::pedantic,
-            rustdoc::all
-        )]
-        include!("gen/podresources_v1.rs");
-    }
-    pub use generated::*;
+    crate::generated_api!("gen/podresources_v1.rs");
 
     /// Upstream's directory of the pod-resources socket.
     pub const POD_RESOURCES_PATH: &str = "/var/lib/kubelet/pod-resources";

@@ -9,11 +9,15 @@ use crate::machine_state::{Assignments, MachineState};
 ///
 /// - no restored state: `default`, unless there are assignments
 ///   ([`RestoreError::EmptyMachineState`]);
-/// - otherwise `default` with every block of `assignments` taken as upstream replays them
-///   (each block's nodes in its order, each node's free memory used first, a node's
-///   `cells` set to the block's nodes), which must equal `restored`
-///   ([`RestoreError::MachineStateDiffers`]): memory added or removed, or reservations
-///   changed since the checkpoint was written, refuse the state rather than guess.
+/// - otherwise `restored`, once `default` with every block of `assignments` taken as
+///   upstream replays them (each block's nodes in its order, each node's free memory used
+///   first, a node's `cells` set to the block's nodes) matches it as upstream's
+///   `areMachineStatesEqual` compares ([`RestoreError::MachineStateDiffers`]): the same
+///   nodes, assignment counts and `cells` (as sets); per resource the same total, system
+///   reserved and allocatable; and, summed over each node's `cells` group, the same free
+///   and reserved memory (a group's blocks may sit on its nodes in any proportion). Memory
+///   added or removed, or reservations changed since the checkpoint was written, refuse
+///   the state rather than guess.
 pub fn restore_machine_state(
     restored: &MachineState,
     assignments: &Assignments,
@@ -53,10 +57,47 @@ pub fn restore_machine_state(
             }
         }
     }
-    if expected != *restored {
+    if !machine_states_equal(restored, &expected) {
         return Err(RestoreError::MachineStateDiffers);
     }
-    Ok(expected)
+    Ok(restored.clone())
+}
+
+/// Upstream's `areMachineStatesEqual`.
+fn machine_states_equal(stored: &MachineState, expected: &MachineState) -> bool {
+    if !stored.keys().eq(expected.keys()) {
+        return false;
+    }
+    stored.iter().all(|(id, node)| {
+        let other = &expected[id];
+        let sorted = |cells: &[usize]| {
+            let mut cells = cells.to_vec();
+            cells.sort_unstable();
+            cells
+        };
+        node.number_of_assignments == other.number_of_assignments
+            && sorted(&node.cells) == sorted(&other.cells)
+            && node.memory.len() == other.memory.len()
+            && node.memory.iter().all(|(resource, table)| {
+                let Some(want) = other.memory.get(resource) else {
+                    return false;
+                };
+                let group_sums = |state: &MachineState| {
+                    let mut sums = (0u64, 0u64);
+                    for cell in &node.cells {
+                        let table = state.get(cell).and_then(|n| n.memory.get(resource))?;
+                        sums.0 = sums.0.checked_add(table.free)?;
+                        sums.1 = sums.1.checked_add(table.reserved)?;
+                    }
+                    Some(sums)
+                };
+                table.total == want.total
+                    && table.system_reserved == want.system_reserved
+                    && table.allocatable == want.allocatable
+                    && group_sums(stored).is_some()
+                    && group_sums(stored) == group_sums(expected)
+            })
+    })
 }
 
 /// What a block names that the machine does not have.

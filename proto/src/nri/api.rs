@@ -1,17 +1,7 @@
 //! The NRI API messages (`nri.pkg.api.v1alpha1`, generated from `proto/nri/v1alpha1`), the
 //! ttrpc names of its two services, and [`EventMask`].
 
-mod generated {
-    #![allow(
-        missing_docs,
-        unreachable_pub,
-        clippy::all,
-        clippy::pedantic,
-        rustdoc::all
-    )]
-    include!("../gen/nri_v1alpha1.rs");
-}
-pub use generated::*;
+crate::generated_api!("../gen/nri_v1alpha1.rs");
 
 /// The ttrpc service name of the runtime's side (`RegisterPlugin`, `UpdateContainers`).
 pub const RUNTIME_SERVICE: &str = "nri.pkg.api.v1alpha1.Runtime";

@@ -19,14 +19,7 @@ use super::error::{NriError, NriStatus};
 use super::mux::{ConnReader, ConnWriter, MuxConn};
 
 mod envelope {
-    #![allow(
-        missing_docs,
-        unreachable_pub,
-        clippy::all,
-        clippy::pedantic,
-        rustdoc::all
-    )]
-    include!("../gen/ttrpc.rs");
+    crate::generated_api!("../gen/ttrpc.rs");
 }
 pub use envelope::{KeyValue, Request, Response, Status};
 
