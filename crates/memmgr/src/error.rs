@@ -58,3 +58,26 @@ pub enum RestoreError {
     #[error("[memorymanager] the expected machine state is different from the real one")]
     MachineStateDiffers,
 }
+
+/// Why a container's memory could not be allocated (upstream's `Allocate` texts).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum AllocateError {
+    /// No set of NUMA nodes has the free memory, and the topology manager gave none.
+    #[error(
+        "[memorymanager] failed to get the default NUMA affinity, no NUMA nodes with enough memory is available"
+    )]
+    NoDefaultAffinity,
+    /// The topology manager's hint was preferred, the best memory could do is not.
+    #[error("[memorymanager] failed to find the default preferred hint")]
+    NoDefaultPreferredHint,
+    /// The affinity's nodes do not hold the request and no wider set does.
+    #[error("[memorymanager] failed to find NUMA nodes to extend the current topology hint")]
+    NoExtension,
+    /// The affinity was preferred, its extension is not.
+    #[error("[memorymanager] failed to find the extended preferred hint")]
+    NoExtendedPreferredHint,
+    /// The nodes hold allocations of another group (or single-node ones).
+    #[error("[memorymanager] preferred hint violates NUMA node allocation")]
+    ViolatesNumaAllocation,
+}

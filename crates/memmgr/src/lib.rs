@@ -9,6 +9,10 @@
 //!   policy's `getDefaultMachineState`.
 //! - [`restore_machine_state`]: upstream's `validateState` — the machine state recomputed
 //!   from a checkpoint's assignments must equal the checkpoint's, with upstream's errors.
+//! - [`StaticPolicy`]: upstream's static policy at container scope — hints
+//!   ([`hints::calculate_hints`]: every fitting set of nodes, respecting the groups),
+//!   allocation with the topology manager's affinity (extended when it does not hold the
+//!   request; upstream's errors), init-container memory reuse, release.
 //! - [`checkpoint`]: conversions to and from `memory_manager_state`
 //!   ([`corral_checkpoint::MemoryManagerCheckpoint`]).
 //!
@@ -35,12 +39,15 @@
 
 pub mod checkpoint;
 mod error;
+pub mod hints;
 mod machine_state;
 mod restore;
+mod static_policy;
 
-pub use error::{MachineStateError, RestoreError};
+pub use error::{AllocateError, MachineStateError, RestoreError};
 pub use machine_state::{
     Assignments, Block, MEMORY, MachineState, MemoryTable, NodeState, SystemReserved,
     default_machine_state,
 };
 pub use restore::restore_machine_state;
+pub use static_policy::{StaticPolicy, requested};

@@ -1,4 +1,6 @@
 //! corral-memmgr's integration tests: machine states through real `memory_manager_state`
 //! bytes, and their restore check.
 
+mod properties;
 mod restore;
+mod static_policy;

@@ -1,0 +1,131 @@
+//! The static policy's topology hints (upstream `calculateHints`, `regenerateHints`,
+//! `findBestHint`): pure functions of the machine state and a request.
+
+use std::collections::BTreeMap;
+
+use corral_topology::NumaMask;
+use corral_topology::topologymanager::TopologyHint;
+
+use crate::machine_state::{Block, MachineState};
+
+/// Bytes requested per resource (`memory`, `hugepages-<size>`).
+pub type Requested = BTreeMap<String, u64>;
+
+/// Hints per resource: every resource gets the same list (upstream's map of hint lists).
+pub type MemoryHints = BTreeMap<String, Vec<TopologyHint>>;
+
+/// Upstream `calculateHints`: every set of NUMA nodes (smallest first, then lowest ids)
+/// whose allocatable memory could hold `requested` and whose free memory (plus what the
+/// pod's earlier init containers leave there, `reusable`) holds it now, respecting the
+/// groups (`cells`): a node of a multi-node group is no single-node hint, and a used node
+/// joins no other group. Preferred hints have as few nodes as the smallest set whose
+/// allocatable memory could hold the request, whatever is free. No set: no key at all.
+pub fn calculate_hints(
+    state: &MachineState,
+    requested: &Requested,
+    reusable: impl Fn(NumaMask, &str) -> u64,
+) -> MemoryHints {
+    let ids: Vec<usize> = state.keys().copied().collect();
+    let mut min_size = ids.len();
+    let mut masks = Vec::new();
+    NumaMask::iterate_masks(&ids, |mask| {
+        let bits = mask.get_bits();
+        let sum = |resource: &str, field: fn(&crate::MemoryTable) -> u64| -> u64 {
+            bits.iter()
+                .filter_map(|n| state.get(n)?.memory.get(resource))
+                .map(field)
+                .sum()
+        };
+        if requested
+            .iter()
+            .any(|(resource, &want)| sum(resource, |t| t.allocatable) < want)
+        {
+            return;
+        }
+        min_size = min_size.min(mask.count());
+        if !fits_groups(state, &bits) {
+            return;
+        }
+        let short = requested.iter().any(|(resource, &want)| {
+            sum(resource, |t| t.free).saturating_add(reusable(mask, resource)) < want
+        });
+        if !short {
+            masks.push(mask);
+        }
+    });
+    let hints: Vec<TopologyHint> = masks
+        .into_iter()
+        .map(|mask| TopologyHint {
+            numa_affinity: Some(mask),
+            preferred: mask.count() == min_size,
+        })
+        .collect();
+    if hints.is_empty() {
+        return MemoryHints::new();
+    }
+    requested
+        .keys()
+        .map(|resource| (resource.clone(), hints.clone()))
+        .collect()
+}
+
+/// Whether a set of nodes may hold a new allocation given the groups already formed.
+fn fits_groups(state: &MachineState, bits: &[usize]) -> bool {
+    if let [single] = bits {
+        return state.get(single).is_none_or(|node| node.cells.len() <= 1);
+    }
+    bits.iter().all(|n| {
+        let Some(node) = state.get(n) else {
+            return true;
+        };
+        node.number_of_assignments == 0 || (node.cells.len() > 1 && same_set(&node.cells, bits))
+    })
+}
+
+/// `a` and `b` hold the same nodes.
+pub(crate) fn same_set(a: &[usize], b: &[usize]) -> bool {
+    let sorted = |v: &[usize]| {
+        let mut v = v.to_vec();
+        v.sort_unstable();
+        v.dedup();
+        v
+    };
+    sorted(a) == sorted(b)
+}
+
+/// Upstream `regenerateHints`, for a container already holding `blocks`: each block's
+/// nodes as the one preferred hint of its resource; `None` when the blocks are not exactly
+/// the request (then the topology manager gets no preference from memory).
+pub fn regenerate_hints(blocks: &[Block], requested: &Requested) -> Option<MemoryHints> {
+    if blocks.len() != requested.len() {
+        return None;
+    }
+    let mut hints: MemoryHints = requested.keys().map(|r| (r.clone(), Vec::new())).collect();
+    for block in blocks {
+        if requested.get(&block.resource) != Some(&block.size) {
+            return None;
+        }
+        let mask = NumaMask::new(block.numa_affinity.iter().copied()).ok()?;
+        hints.get_mut(&block.resource)?.push(TopologyHint {
+            numa_affinity: Some(mask),
+            preferred: true,
+        });
+    }
+    Some(hints)
+}
+
+/// Upstream `findBestHint`: preferred over not, then the narrowest (fewest nodes, then the
+/// lowest ids); the first of `hints` among equals.
+pub fn find_best_hint(hints: &[TopologyHint]) -> Option<TopologyHint> {
+    let mut best = *hints.first()?;
+    for hint in &hints[1..] {
+        let narrower = match (hint.numa_affinity, best.numa_affinity) {
+            (Some(h), Some(b)) => h.is_narrower_than(b),
+            _ => false,
+        };
+        if (hint.preferred && !best.preferred) || (hint.preferred == best.preferred && narrower) {
+            best = *hint;
+        }
+    }
+    Some(best)
+}

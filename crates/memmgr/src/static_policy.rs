@@ -1,0 +1,348 @@
+//! The static policy (upstream `policy_static.go`, container scope): hints, allocation with
+//! the topology manager's affinity, init-container memory reuse, release.
+
+use std::collections::BTreeMap;
+
+use corral_topology::topologymanager::TopologyHint;
+use corral_topology::{Container, NumaMask, Pod, QosClass};
+
+use crate::error::{AllocateError, RestoreError};
+use crate::hints::{
+    MemoryHints, Requested, calculate_hints, find_best_hint, regenerate_hints, same_set,
+};
+use crate::machine_state::{Assignments, Block, MEMORY, MachineState};
+use crate::restore::restore_machine_state;
+
+/// Per mask, per resource: memory the pod's regular init containers hold and its later
+/// containers may reuse (upstream `initContainersReusableMemory` of the pod being admitted;
+/// in memory only, as upstream).
+type Reusable = BTreeMap<NumaMask, BTreeMap<String, u64>>;
+
+/// The static policy's state: the machine state and every container's blocks.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StaticPolicy {
+    state: MachineState,
+    assignments: Assignments,
+    /// The pod being admitted and what its init containers leave reusable.
+    reusable: Option<(String, Reusable)>,
+}
+
+/// What a container requests of memory and huge pages.
+pub fn requested(container: &Container) -> Requested {
+    let requests = &container.resources.requests;
+    let mut out = Requested::new();
+    if let Some(memory) = requests.memory_bytes.and_then(|b| u64::try_from(b).ok()) {
+        out.insert(MEMORY.to_owned(), memory);
+    }
+    for (name, &value) in &requests.extended {
+        if name.starts_with("hugepages-")
+            && let Ok(value) = u64::try_from(value)
+        {
+            out.insert(name.clone(), value);
+        }
+    }
+    out
+}
+
+impl StaticPolicy {
+    /// A policy on a machine with nothing assigned.
+    pub fn new(default: MachineState) -> StaticPolicy {
+        StaticPolicy {
+            state: default,
+            assignments: Assignments::new(),
+            reusable: None,
+        }
+    }
+
+    /// A policy restored from a checkpoint's state and assignments, checked against the
+    /// machine's `default` state ([`restore_machine_state`]).
+    pub fn restore(
+        restored: &MachineState,
+        assignments: Assignments,
+        default: MachineState,
+    ) -> Result<StaticPolicy, RestoreError> {
+        let state = restore_machine_state(restored, &assignments, default)?;
+        Ok(StaticPolicy {
+            state,
+            assignments,
+            reusable: None,
+        })
+    }
+
+    /// The machine state.
+    pub fn machine_state(&self) -> &MachineState {
+        &self.state
+    }
+
+    /// Every container's blocks.
+    pub fn assignments(&self) -> &Assignments {
+        &self.assignments
+    }
+
+    /// The blocks of one container.
+    pub fn blocks(&self, pod_uid: &str, container: &str) -> Option<&[Block]> {
+        self.assignments
+            .get(pod_uid)?
+            .get(container)
+            .map(Vec::as_slice)
+    }
+
+    /// Upstream `GetTopologyHints`: `None` for a pod that is not Guaranteed (memory does
+    /// not care); an allocated container's own blocks; else every fitting set of nodes.
+    pub fn hints_for_container(&self, pod: &Pod, container: &Container) -> Option<MemoryHints> {
+        if pod.qos_class() != QosClass::Guaranteed {
+            return None;
+        }
+        let requested = requested(container);
+        if let Some(blocks) = self.blocks(&pod.uid, &container.name) {
+            return regenerate_hints(blocks, &requested);
+        }
+        Some(calculate_hints(
+            &self.state,
+            &requested,
+            |mask, resource| self.reusable_for(&pod.uid, mask, resource),
+        ))
+    }
+
+    fn reusable_for(&self, pod_uid: &str, mask: NumaMask, resource: &str) -> u64 {
+        match &self.reusable {
+            Some((uid, reusable)) if uid == pod_uid => reusable
+                .get(&mask)
+                .and_then(|r| r.get(resource))
+                .copied()
+                .unwrap_or(0),
+            _ => 0,
+        }
+    }
+
+    /// Upstream `Allocate`: the container's memory and huge pages from the nodes of
+    /// `affinity` (the topology manager's decision), extended to the smallest group of
+    /// nodes that holds them when it does not; nothing for a pod that is not Guaranteed
+    /// or a container already allocated. On error nothing changes.
+    pub fn allocate(
+        &mut self,
+        pod: &Pod,
+        container: &Container,
+        affinity: TopologyHint,
+    ) -> Result<(), AllocateError> {
+        if pod.qos_class() != QosClass::Guaranteed {
+            return Ok(());
+        }
+        if let Some(blocks) = self.blocks(&pod.uid, &container.name) {
+            let blocks = blocks.to_vec();
+            self.update_reusable(pod, container, &blocks);
+            return Ok(());
+        }
+        let requested = requested(container);
+        let reusable = |mask: NumaMask, resource: &str| self.reusable_for(&pod.uid, mask, resource);
+        let mask = match affinity.numa_affinity {
+            Some(mask) => mask,
+            None => {
+                let hints = calculate_hints(&self.state, &requested, reusable);
+                let memory = hints.get(MEMORY).map(Vec::as_slice).unwrap_or_default();
+                let best = find_best_hint(memory).ok_or(AllocateError::NoDefaultAffinity)?;
+                if !best.preferred && affinity.preferred {
+                    return Err(AllocateError::NoDefaultPreferredHint);
+                }
+                best.numa_affinity.ok_or(AllocateError::NoDefaultAffinity)?
+            }
+        };
+        let mask = if self.free_holds(mask, &requested, &reusable) {
+            mask
+        } else {
+            self.extend(mask, affinity.preferred, &requested, &reusable)?
+        };
+        let bits = mask.get_bits();
+        if self.violates_groups(&bits) {
+            return Err(AllocateError::ViolatesNumaAllocation);
+        }
+        let mut blocks = Vec::new();
+        for (resource, &size) in &requested {
+            let reused = self.reusable_for(&pod.uid, mask, resource).min(size);
+            self.take(&bits, resource, size - reused);
+            blocks.push(Block {
+                numa_affinity: bits.clone(),
+                resource: resource.clone(),
+                size,
+            });
+        }
+        self.update_reusable(pod, container, &blocks);
+        self.shrink_init_blocks(pod, container, &blocks);
+        self.assignments
+            .entry(pod.uid.clone())
+            .or_default()
+            .insert(container.name.clone(), blocks);
+        Ok(())
+    }
+
+    fn free_holds(
+        &self,
+        mask: NumaMask,
+        requested: &Requested,
+        reusable: &impl Fn(NumaMask, &str) -> u64,
+    ) -> bool {
+        let bits = mask.get_bits();
+        requested.iter().all(|(resource, &want)| {
+            let free: u64 = bits
+                .iter()
+                .filter_map(|n| self.state.get(n)?.memory.get(resource))
+                .map(|t| t.free)
+                .sum();
+            free.saturating_add(reusable(mask, resource)) >= want
+        })
+    }
+
+    /// Upstream `extendTopologyManagerHint`: the best hint that holds `mask`'s nodes.
+    fn extend(
+        &self,
+        mask: NumaMask,
+        preferred: bool,
+        requested: &Requested,
+        reusable: &impl Fn(NumaMask, &str) -> u64,
+    ) -> Result<NumaMask, AllocateError> {
+        let hints = calculate_hints(&self.state, requested, reusable);
+        let wider: Vec<TopologyHint> = hints
+            .get(MEMORY)
+            .into_iter()
+            .flatten()
+            .filter(|h| h.numa_affinity.is_some_and(|m| m.and(mask).is_equal(mask)))
+            .copied()
+            .collect();
+        let best = find_best_hint(&wider).ok_or(AllocateError::NoExtension)?;
+        if !best.preferred && preferred {
+            return Err(AllocateError::NoExtendedPreferredHint);
+        }
+        best.numa_affinity.ok_or(AllocateError::NoExtension)
+    }
+
+    /// Upstream `isAffinityViolatingNUMAAllocations` (multi-node sets only).
+    fn violates_groups(&self, bits: &[usize]) -> bool {
+        bits.len() > 1
+            && bits.iter().any(|n| {
+                self.state.get(n).is_some_and(|node| {
+                    node.number_of_assignments > 0
+                        && (node.cells.len() == 1 || !same_set(&node.cells, bits))
+                })
+            })
+    }
+
+    /// Upstream `updateMachineState`: every node of `bits` counts the block and joins the
+    /// group; `size` bytes come from their free memory, in node order.
+    fn take(&mut self, bits: &[usize], resource: &str, size: u64) {
+        let mut left = size;
+        for n in bits {
+            let Some(node) = self.state.get_mut(n) else {
+                continue;
+            };
+            node.number_of_assignments += 1;
+            node.cells = bits.to_vec();
+            let Some(table) = node.memory.get_mut(resource) else {
+                continue;
+            };
+            if left == 0 || table.free == 0 {
+                continue;
+            }
+            let taken = left.min(table.free);
+            table.free -= taken;
+            table.reserved += taken;
+            left -= taken;
+        }
+    }
+
+    /// Upstream `updatePodReusableMemory`.
+    fn update_reusable(&mut self, pod: &Pod, container: &Container, blocks: &[Block]) {
+        if self
+            .reusable
+            .as_ref()
+            .is_none_or(|(uid, _)| *uid != pod.uid)
+        {
+            self.reusable = Some((pod.uid.clone(), Reusable::new()));
+        }
+        let Some((_, reusable)) = self.reusable.as_mut() else {
+            return;
+        };
+        let regular_init = pod
+            .init_containers
+            .iter()
+            .any(|c| c.name == container.name && c.restart_policy.is_none());
+        for block in blocks {
+            let Ok(mask) = NumaMask::new(block.numa_affinity.iter().copied()) else {
+                continue;
+            };
+            let slot = reusable
+                .entry(mask)
+                .or_default()
+                .entry(block.resource.clone())
+                .or_default();
+            if regular_init {
+                *slot = (*slot).max(block.size);
+            } else {
+                *slot = slot.saturating_sub(block.size);
+            }
+        }
+    }
+
+    /// Upstream `updateInitContainersMemoryBlocks`: the memory `container` reuses is taken
+    /// off the earlier regular init containers' blocks of the same resource and nodes.
+    fn shrink_init_blocks(&mut self, pod: &Pod, container: &Container, blocks: &[Block]) {
+        let Some(pod_blocks) = self.assignments.get_mut(&pod.uid) else {
+            return;
+        };
+        for block in blocks {
+            let mut left = block.size;
+            for init in &pod.init_containers {
+                if init.name == container.name || left == 0 {
+                    break;
+                }
+                if init.restart_policy.is_some() {
+                    continue;
+                }
+                for init_block in pod_blocks.get_mut(&init.name).into_iter().flatten() {
+                    let same = init_block.resource == block.resource
+                        && init_block.numa_affinity == block.numa_affinity;
+                    if same && init_block.size > 0 {
+                        let shrink = left.min(init_block.size);
+                        init_block.size -= shrink;
+                        left -= shrink;
+                    }
+                }
+            }
+        }
+    }
+
+    /// Upstream `RemoveContainer`: the container's blocks go back to their nodes' free
+    /// memory; a node left without assignments is its own group again.
+    pub fn remove_container(&mut self, pod_uid: &str, container: &str) {
+        let Some(containers) = self.assignments.get_mut(pod_uid) else {
+            return;
+        };
+        let Some(blocks) = containers.remove(container) else {
+            return;
+        };
+        if containers.is_empty() {
+            self.assignments.remove(pod_uid);
+        }
+        for block in blocks {
+            let mut left = block.size;
+            for n in &block.numa_affinity {
+                let Some(node) = self.state.get_mut(n) else {
+                    continue;
+                };
+                node.number_of_assignments = node.number_of_assignments.saturating_sub(1);
+                if node.number_of_assignments == 0 {
+                    node.cells = vec![*n];
+                }
+                let Some(table) = node.memory.get_mut(&block.resource) else {
+                    continue;
+                };
+                if left == 0 || table.reserved == 0 {
+                    continue;
+                }
+                let back = left.min(table.reserved);
+                table.reserved -= back;
+                table.free += back;
+                left -= back;
+            }
+        }
+    }
+}
