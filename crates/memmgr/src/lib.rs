@@ -5,7 +5,7 @@
 //!   (`hugepages-2Mi`, `hugepages-1Gi`…) — total, system reserved, allocatable, reserved,
 //!   free — with the node's `cells` group and its number of assignments, as upstream's
 //!   `state.NUMANodeMap`. [`default_machine_state`] builds it from the discovered memory
-//!   ([`corral_topology::sysfs::discover_memory`]) and the reserved memory, as the static
+//!   (`corral_topology::sysfs::discover_memory`) and the reserved memory, as the static
 //!   policy's `getDefaultMachineState`.
 //! - [`restore_machine_state`]: upstream's `validateState` — the machine state recomputed
 //!   from a checkpoint's assignments must equal the checkpoint's, with upstream's errors.
