@@ -53,12 +53,8 @@ pub fn from_checkpoint(
                 (resource, table)
             })
             .collect();
-        let cells = node
-            .cells
-            .unwrap_or_default()
-            .into_iter()
-            .map(node_id)
-            .collect::<Result<_, _>>()?;
+        let cells: Result<Vec<usize>, _> = node.cells.into_iter().flatten().map(node_id).collect();
+        let cells = cells?;
         let node_state = NodeState {
             number_of_assignments,
             memory,

@@ -26,6 +26,24 @@ pub struct MemoryTable {
     pub free: u64,
 }
 
+impl MemoryTable {
+    /// Moves up to `*left` bytes from free to reserved, counting them off `left`.
+    pub(crate) fn reserve(&mut self, left: &mut u64) {
+        let taken = (*left).min(self.free);
+        self.free -= taken;
+        self.reserved += taken;
+        *left -= taken;
+    }
+
+    /// Moves up to `*left` bytes from reserved back to free, counting them off `left`.
+    pub(crate) fn release(&mut self, left: &mut u64) {
+        let back = (*left).min(self.reserved);
+        self.reserved -= back;
+        self.free += back;
+        *left -= back;
+    }
+}
+
 /// One NUMA node (upstream `state.NUMANodeState`).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct NodeState {

@@ -46,13 +46,7 @@ pub fn restore_machine_state(
                     let Some(table) = state.memory.get_mut(&block.resource) else {
                         return Err(missing(pod, container, Missing::Resource));
                     };
-                    if requested == 0 || table.free == 0 {
-                        continue;
-                    }
-                    let taken = requested.min(table.free);
-                    table.reserved += taken;
-                    table.free -= taken;
-                    requested -= taken;
+                    table.reserve(&mut requested);
                 }
             }
         }

@@ -236,16 +236,9 @@ impl StaticPolicy {
             };
             node.number_of_assignments += 1;
             node.cells = bits.to_vec();
-            let Some(table) = node.memory.get_mut(resource) else {
-                continue;
-            };
-            if left == 0 || table.free == 0 {
-                continue;
+            if let Some(table) = node.memory.get_mut(resource) {
+                table.reserve(&mut left);
             }
-            let taken = left.min(table.free);
-            table.free -= taken;
-            table.reserved += taken;
-            left -= taken;
         }
     }
 
@@ -332,16 +325,9 @@ impl StaticPolicy {
                 if node.number_of_assignments == 0 {
                     node.cells = vec![*n];
                 }
-                let Some(table) = node.memory.get_mut(&block.resource) else {
-                    continue;
-                };
-                if left == 0 || table.reserved == 0 {
-                    continue;
+                if let Some(table) = node.memory.get_mut(&block.resource) {
+                    table.release(&mut left);
                 }
-                let back = left.min(table.reserved);
-                table.reserved -= back;
-                table.free += back;
-                left -= back;
             }
         }
     }
