@@ -12,7 +12,7 @@ use tokio::net::UnixStream;
 use super::api::{self, EventMask};
 use super::error::{NriError, NriStatus};
 use super::mux::{Mux, PLUGIN_SERVICE_CONN, RUNTIME_SERVICE_CONN};
-use super::ttrpc::{self, Client};
+use super::ttrpc::{self, Client, decode_request as decode};
 
 /// The environment variable a runtime that launches a plugin names it in.
 pub const PLUGIN_NAME_ENV: &str = "NRI_PLUGIN_NAME";
@@ -341,13 +341,6 @@ impl<P> PluginService<P> {
         }
         Some(whole)
     }
-}
-
-fn decode<M: Message + Default>(payload: &[u8]) -> Result<M, NriStatus> {
-    M::decode(payload).map_err(|err| {
-        let why = format!("the request does not decode: {err}");
-        NriStatus::new(NriStatus::INVALID_ARGUMENT, why)
-    })
 }
 
 #[tonic::async_trait]

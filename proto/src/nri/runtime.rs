@@ -12,7 +12,7 @@ use tokio::sync::oneshot;
 use super::api;
 use super::error::{NriError, NriStatus};
 use super::mux::{Mux, PLUGIN_SERVICE_CONN, RUNTIME_SERVICE_CONN};
-use super::ttrpc::{self, Client};
+use super::ttrpc::{self, Client, decode_request as decode};
 
 /// What a runtime does when a plugin asks for unsolicited container updates.
 #[tonic::async_trait]
@@ -130,13 +130,6 @@ impl PluginConnection {
 struct RuntimeService {
     registered: Mutex<Option<oneshot::Sender<api::RegisterPluginRequest>>>,
     updates: Arc<dyn UpdateHandler>,
-}
-
-fn decode<M: Message + Default>(payload: &[u8]) -> Result<M, NriStatus> {
-    M::decode(payload).map_err(|err| {
-        let why = format!("the request does not decode: {err}");
-        NriStatus::new(NriStatus::INVALID_ARGUMENT, why)
-    })
 }
 
 #[tonic::async_trait]

@@ -209,6 +209,15 @@ fn failed(code: i32, message: String) -> Response {
     }
 }
 
+/// A request's payload as the method's message; an `InvalidArgument` status when it is
+/// not one.
+pub(crate) fn decode_request<M: Message + Default>(payload: &[u8]) -> Result<M, NriStatus> {
+    M::decode(payload).map_err(|err| {
+        let why = format!("the request does not decode: {err}");
+        NriStatus::new(NriStatus::INVALID_ARGUMENT, why)
+    })
+}
+
 /// The methods of one ttrpc service.
 #[tonic::async_trait]
 pub trait Service: Send + Sync + 'static {

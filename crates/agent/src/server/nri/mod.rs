@@ -11,6 +11,7 @@ mod pod_resources;
 mod runtime;
 #[cfg(test)]
 mod tests;
+mod updates;
 
 use std::sync::Arc;
 use std::time::Duration;

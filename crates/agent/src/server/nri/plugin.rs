@@ -11,6 +11,7 @@ use corral_proto::nri::plugin::NriPlugin;
 
 use super::pod::{NriPodError, QosClass, container_manifest, qos_of_cgroup_parent};
 use super::pod_resources::container_devices;
+use super::updates::{OnFailure, cpu_resources, cpuset_update};
 use crate::node::{Admission, AdmitError, Node};
 
 /// The events corral acts on.
@@ -107,7 +108,7 @@ impl NodePlugin {
             for (name, id) in &admitted.record.container_ids {
                 if id != except && cpu.exclusive_cpus(uid, name).is_empty() {
                     let cpus = cpu.cpu_affinity(uid, name).to_string();
-                    updates.push(cpuset_update(id, cpus));
+                    updates.push(cpuset_update(id, cpus, OnFailure::Ignore));
                 }
             }
         }
@@ -121,26 +122,6 @@ impl NodePlugin {
                 crate::error_text::error_chain(err.as_ref()),
             )
         })
-    }
-}
-
-fn cpu_resources(cpus: String) -> api::LinuxResources {
-    api::LinuxResources {
-        cpu: Some(api::LinuxCpu {
-            cpus,
-            ..api::LinuxCpu::default()
-        }),
-        ..api::LinuxResources::default()
-    }
-}
-
-fn cpuset_update(container_id: &str, cpus: String) -> api::ContainerUpdate {
-    api::ContainerUpdate {
-        container_id: container_id.to_owned(),
-        linux: Some(api::LinuxContainerUpdate {
-            resources: Some(cpu_resources(cpus)),
-        }),
-        ignore_failure: true,
     }
 }
 
@@ -171,7 +152,9 @@ impl NriPlugin for NodePlugin {
                 continue;
             }
             match self.admit(pod, container).await {
-                Ok(Some(cpus)) => update.push(cpuset_update(&container.id, cpus)),
+                Ok(Some(cpus)) => {
+                    update.push(cpuset_update(&container.id, cpus, OnFailure::Ignore))
+                }
                 Ok(None) => {}
                 Err(status) => {
                     tracing::warn!(container = %container.id, err = %status, "a running container could not be admitted; left as it runs");

@@ -8,6 +8,8 @@ use corral_cpumgr::{ContainerRuntime, RuntimeError};
 use corral_proto::nri::api;
 use corral_proto::nri::plugin::RuntimeClient;
 use corral_topology::CpuSet;
+
+use super::updates::{OnFailure, cpuset_update};
 use tokio::runtime::Handle;
 
 /// How long one `UpdateContainers` may take.
@@ -56,19 +58,11 @@ impl ContainerRuntime for NriRuntime {
             return Err(RuntimeError::new(why));
         };
         let request = api::UpdateContainersRequest {
-            update: vec![api::ContainerUpdate {
-                container_id: container_id.to_owned(),
-                linux: Some(api::LinuxContainerUpdate {
-                    resources: Some(api::LinuxResources {
-                        cpu: Some(api::LinuxCpu {
-                            cpus: cpus.to_string(),
-                            ..api::LinuxCpu::default()
-                        }),
-                        ..api::LinuxResources::default()
-                    }),
-                }),
-                ignore_failure: false,
-            }],
+            update: vec![cpuset_update(
+                container_id,
+                cpus.to_string(),
+                OnFailure::Report,
+            )],
             evict: Vec::new(),
         };
         let call = async move {
