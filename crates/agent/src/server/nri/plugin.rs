@@ -9,7 +9,7 @@ use corral_proto::nri::NriStatus;
 use corral_proto::nri::api::{self, Event, EventMask};
 use corral_proto::nri::plugin::NriPlugin;
 
-use super::pod::{NriPodError, QosClass, container_manifest, qos_of_cgroup_parent};
+use super::pod::{NriPodError, QosClass, container_manifest};
 use super::pod_resources::container_devices;
 use super::updates::{OnFailure, cpu_resources, cpuset_update};
 use crate::node::{Admission, AdmitError, Node};
@@ -38,14 +38,19 @@ impl NodePlugin {
         }
     }
 
-    /// Records the devices the kubelet gave a Guaranteed container, so its CPUs align
-    /// with them; a kubelet that cannot be asked leaves the container unaligned (logged).
-    async fn record_kubelet_devices(&self, pod: &api::PodSandbox, container: &api::Container) {
+    /// Records the devices the kubelet gave a container of a Guaranteed pod (`qos`), so
+    /// its CPUs align with them; a kubelet that cannot be asked leaves the container
+    /// unaligned (logged).
+    async fn record_kubelet_devices(
+        &self,
+        pod: &api::PodSandbox,
+        container: &api::Container,
+        qos: QosClass,
+    ) {
         let Some(devices) = self.node.kubelet_devices() else {
             return;
         };
-        let parent = pod.linux.as_ref().map(|l| l.cgroup_parent.as_str());
-        if qos_of_cgroup_parent(parent.unwrap_or_default()) != Some(QosClass::Guaranteed) {
+        if qos != QosClass::Guaranteed {
             return;
         }
         let (namespace, name) = (&pod.namespace, &pod.name);
@@ -65,12 +70,12 @@ impl NodePlugin {
         pod: &api::PodSandbox,
         container: &api::Container,
     ) -> Result<Option<String>, NriStatus> {
-        let manifest = match container_manifest(pod, container) {
-            Ok(manifest) => manifest,
+        let (manifest, qos) = match container_manifest(pod, container) {
+            Ok(derived) => derived,
             Err(NriPodError::NotKubelet { .. }) => return Ok(None),
             Err(err) => return Err(NriStatus::new(NriStatus::INVALID_ARGUMENT, err.to_string())),
         };
-        self.record_kubelet_devices(pod, container).await;
+        self.record_kubelet_devices(pod, container, qos).await;
         match self.node.admit_container(manifest).await {
             Ok(Admission::Admitted(_)) => {}
             Ok(Admission::Rejected { reason, message }) => {

@@ -101,13 +101,13 @@ pub(crate) enum NriPodError {
     },
 }
 
-/// A one-container pod manifest of `container` in `pod`: a Guaranteed pod's container has
+/// A one-container pod manifest of `container` in `pod`, and its pod's QoS class: a Guaranteed pod's container has
 /// limits equal to its requests; a Burstable or BestEffort one has requests only, so no
 /// decision can treat it as Guaranteed.
 pub(crate) fn container_manifest(
     pod: &api::PodSandbox,
     container: &api::Container,
-) -> Result<K8sPod, NriPodError> {
+) -> Result<(K8sPod, QosClass), NriPodError> {
     let missing = |what, field| NriPodError::Missing { what, field };
     if pod.uid.is_empty() {
         return Err(missing("pod", "uid"));
@@ -165,7 +165,9 @@ pub(crate) fn container_manifest(
         "metadata": {"name": pod.name, "namespace": namespace, "uid": pod.uid},
         "spec": {"containers": [{"name": container.name, "resources": resources}]},
     });
-    Ok(serde_json::from_value(manifest).expect("a pod manifest built from its own fields"))
+    let manifest =
+        serde_json::from_value(manifest).expect("a pod manifest built from its own fields");
+    Ok((manifest, qos))
 }
 
 #[cfg(test)]
