@@ -50,4 +50,4 @@ pub use machine_state::{
     default_machine_state,
 };
 pub use restore::restore_machine_state;
-pub use static_policy::{StaticPolicy, requested};
+pub use static_policy::{StaticPolicy, pod_requested, requested};

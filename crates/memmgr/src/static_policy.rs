@@ -44,6 +44,61 @@ pub fn requested(container: &Container) -> Requested {
     out
 }
 
+/// Upstream `getPodRequestedResources`, for pod scope: per resource, the larger of what the
+/// long-running containers (app containers and sidecars) hold together and the most any
+/// regular init container needs beside the sidecars started before it. As upstream, only
+/// resources some app container requests are counted (a type only init containers ask
+/// for is dropped).
+pub fn pod_requested(pod: &Pod) -> Requested {
+    let mut init_max = Requested::new();
+    let mut sidecars = Requested::new();
+    for init in &pod.init_containers {
+        for (resource, size) in requested(init) {
+            let sidecar = sidecars.entry(resource.clone()).or_default();
+            if init.is_restartable() {
+                *sidecar = sidecar.saturating_add(size);
+            } else {
+                let need = sidecar.saturating_add(size);
+                let max = init_max.entry(resource).or_default();
+                *max = (*max).max(need);
+            }
+        }
+    }
+    let mut apps = Requested::new();
+    for app in &pod.containers {
+        for (resource, size) in requested(app) {
+            let sum = apps.entry(resource).or_default();
+            *sum = sum.saturating_add(size);
+        }
+    }
+    apps.into_iter()
+        .map(|(resource, app)| {
+            let long_running = app.saturating_add(sidecars.get(&resource).copied().unwrap_or(0));
+            let init = init_max.get(&resource).copied().unwrap_or(0);
+            (resource, long_running.max(init))
+        })
+        .collect()
+}
+
+/// Whether memory is left to the pod's own shares: not Guaranteed, or pod-level resources,
+/// which upstream's static policy skips while the `PodLevelResourceManagers` gate is off
+/// (its default in v1.36).
+fn skipped(pod: &Pod) -> bool {
+    pod.qos_class() != QosClass::Guaranteed || has_pod_level_resources(pod)
+}
+
+/// Upstream `IsPodLevelResourcesSet`: pod-level requests or limits of CPU, memory or huge
+/// pages.
+fn has_pod_level_resources(pod: &Pod) -> bool {
+    pod.resources.as_ref().is_some_and(|r| {
+        [&r.requests, &r.limits].into_iter().any(|list| {
+            list.cpu_millis.is_some()
+                || list.memory_bytes.is_some()
+                || list.extended.keys().any(|k| k.starts_with("hugepages-"))
+        })
+    })
+}
+
 impl StaticPolicy {
     /// A policy on a machine with nothing assigned.
     pub fn new(default: MachineState) -> StaticPolicy {
@@ -87,14 +142,39 @@ impl StaticPolicy {
             .map(Vec::as_slice)
     }
 
-    /// Upstream `GetTopologyHints`: `None` for a pod that is not Guaranteed (memory does
-    /// not care); an allocated container's own blocks; else every fitting set of nodes.
+    /// Upstream `GetTopologyHints`: `None` for a pod that is not Guaranteed or sets
+    /// pod-level resources (memory does not care); an allocated container's own blocks;
+    /// else every fitting set of nodes.
     pub fn hints_for_container(&self, pod: &Pod, container: &Container) -> Option<MemoryHints> {
-        if pod.qos_class() != QosClass::Guaranteed {
+        if skipped(pod) {
             return None;
         }
         let requested = requested(container);
         if let Some(blocks) = self.blocks(&pod.uid, &container.name) {
+            return regenerate_hints(blocks, &requested);
+        }
+        Some(calculate_hints(
+            &self.state,
+            &requested,
+            |mask, resource| self.reusable_for(&pod.uid, mask, resource),
+        ))
+    }
+
+    /// Upstream `GetPodTopologyHints` (pod scope): as
+    /// [`hints_for_container`](Self::hints_for_container) for the pod's whole request
+    /// ([`pod_requested`]); the first container (init containers first) that holds blocks
+    /// decides, its blocks compared with the pod's request.
+    pub fn hints_for_pod(&self, pod: &Pod) -> Option<MemoryHints> {
+        if skipped(pod) {
+            return None;
+        }
+        let requested = pod_requested(pod);
+        let held = pod
+            .init_containers
+            .iter()
+            .chain(&pod.containers)
+            .find_map(|c| self.blocks(&pod.uid, &c.name));
+        if let Some(blocks) = held {
             return regenerate_hints(blocks, &requested);
         }
         Some(calculate_hints(
@@ -125,7 +205,7 @@ impl StaticPolicy {
         container: &Container,
         affinity: TopologyHint,
     ) -> Result<(), AllocateError> {
-        if pod.qos_class() != QosClass::Guaranteed {
+        if skipped(pod) {
             return Ok(());
         }
         if let Some(blocks) = self.blocks(&pod.uid, &container.name) {
