@@ -41,6 +41,7 @@ pub mod checkpoint;
 mod error;
 pub mod hints;
 mod machine_state;
+mod manager;
 mod restore;
 mod static_policy;
 
@@ -48,6 +49,10 @@ pub use error::{AllocateError, MachineStateError, RestoreError};
 pub use machine_state::{
     Assignments, Block, MEMORY, MachineState, MemoryTable, NodeState, SystemReserved,
     default_machine_state,
+};
+pub use manager::{
+    ConfigError, EvictionThreshold, MemoryManager, MemoryManagerConfig, MemoryManagerError,
+    MemoryPolicy, MemoryReservation, node_allocatable_reservation,
 };
 pub use restore::restore_machine_state;
 pub use static_policy::{StaticPolicy, pod_requested, requested};

@@ -65,6 +65,7 @@ mod numa_mask;
 mod pod;
 mod qos;
 mod quantity;
+mod quantity_format;
 #[cfg(feature = "sysfs")]
 #[cfg_attr(docsrs, doc(cfg(feature = "sysfs")))]
 pub mod sysfs;
@@ -81,6 +82,7 @@ pub use pod::{
 };
 pub use qos::QosClass;
 pub use quantity::{Quantity, QuantityError, parse_bytes, parse_count, parse_cpu_millis};
+pub use quantity_format::{QuantityFormat, QuantitySum};
 #[cfg(feature = "sysfs")]
 #[cfg_attr(docsrs, doc(cfg(feature = "sysfs")))]
 pub use sysfs::{DiscoveryError, discover, discover_host};

@@ -1,0 +1,392 @@
+//! [`MemoryManager`]: upstream's `memorymanager.manager` — the policy (`None` or `Static`),
+//! its state persisted in `memory_manager_state`, allocation and release behind one lock,
+//! and the topology manager's [`HintProvider`]. Its configuration is in `config`, its error
+//! in `error`.
+//!
+//! Unlike upstream, a change is written once, after the whole change, and a failed write
+//! rolls the in-memory state back and returns the error (upstream only logs it), so the
+//! file never disagrees with what the manager hands out.
+
+mod allocatable;
+mod config;
+mod error;
+
+pub use allocatable::{EvictionThreshold, node_allocatable_reservation};
+pub use config::{ConfigError, MemoryManagerConfig, MemoryPolicy, MemoryReservation};
+pub use error::MemoryManagerError;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::{Mutex, MutexGuard, PoisonError};
+
+use corral_checkpoint::{
+    CheckpointError, CheckpointStore, MEMORY_MANAGER_FILE, MemoryManagerCheckpoint,
+};
+use corral_topology::memory::NumaMemory;
+use corral_topology::{
+    AffinityStore, AllocationError, Container, HintProvider, Pod, ProviderHints,
+};
+
+use crate::checkpoint::{from_checkpoint, to_checkpoint};
+use crate::machine_state::{Assignments, Block, MachineState, default_machine_state};
+use crate::static_policy::StaticPolicy;
+
+/// The memory manager.
+///
+/// ```
+/// use std::collections::BTreeMap;
+/// use corral_memmgr::{
+///     MemoryManager, MemoryManagerConfig, MemoryPolicy, MemoryReservation, node_allocatable_reservation,
+/// };
+/// use corral_topology::memory::NumaMemory;
+/// use corral_topology::{Container, HintProvider, Pod};
+///
+/// let memory = BTreeMap::from([(0, NumaMemory { node: 0, memory_bytes: 8 << 30, huge_pages: vec![] })]);
+/// let config = MemoryManagerConfig {
+///     policy: MemoryPolicy::Static,
+///     reserved_memory: vec![MemoryReservation::new(0, [("memory", "1Gi")])?],
+///     node_allocatable_reservation: node_allocatable_reservation(
+///         ["memory"],
+///         &MemoryReservation::limits([("memory", "1Gi")])?,
+///         &BTreeMap::new(),
+///         None,
+///         8 << 30,
+///     )?,
+/// };
+/// let manager = MemoryManager::new(&config, &memory)?;
+/// manager.start(None)?;
+///
+/// let mut app = Container::new("app");
+/// for list in [&mut app.resources.requests, &mut app.resources.limits] {
+///     list.cpu_millis = Some(1000);
+///     list.memory_bytes = Some(1 << 30);
+/// }
+/// let pod = Pod { uid: "p".into(), containers: vec![app.clone()], ..Pod::default() };
+/// let hints = manager.hints_for_container(&pod, &app).unwrap();
+/// assert_eq!(hints["memory"].as_deref().map(<[_]>::len), Some(1));
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Debug)]
+pub struct MemoryManager {
+    policy: MemoryPolicy,
+    /// The machine's state with nothing assigned (`None` for the `None` policy).
+    default: Option<MachineState>,
+    inner: Mutex<Inner>,
+}
+
+#[derive(Debug, Default)]
+struct Inner {
+    /// The static policy's state (`None` with the `None` policy, or before `start`).
+    policy: Option<StaticPolicy>,
+    /// Where the state is written; `None` keeps it in memory.
+    store: Option<CheckpointStore>,
+    started: bool,
+    /// What containers may have, per node and resource, as of `start` (upstream computes
+    /// it once, at `Start`).
+    allocatable: Vec<Block>,
+}
+
+impl Inner {
+    fn file(&self) -> String {
+        match &self.store {
+            Some(store) => store.dir().join(MEMORY_MANAGER_FILE).display().to_string(),
+            None => MEMORY_MANAGER_FILE.to_owned(),
+        }
+    }
+
+    fn checkpoint(&self, policy: MemoryPolicy) -> MemoryManagerCheckpoint {
+        match &self.policy {
+            Some(p) => to_checkpoint(policy.name(), p.machine_state(), p.assignments()),
+            None => to_checkpoint(policy.name(), &MachineState::new(), &Assignments::new()),
+        }
+    }
+
+    fn write(&self, policy: MemoryPolicy) -> Result<(), MemoryManagerError> {
+        let Some(store) = &self.store else {
+            return Ok(());
+        };
+        store
+            .create(MEMORY_MANAGER_FILE, &self.checkpoint(policy))
+            .map_err(|source| MemoryManagerError::Persist {
+                file: self.file(),
+                source,
+            })
+    }
+
+    /// Persists the state if it changed since `before`; rolls back on failure.
+    fn commit(
+        &mut self,
+        policy: MemoryPolicy,
+        before: Option<StaticPolicy>,
+    ) -> Result<(), MemoryManagerError> {
+        if self.policy == before {
+            return Ok(());
+        }
+        if let Err(err) = self.write(policy) {
+            self.policy = before;
+            return Err(err);
+        }
+        Ok(())
+    }
+}
+
+impl MemoryManager {
+    /// Upstream `NewManager`: checks `config` (the policy, and for `Static` the reserved
+    /// memory against the node allocatable reservation) and builds the machine state of
+    /// `memory` (every NUMA node of the machine, memory-only nodes included).
+    pub fn new(
+        config: &MemoryManagerConfig,
+        memory: &BTreeMap<usize, NumaMemory>,
+    ) -> Result<MemoryManager, MemoryManagerError> {
+        let default = match config.policy {
+            MemoryPolicy::None => None,
+            MemoryPolicy::Static => {
+                let reserved = config.system_reserved(memory)?;
+                Some(
+                    default_machine_state(memory, &reserved)
+                        .map_err(MemoryManagerError::MachineState)?,
+                )
+            }
+        };
+        Ok(MemoryManager {
+            policy: config.policy,
+            default,
+            inner: Mutex::new(Inner::default()),
+        })
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Inner> {
+        self.inner.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The policy.
+    pub fn policy(&self) -> MemoryPolicy {
+        self.policy
+    }
+
+    /// Upstream `Start`: restores `memory_manager_state` from `store` (or starts empty
+    /// when it has none, writing it; `None` keeps the state in memory only). A checkpoint
+    /// of another policy, a damaged one, or (`Static`) one whose machine state does not
+    /// fit this machine and its reservations is an error and nothing starts.
+    pub fn start(&self, store: Option<CheckpointStore>) -> Result<(), MemoryManagerError> {
+        let mut inner = self.lock();
+        inner.store = store;
+        inner.started = false;
+        let file = inner.file();
+        let stored = match &inner.store {
+            None => None,
+            Some(store) => match store.get::<MemoryManagerCheckpoint>(MEMORY_MANAGER_FILE) {
+                Ok(checkpoint) => Some(checkpoint),
+                Err(CheckpointError::NotFound { .. }) => None,
+                Err(source) => return Err(MemoryManagerError::Read { file, source }),
+            },
+        };
+        let (restored, assignments) = match &stored {
+            Some(checkpoint) => {
+                if checkpoint.policy_name != self.policy.name() {
+                    return Err(MemoryManagerError::PolicyMismatch {
+                        file,
+                        configured: self.policy.name().to_owned(),
+                        stored: checkpoint.policy_name.clone(),
+                    });
+                }
+                from_checkpoint(checkpoint).map_err(|source| MemoryManagerError::Value {
+                    file: file.clone(),
+                    source,
+                })?
+            }
+            None => (MachineState::new(), Assignments::new()),
+        };
+        inner.policy = match &self.default {
+            None => None,
+            Some(default) => Some(
+                StaticPolicy::restore(&restored, assignments, default.clone())
+                    .map_err(|source| MemoryManagerError::InvalidState { file, source })?,
+            ),
+        };
+        // Upstream writes a missing checkpoint, and the static policy's default state
+        // when the checkpoint had none.
+        if stored.is_none() || (self.default.is_some() && restored.is_empty()) {
+            inner.write(self.policy)?;
+        }
+        inner.allocatable = inner
+            .policy
+            .as_ref()
+            .map(|p| allocatable_blocks(p.machine_state()))
+            .unwrap_or_default();
+        inner.started = true;
+        Ok(())
+    }
+
+    /// Upstream `GetAllocatableMemory`: per node and resource with allocatable memory, one
+    /// block of all of it (computed at `start`; empty with the `None` policy).
+    pub fn allocatable_memory(&self) -> Vec<Block> {
+        self.lock().allocatable.clone()
+    }
+
+    /// Upstream `GetMemory`: the container's blocks (empty when it has none).
+    pub fn container_memory(&self, pod_uid: &str, container: &str) -> Vec<Block> {
+        let inner = self.lock();
+        inner
+            .policy
+            .as_ref()
+            .and_then(|p| p.blocks(pod_uid, container))
+            .map(<[Block]>::to_vec)
+            .unwrap_or_default()
+    }
+
+    /// Upstream `GetMemoryNUMANodes`: the nodes of the container's blocks, which the
+    /// runtime sets as its `cpuset.mems` (empty when it has none).
+    pub fn memory_numa_nodes(&self, pod_uid: &str, container: &str) -> BTreeSet<usize> {
+        self.container_memory(pod_uid, container)
+            .iter()
+            .flat_map(|b| b.numa_affinity.iter().copied())
+            .collect()
+    }
+
+    /// The machine state (`None` with the `None` policy or before `start`).
+    pub fn machine_state(&self) -> Option<MachineState> {
+        self.lock()
+            .policy
+            .as_ref()
+            .map(|p| p.machine_state().clone())
+    }
+
+    /// Every container's blocks.
+    pub fn assignments(&self) -> Assignments {
+        self.lock()
+            .policy
+            .as_ref()
+            .map(|p| p.assignments().clone())
+            .unwrap_or_default()
+    }
+
+    /// Upstream `RemoveContainer`: the container's blocks go back to their nodes.
+    pub fn remove_container(
+        &self,
+        pod_uid: &str,
+        container: &str,
+    ) -> Result<(), MemoryManagerError> {
+        self.change(|policy| policy.remove_container(pod_uid, container))
+    }
+
+    /// Upstream `AddContainer`'s clean-up: once `container` starts, the regular init
+    /// containers before it have finished, and their memory goes back to the nodes.
+    pub fn container_started(&self, pod: &Pod, container: &str) -> Result<(), MemoryManagerError> {
+        self.change(|policy| {
+            for init in &pod.init_containers {
+                if init.name == container {
+                    break;
+                }
+                if !init.is_restartable() {
+                    policy.remove_container(&pod.uid, &init.name);
+                }
+            }
+        })
+    }
+
+    /// Upstream `removeStaleState`: every container of a pod not in `active` (or no
+    /// longer in its pod's spec) gives its memory back.
+    pub fn remove_stale_state(&self, active: &[Pod]) -> Result<(), MemoryManagerError> {
+        let live: BTreeMap<&str, BTreeSet<&str>> = active
+            .iter()
+            .map(|pod| {
+                let names = pod.all_containers().map(|(_, c)| c.name.as_str()).collect();
+                (pod.uid.as_str(), names)
+            })
+            .collect();
+        self.change(|policy| {
+            let stale: Vec<(String, String)> = policy
+                .assignments()
+                .iter()
+                .flat_map(|(uid, containers)| {
+                    containers
+                        .keys()
+                        .map(move |name| (uid.clone(), name.clone()))
+                })
+                .filter(|(uid, name)| {
+                    live.get(uid.as_str())
+                        .is_none_or(|names| !names.contains(name.as_str()))
+                })
+                .collect();
+            for (uid, name) in stale {
+                policy.remove_container(&uid, &name);
+            }
+        })
+    }
+
+    /// Runs `change` on the static policy and persists the result (nothing with `None`).
+    fn change(&self, change: impl FnOnce(&mut StaticPolicy)) -> Result<(), MemoryManagerError> {
+        let mut inner = self.lock();
+        if !inner.started {
+            return Err(MemoryManagerError::NotStarted);
+        }
+        let before = inner.policy.clone();
+        if let Some(policy) = inner.policy.as_mut() {
+            change(policy);
+        }
+        inner.commit(self.policy, before)
+    }
+}
+
+/// Upstream static `GetAllocatableMemory`: one block per node and resource with
+/// allocatable memory, in node then resource order.
+fn allocatable_blocks(state: &MachineState) -> Vec<Block> {
+    state
+        .iter()
+        .flat_map(|(&node, state)| {
+            state
+                .memory
+                .iter()
+                .filter(|(_, table)| table.allocatable != 0)
+                .map(move |(resource, table)| Block {
+                    numa_affinity: vec![node],
+                    resource: resource.clone(),
+                    size: table.allocatable,
+                })
+        })
+        .collect()
+}
+
+/// Hints as the topology manager takes them: `None` for no preference.
+fn provider_hints(hints: Option<crate::hints::MemoryHints>) -> ProviderHints {
+    hints.map(|hints| {
+        hints
+            .into_iter()
+            .map(|(resource, list)| (resource, Some(list)))
+            .collect()
+    })
+}
+
+impl HintProvider for MemoryManager {
+    fn hints_for_container(&self, pod: &Pod, container: &Container) -> ProviderHints {
+        let inner = self.lock();
+        provider_hints(inner.policy.as_ref()?.hints_for_container(pod, container))
+    }
+
+    fn hints_for_pod(&self, pod: &Pod) -> ProviderHints {
+        let inner = self.lock();
+        provider_hints(inner.policy.as_ref()?.hints_for_pod(pod))
+    }
+
+    fn allocate(
+        &self,
+        pod: &Pod,
+        container: &Container,
+        store: &AffinityStore,
+    ) -> Result<(), AllocationError> {
+        let affinity = store.affinity(&pod.uid, &container.name);
+        let mut inner = self.lock();
+        if !inner.started {
+            return Err(AllocationError::unexpected(MemoryManagerError::NotStarted));
+        }
+        let before = inner.policy.clone();
+        if let Some(policy) = inner.policy.as_mut() {
+            policy
+                .allocate(pod, container, affinity)
+                .map_err(AllocationError::unexpected)?;
+        }
+        inner
+            .commit(self.policy, before)
+            .map_err(AllocationError::unexpected)
+    }
+}
