@@ -65,6 +65,20 @@ pub struct ContainerAllocation {
     /// The runtime's container id, once ContainerStarted told it.
     #[prost(string, tag = "8")]
     pub container_id: ::prost::alloc::string::String,
+    /// Memory and huge pages the memory manager's static policy pinned to NUMA nodes.
+    #[prost(message, repeated, tag = "9")]
+    pub memory: ::prost::alloc::vec::Vec<MemoryBlock>,
+}
+/// Bytes of one memory type on a set of NUMA nodes.
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct MemoryBlock {
+    /// "memory" or "hugepages-<size>".
+    #[prost(string, tag = "1")]
+    pub r#type: ::prost::alloc::string::String,
+    #[prost(uint64, tag = "2")]
+    pub size: u64,
+    #[prost(int64, repeated, tag = "3")]
+    pub numa_affinity: ::prost::alloc::vec::Vec<i64>,
 }
 /// Devices of one extended resource.
 #[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]

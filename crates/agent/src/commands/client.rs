@@ -205,8 +205,8 @@ fn numa(container: &api::ContainerAllocation) -> String {
 /// One line per container; `wide` adds its container id, device nodes and environment.
 fn print_table(pods: &[api::PodAllocation], wide: bool) -> Result<()> {
     let mut header = format!(
-        "{:<36}  {:<28}  {:<16}  {:<7}  {:<16}  {:<4}  {:<5}  {:<24}",
-        "POD UID", "POD", "CONTAINER", "KIND", "CPUSET", "EXCL", "NUMA", "DEVICES"
+        "{:<36}  {:<28}  {:<16}  {:<7}  {:<16}  {:<4}  {:<5}  {:<24}  {:<24}",
+        "POD UID", "POD", "CONTAINER", "KIND", "CPUSET", "EXCL", "NUMA", "MEMORY", "DEVICES"
     );
     if wide {
         header.push_str(&format!(
@@ -227,8 +227,9 @@ fn print_table(pods: &[api::PodAllocation], wide: bool) -> Result<()> {
                     .iter()
                     .flat_map(|o| o.cdi_devices.iter().map(|d| format!("cdi:{d}"))),
             );
+            let memory: Vec<String> = c.memory.iter().map(memory_cell).collect();
             let mut line = format!(
-                "{:<36}  {:<28}  {:<16}  {:<7}  {:<16}  {:<4}  {:<5}  {:<24}",
+                "{:<36}  {:<28}  {:<16}  {:<7}  {:<16}  {:<4}  {:<5}  {:<24}  {:<24}",
                 pod.uid,
                 format!("{}/{}", pod.namespace, pod.name),
                 c.name,
@@ -236,6 +237,7 @@ fn print_table(pods: &[api::PodAllocation], wide: bool) -> Result<()> {
                 c.cpuset,
                 if c.exclusive_cpus { "yes" } else { "no" },
                 numa(c),
+                dash_if_empty(memory.join(" ")),
                 dash_if_empty(held.join(" "))
             );
             if wide {
@@ -263,6 +265,17 @@ fn print_table(pods: &[api::PodAllocation], wide: bool) -> Result<()> {
     Ok(())
 }
 
+/// `memory=1Gi@0`, `hugepages-2Mi=512Mi@0,1`: the type, the size in the largest binary unit
+/// that divides it, the NUMA nodes.
+fn memory_cell(block: &api::MemoryBlock) -> String {
+    let size = corral_topology::QuantitySum::of(
+        i64::try_from(block.size).unwrap_or(i64::MAX),
+        corral_topology::QuantityFormat::BinarySi,
+    );
+    let nodes: Vec<String> = block.numa_affinity.iter().map(i64::to_string).collect();
+    format!("{}={size}@{}", block.r#type, nodes.join(","))
+}
+
 fn dash_if_empty(text: String) -> String {
     if text.is_empty() {
         "-".to_owned()
@@ -287,6 +300,11 @@ fn allocation_json(pod: &api::PodAllocation) -> serde_json::Value {
             "envs": c.run_options.as_ref().map(|o| o.envs.iter().map(|(k, v)| (k.clone(), v.clone())).collect::<std::collections::BTreeMap<_, _>>()).unwrap_or_default(),
             "deviceNodes": c.run_options.as_ref().map(|o| o.devices.iter().map(|d| d.host_path.clone()).collect::<Vec<_>>()).unwrap_or_default(),
             "containerId": c.container_id,
+            "memory": c.memory.iter().map(|m| serde_json::json!({
+                "type": m.r#type,
+                "size": m.size,
+                "numaAffinity": m.numa_affinity,
+            })).collect::<Vec<_>>(),
         })).collect::<Vec<_>>(),
     })
 }

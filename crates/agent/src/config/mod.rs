@@ -4,6 +4,7 @@
 //! its key and the accepted values, all at once.
 
 mod layout;
+mod memory;
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -19,6 +20,7 @@ use crate::cli::ConfigArgs;
 
 pub(crate) use crate::duration::{GoDuration, parse_go_duration};
 pub(crate) use layout::Layout;
+pub(crate) use memory::{MemorySettings, ReservedMemoryEntry};
 
 /// The config file and the flags, as written (every key optional).
 #[derive(Debug, Clone, Default, Deserialize, PartialEq)]
@@ -36,6 +38,9 @@ pub(crate) struct ConfigSource {
     pub(crate) topology_manager_scope: Option<String>,
     pub(crate) topology_manager_policy_options: Option<BTreeMap<String, String>>,
     pub(crate) container_runtime_endpoint: Option<String>,
+    pub(crate) memory_manager_policy: Option<String>,
+    pub(crate) reserved_memory: Option<Vec<ReservedMemoryEntry>>,
+    pub(crate) eviction_hard: Option<BTreeMap<String, String>>,
     // corral's own keys.
     pub(crate) root: Option<PathBuf>,
     pub(crate) kubelet_layout: Option<bool>,
@@ -95,6 +100,9 @@ impl ConfigSource {
             topology_manager_scope,
             topology_manager_policy_options,
             container_runtime_endpoint,
+            memory_manager_policy,
+            reserved_memory,
+            eviction_hard,
             root,
             kubelet_layout,
             host_root,
@@ -295,6 +303,7 @@ impl ConfigSource {
             corral_devicemgr::DEFAULT_MAX_RESOURCES_PER_PLUGIN,
         );
         let nri = self.nri_mode(&mut errors);
+        let memory_manager = self.memory_settings(&mut errors);
         if !errors.is_empty() {
             return Err(errors);
         }
@@ -304,6 +313,7 @@ impl ConfigSource {
         cpu_manager.topology_manager_policy = topology.policy;
         Ok(AgentConfig {
             cpu_manager,
+            memory_manager,
             topology,
             container_runtime_endpoint,
             layout,
@@ -465,6 +475,9 @@ pub(crate) struct AgentConfig {
     /// [`corral_cpumgr::CpuManagerConfig::validate`], so `CpuManager::new` can refuse it only
     /// for the machine's reasons.
     pub(crate) cpu_manager: corral_cpumgr::CpuManagerConfig,
+    /// The memory manager's: `memoryManagerPolicy`, `reservedMemory`, and the memory and
+    /// huge pages of `systemReserved`, `kubeReserved` and `evictionHard`.
+    pub(crate) memory_manager: MemorySettings,
     /// The topology manager's policy, scope and options.
     pub(crate) topology: TopologyManagerConfig,
     /// `containerRuntimeEndpoint` (CRI socket), when CPU reconcile should push cpusets.

@@ -41,9 +41,15 @@ topologyManagerPolicyOptions:
 containerRuntimeEndpoint: unix:///run/containerd/containerd.sock
 evictionHard:
   memory.available: 100Mi
+memoryManagerPolicy: Static
+reservedMemory:
+  - numaNode: 0
+    limits:
+      memory: 1124Mi
+imageGCHighThresholdPercent: 85
 "#,
     );
-    assert_eq!(source_unknown(&config), vec!["evictionHard"]);
+    assert_eq!(source_unknown(&config), vec!["imageGCHighThresholdPercent"]);
     let config = config.validate().unwrap();
     let cpu = &config.cpu_manager;
     assert_eq!(cpu.policy, "static");
@@ -58,6 +64,15 @@ evictionHard:
         config.container_runtime_endpoint.as_deref(),
         Some(Path::new("/run/containerd/containerd.sock"))
     );
+    let memory = &config.memory_manager;
+    assert_eq!(memory.policy, corral_memmgr::MemoryPolicy::Static);
+    assert_eq!(memory.reserved_memory[0].numa_node, 0);
+    assert_eq!(
+        memory.reserved_memory[0].limits["memory"].as_str(),
+        "1124Mi"
+    );
+    assert_eq!(memory.kube_reserved["memory"].as_str(), "1Gi");
+    assert!(!memory.kube_reserved.contains_key("cpu"));
 }
 
 fn source_unknown(source: &ConfigSource) -> Vec<&str> {
@@ -320,4 +335,75 @@ fn nri_keys_choose_the_plugin_and_are_checked() {
         let errors = source(yaml).validate().unwrap_err();
         assert_eq!(errors.0[0].key, key, "{yaml}");
     }
+}
+
+/// `memoryManagerPolicy`, `reservedMemory` and `evictionHard.memory.available` are checked
+/// as the kubelet's configuration validation checks them, each under its key.
+#[test]
+fn memory_manager_keys_are_checked() {
+    let refused = |yaml: &str| -> Vec<(String, String)> {
+        source(yaml)
+            .validate()
+            .unwrap_err()
+            .0
+            .into_iter()
+            .map(|e| (e.key, e.accepted))
+            .collect()
+    };
+    let errors = refused(
+        r#"
+memoryManagerPolicy: static
+reservedMemory:
+  - numaNode: -1
+    limits: {memory: 1Gi}
+  - numaNode: 0
+    limits: {memory: "0", cpu: "1", hugepages-2Mi: lots}
+  - numaNode: 1
+    limits: {memory: 1Gi}
+  - numaNode: 1
+    limits: {memory: 2Gi}
+evictionHard: {memory.available: "150%"}
+"#,
+    );
+    let keys: Vec<&str> = errors.iter().map(|(k, _)| k.as_str()).collect();
+    assert_eq!(
+        keys,
+        [
+            "memoryManagerPolicy",
+            "reservedMemory[0].numaNode",
+            "reservedMemory[1].limits.cpu",
+            "reservedMemory[1].limits.hugepages-2Mi",
+            "reservedMemory[1].limits.memory",
+            "reservedMemory[3].limits.memory",
+            "evictionHard.memory.available",
+        ]
+    );
+    assert!(
+        errors[0].1.contains("unknown policy: \"static\""),
+        "{errors:?}"
+    );
+    assert!(
+        errors[2].1.contains(
+            "the limit type \"cpu\" for NUMA node 0 is not supported, only [memory hugepages-<HugePageSize>] is accepted"
+        ),
+        "{errors:?}"
+    );
+    assert!(
+        errors[4]
+            .1
+            .contains("reserved memory may not be zero for NUMA node 0 and resource \"memory\""),
+        "{errors:?}"
+    );
+    assert!(
+        errors[5].1.contains(
+            "the reserved memory has a duplicate value for NUMA node 1 and resource \"memory\""
+        ),
+        "{errors:?}"
+    );
+    // Without evictionHard, the kubelet's default memory.available (100Mi) counts.
+    let config = source("memoryManagerPolicy: Static\n").validate().unwrap();
+    assert!(matches!(
+        config.memory_manager.eviction_memory,
+        Some(corral_memmgr::EvictionThreshold::Quantity(ref q)) if q.as_str() == "100Mi"
+    ));
 }

@@ -164,6 +164,9 @@ impl Node {
             let _decision = node.decisions.acquire_blocking();
             let active = corral_cpumgr::PodSource::active_pods(node.pods.as_ref());
             let released = node.cpu.remove_stale_state(&active, None);
+            if let Err(err) = node.memory.remove_stale_state(&active) {
+                tracing::error!(podUID = %uid, err = %err, "releasing memory failed");
+            }
             node.topology.store().remove_pod(&uid);
             if holds_devices && let Err(err) = node.devices.remove_pod(&uid) {
                 tracing::error!(podUID = %uid, err = %err, "releasing devices failed");

@@ -102,9 +102,13 @@ impl Node {
     async fn release_container(self: &Arc<Self>, pod: &Pod) {
         self.pods.end_admitting(&pod.uid);
         let node = Arc::clone(self);
+        let uid = pod.uid.clone();
         let released = tokio::task::spawn_blocking(move || {
             let _decision = node.decisions.acquire_blocking();
             let active = corral_cpumgr::PodSource::active_pods(node.pods.as_ref());
+            if let Err(err) = node.memory.remove_stale_state(&active) {
+                tracing::error!(podUID = %uid, err = %err, "releasing memory failed");
+            }
             node.cpu.remove_stale_state(&active, None)
         })
         .await;

@@ -27,6 +27,8 @@ use corral_checkpoint::CheckpointStore;
 use corral_cpumgr::{CheckpointBackend, ContainerMap, ContainerRuntime, CpuManager, RuntimeError};
 use corral_devicemgr::{DeviceManager, DeviceManagerConfig, StartOptions};
 use corral_dra::{PluginRegistry, PodClaims, RegistryConfig, ResourceClaim};
+use corral_memmgr::MemoryManager;
+use corral_topology::memory::NumaMemory;
 use corral_topology::topologymanager::{TopologyHint, TopologyManager};
 use corral_topology::{CpuSet, CpuTopology, NumaIds, NumaMask, Pod};
 use k8s_openapi::api::core::v1::Pod as K8sPod;
@@ -107,6 +109,7 @@ pub(crate) struct Node {
     device_metrics: DevicePluginMetrics,
     topology: TopologyManager,
     cpu: Arc<CpuManager>,
+    memory: Arc<MemoryManager>,
     devices: Arc<DeviceManager>,
     dra: DraManager,
     registry: Arc<PluginRegistry>,
@@ -183,11 +186,14 @@ fn pod_claims(pod: &Pod) -> Result<PodClaims, Box<corral_dra::DraManagerError>> 
 }
 
 impl Node {
-    /// Build every manager from `config` over `topology`, restoring their checkpoints under
-    /// the layout's state dir and the admitted pods from `<root>/corral/pods/`.
+    /// Build every manager from `config` over `topology` and the NUMA nodes' `memory`
+    /// (every NUMA node, memory-only ones included; only the static memory policy reads
+    /// it), restoring their checkpoints under the layout's state dir and the admitted pods
+    /// from `<root>/corral/pods/`.
     pub(crate) fn open(
         config: &AgentConfig,
         topology: &CpuTopology,
+        memory: &BTreeMap<usize, NumaMemory>,
         runtime: Arc<dyn ContainerRuntime>,
     ) -> Result<Node> {
         let layout = &config.layout;
@@ -210,12 +216,22 @@ impl Node {
         let store = CheckpointStore::open(state_dir)
             .with_context(|| format!("opening the state dir {}", state_dir.display()))?;
         cpu.start(
-            Box::new(CheckpointBackend::new(store)),
+            Box::new(CheckpointBackend::new(store.clone())),
             Arc::clone(&pods) as _,
             runtime,
             containers.clone(),
         )
         .context("starting the CPU manager")?;
+        let memory_config = config
+            .memory_manager
+            .manager_config(memory)
+            .context("computing the node allocatable reservation of memory")?;
+        let memory = Arc::new(
+            MemoryManager::new(&memory_config, memory).context("building the memory manager")?,
+        );
+        memory
+            .start(Some(store.clone()))
+            .context("starting the memory manager")?;
         let mut device_config =
             DeviceManagerConfig::for_topology(layout.device_plugins_dir(), topology);
         device_config.endpoint_stop_grace = config.device_plugin_grace_period;
@@ -239,6 +255,8 @@ impl Node {
         if let Some(provider) = &kubelet_devices {
             manager.add_hint_provider(Arc::clone(provider) as _);
         }
+        // Memory last, as the kubelet registers it after the CPU and device managers.
+        manager.add_hint_provider(Arc::clone(&memory) as _);
         for admitted in pods.all() {
             for (name, affinity) in &admitted.record.affinities {
                 let numa = match &affinity.numa {
@@ -268,6 +286,7 @@ impl Node {
             device_metrics,
             topology: manager,
             cpu,
+            memory,
             devices,
             dra,
             registry,
@@ -340,6 +359,11 @@ impl Node {
         &self.cpu
     }
 
+    /// The memory manager.
+    pub(crate) fn memory(&self) -> &Arc<MemoryManager> {
+        &self.memory
+    }
+
     /// The topology manager.
     pub(crate) fn topology(&self) -> &TopologyManager {
         &self.topology
@@ -403,34 +427,45 @@ impl Node {
         })?;
         known?;
         self.cpu.add_container(pod_uid, name, container_id);
+        if let Some(admitted) = self.pods.get(pod_uid) {
+            self.memory
+                .container_started(&admitted.pod, name)
+                .context("releasing the memory of finished init containers")?;
+        }
         self.topology
             .store()
             .add_container(pod_uid, name, container_id);
         Ok(())
     }
 
-    /// The container `container_id` was removed: its exclusive CPUs go back to the pool.
+    /// The container `container_id` was removed: its exclusive CPUs and memory go back.
     pub(crate) fn container_removed(&self, container_id: &str) -> Result<()> {
         self.cpu.remove_container(container_id)?;
         self.topology.remove_container(container_id);
-        if let Some(uid) = self.pods.pod_of_container(container_id) {
-            self.pods.update(&uid, |entry| {
-                if let Some(admitted) = entry {
-                    let names: Vec<String> = admitted
-                        .record
-                        .container_ids
-                        .iter()
-                        .filter(|(_, id)| *id == container_id)
-                        .map(|(name, _)| name.clone())
-                        .collect();
-                    admitted
-                        .record
-                        .container_ids
-                        .retain(|_, id| id != container_id);
-                    admitted.record.removed_containers.extend(names);
-                }
-            })?;
+        let Some(uid) = self.pods.pod_of_container(container_id) else {
+            return Ok(());
+        };
+        let names: Vec<String> = self
+            .pods
+            .get(&uid)
+            .map(|admitted| admitted.record.container_ids)
+            .unwrap_or_default()
+            .into_iter()
+            .filter(|(_, id)| id == container_id)
+            .map(|(name, _)| name)
+            .collect();
+        for name in &names {
+            self.memory.remove_container(&uid, name)?;
         }
+        self.pods.update(&uid, |entry| {
+            if let Some(admitted) = entry {
+                admitted
+                    .record
+                    .container_ids
+                    .retain(|_, id| id != container_id);
+                admitted.record.removed_containers.extend(names);
+            }
+        })?;
         Ok(())
     }
 

@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use corral_topology::CpuTopology;
+use corral_topology::memory::NumaMemory;
 use k8s_openapi::api::core::v1::Pod as K8sPod;
 use k8s_openapi::api::resource::v1::ResourceClaim as K8sResourceClaim;
 
@@ -19,6 +20,14 @@ pub(crate) fn fixture(machine: &str) -> CpuTopology {
     corral_topology::sysfs::discover(&root).unwrap()
 }
 
+/// The NUMA nodes' memory of `machine`.
+pub(crate) fn fixture_memory(machine: &str) -> BTreeMap<usize, NumaMemory> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../testdata/sysfs")
+        .join(machine);
+    corral_topology::sysfs::discover_memory(&root).unwrap()
+}
+
 /// A node on `machine`'s topology with its state in a fresh temp dir: the dir, the config
 /// and the node.
 pub(crate) async fn started(
@@ -28,7 +37,7 @@ pub(crate) async fn started(
 ) -> (tempfile::TempDir, AgentConfig, Arc<Node>) {
     let dir = tempfile::tempdir().unwrap();
     let config = config(dir.path(), topology_policy, cpu_options);
-    let node = open(&config, &fixture(machine)).await;
+    let node = open_on(&config, &fixture(machine), &fixture_memory(machine)).await;
     (dir, config, node)
 }
 
@@ -75,7 +84,16 @@ pub(crate) fn pod(uid: &str, cpus: &[u32]) -> K8sPod {
 }
 
 pub(crate) async fn open(config: &AgentConfig, topology: &CpuTopology) -> Arc<Node> {
-    let node = Arc::new(Node::open(config, topology, Arc::new(NoRuntime)).unwrap());
+    open_on(config, topology, &BTreeMap::new()).await
+}
+
+/// A started node on `topology` and `memory`.
+pub(crate) async fn open_on(
+    config: &AgentConfig,
+    topology: &CpuTopology,
+    memory: &BTreeMap<usize, NumaMemory>,
+) -> Arc<Node> {
+    let node = Arc::new(Node::open(config, topology, memory, Arc::new(NoRuntime)).unwrap());
     node.start_devices().await.unwrap();
     node
 }

@@ -2,6 +2,7 @@
 //! API server would refuse refused here, bounded requests, and a hung device plugin that
 //! delays only the admissions asking for its resource.
 
+use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
@@ -48,7 +49,12 @@ async fn start_plugin(node: &Arc<Node>, dir: &Path, failure: FailureMode) -> Sam
 async fn reopen(config: &AgentConfig, dir: &Path) -> anyhow::Result<Arc<Node>> {
     let topology = fixture("32em64t-2n8c+dax+nvme+mic+dimms");
     let _ = dir;
-    let node = Arc::new(Node::open(config, &topology, Arc::new(NoRuntime))?);
+    let node = Arc::new(Node::open(
+        config,
+        &topology,
+        &BTreeMap::new(),
+        Arc::new(NoRuntime),
+    )?);
     node.start_devices().await?;
     Ok(node)
 }

@@ -1,5 +1,5 @@
 //! What each container of an admitted pod holds, read from the managers: its cpuset
-//! (exclusive or the shared pool), NUMA affinity and DRA CDI devices.
+//! (exclusive or the shared pool), NUMA affinity, memory blocks and DRA CDI devices.
 
 use std::collections::BTreeMap;
 
@@ -37,6 +37,19 @@ pub(crate) struct ContainerView {
     pub(crate) annotations: BTreeMap<String, String>,
     /// The container id once started.
     pub(crate) container_id: String,
+    /// Memory and huge pages the memory manager pinned to NUMA nodes.
+    pub(crate) memory: Vec<MemoryView>,
+}
+
+/// Bytes of one memory type on a set of NUMA nodes.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub(crate) struct MemoryView {
+    /// `memory` or `hugepages-<size>`.
+    pub(crate) resource: String,
+    /// Bytes.
+    pub(crate) size: u64,
+    /// The NUMA nodes.
+    pub(crate) numa_affinity: Vec<usize>,
 }
 
 /// One prepared device of a DRA claim.
@@ -223,6 +236,16 @@ pub(super) fn pod_view(node: &Node, admitted: &AdmittedPod) -> PodView {
                     .get(&container.name)
                     .cloned()
                     .unwrap_or_default(),
+                memory: node
+                    .memory
+                    .container_memory(&pod.uid, &container.name)
+                    .into_iter()
+                    .map(|block| MemoryView {
+                        resource: block.resource,
+                        size: block.size,
+                        numa_affinity: block.numa_affinity,
+                    })
+                    .collect(),
             }
         })
         .collect();

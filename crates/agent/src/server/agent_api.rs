@@ -50,6 +50,15 @@ pub(crate) fn allocation(view: PodView) -> api::PodAllocation {
                     })
                     .collect(),
                 numa_affinity: c.numa_affinity.into_iter().map(|n| n as i64).collect(),
+                memory: c
+                    .memory
+                    .into_iter()
+                    .map(|m| api::MemoryBlock {
+                        r#type: m.resource,
+                        size: m.size,
+                        numa_affinity: m.numa_affinity.into_iter().map(|n| n as i64).collect(),
+                    })
+                    .collect(),
                 run_options: Some(api::RunOptions {
                     envs: c.envs.into_iter().collect(),
                     mounts: c

@@ -41,6 +41,18 @@ pub(crate) async fn run(config: AgentConfig, demo_devices: usize) -> Result<()> 
             config.host_root.display()
         )
     })?;
+    // Only the static memory policy reads the NUMA nodes' memory.
+    let memory = match config.memory_manager.policy {
+        corral_memmgr::MemoryPolicy::Static => {
+            corral_topology::sysfs::discover_memory(&config.host_root).with_context(|| {
+                format!(
+                    "discovering the NUMA nodes' memory under {}",
+                    config.host_root.display()
+                )
+            })?
+        }
+        _ => std::collections::BTreeMap::new(),
+    };
     let nri_slot = nri::RuntimeSlot::default();
     let node = {
         let config = config.clone();
@@ -54,7 +66,8 @@ pub(crate) async fn run(config: AgentConfig, demo_devices: usize) -> Result<()> 
                 }
                 (NriMode::Off, None) => Arc::new(NoRuntime),
             };
-        tokio::task::spawn_blocking(move || Node::open(&config, &topology, runtime)).await??
+        tokio::task::spawn_blocking(move || Node::open(&config, &topology, &memory, runtime))
+            .await??
     };
     let node = Arc::new(node);
     node.start_devices().await?;

@@ -75,11 +75,29 @@ impl PodResourcesService {
                                 .collect(),
                         })
                         .collect(),
-                    ..api::ContainerResources::default()
+                    memory: c
+                        .memory
+                        .iter()
+                        .map(|m| memory_of(&m.resource, m.size, &m.numa_affinity))
+                        .collect(),
                 })
                 .collect(),
             ..api::PodResources::default()
         }
+    }
+}
+
+/// A memory block as podresources reports it (`ContainerMemory`).
+fn memory_of(resource: &str, size: u64, numa: &[usize]) -> api::ContainerMemory {
+    api::ContainerMemory {
+        memory_type: resource.to_owned(),
+        size,
+        topology: Some(api::TopologyInfo {
+            nodes: numa
+                .iter()
+                .map(|&id| api::NumaNode { id: id as i64 })
+                .collect(),
+        }),
     }
 }
 
@@ -127,7 +145,13 @@ impl PodResourcesLister for PodResourcesService {
                     })
                 })
                 .collect(),
-            ..api::AllocatableResourcesResponse::default()
+            memory: self
+                .node
+                .memory()
+                .allocatable_memory()
+                .iter()
+                .map(|b| memory_of(&b.resource, b.size, &b.numa_affinity))
+                .collect(),
         }))
     }
 

@@ -360,7 +360,11 @@ fn json_keys(line: &str) -> Vec<String> {
 fn kubelet_logging_flags_write_kubernetes_json_lines() {
     let dir = tempfile::tempdir().unwrap();
     let config = dir.path().join("kubelet-config.yaml");
-    std::fs::write(&config, "cpuManagerPolicy: none\nevictionHard: {}\n").unwrap();
+    std::fs::write(
+        &config,
+        "cpuManagerPolicy: none\nimageGCHighThresholdPercent: 85\n",
+    )
+    .unwrap();
     let root = dir.path().join("root");
     let run_without_sysfs = |logging: &[&str]| {
         let run = [
@@ -385,7 +389,7 @@ fn kubelet_logging_flags_write_kubernetes_json_lines() {
     assert_eq!(json_keys(warn), ["ts", "caller", "msg", "v", "key"]);
     let doc: serde_json::Value = serde_json::from_str(warn).unwrap();
     assert_eq!(doc["v"], 0);
-    assert_eq!(doc["key"], "evictionHard");
+    assert_eq!(doc["key"], "imageGCHighThresholdPercent");
     assert!(doc["ts"].as_f64().unwrap() > 1.6e12, "epoch milliseconds");
     // -v=2 shows debug messages, with their verbosity.
     let debug = lines

@@ -11,7 +11,7 @@ use corral_proto::nri::plugin::NriPlugin;
 
 use super::pod::{NriPodError, QosClass, container_manifest};
 use super::pod_resources::container_devices;
-use super::updates::{OnFailure, cpu_resources, cpuset_update};
+use super::updates::{Cpuset, OnFailure, cpu_resources, cpuset_update};
 use crate::node::{Admission, AdmitError, Node};
 
 /// The events corral acts on.
@@ -69,7 +69,7 @@ impl NodePlugin {
         &self,
         pod: &api::PodSandbox,
         container: &api::Container,
-    ) -> Result<Option<String>, NriStatus> {
+    ) -> Result<Option<Cpuset>, NriStatus> {
         let (manifest, qos) = match container_manifest(pod, container) {
             Ok(derived) => derived,
             Err(NriPodError::NotKubelet { .. }) => return Ok(None),
@@ -101,7 +101,17 @@ impl NodePlugin {
             return Err(NriStatus::new(NriStatus::UNKNOWN, why));
         }
         let cpus = self.node.cpu().cpu_affinity(&pod.uid, &container.name);
-        Ok(Some(cpus.to_string()))
+        let mems: Vec<String> = self
+            .node
+            .memory()
+            .memory_numa_nodes(&pod.uid, &container.name)
+            .iter()
+            .map(usize::to_string)
+            .collect();
+        Ok(Some(Cpuset {
+            cpus: cpus.to_string(),
+            mems: mems.join(","),
+        }))
     }
 
     /// Updates for every container in the shared pool but `except`: the pool as it is now.
@@ -112,8 +122,11 @@ impl NodePlugin {
             let uid = &admitted.pod.uid;
             for (name, id) in &admitted.record.container_ids {
                 if id != except && cpu.exclusive_cpus(uid, name).is_empty() {
-                    let cpus = cpu.cpu_affinity(uid, name).to_string();
-                    updates.push(cpuset_update(id, cpus, OnFailure::Ignore));
+                    let cpuset = Cpuset {
+                        cpus: cpu.cpu_affinity(uid, name).to_string(),
+                        mems: String::new(),
+                    };
+                    updates.push(cpuset_update(id, cpuset, OnFailure::Ignore));
                 }
             }
         }
@@ -157,8 +170,8 @@ impl NriPlugin for NodePlugin {
                 continue;
             }
             match self.admit(pod, container).await {
-                Ok(Some(cpus)) => {
-                    update.push(cpuset_update(&container.id, cpus, OnFailure::Ignore))
+                Ok(Some(cpuset)) => {
+                    update.push(cpuset_update(&container.id, cpuset, OnFailure::Ignore))
                 }
                 Ok(None) => {}
                 Err(status) => {
@@ -197,7 +210,7 @@ impl NriPlugin for NodePlugin {
             let why = "CreateContainer without its pod or container";
             return Err(NriStatus::new(NriStatus::INVALID_ARGUMENT, why));
         };
-        let Some(cpus) = self.admit(pod, container).await? else {
+        let Some(cpuset) = self.admit(pod, container).await? else {
             return Ok(api::CreateContainerResponse::default());
         };
         let exclusive = !self
@@ -207,7 +220,7 @@ impl NriPlugin for NodePlugin {
             .is_empty();
         let adjust = api::ContainerAdjustment {
             linux: Some(api::LinuxContainerAdjustment {
-                resources: Some(cpu_resources(cpus)),
+                resources: Some(cpu_resources(cpuset)),
                 ..api::LinuxContainerAdjustment::default()
             }),
             ..api::ContainerAdjustment::default()

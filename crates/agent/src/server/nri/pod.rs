@@ -146,6 +146,11 @@ pub(crate) fn container_manifest(
     if let Some(memory) = memory {
         requests.insert("memory".into(), memory.to_string().into());
     }
+    for limit in resources.iter().flat_map(|r| &r.hugepage_limits) {
+        if let Some(name) = huge_page_resource(&limit.page_size).filter(|_| limit.limit > 0) {
+            requests.insert(name, limit.limit.to_string().into());
+        }
+    }
     let mut resources = serde_json::json!({ "requests": requests });
     if qos == QosClass::Guaranteed {
         let limit = cpu_limit_millis(quota, period).unwrap_or(request);
@@ -168,6 +173,28 @@ pub(crate) fn container_manifest(
     let manifest =
         serde_json::from_value(manifest).expect("a pod manifest built from its own fields");
     Ok((manifest, qos))
+}
+
+/// The kubelet's resource name of a huge page size as the runtime spells it (`2MB`,
+/// `1GB`, `64KB`: binary units, the kubelet's `HugePageUnitSizeFromByteSize`):
+/// `hugepages-2Mi`, `hugepages-1Gi`, `hugepages-64Ki`.
+fn huge_page_resource(page_size: &str) -> Option<String> {
+    let split = page_size.find(|c: char| !c.is_ascii_digit())?;
+    let (number, unit) = page_size.split_at(split);
+    let shift = match unit {
+        "KB" => 0,
+        "MB" => 10,
+        "GB" => 20,
+        "TB" => 30,
+        "PB" => 40,
+        _ => return None,
+    };
+    let page_size_kib = number.parse::<u64>().ok()?.checked_mul(1 << shift)?;
+    let pages = corral_topology::memory::HugePages {
+        page_size_kib,
+        count: 0,
+    };
+    Some(pages.resource_name())
 }
 
 #[cfg(test)]
@@ -233,6 +260,19 @@ mod tests {
         );
         assert_eq!(qos_of_container(half, 0, period, None), QosClass::Burstable);
         assert_eq!(qos_of_container(2, 0, period, None), QosClass::BestEffort);
+    }
+
+    #[test]
+    fn huge_page_sizes_name_the_kubelets_resources() {
+        assert_eq!(huge_page_resource("2MB").as_deref(), Some("hugepages-2Mi"));
+        assert_eq!(huge_page_resource("1GB").as_deref(), Some("hugepages-1Gi"));
+        assert_eq!(
+            huge_page_resource("64KB").as_deref(),
+            Some("hugepages-64Ki")
+        );
+        for bad in ["", "MB", "2", "2mb", "99999999999999999999PB"] {
+            assert_eq!(huge_page_resource(bad), None, "{bad:?}");
+        }
     }
 
     #[test]

@@ -9,7 +9,7 @@ use corral_proto::nri::api;
 use corral_proto::nri::plugin::RuntimeClient;
 use corral_topology::CpuSet;
 
-use super::updates::{OnFailure, cpuset_update};
+use super::updates::{Cpuset, OnFailure, cpuset_update};
 use tokio::runtime::Handle;
 
 /// How long one `UpdateContainers` may take.
@@ -60,7 +60,10 @@ impl ContainerRuntime for NriRuntime {
         let request = api::UpdateContainersRequest {
             update: vec![cpuset_update(
                 container_id,
-                cpus.to_string(),
+                Cpuset {
+                    cpus: cpus.to_string(),
+                    mems: String::new(),
+                },
                 OnFailure::Report,
             )],
             evict: Vec::new(),

@@ -1,4 +1,5 @@
-//! The container changes corral asks of the runtime: a container's cpuset.
+//! The container changes corral asks of the runtime: a container's cpuset (its CPUs, and
+//! the memory nodes the memory manager pinned its memory to).
 
 use corral_proto::nri::api;
 
@@ -11,27 +12,38 @@ pub(super) enum OnFailure {
     Report,
 }
 
+/// A container's cpuset: its CPUs, and its memory nodes (`cpuset.mems`; empty leaves them
+/// as they are).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(super) struct Cpuset {
+    /// `cpuset.cpus`.
+    pub(super) cpus: String,
+    /// `cpuset.mems`.
+    pub(super) mems: String,
+}
+
 /// Linux resources that set only the cpuset.
-pub(super) fn cpu_resources(cpus: String) -> api::LinuxResources {
+pub(super) fn cpu_resources(cpuset: Cpuset) -> api::LinuxResources {
     api::LinuxResources {
         cpu: Some(api::LinuxCpu {
-            cpus,
+            cpus: cpuset.cpus,
+            mems: cpuset.mems,
             ..api::LinuxCpu::default()
         }),
         ..api::LinuxResources::default()
     }
 }
 
-/// An update of `container_id`'s cpuset to `cpus`.
+/// An update of `container_id`'s cpuset.
 pub(super) fn cpuset_update(
     container_id: &str,
-    cpus: String,
+    cpuset: Cpuset,
     on_failure: OnFailure,
 ) -> api::ContainerUpdate {
     api::ContainerUpdate {
         container_id: container_id.to_owned(),
         linux: Some(api::LinuxContainerUpdate {
-            resources: Some(cpu_resources(cpus)),
+            resources: Some(cpu_resources(cpuset)),
         }),
         ignore_failure: on_failure == OnFailure::Ignore,
     }

@@ -1,0 +1,259 @@
+//! The memory manager over a real state directory: `memory_manager_state` written at the
+//! first start and after each change, restored at a restart, refused loudly when it is
+//! damaged, of another policy, or no longer fits the machine; the reservation checked
+//! against the node allocatable reservation with upstream's messages.
+
+use std::collections::BTreeMap;
+
+use corral_checkpoint::{
+    Checkpoint, CheckpointStore, MEMORY_MANAGER_FILE, MemoryManagerCheckpoint,
+};
+use corral_memmgr::{
+    ConfigError, MEMORY, MemoryManager, MemoryManagerConfig, MemoryManagerError, MemoryPolicy,
+    MemoryReservation, node_allocatable_reservation,
+};
+use corral_topology::memory::{HugePages, NumaMemory};
+use corral_topology::topologymanager::TopologyHint;
+use corral_topology::{AffinityStore, Container, HintProvider, NumaMask, Pod};
+
+const GI: u64 = 1 << 30;
+const HP2M: &str = "hugepages-2Mi";
+
+/// Two NUMA nodes of 16 GiB, 512 pages of 2 MiB each.
+fn machine() -> BTreeMap<usize, NumaMemory> {
+    (0..2)
+        .map(|node| {
+            let pages = HugePages {
+                page_size_kib: 2048,
+                count: 512,
+            };
+            let memory = NumaMemory {
+                node,
+                memory_bytes: 16 * GI,
+                huge_pages: vec![pages],
+            };
+            (node, memory)
+        })
+        .collect()
+}
+
+/// `Static` with 1 GiB kept on node 0 and 512 MiB on node 1 (1536Mi allocatable
+/// reservation: 1Gi system reserved, 412Mi kube reserved, the default 100Mi eviction).
+fn config(policy: MemoryPolicy) -> MemoryManagerConfig {
+    let reserved = |pairs| MemoryReservation::limits(pairs).unwrap();
+    MemoryManagerConfig {
+        policy,
+        reserved_memory: vec![
+            MemoryReservation::new(0, [(MEMORY, "1Gi")]).unwrap(),
+            MemoryReservation::new(1, [(MEMORY, "512Mi")]).unwrap(),
+        ],
+        node_allocatable_reservation: node_allocatable_reservation(
+            [MEMORY, HP2M],
+            &reserved([(MEMORY, "1Gi")]),
+            &reserved([(MEMORY, "412Mi")]),
+            Some(&corral_memmgr::EvictionThreshold::parse("100Mi").unwrap()),
+            32 * GI,
+        )
+        .unwrap(),
+    }
+}
+
+fn started(
+    dir: &std::path::Path,
+    policy: MemoryPolicy,
+) -> Result<MemoryManager, MemoryManagerError> {
+    let manager = MemoryManager::new(&config(policy), &machine())?;
+    manager.start(Some(CheckpointStore::open(dir).unwrap()))?;
+    Ok(manager)
+}
+
+fn guaranteed(uid: &str, memory: u64, pages: u64) -> (Pod, Container) {
+    let mut c = Container::new("app");
+    for list in [&mut c.resources.requests, &mut c.resources.limits] {
+        list.cpu_millis = Some(1000);
+        list.memory_bytes = Some(memory as i64);
+        list.extended.insert(HP2M.into(), pages as i64);
+    }
+    let pod = Pod {
+        uid: uid.into(),
+        containers: vec![c.clone()],
+        ..Pod::default()
+    };
+    (pod, c)
+}
+
+fn file(dir: &std::path::Path) -> Vec<u8> {
+    std::fs::read(dir.join(MEMORY_MANAGER_FILE)).unwrap()
+}
+
+#[test]
+fn the_first_start_writes_the_default_state_and_a_restart_restores_assignments() {
+    let dir = tempfile::tempdir().unwrap();
+    let manager = started(dir.path(), MemoryPolicy::Static).unwrap();
+    let first = MemoryManagerCheckpoint::decode(&file(dir.path())).unwrap();
+    assert_eq!(first.policy_name, "Static");
+    let node0 = &first.machine_state.as_ref().unwrap()[&0].as_ref().unwrap();
+    let memory = node0.memory_map.as_ref().unwrap()[MEMORY].as_ref().unwrap();
+    // 16 GiB less 1 GiB reserved less 1 GiB of huge pages.
+    assert_eq!(memory.allocatable, 14 * GI);
+
+    let (pod, c) = guaranteed("p1", 2 * GI, 256 << 20);
+    let store = AffinityStore::new();
+    let hint = TopologyHint {
+        numa_affinity: Some(NumaMask::new([1]).unwrap()),
+        preferred: true,
+    };
+    store.set_affinity("p1", "app", hint);
+    manager.allocate(&pod, &c, &store).unwrap();
+    assert_eq!(
+        manager
+            .memory_numa_nodes("p1", "app")
+            .into_iter()
+            .collect::<Vec<_>>(),
+        [1]
+    );
+    let written = file(dir.path());
+
+    drop(manager);
+    let restarted = started(dir.path(), MemoryPolicy::Static).unwrap();
+    assert_eq!(restarted.container_memory("p1", "app").len(), 2);
+    // Restoring writes nothing; the file is what the allocation left.
+    assert_eq!(file(dir.path()), written);
+    // Allocatable memory: per node and type, what containers may have.
+    let allocatable: Vec<(usize, String, u64)> = restarted
+        .allocatable_memory()
+        .into_iter()
+        .map(|b| (b.numa_affinity[0], b.resource, b.size))
+        .collect();
+    assert_eq!(
+        allocatable,
+        [
+            (0, HP2M.to_owned(), GI),
+            (0, MEMORY.to_owned(), 14 * GI),
+            (1, HP2M.to_owned(), GI),
+            (1, MEMORY.to_owned(), 14 * GI + 512 * (1 << 20)),
+        ]
+    );
+    restarted.remove_stale_state(&[]).unwrap();
+    assert!(restarted.container_memory("p1", "app").is_empty());
+    let cleared = MemoryManagerCheckpoint::decode(&file(dir.path())).unwrap();
+    assert_eq!(cleared.machine_state, first.machine_state);
+}
+
+#[test]
+fn the_none_policy_writes_an_empty_state_and_gives_no_hints() {
+    let dir = tempfile::tempdir().unwrap();
+    let manager = started(dir.path(), MemoryPolicy::None).unwrap();
+    let written = MemoryManagerCheckpoint::decode(&file(dir.path())).unwrap();
+    assert_eq!(written.policy_name, "None");
+    assert_eq!(written.machine_state, Some(BTreeMap::new()));
+    let (pod, c) = guaranteed("p", GI, 0);
+    assert_eq!(manager.hints_for_container(&pod, &c), None);
+    assert_eq!(manager.hints_for_pod(&pod), None);
+    manager.allocate(&pod, &c, &AffinityStore::new()).unwrap();
+    assert!(manager.allocatable_memory().is_empty());
+    assert!(manager.container_memory("p", "app").is_empty());
+}
+
+#[test]
+fn a_state_of_another_policy_or_damaged_is_refused_naming_the_file() {
+    let dir = tempfile::tempdir().unwrap();
+    drop(started(dir.path(), MemoryPolicy::None).unwrap());
+    let err = started(dir.path(), MemoryPolicy::Static).unwrap_err();
+    assert!(
+        matches!(err, MemoryManagerError::PolicyMismatch { .. }),
+        "{err}"
+    );
+    let text = err.to_string();
+    assert!(
+        text.contains("configured policy \"Static\" differs from state checkpoint policy \"None\""),
+        "{text}"
+    );
+    assert!(text.contains(MEMORY_MANAGER_FILE), "{text}");
+
+    let mut bytes = file(dir.path());
+    let at = bytes.len() - 3;
+    bytes[at] = if bytes[at] == b'1' { b'2' } else { b'1' };
+    std::fs::write(dir.path().join(MEMORY_MANAGER_FILE), &bytes).unwrap();
+    let err = started(dir.path(), MemoryPolicy::None).unwrap_err();
+    assert!(matches!(err, MemoryManagerError::Read { .. }), "{err}");
+    // Nothing was rewritten over the damaged file.
+    assert_eq!(file(dir.path()), bytes);
+}
+
+#[test]
+fn a_state_the_machine_no_longer_matches_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let manager = started(dir.path(), MemoryPolicy::Static).unwrap();
+    let (pod, c) = guaranteed("p1", GI, 0);
+    manager.allocate(&pod, &c, &AffinityStore::new()).unwrap();
+    drop(manager);
+    let mut smaller = machine();
+    smaller.get_mut(&1).unwrap().memory_bytes = 8 * GI;
+    let manager = MemoryManager::new(&config(MemoryPolicy::Static), &smaller).unwrap();
+    let err = manager
+        .start(Some(CheckpointStore::open(dir.path()).unwrap()))
+        .unwrap_err();
+    assert!(
+        matches!(err, MemoryManagerError::InvalidState { .. }),
+        "{err}"
+    );
+    assert!(
+        std::error::Error::source(&err)
+            .unwrap()
+            .to_string()
+            .contains("the expected machine state is different from the real one")
+    );
+}
+
+#[test]
+fn reservations_are_checked_against_the_node_allocatable_reservation() {
+    let mismatch = MemoryManagerConfig {
+        reserved_memory: vec![MemoryReservation::new(0, [(MEMORY, "1Gi")]).unwrap()],
+        ..config(MemoryPolicy::Static)
+    };
+    let err = MemoryManager::new(&mismatch, &machine()).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "the total amount \"1Gi\" of type \"memory\" is not equal to the value \"1536Mi\" determined by Node Allocatable feature"
+    );
+    let unknown = MemoryManagerConfig {
+        reserved_memory: vec![MemoryReservation::new(2, [(MEMORY, "1536Mi")]).unwrap()],
+        ..config(MemoryPolicy::Static)
+    };
+    let err = MemoryManager::new(&unknown, &machine()).unwrap_err();
+    assert!(
+        matches!(err, MemoryManagerError::Config(ConfigError::UnknownNode(2))),
+        "{err}"
+    );
+    let none = MemoryManagerConfig {
+        reserved_memory: Vec::new(),
+        node_allocatable_reservation: BTreeMap::new(),
+        policy: MemoryPolicy::Static,
+    };
+    let err = MemoryManager::new(&none, &machine()).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "[memorymanager] you should specify the system reserved memory"
+    );
+    // The None policy does not look at reservations.
+    assert!(MemoryManager::new(&MemoryManagerConfig::default(), &machine()).is_ok());
+}
+
+#[test]
+fn a_failed_write_rolls_the_allocation_back() {
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("state");
+    let manager = started(&state, MemoryPolicy::Static).unwrap();
+    let before = manager.machine_state();
+    // The state dir replaced by a file: the write fails.
+    std::fs::remove_dir_all(&state).unwrap();
+    std::fs::write(&state, b"not a dir").unwrap();
+    let (pod, c) = guaranteed("p1", GI, 0);
+    let err = manager
+        .allocate(&pod, &c, &AffinityStore::new())
+        .unwrap_err();
+    assert!(format!("{err:?}").contains("Persist"), "{err:?}");
+    assert_eq!(manager.machine_state(), before);
+    assert!(manager.container_memory("p1", "app").is_empty());
+}
