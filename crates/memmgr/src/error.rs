@@ -19,6 +19,10 @@ pub enum MachineStateError {
         /// Bytes the node has.
         total: u64,
     },
+    /// A NUMA node id the hints' masks cannot hold (upstream's bitmasks hold ids 0 to 63
+    /// too; the kubelet's memory manager cannot run on such a machine either).
+    #[error("NUMA node id {0} is above 63, the highest id a NUMA mask holds")]
+    NodeIdTooLarge(usize),
     /// Reserved memory names a NUMA node the machine does not have.
     #[error(
         "the reserved memory configuration references a NUMA node {0} that does not exist on this machine"

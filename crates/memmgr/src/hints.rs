@@ -26,30 +26,39 @@ pub fn calculate_hints(
     reusable: impl Fn(NumaMask, &str) -> u64,
 ) -> MemoryHints {
     let ids: Vec<usize> = state.keys().copied().collect();
+    // Per node (by id, below 64 as masks are) and requested resource: (allocatable, free),
+    // read once rather than once per set of nodes.
+    let mut sizes = vec![Vec::new(); ids.last().map_or(0, |&id| id + 1).min(64)];
+    for (&id, node) in state.range(..64) {
+        sizes[id] = requested
+            .keys()
+            .map(|resource| {
+                node.memory
+                    .get(resource)
+                    .map_or((0, 0), |t| (t.allocatable, t.free))
+            })
+            .collect::<Vec<(u64, u64)>>();
+    }
+    let sum = |mask: NumaMask, i: usize, free: bool| -> u64 {
+        mask.iter()
+            .filter_map(|n| sizes.get(n)?.get(i))
+            .map(|&(allocatable, f)| if free { f } else { allocatable })
+            .fold(0u64, u64::saturating_add)
+    };
     let mut min_size = ids.len();
     let mut masks = Vec::new();
     NumaMask::iterate_masks(&ids, |mask| {
-        let bits = mask.get_bits();
-        let sum = |resource: &str, field: fn(&crate::MemoryTable) -> u64| -> u64 {
-            bits.iter()
-                .filter_map(|n| state.get(n)?.memory.get(resource))
-                .map(field)
-                .sum()
+        let short = |free: bool| {
+            requested.iter().enumerate().any(|(i, (resource, &want))| {
+                let extra = if free { reusable(mask, resource) } else { 0 };
+                sum(mask, i, free).saturating_add(extra) < want
+            })
         };
-        if requested
-            .iter()
-            .any(|(resource, &want)| sum(resource, |t| t.allocatable) < want)
-        {
+        if short(false) {
             return;
         }
         min_size = min_size.min(mask.count());
-        if !fits_groups(state, &bits) {
-            return;
-        }
-        let short = requested.iter().any(|(resource, &want)| {
-            sum(resource, |t| t.free).saturating_add(reusable(mask, resource)) < want
-        });
-        if !short {
+        if fits_groups(state, &mask.get_bits()) && !short(true) {
             masks.push(mask);
         }
     });

@@ -87,6 +87,9 @@ pub fn default_machine_state(
     if let Some(&unknown) = reserved.keys().find(|node| !nodes.contains_key(node)) {
         return Err(MachineStateError::UnknownNode(unknown));
     }
+    if let Some(&large) = nodes.keys().find(|&&id| id > 63) {
+        return Err(MachineStateError::NodeIdTooLarge(large));
+    }
     let mut state = MachineState::new();
     for (&id, node) in nodes {
         let reserved_of = |resource: &str| {

@@ -187,6 +187,12 @@ fn reservations_beyond_a_node_or_on_unknown_nodes_are_errors() {
         err.to_string(),
         "the reserved memory configuration references a NUMA node 5 that does not exist on this machine"
     );
+    let mut sparse = nodes.clone();
+    let mut far = sparse[&1].clone();
+    far.node = 64;
+    sparse.insert(64, far);
+    let err = default_machine_state(&sparse, &BTreeMap::new()).unwrap_err();
+    assert_eq!(err, corral_memmgr::MachineStateError::NodeIdTooLarge(64));
 }
 
 /// Every `memory_manager_state` conformance vector a v1.32 kubelet accepts reads into a
