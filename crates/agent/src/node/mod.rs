@@ -41,7 +41,7 @@ use device_provider::DeviceProvider;
 use locks::{DecisionLock, PodLocks};
 
 pub(crate) use kubelet_devices::{DeviceNumaNodes, KubeletDevices};
-pub(crate) use pods::{AdmittedPod, Affinity, Holding, PodBook, PodRecord};
+pub(crate) use pods::{AdmittedPod, Affinity, HeldMemory, Holding, PodBook, PodRecord};
 pub(crate) use view::PodView;
 
 /// The DRA manager as the agent runs it: drivers found through the plugin registry.

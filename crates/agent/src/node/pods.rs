@@ -54,6 +54,20 @@ pub(crate) struct Holding {
     /// Device-plugin resource → device ids.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub(crate) devices: BTreeMap<String, Vec<String>>,
+    /// Memory type → what the static memory policy pinned, for app containers and
+    /// sidecars (init containers' memory goes back once they ran).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub(crate) memory: BTreeMap<String, HeldMemory>,
+}
+
+/// Bytes of one memory type pinned to NUMA nodes.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct HeldMemory {
+    /// Bytes.
+    pub(crate) size: u64,
+    /// The NUMA nodes.
+    pub(crate) numa_affinity: Vec<usize>,
 }
 
 /// A persisted topology hint.

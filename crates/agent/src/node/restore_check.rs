@@ -1,7 +1,7 @@
 //! At start, after every manager restored its state file: every admitted pod's holdings
 //! (recorded in its pod file at admission) must still be in the managers' state — its
-//! exclusive CPUs in `cpu_manager_state`, its devices in `kubelet_internal_checkpoint`, its
-//! claims in `dra_manager_state`. A state file that was lost, truncated to an older copy or
+//! exclusive CPUs in `cpu_manager_state`, its memory in `memory_manager_state`, its devices
+//! in `kubelet_internal_checkpoint`, its claims in `dra_manager_state`. A state file that was lost, truncated to an older copy or
 //! replaced would otherwise make the agent hand the same CPUs and devices out twice; it
 //! refuses to start instead, naming the file, the pod and the remedy. A first start (no pod
 //! files) has nothing to check.
@@ -10,7 +10,7 @@ use std::path::PathBuf;
 
 use corral_topology::{Container, ContainerKind, CpuSet, Pod};
 
-use super::{Holding, Node, pod_claims};
+use super::{HeldMemory, Holding, Node, pod_claims};
 
 /// A restored state file disagrees with what corral admitted.
 #[derive(Debug, thiserror::Error)]
@@ -41,13 +41,24 @@ pub(super) fn holding_of(
     kind: ContainerKind,
     container: &Container,
 ) -> Holding {
-    let exclusive_cpus = match kind {
-        ContainerKind::Init => None,
-        ContainerKind::App | ContainerKind::Sidecar => {
-            let cpus = node.cpu.exclusive_cpus(&pod.uid, &container.name);
-            (!cpus.is_empty()).then(|| cpus.to_string())
-        }
-    };
+    let long_running = kind != ContainerKind::Init;
+    let exclusive_cpus = long_running
+        .then(|| node.cpu.exclusive_cpus(&pod.uid, &container.name))
+        .filter(|cpus| !cpus.is_empty())
+        .map(|cpus| cpus.to_string());
+    let memory = node
+        .memory
+        .container_memory(&pod.uid, &container.name)
+        .into_iter()
+        .filter(|_| long_running)
+        .map(|block| {
+            let held = HeldMemory {
+                size: block.size,
+                numa_affinity: block.numa_affinity,
+            };
+            (block.resource, held)
+        })
+        .collect();
     let devices = node
         .devices
         .container_devices(&pod.uid, &container.name)
@@ -57,6 +68,7 @@ pub(super) fn holding_of(
     Holding {
         exclusive_cpus,
         devices,
+        memory,
     }
 }
 
@@ -70,6 +82,7 @@ pub(super) fn check(node: &Node) -> Result<(), Box<InconsistentState>> {
         .checkpoint_dir
         .join("kubelet_internal_checkpoint");
     let dra_file = layout_state.join("dra_manager_state");
+    let memory_file = layout_state.join("memory_manager_state");
     for admitted in node.pods.all() {
         let pod = &admitted.pod;
         let refuse = |file: &PathBuf, what: String| {
@@ -103,6 +116,25 @@ pub(super) fn check(node: &Node) -> Result<(), Box<InconsistentState>> {
                         &cpu_file,
                         format!(
                             "container {name:?} should hold exclusive CPUs {cpus}, the file gives it {held}"
+                        ),
+                    ));
+                }
+                if !recorded.memory.is_empty() && recorded.memory != now.memory {
+                    let show = |m: &std::collections::BTreeMap<String, HeldMemory>| {
+                        let blocks: Vec<String> = m
+                            .iter()
+                            .map(|(resource, held)| {
+                                format!("{resource}={}@{:?}", held.size, held.numa_affinity)
+                            })
+                            .collect();
+                        format!("[{}]", blocks.join(", "))
+                    };
+                    return Err(refuse(
+                        &memory_file,
+                        format!(
+                            "container {name:?} should hold memory {}, the file gives it {}",
+                            show(&recorded.memory),
+                            show(&now.memory)
                         ),
                     ));
                 }

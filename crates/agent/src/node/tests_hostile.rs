@@ -49,12 +49,8 @@ async fn start_plugin(node: &Arc<Node>, dir: &Path, failure: FailureMode) -> Sam
 async fn reopen(config: &AgentConfig, dir: &Path) -> anyhow::Result<Arc<Node>> {
     let topology = fixture("32em64t-2n8c+dax+nvme+mic+dimms");
     let _ = dir;
-    let node = Arc::new(Node::open(
-        config,
-        &topology,
-        &BTreeMap::new(),
-        Arc::new(NoRuntime),
-    )?);
+    let memory = super::tests::fixture_memory("32em64t-2n8c+dax+nvme+mic+dimms");
+    let node = Arc::new(Node::open(config, &topology, &memory, Arc::new(NoRuntime))?);
     node.start_devices().await?;
     Ok(node)
 }
@@ -63,7 +59,11 @@ async fn reopen(config: &AgentConfig, dir: &Path) -> anyhow::Result<Arc<Node>> {
 /// state dir, and return what a restart says.
 async fn restart_after(damage: impl FnOnce(&AgentConfig)) -> (tempfile::TempDir, String) {
     let dir = tempfile::tempdir().unwrap();
-    let config = config(dir.path(), "best-effort", &[]);
+    let mut config = config(dir.path(), "best-effort", &[]);
+    // The static memory policy, keeping the kubelet's default eviction threshold (100Mi).
+    config.memory_manager.policy = corral_memmgr::MemoryPolicy::Static;
+    config.memory_manager.reserved_memory =
+        vec![corral_memmgr::MemoryReservation::new(0, [("memory", "100Mi")]).unwrap()];
     let node = reopen(&config, dir.path()).await.unwrap();
     let plugin = start_plugin(&node, dir.path(), FailureMode::None).await;
     let view = admitted(&node, gpu_pod("first", 2, 1)).await;
@@ -89,6 +89,20 @@ async fn a_deleted_cpu_manager_state_is_refused_naming_the_file_the_pod_and_the_
     assert!(err.contains("should hold exclusive CPUs"), "{err}");
     assert!(
         err.contains("Restore the file") && err.contains("corral/pods/first.json"),
+        "{err}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_deleted_memory_manager_state_is_refused() {
+    let (_dir, err) = restart_after(|config| {
+        std::fs::remove_file(config.layout.state_dir().join("memory_manager_state")).unwrap();
+    })
+    .await;
+    assert!(err.contains("memory_manager_state"), "{err}");
+    assert!(
+        err.contains("container \"c0\" should hold memory [memory=67108864@[0]]")
+            || err.contains("container \"c0\" should hold memory [memory=67108864@[1]]"),
         "{err}"
     );
 }
@@ -135,7 +149,11 @@ async fn a_valid_cpu_checkpoint_without_the_pods_entry_is_refused() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_first_start_without_any_file_is_a_clean_start() {
     let dir = tempfile::tempdir().unwrap();
-    let config = config(dir.path(), "best-effort", &[]);
+    let mut config = config(dir.path(), "best-effort", &[]);
+    // The static memory policy, keeping the kubelet's default eviction threshold (100Mi).
+    config.memory_manager.policy = corral_memmgr::MemoryPolicy::Static;
+    config.memory_manager.reserved_memory =
+        vec![corral_memmgr::MemoryReservation::new(0, [("memory", "100Mi")]).unwrap()];
     let node = reopen(&config, dir.path()).await.unwrap();
     node.stop_devices().await;
     drop(node);
