@@ -52,6 +52,25 @@ pub(crate) fn run(args: &ConfigArgs) -> Result<ExitCode> {
             );
             outln!("  topologyManagerPolicy:      {}", config.topology.policy);
             outln!("  topologyManagerScope:       {}", config.topology.scope);
+            let memory = &config.memory_manager;
+            outln!("  memoryManagerPolicy:        {}", memory.policy.name());
+            let reserved: Vec<String> = memory
+                .reserved_memory
+                .iter()
+                .map(|r| {
+                    let limits: Vec<String> =
+                        r.limits.iter().map(|(k, v)| format!("{k}={v}")).collect();
+                    format!("{}: {}", r.numa_node, limits.join(","))
+                })
+                .collect();
+            outln!(
+                "  reservedMemory:             {}",
+                if reserved.is_empty() {
+                    "-".to_owned()
+                } else {
+                    reserved.join("; ")
+                }
+            );
             outln!(
                 "  containerRuntimeEndpoint:   {}",
                 config
