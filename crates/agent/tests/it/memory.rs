@@ -1,10 +1,10 @@
 //! The memory manager end to end, through the real `corral` binary: a copy of the two-node
-//! fixture given 512 huge pages of 2 MiB per node, the static memory policy under
-//! `single-numa-node`. A Guaranteed pod asking memory, `hugepages-2Mi` and a demo device
-//! gets its CPUs, device and memory from one NUMA node (status, podresources and
-//! `memory_manager_state` agree); a pod whose memory fits no single node is rejected with
-//! `TopologyAffinityError` and leaves every checkpoint byte-identical; SIGKILL and restart
-//! keep the memory; releasing the pod gives it back.
+//! fixture given 512 huge pages of 2 MiB per node, `examples/config/memory.yaml` (the static
+//! memory policy under `single-numa-node`). A Guaranteed pod asking memory, `hugepages-2Mi`
+//! and a demo device gets its CPUs, device and memory from one NUMA node (status,
+//! podresources and `memory_manager_state` agree); a pod whose memory fits no single node is
+//! rejected with `TopologyAffinityError` and leaves every checkpoint byte-identical; SIGKILL
+//! and restart keep the memory; releasing the pod gives it back.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -50,16 +50,6 @@ fn host_root(dir: &Path) -> PathBuf {
     host
 }
 
-const CONFIG: &str = "\
-memoryManagerPolicy: Static
-kubeReserved: {memory: 1Gi}
-reservedMemory:
-  - numaNode: 0
-    limits: {memory: 1Gi}
-  - numaNode: 1
-    limits: {memory: 100Mi}
-";
-
 struct Agent {
     child: Reaped,
     root: PathBuf,
@@ -68,8 +58,7 @@ struct Agent {
 impl Agent {
     fn start(dir: &Path, host: &Path) -> Agent {
         let root = dir.join("root");
-        let config = dir.join("config.yaml");
-        std::fs::write(&config, CONFIG).unwrap();
+        let config = workspace().join("examples/config/memory.yaml");
         let log = support::log_file(&dir.join("agent.log"));
         let child = support::corral()
             .arg("run")
@@ -294,6 +283,28 @@ async fn cpus_devices_and_memory_come_from_one_numa_node() {
             .iter()
             .any(|m| m.memory_type == "hugepages-2Mi" && m.size == GI)
     );
+
+    // The example pod: its memory on the node of its CPUs.
+    let example = std::fs::read_to_string(workspace().join("examples/pods/memory.yaml")).unwrap();
+    assert!(agent.admit(&example).status.success());
+    let status = agent.status();
+    let example = status
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["name"] == "memory-pinned")
+        .unwrap();
+    let app = &example["containers"][0];
+    assert_eq!(
+        app["memory"][0]["numaAffinity"], app["numaAffinity"],
+        "{app}"
+    );
+    assert_eq!(
+        app["memory"][1]["numaAffinity"], app["numaAffinity"],
+        "{app}"
+    );
+    let uid = example["uid"].as_str().unwrap().to_owned();
+    assert!(agent.cli(&["release", &uid]).status.success());
 
     // Once a node holds single-node memory, no two-node group may form: memory has no
     // hint at all (upstream's "no preference"), the CPUs' hint is taken, and memory's
