@@ -372,3 +372,45 @@ async fn exclusive_cpus_align_with_the_devices_the_kubelet_gave() {
     );
     server.stop().await;
 }
+
+/// With the static memory policy (`examples/config/memory.yaml`), a Guaranteed container's
+/// cpuset answer also pins its memory: `cpuset.mems` is the NUMA node of its CPUs. Huge page
+/// limits of 0 (the kubelet sets one per page size) ask for nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_guaranteed_containers_memory_nodes_are_its_cpus_node() {
+    let (_dir, root, socket, listener) = runtime_socket();
+    let config = crate::support::workspace().join("examples/config/memory.yaml");
+    let _agent = start_with(&root, &socket, &["-c", config.to_str().unwrap()]);
+    let conn = connect(&listener).await;
+    let _: api::SynchronizeResponse = conn
+        .call("Synchronize", &api::SynchronizeRequest::default())
+        .await
+        .unwrap();
+    let guaranteed = pod("m-uid", "");
+    let mut pinned = container(&guaranteed, "pinned-m", 2000, 2000);
+    let resources = pinned.linux.as_mut().unwrap().resources.as_mut().unwrap();
+    resources.hugepage_limits = vec![api::HugepageLimit {
+        page_size: "2MB".into(),
+        limit: 0,
+    }];
+    let created = create(&conn, &guaranteed, &pinned).await.unwrap();
+    let cpus = adjusted_cpus(&created);
+    let adjust = created.adjust.as_ref().unwrap();
+    let cpu = adjust.linux.as_ref().unwrap().resources.as_ref().unwrap();
+    let mems = &cpu.cpu.as_ref().unwrap().mems;
+    let node = cpus.iter().next().unwrap() / 8;
+    assert!(cpus.iter().all(|c| c / 8 == node), "{cpus}");
+    assert_eq!(mems, &node.to_string());
+    // A Burstable container's memory is not pinned.
+    let burstable = pod("mb-uid", "/burstable");
+    let created = create(
+        &conn,
+        &burstable,
+        &container(&burstable, "shared-m", 500, 0),
+    )
+    .await
+    .unwrap();
+    let adjust = created.adjust.as_ref().unwrap();
+    let cpu = adjust.linux.as_ref().unwrap().resources.as_ref().unwrap();
+    assert_eq!(cpu.cpu.as_ref().unwrap().mems, "");
+}
