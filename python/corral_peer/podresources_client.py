@@ -5,11 +5,20 @@ from . import stubs
 from .channel import open_channel
 
 
+def _memory(m):
+    return {
+        "type": m.memory_type,
+        "size": m.size,
+        "numa": [n.ID for n in m.topology.nodes],
+    }
+
+
 def _container(c):
     return {
         "name": c.name,
         "cpu_ids": list(c.cpu_ids),
         "devices": [{"resource": d.resource_name, "ids": list(d.device_ids)} for d in c.devices],
+        "memory": [_memory(m) for m in c.memory],
     }
 
 
@@ -27,6 +36,7 @@ def run(args):
             "ok": True,
             "pods": [_pod(p) for p in listed.pod_resources],
             "allocatable_cpu_ids": list(allocatable.cpu_ids),
+            "allocatable_memory": [_memory(m) for m in allocatable.memory],
         }
         if args.pod:
             namespace, _, name = args.pod.partition("/")

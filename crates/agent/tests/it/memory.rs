@@ -275,6 +275,25 @@ async fn cpus_devices_and_memory_come_from_one_numa_node() {
             ("memory".to_owned(), 2 * GI, node as i64),
         ]
     );
+    // The Python grpcio client reads the same.
+    let peer = corral_testkit::PythonPeer::locate().unwrap();
+    let socket = agent.root.join("pod-resources/kubelet.sock");
+    let answer = peer
+        .run(&[
+            "podresources",
+            "--socket",
+            socket.to_str().unwrap(),
+            "--pod",
+            "default/pinned",
+        ])
+        .await
+        .unwrap();
+    assert_eq!(answer["ok"], true, "{answer}");
+    let got = &answer["get"]["containers"][0]["memory"];
+    assert_eq!(got[1]["type"], "memory", "{answer}");
+    assert_eq!(got[1]["size"], 2 * GI, "{answer}");
+    assert_eq!(got[1]["numa"], serde_json::json!([node]), "{answer}");
+    assert_eq!(answer["allocatable_memory"].as_array().unwrap().len(), 4);
     // Allocatable: per node, memory (less the reservation and the huge pages) and pages.
     assert_eq!(allocatable.memory.len(), 4);
     assert!(
