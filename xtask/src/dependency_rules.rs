@@ -39,6 +39,7 @@ const LAYERS: &[(&str, &[&str])] = &[
             "corral-checkpoint",
             "corral-proto",
             "corral-cpumgr",
+            "corral-memmgr",
             "corral-devicemgr",
             "corral-dra",
         ],
