@@ -204,20 +204,22 @@ fn request_and_connection_limits_are_read_and_must_be_positive() {
     );
 }
 
+/// (key, what is accepted) of every error `yaml` is refused with.
+fn refused(yaml: &str) -> Vec<(String, String)> {
+    source(yaml)
+        .validate()
+        .unwrap_err()
+        .0
+        .into_iter()
+        .map(|e| (e.key, e.accepted))
+        .collect()
+}
+
 /// The CPU manager's own rules run in validation: options (names, values, combinations,
 /// against the policies) and the static policy's reservation, each under the key that holds
 /// the value, with the CPU manager's message.
 #[test]
 fn cpu_manager_options_and_reservation_are_validated() {
-    let refused = |yaml: &str| -> Vec<(String, String)> {
-        source(yaml)
-            .validate()
-            .unwrap_err()
-            .0
-            .into_iter()
-            .map(|e| (e.key, e.accepted))
-            .collect()
-    };
     let one = |yaml: &str, key: &str, message: &str| {
         let errors = refused(yaml);
         assert_eq!(errors.len(), 1, "{yaml}: {errors:?}");
@@ -341,15 +343,6 @@ fn nri_keys_choose_the_plugin_and_are_checked() {
 /// as the kubelet's configuration validation checks them, each under its key.
 #[test]
 fn memory_manager_keys_are_checked() {
-    let refused = |yaml: &str| -> Vec<(String, String)> {
-        source(yaml)
-            .validate()
-            .unwrap_err()
-            .0
-            .into_iter()
-            .map(|e| (e.key, e.accepted))
-            .collect()
-    };
     let errors = refused(
         r#"
 memoryManagerPolicy: static

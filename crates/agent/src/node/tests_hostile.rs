@@ -2,7 +2,6 @@
 //! API server would refuse refused here, bounded requests, and a hung device plugin that
 //! delays only the admissions asking for its resource.
 
-use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
@@ -55,6 +54,15 @@ async fn reopen(config: &AgentConfig, dir: &Path) -> anyhow::Result<Arc<Node>> {
     Ok(node)
 }
 
+/// What a restart says once the state file `name` is gone (see [`restart_after`]).
+async fn restart_without(name: &str) -> String {
+    let (_dir, err) = restart_after(|config| {
+        std::fs::remove_file(config.layout.state_dir().join(name)).unwrap();
+    })
+    .await;
+    err
+}
+
 /// Admit a pod with 2 exclusive CPUs and a device, stop the node, run `damage` on the
 /// state dir, and return what a restart says.
 async fn restart_after(damage: impl FnOnce(&AgentConfig)) -> (tempfile::TempDir, String) {
@@ -80,10 +88,7 @@ async fn restart_after(damage: impl FnOnce(&AgentConfig)) -> (tempfile::TempDir,
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_deleted_cpu_manager_state_is_refused_naming_the_file_the_pod_and_the_remedy() {
-    let (_dir, err) = restart_after(|config| {
-        std::fs::remove_file(config.layout.state_dir().join("cpu_manager_state")).unwrap();
-    })
-    .await;
+    let err = restart_without("cpu_manager_state").await;
     assert!(err.contains("cpu_manager_state"), "{err}");
     assert!(err.contains("pod first (default/first)"), "{err}");
     assert!(err.contains("should hold exclusive CPUs"), "{err}");
@@ -95,10 +100,7 @@ async fn a_deleted_cpu_manager_state_is_refused_naming_the_file_the_pod_and_the_
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_deleted_memory_manager_state_is_refused() {
-    let (_dir, err) = restart_after(|config| {
-        std::fs::remove_file(config.layout.state_dir().join("memory_manager_state")).unwrap();
-    })
-    .await;
+    let err = restart_without("memory_manager_state").await;
     assert!(err.contains("memory_manager_state"), "{err}");
     assert!(
         err.contains("container \"c0\" should hold memory [memory=67108864@[0]]")

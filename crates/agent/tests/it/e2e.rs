@@ -13,8 +13,8 @@ use corral_proto::podresources::v1 as pr;
 use corral_proto::podresources::v1::pod_resources_lister_client::PodResourcesListerClient;
 
 use crate::support::{
-    self, FakeServer, Reaped, STATIC_SINGLE_NUMA, WAIT, corral_run, log_file, sigterm, wait_exit,
-    workspace,
+    self, FakeServer, Reaped, STATIC_SINGLE_NUMA, WAIT, checkpoints, corral_run, log_file,
+    python_pod_resources, sigterm, wait_exit, workspace,
 };
 
 /// A running `corral run`, killed (SIGKILL) and reaped on drop.
@@ -89,28 +89,6 @@ impl Agent {
         sigterm(&self.child.0);
         wait_exit(&mut self.child.0, WAIT).expect("no exit after SIGTERM")
     }
-}
-
-/// The state files' bytes (the checkpoints and every admitted pod's file).
-fn checkpoints(root: &Path) -> BTreeMap<PathBuf, Vec<u8>> {
-    let mut files: Vec<PathBuf> = [
-        "cpu_manager_state",
-        "dra_manager_state",
-        "device-plugins/kubelet_internal_checkpoint",
-    ]
-    .into_iter()
-    .map(|name| root.join(name))
-    .collect();
-    for entry in std::fs::read_dir(root.join("corral/pods")).unwrap() {
-        files.push(entry.unwrap().path());
-    }
-    files
-        .into_iter()
-        .map(|path| {
-            let bytes = std::fs::read(&path).unwrap();
-            (path, bytes)
-        })
-        .collect()
 }
 
 /// container name → (cpuset, exclusive, NUMA affinity, devices) for the pod named `name`.
@@ -291,21 +269,8 @@ async fn pods_admitted_through_the_cli_survive_sigkill_and_podresources_reports_
     assert_eq!(allocatable, ids("1-15"));
 
     // The Python grpcio client, dialing with the raw socket path as :authority.
-    let peer = corral_testkit::PythonPeer::locate().unwrap();
     let socket = agent.pod_resources_socket();
-    let answer = peer
-        .run(&[
-            "podresources",
-            "--socket",
-            socket.to_str().unwrap(),
-            "--authority",
-            "raw",
-            "--pod",
-            "default/guaranteed",
-        ])
-        .await
-        .unwrap();
-    assert_eq!(answer["ok"], true, "{answer}");
+    let answer = python_pod_resources(&socket, &["--authority", "raw"], "default/guaranteed").await;
     let got = &answer["get"]["containers"];
     assert_eq!(got[0]["cpu_ids"], serde_json::json!(ids(app)), "{answer}");
     assert_eq!(answer["pods"].as_array().unwrap().len(), 3);

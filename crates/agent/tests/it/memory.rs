@@ -119,31 +119,8 @@ impl Agent {
         MemoryManagerCheckpoint::decode(&bytes).unwrap()
     }
 
-    /// Every state file's bytes.
     fn checkpoints(&self) -> BTreeMap<PathBuf, Vec<u8>> {
-        let mut files: Vec<PathBuf> = [
-            "cpu_manager_state",
-            "memory_manager_state",
-            "dra_manager_state",
-            "device-plugins/kubelet_internal_checkpoint",
-        ]
-        .iter()
-        .map(|name| self.root.join(name))
-        .collect();
-        // No pod directory before the first admission.
-        files.extend(
-            std::fs::read_dir(self.root.join("corral/pods"))
-                .into_iter()
-                .flatten()
-                .map(|e| e.unwrap().path()),
-        );
-        files
-            .into_iter()
-            .map(|path| {
-                let bytes = std::fs::read(&path).unwrap();
-                (path, bytes)
-            })
-            .collect()
+        support::checkpoints(&self.root)
     }
 }
 
@@ -276,19 +253,8 @@ async fn cpus_devices_and_memory_come_from_one_numa_node() {
         ]
     );
     // The Python grpcio client reads the same.
-    let peer = corral_testkit::PythonPeer::locate().unwrap();
     let socket = agent.root.join("pod-resources/kubelet.sock");
-    let answer = peer
-        .run(&[
-            "podresources",
-            "--socket",
-            socket.to_str().unwrap(),
-            "--pod",
-            "default/pinned",
-        ])
-        .await
-        .unwrap();
-    assert_eq!(answer["ok"], true, "{answer}");
+    let answer = support::python_pod_resources(&socket, &[], "default/pinned").await;
     let got = &answer["get"]["containers"][0]["memory"];
     assert_eq!(got[1]["type"], "memory", "{answer}");
     assert_eq!(got[1]["size"], 2 * GI, "{answer}");

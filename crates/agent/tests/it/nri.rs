@@ -403,13 +403,8 @@ async fn a_guaranteed_containers_memory_nodes_are_its_cpus_node() {
     assert_eq!(mems, &node.to_string());
     // A Burstable container's memory is not pinned.
     let burstable = pod("mb-uid", "/burstable");
-    let created = create(
-        &conn,
-        &burstable,
-        &container(&burstable, "shared-m", 500, 0),
-    )
-    .await
-    .unwrap();
+    let shared = container(&burstable, "shared-m", 500, 0);
+    let created = create(&conn, &burstable, &shared).await.unwrap();
     let adjust = created.adjust.as_ref().unwrap();
     let cpu = adjust.linux.as_ref().unwrap().resources.as_ref().unwrap();
     assert_eq!(cpu.cpu.as_ref().unwrap().mems, "");

@@ -1,6 +1,7 @@
 //! What the agent's integration tests share: the fixture machine, the real `corral` binary,
 //! and child processes that are killed and reaped whatever the test does.
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Output, Stdio};
 use std::time::{Duration, Instant};
@@ -129,4 +130,47 @@ impl FakeServer {
         let _ = self.stop.send(());
         self.task.await.unwrap().unwrap();
     }
+}
+
+/// The bytes of every state file under the agent's `root`: the checkpoints and every
+/// admitted pod's file (none before the first admission).
+pub(crate) fn checkpoints(root: &Path) -> BTreeMap<PathBuf, Vec<u8>> {
+    let mut files: Vec<PathBuf> = [
+        "cpu_manager_state",
+        "memory_manager_state",
+        "dra_manager_state",
+        "device-plugins/kubelet_internal_checkpoint",
+    ]
+    .into_iter()
+    .map(|name| root.join(name))
+    .collect();
+    files.extend(
+        std::fs::read_dir(root.join("corral/pods"))
+            .into_iter()
+            .flatten()
+            .map(|entry| entry.unwrap().path()),
+    );
+    files
+        .into_iter()
+        .map(|path| {
+            let bytes = std::fs::read(&path).unwrap();
+            (path, bytes)
+        })
+        .collect()
+}
+
+/// What the Python grpcio podresources client reads from `socket` (List,
+/// GetAllocatableResources, and Get of `pod`, `namespace/name`), with `flags` (e.g. the
+/// `:authority` it dials with); it must succeed.
+pub(crate) async fn python_pod_resources(
+    socket: &Path,
+    flags: &[&str],
+    pod: &str,
+) -> serde_json::Value {
+    let peer = corral_testkit::PythonPeer::locate().unwrap();
+    let socket = socket.to_str().unwrap();
+    let args = [&["podresources", "--socket", socket, "--pod", pod], flags].concat();
+    let answer = peer.run(&args).await.unwrap();
+    assert_eq!(answer["ok"], true, "{answer}");
+    answer
 }

@@ -11,6 +11,9 @@ use super::config::ConfigError;
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum MemoryManagerError {
+    /// [`MemoryManager::start`](super::MemoryManager::start) was not called (or failed).
+    #[error("the memory manager has not been started")]
+    NotStarted,
     /// The configuration is invalid (upstream `NewManager`'s errors).
     #[error(transparent)]
     Config(#[from] ConfigError),
@@ -71,7 +74,4 @@ pub enum MemoryManagerError {
         #[source]
         source: CheckpointError,
     },
-    /// [`MemoryManager::start`](super::MemoryManager::start) was not called (or failed).
-    #[error("the memory manager has not been started")]
-    NotStarted,
 }

@@ -347,6 +347,9 @@ fn allocatable_blocks(state: &MachineState) -> Vec<Block> {
         .collect()
 }
 
+/// What the topology manager's allocation call answers.
+type Allocated = Result<(), AllocationError>;
+
 /// Hints as the topology manager takes them: `None` for no preference.
 fn provider_hints(hints: Option<crate::hints::MemoryHints>) -> ProviderHints {
     hints.map(|hints| {
@@ -368,14 +371,9 @@ impl HintProvider for MemoryManager {
         provider_hints(inner.policy.as_ref()?.hints_for_pod(pod))
     }
 
-    fn allocate(
-        &self,
-        pod: &Pod,
-        container: &Container,
-        store: &AffinityStore,
-    ) -> Result<(), AllocationError> {
-        let affinity = store.affinity(&pod.uid, &container.name);
+    fn allocate(&self, pod: &Pod, container: &Container, store: &AffinityStore) -> Allocated {
         let mut inner = self.lock();
+        let affinity = store.affinity(&pod.uid, &container.name);
         if !inner.started {
             return Err(AllocationError::unexpected(MemoryManagerError::NotStarted));
         }

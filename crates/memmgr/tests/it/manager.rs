@@ -86,12 +86,20 @@ fn file(dir: &std::path::Path) -> Vec<u8> {
     std::fs::read(dir.join(MEMORY_MANAGER_FILE)).unwrap()
 }
 
+/// A manager of `policy` started in a fresh dir, and the checkpoint its start wrote.
+fn first_start(
+    policy: MemoryPolicy,
+) -> (tempfile::TempDir, MemoryManager, MemoryManagerCheckpoint) {
+    let dir = tempfile::tempdir().unwrap();
+    let manager = started(dir.path(), policy).unwrap();
+    let written = MemoryManagerCheckpoint::decode(&file(dir.path())).unwrap();
+    assert_eq!(written.policy_name, policy.name());
+    (dir, manager, written)
+}
+
 #[test]
 fn the_first_start_writes_the_default_state_and_a_restart_restores_assignments() {
-    let dir = tempfile::tempdir().unwrap();
-    let manager = started(dir.path(), MemoryPolicy::Static).unwrap();
-    let first = MemoryManagerCheckpoint::decode(&file(dir.path())).unwrap();
-    assert_eq!(first.policy_name, "Static");
+    let (dir, manager, first) = first_start(MemoryPolicy::Static);
     let node0 = &first.machine_state.as_ref().unwrap()[&0].as_ref().unwrap();
     let memory = node0.memory_map.as_ref().unwrap()[MEMORY].as_ref().unwrap();
     // 16 GiB less 1 GiB reserved less 1 GiB of huge pages.
@@ -142,10 +150,7 @@ fn the_first_start_writes_the_default_state_and_a_restart_restores_assignments()
 
 #[test]
 fn the_none_policy_writes_an_empty_state_and_gives_no_hints() {
-    let dir = tempfile::tempdir().unwrap();
-    let manager = started(dir.path(), MemoryPolicy::None).unwrap();
-    let written = MemoryManagerCheckpoint::decode(&file(dir.path())).unwrap();
-    assert_eq!(written.policy_name, "None");
+    let (_dir, manager, written) = first_start(MemoryPolicy::None);
     assert_eq!(written.machine_state, Some(BTreeMap::new()));
     let (pod, c) = guaranteed("p", GI, 0);
     assert_eq!(manager.hints_for_container(&pod, &c), None);
