@@ -5,3 +5,4 @@ mod manager;
 mod properties;
 mod restore;
 mod static_policy;
+mod upstream_state_checkpoint;
