@@ -1,7 +1,7 @@
 //! The memory manager's keys: `memoryManagerPolicy`, `reservedMemory`, and what the node
-//! allocatable reservation is built from (`systemReserved` and `kubeReserved` memory and
-//! huge pages, `evictionHard`'s `memory.available`, 100Mi when `evictionHard` is not set,
-//! as the kubelet defaults it). The entries are checked as the kubelet's configuration
+//! allocatable reservation is built from (`systemReserved` and `kubeReserved` memory,
+//! `evictionHard`'s `memory.available`: 100Mi when `evictionHard` is not set, as the kubelet
+//! defaults it, or with `mergeDefaultEvictionSettings` when it does not name the signal). The entries are checked as the kubelet's configuration
 //! validation checks them (`validation_reserved_memory.go`); the sums against the machine
 //! when the memory manager is built.
 
@@ -39,9 +39,9 @@ pub(crate) struct MemorySettings {
     pub(crate) policy: MemoryPolicy,
     /// `reservedMemory`.
     pub(crate) reserved_memory: Vec<MemoryReservation>,
-    /// `systemReserved`'s memory and huge pages.
+    /// `systemReserved`'s memory.
     pub(crate) system_reserved: BTreeMap<String, Quantity>,
-    /// `kubeReserved`'s memory and huge pages.
+    /// `kubeReserved`'s memory.
     pub(crate) kube_reserved: BTreeMap<String, Quantity>,
     /// `evictionHard`'s `memory.available`.
     pub(crate) eviction_memory: Option<EvictionThreshold>,
@@ -130,35 +130,45 @@ impl ConfigSource {
                 limits,
             });
         }
+        // As the kubelet's `parseResourceList`: huge pages cannot be reserved this way
+        // (so any `reservedMemory` huge pages fail the node allocatable check, as upstream).
         let mut reserved = |key: &str, map: Option<&BTreeMap<String, String>>| {
             let mut out = BTreeMap::new();
             for (resource, text) in map.into_iter().flatten() {
-                if !is_memory_resource(resource) {
+                let key = format!("{key}.{resource}");
+                if resource.starts_with("hugepages-") {
+                    let why = format!(
+                        "cpu, memory, ephemeral-storage or pid (cannot reserve {resource:?} resource)"
+                    );
+                    errors.push(&key, text, &why);
+                    continue;
+                }
+                if resource != "memory" {
                     continue;
                 }
                 match Quantity::parse(text) {
                     Ok(q) if !q.is_negative() => {
                         out.insert(resource.clone(), q);
                     }
-                    Ok(_) => errors.push(
-                        &format!("{key}.{resource}"),
-                        text,
-                        "a quantity of 0 or more, like \"1Gi\"",
-                    ),
-                    Err(err) => errors.push(
-                        &format!("{key}.{resource}"),
-                        text,
-                        &format!("a quantity like \"1Gi\" ({err})"),
-                    ),
+                    Ok(_) => errors.push(&key, text, "a quantity of 0 or more, like \"1Gi\""),
+                    Err(err) => {
+                        errors.push(&key, text, &format!("a quantity like \"1Gi\" ({err})"))
+                    }
                 }
             }
             out
         };
         let system_reserved = reserved("systemReserved", self.system_reserved.as_ref());
         let kube_reserved = reserved("kubeReserved", self.kube_reserved.as_ref());
+        // The kubelet's defaults apply when `evictionHard` is not set, or, with
+        // `mergeDefaultEvictionSettings`, to each signal it does not set.
+        let merge = self.merge_default_eviction_settings == Some(true);
         let eviction_text = match &self.eviction_hard {
             None => Some(DEFAULT_MEMORY_AVAILABLE),
-            Some(map) => map.get("memory.available").map(String::as_str),
+            Some(map) => match map.get("memory.available") {
+                Some(text) => Some(text.as_str()),
+                None => merge.then_some(DEFAULT_MEMORY_AVAILABLE),
+            },
         };
         let eviction_memory = eviction_text.and_then(|text| {
             EvictionThreshold::parse(text)
@@ -166,10 +176,11 @@ impl ConfigSource {
                     errors.push(
                         "evictionHard.memory.available",
                         text,
-                        &format!("a quantity like \"100Mi\" or a percentage like \"5%\" ({err})"),
+                        &format!("a quantity above zero like \"100Mi\" or a percentage up to 100 like \"5%\" ({err})"),
                     )
                 })
                 .ok()
+                .flatten()
         });
         MemorySettings {
             policy,

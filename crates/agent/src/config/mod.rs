@@ -41,6 +41,7 @@ pub(crate) struct ConfigSource {
     pub(crate) memory_manager_policy: Option<String>,
     pub(crate) reserved_memory: Option<Vec<ReservedMemoryEntry>>,
     pub(crate) eviction_hard: Option<BTreeMap<String, String>>,
+    pub(crate) merge_default_eviction_settings: Option<bool>,
     // corral's own keys.
     pub(crate) root: Option<PathBuf>,
     pub(crate) kubelet_layout: Option<bool>,
@@ -103,6 +104,7 @@ impl ConfigSource {
             memory_manager_policy,
             reserved_memory,
             eviction_hard,
+            merge_default_eviction_settings,
             root,
             kubelet_layout,
             host_root,

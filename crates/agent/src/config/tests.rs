@@ -355,6 +355,7 @@ reservedMemory:
     limits: {memory: 1Gi}
   - numaNode: 1
     limits: {memory: 2Gi}
+systemReserved: {hugepages-2Mi: 4Mi}
 evictionHard: {memory.available: "150%"}
 "#,
     );
@@ -368,6 +369,7 @@ evictionHard: {memory.available: "150%"}
             "reservedMemory[1].limits.hugepages-2Mi",
             "reservedMemory[1].limits.memory",
             "reservedMemory[3].limits.memory",
+            "systemReserved.hugepages-2Mi",
             "evictionHard.memory.available",
         ]
     );
@@ -393,10 +395,73 @@ evictionHard: {memory.available: "150%"}
         ),
         "{errors:?}"
     );
-    // Without evictionHard, the kubelet's default memory.available (100Mi) counts.
-    let config = source("memoryManagerPolicy: Static\n").validate().unwrap();
-    assert!(matches!(
-        config.memory_manager.eviction_memory,
-        Some(corral_memmgr::EvictionThreshold::Quantity(ref q)) if q.as_str() == "100Mi"
-    ));
+    assert!(
+        errors[6]
+            .1
+            .contains("cannot reserve \"hugepages-2Mi\" resource"),
+        "{errors:?}"
+    );
+    // Without evictionHard, the kubelet's default memory.available (100Mi) counts; a map
+    // without it replaces the defaults unless mergeDefaultEvictionSettings; 0% and 100% set
+    // no threshold.
+    let eviction = |yaml: &str| {
+        let config = source(yaml).validate().unwrap();
+        match config.memory_manager.eviction_memory {
+            Some(corral_memmgr::EvictionThreshold::Quantity(q)) => Some(q.as_str().to_owned()),
+            Some(corral_memmgr::EvictionThreshold::Percentage(p)) => Some(format!("{p}")),
+            None => None,
+        }
+    };
+    assert_eq!(
+        eviction("memoryManagerPolicy: Static\n").as_deref(),
+        Some("100Mi")
+    );
+    assert_eq!(eviction("evictionHard: {nodefs.available: 5%}\n"), None);
+    assert_eq!(
+        eviction("evictionHard: {nodefs.available: 5%}\nmergeDefaultEvictionSettings: true\n")
+            .as_deref(),
+        Some("100Mi")
+    );
+    assert_eq!(eviction("evictionHard: {memory.available: 0%}\n"), None);
+    assert_eq!(
+        eviction("evictionHard: {memory.available: 10%}\n").as_deref(),
+        Some("0.1")
+    );
+}
+
+/// Upstream `TestValidateReservedMemoryConfiguration` (validation_reserved_memory_test.go):
+/// each row's first error, under the entry's key.
+#[test]
+fn upstream_reserved_memory_configuration_rows() {
+    for (reserved_memory, expected) in [
+        ("[]", None),
+        ("[{numaNode: 0, limits: {memory: \"128\"}}]", None),
+        (
+            "[{numaNode: 0, limits: {memory: \"128\"}}, {numaNode: 0, limits: {memory: \"64\"}}]",
+            Some(
+                "invalid configuration: the reserved memory has a duplicate value for NUMA node 0 and resource \"memory\"",
+            ),
+        ),
+        (
+            "[{numaNode: 0, limits: {blabla: \"128\"}}]",
+            Some(
+                "invalid configuration: the limit type \"blabla\" for NUMA node 0 is not supported, only [memory hugepages-<HugePageSize>] is accepted",
+            ),
+        ),
+        (
+            "[{numaNode: 0, limits: {memory: \"0\"}}]",
+            Some(
+                "invalid configuration: reserved memory may not be zero for NUMA node 0 and resource \"memory\"",
+            ),
+        ),
+    ] {
+        let yaml = format!("reservedMemory: {reserved_memory}\n");
+        match expected {
+            None => assert!(source(&yaml).validate().is_ok(), "{yaml}"),
+            Some(text) => {
+                let errors = refused(&yaml);
+                assert!(errors[0].1.contains(text), "{yaml}: {errors:?}");
+            }
+        }
+    }
 }

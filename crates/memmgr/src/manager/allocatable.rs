@@ -22,19 +22,28 @@ pub enum EvictionThreshold {
 
 impl EvictionThreshold {
     /// Upstream `ParseThresholdConfig`'s reading of a value: `"<n>%"` is a percentage
-    /// (parsed as a `float32`, then divided by 100), anything else a quantity.
-    pub fn parse(text: &str) -> Result<EvictionThreshold, QuantityError> {
+    /// (parsed as a `float32`, then divided by 100), anything else a quantity above zero;
+    /// `"0%"` and `"100%"` set no threshold (`None`), as upstream ignores them. Unlike
+    /// upstream (whose check compares the fraction with 100), a percentage above 100 is an
+    /// error.
+    pub fn parse(text: &str) -> Result<Option<EvictionThreshold>, QuantityError> {
+        let invalid = || QuantityError::Format(text.to_owned());
         match text.strip_suffix('%') {
+            Some(_) if text == "0%" || text == "100%" => Ok(None),
             Some(number) => {
-                let value: f32 = number
-                    .parse()
-                    .map_err(|_| QuantityError::Format(text.to_owned()))?;
+                let value: f32 = number.parse().map_err(|_| invalid())?;
                 if !(0.0..=100.0).contains(&value) {
-                    return Err(QuantityError::Format(text.to_owned()));
+                    return Err(invalid());
                 }
-                Ok(EvictionThreshold::Percentage(value / 100.0))
+                Ok(Some(EvictionThreshold::Percentage(value / 100.0)))
             }
-            None => Ok(EvictionThreshold::Quantity(Quantity::parse(text)?)),
+            None => {
+                let quantity = Quantity::parse(text)?;
+                if quantity.is_negative() || quantity.value()? == 0 {
+                    return Err(invalid());
+                }
+                Ok(Some(EvictionThreshold::Quantity(quantity)))
+            }
         }
     }
 
@@ -105,7 +114,7 @@ mod tests {
     fn sums_system_kube_and_eviction_as_upstream_prints_them() {
         let system = quantities(&[("memory", "500Mi"), ("hugepages-2Mi", "4Mi")]);
         let kube = quantities(&[("memory", "400Mi"), ("cpu", "1")]);
-        let eviction = EvictionThreshold::parse("100Mi").unwrap();
+        let eviction = EvictionThreshold::parse("100Mi").unwrap().unwrap();
         let got = node_allocatable_reservation(
             ["memory", "hugepages-2Mi", "hugepages-1Gi", "cpu"],
             &system,
@@ -129,17 +138,31 @@ mod tests {
 
     #[test]
     fn a_percentage_is_of_the_capacity_truncated() {
-        let eviction = EvictionThreshold::parse("10%").unwrap();
-        let got = node_allocatable_reservation(
-            ["memory"],
-            &BTreeMap::new(),
-            &BTreeMap::new(),
-            Some(&eviction),
-            1000,
-        )
-        .unwrap();
-        assert_eq!(got["memory"].value(), 100);
-        assert!(EvictionThreshold::parse("101%").is_err());
-        assert!(EvictionThreshold::parse("x%").is_err());
+        // Upstream's values (float32 percentages): 10% of 10Gi is 1073741840 bytes, 7.5% of
+        // 16Gi 1288490240, 99.9% of 16Gi prints 16760439Ki.
+        for (threshold, capacity, bytes, printed) in [
+            ("10%", 10u64 << 30, 1073741840, "1073741840"),
+            ("5%", 10 << 30, 536870920, "536870920"),
+            ("1%", 1000000007, 9999999, "9999999"),
+            ("7.5%", 16 << 30, 1288490240, "1288490240"),
+            ("99.9%", 16 << 30, 17162689536, "16760439Ki"),
+        ] {
+            let eviction = EvictionThreshold::parse(threshold).unwrap().unwrap();
+            let got = node_allocatable_reservation(
+                ["memory"],
+                &BTreeMap::new(),
+                &BTreeMap::new(),
+                Some(&eviction),
+                capacity,
+            )
+            .unwrap();
+            assert_eq!(got["memory"].value(), bytes, "{threshold}");
+            assert_eq!(got["memory"].to_string(), printed, "{threshold}");
+        }
+        assert_eq!(EvictionThreshold::parse("0%"), Ok(None));
+        assert_eq!(EvictionThreshold::parse("100%"), Ok(None));
+        for bad in ["101%", "x%", "0", "-1Mi", "lots"] {
+            assert!(EvictionThreshold::parse(bad).is_err(), "{bad}");
+        }
     }
 }

@@ -7,7 +7,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use corral_topology::memory::NumaMemory;
-use corral_topology::{Quantity, QuantityError, QuantityFormat, QuantitySum};
+use corral_topology::{Quantity, QuantityError, QuantitySum};
 
 use crate::machine_state::{MEMORY, SystemReserved};
 
@@ -133,14 +133,16 @@ pub(super) fn is_memory_resource(resource: &str) -> bool {
 }
 
 impl MemoryManagerConfig {
-    /// Upstream `getSystemReservedMemory` then `NewPolicyStatic`'s check: the
-    /// reservations, valid against the machine and the node allocatable reservation, per
-    /// node and resource in bytes (every node of `memory` present, maybe empty).
-    pub(crate) fn system_reserved(
+    /// Upstream `getSystemReservedMemory`: the reservations, checked against the machine
+    /// and the node allocatable reservation ([`check_reserved_memory`](Self::check_reserved_memory)),
+    /// per node and resource in bytes (every node of `memory` present, maybe empty). Unlike
+    /// upstream's `AsInt64`, a whole number of bytes written with a fraction or a large unit
+    /// (`1.5Gi`, `1Pi`) converts.
+    pub fn system_reserved(
         &self,
         memory: &BTreeMap<usize, NumaMemory>,
     ) -> Result<SystemReserved, ConfigError> {
-        self.validate(memory)?;
+        self.check_reserved_memory(memory)?;
         let mut reserved: SystemReserved = memory.keys().map(|&n| (n, BTreeMap::new())).collect();
         for entry in &self.reserved_memory {
             for (resource, quantity) in &entry.limits {
@@ -163,36 +165,65 @@ impl MemoryManagerConfig {
                     .insert(resource.clone(), bytes);
             }
         }
-        let memory_total: u64 = reserved
-            .values()
-            .filter_map(|r| r.get(MEMORY))
-            .fold(0, |sum, &b| sum.saturating_add(b));
-        if memory_total == 0 {
-            return Err(ConfigError::NoSystemReserved);
-        }
         Ok(reserved)
     }
 
-    /// Upstream `validateReservedMemory`: every entry names a node of the machine, and per
-    /// type the entries sum to the node allocatable reservation. Types are checked in name
-    /// order (upstream's order is Go map order, so which of several mismatches it reports
-    /// varies).
-    fn validate(&self, memory: &BTreeMap<usize, NumaMemory>) -> Result<(), ConfigError> {
+    /// [`system_reserved`](Self::system_reserved), then `NewPolicyStatic`'s check: some
+    /// `memory` must be reserved for the system.
+    pub(crate) fn static_reserved(
+        &self,
+        memory: &BTreeMap<usize, NumaMemory>,
+    ) -> Result<SystemReserved, ConfigError> {
+        let reserved = self.system_reserved(memory)?;
+        check_system_reserved(&reserved)?;
+        Ok(reserved)
+    }
+}
+
+/// Upstream `NewPolicyStatic`'s check: the reservations keep some `memory` for the system.
+pub fn check_system_reserved(reserved: &SystemReserved) -> Result<(), ConfigError> {
+    let memory_total = reserved
+        .values()
+        .filter_map(|r| r.get(MEMORY))
+        .fold(0u64, |sum, &b| sum.saturating_add(b));
+    if memory_total == 0 {
+        return Err(ConfigError::NoSystemReserved);
+    }
+    Ok(())
+}
+
+impl MemoryManagerConfig {
+    /// Upstream `validateReservedMemory`: every entry names a node of `memory`, and per
+    /// type the entries sum to the node allocatable reservation. A type's sum prints in the
+    /// format of the last entry naming it (upstream adds the running total to each entry's
+    /// quantity). Types are checked in name order (upstream's order is Go map order, so
+    /// which of several mismatches it reports varies).
+    pub fn check_reserved_memory(
+        &self,
+        memory: &BTreeMap<usize, NumaMemory>,
+    ) -> Result<(), ConfigError> {
         let mut totals: BTreeMap<&str, QuantitySum> = BTreeMap::new();
         for entry in &self.reserved_memory {
             if !memory.contains_key(&entry.numa_node) {
                 return Err(ConfigError::UnknownNode(entry.numa_node));
             }
             for (resource, quantity) in &entry.limits {
-                totals
-                    .entry(resource)
-                    .or_insert_with(|| QuantitySum::new(Some(QuantityFormat::DecimalSi)))
-                    .add(quantity)
-                    .map_err(|source| ConfigError::Quantity {
-                        numa_node: entry.numa_node,
-                        resource: resource.clone(),
-                        source,
+                let invalid = |source| ConfigError::Quantity {
+                    numa_node: entry.numa_node,
+                    resource: resource.clone(),
+                    source,
+                };
+                let mut total = QuantitySum::new(None);
+                total.add(quantity).map_err(invalid)?;
+                if let Some(&before) = totals.get(resource.as_str()) {
+                    total.add_sum(before).ok_or_else(|| {
+                        invalid(QuantityError::Overflow {
+                            quantity: quantity.as_str().to_owned(),
+                            unit: "value",
+                        })
                     })?;
+                }
+                totals.insert(resource, total);
             }
         }
         let types: BTreeSet<&str> = totals

@@ -12,7 +12,9 @@ mod config;
 mod error;
 
 pub use allocatable::{EvictionThreshold, node_allocatable_reservation};
-pub use config::{ConfigError, MemoryManagerConfig, MemoryPolicy, MemoryReservation};
+pub use config::{
+    ConfigError, MemoryManagerConfig, MemoryPolicy, MemoryReservation, check_system_reserved,
+};
 pub use error::MemoryManagerError;
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -140,7 +142,7 @@ impl MemoryManager {
         let default = match config.policy {
             MemoryPolicy::None => None,
             MemoryPolicy::Static => {
-                let reserved = config.system_reserved(memory)?;
+                let reserved = config.static_reserved(memory)?;
                 Some(
                     default_machine_state(memory, &reserved)
                         .map_err(MemoryManagerError::MachineState)?,

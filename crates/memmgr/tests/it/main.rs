@@ -5,4 +5,7 @@ mod manager;
 mod properties;
 mod restore;
 mod static_policy;
+mod support;
+mod upstream_memory_manager;
+mod upstream_policy_static;
 mod upstream_state_checkpoint;

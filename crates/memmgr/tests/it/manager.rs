@@ -51,7 +51,9 @@ fn config(policy: MemoryPolicy) -> MemoryManagerConfig {
             [MEMORY, HP2M],
             &reserved([(MEMORY, "1Gi")]),
             &reserved([(MEMORY, "412Mi")]),
-            Some(&corral_memmgr::EvictionThreshold::parse("100Mi").unwrap()),
+            corral_memmgr::EvictionThreshold::parse("100Mi")
+                .unwrap()
+                .as_ref(),
             32 * GI,
         )
         .unwrap(),

@@ -4,79 +4,11 @@
 //! `TestStaticPolicyAllocateWithRestartableInitContainers`), with the expected states as
 //! those tests give them.
 
-use std::collections::BTreeMap;
-
-use corral_memmgr::{
-    AllocateError, MEMORY, MachineState, StaticPolicy, SystemReserved, default_machine_state,
-};
-use corral_topology::memory::{HugePages, NumaMemory};
+use corral_memmgr::{AllocateError, MEMORY, StaticPolicy};
+use corral_topology::ContainerRestartPolicy;
 use corral_topology::topologymanager::TopologyHint;
-use corral_topology::{Container, ContainerRestartPolicy, NumaMask, Pod};
 
-const MI: u64 = 1 << 20;
-const GI: u64 = 1 << 30;
-const HP1G: &str = "hugepages-1Gi";
-
-/// `nodes` NUMA nodes of `memory` bytes each and `pages` 1 GiB pages, nothing reserved.
-fn machine(nodes: usize, memory: u64, pages: u64) -> MachineState {
-    let memory: BTreeMap<usize, NumaMemory> = (0..nodes)
-        .map(|node| {
-            let huge_pages = vec![HugePages {
-                page_size_kib: 1 << 20,
-                count: pages,
-            }];
-            let memory_bytes = memory + pages * GI;
-            (
-                node,
-                NumaMemory {
-                    node,
-                    memory_bytes,
-                    huge_pages,
-                },
-            )
-        })
-        .collect();
-    default_machine_state(&memory, &SystemReserved::new()).unwrap()
-}
-
-/// A Guaranteed container asking `memory` bytes and `huge_pages` bytes of 1 GiB pages.
-fn container(name: &str, memory: u64, huge_pages: u64) -> Container {
-    let mut c = Container::new(name);
-    for list in [&mut c.resources.requests, &mut c.resources.limits] {
-        list.cpu_millis = Some(1000);
-        list.memory_bytes = Some(memory as i64);
-        if huge_pages > 0 {
-            list.extended.insert(HP1G.into(), huge_pages as i64);
-        }
-    }
-    c
-}
-
-fn pod(uid: &str, init: Vec<Container>, app: Vec<Container>) -> Pod {
-    Pod {
-        uid: uid.into(),
-        name: uid.into(),
-        namespace: "default".into(),
-        init_containers: init,
-        containers: app,
-        ..Pod::default()
-    }
-}
-
-fn hint(nodes: &[usize], preferred: bool) -> TopologyHint {
-    TopologyHint {
-        numa_affinity: Some(NumaMask::new(nodes.iter().copied()).unwrap()),
-        preferred,
-    }
-}
-
-fn free(policy: &StaticPolicy, node: usize, resource: &str) -> u64 {
-    policy.machine_state()[&node].memory[resource].free
-}
-
-fn reserved(policy: &StaticPolicy, node: usize, resource: &str) -> u64 {
-    policy.machine_state()[&node].memory[resource].reserved
-}
+use crate::support::{GI, HP1G, MI, container, free, hint, machine, pod, reserved};
 
 /// "should allocate memory from the default NUMA node when no affinity is given": one node
 /// with 1.5 GiB of memory and 1 GiB of huge pages; 1 GiB of each taken, two assignments.
