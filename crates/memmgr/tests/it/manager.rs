@@ -12,7 +12,7 @@ use corral_memmgr::{
     ConfigError, MEMORY, MemoryManager, MemoryManagerConfig, MemoryManagerError, MemoryPolicy,
     MemoryReservation, node_allocatable_reservation,
 };
-use corral_topology::memory::{HugePages, NumaMemory};
+use corral_topology::memory::NumaMemory;
 use corral_topology::topologymanager::TopologyHint;
 use corral_topology::{AffinityStore, Container, HintProvider, NumaMask, Pod};
 
@@ -21,20 +21,7 @@ const HP2M: &str = "hugepages-2Mi";
 
 /// Two NUMA nodes of 16 GiB, 512 pages of 2 MiB each.
 fn machine() -> BTreeMap<usize, NumaMemory> {
-    (0..2)
-        .map(|node| {
-            let pages = HugePages {
-                page_size_kib: 2048,
-                count: 512,
-            };
-            let memory = NumaMemory {
-                node,
-                memory_bytes: 16 * GI,
-                huge_pages: vec![pages],
-            };
-            (node, memory)
-        })
-        .collect()
+    crate::support::numa_memory(2, 16 * GI, 2048, 512)
 }
 
 /// `Static` with 1 GiB kept on node 0 and 512 MiB on node 1 (1536Mi allocatable

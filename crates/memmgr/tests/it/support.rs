@@ -17,25 +17,33 @@ pub(crate) const HP1G: &str = "hugepages-1Gi";
 /// The resource of 2 MiB huge pages.
 pub(crate) const HP2M: &str = "hugepages-2Mi";
 
-/// `nodes` NUMA nodes of `memory` bytes each and `pages` 1 GiB pages, nothing reserved.
-pub(crate) fn machine(nodes: usize, memory: u64, pages: u64) -> MachineState {
-    let memory: BTreeMap<usize, NumaMemory> = (0..nodes)
+/// `nodes` NUMA nodes of `memory_bytes` each (huge pages included), each with `pages`
+/// pages of `page_size_kib`.
+pub(crate) fn numa_memory(
+    nodes: usize,
+    memory_bytes: u64,
+    page_size_kib: u64,
+    pages: u64,
+) -> BTreeMap<usize, NumaMemory> {
+    (0..nodes)
         .map(|node| {
             let huge_pages = vec![HugePages {
-                page_size_kib: 1 << 20,
+                page_size_kib,
                 count: pages,
             }];
-            let memory_bytes = memory + pages * GI;
-            (
+            let memory = NumaMemory {
                 node,
-                NumaMemory {
-                    node,
-                    memory_bytes,
-                    huge_pages,
-                },
-            )
+                memory_bytes,
+                huge_pages,
+            };
+            (node, memory)
         })
-        .collect();
+        .collect()
+}
+
+/// `nodes` NUMA nodes of `memory` bytes each and `pages` 1 GiB pages, nothing reserved.
+pub(crate) fn machine(nodes: usize, memory: u64, pages: u64) -> MachineState {
+    let memory = numa_memory(nodes, memory + pages * GI, 1 << 20, pages);
     default_machine_state(&memory, &SystemReserved::new()).unwrap()
 }
 

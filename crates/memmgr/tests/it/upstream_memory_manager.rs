@@ -10,7 +10,7 @@ use corral_memmgr::{
     ConfigError, MEMORY, MemoryManager, MemoryManagerConfig, MemoryPolicy, MemoryReservation,
     SystemReserved, check_system_reserved,
 };
-use corral_topology::memory::{HugePages, NumaMemory};
+use corral_topology::memory::NumaMemory;
 use corral_topology::{Quantity, QuantitySum};
 
 const HP2M: &str = "hugepages-2Mi";
@@ -20,20 +20,7 @@ const GI: u64 = 1 << 30;
 /// Upstream `returnMachineInfo()`: two nodes of 10Gi with five 1Gi pages each (nodes
 /// without memory, as `TestValidateReservedMemory`'s, check the same).
 fn machine() -> BTreeMap<usize, NumaMemory> {
-    (0..2)
-        .map(|node| {
-            let pages = HugePages {
-                page_size_kib: 1 << 20,
-                count: 5,
-            };
-            let memory = NumaMemory {
-                node,
-                memory_bytes: 10 * GI,
-                huge_pages: vec![pages],
-            };
-            (node, memory)
-        })
-        .collect()
+    crate::support::numa_memory(2, 10 * GI, 1 << 20, 5)
 }
 
 /// A config: `allocatable` (resource, quantity text) as the node allocatable reservation,
