@@ -9,3 +9,4 @@ mod support;
 mod upstream_memory_manager;
 mod upstream_policy_static;
 mod upstream_state_checkpoint;
+mod upstream_v132_files;
