@@ -13,8 +13,18 @@ pub enum Format {
     CpuManagerV2,
     /// CPU manager `cpu_manager_state`, v1 (entries per container id).
     CpuManagerV1,
-    /// Memory manager `memory_manager_state`.
+    /// CPU manager `cpu_manager_state`, v3 (v2 plus pod entries; k8s 1.36 with
+    /// `PodLevelResourceManagers`).
+    CpuManagerV3,
+    /// CPU manager `cpu_manager_state`, v4 (k8s 1.37: the content as a `data` string).
+    CpuManagerV4,
+    /// Memory manager `memory_manager_state`, v1 (the only format before k8s 1.36).
     MemoryManager,
+    /// Memory manager `memory_manager_state`, v2 (v1 plus pod entries; k8s 1.36 with
+    /// `PodLevelResourceManagers`).
+    MemoryManagerV2,
+    /// Memory manager `memory_manager_state`, v3 (k8s 1.37: the content as a `data` string).
+    MemoryManagerV3,
     /// DRA manager `dra_manager_state`, v1.32 format (JSON `Data` string + CRC32).
     DraV132,
     /// DRA manager `dra_manager_state`, v1.26–v1.30 format (`DRAManagerCheckpoint`,
@@ -27,8 +37,13 @@ impl Format {
     pub fn file_name(self) -> &'static str {
         match self {
             Format::DeviceManagerV2 | Format::DeviceManagerV1 => DEVICE_MANAGER_FILE,
-            Format::CpuManagerV2 | Format::CpuManagerV1 => CPU_MANAGER_FILE,
-            Format::MemoryManager => MEMORY_MANAGER_FILE,
+            Format::CpuManagerV1
+            | Format::CpuManagerV2
+            | Format::CpuManagerV3
+            | Format::CpuManagerV4 => CPU_MANAGER_FILE,
+            Format::MemoryManager | Format::MemoryManagerV2 | Format::MemoryManagerV3 => {
+                MEMORY_MANAGER_FILE
+            }
             Format::DraV132 | Format::DraV130 => DRA_MANAGER_FILE,
         }
     }
@@ -40,7 +55,11 @@ impl Format {
             Format::DeviceManagerV1 => "devicemanager_v1",
             Format::CpuManagerV2 => "cpumanager_v2",
             Format::CpuManagerV1 => "cpumanager_v1",
+            Format::CpuManagerV3 => "cpumanager_v3",
+            Format::CpuManagerV4 => "cpumanager_v4",
             Format::MemoryManager => "memorymanager",
+            Format::MemoryManagerV2 => "memorymanager_v2",
+            Format::MemoryManagerV3 => "memorymanager_v3",
             Format::DraV132 => "dra_v132",
             Format::DraV130 => "dra_v130",
         }

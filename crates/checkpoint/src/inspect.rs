@@ -10,11 +10,13 @@ use crate::format::{
 };
 use crate::formats::ChecksumVerification;
 use crate::formats::cpumanager::{CpuManagerCheckpoint, CpuManagerCheckpointV1};
+use crate::formats::cpumanager_pod::{CpuManagerCheckpointV3, CpuManagerCheckpointV4};
 use crate::formats::devicemanager::DeviceManagerCheckpoint;
 use crate::formats::devicemanager_v1::DeviceManagerCheckpointV1;
 use crate::formats::dra::DraManagerCheckpoint;
 use crate::formats::dra_v130::DraManagerCheckpointV130;
 use crate::formats::memorymanager::MemoryManagerCheckpoint;
+use crate::formats::memorymanager_pod::{MemoryManagerCheckpointV2, MemoryManagerCheckpointV3};
 use crate::gojson::{TopLevel, top_level};
 
 /// A verified checkpoint of any known format.
@@ -29,8 +31,16 @@ pub enum CheckpointValue {
     CpuManager(CpuManagerCheckpoint),
     /// `cpu_manager_state` v1.
     CpuManagerV1(CpuManagerCheckpointV1),
-    /// `memory_manager_state`.
+    /// `cpu_manager_state` v3 (k8s 1.36, pod entries).
+    CpuManagerV3(CpuManagerCheckpointV3),
+    /// `cpu_manager_state` v4 (k8s 1.37, `data` string).
+    CpuManagerV4(CpuManagerCheckpointV4),
+    /// `memory_manager_state` v1.
     MemoryManager(MemoryManagerCheckpoint),
+    /// `memory_manager_state` v2 (k8s 1.36, pod entries).
+    MemoryManagerV2(MemoryManagerCheckpointV2),
+    /// `memory_manager_state` v3 (k8s 1.37, `data` string).
+    MemoryManagerV3(MemoryManagerCheckpointV3),
     /// `dra_manager_state`, v1.32 format.
     DraManager(DraManagerCheckpoint),
     /// `dra_manager_state`, v1.26–v1.30 format.
@@ -92,12 +102,32 @@ macro_rules! decoded {
 }
 
 fn read_as(format: Format, bytes: &[u8]) -> Result<Inspected> {
+    if format == Format::MemoryManager {
+        // v1.36's v1 reader, which accepts a recorded 0.
+        let (value, verification) = MemoryManagerCheckpoint::decode_v136(bytes)?;
+        let computed = value.checksum()?;
+        let recorded = match verification {
+            ChecksumVerification::NotRecorded => 0,
+            _ => computed,
+        };
+        return Ok(Inspected {
+            format,
+            checksum: computed,
+            recorded_checksum: recorded,
+            verification,
+            value: CheckpointValue::MemoryManager(value),
+        });
+    }
     let (value, check) = decoded!(format, bytes;
         DeviceManagerV2: DeviceManagerCheckpoint => DeviceManager,
         DeviceManagerV1: DeviceManagerCheckpointV1 => DeviceManagerV1,
         CpuManagerV2: CpuManagerCheckpoint => CpuManager,
         CpuManagerV1: CpuManagerCheckpointV1 => CpuManagerV1,
+        CpuManagerV3: CpuManagerCheckpointV3 => CpuManagerV3,
+        CpuManagerV4: CpuManagerCheckpointV4 => CpuManagerV4,
         MemoryManager: MemoryManagerCheckpoint => MemoryManager,
+        MemoryManagerV2: MemoryManagerCheckpointV2 => MemoryManagerV2,
+        MemoryManagerV3: MemoryManagerCheckpointV3 => MemoryManagerV3,
         DraV132: DraManagerCheckpoint => DraManager,
         DraV130: DraManagerCheckpointV130 => DraManagerV130,
     );
@@ -112,37 +142,79 @@ fn read_as(format: Format, bytes: &[u8]) -> Result<Inspected> {
 
 /// Candidate formats in the order the kubelet tries them, and which one is current (whose
 /// error is reported when all fail).
-fn candidates_for_file(name: &str) -> Option<(&'static [Format], Format)> {
-    match name {
+type Candidates = (&'static [Format], Format);
+
+/// The top-level keys of `bytes` and the JSON kind of each value.
+fn object_keys(bytes: &[u8]) -> Result<Vec<(String, &'static str)>> {
+    match top_level(bytes)? {
+        TopLevel::Object(keys) => Ok(keys),
+        TopLevel::Other(kind) => Err(CheckpointError::UnknownFormat {
+            path: None,
+            why: format!("the document is a JSON {kind}, not an object"),
+        }),
+    }
+}
+
+/// The JSON kind of key `name` (matched as Go does, ignoring case), if present.
+fn kind_of(keys: &[(String, &'static str)], name: &str) -> Option<&'static str> {
+    keys.iter()
+        .find(|(k, _)| k.eq_ignore_ascii_case(name))
+        .map(|(_, kind)| *kind)
+}
+
+/// `cpu_manager_state`, in the order a 1.37 kubelet tries them (v1.36's with
+/// `PodLevelResourceManagers` is the same minus v4, plus v1 last): a file with `data` is
+/// v4 and nothing else.
+fn cpu_candidates(keys: &[(String, &'static str)]) -> Candidates {
+    const ORDER: &[Format] = &[
+        Format::CpuManagerV3,
+        Format::CpuManagerV2,
+        Format::CpuManagerV1,
+    ];
+    if kind_of(keys, "data").is_some() || kind_of(keys, "dataChecksum").is_some() {
+        (&[Format::CpuManagerV4], Format::CpuManagerV4)
+    } else if kind_of(keys, "podEntries").is_some() {
+        (ORDER, Format::CpuManagerV3)
+    } else {
+        (ORDER, Format::CpuManagerV2)
+    }
+}
+
+/// `memory_manager_state`, in the order a 1.37 kubelet tries them: v3 (a file with `data`
+/// is v3 and nothing else), v2, v1.
+fn memory_candidates(keys: &[(String, &'static str)]) -> Candidates {
+    const ORDER: &[Format] = &[Format::MemoryManagerV2, Format::MemoryManager];
+    if kind_of(keys, "data").is_some() || kind_of(keys, "dataChecksum").is_some() {
+        (&[Format::MemoryManagerV3], Format::MemoryManagerV3)
+    } else if kind_of(keys, "podEntries").is_some() {
+        (ORDER, Format::MemoryManagerV2)
+    } else {
+        (ORDER, Format::MemoryManager)
+    }
+}
+
+fn candidates_for_file(name: &str, bytes: &[u8]) -> Result<Option<Candidates>> {
+    Ok(match name {
         DEVICE_MANAGER_FILE => Some((
             &[Format::DeviceManagerV2, Format::DeviceManagerV1],
             Format::DeviceManagerV2,
         )),
-        CPU_MANAGER_FILE => Some((
-            &[Format::CpuManagerV1, Format::CpuManagerV2],
-            Format::CpuManagerV2,
-        )),
-        MEMORY_MANAGER_FILE => Some((&[Format::MemoryManager], Format::MemoryManager)),
+        CPU_MANAGER_FILE => Some(cpu_candidates(&object_keys(bytes)?)),
+        MEMORY_MANAGER_FILE => Some(memory_candidates(&object_keys(bytes)?)),
         DRA_MANAGER_FILE => Some((&[Format::DraV132, Format::DraV130], Format::DraV132)),
         _ => None,
-    }
+    })
 }
 
-fn candidates_from_content(bytes: &[u8]) -> Result<(&'static [Format], Format)> {
-    let keys = match top_level(bytes)? {
-        TopLevel::Object(keys) => keys,
-        TopLevel::Other(kind) => {
-            return Err(CheckpointError::UnknownFormat {
-                path: None,
-                why: format!("the document is a JSON {kind}, not an object"),
-            });
-        }
-    };
-    let has = |name: &str| {
-        keys.iter()
-            .find(|(k, _)| k.eq_ignore_ascii_case(name))
-            .map(|(_, kind)| *kind)
-    };
+fn candidates_from_content(bytes: &[u8]) -> Result<Candidates> {
+    let keys = object_keys(bytes)?;
+    let has = |name: &str| kind_of(&keys, name);
+    if has("machineState").is_some() {
+        return Ok(memory_candidates(&keys));
+    }
+    if has("policyName").is_some() || has("defaultCpuSet").is_some() {
+        return Ok(cpu_candidates(&keys));
+    }
     if let Some(kind) = has("Data") {
         return Ok(if kind == "string" {
             (&[Format::DraV132], Format::DraV132)
@@ -152,15 +224,6 @@ fn candidates_from_content(bytes: &[u8]) -> Result<(&'static [Format], Format)> 
                 Format::DeviceManagerV2,
             )
         });
-    }
-    if has("machineState").is_some() {
-        return Ok((&[Format::MemoryManager], Format::MemoryManager));
-    }
-    if has("policyName").is_some() || has("defaultCpuSet").is_some() {
-        return Ok((
-            &[Format::CpuManagerV1, Format::CpuManagerV2],
-            Format::CpuManagerV2,
-        ));
     }
     if has("version").is_some() || has("entries").is_some() {
         return Ok((&[Format::DraV130], Format::DraV130));
@@ -177,17 +240,20 @@ fn candidates_from_content(bytes: &[u8]) -> Result<(&'static [Format], Format)> 
 /// Detects the format of `bytes`, verifies it and decodes it.
 ///
 /// With `file_name` (a path or a bare name) the kubelet's file name decides the candidate
-/// formats, tried in the kubelet's order (`cpu_manager_state`: v1 then v2, as
-/// `restoreState`; `kubelet_internal_checkpoint`: current then pre-1.20;
+/// formats, tried in the kubelet's order (`cpu_manager_state`: v4 alone when the file has
+/// `data`, else v3, v2, v1; `memory_manager_state`: v3 alone when the file has `data`, else
+/// v2, v1 — as a v1.37 kubelet, or a v1.36 one with `PodLevelResourceManagers`, restores
+/// them; `kubelet_internal_checkpoint`: current then pre-1.20;
 /// `dra_manager_state`: v1.32 then v1.30). Without one, the top-level keys decide (bytes
 /// that do not parse report why, as [`CheckpointError::Syntax`] or
 /// [`CheckpointError::TooDeep`]). When no
 /// candidate verifies, the current format's error is returned, unless only an older
 /// format got as far as a checksum mismatch.
 pub fn inspect(bytes: &[u8], file_name: Option<&str>) -> Result<Inspected> {
-    let by_name = file_name
-        .and_then(|name| Path::new(name).file_name().and_then(|n| n.to_str()))
-        .and_then(candidates_for_file);
+    let by_name = match file_name.and_then(|name| Path::new(name).file_name()?.to_str()) {
+        Some(name) => candidates_for_file(name, bytes).map_err(|err| with_name(err, file_name))?,
+        None => None,
+    };
     let (candidates, current) = match by_name {
         Some(found) => found,
         None => candidates_from_content(bytes)?,
@@ -211,11 +277,14 @@ pub fn inspect(bytes: &[u8], file_name: Option<&str>) -> Result<Inspected> {
             .or_else(|| errors.iter().position(|(f, _)| *f == current))
     };
     let index = pick.unwrap_or(0);
-    let err = errors.swap_remove(index).1;
-    Err(match file_name {
+    Err(with_name(errors.swap_remove(index).1, file_name))
+}
+
+fn with_name(err: CheckpointError, file_name: Option<&str>) -> CheckpointError {
+    match file_name {
         Some(name) => err.with_path(Path::new(name)),
         None => err,
-    })
+    }
 }
 
 #[cfg(test)]

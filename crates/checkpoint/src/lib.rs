@@ -92,8 +92,9 @@ pub use error::{CheckpointError, Result};
 pub use format::{
     CPU_MANAGER_FILE, DEVICE_MANAGER_FILE, DRA_MANAGER_FILE, Format, MEMORY_MANAGER_FILE,
 };
-pub use formats::cpumanager::{
-    CpuManagerCheckpoint, CpuManagerCheckpointV1, CpuManagerState, restore_cpu_manager_state,
+pub use formats::cpumanager::{CpuEntries, CpuManagerCheckpoint, CpuManagerCheckpointV1};
+pub use formats::cpumanager_pod::{
+    CpuManagerCheckpointV3, CpuManagerCheckpointV4, PodCpuEntries, PodCpuEntry,
 };
 pub use formats::devicemanager::{DeviceManagerCheckpoint, DevicesPerNuma, PodDevicesEntry};
 pub use formats::devicemanager_v1::{DeviceManagerCheckpointV1, PodDevicesEntryV1};
@@ -102,6 +103,13 @@ pub use formats::dra::{
 };
 pub use formats::dra_v130::{ClaimInfoStateV130, DraManagerCheckpointV130, ResourceHandle};
 pub use formats::memorymanager::{Block, MemoryManagerCheckpoint, MemoryTable, NumaNodeState};
+pub use formats::memorymanager_pod::{
+    MemoryManagerCheckpointV2, MemoryManagerCheckpointV3, PodMemoryEntries, PodMemoryEntry,
+};
+pub use formats::restore::{
+    CpuManagerState, MemoryManagerState, RestoreOrder, restore_cpu_manager_state,
+    restore_cpu_manager_state_as, restore_memory_manager_state,
+};
 pub use formats::{Checkpoint, ChecksumVerification};
 pub use gotype::{GoField, GoStruct, GoType, IntWidth};
 pub use hash::{crc32_ieee, fnv32a};

@@ -19,7 +19,7 @@ use serde::{Deserialize, Serialize};
 
 use super::{
     Checkpoint, ChecksumAt, ChecksumCheck, from_go_json, impl_checkpoint, marshal_file, read_file,
-    verify_unless_zero,
+    verify, verify_unless_zero,
 };
 use crate::checksum::kubelet_checksum;
 use crate::error::{CheckpointError, Result};
@@ -60,20 +60,28 @@ pub struct CpuManagerCheckpointV1 {
     pub entries: Option<BTreeMap<String, String>>,
 }
 
-static V2: GoType = GoType::Struct(&GoStruct {
-    name: "state.CPUManagerCheckpoint",
-    fields: &[
-        GoField::tagged("PolicyName", "policyName", &STRING),
-        GoField::tagged("DefaultCPUSet", "defaultCpuSet", &STRING),
-        GoField::omitempty(
-            "Entries",
-            "entries",
-            &GoType::Map(&STRING, &MAP_STRING_STRING),
-        ),
-        GoField::tagged("Checksum", "checksum", &CHECKSUM),
-    ],
-});
+/// The v2 struct under the Go type name `name`.
+macro_rules! v2_struct {
+    ($name:literal) => {
+        GoType::Struct(&GoStruct {
+            name: $name,
+            fields: &[
+                GoField::tagged("PolicyName", "policyName", &STRING),
+                GoField::tagged("DefaultCPUSet", "defaultCpuSet", &STRING),
+                GoField::omitempty(
+                    "Entries",
+                    "entries",
+                    &GoType::Map(&STRING, &MAP_STRING_STRING),
+                ),
+                GoField::tagged("Checksum", "checksum", &CHECKSUM),
+            ],
+        })
+    };
+}
+
+static V2: GoType = v2_struct!("state.CPUManagerCheckpoint");
 static V2_PTR: GoType = GoType::Ptr(&V2);
+static V2_NAMED_V2_PTR: GoType = GoType::Ptr(&v2_struct!("state.CPUManagerCheckpointV2"));
 
 pub(crate) static V1: GoType = GoType::Struct(&GoStruct {
     name: "state.CPUManagerCheckpointV1",
@@ -106,6 +114,7 @@ fn decode_checked<T: Checkpoint + DeserializeOwned>(
     bytes: &[u8],
     ty: &'static GoType,
     checksum: fn(&T) -> Result<u64>,
+    also_accepted: Option<fn(&T) -> Result<u64>>,
 ) -> Result<(T, ChecksumCheck)> {
     let initial = GoValue::Struct(vec![
         GoValue::Str(String::new()),
@@ -114,7 +123,14 @@ fn decode_checked<T: Checkpoint + DeserializeOwned>(
         GoValue::Uint(0),
     ]);
     let (value, recorded) = read_file(bytes, ty, initial, T::FORMAT, ty, ChecksumAt::Field(3))?;
-    let check = verify_unless_zero(T::FORMAT, recorded, checksum(&value)?)?;
+    let computed = checksum(&value)?;
+    if let Some(also) = also_accepted
+        && recorded != computed
+        && recorded == also(&value)?
+    {
+        return verify(T::FORMAT, recorded, recorded).map(|check| (value, check));
+    }
+    let check = verify_unless_zero(T::FORMAT, recorded, computed)?;
     Ok((value, check))
 }
 
@@ -143,9 +159,16 @@ impl CpuManagerCheckpoint {
         from_go_json(bytes, &V2, Self::FORMAT)
     }
 
-    /// Decodes and verifies (a recorded 0 is accepted unchecked).
+    /// The checksum of the dump under the type name `CPUManagerCheckpointV2`, which
+    /// v1.36's v2 reader accepts too (with `PodLevelResourceManagers` off).
+    fn checksum_v2_name(&self) -> Result<u64> {
+        kubelet_checksum(&self.wire(0), &V2_NAMED_V2_PTR)
+    }
+
+    /// Decodes and verifies as v1.36's v2 reader: a recorded 0 is accepted unchecked, and
+    /// the dump may name the type `CPUManagerCheckpoint` or `CPUManagerCheckpointV2`.
     pub(crate) fn decode_checked(bytes: &[u8]) -> Result<(Self, ChecksumCheck)> {
-        decode_checked(bytes, &V2, Self::checksum)
+        decode_checked(bytes, &V2, Self::checksum, Some(Self::checksum_v2_name))
     }
 }
 
@@ -202,7 +225,7 @@ impl CpuManagerCheckpointV1 {
 
     /// Decodes and verifies (a recorded 0 is accepted unchecked).
     pub(crate) fn decode_checked(bytes: &[u8]) -> Result<(Self, ChecksumCheck)> {
-        decode_checked(bytes, &V1, Self::checksum)
+        decode_checked(bytes, &V1, Self::checksum, None)
     }
 
     /// Migrates to v2 as upstream's `migrateV1CheckpointToV2Checkpoint`: each container id
@@ -243,24 +266,6 @@ impl_checkpoint!(
     /// Reads as `GetCheckpoint(…, newCPUManagerCheckpointV1())`; 0 is accepted.
     decode
 );
-
-/// What `restoreState` ends up with: it tries v1 first, then v2.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum CpuManagerState {
-    /// The file read as v1 (it still needs [`CpuManagerCheckpointV1::to_current`]).
-    V1(CpuManagerCheckpointV1),
-    /// The file read as v2.
-    V2(CpuManagerCheckpoint),
-}
-
-/// Reads `cpu_manager_state` as the kubelet's `restoreState` does: v1 if it decodes and
-/// verifies as v1, else v2; when both fail, the v2 error is returned (as upstream).
-pub fn restore_cpu_manager_state(bytes: &[u8]) -> Result<CpuManagerState> {
-    if let Ok(v1) = CpuManagerCheckpointV1::decode(bytes) {
-        return Ok(CpuManagerState::V1(v1));
-    }
-    CpuManagerCheckpoint::decode(bytes).map(CpuManagerState::V2)
-}
 
 #[cfg(test)]
 mod tests {

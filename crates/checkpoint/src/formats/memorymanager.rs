@@ -11,9 +11,10 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
+use super::ChecksumVerification;
 use super::{
     Checkpoint, ChecksumAt, ChecksumCheck, from_go_json, go_struct, impl_checkpoint, marshal_file,
-    read_file, verify,
+    read_file, verify, verify_unless_zero,
 };
 use crate::checksum::kubelet_checksum;
 use crate::error::Result;
@@ -56,7 +57,7 @@ go_struct! {
 go_struct! {
     /// A memory block assigned to a container (`state.Block`).
     #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-    pub struct Block in static BLOCK = "state.Block" {
+    pub struct Block in pub(crate) static BLOCK = "state.Block" {
         /// NUMA nodes of the block.
         pub numa_affinity: Option<Vec<i64>> => "numaAffinity" as "NUMAAffinity" = &INT_SLICE,
         /// Resource name (`v1.ResourceName`).
@@ -87,27 +88,36 @@ pub struct MemoryManagerCheckpoint {
     pub entries: Option<ContainerMemoryAssignments>,
 }
 
-static RESOURCE_NAME: GoType = GoType::Named("v1.ResourceName", &STRING);
+pub(crate) static RESOURCE_NAME: GoType = GoType::Named("v1.ResourceName", &STRING);
 
-static NUMA_NODE_MAP: GoType = GoType::Named(
+pub(crate) static NUMA_NODE_MAP: GoType = GoType::Named(
     "state.NUMANodeMap",
     &GoType::Map(&INT, &GoType::Ptr(&NUMA_NODE_STATE)),
 );
 
-static ASSIGNMENTS: GoType = GoType::Named(
+pub(crate) static ASSIGNMENTS: GoType = GoType::Named(
     "state.ContainerMemoryAssignments",
     &GoType::Map(&STRING, &GoType::Map(&STRING, &GoType::Slice(&BLOCK))),
 );
 
-static CHECKPOINT: GoType = GoType::Struct(&GoStruct {
-    name: "state.MemoryManagerCheckpoint",
-    fields: &[
-        GoField::tagged("PolicyName", "policyName", &STRING),
-        GoField::tagged("MachineState", "machineState", &NUMA_NODE_MAP),
-        GoField::omitempty("Entries", "entries", &ASSIGNMENTS),
-        GoField::tagged("Checksum", "checksum", &CHECKSUM),
-    ],
-});
+/// The v1 struct under the Go type name `name`.
+macro_rules! v1_struct {
+    ($name:literal) => {
+        GoType::Struct(&GoStruct {
+            name: $name,
+            fields: &[
+                GoField::tagged("PolicyName", "policyName", &STRING),
+                GoField::tagged("MachineState", "machineState", &NUMA_NODE_MAP),
+                GoField::omitempty("Entries", "entries", &ASSIGNMENTS),
+                GoField::tagged("Checksum", "checksum", &CHECKSUM),
+            ],
+        })
+    };
+}
+
+static CHECKPOINT: GoType = v1_struct!("state.MemoryManagerCheckpoint");
+/// The name v1.36 gives v1 (`MemoryManagerCheckpointV1`), whose dump its reader accepts too.
+static CHECKPOINT_V1_PTR: GoType = GoType::Ptr(&v1_struct!("state.MemoryManagerCheckpointV1"));
 static CHECKPOINT_PTR: GoType = GoType::Ptr(&CHECKPOINT);
 
 #[derive(Serialize)]
@@ -147,8 +157,32 @@ impl MemoryManagerCheckpoint {
         from_go_json(bytes, &CHECKPOINT, Self::FORMAT)
     }
 
-    /// Decodes and verifies.
+    /// Decodes and verifies as v1.32 does: the recorded checksum must be this value's.
     pub(crate) fn decode_checked(bytes: &[u8]) -> Result<(Self, ChecksumCheck)> {
+        let (value, recorded) = Self::read(bytes)?;
+        let check = verify(Self::FORMAT, recorded, value.checksum()?)?;
+        Ok((value, check))
+    }
+
+    /// Decodes and verifies as v1.36's v1 reader (`MemoryManagerCheckpointV1`): a recorded
+    /// 0 is accepted unchecked, and so is the checksum of the dump under the type name
+    /// `MemoryManagerCheckpointV1` (what v1.36 builds before PR #137751 wrote).
+    pub fn decode_v136(bytes: &[u8]) -> Result<(Self, ChecksumVerification)> {
+        let (value, recorded) = Self::read(bytes)?;
+        let computed = value.checksum()?;
+        if recorded != computed
+            && recorded != 0
+            && recorded != kubelet_checksum(&value.wire(0), &CHECKPOINT_V1_PTR)?
+        {
+            verify(Self::FORMAT, recorded, computed)?;
+        }
+        let check = verify_unless_zero(Self::FORMAT, recorded, recorded)?;
+        Ok((value, check.verification))
+    }
+
+    /// The file as `NewMemoryManagerCheckpoint()` filled by `json.Unmarshal`, and the
+    /// checksum it records.
+    fn read(bytes: &[u8]) -> Result<(Self, u64)> {
         // NewMemoryManagerCheckpoint: empty (non-nil) Entries and MachineState.
         let initial = GoValue::Struct(vec![
             GoValue::Str(String::new()),
@@ -156,16 +190,14 @@ impl MemoryManagerCheckpoint {
             GoValue::empty(&ASSIGNMENTS),
             GoValue::Uint(0),
         ]);
-        let (value, recorded): (Self, _) = read_file(
+        read_file(
             bytes,
             &CHECKPOINT,
             initial,
             Self::FORMAT,
             &CHECKPOINT,
             ChecksumAt::Field(3),
-        )?;
-        let check = verify(Self::FORMAT, recorded, value.checksum()?)?;
-        Ok((value, check))
+        )
     }
 }
 

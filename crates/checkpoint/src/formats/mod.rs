@@ -5,11 +5,15 @@
 //! pointer is an `Option` here: `None` is nil, `Some(empty)` is empty.
 
 pub mod cpumanager;
+pub mod cpumanager_pod;
 pub mod devicemanager;
 pub mod devicemanager_v1;
 pub mod dra;
 pub mod dra_v130;
+pub(crate) mod go_cpuset;
 pub mod memorymanager;
+pub mod memorymanager_pod;
+pub mod restore;
 pub(crate) mod string_set;
 
 use serde::Serialize;

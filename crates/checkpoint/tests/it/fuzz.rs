@@ -1,5 +1,6 @@
 //! Fuzzing every reader of untrusted bytes in this crate: the Go JSON parser and decoder
-//! (through every format's `decode` and `from_go_json`), `restore_cpu_manager_state`,
+//! (through every format's `decode` and `from_go_json`), the restore functions in every
+//! release's order,
 //! `DraManagerCheckpointFile::decode` and `inspect`, with and without a file name.
 //!
 //! Inputs are arbitrary bytes, generated JSON documents built from the formats' own field
@@ -29,6 +30,11 @@ use corral_checkpoint::{
     DraManagerCheckpointV130, DriverState, MEMORY_MANAGER_FILE, MemoryManagerCheckpoint,
     PodDevicesEntry, PodDevicesEntryV1, ResourceHandle, crc32_ieee, inspect,
     restore_cpu_manager_state,
+};
+use corral_checkpoint::{
+    CpuManagerCheckpointV3, CpuManagerCheckpointV4, MemoryManagerCheckpointV2,
+    MemoryManagerCheckpointV3, PodCpuEntry, PodMemoryEntry, RestoreOrder,
+    restore_cpu_manager_state_as, restore_memory_manager_state,
 };
 use proptest::prelude::*;
 use proptest::sample::Index;
@@ -131,7 +137,23 @@ fn cpu_seeds() -> Vec<Vec<u8>> {
             ("containerid-2".into(), ODD_TEXT.into()),
         ])),
     };
+    let v3 = CpuManagerCheckpointV3 {
+        policy_name: v2.policy_name.clone(),
+        default_cpu_set: v2.default_cpu_set.clone(),
+        entries: v2.entries.clone(),
+        pod_entries: Some(BTreeMap::from([
+            (
+                "pod-a".into(),
+                PodCpuEntry {
+                    cpu_set: "2-3,8,10-11".into(),
+                },
+            ),
+            (ODD_TEXT.into(), PodCpuEntry::default()),
+        ])),
+    };
     vec![
+        v3.encode().expect("cpu v3"),
+        CpuManagerCheckpointV4(v3).encode().expect("cpu v4"),
         v2.encode().expect("cpu v2"),
         zero_checksum(&v2.encode().expect("cpu v2")),
         v1.encode().expect("cpu v1"),
@@ -188,7 +210,24 @@ fn memory_seeds() -> Vec<Vec<u8>> {
         machine_state: Some(BTreeMap::new()),
         entries: Some(BTreeMap::new()),
     };
+    let v2 = MemoryManagerCheckpointV2 {
+        policy_name: cp.policy_name.clone(),
+        machine_state: cp.machine_state.clone(),
+        entries: cp.entries.clone(),
+        pod_entries: Some(BTreeMap::from([(
+            "pod".into(),
+            PodMemoryEntry {
+                memory_blocks: Some(vec![Block {
+                    numa_affinity: Some(vec![0, 1]),
+                    resource: "memory".into(),
+                    size: 1_073_741_824,
+                }]),
+            },
+        )])),
+    };
     vec![
+        v2.encode().expect("memory v2"),
+        MemoryManagerCheckpointV3(v2).encode().expect("memory v3"),
         cp.encode().expect("memory"),
         empty.encode().expect("memory empty"),
     ]
@@ -568,10 +607,25 @@ fn read_device(bytes: &[u8]) -> Result<(), TestCaseError> {
     inspects(bytes, &[Some(DEVICE_MANAGER_FILE), None])
 }
 
+/// The kubelet releases' restore orders.
+const ORDERS: [RestoreOrder; 5] = [
+    RestoreOrder::V132,
+    RestoreOrder::V136,
+    RestoreOrder::V136PodLevel,
+    RestoreOrder::V137,
+    RestoreOrder::Any,
+];
+
 fn read_cpu(bytes: &[u8]) -> Result<(), TestCaseError> {
     rewrites(CpuManagerCheckpoint::decode(bytes))?;
     rewrites(CpuManagerCheckpointV1::decode(bytes))?;
+    rewrites(CpuManagerCheckpointV3::decode(bytes))?;
+    rewrites(CpuManagerCheckpointV4::decode(bytes))?;
     prints(&restore_cpu_manager_state(bytes));
+    for order in ORDERS {
+        prints(&restore_cpu_manager_state_as(bytes, order));
+    }
+    prints(&CpuManagerCheckpointV3::from_go_json(bytes));
     prints(&CpuManagerCheckpoint::from_go_json(bytes));
     prints(&CpuManagerCheckpointV1::from_go_json(bytes));
     inspects(bytes, &[Some(CPU_MANAGER_FILE), None])
@@ -579,6 +633,13 @@ fn read_cpu(bytes: &[u8]) -> Result<(), TestCaseError> {
 
 fn read_memory(bytes: &[u8]) -> Result<(), TestCaseError> {
     rewrites(MemoryManagerCheckpoint::decode(bytes))?;
+    rewrites(MemoryManagerCheckpointV2::decode(bytes))?;
+    rewrites(MemoryManagerCheckpointV3::decode(bytes))?;
+    prints(&MemoryManagerCheckpoint::decode_v136(bytes));
+    for order in ORDERS {
+        prints(&restore_memory_manager_state(bytes, order));
+    }
+    prints(&MemoryManagerCheckpointV2::from_go_json(bytes));
     prints(&MemoryManagerCheckpoint::from_go_json(bytes));
     inspects(bytes, &[Some(MEMORY_MANAGER_FILE), None])
 }
@@ -612,7 +673,11 @@ fn read_as_every_format(bytes: &[u8]) -> Result<(), TestCaseError> {
     rewrites(DeviceManagerCheckpointV1::decode(bytes))?;
     rewrites(CpuManagerCheckpoint::decode(bytes))?;
     rewrites(CpuManagerCheckpointV1::decode(bytes))?;
+    rewrites(CpuManagerCheckpointV3::decode(bytes))?;
+    rewrites(CpuManagerCheckpointV4::decode(bytes))?;
     rewrites(MemoryManagerCheckpoint::decode(bytes))?;
+    rewrites(MemoryManagerCheckpointV2::decode(bytes))?;
+    rewrites(MemoryManagerCheckpointV3::decode(bytes))?;
     rewrites(DraManagerCheckpointV130::decode(bytes))?;
     rewrites(DraManagerCheckpoint::decode(bytes))?;
     inspects(bytes, &[None])
@@ -632,7 +697,7 @@ const FIELD_NAMES: &[&str] = &[
     "PodUIDs", "ResourceHandles", "CDIDevices", "driverName", "data", "structuredData", "kind",
     "apiVersion", "ClaimInfoStateList", "DriverState", "Devices", "PoolName", "DeviceName",
     "RequestNames", "CDIDeviceIDs", "POLICYNAME", "checkSUM", "DATA", "\u{212a}ind", "0", "-1",
-    "1", "memory", "x",
+    "1", "memory", "x", "podEntries", "cpuSet", "memoryBlocks", "dataChecksum", "DataChecksum",
 ];
 
 fn quoted(s: &str) -> String {

@@ -7,10 +7,12 @@
 //! (mutated files) get the same reader checks.
 
 use corral_checkpoint::{
-    Checkpoint, CheckpointError, CpuManagerCheckpoint, CpuManagerCheckpointV1, CpuManagerState,
-    DeviceManagerCheckpoint, DeviceManagerCheckpointV1, DraManagerCheckpoint,
-    DraManagerCheckpointFile, DraManagerCheckpointV130, MemoryManagerCheckpoint, fnv32a,
-    restore_cpu_manager_state,
+    Checkpoint, CheckpointError, CpuManagerCheckpoint, CpuManagerCheckpointV1,
+    CpuManagerCheckpointV3, CpuManagerCheckpointV4, DeviceManagerCheckpoint,
+    DeviceManagerCheckpointV1, DraManagerCheckpoint, DraManagerCheckpointFile,
+    DraManagerCheckpointV130, MemoryManagerCheckpoint, MemoryManagerCheckpointV2,
+    MemoryManagerCheckpointV3, RestoreOrder, fnv32a, restore_cpu_manager_state,
+    restore_cpu_manager_state_as, restore_memory_manager_state,
 };
 use serde_json::Value;
 
@@ -56,52 +58,38 @@ struct Written {
     read_back_matches: Option<bool>,
 }
 
+/// Whether reading `file` back gives `input` (the same value).
 fn same<T: PartialEq>(decoded: Result<T, CheckpointError>, input: &T) -> Option<bool> {
     decoded.ok().map(|d| &d == input)
 }
 
+/// Writes `input` as the format type `$ty` (its `from_go_json`, `encode`, `checksum`,
+/// `hash_input` and `decode`).
+macro_rules! written {
+    ($ty:ty, $input:expr) => {{
+        let v = <$ty>::from_go_json($input).map_err(err)?;
+        let file = v.encode().map_err(err)?;
+        Written {
+            checksum: u64::from(v.checksum().map_err(err)?),
+            hash_input: v.hash_input().map_err(err)?,
+            // The same value, or one that hashes the same: Go's reader turns an omitted nil
+            // map into its constructor's empty one, which a `data` checksum does not see.
+            read_back_matches: <$ty>::decode(&file)
+                .ok()
+                .map(|back| back == v || back.hash_input().ok() == v.hash_input().ok()),
+            file,
+        }
+    }};
+}
+
 fn write(format: &str, input: &[u8]) -> Result<Written, String> {
     Ok(match format {
-        "devicemanager_v2" => {
-            let v = DeviceManagerCheckpoint::from_go_json(input).map_err(err)?;
-            let file = v.encode().map_err(err)?;
-            Written {
-                checksum: v.checksum().map_err(err)?,
-                hash_input: v.hash_input().map_err(err)?,
-                read_back_matches: same(DeviceManagerCheckpoint::decode(&file), &v),
-                file,
-            }
-        }
-        "devicemanager_v1" => {
-            let v = DeviceManagerCheckpointV1::from_go_json(input).map_err(err)?;
-            let file = v.encode().map_err(err)?;
-            Written {
-                checksum: v.checksum().map_err(err)?,
-                hash_input: v.hash_input().map_err(err)?,
-                read_back_matches: same(DeviceManagerCheckpointV1::decode(&file), &v),
-                file,
-            }
-        }
-        "cpumanager_v2" => {
-            let v = CpuManagerCheckpoint::from_go_json(input).map_err(err)?;
-            let file = v.encode().map_err(err)?;
-            Written {
-                checksum: v.checksum().map_err(err)?,
-                hash_input: v.hash_input().map_err(err)?,
-                read_back_matches: same(CpuManagerCheckpoint::decode(&file), &v),
-                file,
-            }
-        }
-        "cpumanager_v1_legacy" => {
-            let v = CpuManagerCheckpointV1::from_go_json(input).map_err(err)?;
-            let file = v.encode().map_err(err)?;
-            Written {
-                checksum: v.checksum().map_err(err)?,
-                hash_input: v.hash_input().map_err(err)?,
-                read_back_matches: same(CpuManagerCheckpointV1::decode(&file), &v),
-                file,
-            }
-        }
+        "devicemanager_v2" => written!(DeviceManagerCheckpoint, input),
+        "devicemanager_v1" => written!(DeviceManagerCheckpointV1, input),
+        "cpumanager_v2" => written!(CpuManagerCheckpoint, input),
+        "cpumanager_v3" => written!(CpuManagerCheckpointV3, input),
+        "cpumanager_v4" => written!(CpuManagerCheckpointV4, input),
+        "cpumanager_v1_legacy" => written!(CpuManagerCheckpointV1, input),
         "cpumanager_v1_marshal" => {
             let v = CpuManagerCheckpointV1::from_go_json(input).map_err(err)?;
             let hash_input = v.v132_marshal_hash_input().map_err(err)?;
@@ -113,26 +101,10 @@ fn write(format: &str, input: &[u8]) -> Result<Written, String> {
                 file,
             }
         }
-        "memorymanager" => {
-            let v = MemoryManagerCheckpoint::from_go_json(input).map_err(err)?;
-            let file = v.encode().map_err(err)?;
-            Written {
-                checksum: v.checksum().map_err(err)?,
-                hash_input: v.hash_input().map_err(err)?,
-                read_back_matches: same(MemoryManagerCheckpoint::decode(&file), &v),
-                file,
-            }
-        }
-        "dra_v130" => {
-            let v = DraManagerCheckpointV130::from_go_json(input).map_err(err)?;
-            let file = v.encode().map_err(err)?;
-            Written {
-                checksum: v.checksum().map_err(err)?,
-                hash_input: v.hash_input().map_err(err)?,
-                read_back_matches: same(DraManagerCheckpointV130::decode(&file), &v),
-                file,
-            }
-        }
+        "memorymanager" => written!(MemoryManagerCheckpoint, input),
+        "memorymanager_v2" => written!(MemoryManagerCheckpointV2, input),
+        "memorymanager_v3" => written!(MemoryManagerCheckpointV3, input),
+        "dra_v130" => written!(DraManagerCheckpointV130, input),
         "dra_v130_without_resource_handles" => {
             let v = DraManagerCheckpointV130::from_go_json(input).map_err(err)?;
             let hash_input = v.hash_input_without_resource_handles().map_err(err)?;
@@ -144,16 +116,7 @@ fn write(format: &str, input: &[u8]) -> Result<Written, String> {
                 file,
             }
         }
-        "dra_v132" => {
-            let v = DraManagerCheckpoint::from_go_json(input).map_err(err)?;
-            let file = v.encode().map_err(err)?;
-            Written {
-                checksum: v.checksum().map_err(err)?.into(),
-                hash_input: v.hash_input().map_err(err)?,
-                read_back_matches: same(DraManagerCheckpoint::decode(&file), &v),
-                file,
-            }
-        }
+        "dra_v132" => written!(DraManagerCheckpoint, input),
         other => return Err(format!("unknown checkpoint format {other:?}")),
     })
 }
@@ -163,7 +126,11 @@ fn own_reader(format: &str) -> &'static str {
     match format {
         "devicemanager_v2" | "cpumanager_v2" => "as_v2",
         "devicemanager_v1" | "cpumanager_v1_legacy" | "cpumanager_v1_marshal" => "as_v1",
+        "cpumanager_v3" => "as_v3",
+        "cpumanager_v4" => "as_v4",
         "memorymanager" => "as_memory_manager",
+        "memorymanager_v2" => "as_memory_manager_v2",
+        "memorymanager_v3" => "as_memory_manager_v3",
         "dra_v132" => "as_dra_v132",
         _ => "as_dra_v130",
     }
@@ -249,7 +216,12 @@ fn read(reader: &str, family: &str, bytes: &[u8]) -> Result<Result<(), Checkpoin
         ("as_v2", "devicemanager") => DeviceManagerCheckpoint::decode(bytes).map(drop),
         ("as_v1", "cpumanager") => CpuManagerCheckpointV1::decode(bytes).map(drop),
         ("as_v2", "cpumanager") => CpuManagerCheckpoint::decode(bytes).map(drop),
+        ("as_v3", "cpumanager") => CpuManagerCheckpointV3::decode(bytes).map(drop),
+        ("as_v4", "cpumanager") => CpuManagerCheckpointV4::decode(bytes).map(drop),
         ("as_memory_manager", _) => MemoryManagerCheckpoint::decode(bytes).map(drop),
+        ("as_memory_manager_v1", _) => MemoryManagerCheckpoint::decode_v136(bytes).map(drop),
+        ("as_memory_manager_v2", _) => MemoryManagerCheckpointV2::decode(bytes).map(drop),
+        ("as_memory_manager_v3", _) => MemoryManagerCheckpointV3::decode(bytes).map(drop),
         ("as_dra_v130", _) => DraManagerCheckpointV130::decode(bytes).map(drop),
         ("as_dra_v132", _) => DraManagerCheckpointFile::decode(bytes).map(drop),
         _ => return Err(format!("unknown reader {reader} for {family}")),
@@ -295,16 +267,30 @@ fn check_reader(reader: &str, family: &str, bytes: &[u8], verdict: &Value) -> Re
     }
 }
 
-fn check_restore(bytes: &[u8], want: &str) -> Result<(), String> {
-    let got = match restore_cpu_manager_state(bytes) {
-        Ok(CpuManagerState::V1(_)) => "v1",
-        Ok(CpuManagerState::V2(_)) => "v2",
-        Err(_) => "error",
+/// `restore_state_accepts_as` (k8s 1.32), `restore_v136`, `restore_v136_pod_level` and
+/// `restore_v137`: the version a kubelet's `restoreState` ends up reading the file as.
+fn check_restore(family: &str, reader: &str, bytes: &[u8], want: &str) -> Result<(), String> {
+    let order = match reader {
+        "restore_state_accepts_as" => RestoreOrder::V132,
+        "restore_v136" => RestoreOrder::V136,
+        "restore_v136_pod_level" => RestoreOrder::V136PodLevel,
+        _ => RestoreOrder::V137,
     };
+    let got = if family == "cpumanager" {
+        let restored = if order == RestoreOrder::V132 {
+            restore_cpu_manager_state(bytes)
+        } else {
+            restore_cpu_manager_state_as(bytes, order)
+        };
+        restored.map(|state| state.version())
+    } else {
+        restore_memory_manager_state(bytes, order).map(|state| state.version())
+    };
+    let got = got.unwrap_or("error");
     if got == want {
         Ok(())
     } else {
-        Err(format!("restoreState: expected {want}, got {got}"))
+        Err(format!("{reader}: expected {want}, got {got}"))
     }
 }
 
@@ -341,6 +327,8 @@ fn check_verdicts(case: &Value, name: &str, out: &mut SuiteOutcome) {
         "devicemanager"
     } else if format.starts_with("cpumanager") {
         "cpumanager"
+    } else if format.starts_with("memorymanager") {
+        "memorymanager"
     } else {
         format
     };
@@ -355,8 +343,11 @@ fn check_verdicts(case: &Value, name: &str, out: &mut SuiteOutcome) {
     };
     for (reader, verdict) in verdicts {
         let result = match reader.as_str() {
-            "restore_state_accepts_as" => {
-                check_restore(bytes, verdict.as_str().unwrap_or_default())
+            "restore_state_accepts_as"
+            | "restore_v136"
+            | "restore_v136_pod_level"
+            | "restore_v137" => {
+                check_restore(family, reader, bytes, verdict.as_str().unwrap_or_default())
             }
             "decoded_claim_info_state_list" => continue,
             "get_claim_info_state_list_error" => {

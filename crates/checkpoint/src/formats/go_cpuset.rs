@@ -1,0 +1,142 @@
+//! `k8s.io/utils/cpuset` as the v1.36 checkpoints store it: a pod entry's `CPUSet` is
+//! written as its list string (`0-3,8`) and hashed as the Go struct
+//! `cpuset.CPUSet{elems: map[int]struct{}}`.
+//!
+//! corral-checkpoint depends on no other corral crate, so this is its own small parser:
+//! `cpuset.Parse` exactly (`strconv.Atoi` bounds, `a-b` ranges, `start > end` refused), and
+//! `CPUSet.String` exactly. One deliberate difference: Go would allocate whatever a range
+//! spans (`0-9999999999` exhausts memory); here a set larger than [`MAX_ELEMENTS`] is an
+//! error.
+
+use std::collections::BTreeSet;
+
+use serde::ser::{SerializeMap, SerializeStruct};
+use serde::{Serialize, Serializer};
+
+use crate::gotype::{EMPTY_STRUCT, GoField, GoStruct, GoType, INT};
+
+/// The most CPUs a checkpointed cpuset may hold (a million: far beyond any machine).
+pub(crate) const MAX_ELEMENTS: usize = 1 << 20;
+
+/// `cpuset.CPUSet` as go-spew sees it (its one unexported field).
+pub(crate) static CPUSET: GoType = GoType::Struct(&GoStruct {
+    name: "cpuset.CPUSet",
+    fields: &[GoField::plain("elems", &GoType::Map(&INT, &EMPTY_STRUCT))],
+});
+
+/// Parses a Linux CPU list as `cpuset.Parse` does; the error says why, as Go's would.
+pub(crate) fn parse(text: &str) -> Result<BTreeSet<i64>, String> {
+    let mut set = BTreeSet::new();
+    if text.is_empty() {
+        return Ok(set);
+    }
+    for range in text.split(',') {
+        let (start, end) = match range.split_once('-') {
+            None => {
+                let id = atoi(range)?;
+                (id, id)
+            }
+            Some((start, end)) => {
+                let (start, end) = (atoi(start)?, atoi(end)?);
+                if start > end {
+                    return Err(format!("invalid range {range:?} ({start} > {end})"));
+                }
+                (start, end)
+            }
+        };
+        let span = end.abs_diff(start).saturating_add(1);
+        if usize::try_from(span).map_or(true, |n| n > MAX_ELEMENTS - set.len().min(MAX_ELEMENTS)) {
+            return Err(format!(
+                "range {range:?} makes the set larger than {MAX_ELEMENTS} CPUs"
+            ));
+        }
+        set.extend(start..=end);
+    }
+    Ok(set)
+}
+
+/// `strconv.Atoi` (decimal, optional sign, 64-bit), with its error text.
+fn atoi(text: &str) -> Result<i64, String> {
+    let digits = text.strip_prefix(['+', '-']).unwrap_or(text);
+    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return Err(format!("strconv.Atoi: parsing {text:?}: invalid syntax"));
+    }
+    text.parse()
+        .map_err(|_| format!("strconv.Atoi: parsing {text:?}: value out of range"))
+}
+
+/// `CPUSet.String()`: ascending, runs of consecutive ids as `a-b`.
+pub(crate) fn format(set: &BTreeSet<i64>) -> String {
+    let mut out = String::new();
+    let mut ids = set.iter().copied().peekable();
+    while let Some(start) = ids.next() {
+        let mut end = start;
+        while ids.peek() == Some(&(end + 1)) {
+            end += 1;
+            ids.next();
+        }
+        if !out.is_empty() {
+            out.push(',');
+        }
+        if start == end {
+            out.push_str(&start.to_string());
+        } else {
+            out.push_str(&format!("{start}-{end}"));
+        }
+    }
+    out
+}
+
+/// Go's `struct{}` value.
+struct Empty;
+
+impl Serialize for Empty {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_struct("Empty", 0)?.end()
+    }
+}
+
+/// The hash view of a set: `cpuset.CPUSet{elems: …}` (type [`CPUSET`]).
+pub(crate) struct HashedCpuSet<'a>(pub(crate) &'a BTreeSet<i64>);
+
+struct Elems<'a>(&'a BTreeSet<i64>);
+
+impl Serialize for Elems<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let mut map = serializer.serialize_map(Some(self.0.len()))?;
+        for id in self.0 {
+            map.serialize_entry(id, &Empty)?;
+        }
+        map.end()
+    }
+}
+
+impl Serialize for HashedCpuSet<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let mut s = serializer.serialize_struct("CPUSet", 1)?;
+        s.serialize_field("elems", &Elems(self.0))?;
+        s.end()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parse_and_format_as_go() {
+        for (text, canonical) in [
+            ("", ""),
+            ("0", "0"),
+            ("1,2", "1-2"),
+            ("5-7,0,3-3", "0,3,5-7"),
+            ("+2,007", "2,7"),
+        ] {
+            assert_eq!(format(&parse(text).unwrap()), canonical, "{text}");
+        }
+        for bad in ["a", "-1", "3-1", "1-", ",", "1,,2", " 1", "0-99999999999"] {
+            assert!(parse(bad).is_err(), "{bad}");
+        }
+        assert_eq!(parse("3-1").unwrap_err(), "invalid range \"3-1\" (3 > 1)");
+    }
+}
