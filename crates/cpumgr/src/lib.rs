@@ -92,6 +92,6 @@ pub use runtime::{
     ReconcileReport, ReconciledContainer, RuntimeError,
 };
 pub use state::{
-    CheckpointBackend, ContainerCpuAssignments, CpuState, MemoryBackend, RestoreError, Restored,
-    StateBackend, StateIoError, restore,
+    CheckpointBackend, ContainerCpuAssignments, CpuState, CpuStateFile, CpuStateFileVersion,
+    MemoryBackend, RestoreError, Restored, StateBackend, StateIoError, restore, restore_writing,
 };

@@ -32,7 +32,7 @@ use crate::container_map::ContainerMap;
 use crate::index::TopologyIndex;
 use crate::policy::{NonePolicy, Policy, StaticPolicy, ValidationError, guaranteed_cpus};
 use crate::runtime::{ContainerRuntime, PodSource};
-use crate::state::{CpuState, StateBackend, restore};
+use crate::state::{CpuState, CpuStateFileVersion, StateBackend, restore_writing};
 
 /// Whether starting validates the restored state with the policy (upstream `Start`).
 enum Validation {
@@ -57,6 +57,8 @@ struct Inner {
     edges: Option<Edges>,
     /// The pod source's generation and the pending pod of the last stale-state sweep.
     last_sweep: Option<(u64, Option<String>)>,
+    /// The `cpu_manager_state` version written.
+    file_version: CpuStateFileVersion,
 }
 
 impl Inner {
@@ -68,8 +70,8 @@ impl Inner {
         let Some(edges) = self.edges.as_mut() else {
             return Ok(());
         };
-        let checkpoint = self.state.to_checkpoint(self.policy.name());
-        if let Err(e) = edges.backend.store(&checkpoint) {
+        let file = self.state.to_file(self.policy.name(), self.file_version);
+        if let Err(e) = edges.backend.store(&file) {
             self.state = before;
             return Err(CpuManagerError::Persist(e));
         }
@@ -196,8 +198,16 @@ impl CpuManager {
                 allocatable: CpuSet::new(),
                 edges: None,
                 last_sweep: None,
+                file_version: CpuStateFileVersion::default(),
             }),
         }
+    }
+
+    /// Write `cpu_manager_state` in `version` from now on (v2 by default; v3 is what a
+    /// v1.36 kubelet with `PodLevelResourceManagers` on writes). Every version is read.
+    pub fn with_state_file_version(self, version: CpuStateFileVersion) -> CpuManager {
+        self.lock().file_version = version;
+        self
     }
 
     fn lock(&self) -> MutexGuard<'_, Inner> {
@@ -218,11 +228,17 @@ impl CpuManager {
         let mut inner = self.lock();
         let name = inner.policy.name();
         let file = backend.location();
-        let restored = restore(backend.as_mut(), name, &|id| {
-            initial_containers
-                .container_ref(id)
-                .map(|(p, c)| (p.to_owned(), c.to_owned()))
-        })
+        let version = inner.file_version;
+        let restored = restore_writing(
+            backend.as_mut(),
+            name,
+            &|id| {
+                initial_containers
+                    .container_ref(id)
+                    .map(|(p, c)| (p.to_owned(), c.to_owned()))
+            },
+            version,
+        )
         .map_err(|e| CpuManagerError::Restore(Box::new(e)))?;
         let mut state = restored.state.clone();
         let validated = match self.start_validation {

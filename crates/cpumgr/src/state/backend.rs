@@ -7,7 +7,36 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use corral_checkpoint::{
     CPU_MANAGER_FILE, Checkpoint, CheckpointError, CheckpointStore, CpuManagerCheckpoint,
+    CpuManagerCheckpointV3,
 };
+
+/// A `cpu_manager_state` to write, in the version the configuration asks for: v2 while
+/// `PodLevelResourceManagers` is off (what every kubelet up to 1.36 reads), v3 while it is
+/// on (as a v1.36 kubelet with the gate on writes).
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum CpuStateFile {
+    /// v2.
+    V2(CpuManagerCheckpoint),
+    /// v3 (pod entries).
+    V3(CpuManagerCheckpointV3),
+}
+
+impl CpuStateFile {
+    /// The file's bytes.
+    pub fn encode(&self) -> Result<Vec<u8>, CheckpointError> {
+        match self {
+            CpuStateFile::V2(v2) => v2.encode(),
+            CpuStateFile::V3(v3) => v3.encode(),
+        }
+    }
+}
+
+impl From<CpuManagerCheckpoint> for CpuStateFile {
+    fn from(v2: CpuManagerCheckpoint) -> Self {
+        CpuStateFile::V2(v2)
+    }
+}
 
 /// Why the state could not be read or written.
 #[derive(Debug, thiserror::Error)]
@@ -25,7 +54,7 @@ pub trait StateBackend: Send {
     /// The stored checkpoint bytes, `None` when nothing is stored yet.
     fn load(&mut self) -> Result<Option<Vec<u8>>, StateIoError>;
     /// Replace the stored checkpoint.
-    fn store(&mut self, checkpoint: &CpuManagerCheckpoint) -> Result<(), StateIoError>;
+    fn store(&mut self, checkpoint: &CpuStateFile) -> Result<(), StateIoError>;
     /// Where the state lives, for messages (a file path).
     fn location(&self) -> String;
 }
@@ -69,13 +98,15 @@ impl StateBackend for CheckpointBackend {
         }
     }
 
-    fn store(&mut self, checkpoint: &CpuManagerCheckpoint) -> Result<(), StateIoError> {
-        self.store
-            .create(&self.key, checkpoint)
-            .map_err(|source| StateIoError {
-                location: self.location(),
-                source,
-            })
+    fn store(&mut self, checkpoint: &CpuStateFile) -> Result<(), StateIoError> {
+        let written = match checkpoint {
+            CpuStateFile::V2(v2) => self.store.create(&self.key, v2),
+            CpuStateFile::V3(v3) => self.store.create(&self.key, v3),
+        };
+        written.map_err(|source| StateIoError {
+            location: self.location(),
+            source,
+        })
     }
 
     fn location(&self) -> String {
@@ -117,7 +148,7 @@ impl StateBackend for MemoryBackend {
         Ok(self.bytes())
     }
 
-    fn store(&mut self, checkpoint: &CpuManagerCheckpoint) -> Result<(), StateIoError> {
+    fn store(&mut self, checkpoint: &CpuStateFile) -> Result<(), StateIoError> {
         let bytes = checkpoint.encode().map_err(|source| StateIoError {
             location: self.location(),
             source,

@@ -2,7 +2,21 @@
 
 use std::collections::BTreeMap;
 
-use corral_checkpoint::CpuManagerCheckpoint;
+use corral_checkpoint::{CpuManagerCheckpoint, CpuManagerCheckpointV3};
+
+use super::backend::CpuStateFile;
+
+/// Which `cpu_manager_state` version to write: the configuration decides (v3 while
+/// `PodLevelResourceManagers` is on, as upstream).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum CpuStateFileVersion {
+    /// v2 (every kubelet up to 1.36 with the gate off).
+    #[default]
+    V2,
+    /// v3 (1.36 with `PodLevelResourceManagers` on).
+    V3,
+}
 use corral_topology::CpuSet;
 
 /// Exclusive assignments: pod UID → container name → CPUs (upstream
@@ -103,7 +117,23 @@ impl CpuState {
         out
     }
 
-    /// The checkpoint a kubelet writes for this state (upstream `storeState`).
+    /// The file a kubelet writes for this state in `version` (upstream `storeState`,
+    /// `storeStateV2` / `storeStateV3`). corral assigns no pod-level CPUs, so a v3 file's
+    /// pod entries are empty.
+    pub fn to_file(&self, policy_name: &str, version: CpuStateFileVersion) -> CpuStateFile {
+        let v2 = self.to_checkpoint(policy_name);
+        match version {
+            CpuStateFileVersion::V2 => CpuStateFile::V2(v2),
+            CpuStateFileVersion::V3 => CpuStateFile::V3(CpuManagerCheckpointV3 {
+                policy_name: v2.policy_name,
+                default_cpu_set: v2.default_cpu_set,
+                entries: v2.entries,
+                pod_entries: Some(Default::default()),
+            }),
+        }
+    }
+
+    /// The v2 checkpoint a kubelet writes for this state (upstream `storeStateV2`).
     pub fn to_checkpoint(&self, policy_name: &str) -> CpuManagerCheckpoint {
         let entries = self
             .assignments

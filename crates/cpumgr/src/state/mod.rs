@@ -6,6 +6,6 @@ mod backend;
 mod memory;
 mod restore;
 
-pub use backend::{CheckpointBackend, MemoryBackend, StateBackend, StateIoError};
-pub use memory::{ContainerCpuAssignments, CpuState};
-pub use restore::{RestoreError, Restored, restore};
+pub use backend::{CheckpointBackend, CpuStateFile, MemoryBackend, StateBackend, StateIoError};
+pub use memory::{ContainerCpuAssignments, CpuState, CpuStateFileVersion};
+pub use restore::{RestoreError, Restored, restore, restore_writing};

@@ -1,15 +1,20 @@
-//! [`restore`]: read the persisted state back as upstream's `restoreState` does (v1 first,
-//! then v2, v1 entries migrated through the runtime's container list), with one deliberate
-//! difference: a checkpoint written by the `none` policy, restored by the `static` policy,
+//! [`restore`]: read the persisted state back as upstream's `restoreState` does — every
+//! version a kubelet up to 1.37 writes, newest first (v4, v3, v2, then v1 with its entries
+//! migrated through the runtime's container list) — with two deliberate differences.
+//! A v3/v4 file's pod-level assignments (which corral does not make) stop the start
+//! instead of being dropped. And a checkpoint written by the `none` policy, restored by the `static` policy,
 //! is migrated (it can hold no exclusive assignment) instead of refusing to start — upstream
 //! makes people delete `cpu_manager_state` by hand for that. Every other failure names the
 //! file and the exact remedy.
 
-use corral_checkpoint::{CpuManagerCheckpoint, CpuManagerState, restore_cpu_manager_state};
+use corral_checkpoint::{
+    CpuManagerCheckpoint, CpuManagerCheckpointV3, CpuManagerState, RestoreOrder,
+    restore_cpu_manager_state_as,
+};
 use corral_topology::{CpuSet, CpuSetParseError};
 
 use super::backend::{StateBackend, StateIoError};
-use super::memory::{ContainerCpuAssignments, CpuState};
+use super::memory::{ContainerCpuAssignments, CpuState, CpuStateFileVersion};
 
 /// What [`restore`] found.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -93,6 +98,17 @@ pub enum RestoreError {
         #[source]
         source: Box<CpuSetParseError>,
     },
+    /// A v3 or v4 checkpoint holds pod-level CPU assignments (KEP-5526), which corral does
+    /// not make: restoring without them would hand those CPUs to other pods.
+    #[error(
+        "could not restore CPU manager state from {file}: it holds pod-level CPU assignments for pods {pods:?} (PodLevelResourceManagers), which corral does not implement; drain this node, delete {file} and restart"
+    )]
+    PodLevelAssignments {
+        /// The checkpoint file.
+        file: String,
+        /// Pods with pod-level assignments.
+        pods: Vec<String>,
+    },
     /// The fresh or migrated state could not be written.
     #[error(
         "could not write the initial CPU manager state to {file}; check that the state directory is writable and has space, then restart"
@@ -129,6 +145,16 @@ pub fn restore(
     policy_name: &str,
     container_ref: &dyn Fn(&str) -> Option<(String, String)>,
 ) -> Result<Restored, RestoreError> {
+    restore_writing(backend, policy_name, container_ref, CpuStateFileVersion::V2)
+}
+
+/// [`restore`], writing a fresh or migrated file in `version`.
+pub fn restore_writing(
+    backend: &mut dyn StateBackend,
+    policy_name: &str,
+    container_ref: &dyn Fn(&str) -> Option<(String, String)>,
+    version: CpuStateFileVersion,
+) -> Result<Restored, RestoreError> {
     let file = backend.location();
     let Some(bytes) = backend.load().map_err(|source| RestoreError::Read {
         file: file.clone(),
@@ -136,15 +162,17 @@ pub fn restore(
     })?
     else {
         let state = CpuState::default();
-        write(backend, &state, policy_name, &file)?;
+        write(backend, &state, policy_name, version, &file)?;
         return Ok(Restored {
             state,
             fresh: true,
             migrated_from: None,
         });
     };
-    let checkpoint = match restore_cpu_manager_state(&bytes) {
+    let checkpoint = match restore_cpu_manager_state_as(&bytes, RestoreOrder::Any) {
         Ok(CpuManagerState::V2(v2)) => v2,
+        Ok(CpuManagerState::V3(v3)) => without_pod_entries(v3, &file)?,
+        Ok(CpuManagerState::V4(v4)) => without_pod_entries(v4.0, &file)?,
         Ok(CpuManagerState::V1(v1)) => v1.to_current(container_ref).map_err(|_| {
             let container_id = v1
                 .entries
@@ -159,6 +187,19 @@ pub fn restore(
                 container_id,
             }
         })?,
+        Ok(other) => {
+            // A version this corral does not know yet.
+            return Err(RestoreError::Read {
+                file: file.clone(),
+                source: Box::new(StateIoError {
+                    location: file,
+                    source: corral_checkpoint::CheckpointError::UnknownFormat {
+                        path: None,
+                        why: format!("cpu_manager_state {} is not supported", other.version()),
+                    },
+                }),
+            });
+        }
         Err(e) => {
             return Err(RestoreError::Read {
                 file: file.clone(),
@@ -177,7 +218,7 @@ pub fn restore(
             .all(|(_, containers)| containers.as_ref().is_none_or(|c| c.is_empty()));
         if checkpoint.policy_name == "none" && policy_name == "static" && no_entries {
             let state = CpuState::default();
-            write(backend, &state, policy_name, &file)?;
+            write(backend, &state, policy_name, version, &file)?;
             return Ok(Restored {
                 state,
                 fresh: false,
@@ -198,14 +239,40 @@ pub fn restore(
     })
 }
 
+/// The v2 content of a v3 (or v4) checkpoint, which must hold no pod-level assignment.
+fn without_pod_entries(
+    v3: CpuManagerCheckpointV3,
+    file: &str,
+) -> Result<CpuManagerCheckpoint, RestoreError> {
+    let pods: Vec<String> = v3
+        .pod_entries
+        .iter()
+        .flatten()
+        .filter(|(_, entry)| !entry.cpu_set.is_empty())
+        .map(|(pod, _)| pod.clone())
+        .collect();
+    if !pods.is_empty() {
+        return Err(RestoreError::PodLevelAssignments {
+            file: file.to_owned(),
+            pods,
+        });
+    }
+    Ok(CpuManagerCheckpoint {
+        policy_name: v3.policy_name,
+        default_cpu_set: v3.default_cpu_set,
+        entries: v3.entries,
+    })
+}
+
 fn write(
     backend: &mut dyn StateBackend,
     state: &CpuState,
     policy_name: &str,
+    version: CpuStateFileVersion,
     file: &str,
 ) -> Result<(), RestoreError> {
     backend
-        .store(&state.to_checkpoint(policy_name))
+        .store(&state.to_file(policy_name, version))
         .map_err(|source| RestoreError::Write {
             file: file.to_owned(),
             source: Box::new(source),

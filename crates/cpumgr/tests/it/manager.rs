@@ -227,7 +227,7 @@ fn invalid_state_refuses_to_start_with_remedy() {
     state.set_default_cpu_set("0-3".parse().unwrap()); // CPUs 4-7 vanished
     let backend = MemoryBackend::new();
     let mut b: Box<dyn corral_cpumgr::StateBackend> = Box::new(backend.clone());
-    b.store(&state.to_checkpoint("static")).unwrap();
+    b.store(&state.to_checkpoint("static").into()).unwrap();
     let err = error_chain(&start(&static_config(), b, ContainerMap::new()).unwrap_err());
     assert!(err.contains("doesn't match with CPUs in state"), "{err}");
     assert!(err.contains("the node's CPUs changed"), "{err}");
@@ -239,7 +239,7 @@ fn invalid_state_refuses_to_start_with_remedy() {
     state.set_cpu_set("a", "c", "1-2".parse().unwrap());
     state.set_cpu_set("b", "c", "2".parse().unwrap());
     let mut b: Box<dyn corral_cpumgr::StateBackend> = Box::new(MemoryBackend::new());
-    b.store(&state.to_checkpoint("static")).unwrap();
+    b.store(&state.to_checkpoint("static").into()).unwrap();
     let err = error_chain(&start(&static_config(), b, ContainerMap::new()).unwrap_err());
     assert!(
         err.contains("CPU 2 is assigned exclusively to both"),
@@ -667,7 +667,7 @@ fn errors_print_their_source_once() {
     let mut state = corral_cpumgr::CpuState::default();
     state.set_default_cpu_set("0-3".parse().unwrap()); // CPUs 4-7 vanished
     let mut b: Box<dyn corral_cpumgr::StateBackend> = Box::new(MemoryBackend::new());
-    b.store(&state.to_checkpoint("static")).unwrap();
+    b.store(&state.to_checkpoint("static").into()).unwrap();
     assert_no_repeated_source(&start(&static_config(), b, ContainerMap::new()).unwrap_err());
 
     let damaged = MemoryBackend::with_bytes(b"{\"policyName\": ".to_vec());

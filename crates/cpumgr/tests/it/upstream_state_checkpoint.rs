@@ -112,7 +112,7 @@ fn checkpoint_state_store() {
         let (_dir, store) = store_with("");
         let mut cs1 = CheckpointBackend::new(store.clone());
         restore(&mut cs1, "none", &|_| None).unwrap();
-        cs1.store(&want.to_checkpoint("none")).unwrap();
+        cs1.store(&want.to_checkpoint("none").into()).unwrap();
         let mut cs2 = CheckpointBackend::new(store);
         let restored = restore(&mut cs2, "none", &|_| None).unwrap();
         assert_eq!(restored.state, want, "{description}");
@@ -139,7 +139,7 @@ fn checkpoint_state_helpers() {
         st.set_default_cpu_set(set("0-8"));
         for (container, cpus) in containers {
             st.set_cpu_set("pod", container, set(cpus));
-            backend.store(&st.to_checkpoint("none")).unwrap();
+            backend.store(&st.to_checkpoint("none").into()).unwrap();
             let back = restore(&mut backend, "none", &|_| None).unwrap().state;
             assert_eq!(
                 back.cpu_set("pod", container),
@@ -147,7 +147,7 @@ fn checkpoint_state_helpers() {
                 "{description}"
             );
             st.delete("pod", container);
-            backend.store(&st.to_checkpoint("none")).unwrap();
+            backend.store(&st.to_checkpoint("none").into()).unwrap();
             let back = restore(&mut backend, "none", &|_| None).unwrap().state;
             assert_eq!(back.cpu_set("pod", container), None, "{description}");
         }
@@ -167,7 +167,7 @@ fn checkpoint_state_clear() {
             .clone(),
     );
     st.clear();
-    backend.store(&st.to_checkpoint("none")).unwrap();
+    backend.store(&st.to_checkpoint("none").into()).unwrap();
     let back = restore(&mut backend, "none", &|_| None).unwrap().state;
     assert!(back.default_cpu_set().is_empty());
     assert_eq!(back.cpu_set("pod", "container1"), None);
@@ -206,7 +206,7 @@ fn state_compatibility_round_trip() {
     );
     let (_dir, store) = store_with("");
     let mut backend = CheckpointBackend::new(store.clone());
-    backend.store(&want.to_checkpoint("none")).unwrap();
+    backend.store(&want.to_checkpoint("none").into()).unwrap();
     let bytes = store.read_bytes(CPU_MANAGER_FILE).unwrap();
     let text = String::from_utf8(bytes).unwrap();
     assert!(text.contains("\"defaultCpuSet\":\"1-3\""), "{text}");

@@ -7,11 +7,11 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use corral_checkpoint::{CheckpointError, CpuManagerCheckpoint};
+use corral_checkpoint::CheckpointError;
 use corral_cpumgr::{
-    AllocateError, ContainerMap, ContainerRuntime, CpuManager, CpuState, MemoryBackend, PodSource,
-    PodStatus, Policy, RuntimeError, StateBackend, StateIoError, TakeError, TopologyIndex,
-    ValidationError,
+    AllocateError, ContainerMap, ContainerRuntime, CpuManager, CpuState, CpuStateFile,
+    MemoryBackend, PodSource, PodStatus, Policy, RuntimeError, StateBackend, StateIoError,
+    TakeError, TopologyIndex, ValidationError,
 };
 use corral_topology::{Container, CpuSet, Pod, TopologyHint};
 
@@ -95,7 +95,7 @@ impl StateBackend for FlakyBackend {
     fn load(&mut self) -> Result<Option<Vec<u8>>, StateIoError> {
         self.inner.load()
     }
-    fn store(&mut self, checkpoint: &CpuManagerCheckpoint) -> Result<(), StateIoError> {
+    fn store(&mut self, checkpoint: &CpuStateFile) -> Result<(), StateIoError> {
         if self.fail.load(Ordering::SeqCst) {
             return Err(StateIoError {
                 location: self.location(),
@@ -126,7 +126,7 @@ pub(crate) fn manager_with_state(
     let backend = MemoryBackend::new();
     let mut writer: Box<dyn StateBackend> = Box::new(backend.clone());
     writer
-        .store(&state.to_checkpoint(policy.name()))
+        .store(&state.to_checkpoint(policy.name()).into())
         .expect("memory store");
     let manager =
         CpuManager::with_policy(index, policy, Duration::from_secs(10)).without_start_validation();
