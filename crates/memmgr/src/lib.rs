@@ -52,7 +52,8 @@ pub use machine_state::{
 };
 pub use manager::{
     ConfigError, EvictionThreshold, MemoryManager, MemoryManagerConfig, MemoryManagerError,
-    MemoryPolicy, MemoryReservation, check_system_reserved, node_allocatable_reservation,
+    MemoryPolicy, MemoryReservation, MemoryStateFileVersion, check_system_reserved,
+    node_allocatable_reservation,
 };
 pub use restore::restore_machine_state;
 pub use static_policy::{StaticPolicy, pod_requested, requested};

@@ -70,6 +70,7 @@ impl MemorySettings {
                 self.eviction_memory.as_ref(),
                 capacity,
             )?,
+            ..MemoryManagerConfig::default()
         })
     }
 }

@@ -5,6 +5,7 @@ mod conformance;
 mod manager;
 mod metrics;
 mod properties;
+mod state_versions;
 mod support;
 mod upstream_cpu_assignment;
 mod upstream_cpu_manager;

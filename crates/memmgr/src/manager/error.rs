@@ -42,6 +42,17 @@ pub enum MemoryManagerError {
         #[source]
         source: CheckpointValueError,
     },
+    /// A v2 or v3 checkpoint holds pod-level assignments (KEP-5526), which corral does
+    /// not make: restoring without them would hand that memory to other pods.
+    #[error(
+        "could not restore state from checkpoint {file}: it holds pod-level memory assignments for pods {pods:?} (PodLevelResourceManagers), which corral does not implement; drain this node and delete the memory manager checkpoint file {file:?} before restarting"
+    )]
+    PodLevelAssignments {
+        /// The checkpoint file.
+        file: String,
+        /// Pods with pod-level assignments.
+        pods: Vec<String>,
+    },
     /// The checkpoint was written by another policy (upstream's message).
     #[error(
         "[memorymanager] configured policy {configured:?} differs from state checkpoint policy {stored:?}; configure {stored:?} again, or drain this node and delete the memory manager checkpoint file {file:?} before restarting"

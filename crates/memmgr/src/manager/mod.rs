@@ -13,7 +13,8 @@ mod error;
 
 pub use allocatable::{EvictionThreshold, node_allocatable_reservation};
 pub use config::{
-    ConfigError, MemoryManagerConfig, MemoryPolicy, MemoryReservation, check_system_reserved,
+    ConfigError, MemoryManagerConfig, MemoryPolicy, MemoryReservation, MemoryStateFileVersion,
+    check_system_reserved,
 };
 pub use error::MemoryManagerError;
 
@@ -22,6 +23,7 @@ use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use corral_checkpoint::{
     CheckpointError, CheckpointStore, MEMORY_MANAGER_FILE, MemoryManagerCheckpoint,
+    MemoryManagerCheckpointV2, MemoryManagerState, RestoreOrder, restore_memory_manager_state,
 };
 use corral_topology::memory::NumaMemory;
 use corral_topology::{
@@ -85,6 +87,8 @@ struct Inner {
     /// What containers may have, per node and resource, as of `start` (upstream computes
     /// it once, at `Start`).
     allocatable: Vec<Block>,
+    /// The `memory_manager_state` version written.
+    file_version: MemoryStateFileVersion,
 }
 
 impl Inner {
@@ -106,12 +110,23 @@ impl Inner {
         let Some(store) = &self.store else {
             return Ok(());
         };
-        store
-            .create(MEMORY_MANAGER_FILE, &self.checkpoint(policy))
-            .map_err(|source| MemoryManagerError::Persist {
-                file: self.file(),
-                source,
-            })
+        let v1 = self.checkpoint(policy);
+        let written = match self.file_version {
+            MemoryStateFileVersion::V1 => store.create(MEMORY_MANAGER_FILE, &v1),
+            MemoryStateFileVersion::V2 => store.create(
+                MEMORY_MANAGER_FILE,
+                &MemoryManagerCheckpointV2 {
+                    policy_name: v1.policy_name,
+                    machine_state: v1.machine_state,
+                    entries: v1.entries,
+                    pod_entries: Some(Default::default()),
+                },
+            ),
+        };
+        written.map_err(|source| MemoryManagerError::Persist {
+            file: self.file(),
+            source,
+        })
     }
 
     /// Persists the state if it changed since `before`; rolls back on failure.
@@ -129,6 +144,40 @@ impl Inner {
         }
         Ok(())
     }
+}
+
+/// The v1 content of any `memory_manager_state` version (v3, v2 or v1, newest first, as a
+/// 1.37 kubelet reads them), which must hold no pod-level assignment.
+fn restored_v1(bytes: &[u8], file: &str) -> Result<MemoryManagerCheckpoint, MemoryManagerError> {
+    let read = |source| MemoryManagerError::Read {
+        file: file.to_owned(),
+        source,
+    };
+    let v2 = match restore_memory_manager_state(bytes, RestoreOrder::Any).map_err(read)? {
+        MemoryManagerState::V1(v1) => return Ok(v1),
+        MemoryManagerState::V2(v2) => v2,
+        MemoryManagerState::V3(v3) => v3.0,
+        other => {
+            return Err(read(CheckpointError::UnknownFormat {
+                path: None,
+                why: format!("memory_manager_state {} is not supported", other.version()),
+            }));
+        }
+    };
+    let pods: Vec<String> = v2
+        .pod_entries
+        .iter()
+        .flatten()
+        .filter(|(_, entry)| entry.memory_blocks.as_ref().is_some_and(|b| !b.is_empty()))
+        .map(|(pod, _)| pod.clone())
+        .collect();
+    if !pods.is_empty() {
+        return Err(MemoryManagerError::PodLevelAssignments {
+            file: file.to_owned(),
+            pods,
+        });
+    }
+    Ok(v2.without_pod_entries())
 }
 
 impl MemoryManager {
@@ -152,7 +201,10 @@ impl MemoryManager {
         Ok(MemoryManager {
             policy: config.policy,
             default,
-            inner: Mutex::new(Inner::default()),
+            inner: Mutex::new(Inner {
+                file_version: config.state_file_version,
+                ..Inner::default()
+            }),
         })
     }
 
@@ -176,8 +228,8 @@ impl MemoryManager {
         let file = inner.file();
         let stored = match &inner.store {
             None => None,
-            Some(store) => match store.get::<MemoryManagerCheckpoint>(MEMORY_MANAGER_FILE) {
-                Ok(checkpoint) => Some(checkpoint),
+            Some(store) => match store.read_bytes(MEMORY_MANAGER_FILE) {
+                Ok(bytes) => Some(restored_v1(&bytes, &file)?),
                 Err(CheckpointError::NotFound { .. }) => None,
                 Err(source) => return Err(MemoryManagerError::Read { file, source }),
             },

@@ -4,6 +4,7 @@
 mod manager;
 mod properties;
 mod restore;
+mod state_versions;
 mod static_policy;
 mod support;
 mod upstream_memory_manager;

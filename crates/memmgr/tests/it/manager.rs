@@ -20,13 +20,13 @@ const GI: u64 = 1 << 30;
 const HP2M: &str = "hugepages-2Mi";
 
 /// Two NUMA nodes of 16 GiB, 512 pages of 2 MiB each.
-fn machine() -> BTreeMap<usize, NumaMemory> {
+pub(crate) fn machine() -> BTreeMap<usize, NumaMemory> {
     crate::support::numa_memory(2, 16 * GI, 2048, 512)
 }
 
 /// `Static` with 1 GiB kept on node 0 and 512 MiB on node 1 (1536Mi allocatable
 /// reservation: 1Gi system reserved, 412Mi kube reserved, the default 100Mi eviction).
-fn config(policy: MemoryPolicy) -> MemoryManagerConfig {
+pub(crate) fn config(policy: MemoryPolicy) -> MemoryManagerConfig {
     let reserved = |pairs| MemoryReservation::limits(pairs).unwrap();
     MemoryManagerConfig {
         policy,
@@ -44,6 +44,7 @@ fn config(policy: MemoryPolicy) -> MemoryManagerConfig {
             32 * GI,
         )
         .unwrap(),
+        ..Default::default()
     }
 }
 
@@ -56,7 +57,7 @@ fn started(
     Ok(manager)
 }
 
-fn guaranteed(uid: &str, memory: u64, pages: u64) -> (Pod, Container) {
+pub(crate) fn guaranteed(uid: &str, memory: u64, pages: u64) -> (Pod, Container) {
     let mut c = Container::new("app");
     for list in [&mut c.resources.requests, &mut c.resources.limits] {
         list.cpu_millis = Some(1000);
@@ -71,7 +72,7 @@ fn guaranteed(uid: &str, memory: u64, pages: u64) -> (Pod, Container) {
     (pod, c)
 }
 
-fn file(dir: &std::path::Path) -> Vec<u8> {
+pub(crate) fn file(dir: &std::path::Path) -> Vec<u8> {
     std::fs::read(dir.join(MEMORY_MANAGER_FILE)).unwrap()
 }
 
@@ -224,6 +225,7 @@ fn reservations_are_checked_against_the_node_allocatable_reservation() {
         reserved_memory: Vec::new(),
         node_allocatable_reservation: BTreeMap::new(),
         policy: MemoryPolicy::Static,
+        ..Default::default()
     };
     let err = MemoryManager::new(&none, &machine()).unwrap_err();
     assert_eq!(

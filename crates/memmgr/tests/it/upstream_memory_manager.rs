@@ -46,6 +46,7 @@ fn config(
         policy,
         reserved_memory,
         node_allocatable_reservation,
+        ..Default::default()
     }
 }
 

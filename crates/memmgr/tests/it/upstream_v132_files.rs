@@ -73,6 +73,7 @@ fn config(doc: &Value) -> MemoryManagerConfig {
         policy: MemoryPolicy::Static,
         reserved_memory,
         node_allocatable_reservation,
+        ..Default::default()
     }
 }
 
