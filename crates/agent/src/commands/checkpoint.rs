@@ -34,7 +34,12 @@ fn contents(value: &CheckpointValue) -> Result<serde_json::Value> {
         CheckpointValue::DeviceManagerV1(v) => alloc_resp_as_stored(serde_json::to_value(v)?),
         CheckpointValue::CpuManager(v) => serde_json::to_value(v)?,
         CheckpointValue::CpuManagerV1(v) => serde_json::to_value(v)?,
+        CheckpointValue::CpuManagerV3(v) => serde_json::to_value(v)?,
+        // v4 and memory v3 carry their content as `data`: shown decoded.
+        CheckpointValue::CpuManagerV4(v) => serde_json::to_value(&v.0)?,
         CheckpointValue::MemoryManager(v) => serde_json::to_value(v)?,
+        CheckpointValue::MemoryManagerV2(v) => serde_json::to_value(v)?,
+        CheckpointValue::MemoryManagerV3(v) => serde_json::to_value(&v.0)?,
         CheckpointValue::DraManager(v) => serde_json::to_value(v)?,
         CheckpointValue::DraManagerV130(v) => serde_json::to_value(v)?,
         other => anyhow::bail!("a checkpoint format this corral cannot display: {other:?}"),

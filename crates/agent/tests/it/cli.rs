@@ -193,6 +193,62 @@ fn checkpoint_inspect_and_verify_kubelet_files() {
     );
 }
 
+/// The `file` of the first vector of `format` in a checkpoint conformance file.
+fn kubelet_file_of(vectors: &str, format: &str) -> String {
+    let path = workspace().join("testdata/conformance").join(vectors);
+    let doc: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    let vectors = doc["vectors"].as_array().unwrap();
+    let vector = vectors.iter().find(|v| v["format"] == format).unwrap();
+    vector["file"].as_str().unwrap().to_owned()
+}
+
+/// Files of k8s 1.36 (pod-level resource managers on) and 1.37: inspect names the version
+/// and shows the content (from `data` where the file has one).
+#[test]
+fn checkpoint_inspect_names_the_v136_and_v137_versions() {
+    let dir = tempfile::tempdir().unwrap();
+    for (vectors, format, name) in [
+        (
+            "checkpoint_cpumanager_v136.json",
+            "cpumanager_v3",
+            "cpu_manager_state",
+        ),
+        (
+            "checkpoint_cpumanager_v136.json",
+            "cpumanager_v4",
+            "cpu_manager_state",
+        ),
+        (
+            "checkpoint_memorymanager_v136.json",
+            "memorymanager_v2",
+            "memory_manager_state",
+        ),
+        (
+            "checkpoint_memorymanager_v136.json",
+            "memorymanager_v3",
+            "memory_manager_state",
+        ),
+    ] {
+        let file = dir.path().join(name);
+        std::fs::write(&file, kubelet_file_of(vectors, format)).unwrap();
+        let output = corral(&[
+            "checkpoint",
+            "inspect",
+            file.to_str().unwrap(),
+            "-o",
+            "json",
+        ]);
+        assert!(output.status.success(), "{format}: {}", stderr(&output));
+        let doc: serde_json::Value = serde_json::from_str(&stdout(&output)).unwrap();
+        assert_eq!(doc["format"], format);
+        assert_eq!(doc["verified"], true, "{format}");
+        assert!(doc["contents"]["policyName"].is_string(), "{format}: {doc}");
+        let output = corral(&["checkpoint", "verify", file.to_str().unwrap()]);
+        assert!(output.status.success(), "{format}: {}", stderr(&output));
+    }
+}
+
 #[test]
 fn config_check_reports_every_bad_key() {
     let dir = tempfile::tempdir().unwrap();
