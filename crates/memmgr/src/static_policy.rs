@@ -84,19 +84,7 @@ pub fn pod_requested(pod: &Pod) -> Requested {
 /// which upstream's static policy skips while the `PodLevelResourceManagers` gate is off
 /// (its default in v1.36).
 fn skipped(pod: &Pod) -> bool {
-    pod.qos_class() != QosClass::Guaranteed || has_pod_level_resources(pod)
-}
-
-/// Upstream `IsPodLevelResourcesSet`: pod-level requests or limits of CPU, memory or huge
-/// pages.
-fn has_pod_level_resources(pod: &Pod) -> bool {
-    pod.resources.as_ref().is_some_and(|r| {
-        [&r.requests, &r.limits].into_iter().any(|list| {
-            list.cpu_millis.is_some()
-                || list.memory_bytes.is_some()
-                || list.extended.keys().any(|k| k.starts_with("hugepages-"))
-        })
-    })
+    pod.qos_class() != QosClass::Guaranteed || pod.has_pod_level_resources()
 }
 
 impl StaticPolicy {

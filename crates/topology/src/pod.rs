@@ -158,6 +158,32 @@ pub struct Pod {
 }
 
 impl Pod {
+    /// Whether the pod sets pod-level resources (`spec.resources`) that the kubelet
+    /// supports there — requests or limits of CPU, memory or huge pages (upstream
+    /// `IsPodLevelResourcesSet`). While `PodLevelResourceManagers` is off (v1.36's
+    /// default), the CPU and memory managers' static policies give such pods nothing
+    /// exclusive.
+    ///
+    /// ```
+    /// use corral_topology::{Pod, ResourceRequirements};
+    ///
+    /// let mut pod = Pod::default();
+    /// assert!(!pod.has_pod_level_resources());
+    /// let mut resources = ResourceRequirements::default();
+    /// resources.limits.cpu_millis = Some(2000);
+    /// pod.resources = Some(resources);
+    /// assert!(pod.has_pod_level_resources());
+    /// ```
+    pub fn has_pod_level_resources(&self) -> bool {
+        self.resources.as_ref().is_some_and(|r| {
+            [&r.requests, &r.limits].into_iter().any(|list| {
+                list.cpu_millis.is_some()
+                    || list.memory_bytes.is_some()
+                    || list.extended.keys().any(|k| k.starts_with("hugepages-"))
+            })
+        })
+    }
+
     /// Init containers then app containers, as upstream's admission walks them.
     pub fn all_containers(&self) -> impl Iterator<Item = (ContainerKind, &Container)> {
         self.init_containers

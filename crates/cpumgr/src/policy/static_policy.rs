@@ -1,6 +1,10 @@
 //! [`StaticPolicy`]: upstream's `static` policy — Guaranteed containers with integer CPU
 //! requests get exclusive CPUs; everything else shares the default pool.
 //!
+//! Pods that set pod-level resources (`spec.resources`) get nothing exclusive and no hint,
+//! as v1.36 does while `PodLevelResourceManagers` is off (its default); corral does not
+//! implement that gate's pod budgets.
+//!
 //! Pools as upstream: SHARED (the state's default set), RESERVED (never exclusively
 //! allocated; kept out of SHARED too with `strict-cpu-reservation`), ASSIGNABLE = SHARED −
 //! RESERVED, and the exclusive assignments.
@@ -332,7 +336,8 @@ impl Policy for StaticPolicy {
         affinity: TopologyHint,
     ) -> Result<(), AllocateError> {
         let num_cpus = guaranteed_cpus(pod, container);
-        if num_cpus == 0 {
+        // Pod-level resources: shared pool while PodLevelResourceManagers is off (v1.36).
+        if num_cpus == 0 || pod.has_pod_level_resources() {
             return Ok(());
         }
         if self.options.full_physical_cpus_only {
@@ -387,7 +392,7 @@ impl Policy for StaticPolicy {
         container: &Container,
     ) -> ProviderHints {
         let requested = guaranteed_cpus(pod, container);
-        if requested == 0 {
+        if requested == 0 || pod.has_pod_level_resources() {
             return None;
         }
         if let Some(allocated) = state.cpu_set(&pod.uid, &container.name) {
@@ -406,7 +411,7 @@ impl Policy for StaticPolicy {
 
     fn hints_for_pod(&self, state: &CpuState, pod: &Pod) -> ProviderHints {
         let requested = pod_guaranteed_cpus(pod);
-        if requested == 0 {
+        if requested == 0 || pod.has_pod_level_resources() {
             return None;
         }
         let mut assigned = CpuSet::new();

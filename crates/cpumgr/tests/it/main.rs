@@ -4,6 +4,7 @@
 mod conformance;
 mod manager;
 mod metrics;
+mod pod_level_resources;
 mod properties;
 mod state_versions;
 mod support;

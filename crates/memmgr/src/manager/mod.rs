@@ -55,6 +55,7 @@ use crate::static_policy::StaticPolicy;
 ///         None,
 ///         8 << 30,
 ///     )?,
+///     ..MemoryManagerConfig::default()
 /// };
 /// let manager = MemoryManager::new(&config, &memory)?;
 /// manager.start(None)?;
