@@ -88,8 +88,8 @@ pub use policy::{
     StaticPolicy, ValidationError, guaranteed_cpus, pod_guaranteed_cpus,
 };
 pub use runtime::{
-    ContainerIdError, ContainerRuntime, ContainerState, ContainerStatus, PodSource, PodStatus,
-    ReconcileReport, ReconciledContainer, RuntimeError,
+    CfsQuota, ContainerIdError, ContainerRuntime, ContainerState, ContainerStatus, CpuQuotaPolicy,
+    PodSource, PodStatus, ReconcileReport, ReconciledContainer, RuntimeError,
 };
 pub use state::{
     CheckpointBackend, ContainerCpuAssignments, CpuState, CpuStateFile, CpuStateFileVersion,

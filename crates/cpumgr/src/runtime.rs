@@ -23,13 +23,39 @@ impl RuntimeError {
     }
 }
 
+/// A container's CFS quota, as the CPU manager wants it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum CfsQuota {
+    /// Leave the quota the container was created with.
+    #[default]
+    Unchanged,
+    /// No quota (CRI `CpuQuota` -1, cgroup v2 `cpu.max` "max"): a container with exclusive
+    /// CPUs under `DisableCPUQuotaWithExclusiveCPUs` (upstream `calculateLinuxResources`
+    /// with `disableCPUQuota`), so it is never throttled on CPUs that are its own.
+    Unlimited,
+}
+
+/// Whether containers with exclusive CPUs run without a CFS quota (upstream's
+/// `DisableCPUQuotaWithExclusiveCPUs` gate: beta and on by default since v1.33).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum CpuQuotaPolicy {
+    /// Quota from the container's CPU limit, exclusive CPUs or not (the gate off).
+    Enforce,
+    /// No quota for containers with exclusive CPUs (the gate on, v1.36's default).
+    #[default]
+    UnlimitedForExclusiveCpus,
+}
+
 /// The container runtime, as far as the CPU manager needs it.
 pub trait ContainerRuntime: Send + Sync {
-    /// Restrict the running container `container_id` to `cpus`.
+    /// Restrict the running container `container_id` to `cpus`, with `quota`.
     fn update_container_cpuset(
         &self,
         container_id: &str,
         cpus: &CpuSet,
+        quota: CfsQuota,
     ) -> Result<(), RuntimeError>;
 }
 

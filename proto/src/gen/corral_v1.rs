@@ -68,6 +68,10 @@ pub struct ContainerAllocation {
     /// Memory and huge pages the memory manager's static policy pinned to NUMA nodes.
     #[prost(message, repeated, tag = "9")]
     pub memory: ::prost::alloc::vec::Vec<MemoryBlock>,
+    /// Whether the container runs without a CFS quota (CRI `cpu_quota` -1): it has exclusive
+    /// CPUs and DisableCPUQuotaWithExclusiveCPUs is on (the v1.36 default).
+    #[prost(bool, tag = "10")]
+    pub cpu_quota_disabled: bool,
 }
 /// Bytes of one memory type on a set of NUMA nodes.
 #[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]

@@ -294,6 +294,7 @@ fn allocation_json(pod: &api::PodAllocation) -> serde_json::Value {
             "kind": c.kind,
             "cpuset": c.cpuset,
             "exclusiveCpus": c.exclusive_cpus,
+            "cpuQuotaDisabled": c.cpu_quota_disabled,
             "numaAffinity": c.numa_affinity,
             "devices": c.devices.iter().map(|d| (d.resource.clone(), d.device_ids.clone())).collect::<std::collections::BTreeMap<_, _>>(),
             "cdiDevices": c.run_options.as_ref().map(|o| o.cdi_devices.clone()).unwrap_or_default(),

@@ -24,7 +24,9 @@ use std::sync::Arc;
 
 use anyhow::{Context, Result, anyhow};
 use corral_checkpoint::CheckpointStore;
-use corral_cpumgr::{CheckpointBackend, ContainerMap, ContainerRuntime, CpuManager, RuntimeError};
+use corral_cpumgr::{
+    CfsQuota, CheckpointBackend, ContainerMap, ContainerRuntime, CpuManager, RuntimeError,
+};
 use corral_devicemgr::{DeviceManager, DeviceManagerConfig, StartOptions};
 use corral_dra::{PluginRegistry, PodClaims, RegistryConfig, ResourceClaim};
 use corral_memmgr::MemoryManager;
@@ -80,7 +82,12 @@ pub(crate) enum AdmitError {
 pub(crate) struct NoRuntime;
 
 impl ContainerRuntime for NoRuntime {
-    fn update_container_cpuset(&self, container_id: &str, _: &CpuSet) -> Result<(), RuntimeError> {
+    fn update_container_cpuset(
+        &self,
+        container_id: &str,
+        _: &CpuSet,
+        _: CfsQuota,
+    ) -> Result<(), RuntimeError> {
         Err(RuntimeError::new(format!(
             "no containerRuntimeEndpoint configured: cannot update container {container_id}"
         )))

@@ -3,6 +3,7 @@
 
 use std::collections::BTreeMap;
 
+use corral_cpumgr::CfsQuota;
 use corral_topology::ContainerKind;
 use serde::Serialize;
 
@@ -19,6 +20,9 @@ pub(crate) struct ContainerView {
     pub(crate) cpuset: String,
     /// Whether `cpuset` is exclusive.
     pub(crate) exclusive_cpus: bool,
+    /// Whether the container runs without a CFS quota (exclusive CPUs with
+    /// `DisableCPUQuotaWithExclusiveCPUs`).
+    pub(crate) cpu_quota_disabled: bool,
     /// The topology manager's NUMA affinity (empty: none).
     pub(crate) numa_affinity: Vec<usize>,
     /// Device-plugin devices: resource → NUMA node → device ids.
@@ -193,6 +197,8 @@ pub(super) fn pod_view(node: &Node, admitted: &AdmittedPod) -> PodView {
                 },
                 cpuset: cpuset.to_string(),
                 exclusive_cpus: !exclusive.is_empty(),
+                cpu_quota_disabled: node.cpu.cfs_quota(&pod.uid, &container.name)
+                    == CfsQuota::Unlimited,
                 numa_affinity: affinity
                     .numa_affinity
                     .map(|mask| node.os_numa_ids(mask))

@@ -41,6 +41,7 @@ pub(crate) fn allocation(view: PodView) -> api::PodAllocation {
                 kind: c.kind.to_owned(),
                 cpuset: c.cpuset,
                 exclusive_cpus: c.exclusive_cpus,
+                cpu_quota_disabled: c.cpu_quota_disabled,
                 devices: c
                     .devices
                     .into_iter()

@@ -5,7 +5,7 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use corral_cpumgr::{ContainerRuntime, RuntimeError};
+use corral_cpumgr::{CfsQuota, ContainerRuntime, RuntimeError};
 use corral_proto::cri::v1 as cri;
 use corral_proto::cri::v1::runtime_service_client::RuntimeServiceClient;
 use corral_topology::CpuSet;
@@ -33,11 +33,19 @@ impl ContainerRuntime for CriRuntime {
         &self,
         container_id: &str,
         cpus: &CpuSet,
+        quota: CfsQuota,
     ) -> Result<(), RuntimeError> {
+        // 0 leaves the quota as it is; -1 lifts it (`calculateLinuxResources` with
+        // `disableCPUQuota`).
+        let cpu_quota = match quota {
+            CfsQuota::Unlimited => -1,
+            _ => 0,
+        };
         let request = cri::UpdateContainerResourcesRequest {
             container_id: container_id.to_owned(),
             linux: Some(cri::LinuxContainerResources {
                 cpuset_cpus: cpus.to_string(),
+                cpu_quota,
                 ..cri::LinuxContainerResources::default()
             }),
             ..cri::UpdateContainerResourcesRequest::default()

@@ -313,7 +313,8 @@ fn client_commands_explain_an_absent_agent() {
 /// A fake CRI runtime: records every UpdateContainerResources call.
 #[derive(Default, Clone)]
 struct FakeCri {
-    updates: std::sync::Arc<std::sync::Mutex<Vec<(String, String)>>>,
+    /// (container id, cpuset, CFS quota) of every UpdateContainerResources call.
+    updates: std::sync::Arc<std::sync::Mutex<Vec<(String, String, i64)>>>,
 }
 
 #[tonic::async_trait]
@@ -341,11 +342,14 @@ impl corral_proto::cri::v1::runtime_service_server::RuntimeService for FakeCri {
         tonic::Status,
     > {
         let request = request.into_inner();
-        let cpus = request.linux.map(|l| l.cpuset_cpus).unwrap_or_default();
+        let (cpus, quota) = request
+            .linux
+            .map(|l| (l.cpuset_cpus, l.cpu_quota))
+            .unwrap_or_default();
         self.updates
             .lock()
             .unwrap()
-            .push((request.container_id, cpus));
+            .push((request.container_id, cpus, quota));
         Ok(tonic::Response::new(Default::default()))
     }
 }
@@ -391,7 +395,9 @@ async fn cpu_reconcile_pushes_cpusets_through_cri_update_container_resources() {
         .unwrap();
     // The running shared-pool container gets the pool pushed; after a Guaranteed pod takes
     // exclusive CPUs, the shrunken pool is pushed on a later pass.
-    let pushed = |cpus: String| {
+    // A shared-pool container keeps its quota (0: unchanged; a container with exclusive
+    // CPUs is pushed -1, DisableCPUQuotaWithExclusiveCPUs: see corral-cpumgr's tests).
+    let pushed = |container: &'static str, cpus: String, quota: i64| {
         let fake = fake.clone();
         let agent_log = root.with_extension("log");
         async move {
@@ -400,26 +406,31 @@ async fn cpu_reconcile_pushes_cpusets_through_cri_update_container_resources() {
                 let updates = fake.updates.lock().unwrap().clone();
                 if updates
                     .iter()
-                    .any(|(id, set)| id == "cid-web" && *set == cpus)
+                    .any(|(id, set, q)| id == container && *set == cpus && *q == quota)
                 {
                     return;
                 }
                 assert!(
                     Instant::now() < deadline,
-                    "no UpdateContainerResources(cid-web, {cpus}); calls: {updates:?}; log: {}",
+                    "no UpdateContainerResources({container}, {cpus}, quota {quota}); calls: {updates:?}; log: {}",
                     std::fs::read_to_string(&agent_log).unwrap_or_default()
                 );
                 tokio::time::sleep(Duration::from_millis(50)).await;
             }
         }
     };
-    pushed("0-15".into()).await;
-    agent.json(&["admit", "-f", "examples/pods/guaranteed.yaml", "-o", "json"]);
+    pushed("cid-web", "0-15".into(), 0).await;
+    let guaranteed = agent.json(&["admit", "-f", "examples/pods/guaranteed.yaml", "-o", "json"]);
+    let allocation = &guaranteed[0]["allocation"];
+    let app = &allocation["containers"][0];
+    // The container is created with its exclusive cpuset and no quota from this answer
+    // (as upstream's AddContainer, reconcile then has nothing to push for it).
+    assert_eq!(app["cpuQuotaDisabled"], true, "{allocation}");
     let web = containers(&agent.json(&["status", "-o", "json"]), "burstable")["web"]
         .0
         .clone();
     assert_ne!(web, "0-15");
-    pushed(web).await;
+    pushed("cid-web", web, 0).await;
     assert!(agent.terminate().success());
     server.stop().await;
 }

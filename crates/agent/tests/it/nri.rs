@@ -155,6 +155,13 @@ fn adjusted_cpus(response: &api::CreateContainerResponse) -> CpuSet {
     resources.cpu.as_ref().unwrap().cpus.parse().unwrap()
 }
 
+/// The CFS quota the adjustment sets (`None`: left alone).
+fn adjusted_quota(response: &api::CreateContainerResponse) -> Option<i64> {
+    let adjust = response.adjust.as_ref().expect("an adjustment");
+    let resources = adjust.linux.as_ref()?.resources.as_ref()?;
+    Some(resources.cpu.as_ref()?.quota.as_ref()?.value)
+}
+
 fn updated(updates: &[api::ContainerUpdate], id: &str) -> Option<CpuSet> {
     let update = updates.iter().find(|u| u.container_id == id)?;
     let resources = update.linux.as_ref()?.resources.as_ref()?;
@@ -179,6 +186,7 @@ async fn containers_get_exclusive_or_shared_cpus_and_survive_a_sigkill() {
     let created = create(&conn, &burstable, &shared).await.unwrap();
     let pool = adjusted_cpus(&created);
     assert_eq!(pool.to_string(), "0-15");
+    assert_eq!(adjusted_quota(&created), None);
 
     // A Guaranteed 2-CPU container: two exclusive CPUs outside the reserved set, and the
     // Burstable container is told the smaller pool.
@@ -187,6 +195,8 @@ async fn containers_get_exclusive_or_shared_cpus_and_survive_a_sigkill() {
     let created = create(&conn, &guaranteed, &pinned).await.unwrap();
     let exclusive = adjusted_cpus(&created);
     assert_eq!(exclusive.len(), 2, "{exclusive}");
+    // Exclusive CPUs run without a CFS quota (DisableCPUQuotaWithExclusiveCPUs, v1.36).
+    assert_eq!(adjusted_quota(&created), Some(-1));
     assert!(!exclusive.contains(0), "{exclusive}");
     let smaller = updated(&created.update, "shared-1").expect("the shared container updated");
     assert_eq!(smaller, pool.difference(&exclusive));

@@ -31,7 +31,7 @@ use self::config::CheckedPolicy;
 use crate::container_map::ContainerMap;
 use crate::index::TopologyIndex;
 use crate::policy::{NonePolicy, Policy, StaticPolicy, ValidationError, guaranteed_cpus};
-use crate::runtime::{ContainerRuntime, PodSource};
+use crate::runtime::{CfsQuota, ContainerRuntime, CpuQuotaPolicy, PodSource};
 use crate::state::{CpuState, CpuStateFileVersion, StateBackend, restore_writing};
 
 /// Whether starting validates the restored state with the policy (upstream `Start`).
@@ -90,8 +90,8 @@ impl Inner {
 ///
 /// ```
 /// use std::sync::Arc;
-/// use corral_cpumgr::{ContainerMap, CpuManager, CpuManagerConfig, MemoryBackend, PodSource, PodStatus,
-///     ContainerRuntime, RuntimeError};
+/// use corral_cpumgr::{CfsQuota, ContainerMap, CpuManager, CpuManagerConfig, MemoryBackend, PodSource,
+///     PodStatus, ContainerRuntime, RuntimeError};
 /// use corral_topology::{Container, CpuInfo, CpuRecord, CpuSet, CpuTopology, Pod, TopologyHint};
 ///
 /// struct NoPods;
@@ -101,7 +101,7 @@ impl Inner {
 /// }
 /// struct NoRuntime;
 /// impl ContainerRuntime for NoRuntime {
-///     fn update_container_cpuset(&self, _: &str, _: &CpuSet) -> Result<(), RuntimeError> { Ok(()) }
+///     fn update_container_cpuset(&self, _: &str, _: &CpuSet, _: CfsQuota) -> Result<(), RuntimeError> { Ok(()) }
 /// }
 ///
 /// // 1 socket, 4 cores × 2 threads; reserve 1 CPU.
@@ -130,6 +130,7 @@ impl Inner {
 /// ```
 pub struct CpuManager {
     index: Arc<TopologyIndex>,
+    quota_policy: CpuQuotaPolicy,
     start_validation: Validation,
     reconcile_period: Duration,
     metrics: CpuManagerMetrics,
@@ -187,6 +188,7 @@ impl CpuManager {
     ) -> CpuManager {
         CpuManager {
             index,
+            quota_policy: CpuQuotaPolicy::default(),
             start_validation: Validation::Policy,
             reconcile_period,
             metrics: CpuManagerMetrics::default(),
@@ -200,6 +202,28 @@ impl CpuManager {
                 last_sweep: None,
                 file_version: CpuStateFileVersion::default(),
             }),
+        }
+    }
+
+    /// Whether containers with exclusive CPUs run without a CFS quota (v1.36's default:
+    /// they do). [`cfs_quota`](Self::cfs_quota) and reconcile's runtime updates follow it.
+    pub fn with_cpu_quota_policy(mut self, policy: CpuQuotaPolicy) -> CpuManager {
+        self.quota_policy = policy;
+        self
+    }
+
+    /// The CFS quota the container should run with (upstream `ContainerHasExclusiveCPUs`
+    /// under `DisableCPUQuotaWithExclusiveCPUs`).
+    pub fn cfs_quota(&self, pod_uid: &str, container: &str) -> CfsQuota {
+        let exclusive = || {
+            self.lock()
+                .state
+                .cpu_set(pod_uid, container)
+                .is_some_and(|cpus| !cpus.is_empty())
+        };
+        match self.quota_policy {
+            CpuQuotaPolicy::UnlimitedForExclusiveCpus if exclusive() => CfsQuota::Unlimited,
+            _ => CfsQuota::Unchanged,
         }
     }
 

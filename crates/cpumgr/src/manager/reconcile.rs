@@ -84,7 +84,8 @@ impl CpuManager {
                     continue;
                 }
                 if cpus != last {
-                    if runtime.update_container_cpuset(&id, &cpus).is_err() {
+                    let quota = self.cfs_quota(&pod.uid, name);
+                    if runtime.update_container_cpuset(&id, &cpus, quota).is_err() {
                         report.failure.push(entry(name, &id));
                         continue;
                     }

@@ -9,8 +9,9 @@ use std::sync::{Arc, Mutex};
 
 use corral_checkpoint::{CPU_MANAGER_FILE, CheckpointStore, CpuManagerCheckpoint};
 use corral_cpumgr::{
-    CheckpointBackend, ContainerMap, ContainerRuntime, ContainerState, ContainerStatus, CpuManager,
-    CpuManagerConfig, CpuManagerError, MemoryBackend, PodSource, PodStatus, RuntimeError, restore,
+    CfsQuota, CheckpointBackend, ContainerMap, ContainerRuntime, ContainerState, ContainerStatus,
+    CpuManager, CpuManagerConfig, CpuManagerError, CpuQuotaPolicy, MemoryBackend, PodSource,
+    PodStatus, RuntimeError, restore,
 };
 use corral_testkit::conformance_topology::{load_testdata, vector_file};
 use corral_topology::{AffinityStore, CpuSet, CpuTopology, HintProvider, Pod, TopologyHint};
@@ -52,11 +53,17 @@ impl PodSource for Pods {
 #[derive(Default, Debug)]
 struct Runtime {
     updates: Mutex<Vec<(String, String)>>,
+    quotas: Mutex<Vec<CfsQuota>>,
     fail: Mutex<bool>,
 }
 
 impl ContainerRuntime for Runtime {
-    fn update_container_cpuset(&self, id: &str, cpus: &CpuSet) -> Result<(), RuntimeError> {
+    fn update_container_cpuset(
+        &self,
+        id: &str,
+        cpus: &CpuSet,
+        quota: CfsQuota,
+    ) -> Result<(), RuntimeError> {
         if *self.fail.lock().unwrap() {
             return Err(RuntimeError::new("boom"));
         }
@@ -64,6 +71,7 @@ impl ContainerRuntime for Runtime {
             .lock()
             .unwrap()
             .push((id.into(), cpus.to_string()));
+        self.quotas.lock().unwrap().push(quota);
         Ok(())
     }
 }
@@ -73,7 +81,16 @@ fn start(
     backend: Box<dyn corral_cpumgr::StateBackend>,
     initial: ContainerMap,
 ) -> Result<(CpuManager, Arc<Pods>, Arc<Runtime>), CpuManagerError> {
-    let manager = CpuManager::new(config, &topology())?;
+    start_with_quota(config, backend, initial, CpuQuotaPolicy::default())
+}
+
+fn start_with_quota(
+    config: &CpuManagerConfig,
+    backend: Box<dyn corral_cpumgr::StateBackend>,
+    initial: ContainerMap,
+    quota: CpuQuotaPolicy,
+) -> Result<(CpuManager, Arc<Pods>, Arc<Runtime>), CpuManagerError> {
+    let manager = CpuManager::new(config, &topology())?.with_cpu_quota_policy(quota);
     let pods = Arc::new(Pods::default());
     let runtime = Arc::new(Runtime::default());
     manager.start(backend, pods.clone(), runtime.clone(), initial)?;
@@ -423,6 +440,22 @@ fn running(name: &str, id: &str) -> ContainerStatus {
     }
 }
 
+/// With `DisableCPUQuotaWithExclusiveCPUs` off, exclusive CPUs keep their quota.
+#[test]
+fn the_quota_is_kept_when_the_gate_is_off() {
+    let (manager, _, _) = start_with_quota(
+        &static_config(),
+        Box::new(MemoryBackend::new()),
+        ContainerMap::new(),
+        CpuQuotaPolicy::Enforce,
+    )
+    .unwrap();
+    let pod = make_pod("uid", "c", 2000, 2000);
+    allocate_first(&manager, &pod);
+    assert!(!manager.exclusive_cpus("uid", "c").is_empty());
+    assert_eq!(manager.cfs_quota("uid", "c"), CfsQuota::Unchanged);
+}
+
 /// Upstream `TestReconcileState` shapes: running containers get their cpuset once, waiting
 /// ones are skipped, failed updates are reported and retried.
 #[test]
@@ -456,6 +489,13 @@ fn reconcile_pushes_only_changes() {
         runtime.updates.lock().unwrap().as_slice(),
         &[("cid".into(), "1,5".into())]
     );
+    // Exclusive CPUs: no CFS quota (DisableCPUQuotaWithExclusiveCPUs, on in v1.36).
+    assert_eq!(
+        runtime.quotas.lock().unwrap().as_slice(),
+        &[CfsQuota::Unlimited]
+    );
+    assert_eq!(manager.cfs_quota("uid", "c"), CfsQuota::Unlimited);
+    assert_eq!(manager.cfs_quota("uid2", "s"), CfsQuota::Unchanged);
     // Nothing changed: nothing pushed again.
     manager.reconcile_once();
     assert_eq!(runtime.updates.lock().unwrap().len(), 1);
@@ -475,6 +515,10 @@ fn reconcile_pushes_only_changes() {
     assert_eq!(
         runtime.updates.lock().unwrap().last().unwrap(),
         &("sid".into(), "0,2-4,6-7".into())
+    );
+    assert_eq!(
+        runtime.quotas.lock().unwrap().last(),
+        Some(&CfsQuota::Unchanged)
     );
     // No status at all: the pod is reported.
     pods.statuses.lock().unwrap().remove("uid");

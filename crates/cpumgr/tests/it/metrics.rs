@@ -10,8 +10,8 @@ use std::sync::{Arc, Mutex};
 
 use corral_cpumgr::test_util::topology_index;
 use corral_cpumgr::{
-    ContainerMap, ContainerRuntime, CpuManager, CpuManagerConfig, CpuManagerMetrics, MemoryBackend,
-    PodSource, PodStatus, RuntimeError,
+    CfsQuota, ContainerMap, ContainerRuntime, CpuManager, CpuManagerConfig, CpuManagerMetrics,
+    MemoryBackend, PodSource, PodStatus, RuntimeError,
 };
 use corral_topology::{CpuSet, CpuTopology, Pod, TopologyHint};
 
@@ -31,7 +31,12 @@ impl PodSource for Pods {
 
 struct NoRuntime;
 impl ContainerRuntime for NoRuntime {
-    fn update_container_cpuset(&self, _: &str, _: &CpuSet) -> Result<(), RuntimeError> {
+    fn update_container_cpuset(
+        &self,
+        _: &str,
+        _: &CpuSet,
+        _: CfsQuota,
+    ) -> Result<(), RuntimeError> {
         Ok(())
     }
 }

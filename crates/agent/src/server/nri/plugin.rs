@@ -5,6 +5,7 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
+use corral_cpumgr::CfsQuota;
 use corral_proto::nri::NriStatus;
 use corral_proto::nri::api::{self, Event, EventMask};
 use corral_proto::nri::plugin::NriPlugin;
@@ -111,6 +112,7 @@ impl NodePlugin {
         Ok(Some(Cpuset {
             cpus: cpus.to_string(),
             mems: mems.join(","),
+            quota: self.node.cpu().cfs_quota(&pod.uid, &container.name),
         }))
     }
 
@@ -125,6 +127,7 @@ impl NodePlugin {
                     let cpuset = Cpuset {
                         cpus: cpu.cpu_affinity(uid, name).to_string(),
                         mems: String::new(),
+                        quota: CfsQuota::Unchanged,
                     };
                     updates.push(cpuset_update(id, cpuset, OnFailure::Ignore));
                 }

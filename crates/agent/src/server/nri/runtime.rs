@@ -4,7 +4,7 @@
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use corral_cpumgr::{ContainerRuntime, RuntimeError};
+use corral_cpumgr::{CfsQuota, ContainerRuntime, RuntimeError};
 use corral_proto::nri::api;
 use corral_proto::nri::plugin::RuntimeClient;
 use corral_topology::CpuSet;
@@ -51,6 +51,7 @@ impl ContainerRuntime for NriRuntime {
         &self,
         container_id: &str,
         cpus: &CpuSet,
+        quota: CfsQuota,
     ) -> Result<(), RuntimeError> {
         let Some(client) = self.slot.get() else {
             let why =
@@ -63,6 +64,7 @@ impl ContainerRuntime for NriRuntime {
                 Cpuset {
                     cpus: cpus.to_string(),
                     mems: String::new(),
+                    quota,
                 },
                 OnFailure::Report,
             )],

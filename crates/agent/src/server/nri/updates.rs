@@ -1,6 +1,8 @@
 //! The container changes corral asks of the runtime: a container's cpuset (its CPUs, and
-//! the memory nodes the memory manager pinned its memory to).
+//! the memory nodes the memory manager pinned its memory to), and no CFS quota for a
+//! container with exclusive CPUs (`DisableCPUQuotaWithExclusiveCPUs`).
 
+use corral_cpumgr::CfsQuota;
 use corral_proto::nri::api;
 
 /// What the runtime does when it cannot apply an update.
@@ -20,14 +22,21 @@ pub(super) struct Cpuset {
     pub(super) cpus: String,
     /// `cpuset.mems`.
     pub(super) mems: String,
+    /// The CFS quota: [`CfsQuota::Unlimited`] sets `cpu.quota` -1.
+    pub(super) quota: CfsQuota,
 }
 
-/// Linux resources that set only the cpuset.
+/// Linux resources that set the cpuset (and, for exclusive CPUs, lift the quota).
 pub(super) fn cpu_resources(cpuset: Cpuset) -> api::LinuxResources {
+    let quota = match cpuset.quota {
+        CfsQuota::Unlimited => Some(api::OptionalInt64 { value: -1 }),
+        _ => None,
+    };
     api::LinuxResources {
         cpu: Some(api::LinuxCpu {
             cpus: cpuset.cpus,
             mems: cpuset.mems,
+            quota,
             ..api::LinuxCpu::default()
         }),
         ..api::LinuxResources::default()

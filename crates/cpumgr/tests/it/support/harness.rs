@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use corral_checkpoint::CheckpointError;
 use corral_cpumgr::{
-    AllocateError, ContainerMap, ContainerRuntime, CpuManager, CpuState, CpuStateFile,
+    AllocateError, CfsQuota, ContainerMap, ContainerRuntime, CpuManager, CpuState, CpuStateFile,
     MemoryBackend, PodSource, PodStatus, Policy, RuntimeError, StateBackend, StateIoError,
     TakeError, TopologyIndex, ValidationError,
 };
@@ -70,7 +70,12 @@ pub(crate) struct Runtime {
 }
 
 impl ContainerRuntime for Runtime {
-    fn update_container_cpuset(&self, id: &str, cpus: &CpuSet) -> Result<(), RuntimeError> {
+    fn update_container_cpuset(
+        &self,
+        id: &str,
+        cpus: &CpuSet,
+        _: CfsQuota,
+    ) -> Result<(), RuntimeError> {
         if let Some(e) = self.err.lock().unwrap().clone() {
             return Err(RuntimeError::new(e));
         }
