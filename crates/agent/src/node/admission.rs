@@ -19,7 +19,8 @@ use crate::manifest::pod_from_manifest;
 
 impl Node {
     /// Admit a pod: the kubelet's admission sequence, all-or-nothing. A pod already
-    /// admitted (same uid) answers what it holds; a second admission of a pod whose
+    /// admitted (same uid) answers what it holds, or, asking for other resources, is a
+    /// resize (see `resize`); a second admission of a pod whose
     /// admission is under way waits for it. Admissions of different pods run their
     /// decisions one at a time, but not while a device plugin or a DRA driver answers.
     pub(crate) async fn admit(
@@ -35,7 +36,10 @@ impl Node {
             .collect::<Result<Vec<_>>>()
             .map_err(AdmitError::InvalidClaim)?;
         let _pod_lock = self.pod_locks.lock(&pod.uid).await;
-        if self.pods.get(&pod.uid).is_some() {
+        if let Some(held) = self.pods.get(&pod.uid) {
+            if let Some(refused) = self.resize(&held, &pod, &manifest, &claims)? {
+                return Ok(refused);
+            }
             return Ok(Admission::Admitted(self.view(&pod.uid)?));
         }
         let result = match self.decide(&pod).await {

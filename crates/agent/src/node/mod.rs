@@ -16,6 +16,8 @@ mod device_provider;
 mod kubelet_devices;
 mod locks;
 mod pods;
+mod resize;
+pub(crate) use resize::INFEASIBLE;
 mod restore_check;
 mod view;
 
@@ -507,3 +509,5 @@ pub(crate) mod tests;
 mod tests_containers;
 #[cfg(test)]
 mod tests_hostile;
+#[cfg(test)]
+mod tests_resize;

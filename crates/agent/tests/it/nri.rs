@@ -291,6 +291,62 @@ async fn a_lost_runtime_is_redialed() {
     assert!(again.is_ok(), "no reconnection");
 }
 
+/// An UpdateContainer event: `container` resized to `request_milli`/`limit_milli` CPU.
+async fn resize(
+    conn: &PluginConnection,
+    pod: &api::PodSandbox,
+    container: &api::Container,
+    request_milli: u64,
+    limit_milli: u64,
+) -> Result<api::UpdateContainerResponse, NriError> {
+    let resized = self::container(pod, &container.id, request_milli, limit_milli);
+    let mut resources = resized.linux.unwrap().resources.unwrap();
+    // The kubelet's own view of the cpuset (its CPU manager is `none` on a stock node).
+    resources.cpu.as_mut().unwrap().cpus = "0-15".into();
+    let request = api::UpdateContainerRequest {
+        pod: Some(pod.clone()),
+        container: Some(container.clone()),
+        linux_resources: Some(resources),
+    };
+    conn.call("UpdateContainer", &request).await
+}
+
+/// In-place resize (the kubelet's UpdateContainerResources): a Guaranteed pod whose CPUs
+/// corral pinned is refused as v1.36 refuses it; a shared-pool container is resized and
+/// keeps corral's pool, not the kubelet's cpuset.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn resizes_are_refused_for_pinned_pods_and_keep_the_pool_for_others() {
+    let (_dir, root, socket, listener) = runtime_socket();
+    let _agent = start(&root, &socket);
+    let conn = connect(&listener).await;
+    let _: api::SynchronizeResponse = conn
+        .call("Synchronize", &api::SynchronizeRequest::default())
+        .await
+        .unwrap();
+    let guaranteed = pod("g-uid", "");
+    let pinned = container(&guaranteed, "pinned-1", 2000, 2000);
+    let exclusive = adjusted_cpus(&create(&conn, &guaranteed, &pinned).await.unwrap());
+    let burstable = pod("b-uid", "/burstable");
+    let shared = container(&burstable, "shared-1", 500, 0);
+    create(&conn, &burstable, &shared).await.unwrap();
+
+    let err = resize(&conn, &guaranteed, &pinned, 3000, 3000)
+        .await
+        .unwrap_err();
+    let NriError::Status { source, .. } = err else {
+        panic!("{err:?}");
+    };
+    assert_eq!(
+        source.message,
+        "Infeasible: Resize is infeasible for Guaranteed Pods alongside CPU Manager static policy"
+    );
+
+    let resized = resize(&conn, &burstable, &shared, 700, 0).await.unwrap();
+    let pool = updated(&resized.update, "shared-1").expect("the cpuset kept");
+    assert!(!pool.intersects(&exclusive), "{pool} {exclusive}");
+    assert_eq!(pool.len(), 16 - exclusive.len());
+}
+
 /// The kubelet's podresources API, as far as NRI mode reads it: pod `gpu-pod`'s container
 /// holds one `example.com/gpu` on NUMA node 1.
 #[derive(Clone)]

@@ -13,11 +13,12 @@ use corral_proto::nri::plugin::NriPlugin;
 use super::pod::{NriPodError, QosClass, container_manifest};
 use super::pod_resources::container_devices;
 use super::updates::{Cpuset, OnFailure, cpu_resources, cpuset_update};
-use crate::node::{Admission, AdmitError, Node};
+use crate::node::{Admission, AdmitError, INFEASIBLE, Node};
 
 /// The events corral acts on.
 pub(crate) const EVENTS: &[Event] = &[
     Event::CreateContainer,
+    Event::UpdateContainer,
     Event::StopContainer,
     Event::RemoveContainer,
     Event::StopPodSandbox,
@@ -237,6 +238,57 @@ impl NriPlugin for NodePlugin {
         Ok(api::CreateContainerResponse {
             adjust: Some(adjust),
             update,
+            evict: Vec::new(),
+        })
+    }
+
+    /// The kubelet resizes a container (`UpdateContainerResources`): refused as upstream
+    /// refuses it when corral pinned the pod's resources (`Infeasible`), else let through
+    /// with corral's cpuset kept over whatever the update carries.
+    async fn update_container(
+        &self,
+        request: api::UpdateContainerRequest,
+    ) -> Result<api::UpdateContainerResponse, NriStatus> {
+        let (Some(pod), Some(container)) = (&request.pod, &request.container) else {
+            let why = "UpdateContainer without its pod or container";
+            return Err(NriStatus::new(NriStatus::INVALID_ARGUMENT, why));
+        };
+        if self.node.pods().pod_of_container(&container.id).is_none() {
+            return Ok(api::UpdateContainerResponse::default());
+        }
+        let mut updated = container.clone();
+        if let Some(linux) = updated.linux.as_mut() {
+            linux.resources = request.linux_resources.clone();
+        }
+        let manifest = match container_manifest(pod, &updated) {
+            Ok((manifest, _)) => manifest,
+            Err(NriPodError::NotKubelet { .. }) => {
+                return Ok(api::UpdateContainerResponse::default());
+            }
+            Err(err) => return Err(NriStatus::new(NriStatus::INVALID_ARGUMENT, err.to_string())),
+        };
+        match self.node.check_resize(&manifest) {
+            Ok(Ok(())) => {}
+            Ok(Err(message)) => {
+                tracing::info!(pod = %format!("{}/{}", pod.namespace, pod.name), container = %container.name, detail = message, "resize refused");
+                return Err(NriStatus::new(
+                    NriStatus::UNKNOWN,
+                    format!("{INFEASIBLE}: {message}"),
+                ));
+            }
+            Err(err) => {
+                let why = crate::error_text::error_chain(&err);
+                return Err(NriStatus::new(NriStatus::INVALID_ARGUMENT, why));
+            }
+        }
+        let cpu = self.node.cpu();
+        let cpuset = Cpuset {
+            cpus: cpu.cpu_affinity(&pod.uid, &container.name).to_string(),
+            mems: String::new(),
+            quota: cpu.cfs_quota(&pod.uid, &container.name),
+        };
+        Ok(api::UpdateContainerResponse {
+            update: vec![cpuset_update(&container.id, cpuset, OnFailure::Ignore)],
             evict: Vec::new(),
         })
     }
