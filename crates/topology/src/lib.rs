@@ -77,8 +77,8 @@ pub use details::CpuDetails;
 pub use numa_ids::{NumaIds, NumaIdsError};
 pub use numa_mask::{NumaMask, NumaMaskError};
 pub use pod::{
-    Container, ContainerClaim, ContainerKind, ContainerRestartPolicy, Pod, PodResourceClaim,
-    ResourceList, ResourceRequirements,
+    Container, ContainerClaim, ContainerKind, ContainerRestartPolicy, Pod, PodLevelResources,
+    PodResourceClaim, ResourceList, ResourceRequirements,
 };
 pub use qos::QosClass;
 pub use quantity::{Quantity, QuantityError, parse_bytes, parse_count, parse_cpu_millis};

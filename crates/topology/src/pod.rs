@@ -157,7 +157,26 @@ pub struct Pod {
     pub resource_claims: Vec<PodResourceClaim>,
 }
 
+/// How the resource managers treat pods that set pod-level resources (the kubelet's
+/// `PodLevelResourceManagers` feature gate, alpha in v1.36).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum PodLevelResources {
+    /// The gate off (v1.36's default): such pods get nothing exclusive and give no hints.
+    #[default]
+    Unmanaged,
+    /// The gate on: at pod scope, each manager allocates the pod's budget once and
+    /// partitions it among the containers (upstream `AllocatePod`).
+    Managed,
+}
+
 impl Pod {
+    /// Whether the managers handle this pod's resources at pod level under `mode`: it sets
+    /// pod-level resources and `mode` is [`PodLevelResources::Managed`].
+    pub fn is_managed_at_pod_level(&self, mode: PodLevelResources) -> bool {
+        mode == PodLevelResources::Managed && self.has_pod_level_resources()
+    }
+
     /// Whether the pod sets pod-level resources (`spec.resources`) that the kubelet
     /// supports there — requests or limits of CPU, memory or huge pages (upstream
     /// `IsPodLevelResourcesSet`). While `PodLevelResourceManagers` is off (v1.36's

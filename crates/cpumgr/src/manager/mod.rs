@@ -24,7 +24,7 @@ use std::time::Duration;
 
 use corral_topology::{
     AffinityStore, AllocationError, Container, CpuSet, CpuTopology, HintProvider, Pod,
-    ProviderHints, TopologyHint,
+    PodLevelResources, ProviderHints, TopologyHint,
 };
 
 use self::config::CheckedPolicy;
@@ -59,6 +59,8 @@ struct Inner {
     last_sweep: Option<(u64, Option<String>)>,
     /// The `cpu_manager_state` version written.
     file_version: CpuStateFileVersion,
+    /// How pods with pod-level resources are treated.
+    pod_level: PodLevelResources,
 }
 
 impl Inner {
@@ -201,6 +203,7 @@ impl CpuManager {
                 edges: None,
                 last_sweep: None,
                 file_version: CpuStateFileVersion::default(),
+                pod_level: PodLevelResources::default(),
             }),
         }
     }
@@ -227,11 +230,39 @@ impl CpuManager {
         }
     }
 
-    /// Write `cpu_manager_state` in `version` from now on (v2 by default; v3 is what a
-    /// v1.36 kubelet with `PodLevelResourceManagers` on writes). Every version is read.
-    pub fn with_state_file_version(self, version: CpuStateFileVersion) -> CpuManager {
-        self.lock().file_version = version;
+    /// How pods with pod-level resources are treated (the `PodLevelResourceManagers`
+    /// gate). [`PodLevelResources::Managed`] allocates their budget at pod scope
+    /// ([`HintProvider::allocate_pod`]), keeps the pods' CPUs in the state and writes
+    /// `cpu_manager_state` v3, as a v1.36 kubelet with the gate on does (v2 otherwise).
+    pub fn with_pod_level_resources(self, mode: PodLevelResources) -> CpuManager {
+        {
+            let mut inner = self.lock();
+            inner.policy.set_pod_level_resources(mode);
+            inner.pod_level = mode;
+            inner.file_version = match mode {
+                PodLevelResources::Managed => CpuStateFileVersion::V3,
+                _ => CpuStateFileVersion::V2,
+            };
+        }
         self
+    }
+
+    /// Upstream `AllocatePod` (pod scope, a pod with pod-level resources, the gate on):
+    /// the pod's budget aligned with `affinity`, partitioned among its containers, persisted
+    /// once; nothing changes on failure.
+    pub fn allocate_pod(&self, pod: &Pod, affinity: TopologyHint) -> Result<(), CpuManagerError> {
+        self.remove_stale_from_source(Some(pod));
+        let mut inner = self.lock();
+        let before = inner.state.clone();
+        let Inner { policy, state, .. } = &mut *inner;
+        let result = policy
+            .allocate_pod(state, pod, affinity)
+            .map_err(CpuManagerError::from);
+        if result.is_err() {
+            inner.state = before;
+            return result;
+        }
+        inner.commit(before)
     }
 
     fn lock(&self) -> MutexGuard<'_, Inner> {
@@ -521,9 +552,22 @@ impl HintProvider for CpuManager {
         store: &AffinityStore,
     ) -> Result<(), AllocationError> {
         let affinity = store.affinity(&pod.uid, &container.name);
-        CpuManager::allocate(self, pod, container, affinity).map_err(|e| match e {
-            CpuManagerError::Allocate(a) => a.into(),
-            other => AllocationError::unexpected(other),
-        })
+        CpuManager::allocate(self, pod, container, affinity).map_err(allocation_error)
+    }
+
+    /// Upstream `AllocatePod`: the affinity stored for the pod's first container.
+    fn allocate_pod(&self, pod: &Pod, store: &AffinityStore) -> Result<(), AllocationError> {
+        let first = pod.all_containers().next().map(|(_, c)| c.name.as_str());
+        let affinity =
+            first.map_or_else(TopologyHint::default, |name| store.affinity(&pod.uid, name));
+        CpuManager::allocate_pod(self, pod, affinity).map_err(allocation_error)
+    }
+}
+
+/// A manager error as the topology manager reports it.
+fn allocation_error(e: CpuManagerError) -> AllocationError {
+    match e {
+        CpuManagerError::Allocate(a) => a.into(),
+        other => AllocationError::unexpected(other),
     }
 }

@@ -90,7 +90,14 @@ pub enum AllocateError {
     /// Assignment failed.
     #[error(transparent)]
     Take(#[from] TakeError),
+    /// A pod managed at pod level whose spec leaves containers without CPUs (upstream's
+    /// `EmptyPodSharedPoolError`, with its message).
+    #[error("{0}")]
+    EmptyPodSharedPool(String),
 }
+
+/// Upstream's reason for [`AllocateError::EmptyPodSharedPool`].
+pub const EMPTY_POD_SHARED_POOL_ERROR: &str = "EmptyPodSharedPoolError";
 
 impl From<AllocateError> for AllocationError {
     fn from(e: AllocateError) -> Self {
@@ -98,6 +105,10 @@ impl From<AllocateError> for AllocationError {
             AllocateError::SmtAlignment(smt) => AllocationError::Admission {
                 reason: SMT_ALIGNMENT_ERROR.to_owned(),
                 message: smt.to_string(),
+            },
+            AllocateError::EmptyPodSharedPool(message) => AllocationError::Admission {
+                reason: EMPTY_POD_SHARED_POOL_ERROR.to_owned(),
+                message,
             },
             other => AllocationError::unexpected(other),
         }

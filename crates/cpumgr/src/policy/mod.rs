@@ -4,17 +4,19 @@
 
 mod errors;
 mod none;
+mod pod_level;
 mod requests;
 mod static_policy;
 
 pub use errors::{
-    AllocateError, PolicyError, SMT_ALIGNMENT_ERROR, SmtAlignmentError, ValidationError,
+    AllocateError, EMPTY_POD_SHARED_POOL_ERROR, PolicyError, SMT_ALIGNMENT_ERROR,
+    SmtAlignmentError, ValidationError,
 };
 pub use none::NonePolicy;
 pub use requests::{guaranteed_cpus, pod_guaranteed_cpus};
 pub use static_policy::StaticPolicy;
 
-use corral_topology::{Container, CpuSet, Pod, ProviderHints, TopologyHint};
+use corral_topology::{Container, CpuSet, Pod, PodLevelResources, ProviderHints, TopologyHint};
 
 use crate::state::CpuState;
 
@@ -39,6 +41,22 @@ pub trait Policy: Send + Sync + std::fmt::Debug {
         container: &Container,
         affinity: TopologyHint,
     ) -> Result<(), AllocateError>;
+    /// Allocate the whole pod at once, aligned with `affinity` (upstream `AllocatePod`, for
+    /// a pod with pod-level resources while `PodLevelResourceManagers` is on). The
+    /// default allocates each container (upstream's `none` policy allocates nothing).
+    fn allocate_pod(
+        &mut self,
+        state: &mut CpuState,
+        pod: &Pod,
+        affinity: TopologyHint,
+    ) -> Result<(), AllocateError> {
+        for (_, container) in pod.all_containers() {
+            self.allocate(state, pod, container, affinity)?;
+        }
+        Ok(())
+    }
+    /// How pods with pod-level resources are treated. The default ignores the mode.
+    fn set_pod_level_resources(&mut self, _mode: PodLevelResources) {}
     /// Release the container's exclusive CPUs (upstream `RemoveContainer`). Idempotent.
     fn remove_container(&mut self, state: &mut CpuState, pod_uid: &str, container: &str);
     /// Hints for one container (upstream `GetTopologyHints`). The default: no preference

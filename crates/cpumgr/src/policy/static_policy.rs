@@ -21,13 +21,12 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use corral_topology::{
-    Container, CpuSet, NumaMask, Pod, PolicyName, ProviderHints, ResourceHints, TopologyHint,
+    Container, CpuSet, NumaMask, Pod, PodLevelResources, PolicyName, ProviderHints, ResourceHints,
+    TopologyHint,
 };
 
-use super::{
-    AllocateError, Policy, PolicyError, SmtAlignmentError, ValidationError, guaranteed_cpus,
-    pod_guaranteed_cpus,
-};
+use super::pod_level::validate_pod_scope_resources;
+use super::{AllocateError, Policy, PolicyError, SmtAlignmentError, ValidationError};
 use crate::assignment::{
     TakeError, take_by_topology_numa_distributed, take_by_topology_numa_packed,
 };
@@ -46,6 +45,8 @@ pub struct StaticPolicy {
     cpu_group_size: usize,
     /// pod UID → CPUs of finished init containers later containers may reuse.
     cpus_to_reuse: BTreeMap<String, CpuSet>,
+    /// How pods with pod-level resources are treated (`PodLevelResourceManagers`).
+    pub(super) pod_level: PodLevelResources,
 }
 
 fn cpu_hints(hints: Vec<TopologyHint>) -> ProviderHints {
@@ -71,6 +72,7 @@ impl StaticPolicy {
             reserved_physical: CpuSet::new(),
             options,
             cpus_to_reuse: BTreeMap::new(),
+            pod_level: PodLevelResources::default(),
         };
         let reserved = if explicit_reserved.is_empty() {
             let all = policy.index.all_cpus().clone();
@@ -207,7 +209,7 @@ impl StaticPolicy {
     }
 
     /// Upstream `allocateCPUs`: aligned CPUs first, then the rest.
-    fn allocate_cpus(
+    pub(super) fn allocate_cpus(
         &self,
         state: &mut CpuState,
         num_cpus: usize,
@@ -226,6 +228,44 @@ impl StaticPolicy {
         result.union_with(&rest);
         state.set_default_cpu_set(state.default_cpu_set().difference(&result));
         Ok(result)
+    }
+
+    /// Whether pod-level resources leave `pod` to the shared pool (the gate off).
+    fn skips(&self, pod: &Pod) -> bool {
+        pod.has_pod_level_resources() && !pod.is_managed_at_pod_level(self.pod_level)
+    }
+
+    /// Upstream `enforceSMTAlignment`: with `full-pcpus-only`, whole cores that are free.
+    pub(super) fn enforce_smt_alignment(
+        &self,
+        state: &CpuState,
+        num_cpus: usize,
+    ) -> Result<(), SmtAlignmentError> {
+        if !self.options.full_physical_cpus_only {
+            return Ok(());
+        }
+        let group = self.cpu_group_size.max(1);
+        if !num_cpus.is_multiple_of(group) {
+            return Err(SmtAlignmentError {
+                requested_cpus: num_cpus,
+                cpus_per_core: self.cpu_group_size,
+                available_physical_cpus: 0,
+                caused_by_physical_cpus: false,
+            });
+        }
+        let available_physical = state
+            .default_cpu_set()
+            .difference(&self.reserved_physical)
+            .len();
+        if num_cpus > available_physical {
+            return Err(SmtAlignmentError {
+                requested_cpus: num_cpus,
+                cpus_per_core: self.cpu_group_size,
+                available_physical_cpus: available_physical,
+                caused_by_physical_cpus: true,
+            });
+        }
+        Ok(())
     }
 
     /// CPUs assigned to the pod's containers other than `container`.
@@ -318,7 +358,10 @@ impl Policy for StaticPolicy {
                 }
             }
         }
-        let known = default.union(&state.exclusive_cpus());
+        let mut known = default.union(&state.exclusive_cpus());
+        for cpus in state.pod_cpu_sets().values() {
+            known.union_with(cpus);
+        }
         if known != all {
             return Err(ValidationError::CpusChanged {
                 machine: all.to_string(),
@@ -335,36 +378,12 @@ impl Policy for StaticPolicy {
         container: &Container,
         affinity: TopologyHint,
     ) -> Result<(), AllocateError> {
-        let num_cpus = guaranteed_cpus(pod, container);
-        // Pod-level resources: shared pool while PodLevelResourceManagers is off (v1.36).
-        if num_cpus == 0 || pod.has_pod_level_resources() {
+        let num_cpus = self.guaranteed_cpus_of(pod, container);
+        // Pod-level resources: the shared pool while PodLevelResourceManagers is off (v1.36).
+        if num_cpus == 0 || self.skips(pod) {
             return Ok(());
         }
-        if self.options.full_physical_cpus_only {
-            let group = self.cpu_group_size.max(1);
-            if !num_cpus.is_multiple_of(group) {
-                return Err(SmtAlignmentError {
-                    requested_cpus: num_cpus,
-                    cpus_per_core: self.cpu_group_size,
-                    available_physical_cpus: 0,
-                    caused_by_physical_cpus: false,
-                }
-                .into());
-            }
-            let available_physical = state
-                .default_cpu_set()
-                .difference(&self.reserved_physical)
-                .len();
-            if num_cpus > available_physical {
-                return Err(SmtAlignmentError {
-                    requested_cpus: num_cpus,
-                    cpus_per_core: self.cpu_group_size,
-                    available_physical_cpus: available_physical,
-                    caused_by_physical_cpus: true,
-                }
-                .into());
-            }
-        }
+        self.enforce_smt_alignment(state, num_cpus)?;
         if let Some(cpus) = state.cpu_set(&pod.uid, &container.name).cloned() {
             self.update_cpus_to_reuse(pod, container, &cpus);
             return Ok(());
@@ -377,6 +396,9 @@ impl Policy for StaticPolicy {
     }
 
     fn remove_container(&mut self, state: &mut CpuState, pod_uid: &str, container: &str) {
+        if Self::remove_pod_level_container(state, pod_uid, container) {
+            return;
+        }
         let in_use = Self::siblings_cpus(state, pod_uid, container);
         if let Some(release) = state.cpu_set(pod_uid, container).cloned() {
             state.delete(pod_uid, container);
@@ -385,14 +407,27 @@ impl Policy for StaticPolicy {
         }
     }
 
+    fn allocate_pod(
+        &mut self,
+        state: &mut CpuState,
+        pod: &Pod,
+        affinity: TopologyHint,
+    ) -> Result<(), AllocateError> {
+        self.allocate_pod_cpus(state, pod, affinity)
+    }
+
+    fn set_pod_level_resources(&mut self, mode: PodLevelResources) {
+        self.pod_level = mode;
+    }
+
     fn hints_for_container(
         &self,
         state: &CpuState,
         pod: &Pod,
         container: &Container,
     ) -> ProviderHints {
-        let requested = guaranteed_cpus(pod, container);
-        if requested == 0 || pod.has_pod_level_resources() {
+        let requested = self.guaranteed_cpus_of(pod, container);
+        if requested == 0 || self.skips(pod) {
             return None;
         }
         if let Some(allocated) = state.cpu_set(&pod.uid, &container.name) {
@@ -410,13 +445,17 @@ impl Policy for StaticPolicy {
     }
 
     fn hints_for_pod(&self, state: &CpuState, pod: &Pod) -> ProviderHints {
-        let requested = pod_guaranteed_cpus(pod);
-        if requested == 0 || pod.has_pod_level_resources() {
+        let requested = self.pod_guaranteed_cpus_of(pod);
+        if requested == 0 || self.skips(pod) {
             return None;
+        }
+        if pod.is_managed_at_pod_level(self.pod_level) && validate_pod_scope_resources(pod).is_err()
+        {
+            return cpu_hints(Vec::new());
         }
         let mut assigned = CpuSet::new();
         for container in pod.init_containers.iter().chain(&pod.containers) {
-            let by_container = guaranteed_cpus(pod, container);
+            let by_container = self.guaranteed_cpus_of(pod, container);
             if let Some(allocated) = state.cpu_set(&pod.uid, &container.name) {
                 if allocated.len() != by_container {
                     if Self::is_released_init(pod, container, allocated, by_container) {

@@ -2,7 +2,7 @@
 
 use std::collections::BTreeMap;
 
-use corral_checkpoint::{CpuManagerCheckpoint, CpuManagerCheckpointV3};
+use corral_checkpoint::{CpuManagerCheckpoint, CpuManagerCheckpointV3, PodCpuEntry};
 
 use super::backend::CpuStateFile;
 
@@ -41,6 +41,9 @@ pub type ContainerCpuAssignments = BTreeMap<String, BTreeMap<String, CpuSet>>;
 pub struct CpuState {
     default_cpu_set: CpuSet,
     assignments: ContainerCpuAssignments,
+    /// Pod UID → the pod's CPUs, for pods whose resources are managed at pod level
+    /// (`PodLevelResourceManagers`; upstream `PodCPUAssignments`).
+    pod_cpus: BTreeMap<String, CpuSet>,
 }
 
 impl CpuState {
@@ -49,6 +52,7 @@ impl CpuState {
         CpuState {
             default_cpu_set,
             assignments,
+            pod_cpus: BTreeMap::new(),
         }
     }
 
@@ -101,6 +105,26 @@ impl CpuState {
         }
     }
 
+    /// The pod's CPUs, when its resources are managed at pod level.
+    pub fn pod_cpu_set(&self, pod_uid: &str) -> Option<&CpuSet> {
+        self.pod_cpus.get(pod_uid)
+    }
+
+    /// Every pod's CPUs (pods managed at pod level).
+    pub fn pod_cpu_sets(&self) -> &BTreeMap<String, CpuSet> {
+        &self.pod_cpus
+    }
+
+    /// Record the pod's CPUs (upstream `SetPodCPUSet`).
+    pub fn set_pod_cpu_set(&mut self, pod_uid: &str, cpus: CpuSet) {
+        self.pod_cpus.insert(pod_uid.to_owned(), cpus);
+    }
+
+    /// Forget the pod's CPUs (upstream `DeletePod`).
+    pub fn delete_pod(&mut self, pod_uid: &str) {
+        self.pod_cpus.remove(pod_uid);
+    }
+
     /// Upstream `ClearState`.
     pub fn clear(&mut self) {
         *self = CpuState::default();
@@ -118,8 +142,7 @@ impl CpuState {
     }
 
     /// The file a kubelet writes for this state in `version` (upstream `storeState`,
-    /// `storeStateV2` / `storeStateV3`). corral assigns no pod-level CPUs, so a v3 file's
-    /// pod entries are empty.
+    /// `storeStateV2` / `storeStateV3`); pod-level CPUs are only in v3.
     pub fn to_file(&self, policy_name: &str, version: CpuStateFileVersion) -> CpuStateFile {
         let v2 = self.to_checkpoint(policy_name);
         match version {
@@ -128,7 +151,15 @@ impl CpuState {
                 policy_name: v2.policy_name,
                 default_cpu_set: v2.default_cpu_set,
                 entries: v2.entries,
-                pod_entries: Some(Default::default()),
+                pod_entries: Some(
+                    self.pod_cpus
+                        .iter()
+                        .map(|(pod, cpus)| {
+                            let cpu_set = cpus.to_string();
+                            (pod.clone(), PodCpuEntry { cpu_set })
+                        })
+                        .collect(),
+                ),
             }),
         }
     }

@@ -7,6 +7,8 @@
 //! makes people delete `cpu_manager_state` by hand for that. Every other failure names the
 //! file and the exact remedy.
 
+use std::collections::BTreeMap;
+
 use corral_checkpoint::{
     CpuManagerCheckpoint, CpuManagerCheckpointV3, CpuManagerState, RestoreOrder,
     restore_cpu_manager_state_as,
@@ -98,16 +100,33 @@ pub enum RestoreError {
         #[source]
         source: Box<CpuSetParseError>,
     },
-    /// A v3 or v4 checkpoint holds pod-level CPU assignments (KEP-5526), which corral does
-    /// not make: restoring without them would hand those CPUs to other pods.
+    /// A v3 or v4 checkpoint holds pod-level CPU assignments (KEP-5526) while
+    /// `PodLevelResourceManagers` is off: restoring without them would hand those CPUs to
+    /// other pods.
     #[error(
-        "could not restore CPU manager state from {file}: it holds pod-level CPU assignments for pods {pods:?} (PodLevelResourceManagers), which corral does not implement; drain this node, delete {file} and restart"
+        "could not restore CPU manager state from {file}: it holds pod-level CPU assignments for pods {pods:?}, which PodLevelResourceManagers (off) does not restore; turn the feature gate on again, or drain this node, delete {file} and restart"
     )]
     PodLevelAssignments {
         /// The checkpoint file.
         file: String,
         /// Pods with pod-level assignments.
         pods: Vec<String>,
+    },
+    /// A pod's pod-level CPU set does not parse.
+    #[error(
+        "could not restore CPU manager state from {file}: could not parse the pod-level cpuset {text:?} of pod {pod:?}: {}; the file is damaged: drain this node, delete {file} and restart",
+        go_parse_message(source)
+    )]
+    PodCpuSet {
+        /// The checkpoint file.
+        file: String,
+        /// Pod UID.
+        pod: String,
+        /// The text.
+        text: String,
+        /// The parse error.
+        #[source]
+        source: Box<CpuSetParseError>,
     },
     /// The fresh or migrated state could not be written.
     #[error(
@@ -169,10 +188,11 @@ pub fn restore_writing(
             migrated_from: None,
         });
     };
+    let mut pod_cpus = BTreeMap::new();
     let checkpoint = match restore_cpu_manager_state_as(&bytes, RestoreOrder::Any) {
         Ok(CpuManagerState::V2(v2)) => v2,
-        Ok(CpuManagerState::V3(v3)) => without_pod_entries(v3, &file)?,
-        Ok(CpuManagerState::V4(v4)) => without_pod_entries(v4.0, &file)?,
+        Ok(CpuManagerState::V3(v3)) => split_pod_entries(v3, version, &file, &mut pod_cpus)?,
+        Ok(CpuManagerState::V4(v4)) => split_pod_entries(v4.0, version, &file, &mut pod_cpus)?,
         Ok(CpuManagerState::V1(v1)) => v1.to_current(container_ref).map_err(|_| {
             let container_id = v1
                 .entries
@@ -231,7 +251,16 @@ pub fn restore_writing(
             stored: checkpoint.policy_name,
         });
     }
-    let state = parse(&checkpoint, &file)?;
+    let mut state = parse(&checkpoint, &file)?;
+    for (pod, text) in pod_cpus {
+        let cpus = text.parse().map_err(|source| RestoreError::PodCpuSet {
+            file: file.clone(),
+            pod: pod.clone(),
+            text: text.clone(),
+            source: Box::new(source),
+        })?;
+        state.set_pod_cpu_set(&pod, cpus);
+    }
     Ok(Restored {
         state,
         fresh: false,
@@ -239,24 +268,28 @@ pub fn restore_writing(
     })
 }
 
-/// The v2 content of a v3 (or v4) checkpoint, which must hold no pod-level assignment.
-fn without_pod_entries(
+/// The v2 content of a v3 (or v4) checkpoint; its pod-level assignments go to
+/// `pod_cpus` when `version` is v3 (the gate on) and must be absent otherwise.
+fn split_pod_entries(
     v3: CpuManagerCheckpointV3,
+    version: CpuStateFileVersion,
     file: &str,
+    pod_cpus: &mut BTreeMap<String, String>,
 ) -> Result<CpuManagerCheckpoint, RestoreError> {
-    let pods: Vec<String> = v3
+    let held: BTreeMap<String, String> = v3
         .pod_entries
-        .iter()
+        .into_iter()
         .flatten()
         .filter(|(_, entry)| !entry.cpu_set.is_empty())
-        .map(|(pod, _)| pod.clone())
+        .map(|(pod, entry)| (pod, entry.cpu_set))
         .collect();
-    if !pods.is_empty() {
+    if version != CpuStateFileVersion::V3 && !held.is_empty() {
         return Err(RestoreError::PodLevelAssignments {
             file: file.to_owned(),
-            pods,
+            pods: held.into_keys().collect(),
         });
     }
+    pod_cpus.extend(held);
     Ok(CpuManagerCheckpoint {
         policy_name: v3.policy_name,
         default_cpu_set: v3.default_cpu_set,

@@ -38,6 +38,17 @@ impl PodAdmitResult {
         }
     }
 
+    /// Rejected with upstream's `PodLevelTopologyAffinityError` (reason
+    /// `TopologyAffinityError`, message `Pod Scope ` and what failed), for a pod with
+    /// pod-level resources while `PodLevelResourceManagers` is on.
+    pub fn pod_level_topology_affinity_error(what: &str) -> PodAdmitResult {
+        PodAdmitResult {
+            admit: false,
+            reason: TOPOLOGY_AFFINITY_ERROR.to_owned(),
+            message: format!("Pod Scope {what}"),
+        }
+    }
+
     /// Rejected because a provider's allocation failed (upstream `GetPodAdmitResult(err)`).
     pub fn from_allocation_error(error: &AllocationError) -> PodAdmitResult {
         match error {

@@ -13,7 +13,7 @@ use super::policy::{Policy, PolicyConfigError, PolicyName, PolicyOptions};
 use super::provider::HintProvider;
 use super::scope::{Admission, ScopeName};
 use super::store::AffinityStore;
-use crate::Pod;
+use crate::{Pod, PodLevelResources};
 
 /// The topology manager's configuration, as kubelet config gives it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -94,6 +94,7 @@ pub struct TopologyManager {
     providers: Vec<Arc<dyn HintProvider>>,
     store: Arc<AffinityStore>,
     metrics: ManagerMetrics,
+    pod_level: PodLevelResources,
 }
 
 impl std::fmt::Debug for TopologyManager {
@@ -139,7 +140,17 @@ impl TopologyManager {
             providers: Vec::new(),
             store: Arc::new(AffinityStore::new()),
             metrics: ManagerMetrics::default(),
+            pod_level: PodLevelResources::default(),
         })
+    }
+
+    /// How pods with pod-level resources are admitted: with
+    /// [`PodLevelResources::Managed`] (`PodLevelResourceManagers` on), the pod scope asks
+    /// each provider to [`allocate_pod`](HintProvider::allocate_pod) once, and a failed merge
+    /// is upstream's `PodLevelTopologyAffinityError` in either scope.
+    pub fn with_pod_level_resources(mut self, mode: PodLevelResources) -> TopologyManager {
+        self.pod_level = mode;
+        self
     }
 
     /// Add a hint provider; providers are asked and allocate in the order added.
@@ -198,6 +209,7 @@ impl TopologyManager {
             providers: &self.providers,
             store: &self.store,
             metrics: &self.metrics,
+            pod_level: self.pod_level,
         };
         let result = match self.scope {
             None => admission.none_scope(pod),

@@ -55,4 +55,15 @@ pub trait HintProvider: Send + Sync {
         container: &Container,
         store: &AffinityStore,
     ) -> Result<(), AllocationError>;
+
+    /// Allocate the whole pod at once (upstream `AllocatePod`, called at pod scope for a pod
+    /// with pod-level resources while `PodLevelResourceManagers` is on). The default
+    /// allocates each container in admission order — what corral's device manager does,
+    /// where upstream's does nothing here and allocates later, at container creation.
+    fn allocate_pod(&self, pod: &Pod, store: &AffinityStore) -> Result<(), AllocationError> {
+        for (_, container) in pod.all_containers() {
+            self.allocate(pod, container, store)?;
+        }
+        Ok(())
+    }
 }

@@ -12,7 +12,13 @@ use super::metrics::inc;
 use super::policy::{MergeResult, Policy, PolicyConfigError};
 use super::provider::HintProvider;
 use super::store::AffinityStore;
-use crate::{Container, Pod};
+use crate::{Container, Pod, PodLevelResources};
+
+/// What failed, for a pod with pod-level resources (upstream's texts).
+const POD_LEVEL_CONTAINER_SCOPE: &str =
+    "pod with pod-level resources failed admission with a container-level topology manager";
+const POD_LEVEL_POD_SCOPE: &str =
+    "pod with pod-level resources failed admission under pod-scope topology manager";
 
 /// The scope names kubelet config uses.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -70,6 +76,7 @@ pub(crate) struct Admission<'a> {
     pub(crate) providers: &'a [Arc<dyn HintProvider>],
     pub(crate) store: &'a AffinityStore,
     pub(crate) metrics: &'a ManagerMetrics,
+    pub(crate) pod_level: PodLevelResources,
 }
 
 impl Admission<'_> {
@@ -108,6 +115,11 @@ impl Admission<'_> {
                 .merge(&container_hints(self.providers, pod, container));
             let failures = guaranteed.then_some(&alignment.container_failures);
             if let Err(rejected) = self.store_and_allocate(pod, merged, [container], failures) {
+                if !merged.admit && pod.is_managed_at_pod_level(self.pod_level) {
+                    return PodAdmitResult::pod_level_topology_affinity_error(
+                        POD_LEVEL_CONTAINER_SCOPE,
+                    );
+                }
                 return rejected;
             }
             if guaranteed {
@@ -124,10 +136,41 @@ impl Admission<'_> {
         let guaranteed = self.policy.is_alignment_guaranteed();
         let alignment = &self.metrics.numa_alignment;
         let merged = self.policy.merge(&pod_hints(self.providers, pod));
+        if pod.is_managed_at_pod_level(self.pod_level) {
+            return self.pod_level(pod, merged);
+        }
         let containers = pod.all_containers().map(|(_, container)| container);
         let failures = guaranteed.then_some(&alignment.pod_failures);
         if let Err(rejected) = self.store_and_allocate(pod, merged, containers, failures) {
             return rejected;
+        }
+        if guaranteed {
+            inc(&alignment.pod);
+        }
+        PodAdmitResult::admitted()
+    }
+
+    /// Upstream `admitUsingPodResources`: the pod's best hint stored for every container,
+    /// then one [`HintProvider::allocate_pod`] per provider.
+    fn pod_level(&self, pod: &Pod, merged: MergeResult) -> PodAdmitResult {
+        let guaranteed = self.policy.is_alignment_guaranteed();
+        let alignment = &self.metrics.numa_alignment;
+        if !merged.admit {
+            if guaranteed {
+                inc(&alignment.pod_failures);
+            }
+            inc(&self.metrics.admission_errors_total);
+            return PodAdmitResult::pod_level_topology_affinity_error(POD_LEVEL_POD_SCOPE);
+        }
+        for (_, container) in pod.all_containers() {
+            self.store
+                .set_affinity(&pod.uid, &container.name, merged.best_hint);
+        }
+        for provider in self.providers {
+            if let Err(err) = provider.allocate_pod(pod, self.store) {
+                inc(&self.metrics.admission_errors_total);
+                return PodAdmitResult::from_allocation_error(&err);
+            }
         }
         if guaranteed {
             inc(&alignment.pod);

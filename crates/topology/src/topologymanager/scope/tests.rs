@@ -166,9 +166,116 @@ fn calculate_affinity() {
                 providers: &providers,
                 store: &store,
                 metrics: &metrics,
+                pod_level: crate::PodLevelResources::Unmanaged,
             };
             assert!(admit(&admission, &pod).admit, "{name}");
             assert_eq!(store.affinity("pod", "c"), merged, "{name}");
         }
     }
+}
+
+/// A provider counting its container and pod allocations.
+#[derive(Default)]
+struct Counting {
+    hints: ProviderHints,
+    containers: std::sync::atomic::AtomicUsize,
+    pods: std::sync::atomic::AtomicUsize,
+}
+
+impl HintProvider for Counting {
+    fn hints_for_container(&self, _: &Pod, _: &Container) -> ProviderHints {
+        self.hints.clone()
+    }
+    fn hints_for_pod(&self, _: &Pod) -> ProviderHints {
+        self.hints.clone()
+    }
+    fn allocate(&self, _: &Pod, _: &Container, _: &AffinityStore) -> Result<(), AllocationError> {
+        self.containers
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        Ok(())
+    }
+    fn allocate_pod(&self, _: &Pod, _: &AffinityStore) -> Result<(), AllocationError> {
+        self.pods.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        Ok(())
+    }
+}
+
+/// Pods with pod-level resources while `PodLevelResourceManagers` is on (upstream
+/// `scope_pod.go` `admitUsingPodResources`, and the container scope's
+/// `PodLevelTopologyAffinityError`): one `allocate_pod` at pod scope, the best hint stored
+/// for every container, and upstream's "Pod Scope …" rejections.
+#[test]
+fn pod_level_resources_are_allocated_once_per_pod() {
+    use std::sync::atomic::Ordering;
+    let numa = NumaInfo::new(
+        &[
+            crate::topologymanager::NumaNode {
+                id: 0,
+                distances: None,
+            },
+            crate::topologymanager::NumaNode {
+                id: 1,
+                distances: None,
+            },
+        ],
+        crate::topologymanager::NumaDistances::Ignore,
+    )
+    .unwrap();
+    let policy = Policy::new(PolicyName::SingleNumaNode, numa, PolicyOptions::default());
+    let mut pod = Pod {
+        uid: "pod".into(),
+        containers: vec![Container::new("a"), Container::new("b")],
+        ..Pod::default()
+    };
+    let mut resources = crate::ResourceRequirements::default();
+    resources.requests.cpu_millis = Some(2000);
+    pod.resources = Some(resources);
+    let fits = Arc::new(Counting {
+        hints: p(&[("cpu", Some(vec![h(&[1], true)]))]),
+        ..Counting::default()
+    });
+    let providers: Vec<Arc<dyn HintProvider>> = vec![fits.clone()];
+    let store = AffinityStore::new();
+    let metrics = super::ManagerMetrics::default();
+    let admission = Admission {
+        policy: &policy,
+        providers: &providers,
+        store: &store,
+        metrics: &metrics,
+        pod_level: crate::PodLevelResources::Managed,
+    };
+    assert!(admission.pod_scope(&pod).admit);
+    assert_eq!(fits.pods.load(Ordering::Relaxed), 1);
+    assert_eq!(fits.containers.load(Ordering::Relaxed), 0);
+    assert_eq!(store.affinity("pod", "b"), h(&[1], true));
+
+    let spans = Arc::new(Counting {
+        hints: p(&[("cpu", Some(vec![h(&[0, 1], true)]))]),
+        ..Counting::default()
+    });
+    let providers: Vec<Arc<dyn HintProvider>> = vec![spans.clone()];
+    let admission = Admission {
+        providers: &providers,
+        ..admission
+    };
+    let rejected = admission.pod_scope(&pod);
+    assert_eq!(
+        (rejected.reason.as_str(), rejected.message.as_str()),
+        (
+            "TopologyAffinityError",
+            "Pod Scope pod with pod-level resources failed admission under pod-scope topology manager"
+        )
+    );
+    let rejected = admission.container_scope(&pod);
+    assert_eq!(
+        rejected.message,
+        "Pod Scope pod with pod-level resources failed admission with a container-level topology manager"
+    );
+    // Without pod-level resources: upstream's plain TopologyAffinityError.
+    pod.resources = None;
+    assert_eq!(
+        admission.pod_scope(&pod).message,
+        "Resources cannot be allocated with Topology locality"
+    );
+    assert_eq!(spans.pods.load(Ordering::Relaxed), 0);
 }
