@@ -69,19 +69,7 @@ pub fn from_checkpoint(
             let blocks = blocks
                 .iter()
                 .flatten()
-                .map(|b| {
-                    let numa_affinity = b
-                        .numa_affinity
-                        .iter()
-                        .flatten()
-                        .map(|&id| node_id(id))
-                        .collect::<Result<_, _>>()?;
-                    Ok(Block {
-                        numa_affinity,
-                        resource: b.resource.clone(),
-                        size: b.size,
-                    })
-                })
+                .map(block_from)
                 .collect::<Result<_, CheckpointValueError>>()?;
             entry.insert(container.clone(), blocks);
         }
@@ -126,17 +114,7 @@ pub fn to_checkpoint(
         .map(|(pod, containers)| {
             let containers = containers
                 .iter()
-                .map(|(name, blocks)| {
-                    let blocks = blocks
-                        .iter()
-                        .map(|b| cp::Block {
-                            numa_affinity: Some(ids(&b.numa_affinity)),
-                            resource: b.resource.clone(),
-                            size: b.size,
-                        })
-                        .collect();
-                    (name.clone(), Some(blocks))
-                })
+                .map(|(name, blocks)| (name.clone(), Some(blocks.iter().map(block_to).collect())))
                 .collect();
             (pod.clone(), Some(containers))
         })
@@ -146,4 +124,57 @@ pub fn to_checkpoint(
         machine_state: Some(machine_state),
         entries: Some(entries),
     }
+}
+
+fn block_from(b: &cp::Block) -> Result<Block, CheckpointValueError> {
+    let numa_affinity = b
+        .numa_affinity
+        .iter()
+        .flatten()
+        .map(|&id| node_id(id))
+        .collect::<Result<_, _>>()?;
+    Ok(Block {
+        numa_affinity,
+        resource: b.resource.clone(),
+        size: b.size,
+    })
+}
+
+fn block_to(b: &Block) -> cp::Block {
+    cp::Block {
+        numa_affinity: Some(b.numa_affinity.iter().map(|&id| id as i64).collect()),
+        resource: b.resource.clone(),
+        size: b.size,
+    }
+}
+
+/// The pods' pod-level blocks a v2/v3 checkpoint holds (pods with none left out).
+pub fn from_pod_entries<'a>(
+    entries: impl IntoIterator<Item = (&'a String, &'a cp::PodMemoryEntry)>,
+) -> Result<BTreeMap<String, Vec<Block>>, CheckpointValueError> {
+    let mut pods = BTreeMap::new();
+    for (pod, entry) in entries {
+        let blocks: Vec<Block> = entry
+            .memory_blocks
+            .iter()
+            .flatten()
+            .map(block_from)
+            .collect::<Result<_, _>>()?;
+        if !blocks.is_empty() {
+            pods.insert(pod.clone(), blocks);
+        }
+    }
+    Ok(pods)
+}
+
+/// The pod entries of a v2/v3 checkpoint for the pods' pod-level blocks.
+pub fn to_pod_entries<'a>(
+    pods: impl IntoIterator<Item = (&'a String, &'a Vec<Block>)>,
+) -> cp::PodMemoryEntries {
+    pods.into_iter()
+        .map(|(pod, blocks)| {
+            let memory_blocks = Some(blocks.iter().map(block_to).collect());
+            (pod.clone(), cp::PodMemoryEntry { memory_blocks })
+        })
+        .collect()
 }

@@ -84,4 +84,8 @@ pub enum AllocateError {
     /// The nodes hold allocations of another group (or single-node ones).
     #[error("[memorymanager] preferred hint violates NUMA node allocation")]
     ViolatesNumaAllocation,
+    /// A pod managed at pod level whose spec leaves containers without memory (upstream's
+    /// `EmptyPodSharedPoolError`, with its message).
+    #[error("{0}")]
+    EmptyPodSharedPool(String),
 }

@@ -42,6 +42,7 @@ mod error;
 pub mod hints;
 mod machine_state;
 mod manager;
+mod pod_level;
 mod restore;
 mod static_policy;
 
@@ -51,9 +52,9 @@ pub use machine_state::{
     default_machine_state,
 };
 pub use manager::{
-    ConfigError, EvictionThreshold, MemoryManager, MemoryManagerConfig, MemoryManagerError,
-    MemoryPolicy, MemoryReservation, MemoryStateFileVersion, check_system_reserved,
-    node_allocatable_reservation,
+    ConfigError, EMPTY_POD_SHARED_POOL_ERROR, EvictionThreshold, MemoryManager,
+    MemoryManagerConfig, MemoryManagerError, MemoryPolicy, MemoryReservation,
+    check_system_reserved, node_allocatable_reservation,
 };
-pub use restore::restore_machine_state;
+pub use restore::{restore_machine_state, restore_machine_state_with_pods};
 pub use static_policy::{StaticPolicy, pod_requested, requested};

@@ -1,7 +1,9 @@
 //! Restoring the machine state from a checkpoint: upstream's `validateState`.
 
 use crate::error::RestoreError;
-use crate::machine_state::{Assignments, MachineState};
+use std::collections::BTreeMap;
+
+use crate::machine_state::{Assignments, Block, MachineState};
 
 /// The machine state to run with, given the checkpoint's `restored` state and
 /// `assignments`, and `default` (the machine's state with nothing assigned, from
@@ -23,6 +25,18 @@ pub fn restore_machine_state(
     assignments: &Assignments,
     default: MachineState,
 ) -> Result<MachineState, RestoreError> {
+    restore_machine_state_with_pods(restored, assignments, &BTreeMap::new(), default)
+}
+
+/// [`restore_machine_state`] where the pods of `pod_blocks` (managed at pod level) count
+/// their pod's blocks instead of their containers', as upstream's `validateState` does while
+/// `PodLevelResourceManagers` is on.
+pub fn restore_machine_state_with_pods(
+    restored: &MachineState,
+    assignments: &Assignments,
+    pod_blocks: &BTreeMap<String, Vec<Block>>,
+    default: MachineState,
+) -> Result<MachineState, RestoreError> {
     if restored.is_empty() {
         if assignments
             .values()
@@ -34,7 +48,12 @@ pub fn restore_machine_state(
     }
     let mut expected = default;
     for (pod, containers) in assignments {
-        for (container, blocks) in containers {
+        let of_pod = pod_blocks.get(pod).filter(|blocks| !blocks.is_empty());
+        let held: Vec<(&str, &Vec<Block>)> = match of_pod {
+            Some(blocks) => vec![("", blocks)],
+            None => containers.iter().map(|(c, b)| (c.as_str(), b)).collect(),
+        };
+        for (container, blocks) in held {
             for block in blocks {
                 let mut requested = block.size;
                 for node in &block.numa_affinity {

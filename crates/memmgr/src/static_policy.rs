@@ -4,14 +4,14 @@
 use std::collections::BTreeMap;
 
 use corral_topology::topologymanager::TopologyHint;
-use corral_topology::{Container, NumaMask, Pod, QosClass};
+use corral_topology::{Container, NumaMask, Pod, PodLevelResources};
 
 use crate::error::{AllocateError, RestoreError};
 use crate::hints::{
     MemoryHints, Requested, calculate_hints, find_best_hint, regenerate_hints, same_set,
 };
 use crate::machine_state::{Assignments, Block, MEMORY, MachineState};
-use crate::restore::restore_machine_state;
+use crate::restore::restore_machine_state_with_pods;
 
 /// Per mask, per resource: memory the pod's regular init containers hold and its later
 /// containers may reuse (upstream `initContainersReusableMemory` of the pod being admitted;
@@ -22,9 +22,14 @@ type Reusable = BTreeMap<NumaMask, BTreeMap<String, u64>>;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StaticPolicy {
     state: MachineState,
-    assignments: Assignments,
+    pub(crate) assignments: Assignments,
     /// The pod being admitted and what its init containers leave reusable.
     reusable: Option<(String, Reusable)>,
+    /// Pod UID → the pod's blocks, for pods managed at pod level (upstream
+    /// `PodMemoryAssignments`).
+    pub(crate) pod_blocks: BTreeMap<String, Vec<Block>>,
+    /// How pods with pod-level resources are treated (`PodLevelResourceManagers`).
+    pub(crate) pod_level: PodLevelResources,
 }
 
 /// What a container requests of memory and huge pages.
@@ -80,13 +85,6 @@ pub fn pod_requested(pod: &Pod) -> Requested {
         .collect()
 }
 
-/// Whether memory is left to the pod's own shares: not Guaranteed, or pod-level resources,
-/// which upstream's static policy skips while the `PodLevelResourceManagers` gate is off
-/// (its default in v1.36).
-fn skipped(pod: &Pod) -> bool {
-    pod.qos_class() != QosClass::Guaranteed || pod.has_pod_level_resources()
-}
-
 impl StaticPolicy {
     /// A policy on a machine with nothing assigned.
     pub fn new(default: MachineState) -> StaticPolicy {
@@ -94,6 +92,8 @@ impl StaticPolicy {
             state: default,
             assignments: Assignments::new(),
             reusable: None,
+            pod_blocks: BTreeMap::new(),
+            pod_level: PodLevelResources::default(),
         }
     }
 
@@ -104,11 +104,24 @@ impl StaticPolicy {
         assignments: Assignments,
         default: MachineState,
     ) -> Result<StaticPolicy, RestoreError> {
-        let state = restore_machine_state(restored, &assignments, default)?;
+        StaticPolicy::restore_with_pods(restored, assignments, BTreeMap::new(), default)
+    }
+
+    /// [`restore`](Self::restore) with the pods' pod-level blocks (a v2 or v3 file's pod
+    /// entries), which stand for their containers' blocks in the machine state.
+    pub fn restore_with_pods(
+        restored: &MachineState,
+        assignments: Assignments,
+        pod_blocks: BTreeMap<String, Vec<Block>>,
+        default: MachineState,
+    ) -> Result<StaticPolicy, RestoreError> {
+        let state = restore_machine_state_with_pods(restored, &assignments, &pod_blocks, default)?;
         Ok(StaticPolicy {
             state,
             assignments,
             reusable: None,
+            pod_blocks,
+            pod_level: PodLevelResources::default(),
         })
     }
 
@@ -134,10 +147,10 @@ impl StaticPolicy {
     /// pod-level resources (memory does not care); an allocated container's own blocks;
     /// else every fitting set of nodes.
     pub fn hints_for_container(&self, pod: &Pod, container: &Container) -> Option<MemoryHints> {
-        if skipped(pod) {
+        if self.skipped(pod) {
             return None;
         }
-        let requested = requested(container);
+        let requested = self.requested_of(pod, container);
         if let Some(blocks) = self.blocks(&pod.uid, &container.name) {
             return regenerate_hints(blocks, &requested);
         }
@@ -153,10 +166,16 @@ impl StaticPolicy {
     /// ([`pod_requested`]); the first container (init containers first) that holds blocks
     /// decides, its blocks compared with the pod's request.
     pub fn hints_for_pod(&self, pod: &Pod) -> Option<MemoryHints> {
-        if skipped(pod) {
+        if self.skipped(pod) {
             return None;
         }
-        let requested = pod_requested(pod);
+        let requested = self.pod_requested_of(pod);
+        if let Some(refused) = self.refuse_pod_scope(pod, &requested) {
+            return Some(refused);
+        }
+        if requested.is_empty() && pod.is_managed_at_pod_level(self.pod_level) {
+            return None;
+        }
         let held = pod
             .init_containers
             .iter()
@@ -193,7 +212,7 @@ impl StaticPolicy {
         container: &Container,
         affinity: TopologyHint,
     ) -> Result<(), AllocateError> {
-        if skipped(pod) {
+        if self.skipped(pod) {
             return Ok(());
         }
         if let Some(blocks) = self.blocks(&pod.uid, &container.name) {
@@ -201,29 +220,9 @@ impl StaticPolicy {
             self.update_reusable(pod, container, &blocks);
             return Ok(());
         }
-        let requested = requested(container);
-        let reusable = |mask: NumaMask, resource: &str| self.reusable_for(&pod.uid, mask, resource);
-        let mask = match affinity.numa_affinity {
-            Some(mask) => mask,
-            None => {
-                let hints = calculate_hints(&self.state, &requested, reusable);
-                let memory = hints.get(MEMORY).map(Vec::as_slice).unwrap_or_default();
-                let best = find_best_hint(memory).ok_or(AllocateError::NoDefaultAffinity)?;
-                if !best.preferred && affinity.preferred {
-                    return Err(AllocateError::NoDefaultPreferredHint);
-                }
-                best.numa_affinity.ok_or(AllocateError::NoDefaultAffinity)?
-            }
-        };
-        let mask = if self.free_holds(mask, &requested, &reusable) {
-            mask
-        } else {
-            self.extend(mask, affinity.preferred, &requested, &reusable)?
-        };
+        let requested = self.requested_of(pod, container);
+        let mask = self.resolve_mask(&pod.uid, &requested, affinity)?;
         let bits = mask.get_bits();
-        if self.violates_groups(&bits) {
-            return Err(AllocateError::ViolatesNumaAllocation);
-        }
         let mut blocks = Vec::new();
         for (resource, &size) in &requested {
             let reused = self.reusable_for(&pod.uid, mask, resource).min(size);
@@ -241,6 +240,39 @@ impl StaticPolicy {
             .or_default()
             .insert(container.name.clone(), blocks);
         Ok(())
+    }
+
+    /// The nodes `requested` comes from: `affinity`'s (the topology manager's decision), or
+    /// the best fitting set when it has none, extended to the smallest group of nodes that
+    /// holds the request when it does not, and never breaking another group.
+    pub(crate) fn resolve_mask(
+        &self,
+        pod_uid: &str,
+        requested: &Requested,
+        affinity: TopologyHint,
+    ) -> Result<NumaMask, AllocateError> {
+        let reusable = |mask: NumaMask, resource: &str| self.reusable_for(pod_uid, mask, resource);
+        let mask = match affinity.numa_affinity {
+            Some(mask) => mask,
+            None => {
+                let hints = calculate_hints(&self.state, requested, reusable);
+                let memory = hints.get(MEMORY).map(Vec::as_slice).unwrap_or_default();
+                let best = find_best_hint(memory).ok_or(AllocateError::NoDefaultAffinity)?;
+                if !best.preferred && affinity.preferred {
+                    return Err(AllocateError::NoDefaultPreferredHint);
+                }
+                best.numa_affinity.ok_or(AllocateError::NoDefaultAffinity)?
+            }
+        };
+        let mask = if self.free_holds(mask, requested, &reusable) {
+            mask
+        } else {
+            self.extend(mask, affinity.preferred, requested, &reusable)?
+        };
+        if self.violates_groups(&mask.get_bits()) {
+            return Err(AllocateError::ViolatesNumaAllocation);
+        }
+        Ok(mask)
     }
 
     fn free_holds(
@@ -296,7 +328,7 @@ impl StaticPolicy {
 
     /// Upstream `updateMachineState`: every node of `bits` counts the block and joins the
     /// group; `size` bytes come from their free memory, in node order.
-    fn take(&mut self, bits: &[usize], resource: &str, size: u64) {
+    pub(crate) fn take(&mut self, bits: &[usize], resource: &str, size: u64) {
         let mut left = size;
         for n in bits {
             let Some(node) = self.state.get_mut(n) else {
@@ -372,7 +404,8 @@ impl StaticPolicy {
     }
 
     /// Upstream `RemoveContainer`: the container's blocks go back to their nodes' free
-    /// memory; a node left without assignments is its own group again.
+    /// memory (a pod managed at pod level: its blocks, with its last container); a node
+    /// left without assignments is its own group again.
     pub fn remove_container(&mut self, pod_uid: &str, container: &str) {
         let Some(containers) = self.assignments.get_mut(pod_uid) else {
             return;
@@ -380,9 +413,21 @@ impl StaticPolicy {
         let Some(blocks) = containers.remove(container) else {
             return;
         };
-        if containers.is_empty() {
+        let last = containers.is_empty();
+        if last {
             self.assignments.remove(pod_uid);
         }
+        if self.pod_blocks.contains_key(pod_uid) {
+            if last && let Some(pod) = self.pod_blocks.remove(pod_uid) {
+                self.release(pod);
+            }
+            return;
+        }
+        self.release(blocks);
+    }
+
+    /// Upstream `releaseMemory`.
+    fn release(&mut self, blocks: Vec<Block>) {
         for block in blocks {
             let mut left = block.size;
             for n in &block.numa_affinity {

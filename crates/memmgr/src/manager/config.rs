@@ -7,7 +7,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use corral_topology::memory::NumaMemory;
-use corral_topology::{Quantity, QuantityError, QuantitySum};
+use corral_topology::{PodLevelResources, Quantity, QuantityError, QuantitySum};
 
 use crate::machine_state::{MEMORY, SystemReserved};
 
@@ -85,21 +85,11 @@ pub struct MemoryManagerConfig {
     /// `memory`), summed as upstream sums quantities (the sum's format decides how an error
     /// prints it).
     pub node_allocatable_reservation: BTreeMap<String, QuantitySum>,
-    /// The `memory_manager_state` version written (every version is read).
-    pub state_file_version: MemoryStateFileVersion,
-}
-
-/// Which `memory_manager_state` version to write: v1 while `PodLevelResourceManagers` is
-/// off (what every kubelet up to 1.36 reads), v2 while it is on (as a v1.36 kubelet with
-/// the gate on writes; a kubelet with the gate off refuses it).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum MemoryStateFileVersion {
-    /// v1.
-    #[default]
-    V1,
-    /// v2 (pod entries).
-    V2,
+    /// How pods with pod-level resources are treated (the `PodLevelResourceManagers`
+    /// gate): [`PodLevelResources::Managed`] allocates their budget at pod scope and writes
+    /// `memory_manager_state` v2, as a v1.36 kubelet with the gate on does (v1 otherwise;
+    /// every version is read).
+    pub pod_level_resources: PodLevelResources,
 }
 
 /// Why the configuration is refused (upstream's messages).

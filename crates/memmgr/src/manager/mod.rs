@@ -13,8 +13,7 @@ mod error;
 
 pub use allocatable::{EvictionThreshold, node_allocatable_reservation};
 pub use config::{
-    ConfigError, MemoryManagerConfig, MemoryPolicy, MemoryReservation, MemoryStateFileVersion,
-    check_system_reserved,
+    ConfigError, MemoryManagerConfig, MemoryPolicy, MemoryReservation, check_system_reserved,
 };
 pub use error::MemoryManagerError;
 
@@ -26,11 +25,13 @@ use corral_checkpoint::{
     MemoryManagerCheckpointV2, MemoryManagerState, RestoreOrder, restore_memory_manager_state,
 };
 use corral_topology::memory::NumaMemory;
+use corral_topology::topologymanager::TopologyHint;
 use corral_topology::{
-    AffinityStore, AllocationError, Container, HintProvider, Pod, ProviderHints,
+    AffinityStore, AllocationError, Container, HintProvider, Pod, PodLevelResources, ProviderHints,
 };
 
-use crate::checkpoint::{from_checkpoint, to_checkpoint};
+use crate::checkpoint::{from_checkpoint, from_pod_entries, to_checkpoint, to_pod_entries};
+use crate::error::AllocateError;
 use crate::machine_state::{Assignments, Block, MachineState, default_machine_state};
 use crate::static_policy::StaticPolicy;
 
@@ -89,7 +90,7 @@ struct Inner {
     /// it once, at `Start`).
     allocatable: Vec<Block>,
     /// The `memory_manager_state` version written.
-    file_version: MemoryStateFileVersion,
+    pod_level: PodLevelResources,
 }
 
 impl Inner {
@@ -112,17 +113,18 @@ impl Inner {
             return Ok(());
         };
         let v1 = self.checkpoint(policy);
-        let written = match self.file_version {
-            MemoryStateFileVersion::V1 => store.create(MEMORY_MANAGER_FILE, &v1),
-            MemoryStateFileVersion::V2 => store.create(
-                MEMORY_MANAGER_FILE,
-                &MemoryManagerCheckpointV2 {
+        let written = match self.pod_level {
+            PodLevelResources::Managed => {
+                let pod_blocks = self.policy.as_ref().map(StaticPolicy::pod_blocks);
+                let v2 = MemoryManagerCheckpointV2 {
                     policy_name: v1.policy_name,
                     machine_state: v1.machine_state,
                     entries: v1.entries,
-                    pod_entries: Some(Default::default()),
-                },
-            ),
+                    pod_entries: Some(to_pod_entries(pod_blocks.into_iter().flatten())),
+                };
+                store.create(MEMORY_MANAGER_FILE, &v2)
+            }
+            _ => store.create(MEMORY_MANAGER_FILE, &v1),
         };
         written.map_err(|source| MemoryManagerError::Persist {
             file: self.file(),
@@ -148,14 +150,19 @@ impl Inner {
 }
 
 /// The v1 content of any `memory_manager_state` version (v3, v2 or v1, newest first, as a
-/// 1.37 kubelet reads them), which must hold no pod-level assignment.
-fn restored_v1(bytes: &[u8], file: &str) -> Result<MemoryManagerCheckpoint, MemoryManagerError> {
+/// 1.37 kubelet reads them) and its pod-level blocks, which only `mode`
+/// [`PodLevelResources::Managed`] restores (otherwise there must be none).
+fn restored_v1(
+    bytes: &[u8],
+    file: &str,
+    mode: PodLevelResources,
+) -> Result<(MemoryManagerCheckpoint, BTreeMap<String, Vec<Block>>), MemoryManagerError> {
     let read = |source| MemoryManagerError::Read {
         file: file.to_owned(),
         source,
     };
     let v2 = match restore_memory_manager_state(bytes, RestoreOrder::Any).map_err(read)? {
-        MemoryManagerState::V1(v1) => return Ok(v1),
+        MemoryManagerState::V1(v1) => return Ok((v1, BTreeMap::new())),
         MemoryManagerState::V2(v2) => v2,
         MemoryManagerState::V3(v3) => v3.0,
         other => {
@@ -165,20 +172,19 @@ fn restored_v1(bytes: &[u8], file: &str) -> Result<MemoryManagerCheckpoint, Memo
             }));
         }
     };
-    let pods: Vec<String> = v2
-        .pod_entries
-        .iter()
-        .flatten()
-        .filter(|(_, entry)| entry.memory_blocks.as_ref().is_some_and(|b| !b.is_empty()))
-        .map(|(pod, _)| pod.clone())
-        .collect();
-    if !pods.is_empty() {
+    let pod_blocks = from_pod_entries(v2.pod_entries.iter().flatten()).map_err(|source| {
+        MemoryManagerError::Value {
+            file: file.to_owned(),
+            source,
+        }
+    })?;
+    if mode != PodLevelResources::Managed && !pod_blocks.is_empty() {
         return Err(MemoryManagerError::PodLevelAssignments {
             file: file.to_owned(),
-            pods,
+            pods: pod_blocks.into_keys().collect(),
         });
     }
-    Ok(v2.without_pod_entries())
+    Ok((v2.without_pod_entries(), pod_blocks))
 }
 
 impl MemoryManager {
@@ -203,7 +209,7 @@ impl MemoryManager {
             policy: config.policy,
             default,
             inner: Mutex::new(Inner {
-                file_version: config.state_file_version,
+                pod_level: config.pod_level_resources,
                 ..Inner::default()
             }),
         })
@@ -230,11 +236,16 @@ impl MemoryManager {
         let stored = match &inner.store {
             None => None,
             Some(store) => match store.read_bytes(MEMORY_MANAGER_FILE) {
-                Ok(bytes) => Some(restored_v1(&bytes, &file)?),
+                Ok(bytes) => Some(restored_v1(&bytes, &file, inner.pod_level)?),
                 Err(CheckpointError::NotFound { .. }) => None,
                 Err(source) => return Err(MemoryManagerError::Read { file, source }),
             },
         };
+        let pod_blocks = stored
+            .as_ref()
+            .map(|(_, pods)| pods.clone())
+            .unwrap_or_default();
+        let stored = stored.map(|(checkpoint, _)| checkpoint);
         let (restored, assignments) = match &stored {
             Some(checkpoint) => {
                 if checkpoint.policy_name != self.policy.name() {
@@ -253,10 +264,17 @@ impl MemoryManager {
         };
         inner.policy = match &self.default {
             None => None,
-            Some(default) => Some(
-                StaticPolicy::restore(&restored, assignments, default.clone())
-                    .map_err(|source| MemoryManagerError::InvalidState { file, source })?,
-            ),
+            Some(default) => {
+                let mut policy = StaticPolicy::restore_with_pods(
+                    &restored,
+                    assignments,
+                    pod_blocks,
+                    default.clone(),
+                )
+                .map_err(|source| MemoryManagerError::InvalidState { file, source })?;
+                policy.set_pod_level_resources(inner.pod_level);
+                Some(policy)
+            }
         };
         // Upstream writes a missing checkpoint, and the static policy's default state
         // when the checkpoint had none.
@@ -436,10 +454,47 @@ impl HintProvider for MemoryManager {
         if let Some(policy) = inner.policy.as_mut() {
             policy
                 .allocate(pod, container, affinity)
-                .map_err(AllocationError::unexpected)?;
+                .map_err(allocation_error)?;
+        }
+        inner
+            .commit(self.policy, before)
+            .map_err(AllocationError::unexpected)
+    }
+
+    /// Upstream `AllocatePod`: the affinity stored for the pod's first container.
+    fn allocate_pod(&self, pod: &Pod, store: &AffinityStore) -> Allocated {
+        let mut inner = self.lock();
+        if !inner.started {
+            return Err(AllocationError::unexpected(MemoryManagerError::NotStarted));
+        }
+        let first = pod.all_containers().next().map(|(_, c)| c.name.clone());
+        let affinity = first.map_or_else(TopologyHint::default, |name| {
+            store.affinity(&pod.uid, &name)
+        });
+        let before = inner.policy.clone();
+        if let Some(policy) = inner.policy.as_mut()
+            && let Err(err) = policy.allocate_pod(pod, affinity)
+        {
+            inner.policy = before;
+            return Err(allocation_error(err));
         }
         inner
             .commit(self.policy, before)
             .map_err(AllocationError::unexpected)
     }
 }
+
+/// A policy error as the topology manager reports it: an empty pod shared pool with
+/// upstream's `EmptyPodSharedPoolError` reason.
+fn allocation_error(err: AllocateError) -> AllocationError {
+    match err {
+        AllocateError::EmptyPodSharedPool(message) => AllocationError::Admission {
+            reason: EMPTY_POD_SHARED_POOL_ERROR.to_owned(),
+            message,
+        },
+        other => AllocationError::unexpected(other),
+    }
+}
+
+/// Upstream's reason for a pod whose spec leaves containers without memory.
+pub const EMPTY_POD_SHARED_POOL_ERROR: &str = "EmptyPodSharedPoolError";
