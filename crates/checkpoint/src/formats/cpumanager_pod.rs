@@ -23,6 +23,7 @@ use serde::{Deserialize, Serialize};
 
 use super::cpumanager::CpuEntries;
 use super::go_cpuset::{self, CPUSET, HashedCpuSet};
+use super::data_string::{DataFormat, data_checksum, data_hash_input};
 use super::{Checkpoint, ChecksumCheck, ChecksumVerification, impl_checkpoint, marshal_file};
 use crate::checksum::kubelet_checksum;
 use crate::error::{CheckpointError, Result};
@@ -120,6 +121,14 @@ static V4_DATA: GoType = GoType::Struct(&GoStruct {
         GoField::omitempty("PodEntries", "podEntries", &POD_ENTRIES_FILE),
     ],
 });
+
+/// The v4 file and its `data`.
+static V4: DataFormat = DataFormat {
+    format: Format::CpuManagerV4,
+    file: &V4_FILE,
+    data_index: 5,
+    content: &V4_DATA,
+};
 
 static V4_FILE: GoType = GoType::Struct(&GoStruct {
     name: "state.CPUManagerCheckpoint",
@@ -309,12 +318,12 @@ impl CpuManagerCheckpointV4 {
 
     /// The string `dataChecksum` hashes: `dump.ForHash(data)`.
     pub fn hash_input(&self) -> Result<String> {
-        crate::spew::dump_for_hash(&self.data()?, &STRING)
+        data_hash_input(&self.data()?)
     }
 
     /// `dataChecksum`.
     pub fn checksum(&self) -> Result<u64> {
-        kubelet_checksum(&self.data()?, &STRING)
+        data_checksum(&self.data()?)
     }
 
     /// Reads the logical value (the v3 content) from Go-convention JSON.
@@ -324,24 +333,19 @@ impl CpuManagerCheckpointV4 {
 
     /// The file's `data` and `dataChecksum`, if the file decodes.
     pub(crate) fn data_field(bytes: &[u8]) -> Result<(String, u64)> {
-        data_field(bytes, &V4_FILE, 5, Self::FORMAT)
+        V4.data_field(bytes)
     }
 
-    /// Decodes as v1.37's v4 reader: the whole file, then `data`; verifies `dataChecksum`.
+    /// Decodes as v1.37's v4 reader (`newCPUManagerCheckpointV4` then `GetCheckpoint`).
     pub(crate) fn decode_checked(bytes: &[u8]) -> Result<(Self, ChecksumCheck)> {
-        let (data, recorded) = Self::data_field(bytes)?;
         let initial = GoValue::Struct(vec![
             GoValue::Str(String::new()),
             GoValue::Str(String::new()),
             GoValue::empty(&ENTRIES),
             GoValue::empty(&POD_ENTRIES_FILE),
         ]);
-        let value = gojson::unmarshal(data.as_bytes(), &V4_DATA, initial, Self::FORMAT)
-            .map_err(|e| in_data(e, Self::FORMAT))?;
-        let content = canonical(gojson::typed(value, &V4_DATA)?, Self::FORMAT)?;
-        let computed = kubelet_checksum(&data, &STRING)?;
-        let check = super::verify(Self::FORMAT, recorded, computed)?;
-        Ok((CpuManagerCheckpointV4(content), check))
+        let (content, check) = V4.decode(bytes, initial)?;
+        Ok((CpuManagerCheckpointV4(canonical(content, Self::FORMAT)?), check))
     }
 }
 
@@ -351,7 +355,7 @@ impl_checkpoint!(
     /// Writes what v1.37 writes: the v3 fields with checksum 0, `data` and `dataChecksum`.
     encode(this) {
         let data = this.data()?;
-        let data_checksum = kubelet_checksum(&data, &STRING)?;
+        let data_checksum = data_checksum(&data)?;
         let mut wire = this.0.wire(this.0.file_pods(Format::CpuManagerV4)?);
         wire.checksum = Some(0);
         wire.data = Some(&data);
@@ -361,38 +365,6 @@ impl_checkpoint!(
     /// Reads as v1.37's `GetCheckpoint(…, newCPUManagerCheckpointV4())`.
     decode
 );
-
-/// Decodes a whole file of type `file` (whose string `data` is field `index` and whose
-/// `dataChecksum` follows it) as the kubelet's v4-style readers do, returning `data` and
-/// the recorded `dataChecksum`. A file that does not decode is that error.
-pub(crate) fn data_field(
-    bytes: &[u8],
-    file: &'static GoType,
-    index: usize,
-    format: Format,
-) -> Result<(String, u64)> {
-    let mut value = gojson::unmarshal(bytes, file, GoValue::zero(file), format)?;
-    let recorded = super::checksum_field(&value, index + 1);
-    let data = match value.take_field(index) {
-        GoValue::Str(s) => s,
-        _ => String::new(),
-    };
-    Ok((data, recorded))
-}
-
-/// An error met while reading a `data` string, said to be there.
-pub(crate) fn in_data(err: CheckpointError, format: Format) -> CheckpointError {
-    match err {
-        CheckpointError::Syntax { message, .. } | CheckpointError::Decode { message, .. } => {
-            CheckpointError::Decode {
-                path: None,
-                format,
-                message: format!("its data string: {message}"),
-            }
-        }
-        other => other,
-    }
-}
 
 #[cfg(test)]
 mod tests {

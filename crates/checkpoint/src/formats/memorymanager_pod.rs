@@ -18,7 +18,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use super::cpumanager_pod::{data_field, in_data};
+use super::data_string::{DataFormat, data_checksum, data_hash_input};
 use super::memorymanager::{
     ASSIGNMENTS, BLOCK, Block, ContainerMemoryAssignments, MemoryManagerCheckpoint, NUMA_NODE_MAP,
     NumaNodeMap,
@@ -93,6 +93,14 @@ static V3_DATA: GoType = GoType::Struct(&GoStruct {
         GoField::omitempty("PodEntries", "podEntries", &PODS),
     ],
 });
+
+/// The v3 file and its `data`.
+static V3: DataFormat = DataFormat {
+    format: Format::MemoryManagerV3,
+    file: &V3_FILE,
+    data_index: 4,
+    content: &V3_DATA,
+};
 
 static V3_FILE: GoType = GoType::Struct(&GoStruct {
     name: "state.MemoryManagerCheckpoint",
@@ -194,12 +202,12 @@ impl MemoryManagerCheckpointV3 {
 
     /// The string `dataChecksum` hashes: `dump.ForHash(data)`.
     pub fn hash_input(&self) -> Result<String> {
-        crate::spew::dump_for_hash(&self.data()?, &STRING)
+        data_hash_input(&self.data()?)
     }
 
     /// `dataChecksum`.
     pub fn checksum(&self) -> Result<u64> {
-        kubelet_checksum(&self.data()?, &STRING)
+        data_checksum(&self.data()?)
     }
 
     /// Reads the logical value (the v2 content) from Go-convention JSON.
@@ -209,23 +217,18 @@ impl MemoryManagerCheckpointV3 {
 
     /// The file's `data` and `dataChecksum`, if the file decodes.
     pub(crate) fn data_field(bytes: &[u8]) -> Result<(String, u64)> {
-        data_field(bytes, &V3_FILE, 4, Self::FORMAT)
+        V3.data_field(bytes)
     }
 
-    /// Decodes as v1.37's v3 reader: the whole file, then `data`; verifies `dataChecksum`.
+    /// Decodes as v1.37's v3 reader (`newMemoryManagerCheckpointV3` then `GetCheckpoint`).
     pub(crate) fn decode_checked(bytes: &[u8]) -> Result<(Self, ChecksumCheck)> {
-        let (data, recorded) = Self::data_field(bytes)?;
         let initial = GoValue::Struct(vec![
             GoValue::Str(String::new()),
             GoValue::empty(&NUMA_NODE_MAP),
             GoValue::empty(&ASSIGNMENTS),
             GoValue::empty(&PODS),
         ]);
-        let value = gojson::unmarshal(data.as_bytes(), &V3_DATA, initial, Self::FORMAT)
-            .map_err(|e| in_data(e, Self::FORMAT))?;
-        let content = gojson::typed(value, &V3_DATA)?;
-        let computed = kubelet_checksum(&data, &STRING)?;
-        let check = verify(Self::FORMAT, recorded, computed)?;
+        let (content, check) = V3.decode(bytes, initial)?;
         Ok((MemoryManagerCheckpointV3(content), check))
     }
 }
@@ -237,7 +240,7 @@ impl_checkpoint!(
     /// `dataChecksum`.
     encode(this) {
         let data = this.data()?;
-        let data_checksum = kubelet_checksum(&data, &STRING)?;
+        let data_checksum = data_checksum(&data)?;
         let mut wire = this.0.wire(Some(this.0.without_pod_entries().checksum()?));
         wire.pod_entries = None;
         wire.data = Some(&data);

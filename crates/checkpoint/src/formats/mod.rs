@@ -6,6 +6,7 @@
 
 pub mod cpumanager;
 pub mod cpumanager_pod;
+mod data_string;
 pub mod devicemanager;
 pub mod devicemanager_v1;
 pub mod dra;
