@@ -1,28 +1,29 @@
-//! Static policy options (upstream `policy_options.go`): names, parsing, mutual
+//! Static policy options (upstream `policy_options.go`): names, maturity, parsing, mutual
 //! incompatibilities and hardware validation, with upstream's error messages.
 //!
-//! Upstream gates options behind `CPUManagerPolicyAlphaOptions` / `BetaOptions`; corral has
-//! no feature gates, so every option upstream knows is accepted and [`option_maturity`]
-//! only reports upstream's level.
+//! As in v1.36, an alpha option needs the `CPUManagerPolicyAlphaOptions` feature gate (off
+//! by default) and a beta one `CPUManagerPolicyBetaOptions` (on by default); GA options need
+//! none ([`StaticPolicyOptions::from_map_gated`]). [`StaticPolicyOptions::from_map`] parses
+//! with every gate on.
 
 use std::collections::BTreeMap;
 
-use corral_topology::{PolicyName, TopologyCounts};
+use corral_topology::{Feature, FeatureGates, PolicyName, TopologyCounts};
 
 use crate::assignment::{CpuSortingStrategy, UncoreCacheAlignment};
 use crate::hints::SocketAlignment;
 
-/// `full-pcpus-only`: allocate whole physical cores only (beta upstream).
+/// `full-pcpus-only`: allocate whole physical cores only (GA in v1.36).
 pub const FULL_PCPUS_ONLY: &str = "full-pcpus-only";
-/// `distribute-cpus-across-numa`: spread evenly over NUMA nodes (alpha upstream).
+/// `distribute-cpus-across-numa`: spread evenly over NUMA nodes (beta in v1.36).
 pub const DISTRIBUTE_CPUS_ACROSS_NUMA: &str = "distribute-cpus-across-numa";
-/// `align-by-socket`: consider alignment at socket rather than NUMA boundary (alpha upstream).
+/// `align-by-socket`: consider alignment at socket rather than NUMA boundary (alpha).
 pub const ALIGN_BY_SOCKET: &str = "align-by-socket";
-/// `distribute-cpus-across-cores`: spread threads over cores (alpha upstream).
+/// `distribute-cpus-across-cores`: spread threads over cores (alpha).
 pub const DISTRIBUTE_CPUS_ACROSS_CORES: &str = "distribute-cpus-across-cores";
-/// `strict-cpu-reservation`: keep reserved CPUs out of the shared pool (alpha upstream).
+/// `strict-cpu-reservation`: keep reserved CPUs out of the shared pool (GA in v1.36).
 pub const STRICT_CPU_RESERVATION: &str = "strict-cpu-reservation";
-/// `prefer-align-cpus-by-uncorecache`: prefer whole uncore caches (alpha upstream).
+/// `prefer-align-cpus-by-uncorecache`: prefer whole uncore caches (GA in v1.36).
 pub const PREFER_ALIGN_CPUS_BY_UNCORECACHE: &str = "prefer-align-cpus-by-uncorecache";
 
 /// Every option name upstream knows, alphabetically.
@@ -35,25 +36,26 @@ pub const ALL_OPTIONS: [&str; 6] = [
     STRICT_CPU_RESERVATION,
 ];
 
-/// Upstream's maturity level of an option.
+/// Upstream's maturity level of an option (v1.36).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum OptionMaturity {
-    /// Behind `CPUManagerPolicyAlphaOptions` upstream.
+    /// Behind `CPUManagerPolicyAlphaOptions`.
     Alpha,
-    /// Behind `CPUManagerPolicyBetaOptions` upstream.
+    /// Behind `CPUManagerPolicyBetaOptions`.
     Beta,
+    /// GA: behind no gate.
+    Stable,
 }
 
-/// Upstream's maturity of `name`, `None` for an unknown option.
+/// Upstream's maturity of `name` in v1.36, `None` for an unknown option.
 pub fn option_maturity(name: &str) -> Option<OptionMaturity> {
     match name {
-        FULL_PCPUS_ONLY => Some(OptionMaturity::Beta),
-        ALIGN_BY_SOCKET
-        | DISTRIBUTE_CPUS_ACROSS_CORES
-        | DISTRIBUTE_CPUS_ACROSS_NUMA
-        | PREFER_ALIGN_CPUS_BY_UNCORECACHE
-        | STRICT_CPU_RESERVATION => Some(OptionMaturity::Alpha),
+        FULL_PCPUS_ONLY | STRICT_CPU_RESERVATION | PREFER_ALIGN_CPUS_BY_UNCORECACHE => {
+            Some(OptionMaturity::Stable)
+        }
+        DISTRIBUTE_CPUS_ACROSS_NUMA => Some(OptionMaturity::Beta),
+        ALIGN_BY_SOCKET | DISTRIBUTE_CPUS_ACROSS_CORES => Some(OptionMaturity::Alpha),
         _ => None,
     }
 }
@@ -65,6 +67,18 @@ pub enum OptionsError {
     /// An option upstream does not know.
     #[error("unknown CPU Manager Policy option: {name:?}")]
     Unknown {
+        /// The option given.
+        name: String,
+    },
+    /// An alpha option without `CPUManagerPolicyAlphaOptions`.
+    #[error("CPU Manager Policy Alpha-level Options not enabled, but option {name:?} provided")]
+    AlphaNotEnabled {
+        /// The option given.
+        name: String,
+    },
+    /// A beta option with `CPUManagerPolicyBetaOptions` off.
+    #[error("CPU Manager Policy Beta-level Options not enabled, but option {name:?} provided")]
+    BetaNotEnabled {
         /// The option given.
         name: String,
     },
@@ -169,13 +183,37 @@ impl StaticPolicyOptions {
         self.flag_mut(name).is_some_and(|on| *on)
     }
 
-    /// Parse the kubelet's `cpuManagerPolicyOptions` (upstream `NewStaticPolicyOptions`);
-    /// options are checked in name order (upstream walks a Go map, in random order).
+    /// [`from_map_gated`](Self::from_map_gated) with every option's gate on.
     pub fn from_map(options: &BTreeMap<String, String>) -> Result<Self, OptionsError> {
+        let mut gates = FeatureGates::default();
+        gates.set(Feature::CpuManagerPolicyAlphaOptions, true);
+        gates.set(Feature::CpuManagerPolicyBetaOptions, true);
+        StaticPolicyOptions::from_map_gated(options, &gates)
+    }
+
+    /// Parse the kubelet's `cpuManagerPolicyOptions` under `gates` (upstream
+    /// `NewStaticPolicyOptions` with `CheckPolicyOptionAvailable`); options are checked in
+    /// name order (upstream walks a Go map, in random order).
+    pub fn from_map_gated(
+        options: &BTreeMap<String, String>,
+        gates: &FeatureGates,
+    ) -> Result<Self, OptionsError> {
         let mut opts = StaticPolicyOptions::default();
         for (name, value) in options {
-            if option_maturity(name).is_none() {
-                return Err(OptionsError::Unknown { name: name.clone() });
+            let name_owned = || name.clone();
+            match option_maturity(name) {
+                None => return Err(OptionsError::Unknown { name: name_owned() }),
+                Some(OptionMaturity::Alpha)
+                    if !gates.enabled(Feature::CpuManagerPolicyAlphaOptions) =>
+                {
+                    return Err(OptionsError::AlphaNotEnabled { name: name_owned() });
+                }
+                Some(OptionMaturity::Beta)
+                    if !gates.enabled(Feature::CpuManagerPolicyBetaOptions) =>
+                {
+                    return Err(OptionsError::BetaNotEnabled { name: name_owned() });
+                }
+                Some(_) => {}
             }
             let parsed = parse_go_bool(value).ok_or_else(|| OptionsError::BadValue {
                 name: name.clone(),
@@ -322,8 +360,44 @@ mod tests {
                 .to_string(),
             "bad value for option \"full-pcpus-only\": strconv.ParseBool: parsing \"yes\": invalid syntax"
         );
-        assert_eq!(option_maturity(FULL_PCPUS_ONLY), Some(OptionMaturity::Beta));
+        assert_eq!(
+            option_maturity(FULL_PCPUS_ONLY),
+            Some(OptionMaturity::Stable)
+        );
         assert_eq!(option_maturity("x"), None);
+    }
+
+    /// Upstream `TestPolicyOptionsAvailable` (policy_options_test.go) with v1.36's levels:
+    /// every option under every combination of the two gates.
+    #[test]
+    fn availability_under_every_gate_combination() {
+        for (alpha, beta) in [(false, false), (false, true), (true, false), (true, true)] {
+            let mut gates = FeatureGates::default();
+            gates.set(Feature::CpuManagerPolicyAlphaOptions, alpha);
+            gates.set(Feature::CpuManagerPolicyBetaOptions, beta);
+            for name in ALL_OPTIONS {
+                let got = StaticPolicyOptions::from_map_gated(&map(&[(name, "true")]), &gates);
+                let want = match option_maturity(name) {
+                    Some(OptionMaturity::Alpha) if !alpha => Err(OptionsError::AlphaNotEnabled {
+                        name: name.to_owned(),
+                    }),
+                    Some(OptionMaturity::Beta) if !beta => Err(OptionsError::BetaNotEnabled {
+                        name: name.to_owned(),
+                    }),
+                    _ => Ok(()),
+                };
+                assert_eq!(got.map(drop), want, "{name} alpha={alpha} beta={beta}");
+            }
+        }
+        // The v1.36 defaults: alpha off, beta on.
+        let defaults = FeatureGates::default();
+        let with =
+            |name: &str| StaticPolicyOptions::from_map_gated(&map(&[(name, "true")]), &defaults);
+        assert!(with(DISTRIBUTE_CPUS_ACROSS_NUMA).is_ok());
+        assert_eq!(
+            with(ALIGN_BY_SOCKET).unwrap_err().to_string(),
+            "CPU Manager Policy Alpha-level Options not enabled, but option \"align-by-socket\" provided"
+        );
     }
 
     /// Upstream `TestValidateStaticPolicyOptions` (policy_options_test.go).

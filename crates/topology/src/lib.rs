@@ -59,6 +59,7 @@ mod macros;
 mod cpuset;
 mod cpuset_format;
 mod details;
+mod feature_gates;
 pub mod memory;
 mod numa_ids;
 mod numa_mask;
@@ -74,6 +75,7 @@ mod topology;
 pub use cpuset::{CpuSet, IntoIter as CpuSetIntoIter, Iter as CpuSetIter, Ranges as CpuSetRanges};
 pub use cpuset_format::{CpuSetParseError, MAX_SPARSE_RANGE};
 pub use details::CpuDetails;
+pub use feature_gates::{FEATURES, Feature, FeatureGates, Maturity};
 pub use numa_ids::{NumaIds, NumaIdsError};
 pub use numa_mask::{NumaMask, NumaMaskError};
 pub use pod::{

@@ -22,8 +22,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use serde::{Deserialize, Serialize};
 
 use super::cpumanager::CpuEntries;
-use super::go_cpuset::{self, CPUSET, HashedCpuSet};
 use super::data_string::{DataFormat, data_checksum, data_hash_input};
+use super::go_cpuset::{self, CPUSET, HashedCpuSet};
 use super::{Checkpoint, ChecksumCheck, ChecksumVerification, impl_checkpoint, marshal_file};
 use crate::checksum::kubelet_checksum;
 use crate::error::{CheckpointError, Result};
@@ -345,7 +345,10 @@ impl CpuManagerCheckpointV4 {
             GoValue::empty(&POD_ENTRIES_FILE),
         ]);
         let (content, check) = V4.decode(bytes, initial)?;
-        Ok((CpuManagerCheckpointV4(canonical(content, Self::FORMAT)?), check))
+        Ok((
+            CpuManagerCheckpointV4(canonical(content, Self::FORMAT)?),
+            check,
+        ))
     }
 }
 

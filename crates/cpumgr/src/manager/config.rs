@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use corral_topology::{CpuSet, PolicyName};
+use corral_topology::{CpuSet, FeatureGates, PolicyName};
 
 use super::error::CpuManagerError;
 use crate::options::StaticPolicyOptions;
@@ -28,6 +28,8 @@ pub struct CpuManagerConfig {
     pub reserved_system_cpus: CpuSet,
     /// The topology manager's policy (`align-by-socket` is refused with `single-numa-node`).
     pub topology_manager_policy: PolicyName,
+    /// The kubelet's feature gates (v1.36 defaults): which options may be used.
+    pub feature_gates: FeatureGates,
 }
 
 impl Default for CpuManagerConfig {
@@ -39,6 +41,7 @@ impl Default for CpuManagerConfig {
             reserved_cpu_millis: None,
             reserved_system_cpus: CpuSet::new(),
             topology_manager_policy: PolicyName::None,
+            feature_gates: FeatureGates::default(),
         }
     }
 }
@@ -94,8 +97,9 @@ impl CpuManagerConfig {
                     return Err(wrap(PolicyError::ZeroReservation));
                 }
                 let num_reserved = usize::try_from((millis + 999) / 1000).unwrap_or(usize::MAX);
-                let options = StaticPolicyOptions::from_map(&self.policy_options)
-                    .map_err(|e| wrap(e.into()))?;
+                let options =
+                    StaticPolicyOptions::from_map_gated(&self.policy_options, &self.feature_gates)
+                        .map_err(|e| wrap(e.into()))?;
                 options
                     .validate_policy(self.topology_manager_policy)
                     .map_err(|e| wrap(e.into()))?;

@@ -113,6 +113,13 @@ fn start_static_on(store: &CheckpointStore, initial: ContainerMap) -> CpuManager
     start(&static_config(), backend, initial).unwrap().0
 }
 
+/// v1.36's gates with `CPUManagerPolicyAlphaOptions` on.
+fn alpha_gates() -> corral_topology::FeatureGates {
+    let mut gates = corral_topology::FeatureGates::default();
+    gates.set(corral_topology::Feature::CpuManagerPolicyAlphaOptions, true);
+    gates
+}
+
 /// Allocate `pod`'s first container without a NUMA preference.
 fn allocate_first(manager: &CpuManager, pod: &Pod) {
     manager
@@ -342,9 +349,19 @@ fn validate_refuses_what_new_refuses_without_the_machine() {
                     ("full-pcpus-only", "true"),
                     ("distribute-cpus-across-cores", "true"),
                 ]),
+                feature_gates: alpha_gates(),
                 ..static_config()
             },
             Some("can not be used at the same time"),
+        ),
+        (
+            CpuManagerConfig {
+                policy_options: options(&[("distribute-cpus-across-cores", "true")]),
+                ..static_config()
+            },
+            Some(
+                "CPU Manager Policy Alpha-level Options not enabled, but option \"distribute-cpus-across-cores\" provided",
+            ),
         ),
         (
             CpuManagerConfig {
@@ -357,6 +374,7 @@ fn validate_refuses_what_new_refuses_without_the_machine() {
             CpuManagerConfig {
                 policy_options: options(&[("align-by-socket", "true")]),
                 topology_manager_policy: PolicyName::SingleNumaNode,
+                feature_gates: alpha_gates(),
                 ..static_config()
             },
             Some("incompatible with CPUManager align-by-socket"),
@@ -365,6 +383,7 @@ fn validate_refuses_what_new_refuses_without_the_machine() {
             CpuManagerConfig {
                 policy_options: options(&[("align-by-socket", "true")]),
                 topology_manager_policy: PolicyName::Restricted,
+                feature_gates: alpha_gates(),
                 ..static_config()
             },
             None,

@@ -5,10 +5,10 @@
 //! and admit decision as upstream on every input, computed by [`crate::topologymanager::merge`]
 //! without walking every combination of hints.
 //!
-//! Option visibility: upstream hides `max-allowable-numa-nodes` behind the
-//! `TopologyManagerPolicyBetaOptions` feature gate (on by default) and has no alpha options;
-//! `prefer-closest-numa-nodes` is GA. corral has no feature gates and treats every option as
-//! available.
+//! Option visibility: in v1.36 both options, `prefer-closest-numa-nodes` and
+//! `max-allowable-numa-nodes`, are GA, so neither `TopologyManagerPolicyAlphaOptions` nor
+//! `...BetaOptions` changes what is accepted; an unknown option is refused with upstream's
+//! message.
 
 use std::borrow::Cow;
 use std::collections::BTreeMap;
