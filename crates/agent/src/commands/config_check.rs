@@ -71,6 +71,21 @@ pub(crate) fn run(args: &ConfigArgs) -> Result<ExitCode> {
                     reserved.join("; ")
                 }
             );
+            let gates = &config.feature_gates;
+            let states: Vec<String> = corral_topology::FEATURES
+                .iter()
+                .map(|f| format!("{}={}", f.name(), gates.enabled(*f)))
+                .collect();
+            outln!("  featureGates (v1.36 defaults unless set):");
+            for state in states {
+                outln!("    {state}");
+            }
+            if !gates.ignored().is_empty() {
+                outln!(
+                    "  featureGates corral does not read: {}",
+                    gates.ignored().join(", ")
+                );
+            }
             outln!(
                 "  containerRuntimeEndpoint:   {}",
                 config

@@ -12,6 +12,9 @@ pub(crate) fn run(args: &ConfigArgs, demo_devices: usize) -> Result<ExitCode> {
     for key in unknown {
         tracing::warn!(key, "configuration key not read by corral");
     }
+    for gate in config.feature_gates.ignored() {
+        tracing::warn!(gate, "feature gate not read by corral");
+    }
     // As the kubelet (Go raises it at start): the soft open-file limit up to the hard one,
     // so sockets, plugin connections and state files do not meet the default 1,024.
     match rlimit::increase_nofile_limit(u64::MAX) {

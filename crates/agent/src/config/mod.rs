@@ -3,6 +3,7 @@
 //! then validated as a whole before anything starts. Every invalid value is reported with
 //! its key and the accepted values, all at once.
 
+mod gates;
 mod layout;
 mod memory;
 
@@ -13,7 +14,7 @@ use std::time::Duration;
 
 use corral_cpumgr::{OptionsError, PolicyError};
 use corral_topology::topologymanager::{PolicyConfigError, TopologyManagerConfig};
-use corral_topology::{CpuSet, PolicyName};
+use corral_topology::{CpuSet, FeatureGates, PolicyName};
 use serde::Deserialize;
 
 use crate::cli::ConfigArgs;
@@ -42,6 +43,7 @@ pub(crate) struct ConfigSource {
     pub(crate) reserved_memory: Option<Vec<ReservedMemoryEntry>>,
     pub(crate) eviction_hard: Option<BTreeMap<String, String>>,
     pub(crate) merge_default_eviction_settings: Option<bool>,
+    pub(crate) feature_gates: Option<BTreeMap<String, bool>>,
     // corral's own keys.
     pub(crate) root: Option<PathBuf>,
     pub(crate) kubelet_layout: Option<bool>,
@@ -105,6 +107,7 @@ impl ConfigSource {
             reserved_memory,
             eviction_hard,
             merge_default_eviction_settings,
+            feature_gates,
             root,
             kubelet_layout,
             host_root,
@@ -135,6 +138,7 @@ impl ConfigSource {
     /// Check every value; return the validated config or every problem found.
     pub(crate) fn validate(&self) -> Result<AgentConfig, ConfigErrors> {
         let mut errors = ConfigErrors::default();
+        let feature_gates = self.feature_gates(&mut errors);
         let reconcile = errors.duration(
             "cpuManagerReconcilePeriod",
             self.cpu_manager_reconcile_period.as_deref(),
@@ -220,6 +224,7 @@ impl ConfigSource {
             topology_manager_policy: topology
                 .as_ref()
                 .map_or(PolicyName::None, |topology| topology.policy),
+            feature_gates: feature_gates.clone(),
         };
         if reservation_valid {
             errors.cpu_manager(&cpu_manager, self);
@@ -316,6 +321,7 @@ impl ConfigSource {
         Ok(AgentConfig {
             cpu_manager,
             memory_manager,
+            feature_gates,
             topology,
             container_runtime_endpoint,
             layout,
@@ -480,6 +486,8 @@ pub(crate) struct AgentConfig {
     /// The memory manager's: `memoryManagerPolicy`, `reservedMemory`, and the memory and
     /// huge pages of `systemReserved`, `kubeReserved` and `evictionHard`.
     pub(crate) memory_manager: MemorySettings,
+    /// `featureGates`: the gates corral's managers read, v1.36's defaults otherwise.
+    pub(crate) feature_gates: FeatureGates,
     /// The topology manager's policy, scope and options.
     pub(crate) topology: TopologyManagerConfig,
     /// `containerRuntimeEndpoint` (CRI socket), when CPU reconcile should push cpusets.

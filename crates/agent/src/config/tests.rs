@@ -227,6 +227,7 @@ fn cpu_manager_options_and_reservation_are_validated() {
         assert!(errors[0].1.contains(message), "{yaml}: {}", errors[0].1);
     };
     let static_ = "cpuManagerPolicy: static\nreservedSystemCPUs: \"0\"\n";
+    let alpha = "featureGates: {CPUManagerPolicyAlphaOptions: true}\n";
     one(
         &format!("{static_}cpuManagerPolicyOptions: {{bogus: \"true\"}}"),
         "cpuManagerPolicyOptions",
@@ -237,9 +238,28 @@ fn cpu_manager_options_and_reservation_are_validated() {
         "cpuManagerPolicyOptions",
         "parsing \"maybe\": invalid syntax",
     );
+    // v1.36: alpha options need CPUManagerPolicyAlphaOptions, beta ones (on by default)
+    // CPUManagerPolicyBetaOptions; GA ones nothing.
+    one(
+        &format!("{static_}cpuManagerPolicyOptions: {{align-by-socket: \"true\"}}"),
+        "cpuManagerPolicyOptions",
+        "CPU Manager Policy Alpha-level Options not enabled, but option \"align-by-socket\" provided",
+    );
     one(
         &format!(
-            "{static_}cpuManagerPolicyOptions: {{full-pcpus-only: \"true\", distribute-cpus-across-cores: \"true\"}}"
+            "{static_}featureGates: {{CPUManagerPolicyBetaOptions: false}}\ncpuManagerPolicyOptions: {{distribute-cpus-across-numa: \"true\"}}"
+        ),
+        "cpuManagerPolicyOptions",
+        "CPU Manager Policy Beta-level Options not enabled, but option \"distribute-cpus-across-numa\" provided",
+    );
+    source(&format!(
+        "{static_}featureGates: {{CPUManagerPolicyBetaOptions: false}}\ncpuManagerPolicyOptions: {{full-pcpus-only: \"true\", strict-cpu-reservation: \"true\", prefer-align-cpus-by-uncorecache: \"true\"}}"
+    ))
+    .validate()
+    .unwrap();
+    one(
+        &format!(
+            "{static_}{alpha}cpuManagerPolicyOptions: {{full-pcpus-only: \"true\", distribute-cpus-across-cores: \"true\"}}"
         ),
         "cpuManagerPolicyOptions",
         "full-pcpus-only and distribute-cpus-across-cores can not be used at the same time",
@@ -251,7 +271,7 @@ fn cpu_manager_options_and_reservation_are_validated() {
     );
     one(
         &format!(
-            "{static_}cpuManagerPolicyOptions: {{align-by-socket: \"true\"}}\ntopologyManagerPolicy: single-numa-node"
+            "{static_}{alpha}cpuManagerPolicyOptions: {{align-by-socket: \"true\"}}\ntopologyManagerPolicy: single-numa-node"
         ),
         "cpuManagerPolicyOptions/topologyManagerPolicy",
         "incompatible with CPUManager align-by-socket policy option",

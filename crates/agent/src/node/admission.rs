@@ -17,6 +17,9 @@ use super::{
 };
 use crate::manifest::pod_from_manifest;
 
+/// Upstream's reason for a pod with pod-level resources while `PodLevelResources` is off.
+const POD_LEVEL_RESOURCES_NOT_SUPPORTED: &str = "PodLevelResourcesNotSupported";
+
 impl Node {
     /// Admit a pod: the kubelet's admission sequence, all-or-nothing. A pod already
     /// admitted (same uid) answers what it holds, or, asking for other resources, is a
@@ -35,6 +38,13 @@ impl Node {
             .map(dra_claim)
             .collect::<Result<Vec<_>>>()
             .map_err(AdmitError::InvalidClaim)?;
+        if pod.has_pod_level_resources() && !self.pod_level_resources {
+            // Upstream `isPodLevelResourcesSupported` (lifecycle admission).
+            return Ok(Admission::Rejected {
+                reason: POD_LEVEL_RESOURCES_NOT_SUPPORTED.to_owned(),
+                message: "PodLevelResources feature gate is disabled".to_owned(),
+            });
+        }
         let _pod_lock = self.pod_locks.lock(&pod.uid).await;
         if let Some(held) = self.pods.get(&pod.uid) {
             if let Some(refused) = self.resize(&held, &pod, &manifest, &claims)? {

@@ -27,14 +27,15 @@ use std::sync::Arc;
 use anyhow::{Context, Result, anyhow};
 use corral_checkpoint::CheckpointStore;
 use corral_cpumgr::{
-    CfsQuota, CheckpointBackend, ContainerMap, ContainerRuntime, CpuManager, RuntimeError,
+    CfsQuota, CheckpointBackend, ContainerMap, ContainerRuntime, CpuManager, CpuQuotaPolicy,
+    RuntimeError,
 };
 use corral_devicemgr::{DeviceManager, DeviceManagerConfig, StartOptions};
 use corral_dra::{PluginRegistry, PodClaims, RegistryConfig, ResourceClaim};
 use corral_memmgr::MemoryManager;
 use corral_topology::memory::NumaMemory;
 use corral_topology::topologymanager::{TopologyHint, TopologyManager};
-use corral_topology::{CpuSet, CpuTopology, NumaIds, NumaMask, Pod};
+use corral_topology::{CpuSet, CpuTopology, Feature, NumaIds, NumaMask, Pod};
 use k8s_openapi::api::core::v1::Pod as K8sPod;
 use k8s_openapi::api::resource::v1::ResourceClaim as K8sResourceClaim;
 
@@ -127,6 +128,8 @@ pub(crate) struct Node {
     numa_ids: NumaIds,
     state_dir: std::path::PathBuf,
     limits: PodLimits,
+    /// `PodLevelResources` is on: pods may set `spec.resources` (else they are refused).
+    pod_level_resources: bool,
     /// One decision at a time (hints, merge, CPU and device choice); handed back while
     /// device plugins answer.
     decisions: Arc<DecisionLock>,
@@ -210,11 +213,22 @@ impl Node {
         std::fs::create_dir_all(state_dir)
             .with_context(|| format!("creating the state dir {}", state_dir.display()))?;
         let pods = Arc::new(PodBook::load(layout.pods_dir(), pod_of_record)?);
+        let gates = &config.feature_gates;
+        let pod_level = gates.pod_level_resources();
         let mut manager =
             TopologyManager::new(&config.topology, &topology.numa_nodes_for_manager())
-                .context("building the topology manager")?;
+                .context("building the topology manager")?
+                .with_pod_level_resources(pod_level);
+        let quota = if gates.enabled(Feature::DisableCpuQuotaWithExclusiveCpus) {
+            CpuQuotaPolicy::UnlimitedForExclusiveCpus
+        } else {
+            CpuQuotaPolicy::Enforce
+        };
         let cpu = Arc::new(
-            CpuManager::new(&config.cpu_manager, topology).context("building the CPU manager")?,
+            CpuManager::new(&config.cpu_manager, topology)
+                .context("building the CPU manager")?
+                .with_pod_level_resources(pod_level)
+                .with_cpu_quota_policy(quota),
         );
         let mut containers = ContainerMap::new();
         for admitted in pods.all() {
@@ -231,10 +245,11 @@ impl Node {
             containers.clone(),
         )
         .context("starting the CPU manager")?;
-        let memory_config = config
+        let mut memory_config = config
             .memory_manager
             .manager_config(memory)
             .context("computing the node allocatable reservation of memory")?;
+        memory_config.pod_level_resources = pod_level;
         let memory = Arc::new(
             MemoryManager::new(&memory_config, memory).context("building the memory manager")?,
         );
@@ -303,6 +318,7 @@ impl Node {
             numa_ids: topology.numa_ids().clone(),
             state_dir: state_dir.to_path_buf(),
             limits: config.pod_limits,
+            pod_level_resources: gates.enabled(Feature::PodLevelResources),
             decisions,
             pod_locks: PodLocks::default(),
             kubelet_devices,
@@ -509,5 +525,7 @@ pub(crate) mod tests;
 mod tests_containers;
 #[cfg(test)]
 mod tests_hostile;
+#[cfg(test)]
+mod tests_pod_level;
 #[cfg(test)]
 mod tests_resize;
