@@ -7,6 +7,7 @@ mod cpu_assignment;
 mod cpu_hints;
 mod cpuset;
 mod device_hints;
+mod policy_options;
 mod topology_merge;
 
 use serde_json::Value;
@@ -27,6 +28,7 @@ pub(crate) fn runner_for(suite: &str) -> Option<SuiteRunner> {
         "cpu_assignment" => Some(cpu_assignment::run),
         "cpu_hints" => Some(cpu_hints::run),
         "topology_merge" => Some(topology_merge::run),
+        "policy_options" => Some(policy_options::run),
         _ => None,
     }
 }

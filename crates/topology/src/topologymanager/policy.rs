@@ -66,21 +66,30 @@ pub enum PolicyConfigError {
     /// An option name upstream does not know.
     #[error("unknown Topology Manager Policy option: {0:?}")]
     UnknownOption(String),
-    /// `prefer-closest-numa-nodes` with a value Go's `strconv.ParseBool` rejects.
-    #[error("bad value for option {option:?}: {value:?} is not a boolean")]
+    /// `prefer-closest-numa-nodes` with a value Go's `strconv.ParseBool` rejects
+    /// (upstream's wrapped error text).
+    #[error(
+        "bad value for option {option:?}: strconv.ParseBool: parsing {value:?}: invalid syntax"
+    )]
     BadBool {
         /// The option name.
         option: String,
         /// The value given.
         value: String,
     },
-    /// `max-allowable-numa-nodes` that is not an integer.
-    #[error("unable to convert policy option to integer {option:?}: {value:?}")]
+    /// `max-allowable-numa-nodes` that `strconv.Atoi` refuses (upstream's wrapped error
+    /// text).
+    #[error(
+        "unable to convert policy option to integer {option:?}: strconv.Atoi: parsing {value:?}: {}",
+        if *out_of_range { "value out of range" } else { "invalid syntax" }
+    )]
     BadInteger {
         /// The option name.
         option: String,
         /// The value given.
         value: String,
+        /// Digits beyond 64 bits (`value out of range`), else `invalid syntax`.
+        out_of_range: bool,
     },
     /// `max-allowable-numa-nodes` below the default of 8.
     #[error("the minimum value of {option:?} should not be less than {minimum}")]
@@ -165,18 +174,20 @@ impl PolicyOptions {
                         })?;
                 }
                 MAX_ALLOWABLE_NUMA_NODES => {
-                    let bad = || PolicyConfigError::BadInteger {
+                    let bad = |out_of_range| PolicyConfigError::BadInteger {
                         option: name.clone(),
                         value: value.clone(),
+                        out_of_range,
                     };
-                    let parsed: i64 = parse_go_int(value).ok_or_else(bad)?;
+                    let parsed: i64 = parse_go_int(value).map_err(bad)?;
                     if parsed < DEFAULT_MAX_ALLOWABLE_NUMA_NODES as i64 {
                         return Err(PolicyConfigError::BelowMinimum {
                             option: name.clone(),
                             minimum: DEFAULT_MAX_ALLOWABLE_NUMA_NODES,
                         });
                     }
-                    opts.max_allowable_numa_nodes = usize::try_from(parsed).map_err(|_| bad())?;
+                    opts.max_allowable_numa_nodes =
+                        usize::try_from(parsed).map_err(|_| bad(true))?;
                 }
                 _ => return Err(PolicyConfigError::UnknownOption(name.clone())),
             }
@@ -185,13 +196,18 @@ impl PolicyOptions {
     }
 }
 
-/// Go `strconv.Atoi` (optional sign, ASCII digits, 64-bit range).
-fn parse_go_int(value: &str) -> Option<i64> {
+/// Go `strconv.Atoi` (optional sign, ASCII digits, 64-bit range); the error is whether the
+/// digits are out of range (else the syntax is invalid).
+fn parse_go_int(value: &str) -> Result<i64, bool> {
     let digits = value.strip_prefix(['+', '-']).unwrap_or(value);
     if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
-        return None;
+        return Err(false);
     }
-    value.strip_prefix('+').unwrap_or(value).parse().ok()
+    value
+        .strip_prefix('+')
+        .unwrap_or(value)
+        .parse()
+        .map_err(|_| true)
 }
 
 /// The result of a merge: the best hint and whether the policy admits it.
