@@ -75,7 +75,9 @@ mod topology;
 pub use cpuset::{CpuSet, IntoIter as CpuSetIntoIter, Iter as CpuSetIter, Ranges as CpuSetRanges};
 pub use cpuset_format::{CpuSetParseError, MAX_SPARSE_RANGE};
 pub use details::CpuDetails;
-pub use feature_gates::{FEATURES, Feature, FeatureGates, Maturity};
+pub use feature_gates::{
+    FEATURES, Feature, FeatureGateError, FeatureGates, Maturity, REMOVED_GATES,
+};
 pub use numa_ids::{NumaIds, NumaIdsError};
 pub use numa_mask::{NumaMask, NumaMaskError};
 pub use pod::{

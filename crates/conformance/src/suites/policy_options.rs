@@ -71,7 +71,9 @@ fn check_cpu(case: &Value) -> Result<(), String> {
         ),
     ] {
         if let Some(on) = case["gates"][gate].as_bool() {
-            gates.set(feature, on);
+            gates
+                .set(feature, on)
+                .map_err(|e| format!("gate {gate}: {e}"))?;
         }
     }
     let got = StaticPolicyOptions::from_map_gated(&options(case)?, &gates)

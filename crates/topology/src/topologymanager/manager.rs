@@ -13,7 +13,7 @@ use super::policy::{Policy, PolicyConfigError, PolicyName, PolicyOptions};
 use super::provider::HintProvider;
 use super::scope::{Admission, ScopeName};
 use super::store::AffinityStore;
-use crate::{Pod, PodLevelResources};
+use crate::{FeatureGates, Pod, PodLevelResources};
 
 /// The topology manager's configuration, as kubelet config gives it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -27,20 +27,57 @@ pub struct TopologyManagerConfig {
 }
 
 impl TopologyManagerConfig {
-    /// Parse kubelet config strings. Both names are validated whatever the policy (as
-    /// kubelet's config validation does); options are parsed only for policies other than
-    /// `none`, which upstream ignores them for.
+    /// [`from_strings_gated`](Self::from_strings_gated) under v1.36's default gates, the
+    /// options given.
     pub fn from_strings(
         policy: &str,
         scope: &str,
         options: &BTreeMap<String, String>,
     ) -> Result<TopologyManagerConfig, PolicyConfigError> {
+        TopologyManagerConfig::from_strings_gated(
+            policy,
+            scope,
+            Some(options),
+            &FeatureGates::v1_36_defaults(),
+        )
+    }
+
+    /// Parse kubelet config strings under the kubelet's feature gates. Both names are
+    /// validated whatever the policy (as kubelet's config validation does), and options
+    /// given (`Some`) with `TopologyManagerPolicyOptions` off are refused whatever the
+    /// policy ([`check_options_gate`](super::check_options_gate)); options are parsed, each
+    /// checked against its maturity's gate, only for policies other than `none`, which
+    /// upstream ignores them for.
+    ///
+    /// ```
+    /// use std::collections::BTreeMap;
+    /// use corral_topology::topologymanager::TopologyManagerConfig;
+    /// use corral_topology::{Feature, FeatureGates};
+    ///
+    /// let options = BTreeMap::from([("prefer-closest-numa-nodes".to_owned(), "true".to_owned())]);
+    /// let gates = FeatureGates::default().with(Feature::TopologyManagerPolicyOptions, false)?;
+    /// let err = TopologyManagerConfig::from_strings_gated("best-effort", "pod", Some(&options), &gates)
+    ///     .unwrap_err();
+    /// assert_eq!(
+    ///     err.to_string(),
+    ///     "topology manager policy options map[prefer-closest-numa-nodes:true] require feature gates \"TopologyManagerPolicyOptions\" enabled"
+    /// );
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn from_strings_gated(
+        policy: &str,
+        scope: &str,
+        options: Option<&BTreeMap<String, String>>,
+        gates: &FeatureGates,
+    ) -> Result<TopologyManagerConfig, PolicyConfigError> {
         let policy: PolicyName = policy.parse()?;
         let scope: ScopeName = scope.parse()?;
-        let options = if policy == PolicyName::None {
-            PolicyOptions::default()
-        } else {
-            PolicyOptions::from_map(options)?
+        super::check_options_gate(options, gates)?;
+        let options = match options {
+            Some(options) if policy != PolicyName::None => {
+                PolicyOptions::from_map_gated(options, gates)?
+            }
+            _ => PolicyOptions::default(),
         };
         Ok(TopologyManagerConfig {
             policy,

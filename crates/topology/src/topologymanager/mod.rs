@@ -27,6 +27,7 @@ pub use policy::reference_merge;
 pub use policy::{
     DEFAULT_MAX_ALLOWABLE_NUMA_NODES, MAX_ALLOWABLE_NUMA_NODES, MergeResult,
     PREFER_CLOSEST_NUMA_NODES, Policy, PolicyConfigError, PolicyName, PolicyOptions,
+    check_option_level, check_options_gate, option_maturity,
 };
 pub use provider::{AllocationError, HintProvider};
 pub use scope::ScopeName;

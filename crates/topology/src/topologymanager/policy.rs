@@ -5,10 +5,17 @@
 //! and admit decision as upstream on every input, computed by [`crate::topologymanager::merge`]
 //! without walking every combination of hints.
 //!
-//! Option visibility: in v1.36 both options, `prefer-closest-numa-nodes` and
-//! `max-allowable-numa-nodes`, are GA, so neither `TopologyManagerPolicyAlphaOptions` nor
-//! `...BetaOptions` changes what is accepted; an unknown option is refused with upstream's
-//! message.
+//! Option visibility (upstream `CheckPolicyOptionAvailable`): an option of alpha level needs
+//! the `TopologyManagerPolicyAlphaOptions` feature gate, one of beta level
+//! `TopologyManagerPolicyBetaOptions`, a GA one no gate ([`check_option_level`]). In v1.36
+//! both options are GA ([`option_maturity`]): `prefer-closest-numa-nodes` since 1.32 and
+//! `max-allowable-numa-nodes` since 1.35 (the website's topology manager page, store id
+//! 71166490115), so neither gate changes what v1.36 accepts; the gate checks are kept for
+//! the levels upstream's tests exercise with test-only options. An unknown option is refused
+//! with upstream's message. Upstream's `policy_options.go` read: store ids 248019065 (both
+//! options beta, the capitalised gate messages corral prints) and 68702486064 (v1.38: both
+//! GA, an alpha `numa-allocation-strategy`, the gate messages lower-cased); no alpha or beta
+//! option exists in v1.36, so its wording of those messages cannot be observed.
 
 use std::borrow::Cow;
 use std::collections::BTreeMap;
@@ -17,6 +24,7 @@ use std::str::FromStr;
 use super::hint::{ProviderHints, TopologyHint};
 use super::merge::{MaskOrder, merge_filtered, reference_merge_filtered};
 use super::numa_info::{NumaDistances, NumaInfo};
+use crate::{Feature, FeatureGates, Maturity};
 
 /// The policy names kubelet config uses.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -66,6 +74,22 @@ pub enum PolicyConfigError {
     /// An option name upstream does not know.
     #[error("unknown Topology Manager Policy option: {0:?}")]
     UnknownOption(String),
+    /// An alpha option with `TopologyManagerPolicyAlphaOptions` off (upstream's text up to
+    /// v1.37; v1.38 lower-cases it).
+    #[error("Topology Manager Policy Alpha-level Options not enabled, but option {0:?} provided")]
+    AlphaOptionsNotEnabled(String),
+    /// A beta option with `TopologyManagerPolicyBetaOptions` off (as above).
+    #[error("Topology Manager Policy Beta-level Options not enabled, but option {0:?} provided")]
+    BetaOptionsNotEnabled(String),
+    /// Options given with the `TopologyManagerPolicyOptions` gate off (the kubelet's
+    /// `cmd/kubelet/app/server.go` text; the options as Go prints a map, `map[a:b c:d]`).
+    #[error(
+        "topology manager policy options {options} require feature gates \"TopologyManagerPolicyOptions\" enabled"
+    )]
+    OptionsGateDisabled {
+        /// The options given, as Go's `%v` prints them.
+        options: String,
+    },
     /// `prefer-closest-numa-nodes` with a value Go's `strconv.ParseBool` rejects
     /// (upstream's wrapped error text).
     #[error(
@@ -158,13 +182,35 @@ impl PolicyOptions {
         }
     }
 
-    /// Parse the kubelet's `topologyManagerPolicyOptions` map (upstream `NewPolicyOptions`).
-    /// Options are checked in name order, so the first error is deterministic.
+    /// [`from_map_gated`](Self::from_map_gated) under v1.36's default gates (which accept
+    /// both v1.36 options).
     pub fn from_map(
         options: &BTreeMap<String, String>,
     ) -> Result<PolicyOptions, PolicyConfigError> {
+        PolicyOptions::from_map_gated(options, &FeatureGates::v1_36_defaults())
+    }
+
+    /// Parse the kubelet's `topologyManagerPolicyOptions` map under `gates` (upstream
+    /// `NewPolicyOptions`, each option first through `CheckPolicyOptionAvailable`). Options
+    /// are checked in name order, so the first error is deterministic.
+    ///
+    /// ```
+    /// use std::collections::BTreeMap;
+    /// use corral_topology::{Feature, FeatureGates, PolicyOptions};
+    ///
+    /// let map = BTreeMap::from([("max-allowable-numa-nodes".to_owned(), "16".to_owned())]);
+    /// // GA in v1.36: no gate needed.
+    /// let gates = FeatureGates::default().with(Feature::TopologyManagerPolicyBetaOptions, false)?;
+    /// assert_eq!(PolicyOptions::from_map_gated(&map, &gates)?.max_allowable_numa_nodes, 16);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn from_map_gated(
+        options: &BTreeMap<String, String>,
+        gates: &FeatureGates,
+    ) -> Result<PolicyOptions, PolicyConfigError> {
         let mut opts = PolicyOptions::default();
         for (name, value) in options {
+            check_option_level(name, option_maturity(name), gates)?;
             match name.as_str() {
                 PREFER_CLOSEST_NUMA_NODES => {
                     opts.prefer_closest_numa =
@@ -194,6 +240,68 @@ impl PolicyOptions {
         }
         Ok(opts)
     }
+}
+
+/// The v1.36 maturity of the topology manager option `name`, `None` for a name upstream does
+/// not know: both options are GA.
+pub fn option_maturity(name: &str) -> Option<Maturity> {
+    match name {
+        PREFER_CLOSEST_NUMA_NODES | MAX_ALLOWABLE_NUMA_NODES => Some(Maturity::Ga),
+        _ => None,
+    }
+}
+
+/// Upstream `CheckPolicyOptionAvailable` for an option of level `maturity` (`None`: not an
+/// option upstream knows): refused when unknown, or when its level's gate is off; a GA
+/// option needs no gate. [`PolicyOptions::from_map_gated`] calls it with
+/// [`option_maturity`]; a test may pass any level, as upstream's tests register test-only
+/// options.
+///
+/// ```
+/// use corral_topology::{Feature, FeatureGates, Maturity};
+/// use corral_topology::topologymanager::check_option_level;
+///
+/// let defaults = FeatureGates::default();
+/// assert!(check_option_level("fancy-beta-option", Some(Maturity::Beta), &defaults).is_ok());
+/// assert_eq!(
+///     check_option_level("fancy-alpha-option", Some(Maturity::Alpha), &defaults).unwrap_err().to_string(),
+///     "Topology Manager Policy Alpha-level Options not enabled, but option \"fancy-alpha-option\" provided"
+/// );
+/// ```
+pub fn check_option_level(
+    name: &str,
+    maturity: Option<Maturity>,
+    gates: &FeatureGates,
+) -> Result<(), PolicyConfigError> {
+    match maturity {
+        None => Err(PolicyConfigError::UnknownOption(name.to_owned())),
+        Some(Maturity::Alpha) if !gates.enabled(Feature::TopologyManagerPolicyAlphaOptions) => {
+            Err(PolicyConfigError::AlphaOptionsNotEnabled(name.to_owned()))
+        }
+        Some(Maturity::Beta) if !gates.enabled(Feature::TopologyManagerPolicyBetaOptions) => {
+            Err(PolicyConfigError::BetaOptionsNotEnabled(name.to_owned()))
+        }
+        Some(_) => Ok(()),
+    }
+}
+
+/// The kubelet's check before any option is parsed (`cmd/kubelet/app/server.go`): options
+/// given (`Some`, even an empty map, as upstream tests the map against nil) while
+/// `TopologyManagerPolicyOptions` is off are refused, whatever the policy.
+pub fn check_options_gate(
+    options: Option<&BTreeMap<String, String>>,
+    gates: &FeatureGates,
+) -> Result<(), PolicyConfigError> {
+    let Some(options) = options else {
+        return Ok(());
+    };
+    if gates.enabled(Feature::TopologyManagerPolicyOptions) {
+        return Ok(());
+    }
+    let pairs: Vec<String> = options.iter().map(|(k, v)| format!("{k}:{v}")).collect();
+    Err(PolicyConfigError::OptionsGateDisabled {
+        options: format!("map[{}]", pairs.join(" ")),
+    })
 }
 
 /// Go `strconv.Atoi` (optional sign, ASCII digits, 64-bit range); the error is whether the

@@ -1,16 +1,38 @@
-//! Ported from upstream `pkg/kubelet/cm/topologymanager/policy_options_test.go`.
+//! Ported from upstream `pkg/kubelet/cm/topologymanager/policy_options_test.go` (store ids
+//! 812633531, and 68670283988 of v1.38, whose rows for the two real options hold for v1.36),
+//! with v1.36's levels: both options are GA, so no gate hides them.
 //!
-//! corral has no feature gates (see the `policy` module docs): every known option is
-//! available, and an option name upstream does not know is an error. Upstream's test registers
-//! two test-only options (`fancy-new-option` as beta, `fancy-alpha-option` as alpha); corral
-//! has no such registry, so those rows assert that the names are refused as unknown.
+//! Upstream's tests register two test-only options at run time (`fancy-new-option` as beta,
+//! `fancy-alpha-option` as alpha). corral has no such registry: [`PolicyOptions`] refuses
+//! those names as unknown, and the gate rows are checked through [`check_option_level`], the
+//! same check `PolicyOptions::from_map_gated` applies with each option's v1.36 level.
 
 use std::collections::BTreeMap;
 
 use corral_topology::topologymanager::{
     DEFAULT_MAX_ALLOWABLE_NUMA_NODES, MAX_ALLOWABLE_NUMA_NODES, PREFER_CLOSEST_NUMA_NODES,
+    TopologyManagerConfig, check_option_level, check_options_gate, option_maturity,
 };
-use corral_topology::{PolicyConfigError, PolicyOptions};
+use corral_topology::{Feature, FeatureGates, Maturity, PolicyConfigError, PolicyOptions};
+
+/// Upstream's test-only options.
+const FANCY_BETA_OPTION: &str = "fancy-new-option";
+const FANCY_ALPHA_OPTION: &str = "fancy-alpha-option";
+
+/// v1.36's defaults with `feature` set to `on`.
+fn gates_with(feature: Feature, on: bool) -> FeatureGates {
+    FeatureGates::default().with(feature, on).unwrap()
+}
+
+/// The level upstream's test gives each name: the real options' v1.36 level, the test-only
+/// ones the level upstream registers them at.
+fn level(name: &str) -> Option<Maturity> {
+    match name {
+        FANCY_BETA_OPTION => Some(Maturity::Beta),
+        FANCY_ALPHA_OPTION => Some(Maturity::Alpha),
+        _ => option_maturity(name),
+    }
+}
 
 fn parse(pairs: &[(&str, &str)]) -> Result<PolicyOptions, PolicyConfigError> {
     let map: BTreeMap<String, String> = pairs
@@ -47,10 +69,12 @@ fn new_topology_manager_options() {
         parse(&[(MAX_ALLOWABLE_NUMA_NODES, "12")]),
         Ok(opts(false, 12))
     );
-    // "fail to set option when TopologyManagerPolicyBetaOptions feature gate is not set":
-    // no gates in corral, the option is simply accepted.
+    // "fail to set option when TopologyManagerPolicyBetaOptions feature gate is not set"
+    // (upstream's row while the option was beta): GA in v1.36, accepted with the gate off.
+    let beta_off = gates_with(Feature::TopologyManagerPolicyBetaOptions, false);
+    let map = BTreeMap::from([(MAX_ALLOWABLE_NUMA_NODES.to_owned(), "8".to_owned())]);
     assert_eq!(
-        parse(&[(MAX_ALLOWABLE_NUMA_NODES, "8")]),
+        PolicyOptions::from_map_gated(&map, &beta_off),
         Ok(opts(false, 8))
     );
     // "return empty TopologyManagerOptions"
@@ -68,24 +92,151 @@ fn new_topology_manager_options() {
             .contains("unable to convert policy option to integer")
     );
     // "test beta options success" / "test beta options fail" / "test alpha options success" /
-    // "test alpha options fail": the test-only option names are unknown to corral.
-    for name in ["fancy-new-option", "fancy-alpha-option"] {
+    // "test alpha options fail": the test-only names are unknown to the parser (no
+    // registry), and refused or let through by their level's gate as upstream's.
+    for name in [FANCY_BETA_OPTION, FANCY_ALPHA_OPTION] {
         assert_eq!(
             parse(&[(name, "true")]),
             Err(PolicyConfigError::UnknownOption(name.to_owned()))
         );
         assert!(err_text(&[(name, "true")]).contains("unknown Topology Manager Policy option"));
     }
+    let beta_on = gates_with(Feature::TopologyManagerPolicyBetaOptions, true);
+    assert_eq!(
+        check_option_level(FANCY_BETA_OPTION, level(FANCY_BETA_OPTION), &beta_on),
+        Ok(())
+    );
+    assert_eq!(
+        check_option_level(FANCY_BETA_OPTION, level(FANCY_BETA_OPTION), &beta_off)
+            .unwrap_err()
+            .to_string(),
+        "Topology Manager Policy Beta-level Options not enabled, but option \"fancy-new-option\" provided"
+    );
+    let alpha_on = gates_with(Feature::TopologyManagerPolicyAlphaOptions, true);
+    assert_eq!(
+        check_option_level(FANCY_ALPHA_OPTION, level(FANCY_ALPHA_OPTION), &alpha_on),
+        Ok(())
+    );
+    assert_eq!(
+        check_option_level(
+            FANCY_ALPHA_OPTION,
+            level(FANCY_ALPHA_OPTION),
+            &FeatureGates::default()
+        ),
+        Err(PolicyConfigError::AlphaOptionsNotEnabled(
+            FANCY_ALPHA_OPTION.to_owned()
+        ))
+    );
 }
 
-/// Upstream `TestPolicyDefaultsAvailable` and `TestPolicyOptionsAvailable` (gates play no part
-/// in corral): the two real options are available, an unknown name is not.
+/// Upstream `TestPolicyDefaultsAvailable`: v1.36's default gates.
+#[test]
+fn policy_defaults_available() {
+    let defaults = FeatureGates::default();
+    for (option, expected_available) in [
+        ("this-option-does-not-exist", false),
+        (PREFER_CLOSEST_NUMA_NODES, true),
+        (MAX_ALLOWABLE_NUMA_NODES, true),
+    ] {
+        let available = check_option_level(option, option_maturity(option), &defaults).is_ok();
+        assert_eq!(available, expected_available, "{option}");
+    }
+}
+
+/// Upstream `TestPolicyOptionsAvailable`: option × gate × gate state → available, with the
+/// test-only options at upstream's levels.
 #[test]
 fn policy_options_available() {
-    let available = |name: &str, value: &str| parse(&[(name, value)]).is_ok();
-    assert!(!available("this-option-does-not-exist", "true"));
-    assert!(available(PREFER_CLOSEST_NUMA_NODES, "true"));
-    assert!(available(MAX_ALLOWABLE_NUMA_NODES, "8"));
+    use Feature::{
+        TopologyManagerPolicyAlphaOptions as Alpha, TopologyManagerPolicyBetaOptions as Beta,
+    };
+    let rows = [
+        ("this-option-does-not-exist", Beta, false, false),
+        ("this-option-does-not-exist", Beta, true, false),
+        (PREFER_CLOSEST_NUMA_NODES, Beta, false, true),
+        (PREFER_CLOSEST_NUMA_NODES, Alpha, false, true),
+        (MAX_ALLOWABLE_NUMA_NODES, Beta, false, true),
+        (MAX_ALLOWABLE_NUMA_NODES, Alpha, false, true),
+        (FANCY_ALPHA_OPTION, Alpha, true, true),
+        (FANCY_ALPHA_OPTION, Alpha, false, false),
+        (FANCY_BETA_OPTION, Beta, true, true),
+        (FANCY_BETA_OPTION, Beta, false, false),
+    ];
+    for (option, gate, enabled, expected_available) in rows {
+        let gates = gates_with(gate, enabled);
+        let available = check_option_level(option, level(option), &gates).is_ok();
+        assert_eq!(available, expected_available, "{option} {gate}={enabled}");
+        // The parser agrees for the real options and the unknown name.
+        if level(option) == option_maturity(option) {
+            let value = if option == MAX_ALLOWABLE_NUMA_NODES {
+                "8"
+            } else {
+                "true"
+            };
+            let map = BTreeMap::from([(option.to_owned(), value.to_owned())]);
+            assert_eq!(
+                PolicyOptions::from_map_gated(&map, &gates).is_ok(),
+                expected_available,
+                "{option} {gate}={enabled}"
+            );
+        }
+    }
+    // Every combination of the two gates: v1.36's two options are always available.
+    for (alpha, beta) in [(false, false), (false, true), (true, false), (true, true)] {
+        let gates = gates_with(Alpha, alpha).with(Beta, beta).unwrap();
+        let map = BTreeMap::from([
+            (PREFER_CLOSEST_NUMA_NODES.to_owned(), "true".to_owned()),
+            (MAX_ALLOWABLE_NUMA_NODES.to_owned(), "16".to_owned()),
+        ]);
+        assert_eq!(
+            PolicyOptions::from_map_gated(&map, &gates),
+            Ok(opts(true, 16))
+        );
+    }
+}
+
+/// The kubelet's `TopologyManagerPolicyOptions` check (`cmd/kubelet/app/server.go`): GA and
+/// on by default in v1.36, not locked; turned off, any options given are refused (whatever
+/// the policy), with the options printed as Go prints a map.
+#[test]
+fn policy_options_feature_gate() {
+    let off = gates_with(Feature::TopologyManagerPolicyOptions, false);
+    let map = BTreeMap::from([
+        (PREFER_CLOSEST_NUMA_NODES.to_owned(), "true".to_owned()),
+        (MAX_ALLOWABLE_NUMA_NODES.to_owned(), "8".to_owned()),
+    ]);
+    let text = "topology manager policy options map[max-allowable-numa-nodes:8 prefer-closest-numa-nodes:true] require feature gates \"TopologyManagerPolicyOptions\" enabled";
+    assert_eq!(
+        check_options_gate(Some(&map), &off)
+            .unwrap_err()
+            .to_string(),
+        text
+    );
+    for policy in ["none", "best-effort", "restricted", "single-numa-node"] {
+        let err = TopologyManagerConfig::from_strings_gated(policy, "container", Some(&map), &off)
+            .unwrap_err();
+        assert_eq!(err.to_string(), text, "{policy}");
+    }
+    // Present but empty is still given (upstream tests the map against nil).
+    assert_eq!(
+        check_options_gate(Some(&BTreeMap::new()), &off)
+            .unwrap_err()
+            .to_string(),
+        "topology manager policy options map[] require feature gates \"TopologyManagerPolicyOptions\" enabled"
+    );
+    assert_eq!(check_options_gate(None, &off), Ok(()));
+    assert_eq!(
+        check_options_gate(Some(&map), &FeatureGates::default()),
+        Ok(())
+    );
+    let config = TopologyManagerConfig::from_strings_gated(
+        "best-effort",
+        "pod",
+        Some(&map),
+        &FeatureGates::default(),
+    )
+    .unwrap();
+    assert_eq!(config.options, opts(true, 8));
 }
 
 /// Facts of upstream `NewPolicyOptions` the tables above rely on: Go `strconv.ParseBool`
