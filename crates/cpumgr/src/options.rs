@@ -1,29 +1,44 @@
 //! Static policy options (upstream `policy_options.go`): names, maturity, parsing, mutual
 //! incompatibilities and hardware validation, with upstream's error messages.
 //!
-//! As in v1.36, an alpha option needs the `CPUManagerPolicyAlphaOptions` feature gate (off
-//! by default) and a beta one `CPUManagerPolicyBetaOptions` (on by default); GA options need
-//! none ([`StaticPolicyOptions::from_map_gated`]). [`StaticPolicyOptions::from_map`] parses
-//! with every gate on.
+//! The options are checked against the kubelet's feature gates
+//! ([`corral_topology::FeatureGates`], v1.36's defaults unless the config's `featureGates`
+//! sets them), as v1.36's `CheckPolicyOptionAvailable` does: an alpha option needs
+//! `CPUManagerPolicyAlphaOptions` (alpha, off by default), a beta one
+//! `CPUManagerPolicyBetaOptions` (beta, on by default), a GA one no gate
+//! ([`StaticPolicyOptions::from_map_gated`]). [`StaticPolicyOptions::from_map`] parses with
+//! both gates on.
+//!
+//! The v1.36 levels ([`option_maturity`]): `full-pcpus-only` GA since 1.33,
+//! `strict-cpu-reservation` GA since 1.35, `prefer-align-cpus-by-uncorecache` GA since 1.36
+//! (KEP-4800), `distribute-cpus-across-numa` beta, `align-by-socket` and
+//! `distribute-cpus-across-cores` alpha (the website's CPU management policies page, store
+//! ids 62104581371 and 52182011618). The messages and the four incompatible pairs are those
+//! of upstream's `policy_options.go` (store id 135551090, commit 7ed31812; its option sets
+//! predate 1.35, its texts and checks are unchanged since).
 
 use std::collections::BTreeMap;
 
-use corral_topology::{Feature, FeatureGates, PolicyName, TopologyCounts};
+use corral_topology::{Feature, FeatureGates, Maturity, PolicyName, TopologyCounts};
 
 use crate::assignment::{CpuSortingStrategy, UncoreCacheAlignment};
 use crate::hints::SocketAlignment;
 
-/// `full-pcpus-only`: allocate whole physical cores only (GA in v1.36).
+/// `full-pcpus-only`: allocate whole physical cores only (GA since v1.33: no gate).
 pub const FULL_PCPUS_ONLY: &str = "full-pcpus-only";
-/// `distribute-cpus-across-numa`: spread evenly over NUMA nodes (beta in v1.36).
+/// `distribute-cpus-across-numa`: spread evenly over NUMA nodes (beta in v1.36:
+/// `CPUManagerPolicyBetaOptions`, on by default).
 pub const DISTRIBUTE_CPUS_ACROSS_NUMA: &str = "distribute-cpus-across-numa";
-/// `align-by-socket`: consider alignment at socket rather than NUMA boundary (alpha).
+/// `align-by-socket`: consider alignment at socket rather than NUMA boundary (alpha in v1.36:
+/// `CPUManagerPolicyAlphaOptions`, off by default).
 pub const ALIGN_BY_SOCKET: &str = "align-by-socket";
-/// `distribute-cpus-across-cores`: spread threads over cores (alpha).
+/// `distribute-cpus-across-cores`: spread threads over cores (alpha in v1.36:
+/// `CPUManagerPolicyAlphaOptions`, off by default).
 pub const DISTRIBUTE_CPUS_ACROSS_CORES: &str = "distribute-cpus-across-cores";
-/// `strict-cpu-reservation`: keep reserved CPUs out of the shared pool (GA in v1.36).
+/// `strict-cpu-reservation`: keep reserved CPUs out of the shared pool (GA since v1.35: no
+/// gate).
 pub const STRICT_CPU_RESERVATION: &str = "strict-cpu-reservation";
-/// `prefer-align-cpus-by-uncorecache`: prefer whole uncore caches (GA in v1.36).
+/// `prefer-align-cpus-by-uncorecache`: prefer whole uncore caches (GA since v1.36: no gate).
 pub const PREFER_ALIGN_CPUS_BY_UNCORECACHE: &str = "prefer-align-cpus-by-uncorecache";
 
 /// Every option name upstream knows, alphabetically.
@@ -36,31 +51,34 @@ pub const ALL_OPTIONS: [&str; 6] = [
     STRICT_CPU_RESERVATION,
 ];
 
-/// Upstream's maturity level of an option (v1.36).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum OptionMaturity {
-    /// Behind `CPUManagerPolicyAlphaOptions`.
-    Alpha,
-    /// Behind `CPUManagerPolicyBetaOptions`.
-    Beta,
-    /// GA: behind no gate.
-    Stable,
-}
+/// Upstream's maturity level of an option: [`Maturity`]'s `Alpha` (behind
+/// `CPUManagerPolicyAlphaOptions`), `Beta` (behind `CPUManagerPolicyBetaOptions`) or `Ga`
+/// (behind no gate).
+pub type OptionMaturity = Maturity;
 
 /// Upstream's maturity of `name` in v1.36, `None` for an unknown option.
+///
+/// ```
+/// use corral_cpumgr::{OptionMaturity, option_maturity};
+///
+/// assert_eq!(option_maturity("prefer-align-cpus-by-uncorecache"), Some(OptionMaturity::Ga));
+/// assert_eq!(option_maturity("distribute-cpus-across-numa"), Some(OptionMaturity::Beta));
+/// assert_eq!(option_maturity("align-by-socket"), Some(OptionMaturity::Alpha));
+/// assert_eq!(option_maturity("no-such-option"), None);
+/// ```
 pub fn option_maturity(name: &str) -> Option<OptionMaturity> {
     match name {
         FULL_PCPUS_ONLY | STRICT_CPU_RESERVATION | PREFER_ALIGN_CPUS_BY_UNCORECACHE => {
-            Some(OptionMaturity::Stable)
+            Some(Maturity::Ga)
         }
-        DISTRIBUTE_CPUS_ACROSS_NUMA => Some(OptionMaturity::Beta),
-        ALIGN_BY_SOCKET | DISTRIBUTE_CPUS_ACROSS_CORES => Some(OptionMaturity::Alpha),
+        DISTRIBUTE_CPUS_ACROSS_NUMA => Some(Maturity::Beta),
+        ALIGN_BY_SOCKET | DISTRIBUTE_CPUS_ACROSS_CORES => Some(Maturity::Alpha),
         _ => None,
     }
 }
 
-/// Why static policy options were refused (upstream's messages).
+/// Why static policy options were refused. Every message is upstream's exact text (the
+/// conformance suite `policy_options` and the tests compare them byte for byte).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum OptionsError {
@@ -185,15 +203,34 @@ impl StaticPolicyOptions {
 
     /// [`from_map_gated`](Self::from_map_gated) with every option's gate on.
     pub fn from_map(options: &BTreeMap<String, String>) -> Result<Self, OptionsError> {
-        let mut gates = FeatureGates::default();
-        gates.set(Feature::CpuManagerPolicyAlphaOptions, true);
-        gates.set(Feature::CpuManagerPolicyBetaOptions, true);
+        // Neither gate is locked, so setting them cannot fail.
+        let gates = FeatureGates::v1_36_defaults()
+            .with(Feature::CpuManagerPolicyAlphaOptions, true)
+            .and_then(|gates| gates.with(Feature::CpuManagerPolicyBetaOptions, true))
+            .unwrap_or_default();
         StaticPolicyOptions::from_map_gated(options, &gates)
     }
 
     /// Parse the kubelet's `cpuManagerPolicyOptions` under `gates` (upstream
     /// `NewStaticPolicyOptions` with `CheckPolicyOptionAvailable`); options are checked in
-    /// name order (upstream walks a Go map, in random order).
+    /// name order (upstream walks a Go map, in random order), then the incompatible pairs in
+    /// upstream's order.
+    ///
+    /// ```
+    /// use std::collections::BTreeMap;
+    /// use corral_cpumgr::StaticPolicyOptions;
+    /// use corral_topology::FeatureGates;
+    ///
+    /// let gates = FeatureGates::v1_36_defaults();
+    /// let ga = BTreeMap::from([("strict-cpu-reservation".to_owned(), "true".to_owned())]);
+    /// assert!(StaticPolicyOptions::from_map_gated(&ga, &gates)?.strict_cpu_reservation);
+    /// let alpha = BTreeMap::from([("align-by-socket".to_owned(), "true".to_owned())]);
+    /// assert_eq!(
+    ///     StaticPolicyOptions::from_map_gated(&alpha, &gates).unwrap_err().to_string(),
+    ///     "CPU Manager Policy Alpha-level Options not enabled, but option \"align-by-socket\" provided"
+    /// );
+    /// # Ok::<(), corral_cpumgr::OptionsError>(())
+    /// ```
     pub fn from_map_gated(
         options: &BTreeMap<String, String>,
         gates: &FeatureGates,
@@ -203,14 +240,10 @@ impl StaticPolicyOptions {
             let name_owned = || name.clone();
             match option_maturity(name) {
                 None => return Err(OptionsError::Unknown { name: name_owned() }),
-                Some(OptionMaturity::Alpha)
-                    if !gates.enabled(Feature::CpuManagerPolicyAlphaOptions) =>
-                {
+                Some(Maturity::Alpha) if !gates.enabled(Feature::CpuManagerPolicyAlphaOptions) => {
                     return Err(OptionsError::AlphaNotEnabled { name: name_owned() });
                 }
-                Some(OptionMaturity::Beta)
-                    if !gates.enabled(Feature::CpuManagerPolicyBetaOptions) =>
-                {
+                Some(Maturity::Beta) if !gates.enabled(Feature::CpuManagerPolicyBetaOptions) => {
                     return Err(OptionsError::BetaNotEnabled { name: name_owned() });
                 }
                 Some(_) => {}
@@ -303,134 +336,45 @@ impl StaticPolicyOptions {
 mod tests {
     use super::*;
 
-    fn map(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
-        pairs
-            .iter()
-            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
-            .collect()
-    }
+    // Upstream's tables (TestPolicyDefaultsAvailable, TestPolicyOptionsAvailable,
+    // TestPolicyOptionsCompatibility, TestValidateStaticPolicyOptions) are ported in
+    // tests/it/upstream_policy_options.rs; these are the helpers' own facts.
 
-    /// Whether the options parse and go together.
-    fn accepts(pairs: &[(&str, &str)]) -> bool {
-        StaticPolicyOptions::from_map(&map(pairs)).is_ok()
-    }
-
-    /// Upstream `TestPolicyOptionsAvailable` / `TestPolicyOptionsCompatibility`
-    /// (policy_options_test.go), with every gate on.
     #[test]
-    fn availability_and_compatibility() {
+    fn go_parse_bool_spellings() {
+        for t in ["1", "t", "T", "TRUE", "true", "True"] {
+            assert_eq!(parse_go_bool(t), Some(true), "{t}");
+        }
+        for f in ["0", "f", "F", "FALSE", "false", "False"] {
+            assert_eq!(parse_go_bool(f), Some(false), "{f}");
+        }
+        for bad in ["", "yes", "on", "tRUE", " true"] {
+            assert_eq!(parse_go_bool(bad), None, "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn go_map_printing() {
+        let map: BTreeMap<String, String> = [("b", "2"), ("a", "1")]
+            .into_iter()
+            .map(|(k, v)| (k.to_owned(), v.to_owned()))
+            .collect();
+        assert_eq!(go_map_string(&map), "map[a:1 b:2]");
+        assert_eq!(go_map_string(&BTreeMap::new()), "map[]");
+    }
+
+    /// Every option has a level and a field; the level decides the gate.
+    #[test]
+    fn every_option_has_a_level_and_a_field() {
         for name in ALL_OPTIONS {
-            assert!(accepts(&[(name, "true")]), "{name}");
+            assert!(option_maturity(name).is_some(), "{name}");
+            assert!(
+                StaticPolicyOptions::default().flag_mut(name).is_some(),
+                "{name}"
+            );
         }
-        assert_eq!(
-            StaticPolicyOptions::from_map(&map(&[("this-option-does-not-exist", "true")])),
-            Err(OptionsError::Unknown {
-                name: "this-option-does-not-exist".into()
-            })
-        );
-        let err = StaticPolicyOptions::from_map(&map(&[
-            (FULL_PCPUS_ONLY, "true"),
-            (DISTRIBUTE_CPUS_ACROSS_CORES, "true"),
-        ]))
-        .unwrap_err();
-        assert_eq!(
-            err.to_string(),
-            "static policy options full-pcpus-only and distribute-cpus-across-cores can not be used at the same time"
-        );
-        assert!(!accepts(&[
-            (DISTRIBUTE_CPUS_ACROSS_NUMA, "true"),
-            (DISTRIBUTE_CPUS_ACROSS_CORES, "true")
-        ]));
-        assert!(!accepts(&[
-            (PREFER_ALIGN_CPUS_BY_UNCORECACHE, "true"),
-            (DISTRIBUTE_CPUS_ACROSS_NUMA, "true")
-        ]));
-        assert!(accepts(&[
-            (PREFER_ALIGN_CPUS_BY_UNCORECACHE, "true"),
-            (FULL_PCPUS_ONLY, "true")
-        ]));
-        // Disabled options do not clash.
-        assert!(accepts(&[
-            (FULL_PCPUS_ONLY, "false"),
-            (DISTRIBUTE_CPUS_ACROSS_CORES, "true")
-        ]));
-        assert_eq!(
-            StaticPolicyOptions::from_map(&map(&[(FULL_PCPUS_ONLY, "yes")]))
-                .unwrap_err()
-                .to_string(),
-            "bad value for option \"full-pcpus-only\": strconv.ParseBool: parsing \"yes\": invalid syntax"
-        );
-        assert_eq!(
-            option_maturity(FULL_PCPUS_ONLY),
-            Some(OptionMaturity::Stable)
-        );
-        assert_eq!(option_maturity("x"), None);
-    }
-
-    /// Upstream `TestPolicyOptionsAvailable` (policy_options_test.go) with v1.36's levels:
-    /// every option under every combination of the two gates.
-    #[test]
-    fn availability_under_every_gate_combination() {
-        for (alpha, beta) in [(false, false), (false, true), (true, false), (true, true)] {
-            let mut gates = FeatureGates::default();
-            gates.set(Feature::CpuManagerPolicyAlphaOptions, alpha);
-            gates.set(Feature::CpuManagerPolicyBetaOptions, beta);
-            for name in ALL_OPTIONS {
-                let got = StaticPolicyOptions::from_map_gated(&map(&[(name, "true")]), &gates);
-                let want = match option_maturity(name) {
-                    Some(OptionMaturity::Alpha) if !alpha => Err(OptionsError::AlphaNotEnabled {
-                        name: name.to_owned(),
-                    }),
-                    Some(OptionMaturity::Beta) if !beta => Err(OptionsError::BetaNotEnabled {
-                        name: name.to_owned(),
-                    }),
-                    _ => Ok(()),
-                };
-                assert_eq!(got.map(drop), want, "{name} alpha={alpha} beta={beta}");
-            }
-        }
-        // The v1.36 defaults: alpha off, beta on.
-        let defaults = FeatureGates::default();
-        let with =
-            |name: &str| StaticPolicyOptions::from_map_gated(&map(&[(name, "true")]), &defaults);
-        assert!(with(DISTRIBUTE_CPUS_ACROSS_NUMA).is_ok());
-        assert_eq!(
-            with(ALIGN_BY_SOCKET).unwrap_err().to_string(),
-            "CPU Manager Policy Alpha-level Options not enabled, but option \"align-by-socket\" provided"
-        );
-    }
-
-    /// Upstream `TestValidateStaticPolicyOptions` (policy_options_test.go).
-    #[test]
-    fn validate_align_by_socket() {
-        let opts = StaticPolicyOptions {
-            align_by_socket: true,
-            ..Default::default()
-        };
-        let dual = TopologyCounts {
-            num_cpus: 12,
-            num_cores: 6,
-            num_sockets: 2,
-            num_numa_nodes: 2,
-            num_uncore_caches: 1,
-        };
-        assert!(opts.validate(dual, PolicyName::BestEffort).is_ok());
-        assert_eq!(
-            opts.validate(dual, PolicyName::SingleNumaNode),
-            Err(OptionsError::AlignBySocketWithSingleNumaNode)
-        );
-        let more_sockets = TopologyCounts {
-            num_numa_nodes: 1,
-            ..dual
-        };
-        assert_eq!(
-            opts.validate(more_sockets, PolicyName::None),
-            Err(OptionsError::AlignBySocketHardware)
-        );
-        assert!(
-            StaticPolicyOptions::default()
-                .validate(more_sockets, PolicyName::SingleNumaNode)
-                .is_ok()
-        );
+        let mut sorted = ALL_OPTIONS;
+        sorted.sort_unstable();
+        assert_eq!(sorted, ALL_OPTIONS);
     }
 }

@@ -10,6 +10,7 @@ mod state_versions;
 mod support;
 mod upstream_cpu_assignment;
 mod upstream_cpu_manager;
+mod upstream_policy_options;
 mod upstream_policy_static;
 mod upstream_policy_static_resv;
 mod upstream_state_checkpoint;

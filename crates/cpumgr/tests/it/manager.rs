@@ -115,9 +115,9 @@ fn start_static_on(store: &CheckpointStore, initial: ContainerMap) -> CpuManager
 
 /// v1.36's gates with `CPUManagerPolicyAlphaOptions` on.
 fn alpha_gates() -> corral_topology::FeatureGates {
-    let mut gates = corral_topology::FeatureGates::default();
-    gates.set(corral_topology::Feature::CpuManagerPolicyAlphaOptions, true);
-    gates
+    corral_topology::FeatureGates::default()
+        .with(corral_topology::Feature::CpuManagerPolicyAlphaOptions, true)
+        .unwrap()
 }
 
 /// Allocate `pod`'s first container without a NUMA preference.
