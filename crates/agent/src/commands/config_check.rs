@@ -72,13 +72,24 @@ pub(crate) fn run(args: &ConfigArgs) -> Result<ExitCode> {
                 }
             );
             let gates = &config.feature_gates;
-            let states: Vec<String> = corral_topology::FEATURES
-                .iter()
-                .map(|f| format!("{}={}", f.name(), gates.enabled(*f)))
-                .collect();
-            outln!("  featureGates (v1.36 defaults unless set):");
-            for state in states {
-                outln!("    {state}");
+            for warning in gates.warnings() {
+                eprintln!("corral: warning: {warning}");
+            }
+            outln!("  featureGates (in force; v1.36 maturity and default):");
+            for feature in corral_topology::FEATURES {
+                outln!(
+                    "    {:<40}{:<6} {:<5} since {}{}{}",
+                    feature.name(),
+                    gates.enabled(feature),
+                    feature.maturity(),
+                    feature.since(),
+                    if feature.locked() { ", locked" } else { "" },
+                    if gates.is_default(feature) {
+                        ""
+                    } else {
+                        " (set)"
+                    },
+                );
             }
             if !gates.ignored().is_empty() {
                 outln!(

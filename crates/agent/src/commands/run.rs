@@ -15,6 +15,9 @@ pub(crate) fn run(args: &ConfigArgs, demo_devices: usize) -> Result<ExitCode> {
     for gate in config.feature_gates.ignored() {
         tracing::warn!(gate, "feature gate not read by corral");
     }
+    for warning in config.feature_gates.warnings() {
+        tracing::warn!("{warning}");
+    }
     // As the kubelet (Go raises it at start): the soft open-file limit up to the hard one,
     // so sockets, plugin connections and state files do not meet the default 1,024.
     match rlimit::increase_nofile_limit(u64::MAX) {

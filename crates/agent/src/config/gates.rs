@@ -1,19 +1,37 @@
-//! `featureGates`: the kubelet's feature gates corral's managers read, with v1.36's
-//! defaults (`corral_topology::FeatureGates`). A gate corral does not implement cannot be
-//! turned on; a name corral does not model is accepted and reported.
+//! `featureGates`: the kubelet's feature gates corral models, with v1.36's defaults and
+//! maturity (`corral_topology::FeatureGates`). The map is parsed as the kubelet's
+//! `featuregate.SetFromMap` does (a gate v1.36 removed is unrecognized, a locked gate keeps
+//! its value, upstream's messages); a name corral does not model is accepted and reported
+//! (`config check` prints it, `run` logs it); a gate corral does not implement cannot be
+//! turned on.
+
+use std::collections::BTreeMap;
 
 use corral_topology::{Feature, FeatureGates};
 
 use super::{ConfigErrors, ConfigSource};
 
 impl ConfigSource {
-    /// The gates in force; turning on a gate corral does not implement is an error.
+    /// The gates in force. A map the kubelet would refuse, or turning on a gate corral does
+    /// not implement, is an error under `featureGates`; the defaults stand in for the rest
+    /// of the validation.
     pub(super) fn feature_gates(&self, errors: &mut ConfigErrors) -> FeatureGates {
-        let gates = self
-            .feature_gates
-            .as_ref()
-            .map(FeatureGates::from_map)
-            .unwrap_or_default();
+        let Some(map) = &self.feature_gates else {
+            return FeatureGates::v1_36_defaults();
+        };
+        let gates = match FeatureGates::from_map(map) {
+            Ok(gates) => gates,
+            Err(err) => {
+                errors.push(
+                    "featureGates",
+                    &gates_text(map),
+                    &format!(
+                        "gates v1.36 knows, locked ones at their value, e.g. PodLevelResourceManagers: true ({err})"
+                    ),
+                );
+                return FeatureGates::v1_36_defaults();
+            }
+        };
         let unsupported = Feature::InPlacePodVerticalScalingExclusiveCpus;
         if gates.enabled(unsupported) {
             errors.push(
@@ -26,10 +44,14 @@ impl ConfigSource {
     }
 }
 
+/// Gates as the kubelet's `--feature-gates` flag takes them: `Name=true,Other=false`.
+fn gates_text(map: &BTreeMap<String, bool>) -> String {
+    let pairs: Vec<String> = map.iter().map(|(k, v)| format!("{k}={v}")).collect();
+    pairs.join(",")
+}
+
 #[cfg(test)]
 mod tests {
-    use std::collections::BTreeMap;
-
     use super::*;
 
     fn gates(pairs: &[(&str, bool)]) -> (FeatureGates, ConfigErrors) {
@@ -57,5 +79,28 @@ mod tests {
         assert_eq!(set.ignored(), ["Unrelated"]);
         let (_, errors) = gates(&[("InPlacePodVerticalScalingExclusiveCPUs", true)]);
         assert_eq!(errors.0[0].key, "featureGates");
+    }
+
+    #[test]
+    fn upstream_refusals_are_reported_under_the_key() {
+        let (gates, errors) = gates(&[("MemoryManager", true), ("PodLevelResources", false)]);
+        assert_eq!(gates, FeatureGates::default());
+        assert_eq!(errors.0.len(), 1);
+        assert_eq!(errors.0[0].key, "featureGates");
+        assert_eq!(
+            errors.0[0].value,
+            "MemoryManager=true,PodLevelResources=false"
+        );
+        assert!(
+            errors.0[0]
+                .accepted
+                .ends_with("(unrecognized feature gate: MemoryManager)"),
+            "{}",
+            errors.0[0].accepted
+        );
+        let (_, errors) = super::tests::gates(&[("CPUManagerPolicyOptions", false)]);
+        assert!(errors.0[0].accepted.ends_with(
+            "(cannot set feature gate CPUManagerPolicyOptions to false, feature is locked to true)"
+        ));
     }
 }

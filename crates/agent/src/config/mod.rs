@@ -6,6 +6,7 @@
 mod gates;
 mod layout;
 mod memory;
+mod topology;
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -13,7 +14,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use corral_cpumgr::{OptionsError, PolicyError};
-use corral_topology::topologymanager::{PolicyConfigError, TopologyManagerConfig};
+use corral_topology::topologymanager::TopologyManagerConfig;
 use corral_topology::{CpuSet, FeatureGates, PolicyName};
 use serde::Deserialize;
 
@@ -163,44 +164,7 @@ impl ConfigSource {
         let system_reserved_cpu =
             errors.reserved_cpu("systemReserved", self.system_reserved.as_ref());
         let reservation_valid = errors.0.len() == reservation_errors;
-        let topology_policy = self.topology_manager_policy.as_deref().unwrap_or("none");
-        let topology_scope = self
-            .topology_manager_scope
-            .as_deref()
-            .unwrap_or("container");
-        let empty = BTreeMap::new();
-        let topology_options = self
-            .topology_manager_policy_options
-            .as_ref()
-            .unwrap_or(&empty);
-        let topology = match TopologyManagerConfig::from_strings(
-            topology_policy,
-            topology_scope,
-            topology_options,
-        ) {
-            Ok(config) => Some(config),
-            Err(err) => {
-                let (key, value, accepted) = match err {
-                    PolicyConfigError::UnknownPolicy(_) => (
-                        "topologyManagerPolicy",
-                        topology_policy.to_owned(),
-                        "\"none\", \"best-effort\", \"restricted\", \"single-numa-node\"",
-                    ),
-                    PolicyConfigError::UnknownScope(_) => (
-                        "topologyManagerScope",
-                        topology_scope.to_owned(),
-                        "\"container\", \"pod\"",
-                    ),
-                    _ => (
-                        "topologyManagerPolicyOptions",
-                        options_text(topology_options),
-                        "prefer-closest-numa-nodes=true|false, max-allowable-numa-nodes=N (8 or more)",
-                    ),
-                };
-                errors.push(key, &value, &format!("{accepted} ({err})"));
-                None
-            }
-        };
+        let topology = self.topology_config(&feature_gates, &mut errors);
         // The CPU manager's configuration, checked by the CPU manager's own rules (the ones
         // `CpuManager::new` applies at `run`, less those that need the machine).
         let mut cpu_manager = corral_cpumgr::CpuManagerConfig {
@@ -622,9 +586,16 @@ impl ConfigErrors {
                 map(source.system_reserved.as_ref()),
             )
         };
+        let levels: Vec<String> = corral_cpumgr::ALL_OPTIONS
+            .iter()
+            .map(|name| match corral_cpumgr::option_maturity(name) {
+                Some(level) => format!("{name} ({level})"),
+                None => (*name).to_owned(),
+            })
+            .collect();
         let options_accepted = format!(
-            "with the static policy: {} set to true or false, in compatible combinations; with the none policy: no option",
-            corral_cpumgr::ALL_OPTIONS.join(", ")
+            "with the static policy: {} set to true or false, in compatible combinations, alpha ones only with featureGates CPUManagerPolicyAlphaOptions: true, beta ones not with CPUManagerPolicyBetaOptions: false; with the none policy: no option",
+            levels.join(", ")
         );
         let (key, value, accepted) = match cause {
             Some(PolicyError::UnknownPolicy { .. }) => (
@@ -660,7 +631,7 @@ impl ConfigErrors {
 }
 
 /// Options as the kubelet's flag takes them: `name=value,name=value`.
-fn options_text(options: &BTreeMap<String, String>) -> String {
+pub(super) fn options_text(options: &BTreeMap<String, String>) -> String {
     let pairs: Vec<String> = options.iter().map(|(k, v)| format!("{k}={v}")).collect();
     pairs.join(",")
 }

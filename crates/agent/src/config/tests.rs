@@ -485,3 +485,79 @@ fn upstream_reserved_memory_configuration_rows() {
         }
     }
 }
+
+/// `featureGates` is parsed as v1.36's kubelet does (upstream's refusals under the key), and
+/// the same gates decide which CPU and topology manager options are accepted.
+#[test]
+fn feature_gates_are_validated_and_drive_the_options() {
+    let one = |yaml: &str, key: &str, message: &str| {
+        let errors = refused(yaml);
+        assert_eq!(errors.len(), 1, "{yaml}: {errors:?}");
+        assert_eq!(errors[0].0, key, "{yaml}");
+        assert!(errors[0].1.contains(message), "{yaml}: {}", errors[0].1);
+    };
+    one(
+        "featureGates: {MemoryManager: true}",
+        "featureGates",
+        "(unrecognized feature gate: MemoryManager)",
+    );
+    one(
+        "featureGates: {CPUManagerPolicyOptions: false}",
+        "featureGates",
+        "(cannot set feature gate CPUManagerPolicyOptions to false, feature is locked to true)",
+    );
+    // TopologyManagerPolicyOptions off: options refused whatever the policy, upstream's text.
+    for policy in ["none", "single-numa-node"] {
+        one(
+            &format!(
+                "featureGates: {{TopologyManagerPolicyOptions: false}}\ntopologyManagerPolicy: {policy}\ntopologyManagerPolicyOptions: {{prefer-closest-numa-nodes: \"true\"}}"
+            ),
+            "topologyManagerPolicyOptions",
+            "topology manager policy options map[prefer-closest-numa-nodes:true] require feature gates \"TopologyManagerPolicyOptions\" enabled",
+        );
+    }
+    // Both topology manager options are GA in v1.36: no beta gate needed.
+    let config = source(
+        "featureGates: {TopologyManagerPolicyBetaOptions: false, TopologyManagerPolicyAlphaOptions: false}\ntopologyManagerPolicy: restricted\ntopologyManagerPolicyOptions: {max-allowable-numa-nodes: \"16\", prefer-closest-numa-nodes: \"true\"}",
+    )
+    .validate()
+    .unwrap();
+    assert_eq!(config.topology.options.max_allowable_numa_nodes, 16);
+    assert!(config.topology.options.prefer_closest_numa);
+    assert!(
+        !config
+            .feature_gates
+            .enabled(corral_topology::Feature::TopologyManagerPolicyBetaOptions)
+    );
+    // A refused map leaves v1.36's defaults for the rest of the check: the alpha option is
+    // still reported.
+    let errors = refused(
+        "featureGates: {TopologyManager: true}\ncpuManagerPolicy: static\nreservedSystemCPUs: \"0\"\ncpuManagerPolicyOptions: {align-by-socket: \"true\"}",
+    );
+    let keys: Vec<&str> = errors.iter().map(|(k, _)| k.as_str()).collect();
+    assert_eq!(keys, ["featureGates", "cpuManagerPolicyOptions"]);
+    assert!(
+        errors[1].1.contains("align-by-socket (alpha)"),
+        "{}",
+        errors[1].1
+    );
+}
+
+/// `examples/config/feature-gates.yaml` is valid, and what it sets is in force.
+#[test]
+fn feature_gates_example_config_is_valid() {
+    use corral_topology::Feature;
+    let path =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/config/feature-gates.yaml");
+    let config = ConfigSource::from_file(&path).unwrap().validate().unwrap();
+    let gates = &config.feature_gates;
+    assert!(gates.enabled(Feature::CpuManagerPolicyAlphaOptions));
+    assert!(gates.enabled(Feature::PodLevelResourceManagers));
+    assert_eq!(gates.ignored(), ["KubeletPSI"]);
+    assert_eq!(
+        gates.pod_level_resources(),
+        corral_topology::PodLevelResources::Managed
+    );
+    assert_eq!(config.cpu_manager.feature_gates, *gates);
+    assert!(config.topology.options.prefer_closest_numa);
+}

@@ -726,6 +726,75 @@ fn admit_and_status_speak_yaml_and_wide() {
     }
 }
 
+/// `config check` prints the feature gates in force with their v1.36 maturity, the names
+/// corral does not read, upstream's GA warning, and refuses what v1.36 refuses.
+#[test]
+fn config_check_prints_feature_gates() {
+    let example = workspace().join("examples/config/feature-gates.yaml");
+    let output = corral(&["config", "check", "-c", example.to_str().unwrap()]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let out = stdout(&output);
+    let line = |name: &str| {
+        out.lines()
+            .find(|l| l.trim_start().starts_with(name))
+            .unwrap_or_else(|| panic!("{name} in {out}"))
+            .split_whitespace()
+            .collect::<Vec<_>>()
+            .join(" ")
+    };
+    assert_eq!(
+        line("CPUManagerPolicyAlphaOptions"),
+        "CPUManagerPolicyAlphaOptions true alpha since 1.23 (set)"
+    );
+    assert_eq!(
+        line("CPUManagerPolicyOptions"),
+        "CPUManagerPolicyOptions true GA since 1.33, locked"
+    );
+    assert_eq!(
+        line("PodLevelResources "),
+        "PodLevelResources true beta since 1.34"
+    );
+    assert!(
+        out.contains("featureGates corral does not read: KubeletPSI"),
+        "{out}"
+    );
+
+    let output = corral(&[
+        "config",
+        "check",
+        "-c",
+        example.to_str().unwrap(),
+        "--cpu-manager-policy",
+        "none",
+    ]);
+    assert_eq!(output.status.code(), Some(2), "{}", stdout(&output));
+
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("gates.yaml");
+    std::fs::write(
+        &file,
+        "featureGates: {TopologyManagerPolicyOptions: false}\n",
+    )
+    .unwrap();
+    let output = corral(&["config", "check", "-c", file.to_str().unwrap()]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    assert!(
+        stderr(&output).contains(
+            "Setting GA feature gate TopologyManagerPolicyOptions=false. It will be removed in a future release."
+        ),
+        "{}",
+        stderr(&output)
+    );
+    std::fs::write(&file, "featureGates: {CPUManager: true}\n").unwrap();
+    let output = corral(&["config", "check", "-c", file.to_str().unwrap()]);
+    assert_eq!(output.status.code(), Some(2));
+    assert!(
+        stderr(&output).contains("unrecognized feature gate: CPUManager"),
+        "{}",
+        stderr(&output)
+    );
+}
+
 /// `config check` prints durations as Go (and the kubelet's own config dump) prints them.
 #[test]
 fn config_check_prints_durations_as_go() {

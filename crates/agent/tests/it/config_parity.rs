@@ -35,6 +35,7 @@ const fn file(file: &'static str, valid: bool) -> Case {
 
 const STATIC: &str = "--cpu-manager-policy=static";
 const RESERVE_0: &str = "--reserved-system-cpus=0";
+const ALPHA_GATE: &str = "featureGates: {CPUManagerPolicyAlphaOptions: true}\n";
 
 const CASES: &[Case] = &[
     flags(&[], true),
@@ -89,6 +90,8 @@ const CASES: &[Case] = &[
         ],
         false,
     ),
+    // align-by-socket is alpha in v1.36: refused unless featureGates turns
+    // CPUManagerPolicyAlphaOptions on.
     flags(
         &[
             STATIC,
@@ -96,7 +99,32 @@ const CASES: &[Case] = &[
             "--cpu-manager-policy-option=align-by-socket=true",
             "--topology-manager-policy=restricted",
         ],
+        false,
+    ),
+    Case {
+        file: Some(ALPHA_GATE),
+        flags: &[
+            STATIC,
+            RESERVE_0,
+            "--cpu-manager-policy-option=align-by-socket=true",
+            "--topology-manager-policy=restricted",
+        ],
+        valid: true,
+    },
+    // featureGates: what v1.36's kubelet refuses, and the gates over the options.
+    file("featureGates: {MemoryManager: true}\n", false),
+    file("featureGates: {CPUManagerPolicyOptions: false}\n", false),
+    file(
+        "featureGates: {TopologyManagerPolicyOptions: false}\ntopologyManagerPolicy: restricted\ntopologyManagerPolicyOptions: {prefer-closest-numa-nodes: \"true\"}\n",
+        false,
+    ),
+    file(
+        "featureGates: {TopologyManagerPolicyBetaOptions: false, KubeletPSI: true}\ntopologyManagerPolicy: restricted\ntopologyManagerPolicyOptions: {max-allowable-numa-nodes: \"8\"}\n",
         true,
+    ),
+    file(
+        "featureGates: {CPUManagerPolicyBetaOptions: false}\ncpuManagerPolicy: static\nreservedSystemCPUs: \"0\"\ncpuManagerPolicyOptions: {distribute-cpus-across-numa: \"true\"}\n",
+        false,
     ),
     flags(&["--cpu-manager-policy=dynamic"], false),
     // The static policy's reservation.
