@@ -85,7 +85,7 @@ impl std::fmt::Display for Maturity {
     }
 }
 
-/// A kubelet feature gate corral models (see the [module docs](self) for the table).
+/// A kubelet feature gate corral models (the table is in [the module docs](crate::feature_gates)).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 #[non_exhaustive]
 pub enum Feature {
