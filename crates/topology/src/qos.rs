@@ -6,7 +6,7 @@
 //! Quantities are compared as converted integers (millicores, bytes), so two quantities that
 //! differ only below a millicore or a byte compare equal here.
 
-use crate::pod::{Pod, ResourceList};
+use crate::pod::{Container, Pod, ResourceList};
 
 /// A pod's quality-of-service class.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -91,6 +91,33 @@ impl Pod {
         } else {
             QosClass::Burstable
         }
+    }
+}
+
+impl Container {
+    /// Whether the container alone would be Guaranteed (upstream
+    /// `IsContainerEquivalentQOSGuaranteed`): its CPU and memory requests are set, above zero
+    /// and equal to their limits. Pod-level resource managers give exclusive CPUs and memory
+    /// only to such containers.
+    ///
+    /// ```
+    /// use corral_topology::Container;
+    ///
+    /// let mut c = Container::new("app");
+    /// c.resources.requests.cpu_millis = Some(1000);
+    /// c.resources.limits.cpu_millis = Some(1000);
+    /// assert!(!c.is_equivalent_guaranteed()); // no memory request
+    /// c.resources.requests.memory_bytes = Some(1 << 20);
+    /// c.resources.limits.memory_bytes = Some(1 << 20);
+    /// assert!(c.is_equivalent_guaranteed());
+    /// ```
+    pub fn is_equivalent_guaranteed(&self) -> bool {
+        let (requests, limits) = (&self.resources.requests, &self.resources.limits);
+        let equal = |request: Option<i64>, limit: Option<i64>| {
+            request.is_some_and(|r| r != 0) && request == limit
+        };
+        equal(requests.cpu_millis, limits.cpu_millis)
+            && equal(requests.memory_bytes, limits.memory_bytes)
     }
 }
 
@@ -187,5 +214,15 @@ mod tests {
         p.resources = Some(ResourceRequirements::default());
         assert_eq!(p.qos_class(), QosClass::BestEffort);
         assert_eq!(QosClass::Guaranteed.to_string(), "Guaranteed");
+    }
+
+    #[test]
+    fn only_requests_equal_to_limits_are_equivalent_guaranteed() {
+        let both = (Some(1000), Some(1));
+        assert!(container(both, both).is_equivalent_guaranteed());
+        assert!(!container(both, (Some(1000), None)).is_equivalent_guaranteed());
+        assert!(!container(both, (Some(2000), Some(1))).is_equivalent_guaranteed());
+        let zero = (Some(0), Some(1));
+        assert!(!container(zero, zero).is_equivalent_guaranteed());
     }
 }

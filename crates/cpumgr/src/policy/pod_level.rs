@@ -16,21 +16,10 @@ use corral_topology::{Container, CpuSet, Pod, QosClass, TopologyHint};
 use super::{AllocateError, StaticPolicy, guaranteed_cpus, pod_guaranteed_cpus};
 use crate::state::CpuState;
 
-/// Upstream `IsContainerEquivalentQOSGuaranteed`: CPU and memory requests set, non-zero,
-/// and equal to their limits.
-fn equivalent_guaranteed(container: &Container) -> bool {
-    let (requests, limits) = (&container.resources.requests, &container.resources.limits);
-    let equal = |request: Option<i64>, limit: Option<i64>| {
-        request.is_some_and(|r| r != 0) && request == limit
-    };
-    equal(requests.cpu_millis, limits.cpu_millis)
-        && equal(requests.memory_bytes, limits.memory_bytes)
-}
-
 /// `guaranteedCPUs` for a pod managed at pod level: 0 unless the container is equivalent
 /// to Guaranteed.
 fn container_cpus(pod: &Pod, container: &Container) -> usize {
-    if equivalent_guaranteed(container) {
+    if container.is_equivalent_guaranteed() {
         guaranteed_cpus(pod, container)
     } else {
         0
@@ -250,14 +239,5 @@ mod tests {
             validate_pod_scope_resources(&starved).unwrap_err(),
             "pod rejected, pod has shared init containers but no cpus available for them"
         );
-    }
-
-    #[test]
-    fn only_requests_equal_to_limits_are_exclusive() {
-        assert!(equivalent_guaranteed(&container("a", Some(1000), Some(1))));
-        assert!(!equivalent_guaranteed(&container("a", Some(1000), None)));
-        let mut burst = container("a", Some(1000), Some(1));
-        burst.resources.limits.cpu_millis = Some(2000);
-        assert!(!equivalent_guaranteed(&burst));
     }
 }
