@@ -9,5 +9,6 @@ mod e2e;
 mod memory;
 mod metrics_endpoint;
 mod nri;
+mod pod_level;
 mod real_containerd;
 mod support;
