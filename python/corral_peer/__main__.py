@@ -6,7 +6,7 @@ import sys
 
 import grpc
 
-from . import device_plugin, dra_driver, podresources_client, stubs
+from . import agent_client, device_plugin, dra_driver, podresources_client, stubs
 from .channel import AUTHORITY_MODES, open_channel
 
 
@@ -100,6 +100,12 @@ def main(argv=None):
     common(p)
     p.add_argument("--pod", default="", help="also Get this pod, as NAMESPACE/NAME")
     p.set_defaults(run=podresources_client.run)
+
+    p = sub.add_parser("agent", help="call corral.v1.Agent Admit, GetPod, ListPods (and PodRemoved)")
+    common(p)
+    p.add_argument("--pod-json", required=True, help="file holding a v1 Pod manifest as JSON (with metadata.uid)")
+    p.add_argument("--remove", action="store_true", help="then PodRemoved the pod")
+    p.set_defaults(run=agent_client.run)
 
     args = parser.parse_args(argv)
     try:

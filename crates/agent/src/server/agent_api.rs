@@ -104,6 +104,13 @@ impl Agent for AgentService {
         let request = request.into_inner();
         let pod: K8sPod = serde_json::from_slice(&request.pod_json)
             .map_err(|e| Status::invalid_argument(format!("pod_json is not a v1 Pod: {e}")))?;
+        // A uid made up here would be unknown to the client, which could then neither
+        // release the pod nor retry the call without admitting it twice.
+        if pod.metadata.uid.as_deref().is_none_or(str::is_empty) {
+            return Err(Status::invalid_argument(
+                "pod_json has no metadata.uid: the client assigns one, as the API server does",
+            ));
+        }
         let claims = request
             .resource_claims_json
             .iter()

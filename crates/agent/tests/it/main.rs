@@ -10,5 +10,6 @@ mod memory;
 mod metrics_endpoint;
 mod nri;
 mod pod_level;
+mod python_agent;
 mod real_containerd;
 mod support;

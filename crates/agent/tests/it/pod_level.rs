@@ -7,14 +7,13 @@
 //! `corral checkpoint inspect` names. SIGKILL and restart restore them byte for byte;
 //! releasing the pod gives everything back.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Output;
-use std::time::{Duration, Instant};
 
 use corral_checkpoint::{Checkpoint, CpuManagerCheckpointV3};
 use corral_topology::CpuSet;
 
-use crate::support::{self, MACHINE, Reaped, WAIT, workspace};
+use crate::support::{self, MACHINE, RunningAgent, workspace};
 
 const CONFIG: &str = "\
 cpuManagerPolicy: static
@@ -45,55 +44,24 @@ spec:
     - name: shared
 ";
 
-struct Agent {
-    child: Reaped,
-    root: PathBuf,
-}
+struct Agent(RunningAgent);
 
 impl Agent {
     fn start(dir: &Path) -> Agent {
         let config = dir.join("config.yaml");
         std::fs::write(&config, CONFIG).unwrap();
-        let root = dir.join("root");
-        let log = support::log_file(&dir.join("agent.log"));
-        let child = support::corral()
-            .arg("run")
-            .arg("-c")
-            .arg(&config)
-            .arg("--root")
-            .arg(&root)
-            .arg("--host-root")
-            .arg(workspace().join(MACHINE))
-            .stdin(std::process::Stdio::null())
-            .stdout(std::process::Stdio::null())
-            .stderr(log)
-            .spawn()
-            .unwrap();
-        let mut agent = Agent {
-            child: Reaped(child),
-            root,
-        };
-        let deadline = Instant::now() + WAIT;
-        loop {
-            if let Some(status) = agent.child.0.try_wait().unwrap() {
-                let log = std::fs::read_to_string(dir.join("agent.log")).unwrap_or_default();
-                panic!("corral run exited with {status}: {log}");
-            }
-            if agent.cli(&["status"]).status.success() {
-                return agent;
-            }
-            assert!(Instant::now() < deadline, "agent not ready");
-            std::thread::sleep(Duration::from_millis(50));
-        }
+        let host = workspace().join(MACHINE);
+        let args = ["-c", config.to_str().unwrap()];
+        let log = dir.join("agent.log");
+        Agent(RunningAgent::start(&dir.join("root"), &host, &args, &log))
+    }
+
+    fn root(&self) -> &Path {
+        &self.0.root
     }
 
     fn cli(&self, args: &[&str]) -> Output {
-        support::corral()
-            .args(args)
-            .arg("--root")
-            .arg(&self.root)
-            .output()
-            .unwrap()
+        self.0.cli(args)
     }
 
     /// Each container's cpuset in `corral status -o json`.
@@ -117,7 +85,7 @@ impl Agent {
 
     /// `corral checkpoint inspect FILE -o json`.
     fn inspect(&self, file: &str) -> serde_json::Value {
-        let path = self.root.join(file);
+        let path = self.root().join(file);
         let output = support::corral()
             .args([
                 "checkpoint",
@@ -137,7 +105,7 @@ impl Agent {
 fn a_pod_budget_is_allocated_once_and_survives_sigkill() {
     let dir = tempfile::tempdir().unwrap();
     let agent = Agent::start(dir.path());
-    let fresh = support::checkpoints(&agent.root);
+    let fresh = support::checkpoints(agent.root());
 
     let manifest = dir.path().join("pod.yaml");
     std::fs::write(&manifest, POD).unwrap();
@@ -180,7 +148,7 @@ fn a_pod_budget_is_allocated_once_and_survives_sigkill() {
     assert_eq!(entries["shared"][0]["size"], 3u64 << 30, "{memory}");
     let table = &memory["contents"]["machineState"][node.to_string()]["memoryMap"]["memory"];
     assert_eq!(table["reserved"], 4u64 << 30, "{memory}");
-    let bytes = std::fs::read(agent.root.join("cpu_manager_state")).unwrap();
+    let bytes = std::fs::read(agent.root().join("cpu_manager_state")).unwrap();
     let v3 = CpuManagerCheckpointV3::decode(&bytes).unwrap();
     let pod_cpus: CpuSet = v3.pod_entries.unwrap()["budget-uid"]
         .cpu_set
@@ -191,16 +159,16 @@ fn a_pod_budget_is_allocated_once_and_survives_sigkill() {
     assert!(!default.intersects(&budget), "{default}");
 
     // SIGKILL and restart: the same CPUs, the same bytes.
-    let admitted_files = support::checkpoints(&agent.root);
+    let admitted_files = support::checkpoints(agent.root());
     drop(agent);
     let agent = Agent::start(dir.path());
     assert_eq!(agent.cpusets(), containers);
-    assert_eq!(support::checkpoints(&agent.root), admitted_files);
+    assert_eq!(support::checkpoints(agent.root()), admitted_files);
 
     // Released: the state files are the fresh ones again.
     assert!(agent.cli(&["release", "budget-uid"]).status.success());
     for name in ["cpu_manager_state", "memory_manager_state"] {
-        let path = agent.root.join(name);
+        let path = agent.root().join(name);
         assert_eq!(std::fs::read(&path).unwrap(), fresh[&path], "{name}");
     }
 }

@@ -71,6 +71,68 @@ impl Drop for Reaped {
     }
 }
 
+/// A running `corral run`, ready (its `corral status` answers), killed (SIGKILL) and reaped
+/// when dropped.
+pub(crate) struct RunningAgent {
+    pub(crate) child: Reaped,
+    pub(crate) root: PathBuf,
+    log: PathBuf,
+}
+
+impl RunningAgent {
+    /// `corral run --root ROOT --host-root HOST ARGS…`, its stderr in `log`; waits (bounded)
+    /// until it answers, and panics with its log if it exits first.
+    pub(crate) fn start(root: &Path, host: &Path, args: &[&str], log: &Path) -> RunningAgent {
+        let child = corral()
+            .arg("run")
+            .arg("--root")
+            .arg(root)
+            .arg("--host-root")
+            .arg(host)
+            .args(args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(log_file(log))
+            .spawn()
+            .expect("start corral run");
+        let mut agent = RunningAgent {
+            child: Reaped(child),
+            root: root.to_path_buf(),
+            log: log.to_path_buf(),
+        };
+        let deadline = Instant::now() + WAIT;
+        loop {
+            if let Some(status) = agent.child.0.try_wait().unwrap() {
+                panic!("corral run exited with {status}: {}", agent.log());
+            }
+            if agent.cli(&["status"]).status.success() {
+                return agent;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "agent not ready: {}",
+                agent.log()
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// What it logged so far.
+    pub(crate) fn log(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    /// `corral ARGS… --root ROOT`.
+    pub(crate) fn cli(&self, args: &[&str]) -> Output {
+        corral()
+            .args(args)
+            .arg("--root")
+            .arg(&self.root)
+            .output()
+            .expect("run corral")
+    }
+}
+
 /// The exit status, if the child exits within `limit`; killed and reaped otherwise.
 pub(crate) fn wait_exit(child: &mut Child, limit: Duration) -> Option<ExitStatus> {
     let deadline = Instant::now() + limit;
