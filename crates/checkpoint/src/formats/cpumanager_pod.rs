@@ -22,14 +22,16 @@ use std::collections::{BTreeMap, BTreeSet};
 use serde::{Deserialize, Serialize};
 
 use super::cpumanager::CpuEntries;
-use super::data_string::{DataFormat, data_checksum, data_hash_input};
+use super::data_string::{
+    CHECKSUM_FIELD, DATA_CHECKSUM_FIELD, DATA_FIELD, DataFormat, data_checksum, data_hash_input,
+};
 use super::go_cpuset::{self, CPUSET, HashedCpuSet};
 use super::{Checkpoint, ChecksumCheck, ChecksumVerification, impl_checkpoint, marshal_file};
 use crate::checksum::kubelet_checksum;
 use crate::error::{CheckpointError, Result};
 use crate::format::Format;
 use crate::gojson::{self, value::GoValue};
-use crate::gotype::{CHECKSUM, GoField, GoStruct, GoType, MAP_STRING_STRING, STRING};
+use crate::gotype::{GoField, GoStruct, GoType, MAP_STRING_STRING, STRING};
 
 /// A pod's pod-level CPU assignment (`state.PodEntry`).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -65,33 +67,30 @@ pub struct CpuManagerCheckpointV4(pub CpuManagerCheckpointV3);
 
 static ENTRIES: GoType = GoType::Map(&STRING, &MAP_STRING_STRING);
 
+/// `state.PodCPUAssignments` whose entries are the struct `$entry` with a `CPUSet` of `$set`.
+macro_rules! pod_entries {
+    ($entry:literal, $set:expr) => {
+        GoType::Named(
+            "state.PodCPUAssignments",
+            &GoType::Map(
+                &STRING,
+                &GoType::Struct(&GoStruct {
+                    name: $entry,
+                    fields: &[GoField::omitempty("CPUSet", "cpuSet", $set)],
+                }),
+            ),
+        )
+    };
+}
+
 /// `podEntryJSON`: what `PodEntry.MarshalJSON` writes.
-static POD_ENTRIES_FILE: GoType = GoType::Named(
-    "state.PodCPUAssignments",
-    &GoType::Map(
-        &STRING,
-        &GoType::Struct(&GoStruct {
-            name: "state.podEntryJSON",
-            fields: &[GoField::omitempty("CPUSet", "cpuSet", &STRING)],
-        }),
-    ),
-);
-
+static POD_ENTRIES_FILE: GoType = pod_entries!("state.podEntryJSON", &STRING);
 /// `PodEntry` as go-spew sees it.
-static POD_ENTRIES_HASH: GoType = GoType::Named(
-    "state.PodCPUAssignments",
-    &GoType::Map(
-        &STRING,
-        &GoType::Struct(&GoStruct {
-            name: "state.PodEntry",
-            fields: &[GoField::omitempty("CPUSet", "cpuSet", &CPUSET)],
-        }),
-    ),
-);
+static POD_ENTRIES_HASH: GoType = pod_entries!("state.PodEntry", &CPUSET);
 
-/// The v3 struct under `name`, with pod entries of type `pods`.
-macro_rules! v3_struct {
-    ($name:literal, $pods:expr) => {
+/// The struct `$name`: the v3 content with pod entries of type `$pods`, then `$tail`.
+macro_rules! cpu_struct {
+    ($name:literal, $pods:expr $(, $tail:expr)*) => {
         GoType::Struct(&GoStruct {
             name: $name,
             fields: &[
@@ -99,28 +98,29 @@ macro_rules! v3_struct {
                 GoField::tagged("DefaultCPUSet", "defaultCpuSet", &STRING),
                 GoField::omitempty("Entries", "entries", &ENTRIES),
                 GoField::omitempty("PodEntries", "podEntries", $pods),
-                GoField::tagged("Checksum", "checksum", &CHECKSUM),
+                $($tail),*
             ],
         })
     };
 }
 
-static V3_FILE: GoType = v3_struct!("state.CPUManagerCheckpoint", &POD_ENTRIES_FILE);
-static V3_HASH: GoType = GoType::Ptr(&v3_struct!("state.CPUManagerCheckpoint", &POD_ENTRIES_HASH));
-static V3_HASH_V137_NAME: GoType = GoType::Ptr(&v3_struct!(
+static V3_FILE: GoType = cpu_struct!(
+    "state.CPUManagerCheckpoint",
+    &POD_ENTRIES_FILE,
+    CHECKSUM_FIELD
+);
+static V3_HASH: GoType = GoType::Ptr(&cpu_struct!(
+    "state.CPUManagerCheckpoint",
+    &POD_ENTRIES_HASH,
+    CHECKSUM_FIELD
+));
+static V3_HASH_V137_NAME: GoType = GoType::Ptr(&cpu_struct!(
     "state.CPUManagerCheckpointV3",
-    &POD_ENTRIES_HASH
+    &POD_ENTRIES_HASH,
+    CHECKSUM_FIELD
 ));
 
-static V4_DATA: GoType = GoType::Struct(&GoStruct {
-    name: "state.CPUManagerCheckpointData",
-    fields: &[
-        GoField::tagged("PolicyName", "policyName", &STRING),
-        GoField::tagged("DefaultCPUSet", "defaultCpuSet", &STRING),
-        GoField::omitempty("Entries", "entries", &ENTRIES),
-        GoField::omitempty("PodEntries", "podEntries", &POD_ENTRIES_FILE),
-    ],
-});
+static V4_DATA: GoType = cpu_struct!("state.CPUManagerCheckpointData", &POD_ENTRIES_FILE);
 
 /// The v4 file and its `data`.
 static V4: DataFormat = DataFormat {
@@ -130,18 +130,13 @@ static V4: DataFormat = DataFormat {
     content: &V4_DATA,
 };
 
-static V4_FILE: GoType = GoType::Struct(&GoStruct {
-    name: "state.CPUManagerCheckpoint",
-    fields: &[
-        GoField::tagged("PolicyName", "policyName", &STRING),
-        GoField::tagged("DefaultCPUSet", "defaultCpuSet", &STRING),
-        GoField::omitempty("Entries", "entries", &ENTRIES),
-        GoField::omitempty("PodEntries", "podEntries", &POD_ENTRIES_FILE),
-        GoField::tagged("Checksum", "checksum", &CHECKSUM),
-        GoField::tagged("Data", "data", &STRING),
-        GoField::tagged("DataChecksum", "dataChecksum", &CHECKSUM),
-    ],
-});
+static V4_FILE: GoType = cpu_struct!(
+    "state.CPUManagerCheckpoint",
+    &POD_ENTRIES_FILE,
+    CHECKSUM_FIELD,
+    DATA_FIELD,
+    DATA_CHECKSUM_FIELD
+);
 
 #[derive(Serialize)]
 struct HashedPodEntry<'a> {

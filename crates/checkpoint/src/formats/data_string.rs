@@ -10,7 +10,15 @@ use crate::checksum::kubelet_checksum;
 use crate::error::{CheckpointError, Result};
 use crate::format::Format;
 use crate::gojson::{self, value::GoValue};
-use crate::gotype::{GoType, STRING};
+use crate::gotype::{CHECKSUM, GoField, GoType, STRING};
+
+/// `Checksum checksum.Checksum \`json:"checksum"\``, every kubelet checkpoint's.
+pub(crate) const CHECKSUM_FIELD: GoField = GoField::tagged("Checksum", "checksum", &CHECKSUM);
+/// `Data string \`json:"data"\``.
+pub(crate) const DATA_FIELD: GoField = GoField::tagged("Data", "data", &STRING);
+/// `DataChecksum checksum.Checksum \`json:"dataChecksum"\``.
+pub(crate) const DATA_CHECKSUM_FIELD: GoField =
+    GoField::tagged("DataChecksum", "dataChecksum", &CHECKSUM);
 
 /// One `data`-carrying format: the file's Go type, where `data` sits in it (`dataChecksum`
 /// follows), and the Go type of the content `data` holds.

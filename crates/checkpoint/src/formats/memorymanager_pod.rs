@@ -18,7 +18,9 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use super::data_string::{DataFormat, data_checksum, data_hash_input};
+use super::data_string::{
+    CHECKSUM_FIELD, DATA_CHECKSUM_FIELD, DATA_FIELD, DataFormat, data_checksum, data_hash_input,
+};
 use super::memorymanager::{
     ASSIGNMENTS, BLOCK, Block, ContainerMemoryAssignments, MemoryManagerCheckpoint, NUMA_NODE_MAP,
     NumaNodeMap,
@@ -31,7 +33,7 @@ use crate::checksum::kubelet_checksum;
 use crate::error::Result;
 use crate::format::Format;
 use crate::gojson::{self, value::GoValue};
-use crate::gotype::{CHECKSUM, GoField, GoStruct, GoType, STRING};
+use crate::gotype::{GoField, GoStruct, GoType, STRING};
 
 go_struct! {
     /// A pod's pod-level memory (`state.PodEntry`).
@@ -72,27 +74,32 @@ static PODS: GoType = GoType::Named(
     &GoType::Map(&STRING, &POD_ENTRY),
 );
 
-static V2: GoType = GoType::Struct(&GoStruct {
-    name: "state.MemoryManagerCheckpoint",
-    fields: &[
-        GoField::tagged("PolicyName", "policyName", &STRING),
-        GoField::tagged("MachineState", "machineState", &NUMA_NODE_MAP),
-        GoField::omitempty("Entries", "entries", &ASSIGNMENTS),
-        GoField::omitempty("PodEntries", "podEntries", &PODS),
-        GoField::tagged("Checksum", "checksum", &CHECKSUM),
-    ],
-});
+/// The struct `$name`: the v1 content, then `$tail`.
+macro_rules! memory_struct {
+    ($name:literal $(, $tail:expr)*) => {
+        GoType::Struct(&GoStruct {
+            name: $name,
+            fields: &[
+                GoField::tagged("PolicyName", "policyName", &STRING),
+                GoField::tagged("MachineState", "machineState", &NUMA_NODE_MAP),
+                GoField::omitempty("Entries", "entries", &ASSIGNMENTS),
+                $($tail),*
+            ],
+        })
+    };
+}
+
+/// `PodEntries` of v2 and of v3's data.
+const POD_ENTRIES_FIELD: GoField = GoField::omitempty("PodEntries", "podEntries", &PODS);
+
+static V2: GoType = memory_struct!(
+    "state.MemoryManagerCheckpoint",
+    POD_ENTRIES_FIELD,
+    CHECKSUM_FIELD
+);
 static V2_PTR: GoType = GoType::Ptr(&V2);
 
-static V3_DATA: GoType = GoType::Struct(&GoStruct {
-    name: "state.MemoryManagerCheckpointData",
-    fields: &[
-        GoField::tagged("PolicyName", "policyName", &STRING),
-        GoField::tagged("MachineState", "machineState", &NUMA_NODE_MAP),
-        GoField::omitempty("Entries", "entries", &ASSIGNMENTS),
-        GoField::omitempty("PodEntries", "podEntries", &PODS),
-    ],
-});
+static V3_DATA: GoType = memory_struct!("state.MemoryManagerCheckpointData", POD_ENTRIES_FIELD);
 
 /// The v3 file and its `data`.
 static V3: DataFormat = DataFormat {
@@ -102,17 +109,12 @@ static V3: DataFormat = DataFormat {
     content: &V3_DATA,
 };
 
-static V3_FILE: GoType = GoType::Struct(&GoStruct {
-    name: "state.MemoryManagerCheckpoint",
-    fields: &[
-        GoField::tagged("PolicyName", "policyName", &STRING),
-        GoField::tagged("MachineState", "machineState", &NUMA_NODE_MAP),
-        GoField::omitempty("Entries", "entries", &ASSIGNMENTS),
-        GoField::tagged("Checksum", "checksum", &CHECKSUM),
-        GoField::tagged("Data", "data", &STRING),
-        GoField::tagged("DataChecksum", "dataChecksum", &CHECKSUM),
-    ],
-});
+static V3_FILE: GoType = memory_struct!(
+    "state.MemoryManagerCheckpoint",
+    CHECKSUM_FIELD,
+    DATA_FIELD,
+    DATA_CHECKSUM_FIELD
+);
 
 /// Any of the structs above, field by field; `None` fields are not serialized.
 #[derive(Serialize)]
