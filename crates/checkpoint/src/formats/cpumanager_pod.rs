@@ -23,7 +23,8 @@ use serde::{Deserialize, Serialize};
 
 use super::cpumanager::CpuEntries;
 use super::data_string::{
-    CHECKSUM_FIELD, DATA_CHECKSUM_FIELD, DATA_FIELD, DataFormat, data_checksum, data_hash_input,
+    CHECKSUM_FIELD, DATA_CHECKSUM_FIELD, DATA_FIELD, DataFormat, data_checksum,
+    data_checksum_methods,
 };
 use super::go_cpuset::{self, CPUSET, HashedCpuSet};
 use super::{Checkpoint, ChecksumCheck, ChecksumVerification, impl_checkpoint, marshal_file};
@@ -311,24 +312,11 @@ impl CpuManagerCheckpointV4 {
         gojson::marshal(&wire, &V4_DATA)
     }
 
-    /// The string `dataChecksum` hashes: `dump.ForHash(data)`.
-    pub fn hash_input(&self) -> Result<String> {
-        data_hash_input(&self.data()?)
-    }
-
-    /// `dataChecksum`.
-    pub fn checksum(&self) -> Result<u64> {
-        data_checksum(&self.data()?)
-    }
+    data_checksum_methods!(V4);
 
     /// Reads the logical value (the v3 content) from Go-convention JSON.
     pub fn from_go_json(bytes: &[u8]) -> Result<Self> {
         CpuManagerCheckpointV3::from_go_json(bytes).map(CpuManagerCheckpointV4)
-    }
-
-    /// The file's `data` and `dataChecksum`, if the file decodes.
-    pub(crate) fn data_field(bytes: &[u8]) -> Result<(String, u64)> {
-        V4.data_field(bytes)
     }
 
     /// Decodes as v1.37's v4 reader (`newCPUManagerCheckpointV4` then `GetCheckpoint`).

@@ -68,6 +68,29 @@ impl DataFormat {
     }
 }
 
+/// In the `impl` of a `data`-carrying checkpoint type that has `fn data(&self)`, its
+/// `hash_input`, `checksum` (`dataChecksum`) and `data_field` for the [`DataFormat`]
+/// `$format`.
+macro_rules! data_checksum_methods {
+    ($format:ident) => {
+        /// The string `dataChecksum` hashes: `dump.ForHash(data)`.
+        pub fn hash_input(&self) -> Result<String> {
+            super::data_string::data_hash_input(&self.data()?)
+        }
+
+        /// `dataChecksum`.
+        pub fn checksum(&self) -> Result<u64> {
+            super::data_string::data_checksum(&self.data()?)
+        }
+
+        /// The file's `data` and `dataChecksum`, if the file decodes.
+        pub(crate) fn data_field(bytes: &[u8]) -> Result<(String, u64)> {
+            $format.data_field(bytes)
+        }
+    };
+}
+pub(crate) use data_checksum_methods;
+
 /// An error met while reading a `data` string, said to be there.
 fn in_data(err: CheckpointError, format: Format) -> CheckpointError {
     match err {

@@ -19,7 +19,8 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use super::data_string::{
-    CHECKSUM_FIELD, DATA_CHECKSUM_FIELD, DATA_FIELD, DataFormat, data_checksum, data_hash_input,
+    CHECKSUM_FIELD, DATA_CHECKSUM_FIELD, DATA_FIELD, DataFormat, data_checksum,
+    data_checksum_methods,
 };
 use super::memorymanager::{
     ASSIGNMENTS, BLOCK, Block, ContainerMemoryAssignments, MemoryManagerCheckpoint, NUMA_NODE_MAP,
@@ -202,24 +203,11 @@ impl MemoryManagerCheckpointV3 {
         gojson::marshal(&self.0.wire(None), &V3_DATA)
     }
 
-    /// The string `dataChecksum` hashes: `dump.ForHash(data)`.
-    pub fn hash_input(&self) -> Result<String> {
-        data_hash_input(&self.data()?)
-    }
-
-    /// `dataChecksum`.
-    pub fn checksum(&self) -> Result<u64> {
-        data_checksum(&self.data()?)
-    }
+    data_checksum_methods!(V3);
 
     /// Reads the logical value (the v2 content) from Go-convention JSON.
     pub fn from_go_json(bytes: &[u8]) -> Result<Self> {
         MemoryManagerCheckpointV2::from_go_json(bytes).map(MemoryManagerCheckpointV3)
-    }
-
-    /// The file's `data` and `dataChecksum`, if the file decodes.
-    pub(crate) fn data_field(bytes: &[u8]) -> Result<(String, u64)> {
-        V3.data_field(bytes)
     }
 
     /// Decodes as v1.37's v3 reader (`newMemoryManagerCheckpointV3` then `GetCheckpoint`).
