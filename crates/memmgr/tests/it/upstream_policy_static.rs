@@ -3,11 +3,11 @@
 //! `TestStaticPolicyAllocateWithRestartableInitContainers`, `TestStaticPolicyRemoveContainer`,
 //! `TestStaticPolicyGetTopologyHints`, `TestStaticPolicyGetPodTopologyHints`,
 //! `Test_getPodRequestedResources` and `Test_isAffinityViolatingNUMAAllocations`, as corral
-//! runs: `PodLevelResources` on, `PodLevelResourceManagers` off (a pod with pod-level
-//! resources gets no hints and no memory). The rows with `PodLevelResourceManagers` on,
-//! `TestStaticPolicyAllocatePod` and `TestValidatePodScopeResources` belong to pod-level
-//! resource managers, which corral does not have yet; a gate-on row whose pod is not
-//! Guaranteed is kept (the gate does not matter to it).
+//! runs by default: `PodLevelResources` on, `PodLevelResourceManagers` off (a pod with
+//! pod-level resources gets no hints and no memory). The hint rows with
+//! `PodLevelResourceManagers` on run with [`PodLevelResources::Managed`] (corral's gate on);
+//! `TestStaticPolicyAllocatePod` and `TestValidatePodScopeResources`, which set the gate on
+//! throughout, are ported in their own module (`upstream_pod_level`).
 //!
 //! How upstream's set-up maps onto corral's API:
 //! - Upstream writes a row's machine state and assignments straight into its state; corral's
@@ -35,7 +35,9 @@ use corral_memmgr::{
 };
 use corral_topology::memory::{HugePages, NumaMemory};
 use corral_topology::topologymanager::TopologyHint;
-use corral_topology::{Container, ContainerRestartPolicy, Pod, ResourceRequirements};
+use corral_topology::{
+    Container, ContainerRestartPolicy, Pod, PodLevelResources, ResourceRequirements,
+};
 
 use crate::support::{GI, HP1G, HP2M, MI, guaranteed, hint, pod, set};
 
@@ -1002,11 +1004,17 @@ struct Hints {
     assignments: Assignments,
     pod: Pod,
     want: Option<MemoryHints>,
+    /// `PodLevelResourceManagers` (and `PodLevelResources`) on: the policy manages pods
+    /// with pod-level resources ([`PodLevelResources::Managed`]).
+    gate_on: bool,
 }
 
 fn check_hints(rows: Vec<Hints>, of: impl Fn(&StaticPolicy, &Pod) -> Option<MemoryHints>) {
     for row in rows {
-        let policy = policy(&row.state, &row.assignments);
+        let mut policy = policy(&row.state, &row.assignments);
+        if row.gate_on {
+            policy.set_pod_level_resources(PodLevelResources::Managed);
+        }
         assert_eq!(of(&policy, &row.pod), row.want, "{}", row.name);
     }
 }
@@ -1023,6 +1031,13 @@ fn two_free_nodes() -> MachineState {
     nodes(vec![n(0), n(1)])
 }
 
+/// [`two_free_nodes`] without huge pages (the memory-only nodes of the pod-scope rows with
+/// the gate on).
+fn two_free_memory_nodes() -> MachineState {
+    let n = |id| node(0, &[id], &[mem(2 * GI, 2 * GI, 0, 512 * MI, 3 * GI)]);
+    nodes(vec![n(0), n(1)])
+}
+
 /// A row with no machine state, no assignment.
 fn bare(name: &'static str, pod: Pod) -> Hints {
     let (state, assignments, want) = (MachineState::new(), Assignments::new(), None);
@@ -1032,6 +1047,15 @@ fn bare(name: &'static str, pod: Pod) -> Hints {
         assignments,
         pod,
         want,
+        gate_on: false,
+    }
+}
+
+/// [`bare`] with `PodLevelResourceManagers` on.
+fn bare_on(name: &'static str, pod: Pod) -> Hints {
+    Hints {
+        gate_on: true,
+        ..bare(name, pod)
     }
 }
 
@@ -1045,12 +1069,14 @@ fn held(name: &'static str, blocks: Vec<Block>, want: Option<MemoryHints>) -> Hi
         assignments,
         pod,
         want,
+        gate_on: false,
     }
 }
 
-/// `TestStaticPolicyGetTopologyHints`: 9 of its 10 rows; the one giving hints to a pod with
-/// pod-level resources with `PodLevelResourceManagers` on is not ported. The last row has
-/// the gate on, its pod is Burstable: no hints whatever the gate.
+/// `TestStaticPolicyGetTopologyHints`, its 10 rows; the last two with
+/// `PodLevelResourceManagers` on. With the gate on, a Guaranteed pod's container that is
+/// itself equivalent to Guaranteed is hinted on its own request (memory and pages); a
+/// Burstable pod gets none.
 #[test]
 fn static_policy_get_topology_hints() {
     let resources = [MEMORY, HP1G];
@@ -1088,6 +1114,7 @@ fn static_policy_get_topology_hints() {
             assignments: assigned(vec![("pod1", "container1", both(&[0, 1], 2 * GI))]),
             pod: get_pod("pod2", req_guaranteed("container2")),
             want: hints(&resources, &[(&[2], true), (&[3], true), (&[2, 3], false)]),
+            gate_on: false,
         },
         held(
             "should fail when number of existing memory assignment resources are different from resources requested by container",
@@ -1120,12 +1147,21 @@ fn static_policy_get_topology_hints() {
             )]),
             pod: hp2m_pod,
             want: hints(&[MEMORY, HP2M], &[(&[0, 1], false)]),
+            gate_on: false,
         },
         bare(
             "should not provide topology hints for guaranteed pod with pod level resources",
             pod_level("pod1", true, req_guaranteed("container1")),
         ),
-        bare(
+        Hints {
+            name: "should provide pod topology hints for guaranteed pod with pod level resources when PodLevelResourceManagers is enabled",
+            state: two_free_nodes(),
+            assignments: Assignments::new(),
+            pod: pod_level("pod1", true, req_guaranteed("container1")),
+            want: hints(&resources, &[(&[0], true), (&[1], true), (&[0, 1], false)]),
+            gate_on: true,
+        },
+        bare_on(
             "should not provide pod topology hints for burstable pod with pod level resources when PodLevelResourceManagers is enabled",
             pod_level("pod1", false, req_guaranteed("container1")),
         ),
@@ -1135,9 +1171,10 @@ fn static_policy_get_topology_hints() {
     });
 }
 
-/// `TestStaticPolicyGetPodTopologyHints`: 5 of its 7 rows; the two giving hints to pods
-/// with pod-level resources with `PodLevelResourceManagers` on are not ported. The last two
-/// rows have the gate on, their pods are Burstable: no hints whatever the gate.
+/// `TestStaticPolicyGetPodTopologyHints`, its 7 rows; the last four with
+/// `PodLevelResourceManagers` on. With the gate on, a Guaranteed pod with pod-level
+/// resources is hinted on its pod-level requests (1 GiB of memory, no pages), whatever its
+/// containers ask (Burstable ones included); a Burstable pod gets none.
 #[test]
 fn static_policy_get_pod_topology_hints() {
     let rows = vec![
@@ -1150,6 +1187,7 @@ fn static_policy_get_pod_topology_hints() {
                 &[MEMORY, HP1G],
                 &[(&[0], true), (&[1], true), (&[0, 1], false)],
             ),
+            gate_on: false,
         },
         bare(
             "should not provide pod topology hints for burstable pod with container level resources when PodLevelResources and PodLevelResourceManagers are disabled",
@@ -1159,11 +1197,27 @@ fn static_policy_get_pod_topology_hints() {
             "should not provide pod topology hints for guaranteed pod with pod level resources when PodLevelResourceManagers is disabled",
             pod_level("pod1", true, req_guaranteed("container1")),
         ),
-        bare(
+        Hints {
+            name: "should provide pod topology hints for guaranteed pod with pod level resources when PodLevelResourceManagers is enabled",
+            state: two_free_memory_nodes(),
+            assignments: Assignments::new(),
+            pod: pod_level("pod1", true, req_guaranteed("container1")),
+            want: hints(&[MEMORY], &[(&[0], true), (&[1], true), (&[0, 1], false)]),
+            gate_on: true,
+        },
+        Hints {
+            name: "should provide pod topology hints for guaranteed pod with pod level resources that overrides container level resources",
+            state: two_free_memory_nodes(),
+            assignments: Assignments::new(),
+            pod: pod_level("pod1", true, req_burstable("container1")),
+            want: hints(&[MEMORY], &[(&[0], true), (&[1], true), (&[0, 1], false)]),
+            gate_on: true,
+        },
+        bare_on(
             "should not provide pod topology hints for burstable pod with pod level resources when PodLevelResourceManagers is enabled",
             pod_level("pod1", false, req_guaranteed("container1")),
         ),
-        bare(
+        bare_on(
             "should not provide pod topology hints for burstable pod with pod level and container level burstable resources",
             pod_level("pod1", false, req_burstable("container1")),
         ),
