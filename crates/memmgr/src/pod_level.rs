@@ -105,8 +105,11 @@ impl StaticPolicy {
     }
 
     /// Upstream `validatePodScopeResources`, with its messages (resources checked in name
-    /// order where upstream walks a Go map).
-    pub(crate) fn validate_pod_scope_resources(&self, pod: &Pod) -> Result<(), String> {
+    /// order where upstream walks a Go map): whether the pod's spec leaves memory for every
+    /// container that needs the pod's shared pool. Its error is the text of
+    /// [`AllocateError::EmptyPodSharedPool`], which [`allocate_pod`](Self::allocate_pod)
+    /// returns; it does not look at the pod's QoS class.
+    pub fn validate_pod_scope_resources(&self, pod: &Pod) -> Result<(), String> {
         let budget = pod_budget(pod);
         let mut shared_long_running = false;
         let mut long_running = Requested::new();

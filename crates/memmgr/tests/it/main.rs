@@ -8,6 +8,7 @@ mod state_versions;
 mod static_policy;
 mod support;
 mod upstream_memory_manager;
+mod upstream_pod_level;
 mod upstream_policy_static;
 mod upstream_state_checkpoint;
 mod upstream_v132_files;

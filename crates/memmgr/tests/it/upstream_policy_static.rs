@@ -45,7 +45,13 @@ use crate::support::{GI, HP1G, HP2M, MI, guaranteed, hint, pod, set};
 
 /// Upstream's `MemoryTable` literal, in its field order: allocatable, free, reserved, system
 /// reserved, total.
-fn t(allocatable: u64, free: u64, reserved: u64, system_reserved: u64, total: u64) -> MemoryTable {
+pub(crate) fn t(
+    allocatable: u64,
+    free: u64,
+    reserved: u64,
+    system_reserved: u64,
+    total: u64,
+) -> MemoryTable {
     MemoryTable {
         total,
         system_reserved,
@@ -56,7 +62,13 @@ fn t(allocatable: u64, free: u64, reserved: u64, system_reserved: u64, total: u6
 }
 
 /// A `memory` table (upstream's field order, as [`t`]).
-fn mem(a: u64, free: u64, reserved: u64, sr: u64, total: u64) -> (&'static str, MemoryTable) {
+pub(crate) fn mem(
+    a: u64,
+    free: u64,
+    reserved: u64,
+    sr: u64,
+    total: u64,
+) -> (&'static str, MemoryTable) {
     (MEMORY, t(a, free, reserved, sr, total))
 }
 
@@ -72,7 +84,7 @@ fn mem_2g(free: u64) -> (&'static str, MemoryTable) {
 }
 
 /// A NUMA node: `numberOfAssignments`, `cells` and its tables.
-fn node(assignments: u64, cells: &[usize], tables: &[(&str, MemoryTable)]) -> NodeState {
+pub(crate) fn node(assignments: u64, cells: &[usize], tables: &[(&str, MemoryTable)]) -> NodeState {
     NodeState {
         number_of_assignments: assignments,
         memory: tables
@@ -91,11 +103,11 @@ fn half_gi(cells: &[usize], r: u64, pages: u64, count: u64) -> NodeState {
 }
 
 /// NUMA nodes 0, 1, … in order.
-fn nodes(list: Vec<NodeState>) -> MachineState {
+pub(crate) fn nodes(list: Vec<NodeState>) -> MachineState {
     list.into_iter().enumerate().collect()
 }
 
-fn block(numa_affinity: &[usize], resource: &str, size: u64) -> Block {
+pub(crate) fn block(numa_affinity: &[usize], resource: &str, size: u64) -> Block {
     Block {
         numa_affinity: numa_affinity.to_vec(),
         resource: resource.to_owned(),
@@ -244,7 +256,7 @@ fn sorted(assignments: &Assignments) -> Assignments {
 }
 
 /// Upstream's `areMachineStatesEqual`.
-fn same_state(got: &MachineState, want: &MachineState) -> bool {
+pub(crate) fn same_state(got: &MachineState, want: &MachineState) -> bool {
     let set = |cells: &[usize]| {
         let mut cells = cells.to_vec();
         cells.sort_unstable();
@@ -276,14 +288,14 @@ fn same_state(got: &MachineState, want: &MachineState) -> bool {
         })
 }
 
-fn assert_state(row: &str, got: &MachineState, want: &MachineState) {
+pub(crate) fn assert_state(row: &str, got: &MachineState, want: &MachineState) {
     assert!(
         same_state(got, want),
         "{row}: machine state\n got {got:#?}\nwant {want:#?}"
     );
 }
 
-fn assert_assignments(row: &str, got: &Assignments, want: &Assignments) {
+pub(crate) fn assert_assignments(row: &str, got: &Assignments, want: &Assignments) {
     assert_eq!(sorted(got), sorted(want), "{row}: assignments");
 }
 
