@@ -108,14 +108,19 @@ impl StaticPolicy {
     }
 
     /// [`restore`](Self::restore) with the pods' pod-level blocks (a v2 or v3 file's pod
-    /// entries), which stand for their containers' blocks in the machine state.
+    /// entries), which stand for their containers' blocks in the machine state. The blocks
+    /// of a pod without container blocks are dropped: the machine state is checked without
+    /// them (as upstream's `validateState`), so they hold nothing; such a file is what a
+    /// kubelet leaves when it stops between writing a pod's block and its containers' (no
+    /// container was given that memory), and the pod is admitted again from scratch.
     pub fn restore_with_pods(
         restored: &MachineState,
         assignments: Assignments,
-        pod_blocks: BTreeMap<String, Vec<Block>>,
+        mut pod_blocks: BTreeMap<String, Vec<Block>>,
         default: MachineState,
     ) -> Result<StaticPolicy, RestoreError> {
         let state = restore_machine_state_with_pods(restored, &assignments, &pod_blocks, default)?;
+        pod_blocks.retain(|pod, _| assignments.get(pod).is_some_and(|c| !c.is_empty()));
         Ok(StaticPolicy {
             state,
             assignments,
@@ -164,7 +169,10 @@ impl StaticPolicy {
     /// Upstream `GetPodTopologyHints` (pod scope): as
     /// [`hints_for_container`](Self::hints_for_container) for the pod's whole request
     /// ([`pod_requested`]); the first container (init containers first) that holds blocks
-    /// decides, its blocks compared with the pod's request.
+    /// decides, its blocks compared with the pod's request. A pod managed at pod level that
+    /// holds its pod-level blocks (after a restart) is hinted on them, as v1.37 does (v1.36
+    /// compares its first container's blocks with the pod's budget, and gives no hint unless
+    /// they are the whole budget).
     pub fn hints_for_pod(&self, pod: &Pod) -> Option<MemoryHints> {
         if self.skipped(pod) {
             return None;
@@ -173,8 +181,12 @@ impl StaticPolicy {
         if let Some(refused) = self.refuse_pod_scope(pod, &requested) {
             return Some(refused);
         }
-        if requested.is_empty() && pod.is_managed_at_pod_level(self.pod_level) {
+        let managed = pod.is_managed_at_pod_level(self.pod_level);
+        if requested.is_empty() && managed {
             return None;
+        }
+        if let Some(blocks) = self.pod_blocks.get(&pod.uid).filter(|_| managed) {
+            return regenerate_hints(blocks, &requested);
         }
         let held = pod
             .init_containers

@@ -307,6 +307,18 @@ impl MemoryManager {
             .unwrap_or_default()
     }
 
+    /// Upstream `GetPodMemoryBlocks`: the pod-level blocks of a pod managed at pod level
+    /// (its budget, taken once on its nodes; empty when it has none).
+    pub fn pod_memory(&self, pod_uid: &str) -> Vec<Block> {
+        let inner = self.lock();
+        inner
+            .policy
+            .as_ref()
+            .and_then(|p| p.pod_blocks().get(pod_uid))
+            .cloned()
+            .unwrap_or_default()
+    }
+
     /// Upstream `GetMemoryNUMANodes`: the nodes of the container's blocks, which the
     /// runtime sets as its `cpuset.mems` (empty when it has none).
     pub fn memory_numa_nodes(&self, pod_uid: &str, container: &str) -> BTreeSet<usize> {
