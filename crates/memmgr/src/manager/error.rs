@@ -42,10 +42,11 @@ pub enum MemoryManagerError {
         #[source]
         source: CheckpointValueError,
     },
-    /// A v2 or v3 checkpoint holds pod-level assignments (KEP-5526), which corral does
-    /// not make: restoring without them would hand that memory to other pods.
+    /// A v2 or v3 checkpoint holds pod-level assignments (KEP-5526) while
+    /// `PodLevelResourceManagers` is off: restoring without them would hand that memory to
+    /// other pods.
     #[error(
-        "could not restore state from checkpoint {file}: it holds pod-level memory assignments for pods {pods:?} (PodLevelResourceManagers), which corral does not implement; drain this node and delete the memory manager checkpoint file {file:?} before restarting"
+        "could not restore state from checkpoint {file}: it holds pod-level memory assignments for pods {pods:?}, which only PodLevelResourceManagers on restores; turn the gate on again, or drain this node and delete the memory manager checkpoint file {file:?} before restarting"
     )]
     PodLevelAssignments {
         /// The checkpoint file.
