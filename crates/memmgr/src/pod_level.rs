@@ -19,17 +19,6 @@ use crate::hints::{MemoryHints, Requested};
 use crate::machine_state::Block;
 use crate::static_policy::{StaticPolicy, requested};
 
-/// Upstream `IsContainerEquivalentQOSGuaranteed`: CPU and memory requests set, non-zero,
-/// and equal to their limits.
-fn equivalent_guaranteed(container: &Container) -> bool {
-    let (requests, limits) = (&container.resources.requests, &container.resources.limits);
-    let equal = |request: Option<i64>, limit: Option<i64>| {
-        request.is_some_and(|r| r != 0) && request == limit
-    };
-    equal(requests.cpu_millis, limits.cpu_millis)
-        && equal(requests.memory_bytes, limits.memory_bytes)
-}
-
 /// The pod-level requests of memory and huge pages (above zero).
 fn pod_budget(pod: &Pod) -> Requested {
     let Some(resources) = &pod.resources else {
@@ -77,7 +66,7 @@ impl StaticPolicy {
     /// Upstream `getContainerRequestedResources`: nothing for a container of a pod managed
     /// at pod level unless it is equivalent to Guaranteed.
     pub(crate) fn requested_of(&self, pod: &Pod, container: &Container) -> Requested {
-        if pod.is_managed_at_pod_level(self.pod_level) && !equivalent_guaranteed(container) {
+        if pod.is_managed_at_pod_level(self.pod_level) && !container.is_equivalent_guaranteed() {
             Requested::new()
         } else {
             requested(container)
