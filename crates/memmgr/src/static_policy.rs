@@ -98,7 +98,7 @@ impl StaticPolicy {
     }
 
     /// A policy restored from a checkpoint's state and assignments, checked against the
-    /// machine's `default` state ([`restore_machine_state`]).
+    /// machine's `default` state ([`restore_machine_state`](crate::restore_machine_state)).
     pub fn restore(
         restored: &MachineState,
         assignments: Assignments,
