@@ -209,9 +209,8 @@ impl Node {
         runtime: Arc<dyn ContainerRuntime>,
     ) -> Result<Node> {
         let layout = &config.layout;
+        layout.create_dirs()?;
         let state_dir = layout.state_dir();
-        std::fs::create_dir_all(state_dir)
-            .with_context(|| format!("creating the state dir {}", state_dir.display()))?;
         let pods = Arc::new(PodBook::load(layout.pods_dir(), pod_of_record)?);
         let gates = &config.feature_gates;
         let pod_level = gates.pod_level_resources();

@@ -5,6 +5,7 @@ mod chaos;
 mod cli;
 mod config_parity;
 mod containerd;
+mod dra;
 mod e2e;
 mod memory;
 mod metrics_endpoint;
