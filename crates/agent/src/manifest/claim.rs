@@ -1,8 +1,60 @@
-//! A `resource.k8s.io/v1` ResourceClaim → what the DRA manager needs: the claim's identity,
-//! its allocation (per request: driver, pool, device) and who may use it (`reservedFor`).
-//! Without an API server, the caller supplies these; corral never invents them.
+//! A ResourceClaim → what the DRA manager needs: the claim's identity, its allocation (per
+//! request: driver, pool, device, share) and who may use it (`reservedFor`). Without an API
+//! server, the caller supplies these; corral never invents them.
+//!
+//! Claims are read in every version clusters of 1.32–1.36 serve — `resource.k8s.io/v1`
+//! (GA in 1.34), `v1beta2` (1.33) and `v1beta1` (1.32) — each checked against its own
+//! schema, then carried as v1: the fields corral reads (`metadata`, `status.allocation`,
+//! `status.reservedFor`) have one shape in all three.
 
 use k8s_openapi::api::resource::v1::ResourceClaim as K8sResourceClaim;
+use k8s_openapi::api::resource::{v1beta1, v1beta2};
+
+/// The ResourceClaim `apiVersion`s read, newest first.
+pub(crate) const CLAIM_API_VERSIONS: [&str; 3] = [
+    "resource.k8s.io/v1",
+    "resource.k8s.io/v1beta2",
+    "resource.k8s.io/v1beta1",
+];
+
+/// A ResourceClaim document (`apiVersion` one of [`CLAIM_API_VERSIONS`]) as v1; `Err` says
+/// what does not fit that version's schema, or that the version is not read.
+pub(crate) fn claim_from_document(document: serde_json::Value) -> Result<K8sResourceClaim, String> {
+    let api_version = document
+        .get("apiVersion")
+        .and_then(|v| v.as_str())
+        .unwrap_or("")
+        .to_owned();
+    let not_fitting = |e: serde_json::Error| format!("not a {api_version} ResourceClaim: {e}");
+    // An older version: checked against its schema, then its metadata and status as v1's.
+    let as_v1 = |metadata, status: serde_json::Result<serde_json::Value>| {
+        let status = status
+            .and_then(serde_json::from_value)
+            .map_err(not_fitting)?;
+        Ok(K8sResourceClaim {
+            metadata,
+            status,
+            ..K8sResourceClaim::default()
+        })
+    };
+    match api_version.as_str() {
+        "resource.k8s.io/v1" => serde_json::from_value(document).map_err(not_fitting),
+        "resource.k8s.io/v1beta2" => {
+            let claim: v1beta2::ResourceClaim =
+                serde_json::from_value(document).map_err(not_fitting)?;
+            as_v1(claim.metadata, serde_json::to_value(claim.status))
+        }
+        "resource.k8s.io/v1beta1" => {
+            let claim: v1beta1::ResourceClaim =
+                serde_json::from_value(document).map_err(not_fitting)?;
+            as_v1(claim.metadata, serde_json::to_value(claim.status))
+        }
+        other => Err(format!(
+            "apiVersion {other:?} is not one corral reads ResourceClaims in ({})",
+            CLAIM_API_VERSIONS.join(", ")
+        )),
+    }
+}
 
 /// One allocated device of a claim.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -1,6 +1,6 @@
 //! Real Kubernetes manifests in, corral's vocabulary out: Pods (`v1`) and ResourceClaims
-//! (`resource.k8s.io/v1`, with `status.allocation` and `status.reservedFor`), read from
-//! multi-document YAML or JSON with `k8s-openapi`'s types.
+//! (`resource.k8s.io/v1`, `v1beta2` or `v1beta1`, with `status.allocation` and
+//! `status.reservedFor`), read from multi-document YAML or JSON with `k8s-openapi`'s types.
 
 mod claim;
 mod pod;
@@ -9,7 +9,7 @@ mod validate;
 use k8s_openapi::api::core::v1::Pod as K8sPod;
 use k8s_openapi::api::resource::v1::ResourceClaim as K8sResourceClaim;
 
-pub(crate) use claim::ClaimManifest;
+pub(crate) use claim::{CLAIM_API_VERSIONS, ClaimManifest, claim_from_document};
 pub(crate) use pod::{PodConversionError, pod_from_manifest};
 
 /// Why a manifest could not be used; names the document and what is wrong.
@@ -25,7 +25,7 @@ pub(crate) enum ManifestError {
     },
     /// A document of a kind corral does not read.
     #[error(
-        "{source_name}, document {index}: kind {kind:?} (apiVersion {api_version:?}) is not a v1 Pod or a resource.k8s.io/v1 ResourceClaim"
+        "{source_name}, document {index}: kind {kind:?} (apiVersion {api_version:?}) is not a v1 Pod or a ResourceClaim of resource.k8s.io/v1, v1beta2 or v1beta1"
     )]
     UnsupportedKind {
         /// The file.
@@ -103,8 +103,8 @@ impl Manifests {
                 let pod = serde_json::from_value(document).map_err(|e| invalid(e.to_string()))?;
                 self.pods.push(pod);
             }
-            ("ResourceClaim", "resource.k8s.io/v1") => {
-                let claim = serde_json::from_value(document).map_err(|e| invalid(e.to_string()))?;
+            ("ResourceClaim", version) if CLAIM_API_VERSIONS.contains(&version) => {
+                let claim = claim_from_document(document).map_err(invalid)?;
                 self.claims.push(claim);
             }
             ("List", "v1") => {

@@ -161,3 +161,100 @@ spec: {devices: {requests: []}}
     let err = ClaimManifest::from_k8s(&manifests.claims[0]).unwrap_err();
     assert!(err.contains("no status.allocation"), "{err}");
 }
+
+/// The claim of `GUARANTEED_POD` in `api_version`, its request written as that version's
+/// schema has it (v1beta1: the class on the request; v1beta2 and v1: under `exactly`), with a
+/// shared device (`shareID`, consumable capacity).
+fn claim_in(api_version: &str) -> String {
+    let request = if api_version.ends_with("v1beta1") {
+        "{name: gpu, deviceClassName: gpu.example.com}"
+    } else {
+        "{name: gpu, exactly: {deviceClassName: gpu.example.com}}"
+    };
+    format!(
+        "apiVersion: {api_version}
+kind: ResourceClaim
+metadata: {{name: shared-gpu, namespace: team-a, uid: claim-uid}}
+spec: {{devices: {{requests: [{request}]}}}}
+status:
+  allocation:
+    devices:
+      results:
+      - {{request: gpu, driver: gpu.example.com, pool: node-1, device: gpu-3, shareID: share-7}}
+  reservedFor:
+  - {{resource: pods, name: numa-aligned, uid: pod-uid}}
+"
+    )
+}
+
+#[test]
+fn claims_of_every_served_version_read_the_same() {
+    let mut read = Vec::new();
+    for version in CLAIM_API_VERSIONS {
+        let mut manifests = Manifests::default();
+        manifests
+            .add_text("claim.yaml", &claim_in(version))
+            .unwrap();
+        let claim = ClaimManifest::from_k8s(&manifests.claims[0]).unwrap();
+        assert_eq!(
+            claim.devices[0].share_id.as_deref(),
+            Some("share-7"),
+            "{version}"
+        );
+        assert_eq!(claim.reserved_for[0].uid, "pod-uid", "{version}");
+        read.push(claim);
+    }
+    assert!(read.windows(2).all(|w| w[0] == w[1]), "{read:#?}");
+}
+
+#[test]
+fn a_claim_that_does_not_fit_its_versions_schema_or_an_unknown_version_is_refused() {
+    // Each version's own schema: v1's `exactly` is an object; v1beta1 has no such field.
+    let odd = |version: &str| {
+        claim_in(version).replace(
+            "{name: gpu, deviceClassName: gpu.example.com}",
+            "{name: gpu, exactly: not-an-object}",
+        )
+    };
+    let v1 = claim_in("resource.k8s.io/v1").replace(
+        "exactly: {deviceClassName: gpu.example.com}",
+        "exactly: not-an-object",
+    );
+    let err = Manifests::default().add_text("m.yaml", &v1).unwrap_err();
+    assert!(
+        err.to_string()
+            .contains("not a resource.k8s.io/v1 ResourceClaim"),
+        "{err}"
+    );
+    Manifests::default()
+        .add_text("b.yaml", &odd("resource.k8s.io/v1beta1"))
+        .unwrap();
+    let broken = claim_in("resource.k8s.io/v1beta2").replace(
+        "reservedFor:\n  - {resource: pods, name: numa-aligned, uid: pod-uid}",
+        "reservedFor: not-a-list",
+    );
+    let err = Manifests::default()
+        .add_text("r.yaml", &broken)
+        .unwrap_err();
+    assert!(
+        err.to_string()
+            .contains("not a resource.k8s.io/v1beta2 ResourceClaim"),
+        "{err}"
+    );
+
+    let alpha = claim_in("resource.k8s.io/v1alpha3");
+    let err = Manifests::default().add_text("a.yaml", &alpha).unwrap_err();
+    let text = err.to_string();
+    assert!(text.contains("resource.k8s.io/v1alpha3"), "{text}");
+    assert!(text.contains("v1, v1beta2 or v1beta1"), "{text}");
+
+    let err = claim_from_document(serde_json::json!({
+        "apiVersion": "resource.k8s.io/v1alpha3", "kind": "ResourceClaim",
+    }))
+    .unwrap_err();
+    assert_eq!(
+        err,
+        "apiVersion \"resource.k8s.io/v1alpha3\" is not one corral reads ResourceClaims in \
+         (resource.k8s.io/v1, resource.k8s.io/v1beta2, resource.k8s.io/v1beta1)"
+    );
+}

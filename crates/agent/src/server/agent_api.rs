@@ -5,7 +5,6 @@ use std::sync::Arc;
 use corral_proto::corral::v1 as api;
 use corral_proto::corral::v1::agent_server::Agent;
 use k8s_openapi::api::core::v1::Pod as K8sPod;
-use k8s_openapi::api::resource::v1::ResourceClaim as K8sResourceClaim;
 use tonic::{Request, Response, Status};
 
 use crate::node::{Admission, AdmitError, Node, PodView};
@@ -116,11 +115,12 @@ impl Agent for AgentService {
             .iter()
             .enumerate()
             .map(|(i, bytes)| {
-                serde_json::from_slice::<K8sResourceClaim>(bytes).map_err(|e| {
-                    Status::invalid_argument(format!(
-                        "resource_claims_json[{i}] is not a resource.k8s.io/v1 ResourceClaim: {e}"
-                    ))
-                })
+                let invalid = |why: String| {
+                    Status::invalid_argument(format!("resource_claims_json[{i}]: {why}"))
+                };
+                let document: serde_json::Value =
+                    serde_json::from_slice(bytes).map_err(|e| invalid(e.to_string()))?;
+                crate::manifest::claim_from_document(document).map_err(invalid)
             })
             .collect::<Result<Vec<_>, _>>()?;
         let admission = self.node.admit(pod, claims).await;

@@ -2,8 +2,8 @@
 //! kubelet's directories at start (`plugins_registry/`, `plugins/`, `device-plugins/`,
 //! `pod-resources/`, mode 0750 as `setupDataDirs` makes them), the Python grpcio driver
 //! registers through `plugins_registry/` and serves `plugins/<driver>/dra.sock`, a pod with a
-//! ResourceClaim is admitted through the CLI with the driver's CDI device, and releasing it
-//! unprepares the claim.
+//! ResourceClaim (`resource.k8s.io/v1`, then `v1beta1`) is admitted through the CLI with the
+//! driver's CDI device, and releasing it unprepares the claim.
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
@@ -146,6 +146,15 @@ async fn a_foreign_driver_registers_through_the_directories_corral_created() {
     assert!(agent.cli(&["release", "trainer-uid"]).status.success());
     let unprepare = event(&mut lines, "unprepare").await;
     assert_eq!(unprepare["claims"][0]["uid"], "claim-uid", "{unprepare}");
+
+    // The same claim as a 1.32 cluster serves it (resource.k8s.io/v1beta1).
+    std::fs::write(&file, manifest("resource.k8s.io/v1beta1")).unwrap();
+    let admitted = agent.cli(&["admit", "-f", file.to_str().unwrap(), "-o", "json"]);
+    assert!(admitted.status.success(), "{admitted:?}");
+    let prepare = event(&mut lines, "prepare").await;
+    assert_eq!(prepare["claims"][0]["uid"], "claim-uid", "{prepare}");
+    assert!(agent.cli(&["release", "trainer-uid"]).status.success());
+    event(&mut lines, "unprepare").await;
     drop(driver.0.stdin.take());
     let _ = tokio::time::timeout(WAIT, driver.0.wait()).await;
 }
