@@ -23,7 +23,14 @@ def _container(c):
 
 
 def _pod(p):
-    return {"name": p.name, "namespace": p.namespace, "containers": [_container(c) for c in p.containers]}
+    return {
+        "name": p.name,
+        "namespace": p.namespace,
+        "containers": [_container(c) for c in p.containers],
+        # v1.37: a pod managed at pod level reports its whole CPU set and memory.
+        "cpu_ids": list(p.cpu_ids),
+        "memory": [_memory(m) for m in p.memory],
+    }
 
 
 def run(args):

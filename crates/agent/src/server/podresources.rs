@@ -1,6 +1,10 @@
 //! The podresources v1 API (List, GetAllocatableResources, Get), served read-only from the
-//! managers' state as a kubelet serves it. Only admitted pods are reported: a released
-//! (terminated, removed) pod holds nothing (upstream #119423).
+//! managers' state as a kubelet serves it (`server_v1.go`, v1.36). Only admitted pods are
+//! reported: a released (terminated, removed) pod holds nothing (upstream #119423, the
+//! kubelet's `GetActivePods`). Each pod lists its sidecars (restartable init containers)
+//! then its app containers; run-to-completion init containers are not reported. A pod
+//! managed at pod level also reports its whole CPU set and memory (`PodResources.cpu_ids`
+//! and `memory`, v1.37's fields 4 and 5; empty otherwise, as v1.36 leaves them).
 
 use std::sync::Arc;
 
@@ -26,9 +30,24 @@ impl PodResourcesService {
         api::PodResources {
             name: view.name.clone(),
             namespace: view.namespace.clone(),
+            cpu_ids: self
+                .node
+                .cpu()
+                .pod_cpus(&view.uid)
+                .iter()
+                .map(|cpu| cpu as i64)
+                .collect(),
+            memory: self
+                .node
+                .memory()
+                .pod_memory(&view.uid)
+                .iter()
+                .map(|b| memory_of(&b.resource, b.size, &b.numa_affinity))
+                .collect(),
             containers: view
                 .containers
                 .iter()
+                .filter(|c| c.kind != "init")
                 .map(|c| api::ContainerResources {
                     name: c.name.clone(),
                     cpu_ids: self
@@ -82,7 +101,6 @@ impl PodResourcesService {
                         .collect(),
                 })
                 .collect(),
-            ..api::PodResources::default()
         }
     }
 }
@@ -165,11 +183,18 @@ impl PodResourcesLister for PodResourcesService {
             .views()
             .into_iter()
             .find(|v| v.name == r.pod_name && v.namespace == r.pod_namespace)
+            // Upstream returns a plain error, which gRPC sends as UNKNOWN.
             .ok_or_else(|| {
-                Status::not_found(format!("pod {}/{} not found", r.pod_namespace, r.pod_name))
+                Status::unknown(format!(
+                    "pod {} in namespace {} not found",
+                    r.pod_name, r.pod_namespace
+                ))
             })?;
         Ok(Response::new(api::GetPodResourcesResponse {
             pod_resources: Some(self.pod_resources(&view)),
         }))
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -101,8 +101,8 @@ impl Agent {
     }
 }
 
-#[test]
-fn a_pod_budget_is_allocated_once_and_survives_sigkill() {
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pod_budget_is_allocated_once_and_survives_sigkill() {
     let dir = tempfile::tempdir().unwrap();
     let agent = Agent::start(dir.path());
     let fresh = support::checkpoints(agent.root());
@@ -157,6 +157,23 @@ fn a_pod_budget_is_allocated_once_and_survives_sigkill() {
     assert_eq!(pod_cpus, budget);
     let default: CpuSet = v3.default_cpu_set.parse().unwrap();
     assert!(!default.intersects(&budget), "{default}");
+
+    // podresources (the Python grpcio client): the pod's whole CPU set and memory at pod
+    // level (v1.37's PodResources fields 4 and 5), each container's own beside.
+    let socket = agent.root().join("pod-resources/kubelet.sock");
+    let answer = support::python_pod_resources(&socket, &[], "default/budget").await;
+    let got = &answer["get"];
+    let mut reported: Vec<usize> = serde_json::from_value(got["cpu_ids"].clone()).unwrap();
+    reported.sort_unstable();
+    assert_eq!(reported, budget.iter().collect::<Vec<_>>(), "{answer}");
+    assert_eq!(got["memory"][0]["type"], "memory", "{answer}");
+    assert_eq!(got["memory"][0]["size"], 4u64 << 30, "{answer}");
+    assert_eq!(
+        got["memory"][0]["numa"],
+        serde_json::json!([node]),
+        "{answer}"
+    );
+    assert_eq!(got["containers"][0]["cpu_ids"].as_array().unwrap().len(), 2);
 
     // SIGKILL and restart: the same CPUs, the same bytes.
     let admitted_files = support::checkpoints(agent.root());

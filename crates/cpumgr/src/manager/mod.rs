@@ -507,6 +507,17 @@ impl CpuManager {
             .unwrap_or_default()
     }
 
+    /// The CPUs a pod managed at pod level holds as a whole (its budget: its containers'
+    /// exclusive CPUs and its shared pool; empty for any other pod). podresources v1.37
+    /// reports them as `PodResources.cpu_ids`.
+    pub fn pod_cpus(&self, pod_uid: &str) -> CpuSet {
+        self.lock()
+            .state
+            .pod_cpu_set(pod_uid)
+            .cloned()
+            .unwrap_or_default()
+    }
+
     /// Upstream `GetCPUAffinity`: the container's exclusive CPUs, else the shared pool.
     /// An init container whose CPUs were all handed back (an empty entry) gets the pool.
     pub fn cpu_affinity(&self, pod_uid: &str, container: &str) -> CpuSet {
