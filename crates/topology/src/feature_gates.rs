@@ -16,6 +16,7 @@
 //! | `PodLevelResourceManagers` | alpha | off | 1.36 | no |
 //! | `DisableCPUQuotaWithExclusiveCPUs` | beta | on | 1.33 | no |
 //! | `InPlacePodVerticalScalingExclusiveCPUs` | alpha | off | 1.32 | no |
+//! | `DRAExtendedResource` | beta | on | 1.36 (alpha 1.34) | no |
 //!
 //! `CPUManager` (removed in 1.33), `TopologyManager` (removed in 1.29) and `MemoryManager`
 //! (GA and locked in 1.32, removed in 1.36) are no longer gates: v1.36 refuses them as
@@ -111,10 +112,13 @@ pub enum Feature {
     DisableCpuQuotaWithExclusiveCpus,
     /// `InPlacePodVerticalScalingExclusiveCPUs`: resize pods with exclusive CPUs in place.
     InPlacePodVerticalScalingExclusiveCpus,
+    /// `DRAExtendedResource` (KEP-5004): extended resources a pod requests may be backed by
+    /// a DRA claim (`status.extendedResourceClaimStatus`) instead of a device plugin.
+    DraExtendedResource,
 }
 
 /// Every modelled gate, in the order `corral config check` prints them.
-pub const FEATURES: [Feature; 10] = [
+pub const FEATURES: [Feature; 11] = [
     Feature::CpuManagerPolicyAlphaOptions,
     Feature::CpuManagerPolicyBetaOptions,
     Feature::CpuManagerPolicyOptions,
@@ -125,6 +129,7 @@ pub const FEATURES: [Feature; 10] = [
     Feature::PodLevelResourceManagers,
     Feature::DisableCpuQuotaWithExclusiveCpus,
     Feature::InPlacePodVerticalScalingExclusiveCpus,
+    Feature::DraExtendedResource,
 ];
 
 /// Gates the kubelet no longer knows in v1.36, with the release that removed each: v1.36
@@ -151,6 +156,7 @@ impl Feature {
             Feature::InPlacePodVerticalScalingExclusiveCpus => {
                 "InPlacePodVerticalScalingExclusiveCPUs"
             }
+            Feature::DraExtendedResource => "DRAExtendedResource",
         }
     }
 
@@ -164,7 +170,8 @@ impl Feature {
             Feature::CpuManagerPolicyBetaOptions
             | Feature::TopologyManagerPolicyBetaOptions
             | Feature::PodLevelResources
-            | Feature::DisableCpuQuotaWithExclusiveCpus => Maturity::Beta,
+            | Feature::DisableCpuQuotaWithExclusiveCpus
+            | Feature::DraExtendedResource => Maturity::Beta,
             Feature::CpuManagerPolicyOptions | Feature::TopologyManagerPolicyOptions => {
                 Maturity::Ga
             }
@@ -182,7 +189,7 @@ impl Feature {
             Feature::TopologyManagerPolicyOptions
             | Feature::InPlacePodVerticalScalingExclusiveCpus => "1.32",
             Feature::PodLevelResources => "1.34",
-            Feature::PodLevelResourceManagers => "1.36",
+            Feature::PodLevelResourceManagers | Feature::DraExtendedResource => "1.36",
         }
     }
 
@@ -452,6 +459,8 @@ mod tests {
                 "1.32",
                 false,
             ),
+            // kube_features.go (store id 61706514746): alpha 1.34, beta and on 1.36.
+            ("DRAExtendedResource", Maturity::Beta, true, "1.36", false),
         ];
         assert_eq!(rows.len(), FEATURES.len());
         let defaults = FeatureGates::v1_36_defaults();

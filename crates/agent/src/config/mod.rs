@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use corral_cpumgr::{OptionsError, PolicyError};
 use corral_topology::topologymanager::TopologyManagerConfig;
-use corral_topology::{CpuSet, FeatureGates, PolicyName};
+use corral_topology::{CpuSet, Feature, FeatureGates, PolicyName};
 use serde::Deserialize;
 
 use crate::cli::ConfigArgs;
@@ -262,6 +262,7 @@ impl ConfigSource {
                 self.max_manifest_bytes,
                 PodLimits::DEFAULT.max_manifest_bytes,
             ),
+            dra_extended_resources: feature_gates.enabled(Feature::DraExtendedResource),
         };
         let max_connections_per_socket = errors.positive(
             "maxConnectionsPerSocket",
@@ -380,13 +381,17 @@ pub(crate) struct NriSettings {
     pub(crate) kubelet_pod_resources: PathBuf,
 }
 
-/// What one admission request may ask for (`maxContainersPerPod`, `maxManifestBytes`).
+/// What one admission request may ask for (`maxContainersPerPod`, `maxManifestBytes`), and
+/// which pod fields the node reads (`featureGates`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct PodLimits {
     /// Containers per pod, init and sidecar containers included.
     pub(crate) max_containers: usize,
     /// Bytes of one admission request's manifests (a pod and its claims).
     pub(crate) max_manifest_bytes: usize,
+    /// Whether `status.extendedResourceClaimStatus` is read: extended resources backed by a
+    /// DRA claim (`DRAExtendedResource`, beta and on in v1.36).
+    pub(crate) dra_extended_resources: bool,
 }
 
 impl PodLimits {
@@ -395,6 +400,7 @@ impl PodLimits {
     pub(crate) const DEFAULT: PodLimits = PodLimits {
         max_containers: 512,
         max_manifest_bytes: 3 * 1024 * 1024,
+        dra_extended_resources: true,
     };
 }
 

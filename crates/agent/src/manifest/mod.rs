@@ -3,6 +3,7 @@
 //! `status.reservedFor`), read from multi-document YAML or JSON with `k8s-openapi`'s types.
 
 mod claim;
+mod extended_resources;
 mod pod;
 mod validate;
 

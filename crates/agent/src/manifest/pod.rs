@@ -162,7 +162,7 @@ pub(crate) fn pod_from_manifest(
             resource_claim_template_name: c.resource_claim_template_name.clone(),
         })
         .collect();
-    Ok(Pod {
+    let mut pod = Pod {
         uid,
         namespace,
         name,
@@ -170,7 +170,12 @@ pub(crate) fn pod_from_manifest(
         containers,
         resources,
         resource_claims,
-    })
+    };
+    if limits.dra_extended_resources {
+        super::extended_resources::apply(&mut pod, manifest)
+            .map_err(|(field, why)| invalid(&field, why))?;
+    }
+    Ok(pod)
 }
 
 fn container(pod: &str, c: &K8sContainer) -> Result<Container, PodConversionError> {

@@ -258,3 +258,94 @@ fn a_claim_that_does_not_fit_its_versions_schema_or_an_unknown_version_is_refuse
          (resource.k8s.io/v1, resource.k8s.io/v1beta2, resource.k8s.io/v1beta1)"
     );
 }
+
+#[test]
+fn an_extended_resource_backed_by_dra_becomes_a_claim_of_the_container() {
+    let pod: k8s_openapi::api::core::v1::Pod = serde_json::from_value(serde_json::json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": "p", "uid": "p"},
+        "spec": {
+            "resourceClaims": [{"name": "nic", "resourceClaimName": "nic-claim"}],
+            "containers": [
+                {"name": "a", "resources": {
+                    "limits": {"example.com/gpu": "2", "deviceclass.resource.kubernetes.io/fpga": "1", "example.com/dp": "1"},
+                    "claims": [{"name": "nic"}],
+                }},
+                {"name": "b", "resources": {"limits": {"example.com/gpu": "0"}}},
+            ],
+        },
+        "status": {"extendedResourceClaimStatus": {
+            "resourceClaimName": "p-extended-resources-x",
+            "requestMappings": [
+                {"containerName": "a", "resourceName": "example.com/gpu", "requestName": "r0"},
+                {"containerName": "a", "resourceName": "example.com/gpu", "requestName": "r1"},
+                {"containerName": "a", "resourceName": "deviceclass.resource.kubernetes.io/fpga", "requestName": "r2"},
+                {"containerName": "b", "resourceName": "example.com/gpu", "requestName": "r3"},
+            ],
+        }},
+    }))
+    .unwrap();
+    let limits = crate::config::PodLimits::DEFAULT;
+    let converted = pod_from_manifest(&pod, &limits).unwrap();
+    let names: Vec<&str> = converted
+        .resource_claims
+        .iter()
+        .map(|c| c.name.as_str())
+        .collect();
+    assert_eq!(names, ["nic", "p-extended-resources-x"]);
+    let a = &converted.containers[0];
+    let claims: Vec<(&str, Option<&str>)> = a
+        .claims
+        .iter()
+        .map(|c| (c.name.as_str(), c.request.as_deref()))
+        .collect();
+    // Upstream's resource map is unordered; corral goes by resource name.
+    assert_eq!(
+        claims,
+        [
+            ("nic", None),
+            ("p-extended-resources-x", Some("r2")),
+            ("p-extended-resources-x", Some("r0")),
+            ("p-extended-resources-x", Some("r1")),
+        ]
+    );
+    // Mapped resources leave the container (the device manager never sees them); an
+    // unmapped one stays for its device plugin.
+    let left: Vec<&String> = a.resources.limits.extended.keys().collect();
+    assert_eq!(left, ["example.com/dp"]);
+    // A zero request is not mapped (upstream skips IsZero).
+    assert!(converted.containers[1].claims.is_empty());
+
+    // Gate off: the status is not read.
+    let off = crate::config::PodLimits {
+        dra_extended_resources: false,
+        ..limits
+    };
+    let plain = pod_from_manifest(&pod, &off).unwrap();
+    assert_eq!(plain.resource_claims.len(), 1);
+    assert_eq!(plain.containers[0].resources.limits.extended.len(), 3);
+
+    // A mapping to a container the pod does not have, or a claim name taken by the spec.
+    let mut bad = pod.clone();
+    let status = bad
+        .status
+        .as_mut()
+        .unwrap()
+        .extended_resource_claim_status
+        .as_mut()
+        .unwrap();
+    status.request_mappings[0].container_name = "ghost".into();
+    let err = pod_from_manifest(&bad, &limits).unwrap_err().to_string();
+    assert!(err.contains("requestMappings[0].containerName"), "{err}");
+    let mut taken = pod.clone();
+    let status = taken
+        .status
+        .as_mut()
+        .unwrap()
+        .extended_resource_claim_status
+        .as_mut()
+        .unwrap();
+    status.resource_claim_name = "nic".into();
+    let err = pod_from_manifest(&taken, &limits).unwrap_err().to_string();
+    assert!(err.contains("resourceClaimName"), "{err}");
+}

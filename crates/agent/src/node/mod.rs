@@ -148,13 +148,14 @@ impl std::fmt::Debug for Node {
     }
 }
 
-/// Turn a persisted record back into the managers' pod.
-fn pod_of_record(record: &PodRecord) -> Result<Pod> {
+/// Turn a persisted record back into the managers' pod, read as `limits` reads pods.
+fn pod_of_record(record: &PodRecord, limits: &PodLimits) -> Result<Pod> {
     let manifest: K8sPod = serde_json::from_value(record.pod.clone())?;
     // Admitted before: validated then, whatever the limits are now.
     let limits = PodLimits {
         max_containers: usize::MAX,
-        ..PodLimits::DEFAULT
+        max_manifest_bytes: usize::MAX,
+        ..*limits
     };
     Ok(pod_from_manifest(&manifest, &limits)?)
 }
@@ -211,7 +212,9 @@ impl Node {
         let layout = &config.layout;
         layout.create_dirs()?;
         let state_dir = layout.state_dir();
-        let pods = Arc::new(PodBook::load(layout.pods_dir(), pod_of_record)?);
+        let pods = Arc::new(PodBook::load(layout.pods_dir(), |record| {
+            pod_of_record(record, &config.pod_limits)
+        })?);
         let gates = &config.feature_gates;
         let pod_level = gates.pod_level_resources();
         let mut manager =
@@ -522,6 +525,8 @@ fn pod_ref(pod: &Pod) -> Option<String> {
 pub(crate) mod tests;
 #[cfg(test)]
 mod tests_containers;
+#[cfg(test)]
+mod tests_dra_extended;
 #[cfg(test)]
 mod tests_hostile;
 #[cfg(test)]
