@@ -244,6 +244,19 @@ impl DeviceManager {
             .collect()
     }
 
+    /// The health of an allocated device as upstream's `UpdateAllocatedResourcesStatus`
+    /// reports it: what its plugin last said in `ListAndWatch` (`true`: `Healthy`), and
+    /// `Healthy` when the plugin no longer lists it (upstream's default for a device it
+    /// cannot find).
+    pub fn device_healthy(&self, resource: &str, id: &str) -> bool {
+        self.shared
+            .state()
+            .all_devices(resource)
+            .iter()
+            .find(|d| d.id == id)
+            .is_none_or(|d| d.healthy)
+    }
+
     /// The devices a container holds, per resource (upstream `GetDevices`).
     pub fn container_devices(
         &self,

@@ -18,6 +18,7 @@ mod locks;
 mod pods;
 mod resize;
 pub(crate) use resize::INFEASIBLE;
+mod resource_status;
 mod restore_check;
 mod view;
 

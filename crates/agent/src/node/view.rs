@@ -7,6 +7,7 @@ use corral_cpumgr::CfsQuota;
 use corral_topology::ContainerKind;
 use serde::Serialize;
 
+use super::resource_status::ResourceStatusView;
 use super::{AdmittedPod, Node, pod_claims};
 
 /// One container's holdings.
@@ -37,6 +38,8 @@ pub(crate) struct ContainerView {
     pub(crate) claims: Vec<ClaimView>,
     /// DRA CDI devices.
     pub(crate) cdi_devices: Vec<String>,
+    /// The health of what it holds (`allocatedResourcesStatus`; app containers only).
+    pub(crate) allocated_resources_status: Vec<ResourceStatusView>,
     /// Annotations for the runtime.
     pub(crate) annotations: BTreeMap<String, String>,
     /// The container id once started.
@@ -235,6 +238,11 @@ pub(super) fn pod_view(node: &Node, admitted: &AdmittedPod) -> PodView {
                     })
                     .collect(),
                 cdi_devices,
+                allocated_resources_status: if kind == ContainerKind::App {
+                    node.device_plugin_status(&pod.uid, &container.name)
+                } else {
+                    Vec::new()
+                },
                 annotations,
                 container_id: admitted
                     .record
