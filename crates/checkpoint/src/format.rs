@@ -25,7 +25,8 @@ pub enum Format {
     MemoryManagerV2,
     /// Memory manager `memory_manager_state`, v3 (k8s 1.37: the content as a `data` string).
     MemoryManagerV3,
-    /// DRA manager `dra_manager_state`, v1.32 format (JSON `Data` string + CRC32).
+    /// DRA manager `dra_manager_state`, the format of v1.32 onwards (JSON `Data` string +
+    /// CRC32); v1.35 added `ShareID` to its devices, which corral writes.
     DraV132,
     /// DRA manager `dra_manager_state`, v1.26–v1.30 format (`DRAManagerCheckpoint`,
     /// go-spew/FNV checksum), with or without resource handles.

@@ -21,6 +21,12 @@ pub struct PreparedDevice {
     pub device_name: String,
     /// Fully qualified CDI device ids (`vendor/class=name`).
     pub cdi_device_ids: Vec<String>,
+    /// The share id of a device shared between claims (DRAPlugin v1 `Device.share_id`,
+    /// k8s 1.35+; v1beta1 has none). `None` when the driver sent none, `Some("")` when it
+    /// sent an empty one, as the kubelet keeps the proto pointer
+    /// (`ShareID: (*types.UID)(device.ShareId)`). Recorded in `dra_manager_state` as
+    /// `ShareID` and reported in podresources `ClaimResource.share_id`.
+    pub share_id: Option<String>,
 }
 
 impl PreparedDevice {
@@ -31,6 +37,7 @@ impl PreparedDevice {
         Device {
             pool_name: self.pool_name.clone(),
             device_name: self.device_name.clone(),
+            share_id: self.share_id.clone(),
             request_names: non_empty(&self.request_names),
             cdi_device_ids: non_empty(&self.cdi_device_ids),
         }
@@ -43,6 +50,7 @@ impl PreparedDevice {
             pool_name: device.pool_name.clone(),
             device_name: device.device_name.clone(),
             cdi_device_ids: device.cdi_device_ids.clone().unwrap_or_default(),
+            share_id: device.share_id.clone(),
         }
     }
 }
@@ -288,6 +296,21 @@ mod tests {
             pool_name: "p".into(),
             device_name: cdi.into(),
             cdi_device_ids: vec![cdi.into()],
+            share_id: None,
+        }
+    }
+
+    // A share id survives the checkpoint form both ways; none stays none (`null`), an
+    // empty one stays empty (`""`), as the kubelet keeps the proto's pointer.
+    #[test]
+    fn share_id_round_trips_through_the_state() {
+        for share_id in [None, Some(String::new()), Some("8d4a5f1c".to_owned())] {
+            let device = PreparedDevice {
+                share_id: share_id.clone(),
+                ..device(&["r"], "v/c=1")
+            };
+            assert_eq!(device.to_state().share_id, share_id);
+            assert_eq!(PreparedDevice::from_state(&device.to_state()), device);
         }
     }
 

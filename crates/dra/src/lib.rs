@@ -55,6 +55,7 @@
 //!             pool_name: "node-1".into(),
 //!             device_name: "gpu-0".into(),
 //!             cdi_device_ids: vec!["example.com/gpu=gpu-0".into()],
+//!             share_id: None,
 //!         }]))).collect())
 //!     }
 //!     async fn node_unprepare_resources(

@@ -19,7 +19,6 @@ impl From<&ClaimRef> for v1::Claim {
     }
 }
 
-/// The share id, which corral does not record, is dropped.
 impl From<v1::Device> for PreparedDevice {
     fn from(device: v1::Device) -> Self {
         let v1::Device {
@@ -27,13 +26,14 @@ impl From<v1::Device> for PreparedDevice {
             pool_name,
             device_name,
             cdi_device_ids,
-            share_id: _,
+            share_id,
         } = device;
         PreparedDevice {
             request_names,
             pool_name,
             device_name,
             cdi_device_ids,
+            share_id,
         }
     }
 }
@@ -45,13 +45,14 @@ impl From<PreparedDevice> for v1::Device {
             pool_name,
             device_name,
             cdi_device_ids,
+            share_id,
         } = device;
         v1::Device {
             request_names,
             pool_name,
             device_name,
             cdi_device_ids,
-            share_id: None,
+            share_id,
         }
     }
 }

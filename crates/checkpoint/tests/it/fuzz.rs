@@ -276,12 +276,14 @@ fn dra_v132_values() -> Vec<DraManagerCheckpoint> {
                     Device {
                         pool_name: "worker-1".into(),
                         device_name: "gpu-0".into(),
+                        share_id: Some(ODD_TEXT.into()),
                         request_names: strings(&["req", ODD_TEXT]),
                         cdi_device_ids: strings(&["example.com/gpu=gpu-0"]),
                     },
                     Device {
                         pool_name: String::new(),
                         device_name: "gpu-1".into(),
+                        share_id: None,
                         request_names: None,
                         cdi_device_ids: Some(vec![]),
                     },

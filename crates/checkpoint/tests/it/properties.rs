@@ -139,6 +139,7 @@ fn dra_v132() -> impl Strategy<Value = DraManagerCheckpoint> {
     let device = strategy!(Device {
         pool_name: text(),
         device_name: text(),
+        share_id: prop::option::of(text()),
         request_names: strings(),
         cdi_device_ids: strings(),
     });

@@ -15,6 +15,7 @@ fn device(name: &str, with_names: bool) -> Device {
     Device {
         pool_name: "worker-1".into(),
         device_name: name.into(),
+        share_id: None,
         request_names: with_names.then(|| vec!["test request".to_owned()]),
         cdi_device_ids: with_names.then(|| vec!["example.com/example=cdi-example".to_owned()]),
     }
@@ -80,16 +81,50 @@ fn table() -> Vec<(&'static str, DraManagerCheckpoint, &'static str)> {
     ]
 }
 
-/// v1.32 `TestCheckpointStateStore`: the exact files written for each claim list.
+/// v1.32 `TestCheckpointStateStore`: the exact files a v1.32 kubelet writes for each claim
+/// list ([`DraManagerCheckpoint::encode_v132`]).
 #[test]
 fn v132_checkpoint_state_store() {
-    let dir = tempfile::tempdir().unwrap();
-    let store = CheckpointStore::open(dir.path()).unwrap();
     for (name, list, expected) in table() {
-        store.create("dramanager_checkpoint_test", &list).unwrap();
-        let bytes = store.read_bytes("dramanager_checkpoint_test").unwrap();
+        let bytes = list.encode_v132().unwrap();
         assert_eq!(String::from_utf8(bytes).unwrap(), expected, "{name}");
     }
+}
+
+/// What corral writes for the same lists is v1.36's form: the same `Data` with
+/// `"ShareID":null` after each `DeviceName`, and the CRC of that.
+#[test]
+fn v136_store_writes_share_id_null() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = CheckpointStore::open(dir.path()).unwrap();
+    for (name, list, v132) in table() {
+        store.create("dramanager_checkpoint_test", &list).unwrap();
+        let bytes = store.read_bytes("dramanager_checkpoint_test").unwrap();
+        let file = DraManagerCheckpointFile::decode(&bytes).unwrap();
+        let old = DraManagerCheckpointFile::decode(v132.as_bytes()).unwrap();
+        let mut want = String::new();
+        let mut rest = old.data.as_str();
+        while let Some(at) = rest.find(r#""RequestNames""#) {
+            want.push_str(&rest[..at]);
+            want.push_str(r#""ShareID":null,"RequestNames""#);
+            rest = &rest[at + r#""RequestNames""#.len()..];
+        }
+        want.push_str(rest);
+        assert_eq!(file.data, want, "{name}");
+        assert_eq!(
+            file.checksum,
+            corral_checkpoint::crc32_ieee(want.as_bytes()),
+            "{name}"
+        );
+        assert_eq!(
+            DraManagerCheckpoint::decode(&bytes).unwrap(),
+            list,
+            "{name}"
+        );
+    }
+    // checkpointer_test.go single-claim-info-state in v1.36's layout (corral's Go replica
+    // of upstream's types; see testdata/conformance/checkpoint_dra_v136.json).
+    assert_eq!(table()[0].1.checksum().unwrap(), 2570581864);
 }
 
 /// A file refused for its checksum.

@@ -11,7 +11,7 @@ use corral_checkpoint::{
     CpuManagerCheckpointV3, CpuManagerCheckpointV4, DeviceManagerCheckpoint,
     DeviceManagerCheckpointV1, DraManagerCheckpoint, DraManagerCheckpointFile,
     DraManagerCheckpointV130, MemoryManagerCheckpoint, MemoryManagerCheckpointV2,
-    MemoryManagerCheckpointV3, RestoreOrder, fnv32a, restore_cpu_manager_state,
+    MemoryManagerCheckpointV3, RestoreOrder, crc32_ieee, fnv32a, restore_cpu_manager_state,
     restore_cpu_manager_state_as, restore_memory_manager_state,
 };
 use serde_json::Value;
@@ -116,7 +116,19 @@ fn write(format: &str, input: &[u8]) -> Result<Written, String> {
                 file,
             }
         }
-        "dra_v132" => written!(DraManagerCheckpoint, input),
+        "dra_v132" => {
+            // v1.32's `state.Device` has no `ShareID`: its own writer.
+            let v = DraManagerCheckpoint::from_go_json(input).map_err(err)?;
+            let hash_input = v.hash_input_v132().map_err(err)?;
+            let file = v.encode_v132().map_err(err)?;
+            Written {
+                checksum: crc32_ieee(hash_input.as_bytes()).into(),
+                read_back_matches: same(DraManagerCheckpoint::decode(&file), &v),
+                hash_input,
+                file,
+            }
+        }
+        "dra_v136" => written!(DraManagerCheckpoint, input),
         other => return Err(format!("unknown checkpoint format {other:?}")),
     })
 }
@@ -132,6 +144,7 @@ fn own_reader(format: &str) -> &'static str {
         "memorymanager_v2" => "as_memory_manager_v2",
         "memorymanager_v3" => "as_memory_manager_v3",
         "dra_v132" => "as_dra_v132",
+        "dra_v136" => "as_dra_v136",
         _ => "as_dra_v130",
     }
 }
@@ -189,7 +202,7 @@ fn refusal(reader: &str, e: &CheckpointError) -> Refusal {
         CheckpointError::ChecksumMismatch {
             expected, actual, ..
         } => {
-            if reader == "as_dra_v132" {
+            if reader == "as_dra_v132" || reader == "as_dra_v136" {
                 // Verified inside UnmarshalCheckpoint; upstream names the stored CRC
                 // "actual" and the computed one "expected".
                 Refusal {
@@ -223,7 +236,8 @@ fn read(reader: &str, family: &str, bytes: &[u8]) -> Result<Result<(), Checkpoin
         ("as_memory_manager_v2", _) => MemoryManagerCheckpointV2::decode(bytes).map(drop),
         ("as_memory_manager_v3", _) => MemoryManagerCheckpointV3::decode(bytes).map(drop),
         ("as_dra_v130", _) => DraManagerCheckpointV130::decode(bytes).map(drop),
-        ("as_dra_v132", _) => DraManagerCheckpointFile::decode(bytes).map(drop),
+        // v1.36 reads the file with v1.32's code; only `Data`'s device gained `ShareID`.
+        ("as_dra_v132" | "as_dra_v136", _) => DraManagerCheckpointFile::decode(bytes).map(drop),
         _ => return Err(format!("unknown reader {reader} for {family}")),
     })
 }
@@ -351,11 +365,10 @@ fn check_verdicts(case: &Value, name: &str, out: &mut SuiteOutcome) {
             }
             "decoded_claim_info_state_list" => continue,
             "get_claim_info_state_list_error" => {
-                if verdicts
-                    .get("as_dra_v132")
-                    .and_then(|v| v["accepted"].as_bool())
-                    == Some(true)
-                {
+                let accepted = |reader: &str| {
+                    verdicts.get(reader).and_then(|v| v["accepted"].as_bool()) == Some(true)
+                };
+                if accepted("as_dra_v132") || accepted("as_dra_v136") {
                     check_claim_list(bytes, &case["verdicts"])
                 } else {
                     continue;

@@ -62,6 +62,7 @@ impl Control {
                     pool_name: pool.to_owned(),
                     cdi_device_ids: vec![format!("{cdi_kind}={device}")],
                     device_name: device,
+                    share_id: None,
                 })
                 .collect(),
             None => {
@@ -71,6 +72,7 @@ impl Control {
                     pool_name: pool.to_owned(),
                     cdi_device_ids: vec![format!("{cdi_kind}={device}")],
                     device_name: device,
+                    share_id: None,
                 }]
             }
         }

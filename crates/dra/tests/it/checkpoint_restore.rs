@@ -1,6 +1,7 @@
-//! A kubelet-written `dra_manager_state` (the v1.32 conformance vectors) restores into the
-//! claim cache; a file the kubelet would refuse is refused; what corral writes for the
-//! restored cache is what the kubelet wrote when the list was already in key order.
+//! A kubelet-written `dra_manager_state` (the v1.32 and v1.36 conformance vectors) restores
+//! into the claim cache, share ids included; a file the kubelet would refuse is refused;
+//! what corral writes for the restored cache is what a v1.36 kubelet wrote when the list was
+//! already in key order.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -11,10 +12,27 @@ use serde_json::Value;
 
 use crate::support::fake_driver::FakeDriver;
 
-fn vectors() -> Value {
+fn vectors_of(file: &str) -> Value {
     let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../../testdata/conformance/checkpoint_dra_v132.json");
+        .join("../../testdata/conformance")
+        .join(file);
     serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap()
+}
+
+fn vectors() -> Value {
+    vectors_of("checkpoint_dra_v132.json")
+}
+
+/// Both documents.
+fn all_vectors() -> [Value; 2] {
+    [vectors(), vectors_of("checkpoint_dra_v136.json")]
+}
+
+/// Whether the file reader accepts the case's file (v1.32's and v1.36's are the same code).
+fn file_accepted(case: &Value) -> bool {
+    ["as_dra_v132", "as_dra_v136"]
+        .iter()
+        .any(|reader| case["verdicts"][reader]["accepted"].as_bool() == Some(true))
 }
 
 /// The entries of the document's list `list`, each with its name.
@@ -35,14 +53,13 @@ fn state_dir_with(file: &str) -> tempfile::TempDir {
 
 #[test]
 fn kubelet_files_restore() {
-    let doc = vectors();
+    let docs = all_vectors();
     let mut restored = 0;
-    for (name, vector) in cases(&doc, "vectors") {
+    let mut shared = 0;
+    for (name, vector) in docs.iter().flat_map(|doc| cases(doc, "vectors")) {
         let file = vector["file"].as_str().unwrap();
         let dir = state_dir_with(file);
-        let accepted = vector["verdicts"]["as_dra_v132"]["accepted"]
-            .as_bool()
-            .unwrap();
+        let accepted = file_accepted(vector);
         let manager = DraManager::open(dir.path(), FakeDriver::unregistered());
         assert_eq!(manager.is_ok(), accepted, "{name}");
         let Ok(manager) = manager else { continue };
@@ -60,6 +77,12 @@ fn kubelet_files_restore() {
             .map(|c| (c.key(), c.state().clone()))
             .collect();
         assert_eq!(got, expected, "{name}");
+        shared += got
+            .values()
+            .flat_map(|s| s.driver_state.iter().flatten())
+            .flat_map(|(_, d)| d.devices.iter().flatten())
+            .filter(|d| d.share_id.is_some())
+            .count();
         assert!(
             manager.claim_infos().iter().all(|c| !c.is_prepared()),
             "{name}"
@@ -91,7 +114,8 @@ fn kubelet_files_restore() {
                 .unwrap_or_default();
             keys.windows(2).all(|w| w[0] < w[1]) && vector["input"]["ClaimInfoStateList"].is_array()
         };
-        if sorted_input {
+        // corral writes v1.36's layout; a v1.32 file comes back with `"ShareID":null`.
+        if sorted_input && vector["format"] == "dra_v136" {
             assert_eq!(
                 String::from_utf8(store.bytes().unwrap()).unwrap(),
                 file,
@@ -99,17 +123,20 @@ fn kubelet_files_restore() {
             );
         }
     }
-    assert!(restored >= 20, "only {restored} vectors restored");
+    assert!(restored >= 40, "only {restored} vectors restored");
+    assert!(
+        shared >= 10,
+        "only {shared} devices with share ids restored"
+    );
 }
 
 #[test]
 fn refused_files_are_errors_not_empty_state() {
-    let doc = vectors();
+    let docs = all_vectors();
+    let doc = &docs[0];
     let mut refused = 0;
-    for (name, negative) in cases(&doc, "negatives") {
-        let accepted = negative["verdicts"]["as_dra_v132"]["accepted"]
-            .as_bool()
-            .unwrap_or(false)
+    for (name, negative) in docs.iter().flat_map(|doc| cases(doc, "negatives")) {
+        let accepted = file_accepted(negative)
             && negative["verdicts"]["get_claim_info_state_list_error"].is_null();
         let dir = state_dir_with(negative["file"].as_str().unwrap());
         let result = FileStateStore::open(dir.path()).unwrap().get_or_create();

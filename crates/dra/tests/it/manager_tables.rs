@@ -207,7 +207,7 @@ async fn prepare_call_error() {
 }
 
 // TestPrepareResources "should prepare resource, claim not in cache": the state matches
-// upstream's genClaimInfoState(cdiID).
+// upstream's genClaimInfoState(cdiID), in v1.36's layout (`"ShareID":null`).
 #[tokio::test]
 async fn prepare_claim_not_in_cache() {
     let (m, store) = manager(FakeDriver::new(Answer::Devices));
@@ -217,7 +217,7 @@ async fn prepare_claim_not_in_cache() {
     assert_eq!(info.pod_uids().collect::<Vec<_>>(), [POD_UID]);
     assert_eq!(info.cdi_devices(None), [CDI_ID]);
     let file = String::from_utf8(store.bytes().unwrap()).unwrap();
-    assert!(file.contains(r#"\"DriverState\":{\"test-driver\":{\"Devices\":[{\"PoolName\":\"worker-1-pool\",\"DeviceName\":\"dev-1\",\"RequestNames\":[\"test-request\"],\"CDIDeviceIDs\":[\"test-driver/test=claim-test-claim-uid\"]}]}}"#), "{file}");
+    assert!(file.contains(r#"\"DriverState\":{\"test-driver\":{\"Devices\":[{\"PoolName\":\"worker-1-pool\",\"DeviceName\":\"dev-1\",\"ShareID\":null,\"RequestNames\":[\"test-request\"],\"CDIDeviceIDs\":[\"test-driver/test=claim-test-claim-uid\"]}]}}"#), "{file}");
 }
 
 // A cached claim of the same name with another uid is an error naming both uids.
@@ -306,12 +306,14 @@ async fn get_resources_by_request() {
                 pool_name: "p".into(),
                 device_name: "gpu-0".into(),
                 cdi_device_ids: vec!["example.com/gpu=gpu-0".into()],
+                share_id: Some("gpu-share".into()),
             },
             PreparedDevice {
                 request_names: vec!["nic".into()],
                 pool_name: "p".into(),
                 device_name: "nic-0".into(),
                 cdi_device_ids: vec!["example.com/nic=nic-0".into()],
+                share_id: None,
             },
         ]),
     )]));
@@ -334,6 +336,13 @@ async fn get_resources_by_request() {
         .container_claim_infos(&p, &container(&[(CLAIM, None)]))
         .unwrap();
     assert_eq!(infos.len(), 1);
+    // The driver's share ids reach the claim info (and so podresources).
+    let share_ids: Vec<_> = infos[0]
+        .devices(DRIVER)
+        .into_iter()
+        .map(|d| d.share_id)
+        .collect();
+    assert_eq!(share_ids, [Some("gpu-share".to_owned()), None]);
     let missing = pod(POD_UID, &["not-prepared"]);
     let err = m
         .get_resources(&missing, &container(&[("not-prepared", None)]))

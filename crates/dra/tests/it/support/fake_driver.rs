@@ -64,6 +64,7 @@ pub fn device_for(claim: &ClaimRef) -> PreparedDevice {
         pool_name: "worker-1-pool".into(),
         device_name: "dev-1".into(),
         cdi_device_ids: vec![format!("{FAKE_DRIVER}/test=claim-{}", claim.uid)],
+        share_id: None,
     }
 }
 
