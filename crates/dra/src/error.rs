@@ -123,31 +123,33 @@ pub enum DraManagerError {
         /// The driver's message.
         message: String,
     },
-    /// The driver answered for a claim uid it was not asked about.
-    #[error(
-        "{call} of DRA driver {driver} for pod {pod} returned a result for unknown claim uid {claim_uid}"
-    )]
+    /// The driver answered for a claim uid it was not asked about. The message is
+    /// upstream's exact text (v1.36 `manager.go`: `"NodePrepareResources returned result for
+    /// unknown claim UID %s"`, the same for NodeUnprepareResources; tests assert it); the
+    /// driver and pod are in the source.
+    #[error("{call} returned result for unknown claim UID {claim_uid}")]
     UnknownClaimInResponse {
         /// `NodePrepareResources` or `NodeUnprepareResources`.
         call: &'static str,
-        /// The driver name.
-        driver: String,
-        /// The pod, `namespace/name`, or its uid.
-        pod: String,
         /// The uid nobody asked about.
         claim_uid: String,
+        /// Whose answer it was.
+        #[source]
+        detail: DriverAnswer,
     },
-    /// The driver's response left out claims it was asked about.
-    #[error("{call} of DRA driver {driver} for pod {pod} left out resource claims {claims}")]
-    ClaimsLeftOut {
+    /// The driver's answer has no entry for some claims it was asked about. The message is
+    /// upstream's exact text (v1.36 `manager.go`: `"NodePrepareResources skipped %d
+    /// ResourceClaims"`, the same for NodeUnprepareResources; tests assert it); which claims,
+    /// the driver and the pod are in the source.
+    #[error("{call} skipped {skipped} ResourceClaims")]
+    ClaimsSkipped {
         /// `NodePrepareResources` or `NodeUnprepareResources`.
         call: &'static str,
-        /// The driver name.
-        driver: String,
-        /// The pod, `namespace/name`, or its uid.
-        pod: String,
-        /// The claims without an answer, `namespace/name (uid)` comma-separated.
-        claims: String,
+        /// How many claims have no entry.
+        skipped: usize,
+        /// The claims without an entry, and whose answer it was.
+        #[source]
+        detail: SkippedClaims,
     },
     /// A CDI annotation could not be generated (bad driver name, claim uid or device id).
     #[error("CDI annotation for DRA driver {driver}, resource claim {claim}")]
@@ -175,6 +177,36 @@ pub enum DraManagerError {
     #[cfg_attr(docsrs, doc(cfg(feature = "test-util")))]
     #[error("injected crash at {0:?}: this manager is dead, restart it from its state directory")]
     Crashed(crate::crash_point::CrashPoint),
+}
+
+/// Whose answer to a DRA call an error is about.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("in the answer of DRA driver {driver} for pod {pod}")]
+pub struct DriverAnswer {
+    /// The driver name.
+    pub driver: String,
+    /// The pod, `namespace/name`, or its uid.
+    pub pod: String,
+}
+
+/// The claims a DRA driver's answer has no entry for.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("DRA driver {driver} gave no answer for resource claims {} of pod {pod}", list(.claims))]
+pub struct SkippedClaims {
+    /// The driver name.
+    pub driver: String,
+    /// The pod, `namespace/name`, or its uid.
+    pub pod: String,
+    /// The claims without an entry, in request order.
+    pub claims: Vec<crate::claim::ClaimRef>,
+}
+
+fn list(claims: &[crate::claim::ClaimRef]) -> String {
+    claims
+        .iter()
+        .map(|c| format!("{} ({})", c.key(), c.uid))
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 /// Why one call to a DRA driver failed as a whole.

@@ -153,7 +153,7 @@ pub use claim_info::{ClaimInfo, PreparedDevice};
 #[cfg_attr(docsrs, doc(cfg(feature = "test-util")))]
 pub use crash_point::CrashPoint;
 pub use driver::{DriverClaimError, DriverClients, PrepareResults, UnprepareResults};
-pub use error::{DraManagerError, DriverCallError};
+pub use error::{DraManagerError, DriverAnswer, DriverCallError, SkippedClaims};
 pub use manager::{ContainerInfo, DraManager, DraManagerConfig};
 pub use plugin::{
     DraPluginClient, DraService, PluginRegistry, PluginStore, RegistrationError, RegistrationEvent,

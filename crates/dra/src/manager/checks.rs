@@ -5,7 +5,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use crate::claim::{ClaimRef, PodClaims, ResourceClaim, claim_key};
-use crate::error::{DraManagerError, DriverCallError};
+use crate::error::{DraManagerError, DriverAnswer, DriverCallError, SkippedClaims};
 
 /// The supplied claims the pod names, checked for reservation; deduplicated by name.
 pub(super) fn resolve_claims<'a>(
@@ -44,7 +44,8 @@ pub(super) fn resolve_claims<'a>(
 }
 
 /// A driver's answer to a call for `batch`: the call must have succeeded, and the answer
-/// must name every claim of the batch and no other.
+/// must name no claim outside the batch (upstream checks each result as it goes; the first
+/// unknown uid is the error).
 pub(super) fn check_answer<T>(
     call: &'static str,
     driver: &str,
@@ -65,28 +66,43 @@ pub(super) fn check_answer<T>(
     {
         return Err(DraManagerError::UnknownClaimInResponse {
             call,
-            driver: driver.to_owned(),
-            pod: pod.to_owned(),
             claim_uid: unknown.clone(),
-        });
-    }
-    let missing: Vec<&ClaimRef> = batch
-        .iter()
-        .filter(|c| !results.contains_key(&c.uid))
-        .collect();
-    if !missing.is_empty() {
-        return Err(DraManagerError::ClaimsLeftOut {
-            call,
-            driver: driver.to_owned(),
-            pod: pod.to_owned(),
-            claims: missing
-                .iter()
-                .map(|c| format!("{} ({})", c.key(), c.uid))
-                .collect::<Vec<_>>()
-                .join(", "),
+            detail: DriverAnswer {
+                driver: driver.to_owned(),
+                pod: pod.to_owned(),
+            },
         });
     }
     Ok(results)
+}
+
+/// The answer must have an entry for every claim of the batch (upstream: `unfinished :=
+/// len(claims) - len(response.Claims)`, checked after the per-claim results). An answer
+/// with no unknown uid that is short names the claims it lacks.
+pub(super) fn check_skipped<T>(
+    call: &'static str,
+    driver: &str,
+    pod: &str,
+    batch: &[ClaimRef],
+    results: &BTreeMap<String, T>,
+) -> Result<(), DraManagerError> {
+    let missing: Vec<ClaimRef> = batch
+        .iter()
+        .filter(|c| !results.contains_key(&c.uid))
+        .cloned()
+        .collect();
+    if missing.is_empty() {
+        return Ok(());
+    }
+    Err(DraManagerError::ClaimsSkipped {
+        call,
+        skipped: missing.len(),
+        detail: SkippedClaims {
+            driver: driver.to_owned(),
+            pod: pod.to_owned(),
+            claims: missing,
+        },
+    })
 }
 
 pub(super) fn claim_failed(

@@ -28,7 +28,7 @@ mod containers;
 mod crash;
 
 use crate::crash_point::CrashPoint;
-use checks::{check_answer, claim_failed, list, resolve_claims};
+use checks::{check_answer, check_skipped, claim_failed, list, resolve_claims};
 pub use containers::ContainerInfo;
 use crash::Faults;
 
@@ -305,6 +305,7 @@ impl<D: DriverClients> DraManager<D> {
                 None => {}
             }
         }
+        check_skipped(PREPARE, driver, pod, batch, &results)?;
         Ok(out)
     }
 
@@ -317,6 +318,7 @@ impl<D: DriverClients> DraManager<D> {
     ) -> Result<BTreeMap<String, Result<(), DraManagerError>>, DraManagerError> {
         let results = self.drivers.node_unprepare_resources(driver, batch).await;
         let results = check_answer(UNPREPARE, driver, pod, batch, results)?;
+        check_skipped(UNPREPARE, driver, pod, batch, &results)?;
         Ok(batch
             .iter()
             .filter_map(|claim| {

@@ -113,10 +113,19 @@ async fn prepare_driver_skips_claims() {
     let (m, _) = manager(FakeDriver::new(Answer::Fixed(BTreeMap::new())));
     let err = prepare_default(&m).await.unwrap_err();
     assert!(
-        matches!(err, DraManagerError::ClaimsLeftOut { .. }),
+        matches!(err, DraManagerError::ClaimsSkipped { skipped: 1, .. }),
         "{err}"
     );
-    assert!(err.to_string().contains("test-claim-uid"));
+    // Upstream's words; the claims left out are in the cause.
+    assert_eq!(
+        err.to_string(),
+        "NodePrepareResources skipped 1 ResourceClaims"
+    );
+    let chain = corral_proto::error_chain(&err);
+    assert!(
+        chain.contains("test-namespace/test-claim (test-claim-uid)"),
+        "{chain}"
+    );
     assert!(!m.claim_info(NAMESPACE, CLAIM).unwrap().is_prepared());
 }
 
@@ -131,6 +140,10 @@ async fn prepare_driver_answers_unknown_claim() {
     let err = prepare_default(&m).await.unwrap_err();
     assert!(
         matches!(err, DraManagerError::UnknownClaimInResponse { ref claim_uid, .. } if claim_uid == "stranger")
+    );
+    assert_eq!(
+        err.to_string(),
+        "NodePrepareResources returned result for unknown claim UID stranger"
     );
 }
 
@@ -269,8 +282,12 @@ async fn unprepare_failures_keep_the_claim() {
     *m.drivers().unprepare.lock().unwrap() = Some(BTreeMap::new());
     let err = m.unprepare_resources(POD_UID).await.unwrap_err();
     assert!(
-        matches!(err, DraManagerError::ClaimsLeftOut { .. }),
+        matches!(err, DraManagerError::ClaimsSkipped { skipped: 1, .. }),
         "{err}"
+    );
+    assert_eq!(
+        err.to_string(),
+        "NodeUnprepareResources skipped 1 ResourceClaims"
     );
     *m.drivers().unprepare.lock().unwrap() =
         Some(BTreeMap::from([(CLAIM_UID.to_owned(), Err("busy".into()))]));
