@@ -19,6 +19,24 @@ pub enum Behavior {
     FailCall(String),
     /// Never answer (until the driver stops).
     Hang,
+    /// Serve normally but leave these claim uids out of the answer (a driver breaking the
+    /// API's "every claim must have an entry" rule).
+    SkipClaims(Vec<String>),
+    /// Serve normally and also answer for this claim uid, which nobody asked about.
+    AnswerUnknownClaim(String),
+}
+
+/// The share ids the sample driver gives its devices (DRAPlugin v1 `Device.share_id`).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum ShareIds {
+    /// No share id (the field is absent).
+    #[default]
+    None,
+    /// This share id on every device.
+    Fixed(String),
+    /// `share-<claim uid>-<device>` on every device: one share per claim and device.
+    PerDevice,
 }
 
 /// A call the sample driver received.
@@ -52,9 +70,15 @@ pub(crate) fn locked<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 impl Control {
     /// The devices for a claim: its configured allocation, or one device named after the
     /// claim uid that serves every request.
-    pub(crate) fn devices_for(&self, cdi_kind: &str, pool: &str, uid: &str) -> Vec<PreparedDevice> {
+    pub(crate) fn devices_for(
+        &self,
+        cdi_kind: &str,
+        pool: &str,
+        share_ids: &ShareIds,
+        uid: &str,
+    ) -> Vec<PreparedDevice> {
         let allocation = locked(&self.allocations).get(uid).cloned();
-        match allocation {
+        let mut devices: Vec<PreparedDevice> = match allocation {
             Some(list) => list
                 .into_iter()
                 .map(|(request, device)| PreparedDevice {
@@ -75,6 +99,14 @@ impl Control {
                     share_id: None,
                 }]
             }
+        };
+        for device in &mut devices {
+            device.share_id = match share_ids {
+                ShareIds::None => None,
+                ShareIds::Fixed(id) => Some(id.clone()),
+                ShareIds::PerDevice => Some(format!("share-{uid}-{}", device.device_name)),
+            };
         }
+        devices
     }
 }

@@ -5,7 +5,10 @@
 //!
 //! It serves pluginregistration v1 on `<registry dir>/<driver>-reg.sock` and DRAPlugin
 //! (v1 and/or v1beta1, as it advertises) on `<plugin dir>/dra.sock`, as drivers built on
-//! upstream's `kubeletplugin` helper do.
+//! upstream's `kubeletplugin` helper do; as one instance of a rolling update
+//! ([`SampleDriverConfig::rolling_update`], the helper's `RollingUpdate(podUID)`) on
+//! `<driver>-<pod uid>-reg.sock` and `dra-<pod uid>.sock`. Its devices carry share ids
+//! when told to ([`ShareIds`]).
 
 mod control;
 mod service;
@@ -21,7 +24,7 @@ use corral_proto::tonic::transport::Server;
 use corral_proto::uds::{self, SocketOptions, UdsError, UdsListener};
 use tokio_util::sync::CancellationToken;
 
-pub use control::{Behavior, Call, FakeAllocation};
+pub use control::{Behavior, Call, FakeAllocation, ShareIds};
 use control::{Control, locked};
 
 use crate::claim_info::PreparedDevice;
@@ -47,6 +50,12 @@ pub struct SampleDriverConfig {
     pub cdi_kind: String,
     /// Pool name of its devices.
     pub pool: String,
+    /// The share ids its devices carry (DRAPlugin v1 only: v1beta1 has no field for them).
+    pub share_ids: ShareIds,
+    /// Serve as one instance of a rolling update, identified by this pod uid (upstream
+    /// `kubeletplugin.RollingUpdate(uid)`): sockets `<driver>-<uid>-reg.sock` and
+    /// `dra-<uid>.sock`, so two instances of one driver can be registered at once.
+    pub rolling_update: Option<String>,
 }
 
 impl SampleDriverConfig {
@@ -67,18 +76,28 @@ impl SampleDriverConfig {
             ],
             cdi_kind: "corral.example.com/sample".into(),
             pool: "sample-pool".into(),
+            share_ids: ShareIds::None,
+            rolling_update: None,
         }
     }
 
-    /// The registration socket path.
+    /// The registration socket path: `<driver>-reg.sock`, or `<driver>-<pod uid>-reg.sock`
+    /// as a rolling-update instance (upstream `draplugin.go`).
     pub fn registration_socket(&self) -> PathBuf {
-        self.registry_dir
-            .join(format!("{}-reg.sock", self.driver_name))
+        let name = match &self.rolling_update {
+            None => format!("{}-reg.sock", self.driver_name),
+            Some(uid) => format!("{}-{uid}-reg.sock", self.driver_name),
+        };
+        self.registry_dir.join(name)
     }
 
-    /// The DRAPlugin socket path.
+    /// The DRAPlugin socket path: `dra.sock`, or `dra-<pod uid>.sock` as a rolling-update
+    /// instance.
     pub fn endpoint(&self) -> PathBuf {
-        self.plugin_dir.join("dra.sock")
+        match &self.rolling_update {
+            None => self.plugin_dir.join("dra.sock"),
+            Some(uid) => self.plugin_dir.join(format!("dra-{uid}.sock")),
+        }
     }
 }
 
@@ -122,6 +141,7 @@ impl SampleDriver {
             control: Arc::clone(&self.control),
             cdi_kind: self.config.cdi_kind.clone(),
             pool: self.config.pool.clone(),
+            share_ids: self.config.share_ids.clone(),
             stop: stop.clone(),
             version,
         };

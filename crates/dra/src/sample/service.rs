@@ -11,7 +11,7 @@ use corral_proto::pluginregistration::v1 as reg;
 use corral_proto::tonic::{self, Request, Response, Status};
 use tokio_util::sync::CancellationToken;
 
-use super::control::{Behavior, Call, Control, locked};
+use super::control::{Behavior, Call, Control, ShareIds, locked};
 
 #[derive(Debug, Clone)]
 pub(crate) struct Registration {
@@ -45,6 +45,7 @@ pub(crate) struct Plugin {
     pub(crate) control: Arc<Control>,
     pub(crate) cdi_kind: String,
     pub(crate) pool: String,
+    pub(crate) share_ids: ShareIds,
     pub(crate) stop: CancellationToken,
     pub(crate) version: &'static str,
 }
@@ -73,8 +74,9 @@ impl Plugin {
             Behavior::FailCall(message) => return Err(Status::internal(message.clone())),
             _ => {}
         }
-        Ok(claims
+        let mut answers: HashMap<String, T> = claims
             .into_iter()
+            .filter(|claim| !matches!(&behavior, Behavior::SkipClaims(skip) if skip.contains(&claim.uid)))
             .map(|claim| {
                 let answer = match &behavior {
                     Behavior::FailClaims(message) => fail(message.clone()),
@@ -82,7 +84,11 @@ impl Plugin {
                 };
                 (claim.uid, answer)
             })
-            .collect())
+            .collect();
+        if let Behavior::AnswerUnknownClaim(uid) = &behavior {
+            answers.insert(uid.clone(), serve(uid));
+        }
+        Ok(answers)
     }
 }
 
@@ -93,7 +99,9 @@ impl v1::dra_plugin_server::DraPlugin for Plugin {
         request: Request<v1::NodePrepareResourcesRequest>,
     ) -> Result<Response<v1::NodePrepareResourcesResponse>, Status> {
         let serve = |uid: &str| {
-            let devices = self.control.devices_for(&self.cdi_kind, &self.pool, uid);
+            let devices =
+                self.control
+                    .devices_for(&self.cdi_kind, &self.pool, &self.share_ids, uid);
             locked(&self.control.prepared).insert(uid.to_owned(), devices.clone());
             v1::NodePrepareResourceResponse {
                 devices: devices.into_iter().map(v1::Device::from).collect(),

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::support::*;
-use corral_dra::sample::Behavior;
+use corral_dra::sample::{Behavior, ShareIds};
 use corral_dra::{DraManager, DraManagerError, DriverCallError, PluginRegistry, RegistryConfig};
 use corral_topology::{Container, ContainerClaim};
 
@@ -224,5 +224,93 @@ async fn v1beta1_only_driver_prepares_and_unprepares() {
         .map(|c| (c.method, c.version))
         .collect();
     assert_eq!(versions, [(PREPARE, "v1beta1"), (UNPREPARE, "v1beta1")]);
+    watcher.stop().await;
+}
+
+/// A real driver that leaves a claim out of its answer: upstream's words
+/// (`NodePrepareResources skipped 1 ResourceClaims`), the claim named in the cause, nothing
+/// marked prepared; the same for NodeUnprepareResources, where the claim stays for a retry.
+#[tokio::test]
+async fn driver_skipping_a_claim_is_upstreams_error_naming_the_claim() {
+    let (dirs, registry, watcher, driver) = with_sample(DRIVER).await;
+    let manager = DraManager::open(dirs.state(), Arc::clone(&registry)).unwrap();
+    let p = pod("pod-1", &["c1", "c2"]);
+    let claims = [
+        claim("c1", DRIVER, &["pod-1"]),
+        claim("c2", DRIVER, &["pod-1"]),
+    ];
+    driver.set_behavior(Behavior::SkipClaims(vec!["c2-uid".into()]));
+    let err = manager.prepare_resources(&p, &claims).await.unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "NodePrepareResources skipped 1 ResourceClaims"
+    );
+    assert_mentions(&err, &[DRIVER, "default/c2 (c2-uid)", "pod-1"]);
+    assert!(manager.claim_infos().iter().all(|c| !c.is_prepared()));
+
+    driver.set_behavior(Behavior::Normal);
+    manager.prepare_resources(&p, &claims).await.unwrap();
+    driver.set_behavior(Behavior::SkipClaims(vec!["c1-uid".into()]));
+    let err = manager.unprepare_resources("pod-1").await.unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "NodeUnprepareResources skipped 1 ResourceClaims"
+    );
+    assert_mentions(&err, &["default/c1 (c1-uid)"]);
+    assert!(manager.claim_info(NAMESPACE, "c1").is_some());
+
+    driver.set_behavior(Behavior::Normal);
+    manager.unprepare_resources("pod-1").await.unwrap();
+    assert!(manager.claim_infos().is_empty());
+    watcher.stop().await;
+}
+
+/// A real driver answering for a claim nobody asked about: upstream's words.
+#[tokio::test]
+async fn driver_answering_an_unknown_claim_is_upstreams_error() {
+    let (dirs, registry, watcher, driver) = with_sample(DRIVER).await;
+    let manager = DraManager::open(dirs.state(), Arc::clone(&registry)).unwrap();
+    driver.set_behavior(Behavior::AnswerUnknownClaim("stranger-uid".into()));
+    let err = prepare_pod1(&manager, DRIVER).await.unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "NodePrepareResources returned result for unknown claim UID stranger-uid"
+    );
+    assert_mentions(&err, &[DRIVER, "pod-1"]);
+    driver.set_behavior(Behavior::Normal);
+    prepare_pod1(&manager, DRIVER).await.unwrap();
+    driver.set_behavior(Behavior::AnswerUnknownClaim("stranger-uid".into()));
+    let err = manager.unprepare_resources("pod-1").await.unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "NodeUnprepareResources returned result for unknown claim UID stranger-uid"
+    );
+    watcher.stop().await;
+}
+
+/// Share ids a real driver sends over DRAPlugin v1 reach the claim info and the kubelet's
+/// checkpoint; a restarted manager reads them back.
+#[tokio::test]
+async fn share_ids_reach_claim_info_and_checkpoint() {
+    let (dirs, registry, watcher, _driver) = with_sample_config(DRIVER, |config| {
+        config.share_ids = ShareIds::PerDevice;
+    })
+    .await;
+    wait_registered(&registry, DRIVER).await;
+    let manager = DraManager::open(dirs.state(), Arc::clone(&registry)).unwrap();
+    prepare_pod1(&manager, DRIVER).await.unwrap();
+    let share = "share-c1-uid-claim-c1-uid";
+    let devices = manager.claim_info(NAMESPACE, "c1").unwrap().devices(DRIVER);
+    assert_eq!(devices[0].share_id.as_deref(), Some(share));
+    assert!(checkpoint_text(&dirs).contains(&format!(
+        r#"\"DeviceName\":\"claim-c1-uid\",\"ShareID\":\"{share}\",\"RequestNames\":null"#
+    )));
+    drop(manager);
+    let restarted = DraManager::open(dirs.state(), Arc::clone(&registry)).unwrap();
+    let devices = restarted
+        .claim_info(NAMESPACE, "c1")
+        .unwrap()
+        .devices(DRIVER);
+    assert_eq!(devices[0].share_id.as_deref(), Some(share));
     watcher.stop().await;
 }
