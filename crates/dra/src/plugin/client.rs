@@ -76,6 +76,21 @@ impl DraPluginClient {
         self.service
     }
 
+    /// Whether the plugin's DRAPlugin socket accepts a connection now (corral's stand-in
+    /// for upstream's tracked gRPC connection state; see
+    /// [`PluginStore::get_connected`](super::store::PluginStore::get_connected)). Bounded by
+    /// the per-call deadline.
+    pub async fn is_connected(&self) -> bool {
+        matches!(
+            tokio::time::timeout(
+                self.timeout,
+                tokio::net::UnixStream::connect(&self.endpoint)
+            )
+            .await,
+            Ok(Ok(_))
+        )
+    }
+
     /// The per-call deadline.
     pub fn timeout(&self) -> Duration {
         self.timeout

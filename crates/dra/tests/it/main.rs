@@ -9,5 +9,6 @@ mod foreign_driver;
 mod manager_tables;
 mod properties;
 mod registration;
+mod rolling_update;
 mod sockets;
 mod support;

@@ -160,7 +160,8 @@ impl PluginRegistry {
         &self.store
     }
 
-    /// The plugin to call for `driver`.
+    /// The newest plugin registered for `driver` (calls go to the newest *connected* one:
+    /// [`PluginStore::get_connected`]).
     pub fn plugin(&self, driver: &str) -> Option<DraPluginClient> {
         self.store.get(driver)
     }
@@ -364,9 +365,13 @@ impl Drop for RegistryWatcher {
 }
 
 impl PluginRegistry {
-    /// The plugin to call for `driver`, or why there is none.
-    fn registered(&self, driver: &str) -> Result<DraPluginClient, DriverCallError> {
-        self.store.get(driver).ok_or(DriverCallError::NotRegistered)
+    /// The plugin to call for `driver` (the newest connected instance, else the newest:
+    /// [`PluginStore::get_connected`]), or why there is none.
+    async fn registered(&self, driver: &str) -> Result<DraPluginClient, DriverCallError> {
+        self.store
+            .get_connected(driver)
+            .await
+            .ok_or(DriverCallError::NotRegistered)
     }
 }
 
@@ -380,7 +385,8 @@ impl DriverClients for PluginRegistry {
         driver: &str,
         claims: &[ClaimRef],
     ) -> Result<PrepareResults, DriverCallError> {
-        self.registered(driver)?
+        self.registered(driver)
+            .await?
             .node_prepare_resources(claims)
             .await
     }
@@ -390,7 +396,8 @@ impl DriverClients for PluginRegistry {
         driver: &str,
         claims: &[ClaimRef],
     ) -> Result<UnprepareResults, DriverCallError> {
-        self.registered(driver)?
+        self.registered(driver)
+            .await?
             .node_unprepare_resources(claims)
             .await
     }
