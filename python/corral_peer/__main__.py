@@ -83,6 +83,16 @@ def main(argv=None):
     p.add_argument("--cdi-kind", default="corral.example.com/python", help="CDI vendor/class of the devices")
     p.add_argument("--pool", default="python-pool")
     p.add_argument("--fail", default="", help="answer every claim with this error")
+    p.add_argument(
+        "--share-id",
+        default=None,
+        help="give every device this DRAPlugin v1 share_id ({uid} is the claim uid); unset by default",
+    )
+    p.add_argument(
+        "--pod-uid",
+        default="",
+        help="serve as a rolling-update instance: <driver>-<pod uid>-reg.sock and dra-<pod uid>.sock",
+    )
     p.set_defaults(run=dra_driver.run)
 
     p = sub.add_parser("device-plugin", help="serve v1beta1.DevicePlugin and register it")

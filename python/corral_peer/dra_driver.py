@@ -4,7 +4,11 @@ DRAPlugin client.
 It registers through a plugin registration directory (pluginregistration v1 `Registration`
 on `<registry-dir>/<driver>-reg.sock`) and serves `DRAPlugin` (v1 and/or v1beta1, as it
 advertises) on `<plugin-dir>/dra.sock`, as drivers built on upstream's `kubeletplugin`
-helper do. Every claim gets one fake device, `<cdi-kind>=py-<claim uid>`, for all requests.
+helper do; with `--pod-uid UID`, as one instance of a rolling update (the helper's
+`RollingUpdate(UID)`), on `<driver>-<UID>-reg.sock` and `<plugin-dir>/dra-<UID>.sock`. Every
+claim gets one fake device, `<cdi-kind>=py-<claim uid>`, for all requests; with
+`--share-id TEMPLATE` its DRAPlugin v1 `share_id` is TEMPLATE with `{uid}` replaced by the
+claim uid (v1beta1 has no such field).
 
 It runs until stdin closes or it gets SIGTERM/SIGINT, printing one JSON object per line:
 {"event": "ready", ...}, {"event": "registration", "registered": bool, "error": str},
@@ -48,11 +52,13 @@ def _make_plugin(pb, pb_grpc, version, args, prepared):
                     continue
                 device = "py-" + claim.uid
                 prepared[claim.uid] = device
-                entry.devices.add(
+                added = entry.devices.add(
                     pool_name=args.pool,
                     device_name=device,
                     cdi_device_ids=[args.cdi_kind + "=" + device],
                 )
+                if args.share_id is not None and version == "v1":
+                    added.share_id = args.share_id.replace("{uid}", claim.uid)
             return response
 
         def NodeUnprepareResources(self, request, context):
@@ -72,8 +78,12 @@ def _make_plugin(pb, pb_grpc, version, args, prepared):
 def run(args):
     reg_pb, reg_grpc = stubs.load("pluginregistration/v1")
     versions = [v for v in args.versions.split(",") if v]
-    endpoint = os.path.join(args.plugin_dir, "dra.sock")
-    reg_socket = os.path.join(args.registry_dir, args.driver + "-reg.sock")
+    if args.pod_uid:
+        endpoint = os.path.join(args.plugin_dir, "dra-" + args.pod_uid + ".sock")
+        reg_socket = os.path.join(args.registry_dir, args.driver + "-" + args.pod_uid + "-reg.sock")
+    else:
+        endpoint = os.path.join(args.plugin_dir, "dra.sock")
+        reg_socket = os.path.join(args.registry_dir, args.driver + "-reg.sock")
     os.makedirs(args.plugin_dir, exist_ok=True)
     os.makedirs(args.registry_dir, exist_ok=True)
     prepared = {}

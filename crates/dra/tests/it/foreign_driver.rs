@@ -1,6 +1,8 @@
 //! A foreign DRA driver: the project's Python grpcio peer (`python -m corral_peer
 //! dra-driver`) registers through the registration directory and serves
-//! NodePrepareResources / NodeUnprepareResources to corral's registry, client and manager.
+//! NodePrepareResources / NodeUnprepareResources to corral's registry, client and manager:
+//! share ids end to end into `dra_manager_state`, and two instances of one driver in a
+//! rolling update.
 
 use std::sync::Arc;
 
@@ -24,7 +26,7 @@ struct PythonDriver {
 impl PythonDriver {
     async fn spawn(dirs: &Dirs, extra: &[&str]) -> Self {
         let peer = corral_testkit::PythonPeer::locate().expect("Python peer");
-        let (registry, plugins) = (dirs.registry(), dirs.plugins("py"));
+        let (registry, plugins) = (dirs.registry(), dirs.plugins(DRIVER));
         let mut args = vec!["dra-driver", "--driver", DRIVER, "--registry-dir"];
         args.push(registry.to_str().expect("UTF-8 temp path"));
         args.push("--plugin-dir");
@@ -176,4 +178,115 @@ async fn python_driver_with_unsupported_version_is_told_why() {
     assert!(registry.drivers().is_empty());
     watcher.stop().await;
     py.stop().await;
+}
+
+fn checkpoint_text(dirs: &Dirs) -> String {
+    std::fs::read_to_string(dirs.state().join("dra_manager_state")).unwrap()
+}
+
+/// The share id a grpcio driver sends over DRAPlugin v1 reaches the claim info and is
+/// written into `dra_manager_state` as `ShareID`; a driver that sends none is written
+/// `"ShareID":null`, as a v1.36 kubelet writes it.
+#[tokio::test]
+async fn python_driver_share_ids_reach_the_checkpoint() {
+    let dirs = Dirs::new();
+    let mut py = PythonDriver::spawn(&dirs, &["--share-id", "share-{uid}"]).await;
+    let (registry, watcher) = registry(&dirs);
+    assert_eq!(py.event("registration").await["registered"], true);
+    wait_registered(&registry, DRIVER).await;
+    let manager = DraManager::open(dirs.state(), Arc::clone(&registry)).unwrap();
+    prepare_pod1(&manager, DRIVER).await.unwrap();
+    let devices = manager.claim_info(NAMESPACE, "c1").unwrap().devices(DRIVER);
+    assert_eq!(devices.len(), 1);
+    assert_eq!(devices[0].share_id.as_deref(), Some("share-c1-uid"));
+    let text = checkpoint_text(&dirs);
+    assert!(
+        text.contains(
+            r#"\"DeviceName\":\"py-c1-uid\",\"ShareID\":\"share-c1-uid\",\"RequestNames\":null"#
+        ),
+        "{text}"
+    );
+    // The file is what corral's reader (and a kubelet's) accepts, share id included.
+    let restored = DraManager::open(dirs.state(), Arc::clone(&registry)).unwrap();
+    let devices = restored
+        .claim_info(NAMESPACE, "c1")
+        .unwrap()
+        .devices(DRIVER);
+    assert_eq!(devices[0].share_id.as_deref(), Some("share-c1-uid"));
+    drop(restored);
+    manager.unprepare_resources("pod-1").await.unwrap();
+    py.stop().await;
+    watcher.stop().await;
+
+    // Without --share-id: null. Over v1beta1 (which has no share_id): null too.
+    for extra in [
+        &[][..],
+        &["--versions", "v1beta1.DRAPlugin", "--share-id", "x"][..],
+    ] {
+        let dirs = Dirs::new();
+        let mut py = PythonDriver::spawn(&dirs, extra).await;
+        let (registry, watcher) = crate::support::registry(&dirs);
+        assert_eq!(py.event("registration").await["registered"], true);
+        wait_registered(&registry, DRIVER).await;
+        let manager = DraManager::open(dirs.state(), Arc::clone(&registry)).unwrap();
+        prepare_pod1(&manager, DRIVER).await.unwrap();
+        let devices = manager.claim_info(NAMESPACE, "c1").unwrap().devices(DRIVER);
+        assert_eq!(devices[0].share_id, None, "{extra:?}");
+        let text = checkpoint_text(&dirs);
+        assert!(
+            text.contains(r#"\"DeviceName\":\"py-c1-uid\",\"ShareID\":null,"#),
+            "{extra:?}: {text}"
+        );
+        manager.unprepare_resources("pod-1").await.unwrap();
+        py.stop().await;
+        watcher.stop().await;
+    }
+}
+
+/// Two grpcio instances of one driver (`--pod-uid`, the helper's rolling-update sockets)
+/// registered at once: prepare goes to the newest; the old one stops and the new one
+/// unprepares the claim it prepared — no claim lost.
+#[tokio::test]
+async fn python_driver_rolling_update() {
+    let dirs = Dirs::new();
+    let (registry, watcher) = registry(&dirs);
+    let mut old = PythonDriver::spawn(&dirs, &["--pod-uid", "pod-old"]).await;
+    assert_eq!(old.event("registration").await["registered"], true);
+    wait_registered(&registry, DRIVER).await;
+    let manager = DraManager::open(dirs.state(), Arc::clone(&registry)).unwrap();
+    prepare_pod1(&manager, DRIVER).await.unwrap();
+    assert_eq!(old.event("prepare").await["claims"][0]["uid"], "c1-uid");
+
+    let mut new =
+        PythonDriver::spawn(&dirs, &["--pod-uid", "pod-new", "--share-id", "{uid}-new"]).await;
+    assert_eq!(new.event("registration").await["registered"], true);
+    eventually("two instances", || async {
+        registry.store().plugin_count(DRIVER) == 2
+    })
+    .await;
+    let endpoints = registry.store().endpoints(DRIVER);
+    assert!(endpoints[0].ends_with("dra-pod-old.sock"), "{endpoints:?}");
+    assert!(endpoints[1].ends_with("dra-pod-new.sock"), "{endpoints:?}");
+    manager
+        .prepare_resources(&pod("pod-2", &["c2"]), &[claim("c2", DRIVER, &["pod-2"])])
+        .await
+        .unwrap();
+    assert_eq!(new.event("prepare").await["claims"][0]["uid"], "c2-uid");
+    let devices = manager.claim_info(NAMESPACE, "c2").unwrap().devices(DRIVER);
+    assert_eq!(devices[0].share_id.as_deref(), Some("c2-uid-new"));
+
+    let stopped = old.stop().await;
+    assert_eq!(stopped["prepared"], serde_json::json!(["c1-uid"]));
+    eventually("one instance", || async {
+        registry.store().plugin_count(DRIVER) == 1
+    })
+    .await;
+    manager.unprepare_resources("pod-1").await.unwrap();
+    let unprepare = new.event("unprepare").await;
+    assert_eq!(unprepare["claims"][0]["uid"], "c1-uid");
+    assert!(manager.claim_info(NAMESPACE, "c1").is_none());
+    manager.unprepare_resources("pod-2").await.unwrap();
+    assert!(manager.claim_infos().is_empty());
+    new.stop().await;
+    watcher.stop().await;
 }
