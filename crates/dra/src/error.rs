@@ -191,22 +191,14 @@ pub struct DriverAnswer {
 
 /// The claims a DRA driver's answer has no entry for.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("DRA driver {driver} gave no answer for resource claims {} of pod {pod}", list(.claims))]
+#[error("DRA driver {driver} gave no answer for resource claims {} of pod {pod}", claims.join(", "))]
 pub struct SkippedClaims {
     /// The driver name.
     pub driver: String,
     /// The pod, `namespace/name`, or its uid.
     pub pod: String,
-    /// The claims without an entry, in request order.
-    pub claims: Vec<crate::claim::ClaimRef>,
-}
-
-fn list(claims: &[crate::claim::ClaimRef]) -> String {
-    claims
-        .iter()
-        .map(|c| format!("{} ({})", c.key(), c.uid))
-        .collect::<Vec<_>>()
-        .join(", ")
+    /// The claims without an entry, in request order, each `namespace/name (uid)`.
+    pub claims: Vec<String>,
 }
 
 /// Why one call to a DRA driver failed as a whole.

@@ -86,10 +86,10 @@ pub(super) fn check_skipped<T>(
     batch: &[ClaimRef],
     results: &BTreeMap<String, T>,
 ) -> Result<(), DraManagerError> {
-    let missing: Vec<ClaimRef> = batch
+    let missing: Vec<String> = batch
         .iter()
         .filter(|c| !results.contains_key(&c.uid))
-        .cloned()
+        .map(|c| format!("{} ({})", c.key(), c.uid))
         .collect();
     if missing.is_empty() {
         return Ok(());
