@@ -19,6 +19,24 @@ def _container(c):
         "cpu_ids": list(c.cpu_ids),
         "devices": [{"resource": d.resource_name, "ids": list(d.device_ids)} for d in c.devices],
         "memory": [_memory(m) for m in c.memory],
+        "dynamic_resources": [
+            {
+                "claim_name": d.claim_name,
+                "claim_namespace": d.claim_namespace,
+                "claim_resources": [
+                    {
+                        "driver": r.driver_name,
+                        "pool": r.pool_name,
+                        "device": r.device_name,
+                        "cdi_devices": [x.name for x in r.cdi_devices],
+                        # optional string: absent is None, not "".
+                        "share_id": r.share_id if r.HasField("share_id") else None,
+                    }
+                    for r in d.claim_resources
+                ],
+            }
+            for d in c.dynamic_resources
+        ],
     }
 
 

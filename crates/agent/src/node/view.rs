@@ -70,6 +70,8 @@ pub(crate) struct ClaimDeviceView {
     pub(crate) device: String,
     /// Its CDI device ids.
     pub(crate) cdi_devices: Vec<String>,
+    /// Which share of the device, for a shared device (`Device.share_id`, KEP-5075).
+    pub(crate) share_id: Option<String>,
 }
 
 /// A mount a device plugin asked for.
@@ -232,6 +234,7 @@ pub(super) fn pod_view(node: &Node, admitted: &AdmittedPod) -> PodView {
                                         pool: d.pool_name,
                                         device: d.device_name,
                                         cdi_devices: d.cdi_device_ids,
+                                        share_id: d.share_id,
                                     })
                             })
                             .collect(),

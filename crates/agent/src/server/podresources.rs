@@ -89,7 +89,7 @@ impl PodResourcesService {
                                     driver_name: d.driver.clone(),
                                     pool_name: d.pool.clone(),
                                     device_name: d.device.clone(),
-                                    share_id: None,
+                                    share_id: d.share_id.clone(),
                                 })
                                 .collect(),
                         })

@@ -3,7 +3,8 @@
 //! `pod-resources/`, mode 0750 as `setupDataDirs` makes them), the Python grpcio driver
 //! registers through `plugins_registry/` and serves `plugins/<driver>/dra.sock`, a pod with a
 //! ResourceClaim (`resource.k8s.io/v1`, then `v1beta1`) is admitted through the CLI with the
-//! driver's CDI device, and releasing it unprepares the claim.
+//! driver's CDI device and share id (in `dra_manager_state` and podresources), and releasing
+//! it unprepares the claim.
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
@@ -119,6 +120,8 @@ async fn a_foreign_driver_registers_through_the_directories_corral_created() {
         registry.to_str().unwrap(),
         "--plugin-dir",
         plugins.to_str().unwrap(),
+        "--share-id",
+        "share-{uid}",
     ];
     let mut child = peer.spawn(&args).unwrap();
     let stdout = child.stdout.take().unwrap();
@@ -140,8 +143,23 @@ async fn a_foreign_driver_registers_through_the_directories_corral_created() {
         serde_json::json!(["corral.example.com/python=py-claim-uid"]),
         "{main}"
     );
+    // The driver's share id (KEP-5075) in dra_manager_state, as v1.36 writes it, and in
+    // podresources (the Python grpcio client).
     let state = std::fs::read_to_string(root.join("dra_manager_state")).unwrap();
     assert!(state.contains("claim-uid"), "{state}");
+    assert!(
+        state.contains(r#"\"ShareID\":\"share-claim-uid\""#),
+        "{state}"
+    );
+    let socket = root.join("pod-resources/kubelet.sock");
+    let answer = crate::support::python_pod_resources(&socket, &[], "default/trainer").await;
+    let dynamic = &answer["get"]["containers"][0]["dynamic_resources"][0];
+    assert_eq!(dynamic["claim_name"], "gpu-claim", "{answer}");
+    assert_eq!(
+        dynamic["claim_resources"][0]["share_id"], "share-claim-uid",
+        "{answer}"
+    );
+    assert_eq!(dynamic["claim_resources"][0]["driver"], DRIVER, "{answer}");
 
     assert!(agent.cli(&["release", "trainer-uid"]).status.success());
     let unprepare = event(&mut lines, "unprepare").await;
