@@ -18,6 +18,10 @@ def _container(c):
         "numa_affinity": list(c.numa_affinity),
         "devices": {d.resource: list(d.device_ids) for d in c.devices},
         "memory": [{"type": m.type, "size": m.size, "numa": list(m.numa_affinity)} for m in c.memory],
+        "allocated_resources_status": [
+            {"name": s.name, "resources": [{"id": r.resource_id, "health": r.health} for r in s.resources]}
+            for s in c.allocated_resources_status
+        ],
     }
 
 

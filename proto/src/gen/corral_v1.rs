@@ -72,6 +72,30 @@ pub struct ContainerAllocation {
     /// CPUs and DisableCPUQuotaWithExclusiveCPUs is on (the v1.36 default).
     #[prost(bool, tag = "10")]
     pub cpu_quota_disabled: bool,
+    /// The health of what the container holds, as the kubelet reports it in the container's
+    /// status (`allocatedResourcesStatus`, KEP-4680): one entry per device-plugin resource;
+    /// app containers only.
+    #[prost(message, repeated, tag = "11")]
+    pub allocated_resources_status: ::prost::alloc::vec::Vec<ResourceStatus>,
+}
+/// The health of one resource's devices (the kubelet's `v1.ResourceStatus`).
+#[derive(Clone, PartialEq, ::prost::Message)]
+pub struct ResourceStatus {
+    /// The resource name, e.g. "example.com/gpu".
+    #[prost(string, tag = "1")]
+    pub name: ::prost::alloc::string::String,
+    #[prost(message, repeated, tag = "2")]
+    pub resources: ::prost::alloc::vec::Vec<ResourceHealth>,
+}
+/// One device's health (the kubelet's `v1.ResourceHealth`).
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct ResourceHealth {
+    /// The device: a device plugin's device id.
+    #[prost(string, tag = "1")]
+    pub resource_id: ::prost::alloc::string::String,
+    /// "Healthy", "Unhealthy" or "Unknown".
+    #[prost(string, tag = "2")]
+    pub health: ::prost::alloc::string::String,
 }
 /// Bytes of one memory type on a set of NUMA nodes.
 #[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]

@@ -306,6 +306,14 @@ fn allocation_json(pod: &api::PodAllocation) -> serde_json::Value {
                 "size": m.size,
                 "numaAffinity": m.numa_affinity,
             })).collect::<Vec<_>>(),
+            // The kubelet's JSON names (`v1.ResourceStatus`, `v1.ResourceHealth`).
+            "allocatedResourcesStatus": c.allocated_resources_status.iter().map(|s| serde_json::json!({
+                "name": s.name,
+                "resources": s.resources.iter().map(|r| serde_json::json!({
+                    "resourceID": r.resource_id,
+                    "health": r.health,
+                })).collect::<Vec<_>>(),
+            })).collect::<Vec<_>>(),
         })).collect::<Vec<_>>(),
     })
 }

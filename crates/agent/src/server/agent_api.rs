@@ -41,6 +41,21 @@ pub(crate) fn allocation(view: PodView) -> api::PodAllocation {
                 cpuset: c.cpuset,
                 exclusive_cpus: c.exclusive_cpus,
                 cpu_quota_disabled: c.cpu_quota_disabled,
+                allocated_resources_status: c
+                    .allocated_resources_status
+                    .into_iter()
+                    .map(|status| api::ResourceStatus {
+                        name: status.name,
+                        resources: status
+                            .resources
+                            .into_iter()
+                            .map(|r| api::ResourceHealth {
+                                resource_id: r.resource_id,
+                                health: r.health.to_owned(),
+                            })
+                            .collect(),
+                    })
+                    .collect(),
                 devices: c
                     .devices
                     .into_iter()

@@ -218,6 +218,24 @@ async fn pods_admitted_through_the_cli_survive_sigkill_and_podresources_reports_
         2,
         "{trainer}"
     );
+    // allocatedResourcesStatus (KEP-4680): the two devices, healthy, under the kubelet's names.
+    let health: Vec<(&str, &str)> = trainer["allocatedResourcesStatus"][0]["resources"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| {
+            (
+                r["resourceID"].as_str().unwrap(),
+                r["health"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        trainer["allocatedResourcesStatus"][0]["name"],
+        "example.com/gpu"
+    );
+    let expected: Vec<(&str, &str)> = gpus.iter().map(|g| (g.as_str(), "Healthy")).collect();
+    assert_eq!(health, expected, "{trainer}");
 
     // A rejected pod: reason on stderr, exit 1, every checkpoint byte-identical.
     let before = checkpoints(&root);
