@@ -63,6 +63,27 @@ pub(crate) fn config(
     .unwrap()
 }
 
+/// The static CPU policy (CPU 0 reserved) under `single-numa-node` at `scope`, with the
+/// feature gates `gates`, rooted at `root`.
+pub(crate) fn gated_config(root: &Path, scope: &str, gates: &[(&str, bool)]) -> AgentConfig {
+    ConfigSource {
+        cpu_manager_policy: Some("static".into()),
+        reserved_system_cpus: Some("0".into()),
+        topology_manager_policy: Some("single-numa-node".into()),
+        topology_manager_scope: Some(scope.into()),
+        feature_gates: Some(
+            gates
+                .iter()
+                .map(|(k, v)| ((*k).to_owned(), *v))
+                .collect::<BTreeMap<_, _>>(),
+        ),
+        root: Some(root.to_path_buf()),
+        ..ConfigSource::default()
+    }
+    .validate()
+    .unwrap()
+}
+
 /// A Guaranteed pod with one container per CPU count.
 pub(crate) fn pod(uid: &str, cpus: &[u32]) -> K8sPod {
     let containers: Vec<_> = cpus

@@ -4,15 +4,13 @@
 //! devices of its mapped request, and the device manager is never asked for the resource;
 //! with the gate off the status is not read.
 
-use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::Pod as K8sPod;
 use k8s_openapi::api::resource::v1::ResourceClaim as K8sResourceClaim;
 
 use super::Admission;
-use super::tests::{fixture, fixture_memory, open_on};
-use crate::config::ConfigSource;
+use super::tests::{fixture, fixture_memory, gated_config, open_on};
 
 const MACHINE: &str = "32em64t-2n8c+dax+nvme+mic+dimms";
 const DRIVER: &str = "gpu.example.com";
@@ -63,21 +61,7 @@ async fn node_with_driver(
     corral_dra::sample::SampleDriver,
 ) {
     let dir = tempfile::tempdir().unwrap();
-    let config = ConfigSource {
-        cpu_manager_policy: Some("static".into()),
-        reserved_system_cpus: Some("0".into()),
-        topology_manager_policy: Some("single-numa-node".into()),
-        feature_gates: Some(
-            gates
-                .iter()
-                .map(|(k, v)| ((*k).to_owned(), *v))
-                .collect::<BTreeMap<_, _>>(),
-        ),
-        root: Some(dir.path().to_path_buf()),
-        ..ConfigSource::default()
-    }
-    .validate()
-    .unwrap();
+    let config = gated_config(dir.path(), "container", gates);
     let node = open_on(&config, &fixture(MACHINE), &fixture_memory(MACHINE)).await;
     let driver =
         corral_dra::sample::SampleDriver::start(corral_dra::sample::SampleDriverConfig::new(

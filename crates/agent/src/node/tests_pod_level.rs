@@ -3,13 +3,10 @@
 //! `PodLevelResourceManagers` off puts them in the shared pool, and both on (pod scope)
 //! allocates the pod's budget once and partitions it.
 
-use std::collections::BTreeMap;
-
 use k8s_openapi::api::core::v1::Pod as K8sPod;
 
 use super::Admission;
-use super::tests::{admitted, fixture, fixture_memory, open_on};
-use crate::config::ConfigSource;
+use super::tests::{admitted, fixture, fixture_memory, gated_config, open_on};
 
 const MACHINE: &str = "32em64t-2n8c+dax+nvme+mic+dimms";
 
@@ -41,22 +38,7 @@ async fn node_with(
     scope: &str,
 ) -> (tempfile::TempDir, std::sync::Arc<super::Node>) {
     let dir = tempfile::tempdir().unwrap();
-    let config = ConfigSource {
-        cpu_manager_policy: Some("static".into()),
-        reserved_system_cpus: Some("0".into()),
-        topology_manager_policy: Some("single-numa-node".into()),
-        topology_manager_scope: Some(scope.into()),
-        feature_gates: Some(
-            gates
-                .iter()
-                .map(|(k, v)| ((*k).to_owned(), *v))
-                .collect::<BTreeMap<_, _>>(),
-        ),
-        root: Some(dir.path().to_path_buf()),
-        ..ConfigSource::default()
-    }
-    .validate()
-    .unwrap();
+    let config = gated_config(dir.path(), scope, gates);
     let node = open_on(&config, &fixture(MACHINE), &fixture_memory(MACHINE)).await;
     (dir, node)
 }

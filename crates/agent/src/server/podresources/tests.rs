@@ -2,38 +2,20 @@
 //! pod-level rows), rows ported as facts: which containers a pod lists, in which order,
 //! the pod-level CPU set, and `Get` of a pod that does not exist.
 
-use std::collections::BTreeMap;
-
 use corral_proto::podresources::v1 as api;
 use corral_proto::podresources::v1::pod_resources_lister_server::PodResourcesLister;
 use k8s_openapi::api::core::v1::Pod as K8sPod;
 use tonic::Request;
 
 use super::PodResourcesService;
-use crate::config::ConfigSource;
-use crate::node::tests::{admitted, fixture, fixture_memory, open_on};
+use crate::node::tests::{admitted, fixture, fixture_memory, gated_config, open_on};
 
 const MACHINE: &str = "32em64t-2n8c+dax+nvme+mic+dimms";
 
 /// A node with the static CPU policy (CPU 0 reserved) under `gates`, at pod scope.
 async fn service(gates: &[(&str, bool)]) -> (tempfile::TempDir, PodResourcesService) {
     let dir = tempfile::tempdir().unwrap();
-    let config = ConfigSource {
-        cpu_manager_policy: Some("static".into()),
-        reserved_system_cpus: Some("0".into()),
-        topology_manager_policy: Some("single-numa-node".into()),
-        topology_manager_scope: Some("pod".into()),
-        feature_gates: Some(
-            gates
-                .iter()
-                .map(|(k, v)| ((*k).to_owned(), *v))
-                .collect::<BTreeMap<_, _>>(),
-        ),
-        root: Some(dir.path().to_path_buf()),
-        ..ConfigSource::default()
-    }
-    .validate()
-    .unwrap();
+    let config = gated_config(dir.path(), "pod", gates);
     let node = open_on(&config, &fixture(MACHINE), &fixture_memory(MACHINE)).await;
     (dir, PodResourcesService::new(node))
 }
