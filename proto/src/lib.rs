@@ -8,7 +8,7 @@
 //! | `deviceplugin` | [`deviceplugin::v1beta1`] | `v1beta1` (Registration, DevicePlugin) |
 //! | `podresources` | [`podresources::v1`] | `v1` (PodResourcesLister) |
 //! | `dra` | [`dra::v1`], [`dra::v1beta1`] | `k8s.io.kubelet.pkg.apis.dra.v1[beta1]` (DRAPlugin) |
-//! | `dra-health` | [`dra_health::v1`] | `v1` (DRAResourceHealth) |
+//! | `dra-health` | [`dra_health::v1alpha1`], [`dra_health::v1`] | `v1alpha1` (v1.36), `v1` (1.37) DRAResourceHealth |
 //! | `pluginregistration` | [`pluginregistration::v1`] | `pluginregistration` (Registration) |
 //! | `cri` | [`cri::v1`] | `runtime.v1` (RuntimeService: the RPCs the CPU manager calls) |
 //! | `corral` | [`corral::v1`] | `corral.v1` (the agent's own API) |

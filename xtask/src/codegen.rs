@@ -59,6 +59,11 @@ pub(crate) const APIS: &[Api] = &[
         services: Services::Grpc,
     },
     Api {
+        name: "dra_health_v1alpha1",
+        proto: "dra-health/v1alpha1/api.proto",
+        services: Services::Grpc,
+    },
+    Api {
         name: "pluginregistration_v1",
         proto: "pluginregistration/v1/api.proto",
         services: Services::Grpc,

@@ -349,6 +349,32 @@ fn dra_health_v1_enum_and_nested() {
 }
 
 #[test]
+fn dra_health_v1alpha1_is_v1_on_the_wire() {
+    // v1.36 speaks v1alpha1; 1.37's v1 is the same messages and numbers.
+    use corral_proto::dra_health::{v1, v1alpha1};
+    let alpha = v1alpha1::NodeWatchResourcesResponse {
+        devices: vec![v1alpha1::DeviceHealth {
+            device: Some(v1alpha1::DeviceIdentifier {
+                pool_name: "pool".into(),
+                device_name: "dev".into(),
+            }),
+            health: v1alpha1::HealthStatus::Healthy as i32,
+            last_updated_time: 1_700_000_000,
+            health_check_timeout_seconds: 30,
+            message: "ok".into(),
+        }],
+    };
+    let bytes = alpha.encode_to_vec();
+    let v1 = v1::NodeWatchResourcesResponse::decode(bytes.as_slice()).unwrap();
+    assert_eq!(v1.encode_to_vec(), bytes);
+    assert_eq!(v1.devices[0].health, v1::HealthStatus::Healthy as i32);
+    assert_eq!(
+        v1alpha1::DRA_RESOURCE_HEALTH_SERVICE,
+        "v1alpha1.DRAResourceHealth"
+    );
+}
+
+#[test]
 fn pluginregistration_v1_info_and_status() {
     use corral_proto::pluginregistration::v1::*;
     let info = PluginInfo {
@@ -461,6 +487,10 @@ fn service_paths_match_upstream() {
         (
             include_str!("../../src/gen/dra_health_v1.rs"),
             "/v1.DRAResourceHealth/NodeWatchResources",
+        ),
+        (
+            include_str!("../../src/gen/dra_health_v1alpha1.rs"),
+            "/v1alpha1.DRAResourceHealth/NodeWatchResources",
         ),
         (
             include_str!("../../src/gen/pluginregistration_v1.rs"),
