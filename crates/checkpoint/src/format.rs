@@ -31,6 +31,8 @@ pub enum Format {
     /// DRA manager `dra_manager_state`, v1.26–v1.30 format (`DRAManagerCheckpoint`,
     /// go-spew/FNV checksum), with or without resource handles.
     DraV130,
+    /// DRA device health `dra_health_state` (KEP-4680, v1.31+): plain JSON, no checksum.
+    DraHealth,
 }
 
 impl Format {
@@ -46,6 +48,7 @@ impl Format {
                 MEMORY_MANAGER_FILE
             }
             Format::DraV132 | Format::DraV130 => DRA_MANAGER_FILE,
+            Format::DraHealth => DRA_HEALTH_FILE,
         }
     }
 
@@ -63,6 +66,7 @@ impl Format {
             Format::MemoryManagerV3 => "memorymanager_v3",
             Format::DraV132 => "dra_v132",
             Format::DraV130 => "dra_v130",
+            Format::DraHealth => "dra_health",
         }
     }
 }
@@ -81,3 +85,5 @@ pub const CPU_MANAGER_FILE: &str = "cpu_manager_state";
 pub const MEMORY_MANAGER_FILE: &str = "memory_manager_state";
 /// The DRA manager's checkpoint file name.
 pub const DRA_MANAGER_FILE: &str = "dra_manager_state";
+/// The DRA manager's device health file name (no checksum).
+pub const DRA_HEALTH_FILE: &str = "dra_health_state";

@@ -6,7 +6,8 @@ use std::path::Path;
 
 use crate::error::{CheckpointError, Result};
 use crate::format::{
-    CPU_MANAGER_FILE, DEVICE_MANAGER_FILE, DRA_MANAGER_FILE, Format, MEMORY_MANAGER_FILE,
+    CPU_MANAGER_FILE, DEVICE_MANAGER_FILE, DRA_HEALTH_FILE, DRA_MANAGER_FILE, Format,
+    MEMORY_MANAGER_FILE,
 };
 use crate::formats::ChecksumVerification;
 use crate::formats::cpumanager::{CpuManagerCheckpoint, CpuManagerCheckpointV1};
@@ -14,6 +15,7 @@ use crate::formats::cpumanager_pod::{CpuManagerCheckpointV3, CpuManagerCheckpoin
 use crate::formats::devicemanager::DeviceManagerCheckpoint;
 use crate::formats::devicemanager_v1::DeviceManagerCheckpointV1;
 use crate::formats::dra::DraManagerCheckpoint;
+use crate::formats::dra_health::DraHealthState;
 use crate::formats::dra_v130::DraManagerCheckpointV130;
 use crate::formats::memorymanager::MemoryManagerCheckpoint;
 use crate::formats::memorymanager_pod::{MemoryManagerCheckpointV2, MemoryManagerCheckpointV3};
@@ -45,6 +47,8 @@ pub enum CheckpointValue {
     DraManager(DraManagerCheckpoint),
     /// `dra_manager_state`, v1.26–v1.30 format.
     DraManagerV130(DraManagerCheckpointV130),
+    /// `dra_health_state` (no checksum).
+    DraHealth(DraHealthState),
 }
 
 /// What [`inspect`] found.
@@ -82,6 +86,10 @@ impl Inspected {
             ChecksumVerification::NotRecorded => format!(
                 "checksum {recorded} recorded: content not verified (the kubelet accepts 0 in \
                  {}); the content hashes to {computed}",
+                self.format.file_name()
+            ),
+            ChecksumVerification::NoChecksum => format!(
+                "no checksum: the kubelet writes {} as plain JSON",
                 self.format.file_name()
             ),
         }
@@ -130,6 +138,7 @@ fn read_as(format: Format, bytes: &[u8]) -> Result<Inspected> {
         MemoryManagerV3: MemoryManagerCheckpointV3 => MemoryManagerV3,
         DraV132: DraManagerCheckpoint => DraManager,
         DraV130: DraManagerCheckpointV130 => DraManagerV130,
+        DraHealth: DraHealthState => DraHealth,
     );
     Ok(Inspected {
         format,
@@ -202,6 +211,7 @@ fn candidates_for_file(name: &str, bytes: &[u8]) -> Result<Option<Candidates>> {
         CPU_MANAGER_FILE => Some(cpu_candidates(&object_keys(bytes)?)),
         MEMORY_MANAGER_FILE => Some(memory_candidates(&object_keys(bytes)?)),
         DRA_MANAGER_FILE => Some((&[Format::DraV132, Format::DraV130], Format::DraV132)),
+        DRA_HEALTH_FILE => Some((&[Format::DraHealth], Format::DraHealth)),
         _ => None,
     })
 }

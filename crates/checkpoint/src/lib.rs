@@ -11,6 +11,7 @@
 //! | `cpu_manager_state` | [`CpuManagerCheckpoint`] (legacy: [`CpuManagerCheckpointV1`]) | FNV-32a of a go-spew dump, 0 accepted |
 //! | `memory_manager_state` | [`MemoryManagerCheckpoint`] | FNV-32a of a go-spew dump |
 //! | `dra_manager_state` | [`DraManagerCheckpoint`] (v1.26–1.30: [`DraManagerCheckpointV130`]) | CRC32 of the `Data` string |
+//! | `dra_health_state` | [`DraHealthState`] | none (plain JSON) |
 //!
 //! The pieces, each usable alone:
 //! - [`CheckpointStore`]: upstream's `CheckpointManager` over a directory, with atomic and
@@ -90,7 +91,8 @@ mod store;
 pub use checksum::kubelet_checksum;
 pub use error::{CheckpointError, Result};
 pub use format::{
-    CPU_MANAGER_FILE, DEVICE_MANAGER_FILE, DRA_MANAGER_FILE, Format, MEMORY_MANAGER_FILE,
+    CPU_MANAGER_FILE, DEVICE_MANAGER_FILE, DRA_HEALTH_FILE, DRA_MANAGER_FILE, Format,
+    MEMORY_MANAGER_FILE,
 };
 pub use formats::cpumanager::{CpuEntries, CpuManagerCheckpoint, CpuManagerCheckpointV1};
 pub use formats::cpumanager_pod::{
@@ -101,6 +103,7 @@ pub use formats::devicemanager_v1::{DeviceManagerCheckpointV1, PodDevicesEntryV1
 pub use formats::dra::{
     ClaimInfoState, Device, DraManagerCheckpoint, DraManagerCheckpointFile, DriverState,
 };
+pub use formats::dra_health::{DeviceHealth, DraHealthState, DriverHealthState};
 pub use formats::dra_v130::{ClaimInfoStateV130, DraManagerCheckpointV130, ResourceHandle};
 pub use formats::memorymanager::{Block, MemoryManagerCheckpoint, MemoryTable, NumaNodeState};
 pub use formats::memorymanager_pod::{

@@ -5,9 +5,7 @@ use std::path::Path;
 use std::process::ExitCode;
 
 use anyhow::{Context, Result};
-use corral_checkpoint::{
-    CheckpointValue, ChecksumVerification, Inspected, inspect as inspect_bytes,
-};
+use corral_checkpoint::{CheckpointValue, Inspected, inspect as inspect_bytes};
 
 use crate::cli::DocumentFormat;
 use crate::commands::print_document;
@@ -42,6 +40,7 @@ fn contents(value: &CheckpointValue) -> Result<serde_json::Value> {
         CheckpointValue::MemoryManagerV3(v) => serde_json::to_value(&v.0)?,
         CheckpointValue::DraManager(v) => serde_json::to_value(v)?,
         CheckpointValue::DraManagerV130(v) => serde_json::to_value(v)?,
+        CheckpointValue::DraHealth(v) => serde_json::to_value(v)?,
         other => anyhow::bail!("a checkpoint format this corral cannot display: {other:?}"),
     })
 }
@@ -83,7 +82,7 @@ pub(crate) fn inspect(file: &Path, output: DocumentFormat) -> Result<ExitCode> {
                 "format": found.format.as_str(),
                 "checksum": found.recorded_checksum,
                 "computedChecksum": found.checksum,
-                "verified": !matches!(found.verification, ChecksumVerification::NotRecorded),
+                "verified": found.verification.is_verified(),
                 "contents": value,
             });
             print_document(&doc, output == DocumentFormat::Yaml)?;

@@ -10,8 +10,10 @@ mod data_string;
 pub mod devicemanager;
 pub mod devicemanager_v1;
 pub mod dra;
+pub mod dra_health;
 pub mod dra_v130;
 pub(crate) mod go_cpuset;
+pub mod go_time;
 pub mod memorymanager;
 pub mod memorymanager_pod;
 pub mod restore;
@@ -54,12 +56,18 @@ pub enum ChecksumVerification {
     /// The file records 0, which upstream accepts in `cpu_manager_state` without checking
     /// anything ("compatibility with old file backend"): the content is not verified.
     NotRecorded,
+    /// The format has no checksum (`dra_health_state`): the content is decoded, not
+    /// verified.
+    NoChecksum,
 }
 
 impl ChecksumVerification {
     /// True when the content was checked against the recorded checksum.
     pub fn is_verified(self) -> bool {
-        !matches!(self, ChecksumVerification::NotRecorded)
+        !matches!(
+            self,
+            ChecksumVerification::NotRecorded | ChecksumVerification::NoChecksum
+        )
     }
 }
 
