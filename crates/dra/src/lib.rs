@@ -136,6 +136,7 @@ mod claim_info;
 mod crash_point;
 mod driver;
 mod error;
+pub mod health;
 mod manager;
 pub mod plugin;
 #[cfg(feature = "sample-driver")]

@@ -13,7 +13,7 @@ use std::time::Duration;
 use corral_proto::dra::{v1, v1beta1};
 use corral_proto::tonic::{self, transport::Channel};
 
-use super::service::DraService;
+use super::service::{DraService, HealthService};
 use crate::claim::ClaimRef;
 use crate::claim_info::PreparedDevice;
 use crate::driver::{DriverClaimError, PrepareResults, UnprepareResults};
@@ -27,6 +27,7 @@ pub struct DraPluginClient {
     service: DraService,
     channel: Channel,
     timeout: Duration,
+    health: Option<HealthService>,
 }
 
 impl DraPluginClient {
@@ -44,7 +45,25 @@ impl DraPluginClient {
             service,
             channel,
             timeout,
+            health: None,
         }
+    }
+
+    /// The same client, advertising `health` (what the plugin listed in
+    /// `supported_versions`; `None`: it serves no health stream).
+    pub fn with_health(mut self, health: Option<HealthService>) -> Self {
+        self.health = health;
+        self
+    }
+
+    /// The DRAResourceHealth service the plugin advertised, if any.
+    pub fn health_service(&self) -> Option<HealthService> {
+        self.health
+    }
+
+    /// The plugin's gRPC channel (cheap to clone), for the health stream.
+    pub fn channel(&self) -> Channel {
+        self.channel.clone()
     }
 
     /// Dial `endpoint` (waiting at most `timeout`) and build a client.

@@ -4,6 +4,7 @@
 
 mod client;
 mod error;
+mod observer;
 mod registration;
 mod registry;
 mod service;
@@ -14,9 +15,10 @@ pub use error::{
     DriverNameError, EndpointAlreadyRegistered, EndpointError, PluginInfoError, RegistrationError,
     RpcError, ServiceError,
 };
+pub use observer::PluginObserver;
 pub use registration::{
     AcceptedPlugin, validate_driver_name, validate_endpoint, validate_plugin_info,
 };
 pub use registry::{PluginRegistry, RegistrationEvent, RegistryConfig, RegistryWatcher};
-pub use service::DraService;
+pub use service::{DraService, HealthService};
 pub use store::PluginStore;

@@ -7,7 +7,7 @@ use std::path::{Component, Path, PathBuf};
 use corral_proto::pluginregistration::v1::{DRA_PLUGIN, PluginInfo};
 
 use super::error::{DriverNameError, EndpointError, PluginInfoError, RegistrationError};
-use super::service::DraService;
+use super::service::{DraService, HealthService};
 
 /// An accepted plugin: what to register.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -18,6 +18,8 @@ pub struct AcceptedPlugin {
     pub endpoint: PathBuf,
     /// The service to call.
     pub service: DraService,
+    /// The health service to watch, when the plugin lists one.
+    pub health: Option<HealthService>,
 }
 
 /// Judge `info` read from the registration socket `socket`; the error's
@@ -46,6 +48,7 @@ pub fn validate_plugin_info(
             driver: info.name.clone(),
             endpoint,
             service,
+            health: HealthService::pick(&info.supported_versions),
         }),
         Err(source) => Err(RegistrationError::InvalidPlugin {
             driver: info.name.clone(),
@@ -116,6 +119,7 @@ mod tests {
         .unwrap();
         assert_eq!(ok.endpoint, Path::new("/p/dra.sock"));
         assert_eq!(ok.service, DraService::V1);
+        assert_eq!(ok.health, None);
         let same = validate_plugin_info(&info("DRAPlugin", "d", "", &["v1beta1.DRAPlugin"]), sock)
             .unwrap();
         assert_eq!(same.endpoint, sock);

@@ -46,6 +46,47 @@ impl DraService {
     }
 }
 
+/// A DRAResourceHealth service version (KEP-4680), which a plugin may serve beside
+/// DRAPlugin and lists in `PluginInfo.supported_versions`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[non_exhaustive]
+pub enum HealthService {
+    /// `v1.DRAResourceHealth` (k8s 1.37).
+    V1,
+    /// `v1alpha1.DRAResourceHealth` (k8s 1.31–1.36; the helper of v0.36 advertises it).
+    V1Alpha1,
+}
+
+impl HealthService {
+    /// Every health service corral supports, preferred first.
+    pub const SUPPORTED: [HealthService; 2] = [HealthService::V1, HealthService::V1Alpha1];
+
+    /// The name plugins list in `PluginInfo.supported_versions`.
+    pub fn name(self) -> &'static str {
+        match self {
+            HealthService::V1 => corral_proto::dra_health::v1::DRA_RESOURCE_HEALTH_SERVICE,
+            HealthService::V1Alpha1 => {
+                corral_proto::dra_health::v1alpha1::DRA_RESOURCE_HEALTH_SERVICE
+            }
+        }
+    }
+
+    /// The health service to watch for a plugin listing `supported_versions`: `v1` when
+    /// listed, else `v1alpha1`, else none (upstream 1.37 `pickHealthService`). A plugin that
+    /// lists none gets no health stream.
+    pub fn pick(supported_versions: &[String]) -> Option<HealthService> {
+        HealthService::SUPPORTED
+            .into_iter()
+            .find(|s| supported_versions.iter().any(|v| v == s.name()))
+    }
+}
+
+impl std::fmt::Display for HealthService {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
 impl std::fmt::Display for DraService {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(self.name())
@@ -58,6 +99,25 @@ mod tests {
 
     fn v(list: &[&str]) -> Vec<String> {
         list.iter().map(|s| s.to_string()).collect()
+    }
+
+    // Upstream TestPickHealthService (1.37, pkg/kubelet/cm/dra/plugin).
+    #[test]
+    fn pick_health_service() {
+        assert_eq!(HealthService::pick(&v(&["v1beta1.DRAPlugin"])), None);
+        assert_eq!(HealthService::pick(&[]), None);
+        assert_eq!(
+            HealthService::pick(&v(&["v1beta1.DRAPlugin", "v1alpha1.DRAResourceHealth"])),
+            Some(HealthService::V1Alpha1)
+        );
+        assert_eq!(
+            HealthService::pick(&v(&["v1beta1.DRAPlugin", "v1.DRAResourceHealth"])),
+            Some(HealthService::V1)
+        );
+        assert_eq!(
+            HealthService::pick(&v(&["v1alpha1.DRAResourceHealth", "v1.DRAResourceHealth"])),
+            Some(HealthService::V1)
+        );
     }
 
     // Upstream TestRegistrationHandler (validation cases): supported lists and their

@@ -8,9 +8,12 @@
 //! upstream's `kubeletplugin` helper do; as one instance of a rolling update
 //! ([`SampleDriverConfig::rolling_update`], the helper's `RollingUpdate(podUID)`) on
 //! `<driver>-<pod uid>-reg.sock` and `dra-<pod uid>.sock`. Its devices carry share ids
-//! when told to ([`ShareIds`]).
+//! when told to ([`ShareIds`]). It serves the DRAResourceHealth versions it lists
+//! (`v1.DRAResourceHealth`, `v1alpha1.DRAResourceHealth`) and streams what
+//! [`SampleDriver::set_health`] last set.
 
 mod control;
+mod health;
 mod service;
 
 use std::collections::BTreeMap;
@@ -26,6 +29,7 @@ use tokio_util::sync::CancellationToken;
 
 pub use control::{Behavior, Call, FakeAllocation, ShareIds};
 use control::{Control, locked};
+pub use health::SampleDeviceHealth;
 
 use crate::claim_info::PreparedDevice;
 
@@ -44,7 +48,9 @@ pub struct SampleDriverConfig {
     /// `PluginInfo.type` it reports (`DRAPlugin`; other values test rejection).
     pub plugin_type: String,
     /// `PluginInfo.supported_versions` it reports; it serves those of `v1.DRAPlugin` and
-    /// `v1beta1.DRAPlugin` it lists (`v1` when it lists neither).
+    /// `v1beta1.DRAPlugin` it lists (`v1` when it lists neither), and of
+    /// `v1.DRAResourceHealth` and `v1alpha1.DRAResourceHealth` those it lists and
+    /// [`serve_health`](Self::serve_health) allows.
     pub supported_versions: Vec<String>,
     /// CDI kind of its devices, `vendor/class`.
     pub cdi_kind: String,
@@ -56,6 +62,9 @@ pub struct SampleDriverConfig {
     /// `kubeletplugin.RollingUpdate(uid)`): sockets `<driver>-<uid>-reg.sock` and
     /// `dra-<uid>.sock`, so two instances of one driver can be registered at once.
     pub rolling_update: Option<String>,
+    /// Serve the health services it lists (default true; false lists them without
+    /// serving them, so the kubelet's stream gets `UNIMPLEMENTED`).
+    pub serve_health: bool,
 }
 
 impl SampleDriverConfig {
@@ -78,7 +87,15 @@ impl SampleDriverConfig {
             pool: "sample-pool".into(),
             share_ids: ShareIds::None,
             rolling_update: None,
+            serve_health: true,
         }
+    }
+
+    /// The same, also listing (and serving) `service` (e.g.
+    /// `corral_proto::dra_health::v1alpha1::DRA_RESOURCE_HEALTH_SERVICE`).
+    pub fn with_health(mut self, service: &str) -> Self {
+        self.supported_versions.push(service.to_owned());
+        self
     }
 
     /// The registration socket path: `<driver>-reg.sock`, or `<driver>-<pod uid>-reg.sock`
@@ -110,6 +127,7 @@ struct Running {
 pub struct SampleDriver {
     config: SampleDriverConfig,
     control: Arc<Control>,
+    health: tokio::sync::watch::Sender<Vec<SampleDeviceHealth>>,
     running: Option<Running>,
 }
 
@@ -128,6 +146,7 @@ impl SampleDriver {
         let mut driver = SampleDriver {
             config,
             control: Arc::new(Control::default()),
+            health: tokio::sync::watch::channel(Vec::new()).0,
             running: None,
         };
         driver.serve()?;
@@ -154,9 +173,21 @@ impl SampleDriver {
                 "v1beta1",
             )))
         });
+        let serves = |name: &str| self.config.serve_health && lists(name);
+        let (health_v1, health_v1alpha1) = health::servers(
+            &Arc::new(health::Health {
+                reports: self.health.subscribe(),
+                pool: self.config.pool.clone(),
+                stop: stop.clone(),
+            }),
+            serves(corral_proto::dra_health::v1::DRA_RESOURCE_HEALTH_SERVICE),
+            serves(corral_proto::dra_health::v1alpha1::DRA_RESOURCE_HEALTH_SERVICE),
+        );
         let router = Server::builder()
             .add_optional_service(v1_server)
-            .add_optional_service(v1beta1_server);
+            .add_optional_service(v1beta1_server)
+            .add_optional_service(health_v1)
+            .add_optional_service(health_v1alpha1);
         let endpoint = UdsListener::bind(self.config.endpoint(), &SocketOptions::default())?;
         let registration = service::Registration {
             info: reg::PluginInfo {
@@ -216,6 +247,12 @@ impl SampleDriver {
     /// Its settings.
     pub fn config(&self) -> &SampleDriverConfig {
         &self.config
+    }
+
+    /// Report these devices' health from now on: every open health stream gets the list
+    /// (a complete report: devices left out time out in the kubelet).
+    pub fn set_health(&self, devices: Vec<SampleDeviceHealth>) {
+        self.health.send_replace(devices);
     }
 
     /// Change how it answers.

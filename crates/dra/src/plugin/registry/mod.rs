@@ -21,7 +21,7 @@ mod sockets;
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use std::time::Duration;
 
 use corral_proto::pluginregistration::v1::PLUGINS_REGISTRY_PATH;
@@ -32,6 +32,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::client::DraPluginClient;
 use super::error::RegistrationError;
+use super::observer::PluginObserver;
 use super::store::PluginStore;
 use crate::claim::ClaimRef;
 use crate::driver::{DriverClients, PrepareResults, UnprepareResults};
@@ -131,6 +132,7 @@ pub struct PluginRegistry {
     /// One more permit per running retry of a failed socket.
     retry_slots: Arc<Semaphore>,
     events: tokio::sync::broadcast::Sender<RegistrationEvent>,
+    observer: OnceLock<Arc<dyn PluginObserver>>,
 }
 
 impl PluginRegistry {
@@ -147,6 +149,7 @@ impl PluginRegistry {
             slots: Arc::new(Semaphore::new(slots)),
             retry_slots: Arc::new(Semaphore::new(slots.div_ceil(2))),
             events: tokio::sync::broadcast::channel(256).0,
+            observer: OnceLock::new(),
         })
     }
 
@@ -174,6 +177,29 @@ impl PluginRegistry {
     /// Registration events from now on.
     pub fn subscribe(&self) -> tokio::sync::broadcast::Receiver<RegistrationEvent> {
         self.events.subscribe()
+    }
+
+    /// Tell `observer` which plugin is the newest of each driver from now on, starting with
+    /// the drivers registered already. Only one observer can be set; a second is refused
+    /// and returned.
+    pub fn set_observer(
+        &self,
+        observer: Arc<dyn PluginObserver>,
+    ) -> Result<(), Arc<dyn PluginObserver>> {
+        let _sockets = self.sockets();
+        self.observer.set(Arc::clone(&observer))?;
+        for driver in self.store.drivers() {
+            observer.newest_changed(&driver, self.store.get(&driver).as_ref());
+        }
+        Ok(())
+    }
+
+    /// Tell the observer (if any) about `driver`'s newest plugin; called with the sockets
+    /// lock held, after every change to the store.
+    fn notify(&self, driver: &str) {
+        if let Some(observer) = self.observer.get() {
+            observer.newest_changed(driver, self.store.get(driver).as_ref());
+        }
     }
 
     fn emit(&self, event: RegistrationEvent) {
@@ -275,6 +301,7 @@ impl PluginRegistry {
                 continue;
             };
             self.store.remove_by_socket(&path);
+            self.notify(&driver);
             tracing::info!(driver = %driver, socket = %path.display(), "DRA plugin deregistered");
             self.emit(RegistrationEvent::Deregistered {
                 socket: path,

@@ -124,7 +124,8 @@ impl PluginRegistry {
                 accepted.service,
                 channel,
                 self.config.call_timeout,
-            )),
+            )
+            .with_health(accepted.health)),
             Err(source) => Err(RegistrationError::EndpointUnreachable {
                 driver: accepted.driver,
                 endpoint: accepted.endpoint,
@@ -161,6 +162,7 @@ impl PluginRegistry {
                 let service = plugin.service();
                 match self.store.add(&job.socket, plugin) {
                     Ok(()) => {
+                        self.notify(&driver);
                         tracked.driver = Some(driver.clone());
                         tracked.failures = 0;
                         tracing::info!(driver = %driver, endpoint = %endpoint.display(),

@@ -1,0 +1,381 @@
+//! The health streams ([`HealthMonitor`], upstream `DRAPluginManager`'s health streams and
+//! `Manager.HandleWatchResourcesStream`): one `NodeWatchResources` stream per driver, on the
+//! driver's newest plugin when that plugin advertises a DRAResourceHealth service.
+//!
+//! As upstream 1.37 does:
+//! - a newer plugin that advertises health takes the stream over (a new generation) without
+//!   the driver's health being cleared;
+//! - a newer plugin that advertises none ends the stream and clears the driver's health
+//!   (no fall-back to the older plugin);
+//! - removing an older plugin leaves the stream alone; removing the last clears the health;
+//! - a stream answered `Unimplemented` ends for good (the driver's health is cleared); any
+//!   other end is retried after [`HealthMonitorConfig::retry_interval`] (upstream: 5 s).
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, SystemTime};
+
+use corral_proto::dra_health::{v1, v1alpha1};
+use corral_proto::tonic::{self, Code, Streaming, transport::Channel};
+use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
+
+use super::cache::{DeviceHealthStatus, HealthCache, ReportedDevice};
+use crate::plugin::{DraPluginClient, HealthService, PluginObserver};
+
+/// Health monitor settings.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HealthMonitorConfig {
+    /// Wait before re-opening a stream that ended (upstream: 5 s).
+    pub retry_interval: Duration,
+}
+
+impl Default for HealthMonitorConfig {
+    fn default() -> Self {
+        HealthMonitorConfig {
+            retry_interval: Duration::from_secs(5),
+        }
+    }
+}
+
+/// A driver's stream: which plugin it is on and its generation (0: none running).
+#[derive(Debug)]
+struct Slot {
+    endpoint: PathBuf,
+    generation: u64,
+    cancel: Option<CancellationToken>,
+}
+
+#[derive(Debug)]
+struct Shared {
+    cache: Arc<HealthCache>,
+    config: HealthMonitorConfig,
+    slots: Mutex<BTreeMap<String, Slot>>,
+    generations: AtomicU64,
+    /// Bumped whenever a device's recorded health changes or a driver is cleared.
+    changes: watch::Sender<u64>,
+}
+
+/// Keeps each driver's health stream running and the [`HealthCache`] current. Set it as
+/// the registry's observer ([`PluginRegistry::set_observer`](crate::PluginRegistry::set_observer)).
+#[derive(Debug, Clone)]
+pub struct HealthMonitor {
+    shared: Arc<Shared>,
+}
+
+impl HealthMonitor {
+    /// A monitor writing into `cache`. Streams start once it observes plugins; it must be
+    /// used inside a tokio runtime.
+    pub fn new(cache: Arc<HealthCache>, config: HealthMonitorConfig) -> Self {
+        HealthMonitor {
+            shared: Arc::new(Shared {
+                cache,
+                config,
+                slots: Mutex::new(BTreeMap::new()),
+                generations: AtomicU64::new(0),
+                changes: watch::channel(0).0,
+            }),
+        }
+    }
+
+    /// The cache the streams write into.
+    pub fn cache(&self) -> &Arc<HealthCache> {
+        &self.shared.cache
+    }
+
+    /// A counter bumped at every change of recorded health (for waiting on one).
+    pub fn subscribe(&self) -> watch::Receiver<u64> {
+        self.shared.changes.subscribe()
+    }
+
+    /// The plugin endpoint and generation of `driver`'s running stream, if one runs.
+    pub fn active_stream(&self, driver: &str) -> Option<(PathBuf, u64)> {
+        self.shared
+            .slots()
+            .get(driver)
+            .filter(|s| s.generation != 0)
+            .map(|s| (s.endpoint.clone(), s.generation))
+    }
+
+    /// Stop every stream (the cache keeps what it has).
+    pub fn stop(&self) {
+        for slot in self.shared.slots().values_mut() {
+            if let Some(cancel) = slot.cancel.take() {
+                cancel.cancel();
+            }
+            slot.generation = 0;
+        }
+    }
+}
+
+impl Drop for Shared {
+    fn drop(&mut self) {
+        for slot in self
+            .slots
+            .get_mut()
+            .unwrap_or_else(|e| e.into_inner())
+            .values()
+        {
+            if let Some(cancel) = &slot.cancel {
+                cancel.cancel();
+            }
+        }
+    }
+}
+
+impl Shared {
+    fn slots(&self) -> MutexGuard<'_, BTreeMap<String, Slot>> {
+        self.slots.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn bump(&self) {
+        self.changes.send_modify(|n| *n += 1);
+    }
+
+    /// Clear `driver`'s health (a stream deactivated).
+    fn clear(&self, driver: &str) {
+        if let Err(e) = self.cache.clear_driver(driver) {
+            tracing::error!(driver, error = %e, "cannot clear the DRA driver's device health");
+        }
+        self.bump();
+    }
+
+    /// The stream of `generation` ended for good: deactivate it unless it was replaced.
+    fn terminated(&self, driver: &str, generation: u64) {
+        let mut slots = self.slots();
+        let Some(slot) = slots.get_mut(driver).filter(|s| s.generation == generation) else {
+            return;
+        };
+        slot.generation = 0;
+        slot.cancel = None;
+        drop(slots);
+        self.clear(driver);
+    }
+}
+
+impl PluginObserver for HealthMonitor {
+    fn newest_changed(&self, driver: &str, newest: Option<&DraPluginClient>) {
+        let shared = &self.shared;
+        let mut slots = shared.slots();
+        if let (Some(slot), Some(plugin)) = (slots.get(driver), newest)
+            && slot.endpoint == plugin.endpoint()
+        {
+            return;
+        }
+        let was_active = match slots.remove(driver) {
+            Some(old) => {
+                if let Some(cancel) = old.cancel {
+                    cancel.cancel();
+                }
+                old.generation != 0
+            }
+            None => false,
+        };
+        let Some(plugin) = newest else {
+            drop(slots);
+            if was_active {
+                shared.clear(driver);
+            }
+            return;
+        };
+        let Some(service) = plugin.health_service() else {
+            slots.insert(
+                driver.to_owned(),
+                Slot {
+                    endpoint: plugin.endpoint().to_path_buf(),
+                    generation: 0,
+                    cancel: None,
+                },
+            );
+            drop(slots);
+            if was_active {
+                shared.clear(driver);
+            }
+            return;
+        };
+        let generation = shared.generations.fetch_add(1, Ordering::Relaxed) + 1;
+        let cancel = CancellationToken::new();
+        slots.insert(
+            driver.to_owned(),
+            Slot {
+                endpoint: plugin.endpoint().to_path_buf(),
+                generation,
+                cancel: Some(cancel.clone()),
+            },
+        );
+        tracing::info!(driver, endpoint = %plugin.endpoint().display(), %service, generation,
+            "watching DRA device health");
+        let stream = Stream {
+            shared: Arc::clone(shared),
+            driver: driver.to_owned(),
+            generation,
+            service,
+            channel: plugin.channel(),
+        };
+        tokio::spawn(async move {
+            tokio::select! {
+                () = cancel.cancelled() => {}
+                () = stream.run() => {}
+            }
+        });
+    }
+}
+
+/// One generation of a driver's stream.
+struct Stream {
+    shared: Arc<Shared>,
+    driver: String,
+    generation: u64,
+    service: HealthService,
+    channel: Channel,
+}
+
+/// Either version's response stream.
+enum Responses {
+    V1(Streaming<v1::NodeWatchResourcesResponse>),
+    V1Alpha1(Streaming<v1alpha1::NodeWatchResourcesResponse>),
+}
+
+impl Responses {
+    async fn next(&mut self) -> Result<Option<Vec<ReportedDevice>>, tonic::Status> {
+        Ok(match self {
+            Responses::V1(s) => s.message().await?.map(|r| {
+                r.devices
+                    .iter()
+                    .map(|d| {
+                        reported(
+                            d.device.as_ref().map(|i| (&i.pool_name, &i.device_name)),
+                            d.health,
+                            d.health_check_timeout_seconds,
+                            &d.message,
+                        )
+                    })
+                    .collect()
+            }),
+            Responses::V1Alpha1(s) => s.message().await?.map(|r| {
+                r.devices
+                    .iter()
+                    .map(|d| {
+                        reported(
+                            d.device.as_ref().map(|i| (&i.pool_name, &i.device_name)),
+                            d.health,
+                            d.health_check_timeout_seconds,
+                            &d.message,
+                        )
+                    })
+                    .collect()
+            }),
+        })
+    }
+}
+
+/// A device of a response (the same fields in both versions): health 1 is `HEALTHY`, 2
+/// `UNHEALTHY`, anything else `Unknown`; a timeout ≤ 0 means the default.
+fn reported(
+    id: Option<(&String, &String)>,
+    health: i32,
+    timeout_seconds: i64,
+    message: &str,
+) -> ReportedDevice {
+    let (pool, device) = id.map_or((String::new(), String::new()), |(p, d)| {
+        (p.clone(), d.clone())
+    });
+    if timeout_seconds < 0 {
+        tracing::debug!(
+            pool,
+            device,
+            timeout_seconds,
+            "negative health_check_timeout_seconds; the default applies"
+        );
+    }
+    ReportedDevice {
+        pool_name: pool,
+        device_name: device,
+        health: match health {
+            1 => DeviceHealthStatus::Healthy,
+            2 => DeviceHealthStatus::Unhealthy,
+            _ => DeviceHealthStatus::Unknown,
+        },
+        timeout: u64::try_from(timeout_seconds)
+            .ok()
+            .filter(|&s| s > 0)
+            .map(Duration::from_secs),
+        message: (!message.is_empty()).then(|| message.to_owned()),
+    }
+}
+
+impl Stream {
+    async fn open(&self) -> Result<Responses, tonic::Status> {
+        Ok(match self.service {
+            HealthService::V1 => Responses::V1(
+                v1::dra_resource_health_client::DraResourceHealthClient::new(self.channel.clone())
+                    .node_watch_resources(v1::NodeWatchResourcesRequest {})
+                    .await?
+                    .into_inner(),
+            ),
+            _ => Responses::V1Alpha1(
+                v1alpha1::dra_resource_health_client::DraResourceHealthClient::new(
+                    self.channel.clone(),
+                )
+                .node_watch_resources(v1alpha1::NodeWatchResourcesRequest {})
+                .await?
+                .into_inner(),
+            ),
+        })
+    }
+
+    /// Watch until the stream is unimplemented (then deactivate); retry any other end.
+    async fn run(self) {
+        let driver = self.driver.as_str();
+        loop {
+            let ended = match self.open().await {
+                Ok(mut responses) => loop {
+                    match responses.next().await {
+                        Ok(Some(devices)) => self.record(&devices),
+                        Ok(None) => break None,
+                        Err(status) => break Some(status),
+                    }
+                },
+                Err(status) => Some(status),
+            };
+            if let Some(status) = &ended
+                && status.code() == Code::Unimplemented
+            {
+                tracing::info!(
+                    driver,
+                    message = status.message(),
+                    "the DRA driver does not implement the health stream; its device health is cleared"
+                );
+                self.shared.terminated(driver, self.generation);
+                return;
+            }
+            tracing::warn!(driver, error = ?ended.as_ref().map(|s| s.message()),
+                retry_in = ?self.shared.config.retry_interval, "DRA health stream ended");
+            tokio::time::sleep(self.shared.config.retry_interval).await;
+        }
+    }
+
+    fn record(&self, devices: &[ReportedDevice]) {
+        match self
+            .shared
+            .cache
+            .update(&self.driver, devices, SystemTime::now())
+        {
+            Ok(changed) if changed.is_empty() => {}
+            Ok(changed) => {
+                for c in &changed {
+                    tracing::info!(driver = %c.driver, pool = %c.pool_name, device = %c.device_name,
+                        health = %c.health, "DRA device health changed");
+                }
+                self.shared.bump();
+            }
+            Err(e) => {
+                tracing::error!(driver = %self.driver, error = %e,
+                    "device health changed but could not be saved");
+                self.shared.bump();
+            }
+        }
+    }
+}
