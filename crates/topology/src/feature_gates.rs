@@ -17,6 +17,8 @@
 //! | `DisableCPUQuotaWithExclusiveCPUs` | beta | on | 1.33 | no |
 //! | `InPlacePodVerticalScalingExclusiveCPUs` | alpha | off | 1.32 | no |
 //! | `DRAExtendedResource` | beta | on | 1.36 (alpha 1.34) | no |
+//! | `ResourceHealthStatus` | beta | on | 1.36 (alpha 1.31) | no |
+//! | `ResourceHealthStatusMessage` | beta | on | 1.36 | no |
 //!
 //! `CPUManager` (removed in 1.33), `TopologyManager` (removed in 1.29) and `MemoryManager`
 //! (GA and locked in 1.32, removed in 1.36) are no longer gates: v1.36 refuses them as
@@ -34,6 +36,9 @@
 //! v1.36 source read here has it beta, and either way it defaults on and may be turned off.
 //! `CPUManagerPolicyOptions` was marked "remove in 1.36" upstream; whether the final v1.36
 //! still registers it could not be read, so corral keeps it (locked to true).
+//! `ResourceHealthStatus` and `ResourceHealthStatusMessage` (both beta and on in 1.36) come
+//! from the generated kube-scheduler reference of 1.36 (id 52070109846); the 1.35 source has
+//! `ResourceHealthStatus` alpha since 1.31 (id 378079260).
 //!
 //! # Errors (upstream's texts)
 //!
@@ -115,10 +120,15 @@ pub enum Feature {
     /// `DRAExtendedResource` (KEP-5004): extended resources a pod requests may be backed by
     /// a DRA claim (`status.extendedResourceClaimStatus`) instead of a device plugin.
     DraExtendedResource,
+    /// `ResourceHealthStatus` (KEP-4680): containers' `allocatedResourcesStatus` and the
+    /// DRA health streams.
+    ResourceHealthStatus,
+    /// `ResourceHealthStatusMessage` (KEP-4680): a DRA driver's health message is shown.
+    ResourceHealthStatusMessage,
 }
 
 /// Every modelled gate, in the order `corral config check` prints them.
-pub const FEATURES: [Feature; 11] = [
+pub const FEATURES: [Feature; 13] = [
     Feature::CpuManagerPolicyAlphaOptions,
     Feature::CpuManagerPolicyBetaOptions,
     Feature::CpuManagerPolicyOptions,
@@ -130,6 +140,8 @@ pub const FEATURES: [Feature; 11] = [
     Feature::DisableCpuQuotaWithExclusiveCpus,
     Feature::InPlacePodVerticalScalingExclusiveCpus,
     Feature::DraExtendedResource,
+    Feature::ResourceHealthStatus,
+    Feature::ResourceHealthStatusMessage,
 ];
 
 /// Gates the kubelet no longer knows in v1.36, with the release that removed each: v1.36
@@ -157,6 +169,8 @@ impl Feature {
                 "InPlacePodVerticalScalingExclusiveCPUs"
             }
             Feature::DraExtendedResource => "DRAExtendedResource",
+            Feature::ResourceHealthStatus => "ResourceHealthStatus",
+            Feature::ResourceHealthStatusMessage => "ResourceHealthStatusMessage",
         }
     }
 
@@ -171,7 +185,9 @@ impl Feature {
             | Feature::TopologyManagerPolicyBetaOptions
             | Feature::PodLevelResources
             | Feature::DisableCpuQuotaWithExclusiveCpus
-            | Feature::DraExtendedResource => Maturity::Beta,
+            | Feature::DraExtendedResource
+            | Feature::ResourceHealthStatus
+            | Feature::ResourceHealthStatusMessage => Maturity::Beta,
             Feature::CpuManagerPolicyOptions | Feature::TopologyManagerPolicyOptions => {
                 Maturity::Ga
             }
@@ -189,7 +205,10 @@ impl Feature {
             Feature::TopologyManagerPolicyOptions
             | Feature::InPlacePodVerticalScalingExclusiveCpus => "1.32",
             Feature::PodLevelResources => "1.34",
-            Feature::PodLevelResourceManagers | Feature::DraExtendedResource => "1.36",
+            Feature::PodLevelResourceManagers
+            | Feature::DraExtendedResource
+            | Feature::ResourceHealthStatus
+            | Feature::ResourceHealthStatusMessage => "1.36",
         }
     }
 
@@ -461,6 +480,16 @@ mod tests {
             ),
             // kube_features.go (store id 61706514746): alpha 1.34, beta and on 1.36.
             ("DRAExtendedResource", Maturity::Beta, true, "1.36", false),
+            // The kube-scheduler reference of 1.36 (`--emulated-version` default 1.36,
+            // store id 52070109846): both BETA, default=true; alpha since 1.31 before.
+            ("ResourceHealthStatus", Maturity::Beta, true, "1.36", false),
+            (
+                "ResourceHealthStatusMessage",
+                Maturity::Beta,
+                true,
+                "1.36",
+                false,
+            ),
         ];
         assert_eq!(rows.len(), FEATURES.len());
         let defaults = FeatureGates::v1_36_defaults();
