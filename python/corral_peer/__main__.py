@@ -89,6 +89,12 @@ def main(argv=None):
         help="give every device this DRAPlugin v1 share_id ({uid} is the claim uid); unset by default",
     )
     p.add_argument(
+        "--health-timeout",
+        type=int,
+        default=0,
+        help="health_check_timeout_seconds sent with every device's health (0: the kubelet's default)",
+    )
+    p.add_argument(
         "--pod-uid",
         default="",
         help="serve as a rolling-update instance: <driver>-<pod uid>-reg.sock and dra-<pod uid>.sock",

@@ -10,10 +10,17 @@ claim gets one fake device, `<cdi-kind>=py-<claim uid>`, for all requests; with
 `--share-id TEMPLATE` its DRAPlugin v1 `share_id` is TEMPLATE with `{uid}` replaced by the
 claim uid (v1beta1 has no such field).
 
+When it lists `v1alpha1.DRAResourceHealth` (what 1.36 drivers serve) or `v1.DRAResourceHealth`
+in `--versions`, it serves that health service: every `NodeWatchResources` stream gets the
+health of every prepared device at once and again at every change. A line `health STATUS
+[MESSAGE]` on stdin (STATUS: Healthy, Unhealthy or Unknown) sets every device's health
+(Healthy by default), `--health-timeout SECONDS` is sent as `health_check_timeout_seconds`.
+
 It runs until stdin closes or it gets SIGTERM/SIGINT, printing one JSON object per line:
 {"event": "ready", ...}, {"event": "registration", "registered": bool, "error": str},
 {"event": "prepare" | "unprepare", "version": "v1" | "v1beta1", "claims": [{namespace,
-name, uid}]} and finally {"ok": true, "event": "stopped"}.
+name, uid}]}, {"event": "health_stream", "version": ...} when a stream opens,
+{"event": "health", "status": ...} when told, and finally {"ok": true, "event": "stopped"}.
 """
 
 import json
@@ -21,6 +28,7 @@ import os
 import signal
 import sys
 import threading
+import time
 from concurrent import futures
 
 import grpc
@@ -40,7 +48,7 @@ def _claims(request):
     return [{"namespace": c.namespace, "name": c.name, "uid": c.uid} for c in request.claims]
 
 
-def _make_plugin(pb, pb_grpc, version, args, prepared):
+def _make_plugin(pb, pb_grpc, version, args, prepared, health):
     class Plugin(pb_grpc.DRAPluginServicer):
         def NodePrepareResources(self, request, context):
             emit({"event": "prepare", "version": version, "claims": _claims(request)})
@@ -51,7 +59,10 @@ def _make_plugin(pb, pb_grpc, version, args, prepared):
                     entry.error = args.fail
                     continue
                 device = "py-" + claim.uid
-                prepared[claim.uid] = device
+                with health.cond:
+                    prepared[claim.uid] = device
+                    health.generation += 1
+                    health.cond.notify_all()
                 added = entry.devices.add(
                     pool_name=args.pool,
                     device_name=device,
@@ -69,10 +80,66 @@ def _make_plugin(pb, pb_grpc, version, args, prepared):
                 if args.fail:
                     entry.error = args.fail
                     continue
-                prepared.pop(claim.uid, None)
+                with health.cond:
+                    prepared.pop(claim.uid, None)
+                    health.generation += 1
+                    health.cond.notify_all()
             return response
 
     return Plugin()
+
+
+class Health:
+    """The devices' health, shared by every stream; streams wake on each change."""
+
+    def __init__(self):
+        self.cond = threading.Condition()
+        self.status = "Healthy"
+        self.message = ""
+        self.generation = 0
+        self.stopped = False
+
+    def set(self, status, message):
+        with self.cond:
+            self.status, self.message = status, message
+            self.generation += 1
+            self.cond.notify_all()
+
+    def stop(self):
+        with self.cond:
+            self.stopped = True
+            self.cond.notify_all()
+
+
+_HEALTH_CODES = {"Unknown": 0, "Healthy": 1, "Unhealthy": 2}
+
+
+def _make_health(pb, pb_grpc, version, args, prepared, health):
+    class HealthService(pb_grpc.DRAResourceHealthServicer):
+        def NodeWatchResources(self, request, context):
+            emit({"event": "health_stream", "version": version})
+            seen = -1
+            while context.is_active():
+                with health.cond:
+                    while health.generation == seen and not health.stopped and context.is_active():
+                        health.cond.wait(0.2)
+                    if health.stopped:
+                        return
+                    seen = health.generation
+                    status, message = health.status, health.message
+                    devices = sorted(prepared.values())
+                response = pb.NodeWatchResourcesResponse()
+                for device in devices:
+                    response.devices.add(
+                        device=pb.DeviceIdentifier(pool_name=args.pool, device_name=device),
+                        health=_HEALTH_CODES[status],
+                        last_updated_time=int(time.time()),
+                        health_check_timeout_seconds=args.health_timeout,
+                        message=message,
+                    )
+                yield response
+
+    return HealthService()
 
 
 def run(args):
@@ -87,14 +154,24 @@ def run(args):
     os.makedirs(args.plugin_dir, exist_ok=True)
     os.makedirs(args.registry_dir, exist_ok=True)
     prepared = {}
+    health = Health()
 
-    plugin_server = grpc.server(futures.ThreadPoolExecutor(max_workers=4))
+    plugin_server = grpc.server(futures.ThreadPoolExecutor(max_workers=8))
     served = []
     for version in ("v1", "v1beta1"):
         if version + ".DRAPlugin" in versions or (version == "v1" and not served and "v1beta1.DRAPlugin" not in versions):
             pb, pb_grpc = stubs.load("dra/" + version)
-            pb_grpc.add_DRAPluginServicer_to_server(_make_plugin(pb, pb_grpc, version, args, prepared), plugin_server)
+            pb_grpc.add_DRAPluginServicer_to_server(
+                _make_plugin(pb, pb_grpc, version, args, prepared, health), plugin_server
+            )
             served.append(version)
+    for version in ("v1", "v1alpha1"):
+        if version + ".DRAResourceHealth" in versions:
+            pb, pb_grpc = stubs.load("dra-health/" + version)
+            pb_grpc.add_DRAResourceHealthServicer_to_server(
+                _make_health(pb, pb_grpc, version, args, prepared, health), plugin_server
+            )
+            served.append(version + ".DRAResourceHealth")
     plugin_server.add_insecure_port("unix:" + endpoint)
     plugin_server.start()
 
@@ -119,15 +196,21 @@ def run(args):
         signal.signal(sig, lambda *_: done.set())
 
     def watch_stdin():
-        # The parent closing our stdin (or dying) ends the driver.
+        # The parent closing our stdin (or dying) ends the driver; `health STATUS [MESSAGE]`
+        # lines set the devices' health.
         try:
-            while sys.stdin.read(1):
-                pass
+            for line in sys.stdin:
+                words = line.split(None, 2)
+                if len(words) >= 2 and words[0] == "health" and words[1] in _HEALTH_CODES:
+                    message = words[2].strip() if len(words) == 3 else ""
+                    health.set(words[1], message)
+                    emit({"event": "health", "status": words[1], "message": message})
         finally:
             done.set()
 
     threading.Thread(target=watch_stdin, daemon=True).start()
     done.wait()
+    health.stop()
     reg_server.stop(0.5).wait()
     plugin_server.stop(0.5).wait()
     for path in (reg_socket, endpoint):

@@ -85,5 +85,6 @@ def load(package):
         base = package[: -len(".proto")]
     else:
         base = package + "/api"
-    module = base.replace("/", ".")
+    # protoc's Python generator writes `dra-health/...` as `dra_health/...`.
+    module = base.replace("/", ".").replace("-", "_")
     return importlib.import_module(module + "_pb2"), importlib.import_module(module + "_pb2_grpc")

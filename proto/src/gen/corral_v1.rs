@@ -81,7 +81,7 @@ pub struct ContainerAllocation {
 /// The health of one resource's devices (the kubelet's `v1.ResourceStatus`).
 #[derive(Clone, PartialEq, ::prost::Message)]
 pub struct ResourceStatus {
-    /// The resource name, e.g. "example.com/gpu".
+    /// The resource name, e.g. "example.com/gpu", or for DRA "claim:<podClaim>\[/<request>\]".
     #[prost(string, tag = "1")]
     pub name: ::prost::alloc::string::String,
     #[prost(message, repeated, tag = "2")]
@@ -90,12 +90,16 @@ pub struct ResourceStatus {
 /// One device's health (the kubelet's `v1.ResourceHealth`).
 #[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
 pub struct ResourceHealth {
-    /// The device: a device plugin's device id.
+    /// The device: a device plugin's device id; for DRA the device's first CDI id, else
+    /// "<driver>/<pool>/<device>".
     #[prost(string, tag = "1")]
     pub resource_id: ::prost::alloc::string::String,
     /// "Healthy", "Unhealthy" or "Unknown".
     #[prost(string, tag = "2")]
     pub health: ::prost::alloc::string::String,
+    /// A DRA driver's message on the health (ResourceHealthStatusMessage); empty: none.
+    #[prost(string, tag = "3")]
+    pub message: ::prost::alloc::string::String,
 }
 /// Bytes of one memory type on a set of NUMA nodes.
 #[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]

@@ -309,10 +309,17 @@ fn allocation_json(pod: &api::PodAllocation) -> serde_json::Value {
             // The kubelet's JSON names (`v1.ResourceStatus`, `v1.ResourceHealth`).
             "allocatedResourcesStatus": c.allocated_resources_status.iter().map(|s| serde_json::json!({
                 "name": s.name,
-                "resources": s.resources.iter().map(|r| serde_json::json!({
-                    "resourceID": r.resource_id,
-                    "health": r.health,
-                })).collect::<Vec<_>>(),
+                "resources": s.resources.iter().map(|r| {
+                    let mut health = serde_json::json!({
+                        "resourceID": r.resource_id,
+                        "health": r.health,
+                    });
+                    // `message` is omitted when unset, as the kubelet's `omitempty`.
+                    if !r.message.is_empty() {
+                        health["message"] = r.message.clone().into();
+                    }
+                    health
+                }).collect::<Vec<_>>(),
             })).collect::<Vec<_>>(),
         })).collect::<Vec<_>>(),
     })

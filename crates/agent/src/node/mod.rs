@@ -11,6 +11,7 @@
 
 mod admission;
 mod containers;
+mod device_health;
 mod device_metrics;
 mod device_provider;
 mod kubelet_devices;
@@ -42,6 +43,7 @@ use k8s_openapi::api::resource::v1::ResourceClaim as K8sResourceClaim;
 
 use crate::config::{AgentConfig, PodLimits};
 use crate::manifest::{ClaimManifest, PodConversionError, pod_from_manifest};
+use device_health::DeviceHealth;
 use device_metrics::DevicePluginMetrics;
 use device_provider::DeviceProvider;
 use locks::{DecisionLock, PodLocks};
@@ -124,6 +126,8 @@ pub(crate) struct Node {
     devices: Arc<DeviceManager>,
     dra: DraManager,
     registry: Arc<PluginRegistry>,
+    /// DRA device health, with `ResourceHealthStatus`.
+    health: Option<DeviceHealth>,
     pods: Arc<PodBook>,
     /// NUMA node ids ↔ mask bits (identity unless a node id is above 63).
     numa_ids: NumaIds,
@@ -308,6 +312,15 @@ impl Node {
         let registry = PluginRegistry::new(RegistryConfig::new(layout.plugins_registry_dir()));
         let dra = DraManager::open(state_dir, Arc::clone(&registry))
             .context("restoring the DRA manager")?;
+        let health = if gates.enabled(Feature::ResourceHealthStatus) {
+            Some(DeviceHealth::watch(
+                state_dir,
+                &registry,
+                gates.enabled(Feature::ResourceHealthStatusMessage),
+            )?)
+        } else {
+            None
+        };
         Ok(Node {
             dra_durations: dra_durations(),
             device_metrics,
@@ -317,6 +330,7 @@ impl Node {
             devices,
             dra,
             registry,
+            health,
             pods,
             numa_ids: topology.numa_ids().clone(),
             state_dir: state_dir.to_path_buf(),
@@ -528,6 +542,8 @@ pub(crate) mod tests;
 mod tests_containers;
 #[cfg(test)]
 mod tests_dra_extended;
+#[cfg(test)]
+mod tests_dra_health;
 #[cfg(test)]
 mod tests_hostile;
 #[cfg(test)]

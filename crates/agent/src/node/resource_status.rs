@@ -1,8 +1,14 @@
 //! The health of what a container holds, as the kubelet puts it in a container status'
 //! `allocatedResourcesStatus` (KEP-4680, `ResourceHealthStatus`): one entry per
 //! device-plugin resource (`UpdateAllocatedResourcesStatus` of v1.36's device manager),
-//! each device with the health its plugin last reported.
+//! each device with the health its plugin last reported, then one per DRA claim the
+//! container names (the DRA manager's `UpdateAllocatedResourcesStatus`), each device with
+//! the health its driver's stream last reported (`Unknown` once that report timed out).
+//! Nothing when the gate is off.
 
+use std::time::SystemTime;
+
+use corral_topology::Container;
 use serde::Serialize;
 
 use super::Node;
@@ -24,6 +30,8 @@ pub(crate) struct ResourceHealthView {
     pub(crate) resource_id: String,
     /// `Healthy`, `Unhealthy` or `Unknown`.
     pub(crate) health: &'static str,
+    /// A DRA driver's message (with `ResourceHealthStatusMessage`).
+    pub(crate) message: Option<String>,
 }
 
 /// `v1.ResourceHealthStatus` of a device plugin's `Healthy`/`Unhealthy`.
@@ -32,6 +40,42 @@ fn plugin_health(healthy: bool) -> &'static str {
 }
 
 impl Node {
+    /// `container`'s `allocatedResourcesStatus`: its device-plugin resources, then its DRA
+    /// claims; empty when `ResourceHealthStatus` is off.
+    pub(crate) fn allocated_resources_status(
+        &self,
+        pod_uid: &str,
+        claims: Option<&corral_dra::PodClaims>,
+        container: &Container,
+    ) -> Vec<ResourceStatusView> {
+        let Some(health) = &self.health else {
+            return Vec::new();
+        };
+        let mut out = self.device_plugin_status(pod_uid, &container.name);
+        let Some(claims) = claims.filter(|_| !container.claims.is_empty()) else {
+            return out;
+        };
+        let now = SystemTime::now();
+        for status in self
+            .dra
+            .container_health(claims, container, health.monitor.cache(), now)
+        {
+            out.push(ResourceStatusView {
+                name: status.name,
+                resources: status
+                    .devices
+                    .into_iter()
+                    .map(|d| ResourceHealthView {
+                        resource_id: d.resource_id,
+                        health: d.health.as_str(),
+                        message: d.message.filter(|_| health.messages),
+                    })
+                    .collect(),
+            });
+        }
+        out
+    }
+
     /// The device-plugin part of `container`'s `allocatedResourcesStatus`: every resource
     /// it holds, in resource order, its devices by id. Only app containers have one (upstream
     /// fills `status.containerStatuses`, not the init containers' statuses).
@@ -50,6 +94,7 @@ impl Node {
                     .map(|id| ResourceHealthView {
                         resource_id: id.clone(),
                         health: plugin_health(self.devices.device_healthy(&resource, &id)),
+                        message: None,
                     })
                     .collect();
                 ResourceStatusView {

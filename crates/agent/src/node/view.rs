@@ -242,7 +242,7 @@ pub(super) fn pod_view(node: &Node, admitted: &AdmittedPod) -> PodView {
                     .collect(),
                 cdi_devices,
                 allocated_resources_status: if kind == ContainerKind::App {
-                    node.device_plugin_status(&pod.uid, &container.name)
+                    node.allocated_resources_status(&pod.uid, claims.as_ref(), container)
                 } else {
                     Vec::new()
                 },

@@ -52,6 +52,7 @@ pub(crate) fn allocation(view: PodView) -> api::PodAllocation {
                             .map(|r| api::ResourceHealth {
                                 resource_id: r.resource_id,
                                 health: r.health.to_owned(),
+                                message: r.message.unwrap_or_default(),
                             })
                             .collect(),
                     })

@@ -6,6 +6,7 @@ mod cli;
 mod config_parity;
 mod containerd;
 mod dra;
+mod dra_health;
 mod e2e;
 mod memory;
 mod metrics_endpoint;
