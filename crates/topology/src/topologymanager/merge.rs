@@ -23,42 +23,12 @@
 use std::borrow::Cow;
 
 use super::hint::TopologyHint;
-use super::numa_info::NumaInfo;
+pub(crate) use super::order::MaskOrder;
 use crate::NumaMask;
-
-/// How two distinct candidate masks of equal standing compare (upstream
-/// `compareNumaAffinityMasks`).
-#[derive(Debug, Clone, Copy)]
-pub(crate) enum MaskOrder<'a> {
-    /// Upstream `Narrowest`.
-    Narrowest,
-    /// Upstream `Closest` (prefer-closest-numa-nodes, not for single-numa-node).
-    Closest(&'a NumaInfo),
-}
-
-impl MaskOrder<'_> {
-    /// Whether `candidate` replaces `current`.
-    fn candidate_wins(&self, current: NumaMask, candidate: NumaMask) -> bool {
-        if candidate == current {
-            return false;
-        }
-        let best = match self {
-            MaskOrder::Narrowest => {
-                if current.is_narrower_than(candidate) {
-                    current
-                } else {
-                    candidate
-                }
-            }
-            MaskOrder::Closest(info) => info.closest(current, candidate),
-        };
-        best != current
-    }
-}
 
 /// Upstream `HintMerger.compare`: whether `candidate` replaces `current` (`None` = no best
 /// yet). A nil merged affinity never occurs (merged hints always carry a mask).
-fn candidate_wins(
+pub(crate) fn candidate_wins(
     order: &MaskOrder<'_>,
     best_non_preferred_count: usize,
     current: Option<(NumaMask, bool)>,
@@ -102,7 +72,7 @@ fn candidate_wins(
 
 /// Upstream `maxOfMinAffinityCounts`: the largest, over the lists, of the size of the list's
 /// narrowest non-nil affinity.
-fn max_of_min_affinity_counts(lists: &[Cow<'_, [TopologyHint]>]) -> usize {
+pub(crate) fn max_of_min_affinity_counts(lists: &[Cow<'_, [TopologyHint]>]) -> usize {
     lists
         .iter()
         .filter_map(|list| {

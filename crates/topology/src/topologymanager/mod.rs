@@ -3,18 +3,26 @@
 //! admission.
 
 mod admission;
+mod family;
 mod hint;
 mod manager;
 mod merge;
+mod merge_sets;
 mod metrics;
 mod numa_info;
+mod order;
 mod policy;
 mod provider;
 mod scope;
+mod search;
 mod store;
 
 pub use admission::{
     PodAdmitResult, TOPOLOGY_AFFINITY_ERROR, TOPOLOGY_AFFINITY_MESSAGE, UNEXPECTED_ADMISSION_ERROR,
+};
+pub use family::{
+    Demand, HintFamily, HintSet, Preferred, ProviderHintSets, ResourceHintSets, SocketSpan,
+    hint_lists, hint_sets, min_affinity_size,
 };
 pub use hint::{ProviderHints, ResourceHints, TopologyHint};
 pub use manager::{TopologyManager, TopologyManagerConfig, TopologyManagerError};
@@ -23,12 +31,12 @@ pub use metrics::{
     AlignmentCounters, ManagerMetrics,
 };
 pub use numa_info::{NumaDistances, NumaInfo, NumaInfoError, NumaNode};
-pub use policy::reference_merge;
 pub use policy::{
     DEFAULT_MAX_ALLOWABLE_NUMA_NODES, MAX_ALLOWABLE_NUMA_NODES, MergeResult,
     PREFER_CLOSEST_NUMA_NODES, Policy, PolicyConfigError, PolicyName, PolicyOptions,
     check_option_level, check_options_gate, option_maturity,
 };
+pub use policy::{reference_merge, reference_merge_sets};
 pub use provider::{AllocationError, HintProvider};
 pub use scope::ScopeName;
 pub use store::AffinityStore;

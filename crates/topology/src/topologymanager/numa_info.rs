@@ -78,6 +78,9 @@ pub struct NumaInfo {
     nodes: Vec<usize>,
     default_affinity: NumaMask,
     distances: BTreeMap<usize, Vec<u64>>,
+    /// `distances` as a dense 64 × 64 table (row-major, 0 where unknown), for the merge's
+    /// searches; empty without distances.
+    matrix: Vec<u64>,
 }
 
 impl NumaInfo {
@@ -119,10 +122,20 @@ impl NumaInfo {
                 distances.insert(node.id, row);
             }
         }
+        let mut matrix = Vec::new();
+        if with_distances {
+            matrix = vec![0; 64 * 64];
+            for (&a, row) in &distances {
+                for (b, &d) in row.iter().enumerate().take(64) {
+                    matrix[a * 64 + b] = d;
+                }
+            }
+        }
         Ok(NumaInfo {
             nodes: ids,
             default_affinity: mask,
             distances,
+            matrix,
         })
     }
 
@@ -151,6 +164,16 @@ impl NumaInfo {
     /// The distance rows kept (empty unless built with distances).
     pub fn distances(&self) -> &BTreeMap<usize, Vec<u64>> {
         &self.distances
+    }
+
+    /// `distance[a][b]` as [`average_distance`](Self::average_distance) reads it (0 when
+    /// unknown).
+    pub(crate) fn distance(&self, a: usize, b: usize) -> u64 {
+        if a < 64 && b < 64 {
+            self.matrix.get(a * 64 + b).copied().unwrap_or(0)
+        } else {
+            0
+        }
     }
 
     /// Upstream `Narrowest`: `m1` if it is narrower than `m2`, else `m2`.

@@ -21,8 +21,10 @@ use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::str::FromStr;
 
+use super::family::{ProviderHintSets, hint_lists};
 use super::hint::{ProviderHints, TopologyHint};
 use super::merge::{MaskOrder, merge_filtered, reference_merge_filtered};
+use super::merge_sets::{filter_provider_sets, merge_inputs, single_numa_lists};
 use super::numa_info::{NumaDistances, NumaInfo};
 use crate::{Feature, FeatureGates, Maturity};
 
@@ -445,6 +447,40 @@ impl Policy {
         self.merge_with(providers, merge_filtered)
     }
 
+    /// [`merge`](Self::merge) over hint sets: lists and [`HintFamily`](super::HintFamily)s,
+    /// merged without listing the families (see `merge_sets.rs`); the same result as
+    /// [`reference_merge_sets`] at any number of NUMA nodes.
+    pub fn merge_sets(&self, providers: &[ProviderHintSets]) -> MergeResult {
+        let default = self.numa_info.default_affinity();
+        let order = self.mask_order();
+        match self.name {
+            PolicyName::None => MergeResult {
+                best_hint: TopologyHint::default(),
+                admit: true,
+            },
+            PolicyName::BestEffort | PolicyName::Restricted => {
+                let inputs = filter_provider_sets(providers, default);
+                let best_hint = merge_inputs(&inputs, default, &order);
+                MergeResult {
+                    best_hint,
+                    admit: self.name == PolicyName::BestEffort || best_hint.preferred,
+                }
+            }
+            PolicyName::SingleNumaNode => {
+                let lists = single_numa_lists(filter_provider_sets(providers, default));
+                let filtered = filter_single_numa_hints(lists);
+                let mut best_hint = merge_filtered(&filtered, default, &order);
+                if best_hint.numa_affinity == Some(default) {
+                    best_hint.numa_affinity = None;
+                }
+                MergeResult {
+                    best_hint,
+                    admit: best_hint.preferred,
+                }
+            }
+        }
+    }
+
     pub(crate) fn merge_with(&self, providers: &[ProviderHints], merger: Merger) -> MergeResult {
         let default = self.numa_info.default_affinity();
         let order = self.mask_order();
@@ -485,6 +521,13 @@ use crate::NumaMask;
 /// (`merge`) is a pure function of the filtered lists.
 pub fn reference_merge(policy: &Policy, providers: &[ProviderHints]) -> MergeResult {
     policy.merge_with(providers, reference_merge_filtered)
+}
+
+/// [`reference_merge`] over hint sets, each family listed first: upstream's algorithm run to
+/// completion. Exponential in the NUMA nodes and the providers; for tests.
+pub fn reference_merge_sets(policy: &Policy, providers: &[ProviderHintSets]) -> MergeResult {
+    let lists: Vec<ProviderHints> = providers.iter().map(hint_lists).collect();
+    reference_merge(policy, &lists)
 }
 
 #[cfg(test)]

@@ -1,6 +1,7 @@
 //! [`HintProvider`]: what the topology manager asks each resource manager (upstream
 //! `topologymanager.HintProvider`), and the error a provider's allocation may fail with.
 
+use super::family::{ProviderHintSets, hint_sets};
 use super::hint::ProviderHints;
 use super::store::AffinityStore;
 use crate::{Container, Pod};
@@ -47,6 +48,19 @@ pub trait HintProvider: Send + Sync {
 
     /// Hints for the whole pod (pod scope), with the same conventions.
     fn hints_for_pod(&self, pod: &Pod) -> ProviderHints;
+
+    /// [`hints_for_container`](Self::hints_for_container) as hint sets, which the topology
+    /// manager merges: a provider whose hints are a [`HintFamily`](super::HintFamily)
+    /// answers it here without listing every set of NUMA nodes. The default: the list.
+    fn hint_sets_for_container(&self, pod: &Pod, container: &Container) -> ProviderHintSets {
+        hint_sets(self.hints_for_container(pod, container))
+    }
+
+    /// [`hints_for_pod`](Self::hints_for_pod) as hint sets (see
+    /// [`hint_sets_for_container`](Self::hint_sets_for_container)). The default: the list.
+    fn hint_sets_for_pod(&self, pod: &Pod) -> ProviderHintSets {
+        hint_sets(self.hints_for_pod(pod))
+    }
 
     /// Allocate the container's resources, aligned with `store.affinity(pod uid, name)`.
     fn allocate(

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::sync::atomic::AtomicU64;
 
 use super::admission::PodAdmitResult;
-use super::hint::ProviderHints;
+use super::family::ProviderHintSets;
 use super::metrics::ManagerMetrics;
 use super::metrics::inc;
 use super::policy::{MergeResult, Policy, PolicyConfigError};
@@ -50,22 +50,44 @@ impl FromStr for ScopeName {
     }
 }
 
+/// Every provider's hint sets for one container, in provider order: what the policy merges.
+fn container_hint_sets(
+    providers: &[Arc<dyn HintProvider>],
+    pod: &Pod,
+    container: &Container,
+) -> Vec<ProviderHintSets> {
+    providers
+        .iter()
+        .map(|p| p.hint_sets_for_container(pod, container))
+        .collect()
+}
+
+/// Every provider's hint sets for the whole pod, in provider order.
+fn pod_hint_sets(providers: &[Arc<dyn HintProvider>], pod: &Pod) -> Vec<ProviderHintSets> {
+    providers.iter().map(|p| p.hint_sets_for_pod(pod)).collect()
+}
+
+#[cfg(test)]
 /// Every provider's hints for one container, in provider order, as given (upstream
 /// `containerScope.accumulateProvidersHints`): what the policy merges.
 pub(crate) fn container_hints(
     providers: &[Arc<dyn HintProvider>],
     pod: &Pod,
     container: &Container,
-) -> Vec<ProviderHints> {
+) -> Vec<super::hint::ProviderHints> {
     providers
         .iter()
         .map(|p| p.hints_for_container(pod, container))
         .collect()
 }
 
+#[cfg(test)]
 /// Every provider's hints for the whole pod, in provider order, as given (upstream
 /// `podScope.accumulateProvidersHints`).
-pub(crate) fn pod_hints(providers: &[Arc<dyn HintProvider>], pod: &Pod) -> Vec<ProviderHints> {
+pub(crate) fn pod_hints(
+    providers: &[Arc<dyn HintProvider>],
+    pod: &Pod,
+) -> Vec<super::hint::ProviderHints> {
     providers.iter().map(|p| p.hints_for_pod(pod)).collect()
 }
 
@@ -110,9 +132,9 @@ impl Admission<'_> {
         let guaranteed = self.policy.is_alignment_guaranteed();
         let alignment = &self.metrics.numa_alignment;
         for (_, container) in pod.all_containers() {
-            let merged = self
-                .policy
-                .merge(&container_hints(self.providers, pod, container));
+            let merged =
+                self.policy
+                    .merge_sets(&container_hint_sets(self.providers, pod, container));
             let failures = guaranteed.then_some(&alignment.container_failures);
             if let Err(rejected) = self.store_and_allocate(pod, merged, [container], failures) {
                 if !merged.admit && pod.is_managed_at_pod_level(self.pod_level) {
@@ -135,7 +157,7 @@ impl Admission<'_> {
     pub(crate) fn pod_scope(&self, pod: &Pod) -> PodAdmitResult {
         let guaranteed = self.policy.is_alignment_guaranteed();
         let alignment = &self.metrics.numa_alignment;
-        let merged = self.policy.merge(&pod_hints(self.providers, pod));
+        let merged = self.policy.merge_sets(&pod_hint_sets(self.providers, pod));
         if pod.is_managed_at_pod_level(self.pod_level) {
             return self.pod_level(pod, merged);
         }

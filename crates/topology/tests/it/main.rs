@@ -4,6 +4,7 @@
 //! parsers and error sources.
 
 mod error_sources;
+mod family_merge;
 mod fuzz;
 mod merge_conformance;
 mod properties;

@@ -1,0 +1,434 @@
+//! Exact searches over NUMA masks that never enumerate every subset: the machinery behind
+//! [`HintFamily`](super::HintFamily) and the merge of families.
+//!
+//! Every question the merge asks of a family is "the best mask of exactly `size` nodes, by a
+//! [`MaskOrder`], that satisfies a monotone constraint". [`best_of_size`] answers it with a
+//! depth-first branch and bound over the candidate nodes, highest id first, leaving a node
+//! out before keeping it: leaves are then reached in increasing integer value, so under
+//! `Narrowest` the first accepted leaf is the answer, and under `Closest` a leaf is only
+//! replaced by one with a strictly smaller distance sum. A subtree is cut as soon as a
+//! [`Constraint`]'s relaxation says no completion can be accepted, or (under `Closest`) its
+//! distance lower bound cannot beat the best leaf. The relaxations never cut a subtree that
+//! holds an accepted leaf, so the answer is exact.
+//!
+//! Cost: linear in the nodes times the constraint's work per step when the relaxation is
+//! tight — always for one family of per-node capacities, and on every machine shape corral's
+//! fixtures and property tests cover. Adversarial capacities (several demands whose
+//! satisfying sets interlock like a subset-sum instance, or distances with many near-ties)
+//! can make it exponential in the number of nodes; the answer stays exact.
+
+use super::numa_info::NumaInfo;
+use super::order::MaskOrder;
+use crate::NumaMask;
+
+/// A capacity requirement: the amounts of the groups a mask touches must reach `need`.
+///
+/// A group is a set of NUMA nodes holding some amount (CPUs, bytes, devices); a mask gets a
+/// group's amount when it holds any of the group's nodes (upstream counts a device on
+/// several nodes for every mask that meets them). Per-node capacities are groups of one
+/// node.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Demand {
+    groups: Vec<(u64, u64)>,
+    need: u64,
+}
+
+impl Demand {
+    /// Per-node amounts (ids ≥ 64 and zero amounts are dropped; amounts of one id add up).
+    pub fn per_node(amounts: impl IntoIterator<Item = (usize, u64)>, need: u64) -> Demand {
+        Demand::coverage(
+            amounts
+                .into_iter()
+                .filter(|&(id, _)| id < 64)
+                .map(|(id, amount)| (NumaMask::from_u64(1 << id), amount)),
+            need,
+        )
+    }
+
+    /// Amounts per group of nodes (groups with no node or no amount are dropped; amounts of
+    /// one group add up).
+    pub fn coverage(groups: impl IntoIterator<Item = (NumaMask, u64)>, need: u64) -> Demand {
+        let mut out: Vec<(u64, u64)> = Vec::new();
+        for (mask, amount) in groups {
+            if mask.is_empty() || amount == 0 {
+                continue;
+            }
+            match out.iter_mut().find(|(bits, _)| *bits == mask.as_u64()) {
+                Some((_, total)) => *total = total.saturating_add(amount),
+                None => out.push((mask.as_u64(), amount)),
+            }
+        }
+        out.sort_unstable();
+        Demand { groups: out, need }
+    }
+
+    /// What `mask` holds: the sum of the groups it touches (saturating).
+    pub fn supplied(&self, mask: NumaMask) -> u64 {
+        self.groups
+            .iter()
+            .filter(|(bits, _)| bits & mask.as_u64() != 0)
+            .fold(0u64, |sum, (_, amount)| sum.saturating_add(*amount))
+    }
+
+    /// Whether `mask` holds at least the need.
+    pub fn is_met(&self, mask: NumaMask) -> bool {
+        self.need == 0 || self.supplied(mask) >= self.need
+    }
+
+    /// The amount needed.
+    pub fn need(&self) -> u64 {
+        self.need
+    }
+
+    /// A lower bound on how many nodes of `rest` must join `base` to meet the need (`None`:
+    /// even all of `rest` is not enough). Each node is credited with every untouched group it
+    /// meets, so the bound is exact for per-node amounts.
+    fn more_nodes(&self, base: u64, rest: u64) -> Option<usize> {
+        let mut have = 0u64;
+        let mut gain = [0u64; 64];
+        for &(bits, amount) in &self.groups {
+            if bits & base != 0 {
+                have = have.saturating_add(amount);
+                continue;
+            }
+            let mut on = bits & rest;
+            while on != 0 {
+                let n = on.trailing_zeros() as usize;
+                gain[n] = gain[n].saturating_add(amount);
+                on &= on - 1;
+            }
+        }
+        if have >= self.need {
+            return Some(0);
+        }
+        let mut gains: Vec<u64> = NumaMask::from_u64(rest).iter().map(|n| gain[n]).collect();
+        gains.sort_unstable_by(|a, b| b.cmp(a));
+        let mut count = 0;
+        for g in gains {
+            if have >= self.need {
+                break;
+            }
+            have = have.saturating_add(g);
+            count += 1;
+        }
+        (have >= self.need).then_some(count)
+    }
+
+    /// What `top` loses at least when each node of `nodes` leaves it: per node, the groups it
+    /// is the only node of `top` for.
+    fn sole_amounts(&self, top: u64, nodes: u64, out: &mut [u64; 64]) {
+        *out = [0; 64];
+        for &(bits, amount) in &self.groups {
+            let inside = bits & top;
+            if inside.count_ones() == 1 && inside & nodes != 0 {
+                let n = inside.trailing_zeros() as usize;
+                out[n] = out[n].saturating_add(amount);
+            }
+        }
+    }
+}
+
+/// An upward-closed set of masks: non-empty masks inside `within` that hold `required`, meet
+/// every demand and are not a single node of `no_singletons`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub(crate) struct Core {
+    pub(crate) within: NumaMask,
+    pub(crate) required: NumaMask,
+    pub(crate) demands: Vec<Demand>,
+    pub(crate) no_singletons: NumaMask,
+}
+
+impl Core {
+    pub(crate) fn contains(&self, mask: NumaMask) -> bool {
+        !mask.is_empty()
+            && mask.and(self.within) == mask
+            && mask.and(self.required) == self.required
+            && !(mask.count() == 1 && mask.and(self.no_singletons) == mask)
+            && self.demands.iter().all(|d| d.is_met(mask))
+    }
+
+    /// Whether the core has no member (then not even `within` is one).
+    pub(crate) fn is_empty(&self) -> bool {
+        !self.contains(self.within)
+    }
+}
+
+/// What a search checks while it decides node by node which nodes a mask keeps.
+pub(crate) trait Constraint {
+    /// What the constraint tracks along a branch.
+    type State: Clone;
+    /// The state before any decision.
+    fn start(&self) -> Self::State;
+    /// The states after leaving `node` out (none: it must be kept).
+    fn leave_out(&self, state: &Self::State, node: usize, out: &mut Vec<Self::State>);
+    /// Whether some completion may be accepted: `kept` decided in, `rest` undecided, exactly
+    /// `more` of `rest` still to keep. Must never say no when one would be accepted.
+    fn may_complete(&self, state: &Self::State, kept: u64, rest: u64, more: usize) -> bool;
+    /// Whether the finished mask `kept` is accepted.
+    fn accept(&self, state: &Self::State, kept: u64) -> bool;
+}
+
+/// The best mask of exactly `size` nodes of `candidates` by `order` that `constraint`
+/// accepts.
+pub(crate) fn best_of_size<C: Constraint>(
+    constraint: &C,
+    candidates: NumaMask,
+    size: usize,
+    order: &MaskOrder<'_>,
+) -> Option<NumaMask> {
+    if size == 0 || size > candidates.count() {
+        return None;
+    }
+    let mut nodes: Vec<usize> = candidates.iter().collect();
+    nodes.reverse();
+    let mut min_pair = 0;
+    if let MaskOrder::Closest(info) = order {
+        min_pair = u64::MAX;
+        for &a in &nodes {
+            for &b in &nodes {
+                if a != b {
+                    min_pair = min_pair.min(info.distance(a, b));
+                }
+            }
+        }
+        if min_pair == u64::MAX {
+            min_pair = 0;
+        }
+    }
+    let mut search = Search {
+        constraint,
+        nodes,
+        size,
+        order: *order,
+        best: None,
+        done: false,
+        min_pair,
+    };
+    let start = constraint.start();
+    search.visit(0, 0, start, 0, &[0; 64]);
+    search.best.map(|(mask, _)| NumaMask::from_u64(mask))
+}
+
+struct Search<'c, 'o, C: Constraint> {
+    constraint: &'c C,
+    /// Candidate nodes, highest first.
+    nodes: Vec<usize>,
+    size: usize,
+    order: MaskOrder<'o>,
+    /// The best accepted mask and its distance sum.
+    best: Option<(u64, u64)>,
+    done: bool,
+    /// The shortest distance between two distinct candidates (0 without distances).
+    min_pair: u64,
+}
+
+impl<C: Constraint> Search<'_, '_, C> {
+    /// A lower bound on the distance sum of any completion: `kept`'s sum, the cheapest
+    /// `more` joining costs (diagonal included) and the shortest distance for every ordered
+    /// pair among the nodes still to join.
+    fn lower_bound(
+        &self,
+        info: &NumaInfo,
+        sum: u64,
+        rest: u64,
+        more: usize,
+        join: &[u64; 64],
+    ) -> u64 {
+        if more == 0 {
+            return sum;
+        }
+        let mut costs: Vec<u64> = NumaMask::from_u64(rest)
+            .iter()
+            .map(|n| join[n].saturating_add(info.distance(n, n)))
+            .collect();
+        costs.sort_unstable();
+        let pairs = (more * (more - 1)) as u64;
+        costs
+            .iter()
+            .take(more)
+            .fold(sum, |acc, c| acc.saturating_add(*c))
+            .saturating_add(pairs.saturating_mul(self.min_pair))
+    }
+
+    fn visit(&mut self, depth: usize, kept: u64, state: C::State, sum: u64, join: &[u64; 64]) {
+        if self.done {
+            return;
+        }
+        let rest_nodes = &self.nodes[depth..];
+        let rest = rest_nodes.iter().fold(0u64, |m, &n| m | 1 << n);
+        let more = self.size - kept.count_ones() as usize;
+        if more > rest_nodes.len() || !self.constraint.may_complete(&state, kept, rest, more) {
+            return;
+        }
+        if let MaskOrder::Closest(info) = self.order
+            && let Some((_, best_sum)) = self.best
+            && self.lower_bound(info, sum, rest, more, join) >= best_sum
+        {
+            return;
+        }
+        let Some(&node) = rest_nodes.first() else {
+            if self.constraint.accept(&state, kept) {
+                self.best = Some((kept, sum));
+                self.done = matches!(self.order, MaskOrder::Narrowest);
+            }
+            return;
+        };
+        if more < rest_nodes.len() {
+            let mut options = Vec::new();
+            self.constraint.leave_out(&state, node, &mut options);
+            for option in options {
+                self.visit(depth + 1, kept, option, sum, join);
+                if self.done {
+                    return;
+                }
+            }
+        }
+        if more > 0 {
+            let (sum, join) = match self.order {
+                MaskOrder::Closest(info) => {
+                    // `join[n]`: n's pairs with the kept nodes, both ways, diagonal excluded.
+                    let mut next = *join;
+                    for n in NumaMask::from_u64(rest).iter() {
+                        next[n] = next[n]
+                            .saturating_add(info.distance(node, n))
+                            .saturating_add(info.distance(n, node));
+                    }
+                    let own = join[node].saturating_add(info.distance(node, node));
+                    (sum.saturating_add(own), next)
+                }
+                MaskOrder::Narrowest => (sum, *join),
+            };
+            self.visit(depth + 1, kept | 1 << node, state, sum, &join);
+        }
+    }
+}
+
+/// Masks that are members of every one of several cores at once (and of extra demands).
+pub(crate) struct Intersection<'a> {
+    pub(crate) required: NumaMask,
+    pub(crate) demands: Vec<&'a Demand>,
+    pub(crate) no_singletons: NumaMask,
+}
+
+impl Constraint for Intersection<'_> {
+    type State = ();
+
+    fn start(&self) {}
+
+    fn leave_out(&self, _: &(), node: usize, out: &mut Vec<()>) {
+        if !self.required.is_set(node) {
+            out.push(());
+        }
+    }
+
+    fn may_complete(&self, _: &(), kept: u64, rest: u64, more: usize) -> bool {
+        let required_left = (self.required.as_u64() & rest).count_ones() as usize;
+        if required_left > more {
+            return false;
+        }
+        self.demands
+            .iter()
+            .all(|d| d.more_nodes(kept, rest).is_some_and(|n| n <= more))
+    }
+
+    fn accept(&self, _: &(), kept: u64) -> bool {
+        let mask = NumaMask::from_u64(kept);
+        kept != 0
+            && mask.and(self.required) == self.required
+            && !(mask.count() == 1 && mask.and(self.no_singletons) == mask)
+            && self.demands.iter().all(|d| d.is_met(mask))
+    }
+}
+
+/// Masks `X` that are the intersection of one member of each core, restricted to the
+/// nodes all cores may hold: each node left out of `X` is dropped by some core, whose top
+/// (`within` minus what it dropped) must stay a member.
+pub(crate) struct Split<'a> {
+    pub(crate) cores: Vec<&'a Core>,
+}
+
+impl Constraint for Split<'_> {
+    /// Per core, the nodes it dropped.
+    type State = Vec<u64>;
+
+    fn start(&self) -> Vec<u64> {
+        vec![0; self.cores.len()]
+    }
+
+    fn leave_out(&self, state: &Vec<u64>, node: usize, out: &mut Vec<Vec<u64>>) {
+        for (i, core) in self.cores.iter().enumerate() {
+            if core.required.is_set(node) {
+                continue;
+            }
+            let top = NumaMask::from_u64(core.within.as_u64() & !(state[i] | 1 << node));
+            if core.demands.iter().all(|d| d.is_met(top)) {
+                let mut next = state.clone();
+                next[i] |= 1 << node;
+                out.push(next);
+            }
+        }
+    }
+
+    fn may_complete(&self, state: &Vec<u64>, _kept: u64, rest: u64, more: usize) -> bool {
+        let to_drop = rest.count_ones() as usize - more;
+        if to_drop == 0 {
+            return true;
+        }
+        let mut droppable = 0usize;
+        let mut anyone = 0u64;
+        let mut sole = [0u64; 64];
+        for (i, core) in self.cores.iter().enumerate() {
+            let top = core.within.as_u64() & !state[i];
+            let free = rest & !core.required.as_u64();
+            anyone |= free;
+            // The most nodes of `free` this core can drop: for each demand, the cheapest
+            // nodes by what only they hold, within the demand's slack.
+            let mut most = free.count_ones() as usize;
+            for demand in &core.demands {
+                if demand.need == 0 {
+                    continue;
+                }
+                let supplied = demand.supplied(NumaMask::from_u64(top));
+                let Some(slack) = supplied.checked_sub(demand.need) else {
+                    return false;
+                };
+                demand.sole_amounts(top, free, &mut sole);
+                let mut costs: Vec<u64> =
+                    NumaMask::from_u64(free).iter().map(|n| sole[n]).collect();
+                costs.sort_unstable();
+                let mut spent = 0u64;
+                let mut count = 0;
+                for c in costs {
+                    spent = spent.saturating_add(c);
+                    if spent > slack {
+                        break;
+                    }
+                    count += 1;
+                }
+                most = most.min(count);
+            }
+            droppable += most;
+        }
+        droppable.min(anyone.count_ones() as usize) >= to_drop
+    }
+
+    fn accept(&self, state: &Vec<u64>, _kept: u64) -> bool {
+        self.cores.iter().zip(state).all(|(core, dropped)| {
+            core.contains(NumaMask::from_u64(core.within.as_u64() & !dropped))
+        })
+    }
+}
+
+/// The fewest nodes of `candidates` a mask accepted by `constraint` can have, from `from`
+/// up (`None`: no size works).
+pub(crate) fn min_size<C: Constraint>(
+    constraint: &C,
+    candidates: NumaMask,
+    from: usize,
+) -> Option<usize> {
+    (from.max(1)..=candidates.count())
+        .find(|&size| best_of_size(constraint, candidates, size, &MaskOrder::Narrowest).is_some())
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,112 @@
+//! The searches against brute force on small inputs.
+
+use super::*;
+use crate::topologymanager::NumaInfo;
+
+fn brute<C: Constraint>(c: &C, candidates: NumaMask, size: usize) -> Vec<NumaMask> {
+    // Only constraints without state are checked by brute force.
+    let mut out = Vec::new();
+    let ids: Vec<usize> = candidates.iter().collect();
+    NumaMask::iterate_masks(&ids, |m| {
+        if m.count() == size && c.accept(&c.start(), m.as_u64()) {
+            out.push(m);
+        }
+    });
+    out
+}
+
+#[test]
+fn intersection_finds_the_narrowest_and_the_closest() {
+    let demand = Demand::per_node([(0, 4), (1, 4), (2, 8), (5, 3), (7, 6)], 9);
+    let fit = Intersection {
+        required: NumaMask::EMPTY,
+        demands: vec![&demand],
+        no_singletons: NumaMask::EMPTY,
+    };
+    let candidates = NumaMask::new([0, 1, 2, 5, 7]).unwrap();
+    for size in 1..=5 {
+        let all = brute(&fit, candidates, size);
+        let got = best_of_size(&fit, candidates, size, &MaskOrder::Narrowest);
+        assert_eq!(got, all.iter().copied().min(), "size {size}");
+    }
+    assert_eq!(min_size(&fit, candidates, 1), Some(2));
+
+    let rows: Vec<Vec<u64>> = (0..8)
+        .map(|a| {
+            (0..8)
+                .map(|b: usize| {
+                    if a == b {
+                        10
+                    } else {
+                        10 + (a.abs_diff(b) as u64 * 7) % 13
+                    }
+                })
+                .collect()
+        })
+        .collect();
+    let nodes: Vec<_> = (0..8)
+        .map(|id| crate::NumaNode {
+            id,
+            distances: Some(rows[id].clone()),
+        })
+        .collect();
+    let info = NumaInfo::new(&nodes, crate::NumaDistances::Require).unwrap();
+    let order = MaskOrder::Closest(&info);
+    for size in 1..=5 {
+        let all = brute(&fit, candidates, size);
+        let expected = all.iter().copied().reduce(|best, m| {
+            if order.candidate_wins(best, m) {
+                m
+            } else {
+                best
+            }
+        });
+        assert_eq!(
+            best_of_size(&fit, candidates, size, &order),
+            expected,
+            "size {size}"
+        );
+    }
+}
+
+#[test]
+fn split_shares_the_left_out_nodes() {
+    // Two cores over nodes 0–3: each can spare any node but its own required one.
+    let a = Core {
+        within: NumaMask::new([0, 1, 2, 3]).unwrap(),
+        required: NumaMask::new([0]).unwrap(),
+        demands: vec![Demand::per_node([(0, 1), (1, 1), (2, 1), (3, 1)], 2)],
+        no_singletons: NumaMask::EMPTY,
+    };
+    let b = Core {
+        within: NumaMask::new([0, 1, 2, 3]).unwrap(),
+        required: NumaMask::new([3]).unwrap(),
+        demands: vec![Demand::per_node([(0, 1), (1, 1), (2, 1), (3, 1)], 2)],
+        no_singletons: NumaMask::EMPTY,
+    };
+    let split = Split {
+        cores: vec![&a, &b],
+    };
+    let top = NumaMask::new([0, 1, 2, 3]).unwrap();
+    // {0} = {0,1,2} ∩ {0,3}: a drops 3, b drops 1 and 2.
+    let got = best_of_size(&split, top, 1, &MaskOrder::Narrowest);
+    assert_eq!(got, Some(NumaMask::new([0]).unwrap()));
+    // With three nodes needed each core drops one node: two left out at most.
+    let a3 = Core {
+        demands: vec![Demand::per_node([(0, 1), (1, 1), (2, 1), (3, 1)], 3)],
+        ..a.clone()
+    };
+    let b3 = Core {
+        demands: vec![Demand::per_node([(0, 1), (1, 1), (2, 1), (3, 1)], 3)],
+        ..b.clone()
+    };
+    let split = Split {
+        cores: vec![&a3, &b3],
+    };
+    assert_eq!(best_of_size(&split, top, 1, &MaskOrder::Narrowest), None);
+    assert_eq!(
+        best_of_size(&split, top, 2, &MaskOrder::Narrowest),
+        Some(NumaMask::new([0, 1]).unwrap()),
+        "{{0,1,2}} ∩ {{0,1,3}}"
+    );
+}

@@ -1,0 +1,312 @@
+//! Property tests: merging hint families (`Policy::merge_sets`) gives exactly what upstream's
+//! algorithm gives on the families' lists — every policy, with and without
+//! prefer-closest-numa-nodes, up to 12 NUMA nodes with sparse ids, memory-only nodes (no
+//! capacity for a demand), required nodes, multi-node device groups, extra sets, forbidden
+//! single nodes and socket-aligned preferences, mixed with explicit lists. The oracle is
+//! the list merge (`Policy::merge`, itself checked against the exhaustive walk in
+//! `properties.rs`) and, when the cross product is small, the walk itself.
+
+use corral_topology::topologymanager::{
+    Demand, HintFamily, HintSet, Preferred, ProviderHintSets, SocketSpan, hint_lists,
+    min_affinity_size, reference_merge_sets,
+};
+use corral_topology::{
+    NumaInfo, NumaMask, NumaNode, Policy, PolicyName, PolicyOptions, TopologyHint,
+};
+use proptest::prelude::*;
+
+/// A machine: 1–12 node ids, dense from 0 or spread over 0–63, with symmetric distances.
+fn machine() -> impl Strategy<Value = Vec<NumaNode>> {
+    (
+        prop_oneof![3 => 1usize..=8, 1 => 9usize..=12],
+        any::<bool>(),
+        prop::collection::btree_set(0usize..64, 12),
+        prop::collection::vec(11u64..40, 64 * 64),
+    )
+        .prop_map(|(count, dense, spread, raw)| {
+            let ids: Vec<usize> = if dense {
+                (0..count).collect()
+            } else {
+                let mut ids: Vec<usize> = spread.into_iter().take(count).collect();
+                ids.sort_unstable();
+                ids
+            };
+            let width = ids.last().map_or(0, |m| m + 1);
+            ids.iter()
+                .map(|&a| NumaNode {
+                    id: a,
+                    distances: Some(
+                        (0..width)
+                            .map(|b| {
+                                if a == b {
+                                    10
+                                } else {
+                                    raw[a.min(b) * 64 + a.max(b)]
+                                }
+                            })
+                            .collect(),
+                    ),
+                })
+                .collect()
+        })
+}
+
+/// A subset of `ids` from a random bit pattern (`keep` bits index into `ids`).
+fn pick(ids: &[usize], keep: u64) -> NumaMask {
+    NumaMask::new(
+        ids.iter()
+            .enumerate()
+            .filter(|(i, _)| keep & (1 << i) != 0)
+            .map(|(_, &id)| id),
+    )
+    .expect("ids below 64")
+}
+
+/// Per-node amounts, the need, and groups of several nodes with their amounts.
+type DemandSpec = (Vec<u64>, u64, Vec<(u64, u64)>);
+
+#[derive(Debug, Clone)]
+struct FamilySpec {
+    universe: u64,
+    within: u64,
+    required: u64,
+    demands: Vec<DemandSpec>,
+    extras: Vec<u64>,
+    no_singletons: u64,
+    preferred: u8,
+    size: usize,
+    sockets: Vec<u64>,
+    min_sockets: usize,
+}
+
+fn family_spec() -> impl Strategy<Value = FamilySpec> {
+    (
+        prop_oneof![2 => Just(u64::MAX), 1 => any::<u64>()],
+        prop_oneof![3 => Just(u64::MAX), 1 => any::<u64>()],
+        prop_oneof![3 => Just(0u64), 1 => any::<u64>().prop_map(|b| b & b >> 3 & b >> 7)],
+        prop::collection::vec(
+            (
+                // Per-node amounts; zeros are memory-only (or CPU-less) nodes.
+                prop::collection::vec(prop_oneof![1 => Just(0u64), 3 => 0u64..12], 12),
+                0u64..40,
+                // Devices on several nodes.
+                prop::collection::vec((any::<u64>(), 1u64..4), 0..2),
+            ),
+            0..3,
+        ),
+        prop::collection::vec(any::<u64>(), 0..3),
+        prop_oneof![4 => Just(0u64), 1 => any::<u64>()],
+        0u8..4,
+        1usize..5,
+        prop::collection::vec(0u64..3, 12),
+        1usize..3,
+    )
+        .prop_map(
+            |(
+                universe,
+                within,
+                required,
+                demands,
+                extras,
+                no_singletons,
+                preferred,
+                size,
+                sockets,
+                min_sockets,
+            )| {
+                FamilySpec {
+                    universe,
+                    within,
+                    required,
+                    demands,
+                    extras,
+                    no_singletons,
+                    preferred,
+                    size,
+                    sockets,
+                    min_sockets,
+                }
+            },
+        )
+}
+
+fn build(spec: &FamilySpec, machine: &[usize]) -> HintFamily {
+    let mut ids: Vec<usize> = pick(machine, spec.universe).iter().collect();
+    if ids.is_empty() {
+        ids.push(machine[0]);
+    }
+    let demands: Vec<Demand> = spec
+        .demands
+        .iter()
+        .map(|(amounts, need, groups)| {
+            let mut all: Vec<(NumaMask, u64)> = machine
+                .iter()
+                .zip(amounts)
+                .map(|(&id, &a)| (NumaMask::new([id]).expect("id"), a))
+                .collect();
+            all.extend(groups.iter().map(|&(bits, a)| (pick(machine, bits), a)));
+            Demand::coverage(all, *need)
+        })
+        .collect();
+    let preferred = match spec.preferred {
+        0 => Preferred::Size(spec.size),
+        1 => Preferred::SizeOrSockets {
+            size: spec.size,
+            sockets: SocketSpan::new(
+                machine
+                    .iter()
+                    .zip(&spec.sockets)
+                    .map(|(&n, &s)| (n, 1 << s)),
+                spec.min_sockets,
+            ),
+        },
+        // Upstream's rule: the fewest nodes whose capacity could hold the request.
+        _ => Preferred::Size(min_affinity_size(&ids, &demands)),
+    };
+    HintFamily::upward(
+        &ids,
+        pick(machine, spec.within),
+        pick(machine, spec.required),
+        demands,
+        preferred,
+    )
+    .without_singletons(pick(machine, spec.no_singletons))
+    .with_extras(spec.extras.iter().map(|&bits| pick(&ids, bits)))
+}
+
+#[derive(Debug, Clone)]
+enum SetSpec {
+    NoPreference,
+    List(Vec<(u64, bool, bool)>),
+    Family(FamilySpec),
+}
+
+fn set_spec() -> impl Strategy<Value = SetSpec> {
+    prop_oneof![
+        1 => Just(SetSpec::NoPreference),
+        2 => prop::collection::vec((any::<u64>(), any::<bool>(), prop::bool::weighted(0.15)), 0..4)
+            .prop_map(SetSpec::List),
+        5 => family_spec().prop_map(SetSpec::Family),
+    ]
+}
+
+fn provider_spec() -> impl Strategy<Value = Option<Vec<SetSpec>>> {
+    prop::option::weighted(0.9, prop::collection::vec(set_spec(), 1..3))
+}
+
+fn providers(specs: &[Option<Vec<SetSpec>>], machine: &[usize]) -> Vec<ProviderHintSets> {
+    let names = ["cpu", "memory", "hugepages-2Mi"];
+    specs
+        .iter()
+        .map(|spec| {
+            spec.as_ref().map(|sets| {
+                sets.iter()
+                    .enumerate()
+                    .map(|(i, set)| {
+                        let set = match set {
+                            SetSpec::NoPreference => None,
+                            SetSpec::List(hints) => Some(HintSet::List(
+                                hints
+                                    .iter()
+                                    .map(|&(bits, preferred, nil)| {
+                                        let mask = (!nil).then(|| pick(machine, bits));
+                                        TopologyHint::new(mask, preferred)
+                                    })
+                                    .collect(),
+                            )),
+                            SetSpec::Family(f) => Some(HintSet::Family(build(f, machine))),
+                        };
+                        (names[i % names.len()].to_owned(), set)
+                    })
+                    .collect()
+            })
+        })
+        .collect()
+}
+
+fn policies(nodes: &[NumaNode]) -> Vec<Policy> {
+    let mut out = Vec::new();
+    for name in PolicyName::ALL {
+        for prefer_closest_numa in [false, true] {
+            let options = PolicyOptions {
+                prefer_closest_numa,
+                max_allowable_numa_nodes: 64,
+            };
+            let numa = NumaInfo::new(nodes, options.numa_distances()).expect("valid machine");
+            out.push(Policy::new(name, numa, options));
+        }
+    }
+    out
+}
+
+/// The number of permutations the exhaustive walk visits.
+fn permutations(sets: &[ProviderHintSets]) -> usize {
+    hint_lists_all(sets)
+        .iter()
+        .flat_map(|p| p.iter().flat_map(|m| m.values()))
+        .map(|l| l.as_ref().map_or(1, |l| l.len().max(1)))
+        .fold(1usize, |a, b| a.saturating_mul(b))
+}
+
+fn hint_lists_all(sets: &[ProviderHintSets]) -> Vec<corral_topology::ProviderHints> {
+    sets.iter().map(hint_lists).collect()
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(256))]
+
+    #[test]
+    fn family_merge_equals_the_list_merge(
+        nodes in machine(),
+        specs in prop::collection::vec(provider_spec(), 0..4),
+    ) {
+        let ids: Vec<usize> = nodes.iter().map(|n| n.id).collect();
+        let sets = providers(&specs, &ids);
+        let lists = hint_lists_all(&sets);
+        let small = permutations(&sets) <= 2_000;
+        for policy in policies(&nodes) {
+            let fast = policy.merge_sets(&sets);
+            let listed = policy.merge(&lists);
+            prop_assert_eq!(fast, listed, "policy {} {:?}", policy.name(), policy.options());
+            if small {
+                prop_assert_eq!(fast, reference_merge_sets(&policy, &sets));
+            }
+        }
+    }
+
+    #[test]
+    fn family_members_and_best_hint_agree_with_the_list(
+        nodes in machine(),
+        spec in family_spec(),
+        within in any::<u64>(),
+    ) {
+        let ids: Vec<usize> = nodes.iter().map(|n| n.id).collect();
+        let family = build(&spec, &ids);
+        let list = family.to_hints();
+        prop_assert_eq!(family.is_empty(), list.is_empty());
+        prop_assert_eq!(
+            family.narrowest_size(),
+            list.iter().filter_map(|h| h.numa_affinity).map(NumaMask::count).min()
+        );
+        // findBestHint over the members holding `nodes`.
+        let nodes_held = pick(&ids, within & within >> 5);
+        let holding: Vec<TopologyHint> = list
+            .iter()
+            .copied()
+            .filter(|h| h.numa_affinity.is_some_and(|m| m.and(nodes_held) == nodes_held))
+            .collect();
+        let mut expected: Option<TopologyHint> = None;
+        for hint in holding {
+            let better = match expected {
+                None => true,
+                Some(b) => (hint.preferred && !b.preferred)
+                    || (hint.preferred == b.preferred
+                        && hint.numa_affinity.unwrap().is_narrower_than(b.numa_affinity.unwrap())),
+            };
+            if better {
+                expected = Some(hint);
+            }
+        }
+        prop_assert_eq!(family.best_containing(nodes_held), expected);
+    }
+}
