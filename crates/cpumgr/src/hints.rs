@@ -11,6 +11,9 @@
 //! a CPU that is both reusable and available counts twice; and a CPU the topology does not
 //! know counts as NUMA node 0.
 
+use corral_topology::topologymanager::{
+    Demand, HintFamily, Preferred, SocketSpan, min_affinity_size,
+};
 use corral_topology::{CpuSet, NumaMask, TopologyHint};
 
 use crate::index::TopologyIndex;
@@ -113,6 +116,89 @@ pub fn generate_cpu_topology_hints(
         }
     }
     hints
+}
+
+/// [`generate_cpu_topology_hints`] as the [`HintFamily`] its list is, without walking every
+/// set of NUMA nodes: the sets holding every reusable CPU's node whose available CPUs (plus
+/// the reusable ones) reach the request; preferred with as many nodes as the fewest whose
+/// CPUs could hold it (or, with `align-by-socket`, spanning the fewest sockets such a set
+/// needs). `family.to_hints()` is the list, hint for hint.
+pub fn cpu_topology_hint_family(
+    index: &TopologyIndex,
+    available: &CpuSet,
+    reusable: &CpuSet,
+    request: usize,
+    socket_alignment: SocketAlignment,
+) -> HintFamily {
+    let numa_ids = index.numa_node_ids();
+    let numa_cpus = &index.groups(crate::index::Level::Numa).cpus;
+    let total = Demand::per_node(
+        numa_ids
+            .iter()
+            .enumerate()
+            .map(|(dense, &id)| (id, numa_cpus.get(dense).map_or(0, CpuSet::len) as u64)),
+        request as u64,
+    );
+    let mut avail = [0u64; 64];
+    for cpu in available {
+        let numa = index.numa_of(cpu).unwrap_or(0);
+        if numa < 64 {
+            avail[numa] += 1;
+        }
+    }
+    let mut reusable_mask = 0u64;
+    for cpu in reusable {
+        match index.numa_of(cpu).unwrap_or(0) {
+            numa @ 0..64 => reusable_mask |= 1 << numa,
+            _ => return HintFamily::empty(numa_ids),
+        }
+    }
+    let need = request.saturating_sub(reusable.len()) as u64;
+    let free = Demand::per_node(numa_ids.iter().map(|&id| (id, avail[id.min(63)])), need);
+    let min_size = min_affinity_size(numa_ids, std::slice::from_ref(&total));
+    let preferred = match socket_span(index, min_size) {
+        Some(sockets) if socket_alignment == SocketAlignment::Prefer => Preferred::SizeOrSockets {
+            size: min_size,
+            sockets,
+        },
+        _ => Preferred::Size(min_size),
+    };
+    let all = NumaMask::from_u64(u64::MAX);
+    HintFamily::upward(
+        numa_ids,
+        all,
+        NumaMask::from_u64(reusable_mask),
+        vec![free],
+        preferred,
+    )
+}
+
+/// The sockets of each NUMA node (socket indices in `socket_ids` order) and the span
+/// `isHintSocketAligned` accepts for `min_affinity_size` nodes; `None` when no span is.
+fn socket_span(index: &TopologyIndex, min_affinity_size: usize) -> Option<SocketSpan> {
+    let counts = index.counts();
+    let per_socket = counts.num_numa_nodes.checked_div(counts.num_sockets)?;
+    if per_socket == 0 {
+        return None;
+    }
+    let sockets = index.socket_ids();
+    let nodes = index
+        .numa_node_ids()
+        .iter()
+        .enumerate()
+        .map(|(dense, &id)| {
+            let bits = index
+                .sockets_of_numa(dense)
+                .iter()
+                .filter_map(|s| sockets.iter().position(|&x| x == s))
+                .filter(|&i| i < 64)
+                .fold(0u64, |b, i| b | 1 << i);
+            (id, bits)
+        });
+    Some(SocketSpan::new(
+        nodes,
+        min_affinity_size.div_ceil(per_socket),
+    ))
 }
 
 /// Upstream `isHintSocketAligned`: the hint's NUMA nodes span exactly the minimal number of

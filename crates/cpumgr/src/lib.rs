@@ -75,7 +75,7 @@ pub use assignment::{
     take_by_topology_numa_packed,
 };
 pub use container_map::ContainerMap;
-pub use hints::{SocketAlignment, generate_cpu_topology_hints};
+pub use hints::{SocketAlignment, cpu_topology_hint_family, generate_cpu_topology_hints};
 pub use index::TopologyIndex;
 pub use manager::{CpuManager, CpuManagerConfig, CpuManagerError, CpuManagerMetrics};
 pub use options::{

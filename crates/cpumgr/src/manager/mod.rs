@@ -24,7 +24,7 @@ use std::time::Duration;
 
 use corral_topology::{
     AffinityStore, AllocationError, Container, CpuSet, CpuTopology, HintProvider, Pod,
-    PodLevelResources, ProviderHints, TopologyHint,
+    PodLevelResources, ProviderHints, TopologyHint, topologymanager::ProviderHintSets,
 };
 
 use self::config::CheckedPolicy;
@@ -554,6 +554,23 @@ impl HintProvider for CpuManager {
         self.remove_stale_from_source(Some(pod));
         let inner = self.lock();
         inner.policy.hints_for_pod(&inner.state, pod)
+    }
+
+    /// [`hints_for_container`](HintProvider::hints_for_container) as a family: no walk over
+    /// every set of NUMA nodes.
+    fn hint_sets_for_container(&self, pod: &Pod, container: &Container) -> ProviderHintSets {
+        self.remove_stale_from_source(Some(pod));
+        let inner = self.lock();
+        inner
+            .policy
+            .hint_sets_for_container(&inner.state, pod, container)
+    }
+
+    /// [`hints_for_pod`](HintProvider::hints_for_pod) as a family.
+    fn hint_sets_for_pod(&self, pod: &Pod) -> ProviderHintSets {
+        self.remove_stale_from_source(Some(pod));
+        let inner = self.lock();
+        inner.policy.hint_sets_for_pod(&inner.state, pod)
     }
 
     fn allocate(

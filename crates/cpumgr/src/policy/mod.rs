@@ -16,6 +16,7 @@ pub use none::NonePolicy;
 pub use requests::{guaranteed_cpus, pod_guaranteed_cpus};
 pub use static_policy::StaticPolicy;
 
+use corral_topology::topologymanager::{ProviderHintSets, hint_sets};
 use corral_topology::{Container, CpuSet, Pod, PodLevelResources, ProviderHints, TopologyHint};
 
 use crate::state::CpuState;
@@ -68,6 +69,20 @@ pub trait Policy: Send + Sync + std::fmt::Debug {
     /// preference.
     fn hints_for_pod(&self, _state: &CpuState, _pod: &Pod) -> ProviderHints {
         None
+    }
+    /// [`hints_for_container`](Self::hints_for_container) as hint sets (families where the
+    /// policy can describe its hints without listing them). The default: the list.
+    fn hint_sets_for_container(
+        &self,
+        state: &CpuState,
+        pod: &Pod,
+        container: &Container,
+    ) -> ProviderHintSets {
+        hint_sets(self.hints_for_container(state, pod, container))
+    }
+    /// [`hints_for_pod`](Self::hints_for_pod) as hint sets. The default: the list.
+    fn hint_sets_for_pod(&self, state: &CpuState, pod: &Pod) -> ProviderHintSets {
+        hint_sets(self.hints_for_pod(state, pod))
     }
     /// The CPUs exclusive allocations can come from (upstream `GetAllocatableCPUs`).
     fn allocatable_cpus(&self, state: &CpuState) -> CpuSet;

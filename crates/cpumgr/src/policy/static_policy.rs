@@ -20,9 +20,9 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+use corral_topology::topologymanager::{HintSet, ProviderHintSets, ResourceHintSets};
 use corral_topology::{
-    Container, CpuSet, NumaMask, Pod, PodLevelResources, PolicyName, ProviderHints, ResourceHints,
-    TopologyHint,
+    Container, CpuSet, NumaMask, Pod, PodLevelResources, PolicyName, ProviderHints, TopologyHint,
 };
 
 use super::pod_level::validate_pod_scope_resources;
@@ -30,7 +30,7 @@ use super::{AllocateError, Policy, PolicyError, SmtAlignmentError, ValidationErr
 use crate::assignment::{
     TakeError, take_by_topology_numa_distributed, take_by_topology_numa_packed,
 };
-use crate::hints::generate_cpu_topology_hints;
+use crate::hints::{cpu_topology_hint_family, generate_cpu_topology_hints};
 use crate::index::TopologyIndex;
 use crate::options::StaticPolicyOptions;
 use crate::state::CpuState;
@@ -49,8 +49,31 @@ pub struct StaticPolicy {
     pub(super) pod_level: PodLevelResources,
 }
 
-fn cpu_hints(hints: Vec<TopologyHint>) -> ProviderHints {
-    Some(ResourceHints::from([("cpu".to_owned(), Some(hints))]))
+/// Whether hints are wanted as upstream's list or as the family it is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum HintForm {
+    List,
+    Family,
+}
+
+fn cpu_hints(hints: HintSet) -> ProviderHintSets {
+    Some(ResourceHintSets::from([("cpu".to_owned(), Some(hints))]))
+}
+
+/// Hint sets built as lists, as lists again.
+fn as_lists(sets: ProviderHintSets) -> ProviderHints {
+    sets.map(|resources| {
+        resources
+            .into_iter()
+            .map(|(name, set)| {
+                let list = set.map(|set| match set {
+                    HintSet::List(list) => list,
+                    family @ HintSet::Family(_) => family.to_hints().into_owned(),
+                });
+                (name, list)
+            })
+            .collect()
+    })
 }
 
 impl StaticPolicy {
@@ -426,52 +449,24 @@ impl Policy for StaticPolicy {
         pod: &Pod,
         container: &Container,
     ) -> ProviderHints {
-        let requested = self.guaranteed_cpus_of(pod, container);
-        if requested == 0 || self.skips(pod) {
-            return None;
-        }
-        if let Some(allocated) = state.cpu_set(&pod.uid, &container.name) {
-            if allocated.len() != requested {
-                if Self::is_released_init(pod, container, allocated, requested) {
-                    return None;
-                }
-                return cpu_hints(Vec::new());
-            }
-            return cpu_hints(self.generate_hints(allocated, &CpuSet::new(), requested));
-        }
-        let available = self.available_cpus(state);
-        let reusable = self.cpus_to_reuse(&pod.uid);
-        cpu_hints(self.generate_hints(&available, &reusable, requested))
+        as_lists(self.container_hints(state, pod, container, HintForm::List))
+    }
+
+    fn hint_sets_for_container(
+        &self,
+        state: &CpuState,
+        pod: &Pod,
+        container: &Container,
+    ) -> ProviderHintSets {
+        self.container_hints(state, pod, container, HintForm::Family)
     }
 
     fn hints_for_pod(&self, state: &CpuState, pod: &Pod) -> ProviderHints {
-        let requested = self.pod_guaranteed_cpus_of(pod);
-        if requested == 0 || self.skips(pod) {
-            return None;
-        }
-        if pod.is_managed_at_pod_level(self.pod_level) && validate_pod_scope_resources(pod).is_err()
-        {
-            return cpu_hints(Vec::new());
-        }
-        let mut assigned = CpuSet::new();
-        for container in pod.init_containers.iter().chain(&pod.containers) {
-            let by_container = self.guaranteed_cpus_of(pod, container);
-            if let Some(allocated) = state.cpu_set(&pod.uid, &container.name) {
-                if allocated.len() != by_container {
-                    if Self::is_released_init(pod, container, allocated, by_container) {
-                        continue;
-                    }
-                    return cpu_hints(Vec::new());
-                }
-                assigned.union_with(allocated);
-            }
-        }
-        if assigned.len() == requested {
-            return cpu_hints(self.generate_hints(&assigned, &CpuSet::new(), requested));
-        }
-        let available = self.available_cpus(state);
-        let reusable = self.cpus_to_reuse(&pod.uid).union(&assigned);
-        cpu_hints(self.generate_hints(&available, &reusable, requested))
+        as_lists(self.pod_hints(state, pod, HintForm::List))
+    }
+
+    fn hint_sets_for_pod(&self, state: &CpuState, pod: &Pod) -> ProviderHintSets {
+        self.pod_hints(state, pod, HintForm::Family)
     }
 
     fn allocatable_cpus(&self, _state: &CpuState) -> CpuSet {
@@ -509,5 +504,84 @@ impl Policy for StaticPolicy {
             reuse.difference_with(&release);
         }
         true
+    }
+}
+
+impl StaticPolicy {
+    /// The CPU hints of `available` and `reusable` CPUs for `request`, in `form`.
+    fn hint_set(
+        &self,
+        form: HintForm,
+        available: &CpuSet,
+        reusable: &CpuSet,
+        request: usize,
+    ) -> HintSet {
+        match form {
+            HintForm::List => HintSet::List(self.generate_hints(available, reusable, request)),
+            HintForm::Family => HintSet::Family(cpu_topology_hint_family(
+                &self.index,
+                available,
+                reusable,
+                request,
+                self.options.socket_alignment(),
+            )),
+        }
+    }
+
+    /// Upstream `GetTopologyHints`, in `form`.
+    fn container_hints(
+        &self,
+        state: &CpuState,
+        pod: &Pod,
+        container: &Container,
+        form: HintForm,
+    ) -> ProviderHintSets {
+        let requested = self.guaranteed_cpus_of(pod, container);
+        if requested == 0 || self.skips(pod) {
+            return None;
+        }
+        if let Some(allocated) = state.cpu_set(&pod.uid, &container.name) {
+            if allocated.len() != requested {
+                if Self::is_released_init(pod, container, allocated, requested) {
+                    return None;
+                }
+                return cpu_hints(HintSet::List(Vec::new()));
+            }
+            return cpu_hints(self.hint_set(form, allocated, &CpuSet::new(), requested));
+        }
+        let available = self.available_cpus(state);
+        let reusable = self.cpus_to_reuse(&pod.uid);
+        cpu_hints(self.hint_set(form, &available, &reusable, requested))
+    }
+
+    /// Upstream `GetPodTopologyHints`, in `form`.
+    fn pod_hints(&self, state: &CpuState, pod: &Pod, form: HintForm) -> ProviderHintSets {
+        let requested = self.pod_guaranteed_cpus_of(pod);
+        if requested == 0 || self.skips(pod) {
+            return None;
+        }
+        if pod.is_managed_at_pod_level(self.pod_level) && validate_pod_scope_resources(pod).is_err()
+        {
+            return cpu_hints(HintSet::List(Vec::new()));
+        }
+        let mut assigned = CpuSet::new();
+        for container in pod.init_containers.iter().chain(&pod.containers) {
+            let by_container = self.guaranteed_cpus_of(pod, container);
+            if let Some(allocated) = state.cpu_set(&pod.uid, &container.name) {
+                if allocated.len() != by_container {
+                    if Self::is_released_init(pod, container, allocated, by_container) {
+                        continue;
+                    }
+                    return cpu_hints(HintSet::List(Vec::new()));
+                }
+                assigned.union_with(allocated);
+            }
+        }
+        if assigned.len() == requested {
+            return cpu_hints(self.hint_set(form, &assigned, &CpuSet::new(), requested));
+        }
+        let available = self.available_cpus(state);
+        let reusable = self.cpus_to_reuse(&pod.uid).union(&assigned);
+        cpu_hints(self.hint_set(form, &available, &reusable, requested))
     }
 }

@@ -2,6 +2,7 @@
 //! the conformance vectors, the manager over real checkpoint files, metrics and properties.
 
 mod conformance;
+mod hint_family;
 mod manager;
 mod metrics;
 mod pod_level_resources;

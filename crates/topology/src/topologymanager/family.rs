@@ -77,10 +77,7 @@ impl SocketSpan {
     pub(crate) fn choices(&self) -> Vec<(NumaMask, Vec<Demand>)> {
         let all: Vec<usize> = NumaMask::from_u64(self.all_sockets()).iter().collect();
         let mut out = Vec::new();
-        NumaMask::iterate_masks(&all, |chosen| {
-            if chosen.count() != self.min_sockets {
-                return;
-            }
+        combinations(&all, self.min_sockets, 0, &mut |chosen| {
             let allowed = self
                 .node_sockets
                 .iter()
@@ -100,6 +97,22 @@ impl SocketSpan {
             out.push((NumaMask::from_u64(allowed), touch));
         });
         out
+    }
+}
+
+/// Calls `f` with every mask of `size` of `ids` (no mask when `size` is 0 or too large).
+fn combinations(ids: &[usize], size: usize, acc: u64, f: &mut dyn FnMut(NumaMask)) {
+    if size == 0 {
+        if acc != 0 {
+            f(NumaMask::from_u64(acc));
+        }
+        return;
+    }
+    for (i, &id) in ids.iter().enumerate() {
+        if ids.len() - i < size {
+            break;
+        }
+        combinations(&ids[i + 1..], size - 1, acc | 1 << id, f);
     }
 }
 
