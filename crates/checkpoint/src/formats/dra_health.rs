@@ -21,7 +21,7 @@ use std::time::{Duration, SystemTime};
 use serde::{Deserialize, Serialize};
 
 use super::go_struct;
-use super::go_time::{format_rfc3339_nano, parse_rfc3339};
+use super::go_time::{format_rfc3339_nano, normalize_rfc3339, parse_go_time, parse_rfc3339};
 use super::{ChecksumCheck, ChecksumVerification, from_go_json, marshal_file};
 use crate::error::{CheckpointError, Result};
 use crate::format::Format;
@@ -76,6 +76,37 @@ static DEVICES_HEALTH_MAP: GoType = GoType::Named(
     &GoType::Map(&STRING, &DRIVER_HEALTH_STATE),
 );
 
+/// Go's zero `time.Time`, as `MarshalJSON` writes it.
+const GO_ZERO_TIME: &str = "0001-01-01T00:00:00Z";
+
+/// Reading: `LastUpdated` as a pointer, so a missing or `null` one (Go: the zero time,
+/// `UnmarshalJSON` not called) is told apart from `""` (Go: an error).
+static TIME_READ: GoType = GoType::Ptr(&TIME);
+
+go_struct! {
+    #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+    struct DeviceHealthRead in static DEVICE_HEALTH_READ = "state.DeviceHealth" {
+        pool_name: String => "PoolName" = &STRING,
+        device_name: String => "DeviceName" = &STRING,
+        health: String => "Health" = &DEVICE_HEALTH_STATUS,
+        last_updated: Option<String> => "LastUpdated" = &TIME_READ,
+        health_check_timeout: i64 => "HealthCheckTimeout" = &DURATION,
+    }
+}
+
+go_struct! {
+    #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+    struct DriverHealthStateRead in static DRIVER_HEALTH_STATE_READ = "state.DriverHealthState" {
+        devices: Option<BTreeMap<String, DeviceHealthRead>>
+            => "Devices" = &GoType::Map(&STRING, &DEVICE_HEALTH_READ),
+    }
+}
+
+static DEVICES_HEALTH_MAP_READ: GoType = GoType::Named(
+    "state.DevicesHealthMap",
+    &GoType::Map(&STRING, &DRIVER_HEALTH_STATE_READ),
+);
+
 /// The whole `dra_health_state` file: each driver's devices.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(transparent)]
@@ -120,28 +151,71 @@ impl DeviceHealth {
 }
 
 impl DraHealthState {
-    /// The bytes the kubelet writes: `json.Marshal` of the map.
+    /// The bytes the kubelet writes: `json.Marshal` of the map. A `LastUpdated` Go could
+    /// not write (not a time, a year outside 0–9999, an offset of 24 hours or more) is an
+    /// error, as `MarshalJSON`'s.
     pub fn encode(&self) -> Result<Vec<u8>> {
+        for (driver, devices) in &self.0 {
+            for (key, device) in devices.devices.iter().flatten() {
+                if normalize_rfc3339(&device.last_updated).is_err() {
+                    return Err(CheckpointError::schema(format!(
+                        "driver {driver:?}, device {key:?}: LastUpdated {:?} cannot be written as a Go time",
+                        device.last_updated
+                    )));
+                }
+            }
+        }
         marshal_file(self, &DEVICES_HEALTH_MAP)
     }
 
-    /// Reads the bytes as `json.Unmarshal` into `&state.DevicesHealthMap{}` does; a
-    /// `LastUpdated` that is not an RFC 3339 time is an error, as Go's `time.Time` makes it.
+    /// Reads the bytes as `json.Unmarshal` into `&state.DevicesHealthMap{}` does: a
+    /// `LastUpdated` that is not an RFC 3339 time is an error, as Go's `time.Time` makes it;
+    /// an accepted one is kept in the form Go writes back (same instant and offset). A
+    /// missing or `null` `LastUpdated` is Go's zero time.
+    ///
+    /// One deliberate difference: a file holding `null` reads as an empty map (Go leaves
+    /// the kubelet's map nil, and its first health update then panics on it).
     pub fn decode(bytes: &[u8]) -> Result<Self> {
-        // `null` leaves Go's map nil; corral reads it as empty.
-        let map: Option<BTreeMap<String, DriverHealthState>> =
-            from_go_json(bytes, &DEVICES_HEALTH_MAP, Format::DraHealth)?;
-        let state = DraHealthState(map.unwrap_or_default());
-        for (driver, devices) in &state.0 {
-            for (key, device) in devices.devices.iter().flatten() {
-                if let Err(err) = parse_rfc3339(&device.last_updated) {
-                    return Err(CheckpointError::Decode {
-                        path: None,
-                        format: Format::DraHealth,
-                        message: format!("driver {driver:?}, device {key:?}: LastUpdated: {err}"),
-                    });
-                }
-            }
+        let read: Option<BTreeMap<String, DriverHealthStateRead>> =
+            from_go_json(bytes, &DEVICES_HEALTH_MAP_READ, Format::DraHealth)?;
+        let mut state = DraHealthState::default();
+        for (driver, devices) in read.unwrap_or_default() {
+            let devices = devices
+                .devices
+                .map(|devices| {
+                    devices
+                        .into_iter()
+                        .map(|(key, d)| {
+                            let last_updated = match d.last_updated {
+                                None => GO_ZERO_TIME.to_owned(),
+                                // Go reads it; a time it cannot write back stays as read, and
+                                // `encode` refuses it as Go's `Marshal` does.
+                                Some(text) => match parse_go_time(&text) {
+                                    Ok(time) => time.format().unwrap_or(text),
+                                    Err(err) => {
+                                        return Err(CheckpointError::Decode {
+                                            path: None,
+                                            format: Format::DraHealth,
+                                            message: format!(
+                                                "driver {driver:?}, device {key:?}: LastUpdated: {err}"
+                                            ),
+                                        });
+                                    }
+                                },
+                            };
+                            let device = DeviceHealth {
+                                pool_name: d.pool_name,
+                                device_name: d.device_name,
+                                health: d.health,
+                                last_updated,
+                                health_check_timeout: d.health_check_timeout,
+                            };
+                            Ok((key, device))
+                        })
+                        .collect::<Result<BTreeMap<_, _>>>()
+                })
+                .transpose()?;
+            state.0.insert(driver, DriverHealthState { devices });
         }
         Ok(state)
     }

@@ -1,7 +1,8 @@
 //! Fuzzing every reader of untrusted bytes in this crate: the Go JSON parser and decoder
 //! (through every format's `decode` and `from_go_json`), the restore functions in every
 //! release's order,
-//! `DraManagerCheckpointFile::decode` and `inspect`, with and without a file name.
+//! `DraManagerCheckpointFile::decode`, `DraHealthState::decode` (and Go's time parser behind
+//! it) and `inspect`, with and without a file name.
 //!
 //! Inputs are arbitrary bytes, generated JSON documents built from the formats' own field
 //! names, and — the ones that get past the parser — real checkpoint files of every format
@@ -22,6 +23,7 @@ use std::fmt::Debug;
 use std::sync::OnceLock;
 
 use corral_checkpoint::formats::dra::DraManagerCheckpointFile;
+use corral_checkpoint::formats::go_time::{normalize_rfc3339, parse_go_time};
 use corral_checkpoint::formats::memorymanager::{MemoryTable, NumaNodeState};
 use corral_checkpoint::{
     Block, CPU_MANAGER_FILE, Checkpoint, ChecksumVerification, ClaimInfoState, ClaimInfoStateV130,
@@ -36,6 +38,7 @@ use corral_checkpoint::{
     MemoryManagerCheckpointV3, PodCpuEntry, PodMemoryEntry, RestoreOrder,
     restore_cpu_manager_state_as, restore_memory_manager_state,
 };
+use corral_checkpoint::{DRA_HEALTH_FILE, DeviceHealth, DraHealthState, DriverHealthState};
 use proptest::prelude::*;
 use proptest::sample::Index;
 
@@ -53,6 +56,8 @@ struct Seeds {
     dra: Vec<Vec<u8>>,
     /// The `Data` strings of the DRA v1.32 seeds.
     dra_data: Vec<Vec<u8>>,
+    /// `dra_health_state` files.
+    health: Vec<Vec<u8>>,
     /// Everything above, for splicing.
     all: Vec<Vec<u8>>,
 }
@@ -301,6 +306,37 @@ fn dra_v132_values() -> Vec<DraManagerCheckpoint> {
     ]
 }
 
+fn health_seeds() -> Vec<Vec<u8>> {
+    let at = std::time::UNIX_EPOCH + std::time::Duration::new(1_764_059_400, 120_000_000);
+    let device = |pool: &str, name: &str, health: &str, timeout: Option<u64>| {
+        let d = DeviceHealth::new(
+            pool,
+            name,
+            health,
+            at,
+            timeout.map(std::time::Duration::from_secs),
+        );
+        (d.key(), d)
+    };
+    let states = [
+        DraHealthState::default(),
+        DraHealthState(BTreeMap::from([
+            (
+                "gpu.example.com".to_owned(),
+                DriverHealthState {
+                    devices: Some(BTreeMap::from([
+                        device("node-1", "gpu-0", "Healthy", None),
+                        device("node-1", "gpu-1", "Unhealthy", Some(60)),
+                        device(ODD_TEXT, ODD_TEXT, "Unknown", Some(1)),
+                    ])),
+                },
+            ),
+            ("other".to_owned(), DriverHealthState { devices: None }),
+        ])),
+    ];
+    states.iter().map(|s| s.encode().expect("health")).collect()
+}
+
 fn seeds() -> &'static Seeds {
     static SEEDS: OnceLock<Seeds> = OnceLock::new();
     SEEDS.get_or_init(|| {
@@ -319,6 +355,7 @@ fn seeds() -> &'static Seeds {
             memory: memory_seeds(),
             dra: dra_v130_seeds().into_iter().chain(dra_v132).collect(),
             dra_data,
+            health: health_seeds(),
             all: Vec::new(),
         };
         seeds.all = [
@@ -327,6 +364,7 @@ fn seeds() -> &'static Seeds {
             &seeds.memory,
             &seeds.dra,
             &seeds.dra_data,
+            &seeds.health,
         ]
         .into_iter()
         .flatten()
@@ -658,12 +696,31 @@ fn read_dra(bytes: &[u8]) -> Result<(), TestCaseError> {
     inspects(bytes, &[Some(DRA_MANAGER_FILE), None])
 }
 
+/// `dra_health_state`: a file that reads is written back, and that reads as the same
+/// value (unless it holds a time Go could read but not write, which `encode` refuses).
+fn read_health(bytes: &[u8]) -> Result<(), TestCaseError> {
+    let read = DraHealthState::decode(bytes);
+    prints(&read);
+    if let Ok(value) = read {
+        let written = value.encode();
+        prints(&written);
+        if let Ok(file) = written {
+            let again = DraHealthState::decode(&file)
+                .map_err(|e| TestCaseError::fail(format!("rewritten health file refused: {e}")))?;
+            prop_assert_eq!(&again, &value);
+            prop_assert_eq!(again.encode().ok(), Some(file));
+        }
+    }
+    inspects(bytes, &[Some(DRA_HEALTH_FILE)])
+}
+
 /// Every reader of the crate.
 fn read_everything(bytes: &[u8]) -> Result<(), TestCaseError> {
     read_device(bytes)?;
     read_cpu(bytes)?;
     read_memory(bytes)?;
     read_dra(bytes)?;
+    read_health(bytes)?;
     prints(&DraManagerCheckpoint::from_go_json(bytes));
     inspects(bytes, &[Some("/var/lib/kubelet/unknown_file")])
 }
@@ -682,6 +739,7 @@ fn read_as_every_format(bytes: &[u8]) -> Result<(), TestCaseError> {
     rewrites(MemoryManagerCheckpointV3::decode(bytes))?;
     rewrites(DraManagerCheckpointV130::decode(bytes))?;
     rewrites(DraManagerCheckpoint::decode(bytes))?;
+    read_health(bytes)?;
     inspects(bytes, &[None])
 }
 
@@ -700,6 +758,7 @@ const FIELD_NAMES: &[&str] = &[
     "apiVersion", "ClaimInfoStateList", "DriverState", "Devices", "PoolName", "DeviceName",
     "RequestNames", "CDIDeviceIDs", "POLICYNAME", "checkSUM", "DATA", "\u{212a}ind", "0", "-1",
     "1", "memory", "x", "podEntries", "cpuSet", "memoryBlocks", "dataChecksum", "DataChecksum",
+    "Health", "LastUpdated", "HealthCheckTimeout", "lastupdated",
 ];
 
 fn quoted(s: &str) -> String {
@@ -799,6 +858,26 @@ proptest! {
     #[test]
     fn fuzz_dra_files(bytes in mutated(|s| &s.dra)) {
         read_dra(&bytes)?;
+    }
+
+    /// Mutated `dra_health_state` files.
+    #[test]
+    fn fuzz_dra_health_files(bytes in mutated(|s| &s.health)) {
+        read_health(&bytes)?;
+    }
+
+    /// Go's time parser on near-RFC-3339 text: never panics; what it accepts and can write
+    /// back is written in a form it reads again as the same time.
+    #[test]
+    fn fuzz_go_times(text in "[0-9]{0,5}-?[0-9]{1,2}-?[0-9]{1,2}[Tt ]?[0-9]{1,2}:?[0-9]{1,2}:?[0-9]{1,2}([.,][0-9]{0,12})?(Z|z|[+-][0-9]{2}:?[0-9]{2})?") {
+        if let Ok(time) = parse_go_time(&text) {
+            if let Ok(canonical) = normalize_rfc3339(&text) {
+                prop_assert_eq!(parse_go_time(&canonical).ok(), Some(time));
+                prop_assert_eq!(normalize_rfc3339(&canonical).ok(), Some(canonical.clone()));
+            } else {
+                prop_assert!(time.format().is_none());
+            }
+        }
     }
 
     /// DRA v1.32 files whose `Data` was mutated and whose CRC matches again, so the inner
