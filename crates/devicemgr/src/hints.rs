@@ -6,6 +6,7 @@
 //! first grouped by their NUMA bits, so each mask is checked against the few distinct
 //! placements instead of thousands of devices; the answer is the same.
 
+use corral_topology::topologymanager::{Demand, HintFamily, Preferred, min_affinity_size};
 use corral_topology::{NumaMask, TopologyHint};
 
 /// Devices grouped by NUMA bits: `(bits, count)`. Machines have few distinct placements,
@@ -64,6 +65,17 @@ impl PlacementCounts {
     }
 }
 
+impl PlacementCounts {
+    /// The placements as a [`Demand`] of `need` devices.
+    fn demand(&self, need: usize) -> Demand {
+        Demand::coverage(
+            self.iter()
+                .map(|(bits, n)| (NumaMask::from_u64(bits), n as u64)),
+            need as u64,
+        )
+    }
+}
+
 /// What hint generation needs to know about one resource and one request.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct HintInput {
@@ -102,6 +114,28 @@ pub(crate) fn generate(
         .into_iter()
         .map(|mask| TopologyHint::new(Some(mask), mask.count() == min_affinity_size))
         .collect()
+}
+
+/// [`generate`] as the [`HintFamily`] its list is, without walking every set of NUMA nodes:
+/// masks that meet every reusable device's nodes and whose available devices (plus the
+/// reusable ones) reach the request; preferred with as many nodes as the fewest that all
+/// devices could fill the request from. `family(…).to_hints() == generate(…)`.
+pub(crate) fn family(numa_nodes: &[usize], input: &HintInput, request: usize) -> HintFamily {
+    let min_size = min_affinity_size(numa_nodes, &[input.all.demand(request)]);
+    // Every reusable placement must be met: one unit per distinct placement.
+    let placements: Vec<u64> = input.reusable.iter().map(|(bits, _)| bits).collect();
+    let meet_all = Demand::coverage(
+        placements.iter().map(|&bits| (NumaMask::from_u64(bits), 1)),
+        placements.len() as u64,
+    );
+    let need = request.saturating_sub(input.reusable.total());
+    HintFamily::upward(
+        numa_nodes,
+        NumaMask::from_u64(u64::MAX),
+        NumaMask::EMPTY,
+        vec![meet_all, input.available.demand(need)],
+        Preferred::Size(min_size),
+    )
 }
 
 #[cfg(test)]
@@ -153,5 +187,58 @@ mod tests {
             reusable: counts(&[0]),
         };
         assert!(generate(&[0, 1], &input, 1).is_empty());
+    }
+}
+
+#[cfg(test)]
+mod family_tests {
+    use proptest::prelude::*;
+
+    use super::*;
+
+    /// Placements over the nodes `ids`: mostly one node, sometimes several or none.
+    fn placements(ids: &[usize], raw: &[(u8, u64)]) -> Vec<u64> {
+        raw.iter()
+            .map(|&(kind, bits)| {
+                let pick = |b: u64| {
+                    ids.iter()
+                        .enumerate()
+                        .filter(|(i, _)| b & (1 << i) != 0)
+                        .fold(0u64, |m, (_, &id)| m | 1 << id)
+                };
+                match kind {
+                    0 => 0,
+                    1 => pick(bits),
+                    _ => 1 << ids[(bits as usize) % ids.len()],
+                }
+            })
+            .collect()
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(300))]
+
+        /// The family lists exactly upstream's `generateDeviceTopologyHints`.
+        #[test]
+        fn family_lists_upstreams_hints(
+            ids in prop::collection::btree_set(0usize..64, 1..=8),
+            raw in prop::collection::vec((0u8..6, any::<u64>()), 0..12),
+            free in prop::collection::vec(any::<bool>(), 12),
+            reuse in prop::collection::vec(prop::bool::weighted(0.15), 12),
+            request in 0usize..8,
+        ) {
+            let ids: Vec<usize> = ids.into_iter().collect();
+            let devices = placements(&ids, &raw);
+            let mut input = HintInput::default();
+            for (i, &bits) in devices.iter().enumerate() {
+                input.all.add(bits);
+                if reuse[i] {
+                    input.reusable.add(bits);
+                } else if free[i] {
+                    input.available.add(bits);
+                }
+            }
+            prop_assert_eq!(family(&ids, &input, request).to_hints(), generate(&ids, &input, request));
+        }
     }
 }

@@ -15,6 +15,7 @@ use corral_proto::deviceplugin::v1beta1::registration_server::RegistrationServer
 use corral_proto::uds::{self, SocketOptions, UdsListener};
 use corral_topology::{
     AffinityStore, AllocationError, Container, HintProvider, NumaMask, Pod, ProviderHints,
+    topologymanager::ProviderHintSets,
 };
 use tokio_util::sync::CancellationToken;
 
@@ -340,6 +341,22 @@ impl HintProvider for DeviceManager {
     fn hints_for_pod(&self, pod: &Pod) -> ProviderHints {
         self.shared.update_allocated_devices();
         Some(self.shared.state().hints_for_pod(pod))
+    }
+
+    /// Container hints as families (no walk over every set of NUMA nodes).
+    fn hint_sets_for_container(&self, pod: &Pod, container: &Container) -> ProviderHintSets {
+        self.shared.update_allocated_devices();
+        Some(
+            self.shared
+                .state()
+                .hint_sets_for_container(&pod.uid, container),
+        )
+    }
+
+    /// Pod hints as families.
+    fn hint_sets_for_pod(&self, pod: &Pod) -> ProviderHintSets {
+        self.shared.update_allocated_devices();
+        Some(self.shared.state().hint_sets_for_pod(pod))
     }
 
     /// As [`DeviceManager::allocate`]. A container that asks nothing of device plugins is

@@ -4,12 +4,27 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use corral_topology::topologymanager::{HintSet, ResourceHintSets};
 use corral_topology::{Container, NumaIds, Pod, ResourceHints, TopologyHint};
 
 use crate::bitset::BitSet;
 use crate::hints::{self, HintInput};
 use crate::resource_devices::ResourceDevices;
 use crate::state::DeviceState;
+
+/// Whether hints are wanted as upstream's list or as the family it is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum HintForm {
+    List,
+    Family,
+}
+
+/// Hint sets built as lists, as lists.
+fn lists(sets: ResourceHintSets) -> ResourceHints {
+    sets.into_iter()
+        .map(|(name, set)| (name, set.map(|set| set.to_hints().into_owned())))
+        .collect()
+}
 
 fn hint_input<'a>(
     table: &ResourceDevices,
@@ -121,10 +136,47 @@ impl DeviceState {
         reusable: &BTreeSet<String>,
         request: usize,
     ) -> Vec<TopologyHint> {
+        match self.device_hint_set(resource, available, reusable, request, HintForm::List) {
+            HintSet::List(list) => list,
+            family => family.to_hints().into_owned(),
+        }
+    }
+
+    /// [`generate_device_topology_hints`](Self::generate_device_topology_hints) as the
+    /// family its list is (`to_hints()` gives the list), without walking every set of NUMA
+    /// nodes.
+    pub fn device_topology_hint_family(
+        &self,
+        resource: &str,
+        available: &BTreeSet<String>,
+        reusable: &BTreeSet<String>,
+        request: usize,
+    ) -> corral_topology::topologymanager::HintFamily {
+        match self.device_hint_set(resource, available, reusable, request, HintForm::Family) {
+            HintSet::Family(family) => family,
+            HintSet::List(_) => unreachable!("asked for a family"),
+        }
+    }
+
+    fn device_hint_set(
+        &self,
+        resource: &str,
+        available: &BTreeSet<String>,
+        reusable: &BTreeSet<String>,
+        request: usize,
+        form: HintForm,
+    ) -> HintSet {
         let empty = ResourceDevices::default();
         let table = self.resources.get(resource).unwrap_or(&empty);
         let input = hint_input(table, table.known(available), reusable.iter());
-        hints::generate(&self.numa_nodes, &input, request)
+        self.hint_set(&input, request, form)
+    }
+
+    fn hint_set(&self, input: &HintInput, request: usize, form: HintForm) -> HintSet {
+        match form {
+            HintForm::List => HintSet::List(hints::generate(&self.numa_nodes, input, request)),
+            HintForm::Family => HintSet::Family(hints::family(&self.numa_nodes, input, request)),
+        }
     }
 
     /// The container's device-plugin requests (its limits of device-plugin resources).
@@ -150,7 +202,35 @@ impl DeviceState {
 
     /// Upstream `GetTopologyHints` for one container (after stale pods were freed).
     pub fn hints_for_container(&self, pod_uid: &str, container: &Container) -> ResourceHints {
-        let mut out = ResourceHints::new();
+        lists(self.container_hint_sets(pod_uid, container, HintForm::List))
+    }
+
+    /// Upstream `GetPodTopologyHints` (after stale pods were freed).
+    pub fn hints_for_pod(&self, pod: &Pod) -> ResourceHints {
+        lists(self.pod_hint_sets(pod, HintForm::List))
+    }
+
+    /// [`hints_for_container`](Self::hints_for_container) as families.
+    pub fn hint_sets_for_container(
+        &self,
+        pod_uid: &str,
+        container: &Container,
+    ) -> ResourceHintSets {
+        self.container_hint_sets(pod_uid, container, HintForm::Family)
+    }
+
+    /// [`hints_for_pod`](Self::hints_for_pod) as families.
+    pub fn hint_sets_for_pod(&self, pod: &Pod) -> ResourceHintSets {
+        self.pod_hint_sets(pod, HintForm::Family)
+    }
+
+    fn container_hint_sets(
+        &self,
+        pod_uid: &str,
+        container: &Container,
+        form: HintForm,
+    ) -> ResourceHintSets {
+        let mut out = ResourceHintSets::new();
         for (resource, requested) in self.container_device_requests(container) {
             let held = self
                 .pod_devices
@@ -159,18 +239,17 @@ impl DeviceState {
                 .devices_to_reuse
                 .get(pod_uid)
                 .and_then(|r| r.get(&resource));
-            let hints = self.resource_hints(&resource, requested, held, reusable);
+            let hints = self.resource_hints(&resource, requested, held, reusable, form);
             out.insert(resource, hints);
         }
         out
     }
 
-    /// Upstream `GetPodTopologyHints` (after stale pods were freed).
-    pub fn hints_for_pod(&self, pod: &Pod) -> ResourceHints {
-        let mut out = ResourceHints::new();
+    fn pod_hint_sets(&self, pod: &Pod, form: HintForm) -> ResourceHintSets {
+        let mut out = ResourceHintSets::new();
         for (resource, requested) in self.pod_device_requests(pod) {
             let held = Some(self.pod_devices.pod_devices(&pod.uid, &resource));
-            let hints = self.resource_hints(&resource, requested, held, None);
+            let hints = self.resource_hints(&resource, requested, held, None, form);
             out.insert(resource, hints);
         }
         out
@@ -182,7 +261,8 @@ impl DeviceState {
         requested: usize,
         held: Option<BTreeSet<String>>,
         reusable: Option<&BTreeSet<String>>,
-    ) -> Option<Vec<TopologyHint>> {
+        form: HintForm,
+    ) -> Option<HintSet> {
         if !self.device_has_topology_alignment(resource) {
             tracing::debug!(resource, "resource does not have a topology preference");
             return None;
@@ -196,14 +276,9 @@ impl DeviceState {
                     allocated = held.len(),
                     "resource already allocated with a different number than requested"
                 );
-                return Some(Vec::new());
+                return Some(HintSet::List(Vec::new()));
             }
-            return Some(self.generate_device_topology_hints(
-                resource,
-                &held,
-                &BTreeSet::new(),
-                requested,
-            ));
+            return Some(self.device_hint_set(resource, &held, &BTreeSet::new(), requested, form));
         }
         let available: BitSet = table.healthy.difference(&table.allocated);
         let empty = BTreeSet::new();
@@ -219,9 +294,9 @@ impl DeviceState {
                 available = available.len() + extra,
                 "unable to generate topology hints: requested number of devices unavailable"
             );
-            return Some(Vec::new());
+            return Some(HintSet::List(Vec::new()));
         }
         let input = hint_input(table, available.iter(), reusable.iter());
-        Some(hints::generate(&self.numa_nodes, &input, requested))
+        Some(self.hint_set(&input, requested, form))
     }
 }
