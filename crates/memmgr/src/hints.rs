@@ -4,7 +4,9 @@
 use std::collections::BTreeMap;
 
 use corral_topology::NumaMask;
-use corral_topology::topologymanager::TopologyHint;
+use corral_topology::topologymanager::{
+    Demand, HintFamily, HintSet, Preferred, TopologyHint, min_affinity_size,
+};
 
 use crate::machine_state::{Block, MachineState};
 
@@ -75,6 +77,100 @@ pub fn calculate_hints(
     requested
         .keys()
         .map(|resource| (resource.clone(), hints.clone()))
+        .collect()
+}
+
+/// [`calculate_hints`] as the [`HintFamily`] its list is, without walking every set of
+/// nodes: the sets of unused nodes whose allocatable and free memory hold the request (a
+/// node of a multi-node group is no single-node set), plus the few sets only the groups or
+/// reusable memory admit — single used nodes, the groups themselves and `reusable_masks`
+/// (the masks `reusable` may answer for), each checked as upstream checks it. Preferred:
+/// as many nodes as the fewest whose allocatable memory could hold the request. An empty
+/// family is upstream's "no hints" (then no resource has a key).
+pub fn calculate_hint_family(
+    state: &MachineState,
+    requested: &Requested,
+    reusable: impl Fn(NumaMask, &str) -> u64,
+    reusable_masks: impl IntoIterator<Item = NumaMask>,
+) -> HintFamily {
+    let ids: Vec<usize> = state.keys().copied().collect();
+    let demand = |free: bool, resource: &str, want: u64| {
+        Demand::per_node(
+            state.range(..64).map(|(&id, node)| {
+                let table = node.memory.get(resource);
+                (
+                    id,
+                    table.map_or(0, |t| if free { t.free } else { t.allocatable }),
+                )
+            }),
+            want,
+        )
+    };
+    let allocatable: Vec<Demand> = requested
+        .iter()
+        .map(|(resource, &want)| demand(false, resource, want))
+        .collect();
+    let free: Vec<Demand> = requested
+        .iter()
+        .map(|(resource, &want)| demand(true, resource, want))
+        .collect();
+    let min_size = min_affinity_size(&ids, &allocatable);
+    let unused = state
+        .range(..64)
+        .filter(|(_, node)| node.number_of_assignments == 0)
+        .fold(0u64, |m, (&id, _)| m | 1 << id);
+    let grouped = state
+        .range(..64)
+        .filter(|(_, node)| node.cells.len() > 1)
+        .fold(0u64, |m, (&id, _)| m | 1 << id);
+    // Sets outside the core that upstream may keep, each checked as upstream does.
+    let mut candidates: Vec<NumaMask> = reusable_masks.into_iter().collect();
+    for (&id, node) in state.range(..64) {
+        if node.number_of_assignments > 0 {
+            candidates.push(NumaMask::from_u64(1 << id));
+            if let Ok(cells) = NumaMask::new(node.cells.iter().copied()) {
+                candidates.push(cells);
+            }
+        }
+    }
+    let extras: Vec<NumaMask> = candidates
+        .into_iter()
+        .filter(|&mask| {
+            let bits = mask.get_bits();
+            !mask.is_empty()
+                && bits.iter().all(|n| state.contains_key(n))
+                && allocatable.iter().all(|d| d.is_met(mask))
+                && fits_groups(state, &bits)
+                && requested.iter().zip(&free).all(|((resource, &want), d)| {
+                    d.supplied(mask).saturating_add(reusable(mask, resource)) >= want
+                })
+        })
+        .collect();
+    let mut demands = allocatable;
+    demands.extend(free);
+    HintFamily::upward(
+        &ids,
+        NumaMask::from_u64(unused),
+        NumaMask::EMPTY,
+        demands,
+        Preferred::Size(min_size),
+    )
+    .without_singletons(NumaMask::from_u64(grouped))
+    .with_extras(extras)
+}
+
+/// Per resource, the same family: `calculate_hints`' shape, as hint sets (no key at all for
+/// an empty family, as upstream).
+pub type MemoryHintSets = BTreeMap<String, HintSet>;
+
+/// `family` for every requested resource, or no key when it has no member.
+pub fn family_hint_sets(family: HintFamily, requested: &Requested) -> MemoryHintSets {
+    if family.is_empty() {
+        return MemoryHintSets::new();
+    }
+    requested
+        .keys()
+        .map(|resource| (resource.clone(), HintSet::Family(family.clone())))
         .collect()
 }
 

@@ -7,9 +7,20 @@ use corral_topology::topologymanager::TopologyHint;
 use corral_topology::{Container, NumaMask, Pod, PodLevelResources};
 
 use crate::error::{AllocateError, RestoreError};
+use corral_topology::topologymanager::{HintFamily, HintSet};
+
 use crate::hints::{
-    MemoryHints, Requested, calculate_hints, find_best_hint, regenerate_hints, same_set,
+    MemoryHintSets, MemoryHints, Requested, calculate_hint_family, calculate_hints,
+    family_hint_sets, regenerate_hints, same_set,
 };
+
+/// Where a container's (or pod's) memory hints come from.
+enum Plan {
+    /// Already decided (no preference, regenerated from held blocks, or refused).
+    Done(Option<MemoryHints>),
+    /// Every fitting set of nodes for this request.
+    Calculate(Requested),
+}
 use crate::machine_state::{Assignments, Block, MEMORY, MachineState};
 use crate::restore::restore_machine_state_with_pods;
 
@@ -152,18 +163,70 @@ impl StaticPolicy {
     /// pod-level resources (memory does not care); an allocated container's own blocks;
     /// else every fitting set of nodes.
     pub fn hints_for_container(&self, pod: &Pod, container: &Container) -> Option<MemoryHints> {
+        self.listed(&pod.uid, self.container_plan(pod, container))
+    }
+
+    /// [`hints_for_container`](Self::hints_for_container) as hint sets: fitting sets of
+    /// nodes as a [`HintFamily`](corral_topology::topologymanager::HintFamily), never listed.
+    pub fn hint_sets_for_container(
+        &self,
+        pod: &Pod,
+        container: &Container,
+    ) -> Option<MemoryHintSets> {
+        self.as_sets(&pod.uid, self.container_plan(pod, container))
+    }
+
+    fn container_plan(&self, pod: &Pod, container: &Container) -> Plan {
         if self.skipped(pod) {
-            return None;
+            return Plan::Done(None);
         }
         let requested = self.requested_of(pod, container);
         if let Some(blocks) = self.blocks(&pod.uid, &container.name) {
-            return regenerate_hints(blocks, &requested);
+            return Plan::Done(regenerate_hints(blocks, &requested));
         }
-        Some(calculate_hints(
+        Plan::Calculate(requested)
+    }
+
+    /// A plan's hints as upstream's lists.
+    fn listed(&self, pod_uid: &str, plan: Plan) -> Option<MemoryHints> {
+        match plan {
+            Plan::Done(hints) => hints,
+            Plan::Calculate(requested) => Some(calculate_hints(
+                &self.state,
+                &requested,
+                |mask, resource| self.reusable_for(pod_uid, mask, resource),
+            )),
+        }
+    }
+
+    /// A plan's hints as hint sets.
+    fn as_sets(&self, pod_uid: &str, plan: Plan) -> Option<MemoryHintSets> {
+        match plan {
+            Plan::Done(hints) => hints.map(|hints| {
+                hints
+                    .into_iter()
+                    .map(|(resource, list)| (resource, HintSet::List(list)))
+                    .collect()
+            }),
+            Plan::Calculate(requested) => Some(family_hint_sets(
+                self.hint_family(pod_uid, &requested),
+                &requested,
+            )),
+        }
+    }
+
+    /// Every fitting set of nodes for `requested`, as a family.
+    fn hint_family(&self, pod_uid: &str, requested: &Requested) -> HintFamily {
+        let reusable_masks: Vec<NumaMask> = match &self.reusable {
+            Some((uid, reusable)) if uid == pod_uid => reusable.keys().copied().collect(),
+            _ => Vec::new(),
+        };
+        calculate_hint_family(
             &self.state,
-            &requested,
-            |mask, resource| self.reusable_for(&pod.uid, mask, resource),
-        ))
+            requested,
+            |mask, resource| self.reusable_for(pod_uid, mask, resource),
+            reusable_masks,
+        )
     }
 
     /// Upstream `GetPodTopologyHints` (pod scope): as
@@ -174,19 +237,28 @@ impl StaticPolicy {
     /// compares its first container's blocks with the pod's budget, and gives no hint unless
     /// they are the whole budget).
     pub fn hints_for_pod(&self, pod: &Pod) -> Option<MemoryHints> {
+        self.listed(&pod.uid, self.pod_plan(pod))
+    }
+
+    /// [`hints_for_pod`](Self::hints_for_pod) as hint sets.
+    pub fn hint_sets_for_pod(&self, pod: &Pod) -> Option<MemoryHintSets> {
+        self.as_sets(&pod.uid, self.pod_plan(pod))
+    }
+
+    fn pod_plan(&self, pod: &Pod) -> Plan {
         if self.skipped(pod) {
-            return None;
+            return Plan::Done(None);
         }
         let requested = self.pod_requested_of(pod);
         if let Some(refused) = self.refuse_pod_scope(pod, &requested) {
-            return Some(refused);
+            return Plan::Done(Some(refused));
         }
         let managed = pod.is_managed_at_pod_level(self.pod_level);
         if requested.is_empty() && managed {
-            return None;
+            return Plan::Done(None);
         }
         if let Some(blocks) = self.pod_blocks.get(&pod.uid).filter(|_| managed) {
-            return regenerate_hints(blocks, &requested);
+            return Plan::Done(regenerate_hints(blocks, &requested));
         }
         let held = pod
             .init_containers
@@ -194,13 +266,9 @@ impl StaticPolicy {
             .chain(&pod.containers)
             .find_map(|c| self.blocks(&pod.uid, &c.name));
         if let Some(blocks) = held {
-            return regenerate_hints(blocks, &requested);
+            return Plan::Done(regenerate_hints(blocks, &requested));
         }
-        Some(calculate_hints(
-            &self.state,
-            &requested,
-            |mask, resource| self.reusable_for(&pod.uid, mask, resource),
-        ))
+        Plan::Calculate(requested)
     }
 
     fn reusable_for(&self, pod_uid: &str, mask: NumaMask, resource: &str) -> u64 {
@@ -267,9 +335,11 @@ impl StaticPolicy {
         let mask = match affinity.numa_affinity {
             Some(mask) => mask,
             None => {
-                let hints = calculate_hints(&self.state, requested, reusable);
-                let memory = hints.get(MEMORY).map(Vec::as_slice).unwrap_or_default();
-                let best = find_best_hint(memory).ok_or(AllocateError::NoDefaultAffinity)?;
+                let best = requested
+                    .contains_key(MEMORY)
+                    .then(|| self.hint_family(pod_uid, requested))
+                    .and_then(|family| family.best_containing(NumaMask::EMPTY))
+                    .ok_or(AllocateError::NoDefaultAffinity)?;
                 if !best.preferred && affinity.preferred {
                     return Err(AllocateError::NoDefaultPreferredHint);
                 }
@@ -279,7 +349,7 @@ impl StaticPolicy {
         let mask = if self.free_holds(mask, requested, &reusable) {
             mask
         } else {
-            self.extend(mask, affinity.preferred, requested, &reusable)?
+            self.extend(pod_uid, mask, affinity.preferred, requested)?
         };
         if self.violates_groups(&mask.get_bits()) {
             return Err(AllocateError::ViolatesNumaAllocation);
@@ -304,23 +374,20 @@ impl StaticPolicy {
         })
     }
 
-    /// Upstream `extendTopologyManagerHint`: the best hint that holds `mask`'s nodes.
+    /// Upstream `extendTopologyManagerHint`: the best hint that holds `mask`'s nodes
+    /// (`findBestHint` over the fitting sets holding them, asked of the family).
     fn extend(
         &self,
+        pod_uid: &str,
         mask: NumaMask,
         preferred: bool,
         requested: &Requested,
-        reusable: &impl Fn(NumaMask, &str) -> u64,
     ) -> Result<NumaMask, AllocateError> {
-        let hints = calculate_hints(&self.state, requested, reusable);
-        let wider: Vec<TopologyHint> = hints
-            .get(MEMORY)
-            .into_iter()
-            .flatten()
-            .filter(|h| h.numa_affinity.is_some_and(|m| m.and(mask).is_equal(mask)))
-            .copied()
-            .collect();
-        let best = find_best_hint(&wider).ok_or(AllocateError::NoExtension)?;
+        let best = requested
+            .contains_key(MEMORY)
+            .then(|| self.hint_family(pod_uid, requested))
+            .and_then(|family| family.best_containing(mask))
+            .ok_or(AllocateError::NoExtension)?;
         if !best.preferred && preferred {
             return Err(AllocateError::NoExtendedPreferredHint);
         }

@@ -25,7 +25,7 @@ use corral_checkpoint::{
     MemoryManagerCheckpointV2, MemoryManagerState, RestoreOrder, restore_memory_manager_state,
 };
 use corral_topology::memory::NumaMemory;
-use corral_topology::topologymanager::TopologyHint;
+use corral_topology::topologymanager::{ProviderHintSets, TopologyHint};
 use corral_topology::{
     AffinityStore, AllocationError, Container, HintProvider, Pod, PodLevelResources, ProviderHints,
 };
@@ -445,6 +445,16 @@ fn provider_hints(hints: Option<crate::hints::MemoryHints>) -> ProviderHints {
     })
 }
 
+/// Hint sets as the topology manager takes them.
+fn provider_hint_sets(hints: Option<crate::hints::MemoryHintSets>) -> ProviderHintSets {
+    hints.map(|hints| {
+        hints
+            .into_iter()
+            .map(|(resource, set)| (resource, Some(set)))
+            .collect()
+    })
+}
+
 impl HintProvider for MemoryManager {
     fn hints_for_container(&self, pod: &Pod, container: &Container) -> ProviderHints {
         let inner = self.lock();
@@ -454,6 +464,22 @@ impl HintProvider for MemoryManager {
     fn hints_for_pod(&self, pod: &Pod) -> ProviderHints {
         let inner = self.lock();
         provider_hints(inner.policy.as_ref()?.hints_for_pod(pod))
+    }
+
+    /// The fitting sets of nodes as a family: never a walk over every set of nodes.
+    fn hint_sets_for_container(&self, pod: &Pod, container: &Container) -> ProviderHintSets {
+        let inner = self.lock();
+        provider_hint_sets(
+            inner
+                .policy
+                .as_ref()?
+                .hint_sets_for_container(pod, container),
+        )
+    }
+
+    fn hint_sets_for_pod(&self, pod: &Pod) -> ProviderHintSets {
+        let inner = self.lock();
+        provider_hint_sets(inner.policy.as_ref()?.hint_sets_for_pod(pod))
     }
 
     fn allocate(&self, pod: &Pod, container: &Container, store: &AffinityStore) -> Allocated {

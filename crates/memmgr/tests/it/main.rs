@@ -1,6 +1,7 @@
 //! corral-memmgr's integration tests: machine states through real `memory_manager_state`
 //! bytes, and their restore check.
 
+mod hint_family;
 mod manager;
 mod properties;
 mod restore;
