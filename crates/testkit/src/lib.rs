@@ -11,7 +11,8 @@
 //! - [`object_keys_in_order`]: a JSON log line's keys in written order.
 //! - Upstream fixtures as plain data: [`upstream_topologies`] (the CPU manager tests'
 //!   machines), [`conformance_topology`] (loading `testdata/` files, their topologies and
-//!   hint lists) and [`merge_inputs`] (the hint-merge inputs of the Go vectors and benches).
+//!   hint lists), [`merge_inputs`] (the hint-merge inputs of the Go vectors and benches) and
+//!   [`large_machines`] (a GB200-like tray and a 64-node machine).
 //!
 //! **Architecture Invariant:** a leaf — it depends on no corral crate (the dependency rules
 //! in `xtask` check it), so every crate can use it without a cycle; fixtures are plain data
@@ -34,6 +35,7 @@ mod peer;
 mod python_env;
 
 pub mod conformance_topology;
+pub mod large_machines;
 pub mod merge_inputs;
 pub mod upstream_topologies;
 

@@ -1,7 +1,8 @@
 //! The device manager's integration tests, one binary: real sockets and sample plugins
 //! (`end_to_end`, `failure_modes`, `registration_limits`, `restart`, `observer`,
 //! `foreign_plugin`, `hint_provider_threads`), upstream's manager and hint tests ported
-//! (`upstream_*`), checkpoint consistency, sparse NUMA ids and properties. Shared setup
+//! (`upstream_*`), checkpoint consistency, sparse NUMA ids, properties and whole-node
+//! admissions on large machines (`large_machines`, with the CPU and memory managers' cores). Shared setup
 //! lives in `support`.
 
 #[macro_use]
@@ -12,6 +13,7 @@ mod end_to_end;
 mod failure_modes;
 mod foreign_plugin;
 mod hint_provider_threads;
+mod large_machines;
 mod observer;
 mod properties;
 mod registration_limits;
