@@ -3,13 +3,15 @@
 //! Hints are upstream's for a container whose devices are allocated
 //! (`devicemanager/topology_hints.go`, regenerated over the allocated devices only): every
 //! NUMA mask that holds all of a resource's devices, preferred when it is exactly their
-//! nodes. Allocation is the kubelet's: `allocate` does nothing.
+//! nodes — given to the topology manager as a hint family, never listed. Allocation is the
+//! kubelet's: `allocate` does nothing.
 
 use std::collections::BTreeMap;
 use std::sync::{Mutex, PoisonError};
 
 use corral_topology::topologymanager::{
-    AffinityStore, AllocationError, HintProvider, ProviderHints, TopologyHint,
+    AffinityStore, AllocationError, HintFamily, HintProvider, HintSet, Preferred, ProviderHintSets,
+    ProviderHints, hint_lists,
 };
 use corral_topology::{Container, NumaIds, NumaMask, Pod};
 
@@ -49,7 +51,9 @@ impl KubeletDevices {
             .unwrap_or_else(PoisonError::into_inner)
     }
 
-    fn hints(&self, devices: &DeviceNumaNodes) -> ProviderHints {
+    /// Per resource, the masks holding all its devices' nodes, as a family (preferred:
+    /// exactly their nodes); never a walk over every set of nodes.
+    fn hint_sets(&self, devices: &DeviceNumaNodes) -> ProviderHintSets {
         let all: Vec<usize> = (0..self.numa_ids.os_ids().len()).collect();
         let mut hints = BTreeMap::new();
         for (resource, nodes) in devices {
@@ -60,29 +64,19 @@ impl KubeletDevices {
             if nodes.is_empty() {
                 continue;
             }
-            let mut list = Vec::new();
-            NumaMask::iterate_masks(&all, |mask| {
-                if mask.and(needed).is_equal(needed) {
-                    list.push(TopologyHint {
-                        numa_affinity: Some(mask),
-                        preferred: mask.count() == needed.count(),
-                    });
-                }
-            });
-            hints.insert(resource.clone(), Some(list));
+            let family = HintFamily::upward(
+                &all,
+                NumaMask::from_u64(u64::MAX),
+                needed,
+                Vec::new(),
+                Preferred::Size(needed.count()),
+            );
+            hints.insert(resource.clone(), Some(HintSet::Family(family)));
         }
         (!hints.is_empty()).then_some(hints)
     }
-}
 
-impl HintProvider for KubeletDevices {
-    fn hints_for_container(&self, pod: &Pod, container: &Container) -> ProviderHints {
-        let key = (pod.uid.clone(), container.name.clone());
-        let devices = self.lock().get(&key).cloned()?;
-        self.hints(&devices)
-    }
-
-    fn hints_for_pod(&self, pod: &Pod) -> ProviderHints {
+    fn merged_for_pod(&self, pod: &Pod) -> DeviceNumaNodes {
         let mut merged = DeviceNumaNodes::new();
         for ((uid, _), devices) in self.lock().iter() {
             if *uid == pod.uid {
@@ -91,7 +85,30 @@ impl HintProvider for KubeletDevices {
                 }
             }
         }
-        self.hints(&merged)
+        merged
+    }
+}
+
+impl HintProvider for KubeletDevices {
+    /// The list of the family (every mask holding the devices' nodes): exponential in the
+    /// nodes, for callers that ask for upstream's list; the topology manager asks
+    /// [`hint_sets_for_container`](HintProvider::hint_sets_for_container).
+    fn hints_for_container(&self, pod: &Pod, container: &Container) -> ProviderHints {
+        hint_lists(&self.hint_sets_for_container(pod, container))
+    }
+
+    fn hints_for_pod(&self, pod: &Pod) -> ProviderHints {
+        hint_lists(&self.hint_sets_for_pod(pod))
+    }
+
+    fn hint_sets_for_container(&self, pod: &Pod, container: &Container) -> ProviderHintSets {
+        let key = (pod.uid.clone(), container.name.clone());
+        let devices = self.lock().get(&key).cloned()?;
+        self.hint_sets(&devices)
+    }
+
+    fn hint_sets_for_pod(&self, pod: &Pod) -> ProviderHintSets {
+        self.hint_sets(&self.merged_for_pod(pod))
     }
 
     fn allocate(&self, _: &Pod, _: &Container, _: &AffinityStore) -> Result<(), AllocationError> {
