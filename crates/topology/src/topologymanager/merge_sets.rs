@@ -24,8 +24,8 @@
 //!    core keeping a member ([`Split`]). States are de-duplicated as they are built, so
 //!    explicit lists cost what they cost in the list merge.
 //!
-//! A family whose nodes reach outside the machine's default mask is listed instead (exact,
-//! exponential): providers never build one.
+//! A family whose nodes reach outside the machine's default mask, or beyond the 64th family,
+//! is listed instead (exact, exponential): providers never build one.
 
 use std::borrow::Cow;
 use std::collections::HashSet;
@@ -51,12 +51,17 @@ const NO_PREFERENCE: &[TopologyHint] = &[TopologyHint::new(None, true)];
 /// The single non-preferred hint for resources that cannot be satisfied.
 const CANNOT_SATISFY: &[TopologyHint] = &[TopologyHint::new(None, false)];
 
+/// Families merged as families at most (the merge tracks them in a 64-bit set); more are
+/// listed.
+const MAX_FAMILIES: usize = 64;
+
 /// Upstream `filterProvidersHints` over hint sets; an empty family is upstream's empty
-/// list, and a family reaching outside `default` is listed.
+/// list, and a family reaching outside `default` (or beyond the 64th) is listed.
 pub(crate) fn filter_provider_sets(
     providers: &[ProviderHintSets],
     default: NumaMask,
 ) -> Vec<Input<'_>> {
+    let mut families = 0;
     let mut all = Vec::with_capacity(providers.len());
     for provider in providers {
         match provider {
@@ -71,10 +76,16 @@ pub(crate) fn filter_provider_sets(
                         Some(HintSet::Family(f)) if f.is_empty() => {
                             Input::List(Cow::Borrowed(CANNOT_SATISFY))
                         }
-                        Some(HintSet::Family(f)) if f.universe().and(default) != f.universe() => {
+                        Some(HintSet::Family(f))
+                            if f.universe().and(default) != f.universe()
+                                || families == MAX_FAMILIES =>
+                        {
                             Input::List(Cow::Owned(f.to_hints()))
                         }
-                        Some(HintSet::Family(f)) => Input::Family(f),
+                        Some(HintSet::Family(f)) => {
+                            families += 1;
+                            Input::Family(f)
+                        }
                     });
                 }
             }
