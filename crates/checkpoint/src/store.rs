@@ -36,10 +36,11 @@ use std::io::{self, Write};
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard};
 
 use crate::error::{CheckpointError, Result};
 use crate::formats::Checkpoint;
+use crate::journal::Journal;
 
 /// Upstream's `keyMaxLength`.
 const KEY_MAX_LENGTH: usize = 250;
@@ -76,6 +77,7 @@ pub struct CheckpointStore {
     dir: PathBuf,
     options: StoreOptions,
     removed_at_open: Vec<PathBuf>,
+    journal: Option<Arc<Journal>>,
 }
 
 /// Checks a key as upstream's `ValidateKey`: 1–250 characters of `[-A-Za-z0-9_.]`, the
@@ -185,10 +187,24 @@ impl CheckpointStore {
             dir: dir.as_ref().to_path_buf(),
             options,
             removed_at_open: Vec::new(),
+            journal: None,
         };
         store.ensure_dir()?;
         store.removed_at_open = store.remove_stale_temp_files()?;
         Ok(store)
+    }
+
+    /// The same store, its writes made durable by `journal` instead of their own fsyncs:
+    /// each write still replaces its file atomically (temporary file, rename) and is
+    /// staged in the journal, durable once the journal commits ([`Journal::commit`]).
+    pub fn with_journal(mut self, journal: Arc<Journal>) -> Self {
+        self.journal = Some(journal);
+        self
+    }
+
+    /// The journal writes go through, if any.
+    pub fn journal(&self) -> Option<&Arc<Journal>> {
+        self.journal.as_ref()
     }
 
     /// The stale temporary files opening the store removed.
@@ -298,6 +314,12 @@ impl CheckpointStore {
         file.set_permissions(Permissions::from_mode(self.options.file_mode))
             .map_err(io_error("chmod temporary file", temp))?;
         file.write_all(data).map_err(io_error("write", temp))?;
+        if let Some(journal) = &self.journal {
+            drop(file);
+            return journal
+                .stage(target, Some(data), || fs::rename(temp, target))
+                .map_err(io_error("rename into place", target));
+        }
         file.sync_all().map_err(io_error("fsync", temp))?;
         drop(file);
         fs::rename(temp, target).map_err(io_error("rename into place", target))?;
@@ -313,6 +335,14 @@ impl CheckpointStore {
     /// `RemoveCheckpoint`).
     pub fn remove(&self, key: &str) -> Result<()> {
         let path = self.path_of(key)?;
+        if let Some(journal) = &self.journal {
+            return journal
+                .stage(&path, None, || match fs::remove_file(&path) {
+                    Err(err) if err.kind() == io::ErrorKind::NotFound => Ok(()),
+                    other => other,
+                })
+                .map_err(io_error("remove", &path));
+        }
         match fs::remove_file(&path) {
             Err(err) if err.kind() != io::ErrorKind::NotFound => {
                 Err(io_error("remove", &path)(err))
