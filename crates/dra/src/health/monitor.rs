@@ -18,7 +18,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, SystemTime};
 
 use corral_proto::dra_health::{v1, v1alpha1};
-use corral_proto::tonic::{self, Code, Streaming, transport::Channel};
+use corral_proto::tonic::{self, Code, Streaming};
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
@@ -30,12 +30,19 @@ use crate::plugin::{DraPluginClient, HealthService, PluginObserver};
 pub struct HealthMonitorConfig {
     /// Wait before re-opening a stream that ended (upstream: 5 s).
     pub retry_interval: Duration,
+    /// How long a driver has to answer `NodeWatchResources` (its response headers or first
+    /// report) before the attempt is dropped and retried on a new connection (default
+    /// 30 s, the default health timeout: a driver silent that long has its devices
+    /// `Unknown` anyway). Upstream waits forever, so one lost request would stop that
+    /// driver's health for good.
+    pub open_timeout: Duration,
 }
 
 impl Default for HealthMonitorConfig {
     fn default() -> Self {
         HealthMonitorConfig {
             retry_interval: Duration::from_secs(5),
+            open_timeout: Duration::from_secs(30),
         }
     }
 }
@@ -212,7 +219,8 @@ impl PluginObserver for HealthMonitor {
             driver: driver.to_owned(),
             generation,
             service,
-            channel: plugin.channel(),
+            endpoint: plugin.endpoint().to_path_buf(),
+            dial_timeout: plugin.timeout(),
         };
         tokio::spawn(async move {
             tokio::select! {
@@ -229,7 +237,10 @@ struct Stream {
     driver: String,
     generation: u64,
     service: HealthService,
-    channel: Channel,
+    /// The plugin's DRAPlugin socket; each attempt dials its own connection, so the
+    /// long-lived stream never shares one with NodePrepareResources calls.
+    endpoint: PathBuf,
+    dial_timeout: Duration,
 }
 
 /// Either version's response stream.
@@ -308,20 +319,21 @@ fn reported(
 
 impl Stream {
     async fn open(&self) -> Result<Responses, tonic::Status> {
+        let channel = corral_proto::uds::connect(&self.endpoint, self.dial_timeout)
+            .await
+            .map_err(|e| tonic::Status::unavailable(e.to_string()))?;
         Ok(match self.service {
             HealthService::V1 => Responses::V1(
-                v1::dra_resource_health_client::DraResourceHealthClient::new(self.channel.clone())
+                v1::dra_resource_health_client::DraResourceHealthClient::new(channel)
                     .node_watch_resources(v1::NodeWatchResourcesRequest {})
                     .await?
                     .into_inner(),
             ),
             _ => Responses::V1Alpha1(
-                v1alpha1::dra_resource_health_client::DraResourceHealthClient::new(
-                    self.channel.clone(),
-                )
-                .node_watch_resources(v1alpha1::NodeWatchResourcesRequest {})
-                .await?
-                .into_inner(),
+                v1alpha1::dra_resource_health_client::DraResourceHealthClient::new(channel)
+                    .node_watch_resources(v1alpha1::NodeWatchResourcesRequest {})
+                    .await?
+                    .into_inner(),
             ),
         })
     }
@@ -330,7 +342,15 @@ impl Stream {
     async fn run(self) {
         let driver = self.driver.as_str();
         loop {
-            let ended = match self.open().await {
+            let opened = tokio::time::timeout(self.shared.config.open_timeout, self.open())
+                .await
+                .unwrap_or_else(|_| {
+                    Err(tonic::Status::deadline_exceeded(format!(
+                        "no answer to NodeWatchResources within {:?}",
+                        self.shared.config.open_timeout
+                    )))
+                });
+            let ended = match opened {
                 Ok(mut responses) => loop {
                     match responses.next().await {
                         Ok(Some(devices)) => self.record(&devices),

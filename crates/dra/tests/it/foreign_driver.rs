@@ -290,3 +290,40 @@ async fn python_driver_rolling_update() {
     new.stop().await;
     watcher.stop().await;
 }
+
+/// The Python driver streams health (`v1alpha1.DRAResourceHealth`) to the registry's
+/// health monitor as soon as it registers.
+#[tokio::test]
+async fn python_health_stream_opens_at_registration() {
+    use corral_dra::health::{HealthCache, HealthMonitor, HealthMonitorConfig};
+    let mut missed = 0;
+    for _ in 0..3 {
+        let dirs = Dirs::new();
+        let (registry, watcher) = registry(&dirs);
+        let monitor = HealthMonitor::new(
+            Arc::new(HealthCache::in_memory()),
+            HealthMonitorConfig::default(),
+        );
+        registry.set_observer(Arc::new(monitor.clone())).unwrap();
+        let mut driver = PythonDriver::spawn(
+            &dirs,
+            &["--versions", "v1.DRAPlugin,v1alpha1.DRAResourceHealth"],
+        )
+        .await;
+        let got = tokio::time::timeout(std::time::Duration::from_secs(4), async {
+            loop {
+                if driver.next_event().await["event"] == "health_stream" {
+                    return;
+                }
+            }
+        })
+        .await;
+        if got.is_err() {
+            missed += 1;
+        }
+        monitor.stop();
+        watcher.stop().await;
+        drop(driver);
+    }
+    assert_eq!(missed, 0);
+}

@@ -26,6 +26,7 @@ fn monitor(dirs: &Dirs, registry: &PluginRegistry) -> HealthMonitor {
         Arc::new(cache),
         HealthMonitorConfig {
             retry_interval: Duration::from_millis(100),
+            open_timeout: Duration::from_secs(5),
         },
     );
     registry.set_observer(Arc::new(monitor.clone())).unwrap();
