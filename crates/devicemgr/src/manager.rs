@@ -10,7 +10,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use corral_checkpoint::DEVICE_MANAGER_FILE;
+use corral_checkpoint::{CheckpointStore, DEVICE_MANAGER_FILE};
 use corral_proto::deviceplugin::v1beta1::registration_server::RegistrationServer;
 use corral_proto::uds::{self, SocketOptions, UdsListener};
 use corral_topology::{
@@ -56,8 +56,19 @@ impl DeviceManager {
     /// A manager for `config`; opens (creating) its checkpoint directory. Nothing is
     /// served until [`start`](Self::start).
     pub fn new(config: DeviceManagerConfig) -> Result<DeviceManager, DeviceManagerError> {
+        let store = CheckpointStore::open(&config.checkpoint_dir)?;
+        Self::with_checkpoint_store(config, store)
+    }
+
+    /// A manager for `config` writing `kubelet_internal_checkpoint` through `store` (whose
+    /// directory should be `config.checkpoint_dir`), for instance a store whose writes a
+    /// [`Journal`](corral_checkpoint::Journal) makes durable.
+    pub fn with_checkpoint_store(
+        config: DeviceManagerConfig,
+        store: CheckpointStore,
+    ) -> Result<DeviceManager, DeviceManagerError> {
         Ok(DeviceManager {
-            shared: Arc::new(Shared::new(config)?),
+            shared: Arc::new(Shared::new(config, store)),
         })
     }
 

@@ -17,7 +17,6 @@ use crate::changes::Changes;
 use crate::checkpoint_writer::CheckpointWriter;
 use crate::config::DeviceManagerConfig;
 use crate::device::{Device, PluginOptions};
-use crate::error::DeviceManagerError;
 use crate::hub::{ClientHandler, Hub};
 use crate::locks::lock;
 use crate::observer::ObserverSlot;
@@ -42,16 +41,14 @@ pub(crate) struct Shared {
 }
 
 impl Shared {
-    /// A stopped manager's shared state for `config`; opens (creating) the checkpoint
-    /// directory.
-    pub(crate) fn new(config: DeviceManagerConfig) -> Result<Shared, DeviceManagerError> {
-        let store = CheckpointStore::open(&config.checkpoint_dir)?;
+    /// A stopped manager's shared state for `config`, writing its checkpoint into `store`.
+    pub(crate) fn new(config: DeviceManagerConfig, store: CheckpointStore) -> Shared {
         let state = Arc::new(Mutex::new(
             DeviceState::new(config.numa_nodes.clone()).with_numa_ids(config.numa_ids.clone()),
         ));
         let tasks = Arc::new(Tasks::default());
         let observer = Arc::new(ObserverSlot::default());
-        Ok(Shared {
+        Shared {
             checkpoints: Arc::new(CheckpointWriter::new(store, Arc::clone(&state))),
             hub: Arc::new(Hub::new(
                 config.clone(),
@@ -66,7 +63,7 @@ impl Shared {
             observer,
             shutdown: Mutex::new(None),
             runtime: Mutex::new(None),
-        })
+        }
     }
 
     /// The core state, locked.

@@ -48,6 +48,15 @@ impl FileStateStore {
         })
     }
 
+    /// `dra_manager_state` in `store`'s directory, written through `store` (for instance
+    /// a store whose writes a [`Journal`](corral_checkpoint::Journal) makes durable).
+    pub fn with_store(store: CheckpointStore) -> Self {
+        FileStateStore {
+            store,
+            name: DRA_MANAGER_FILE.to_owned(),
+        }
+    }
+
     /// The file's path.
     pub fn path(&self) -> PathBuf {
         self.store.dir().join(&self.name)
