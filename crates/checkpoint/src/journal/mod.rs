@@ -10,7 +10,10 @@
 //! The journal is the authority on what the files hold. Opening it ([`Journal::open`])
 //! replays it: every managed file is rewritten (durably, the classic way) to its content
 //! as of the last complete record, and managed files the journal does not know are
-//! removed; then a fresh journal starts with a snapshot of that state. So after a crash at
+//! removed. [`Journal::activate`], once the caller found the files acceptable, starts a
+//! fresh journal with a snapshot of them; until then the old journal stays as it was, so a
+//! start that refuses the state (and an operator who then repairs a file by hand) is never
+//! overruled by a snapshot of the refused state. So after a crash at
 //! any instant — a process kill or a power loss, during a file write, a rename or a
 //! commit — the files equal the state of some prefix of the commits, and every commit that
 //! returned is in it. A write that was staged but not committed is undone at the next open.
@@ -76,7 +79,8 @@ pub struct Recovery {
 
 #[derive(Debug)]
 struct State {
-    file: File,
+    /// The journal, open for appending once [`Journal::activate`] wrote its snapshot.
+    file: Option<File>,
     size: u64,
     /// Every present file as of the last durable commit.
     view: BTreeMap<PathBuf, Vec<u8>>,
@@ -92,6 +96,7 @@ struct State {
 #[derive(Debug)]
 pub struct Journal {
     path: PathBuf,
+    managed: Vec<Managed>,
     options: JournalOptions,
     state: Mutex<State>,
     done: Condvar,
@@ -156,15 +161,40 @@ fn parent(path: &Path) -> &Path {
         .unwrap_or(Path::new("."))
 }
 
+/// The temporary file replaying writes through, one per directory.
+const REPLAY_TEMP: &str = ".journal-replay.tmp";
+
+/// Remove what a journal killed while replaying or compacting left: the replay's temporary
+/// file in every managed directory and the snapshot's next to the journal.
+fn remove_leftovers(path: &Path, managed: &[Managed]) -> Result<()> {
+    let mut temps = vec![snapshot_temp(path)];
+    for m in managed {
+        let dir = match m {
+            Managed::File(file) => parent(file),
+            Managed::Dir(dir) => dir.as_path(),
+        };
+        temps.push(dir.join(REPLAY_TEMP));
+    }
+    for temp in temps {
+        match fs::remove_file(&temp) {
+            Err(e) if e.kind() != io::ErrorKind::NotFound => {
+                return Err(io_error("remove leftover", &temp)(e));
+            }
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
+fn snapshot_temp(path: &Path) -> PathBuf {
+    path.with_extension("snapshot-tmp")
+}
+
 /// Replace `path` with `data` durably (used when replaying).
 fn write_durably(path: &Path, data: &[u8]) -> Result<()> {
     let dir = parent(path);
     fs::create_dir_all(dir).map_err(io_error("create directory", dir))?;
-    let name = path
-        .file_name()
-        .map(|n| n.to_string_lossy())
-        .unwrap_or_default();
-    let temp = dir.join(format!(".{name}.journal-replay"));
+    let temp = dir.join(REPLAY_TEMP);
     let mut file = OpenOptions::new()
         .write(true)
         .create(true)
@@ -179,9 +209,9 @@ fn write_durably(path: &Path, data: &[u8]) -> Result<()> {
 }
 
 impl Journal {
-    /// Open (creating) the journal at `path` for the files `managed`: replay it onto the
-    /// files, then start a fresh journal with a snapshot of them (see the module
-    /// documentation).
+    /// Open the journal at `path` for the files `managed` and replay it onto them (see the
+    /// module documentation). Nothing is written to the journal until
+    /// [`activate`](Self::activate).
     pub fn open(
         path: impl Into<PathBuf>,
         managed: &[Managed],
@@ -190,25 +220,25 @@ impl Journal {
         let path = path.into();
         let dir = parent(&path).to_path_buf();
         fs::create_dir_all(&dir).map_err(io_error("create directory", &dir))?;
+        remove_leftovers(&path, managed)?;
         let mut recovery = Recovery::default();
-        let view = match fs::read(&path) {
+        match fs::read(&path) {
             Ok(bytes) => {
                 recovery.replayed = true;
                 let view = Self::replay(&path, &bytes, &mut recovery)?;
                 Self::apply(&view, managed, &mut recovery)?;
-                view
             }
-            Err(e) if e.kind() == io::ErrorKind::NotFound => read_managed(managed)?,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {}
             Err(e) => return Err(io_error("read", &path)(e)),
-        };
-        let (file, size) = Self::write_snapshot(&path, &view)?;
+        }
         let journal = Journal {
             path,
+            managed: managed.to_vec(),
             options,
             state: Mutex::new(State {
-                file,
-                size,
-                view,
+                file: None,
+                size: 0,
+                view: BTreeMap::new(),
                 pending: Vec::new(),
                 staged: 0,
                 durable: 0,
@@ -309,7 +339,7 @@ impl Journal {
             Kind::Snapshot,
             view.iter().map(|(p, d)| (p, Some(d.as_slice()))),
         );
-        let temp = path.with_extension("snapshot-tmp");
+        let temp = snapshot_temp(path);
         let mut file = OpenOptions::new()
             .write(true)
             .create(true)
@@ -327,6 +357,21 @@ impl Journal {
             .open(path)
             .map_err(io_error("open for appending", path))?;
         Ok((file, bytes.len() as u64))
+    }
+
+    /// Start journaling: replace the journal with a snapshot of the managed files as they
+    /// are now (what was written since [`open`](Self::open) included, durably), and append
+    /// every later commit to it. Until this, [`commit`](Self::commit) fails.
+    pub fn activate(&self) -> Result<()> {
+        let mut state = self.lock();
+        let view = read_managed(&self.managed)?;
+        let (file, size) = Self::write_snapshot(&self.path, &view)?;
+        state.file = Some(file);
+        state.size = size;
+        state.view = view;
+        state.pending.clear();
+        state.durable = state.staged;
+        Ok(())
     }
 
     /// The journal file.
@@ -357,10 +402,10 @@ impl Journal {
         Ok(())
     }
 
-    /// Whether anything is staged and not yet committed.
+    /// Whether the journal is active and something is staged but not yet committed.
     pub fn has_pending(&self) -> bool {
         let state = self.lock();
-        state.durable < state.staged
+        state.file.is_some() && state.durable < state.staged
     }
 
     /// Make everything staged before this call durable: one append and one fsync of the
@@ -384,11 +429,17 @@ impl Journal {
                 state = self.done.wait(state).unwrap_or_else(|e| e.into_inner());
                 continue;
             }
+            let Some(file) = &state.file else {
+                return Err(CheckpointError::JournalFailed {
+                    path: self.path.clone(),
+                    why: "not activated: the state it would record was not accepted".to_owned(),
+                });
+            };
+            let file = file.try_clone();
             state.committing = true;
             let batch = std::mem::take(&mut state.pending);
             let upto = state.staged;
             let bytes = record::encode(Kind::Delta, batch.iter().map(|(p, d)| (p, d.as_deref())));
-            let file = state.file.try_clone();
             drop(state);
             let written = file.and_then(|mut f| {
                 f.write_all(&bytes)?;
@@ -422,7 +473,7 @@ impl Journal {
     fn compact(&self, state: &mut State) {
         match Self::write_snapshot(&self.path, &state.view) {
             Ok((file, size)) => {
-                state.file = file;
+                state.file = Some(file);
                 state.size = size;
             }
             Err(e) => state.failed = Some(format!("compacting: {e}")),

@@ -20,6 +20,7 @@ fn open(dir: &Path, compact_at: u64) -> (Arc<Journal>, Recovery) {
         JournalOptions { compact_at },
     )
     .unwrap();
+    journal.activate().unwrap();
     (Arc::new(journal), recovery)
 }
 
@@ -35,6 +36,21 @@ fn a_first_open_takes_the_files_as_they_are() {
     let (journal, recovery) = open(dir.path(), 1 << 20);
     assert!(!recovery.replayed);
     assert_eq!(journal.lock().view.len(), 1);
+    let (unactivated, _) = Journal::open(
+        dir.path().join("journal"),
+        &managed(dir.path()),
+        JournalOptions::default(),
+    )
+    .unwrap();
+    // Not activated: a commit is refused and the journal on disk is left as it was.
+    unactivated
+        .stage(&dir.path().join("cpu_manager_state"), Some(b"x"), || Ok(()))
+        .unwrap();
+    assert!(matches!(
+        unactivated.commit(),
+        Err(CheckpointError::JournalFailed { .. })
+    ));
+    drop(unactivated);
     drop(journal);
     let (_journal, recovery) = open(dir.path(), 1 << 20);
     assert!(recovery.replayed);
