@@ -83,6 +83,11 @@ impl Layout {
         self.root.join("corral/pods")
     }
 
+    /// The journal that makes the state files durable with one fsync per admission.
+    pub(crate) fn journal_path(&self) -> PathBuf {
+        self.root.join("corral/state.journal")
+    }
+
     /// The directory of `cpu_manager_state`, `dra_manager_state` (the kubelet's root).
     pub(crate) fn state_dir(&self) -> &Path {
         &self.root

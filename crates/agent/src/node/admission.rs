@@ -26,7 +26,19 @@ impl Node {
     /// resize (see `resize`); a second admission of a pod whose
     /// admission is under way waits for it. Admissions of different pods run their
     /// decisions one at a time, but not while a device plugin or a DRA driver answers.
+    ///
+    /// The answer comes once what the admission wrote is durable (one journal commit).
     pub(crate) async fn admit(
+        self: &Arc<Self>,
+        manifest: K8sPod,
+        claims: Vec<K8sResourceClaim>,
+    ) -> Result<Admission, AdmitError> {
+        let answer = self.admit_uncommitted(manifest, claims).await;
+        self.commit().await?;
+        answer
+    }
+
+    async fn admit_uncommitted(
         self: &Arc<Self>,
         mut manifest: K8sPod,
         claims: Vec<K8sResourceClaim>,
@@ -217,8 +229,15 @@ impl Node {
         );
     }
 
-    /// Release everything `pod_uid` holds; `false` when the pod was not admitted.
+    /// Release everything `pod_uid` holds; `false` when the pod was not admitted. The
+    /// answer comes once the release is durable.
     pub(crate) async fn release(self: &Arc<Self>, pod_uid: &str) -> Result<bool> {
+        let released = self.release_uncommitted(pod_uid).await;
+        self.commit().await?;
+        released
+    }
+
+    async fn release_uncommitted(self: &Arc<Self>, pod_uid: &str) -> Result<bool> {
         let _pod_lock = self.pod_locks.lock(pod_uid).await;
         let removed = self.pods.update(pod_uid, Option::take)?;
         let known = removed.is_some();

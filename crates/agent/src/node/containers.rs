@@ -22,6 +22,15 @@ impl Node {
         self: &Arc<Self>,
         manifest: K8sPod,
     ) -> Result<Admission, AdmitError> {
+        let answer = self.admit_container_uncommitted(manifest).await;
+        self.commit().await?;
+        answer
+    }
+
+    async fn admit_container_uncommitted(
+        self: &Arc<Self>,
+        manifest: K8sPod,
+    ) -> Result<Admission, AdmitError> {
         let pod = pod_from_manifest(&manifest, &self.limits)?;
         let [container] = pod.containers.as_slice() else {
             return Err(anyhow!("admit_container takes a pod of one container").into());

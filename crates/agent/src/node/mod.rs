@@ -13,7 +13,9 @@ mod admission;
 mod containers;
 mod device_health;
 mod device_metrics;
+
 mod device_provider;
+mod journal;
 mod kubelet_devices;
 mod locks;
 mod pods;
@@ -27,13 +29,15 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use anyhow::{Context, Result, anyhow};
-use corral_checkpoint::CheckpointStore;
+use corral_checkpoint::{CheckpointStore, Journal};
 use corral_cpumgr::{
     CfsQuota, CheckpointBackend, ContainerMap, ContainerRuntime, CpuManager, CpuQuotaPolicy,
     RuntimeError,
 };
 use corral_devicemgr::{DeviceManager, DeviceManagerConfig, StartOptions};
-use corral_dra::{PluginRegistry, PodClaims, RegistryConfig, ResourceClaim};
+use corral_dra::{
+    DraManagerConfig, FileStateStore, PluginRegistry, PodClaims, RegistryConfig, ResourceClaim,
+};
 use corral_memmgr::MemoryManager;
 use corral_topology::memory::NumaMemory;
 use corral_topology::topologymanager::{TopologyHint, TopologyManager};
@@ -128,6 +132,8 @@ pub(crate) struct Node {
     registry: Arc<PluginRegistry>,
     /// DRA device health, with `ResourceHealthStatus`.
     health: Option<DeviceHealth>,
+    /// Makes every state file durable: one fsync per commit (see `journal.rs`).
+    journal: Arc<Journal>,
     pods: Arc<PodBook>,
     /// NUMA node ids ↔ mask bits (identity unless a node id is above 63).
     numa_ids: NumaIds,
@@ -217,9 +223,13 @@ impl Node {
         let layout = &config.layout;
         layout.create_dirs()?;
         let state_dir = layout.state_dir();
-        let pods = Arc::new(PodBook::load(layout.pods_dir(), |record| {
-            pod_of_record(record, &config.pod_limits)
-        })?);
+        let journal = journal::open(layout)?;
+        let pods = Arc::new(
+            PodBook::load(layout.pods_dir(), |record| {
+                pod_of_record(record, &config.pod_limits)
+            })?
+            .with_journal(Arc::clone(&journal)),
+        );
         let gates = &config.feature_gates;
         let pod_level = gates.pod_level_resources();
         let mut manager =
@@ -244,7 +254,8 @@ impl Node {
             }
         }
         let store = CheckpointStore::open(state_dir)
-            .with_context(|| format!("opening the state dir {}", state_dir.display()))?;
+            .with_context(|| format!("opening the state dir {}", state_dir.display()))?
+            .with_journal(Arc::clone(&journal));
         cpu.start(
             Box::new(CheckpointBackend::new(store.clone())),
             Arc::clone(&pods) as _,
@@ -269,8 +280,13 @@ impl Node {
         device_config.registration_wait = config.plugin_wait_timeout;
         device_config.max_resources_per_plugin = config.max_resources_per_device_plugin;
         device_config.registration_server.max_connections = config.max_connections_per_socket;
-        let devices =
-            Arc::new(DeviceManager::new(device_config).context("building the device manager")?);
+        let device_store = CheckpointStore::open(layout.device_plugins_dir())
+            .context("opening the device-plugin directory")?
+            .with_journal(Arc::clone(&journal));
+        let devices = Arc::new(
+            DeviceManager::with_checkpoint_store(device_config, device_store)
+                .context("building the device manager")?,
+        );
         let device_metrics = DevicePluginMetrics::default();
         devices.set_observer(Arc::new(device_metrics.clone()));
         // Providers allocate in this order: CPUs, then devices (as the kubelet).
@@ -310,8 +326,12 @@ impl Node {
             manager.store().add_container(pod_uid, name, id);
         }
         let registry = PluginRegistry::new(RegistryConfig::new(layout.plugins_registry_dir()));
-        let dra = DraManager::open(state_dir, Arc::clone(&registry))
-            .context("restoring the DRA manager")?;
+        let dra = DraManager::new(
+            FileStateStore::with_store(store.clone()),
+            Arc::clone(&registry),
+            DraManagerConfig::default(),
+        )
+        .context("restoring the DRA manager")?;
         let health = if gates.enabled(Feature::ResourceHealthStatus) {
             Some(DeviceHealth::watch(
                 state_dir,
@@ -331,6 +351,7 @@ impl Node {
             dra,
             registry,
             health,
+            journal,
             pods,
             numa_ids: topology.numa_ids().clone(),
             state_dir: state_dir.to_path_buf(),
@@ -343,7 +364,8 @@ impl Node {
     }
 
     /// Start the device manager: restore `kubelet_internal_checkpoint` and serve the
-    /// device-plugin registration socket. Must run before any admission.
+    /// device-plugin registration socket, check every restored state against the admitted
+    /// pods, and start the state journal. Must run before any admission.
     pub(crate) async fn start_devices(&self) -> Result<()> {
         let pods = Arc::clone(&self.pods);
         let mut running = BTreeSet::new();
@@ -370,7 +392,12 @@ impl Node {
         // as it left it rather than creating it.
         self.devices
             .remove_pod("")
-            .context("writing the device manager checkpoint")
+            .context("writing the device manager checkpoint")?;
+        // Every restored state was accepted: journal from it on (a refused start leaves the
+        // old journal, and the files an operator repairs, alone).
+        self.journal
+            .activate()
+            .context("starting the state journal")
     }
 
     /// Stop serving device plugins.
@@ -477,7 +504,9 @@ impl Node {
         self.topology
             .store()
             .add_container(pod_uid, name, container_id);
-        Ok(())
+        self.journal
+            .commit()
+            .context("committing the state journal")
     }
 
     /// The container `container_id` was removed: its exclusive CPUs and memory go back.
@@ -508,7 +537,9 @@ impl Node {
                 admitted.record.removed_containers.extend(names);
             }
         })?;
-        Ok(())
+        self.journal
+            .commit()
+            .context("committing the state journal")
     }
 
     /// What every container of `pod_uid` holds.

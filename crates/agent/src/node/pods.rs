@@ -8,9 +8,10 @@
 use std::collections::BTreeMap;
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
-use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use anyhow::{Context, Result};
+use corral_checkpoint::Journal;
 use corral_cpumgr::{ContainerState, ContainerStatus, PodSource, PodStatus};
 use corral_topology::Pod;
 use serde::{Deserialize, Serialize};
@@ -93,6 +94,8 @@ pub(crate) struct AdmittedPod {
 pub(crate) struct PodBook {
     dir: PathBuf,
     pods: Mutex<Book>,
+    /// Writes go through the state journal when set (see `journal.rs`).
+    journal: Option<Arc<Journal>>,
 }
 
 #[derive(Debug, Default)]
@@ -142,7 +145,36 @@ impl PodBook {
                 admitted: pods,
                 ..Book::default()
             }),
+            journal: None,
         })
+    }
+
+    /// Write pod files through `journal`: renamed into place without fsyncs, durable at its
+    /// next commit.
+    pub(crate) fn with_journal(mut self, journal: Arc<Journal>) -> Self {
+        self.journal = Some(journal);
+        self
+    }
+
+    fn write(&self, uid: &str, bytes: &[u8]) -> Result<()> {
+        let path = self.file_of(uid);
+        match &self.journal {
+            Some(journal) => write_journaled(journal, &path, bytes),
+            None => write_atomically(&path, bytes),
+        }
+    }
+
+    fn remove(&self, uid: &str) -> Result<()> {
+        let path = self.file_of(uid);
+        match &self.journal {
+            Some(journal) => journal
+                .stage(&path, None, || match std::fs::remove_file(&path) {
+                    Err(err) if err.kind() == std::io::ErrorKind::NotFound => Ok(()),
+                    other => other,
+                })
+                .with_context(|| format!("removing {}", path.display())),
+            None => remove_durably(&path),
+        }
     }
 
     /// The file pod `uid` is persisted in.
@@ -222,10 +254,8 @@ impl PodBook {
         let out = change(&mut entry);
         if entry.as_ref().map(|a| &a.record) != before.map(|b| &b.record) {
             match &entry {
-                Some(admitted) => {
-                    write_atomically(&self.file_of(uid), &serde_json::to_vec(&admitted.record)?)?
-                }
-                None => remove_durably(&self.file_of(uid))?,
+                Some(admitted) => self.write(uid, &serde_json::to_vec(&admitted.record)?)?,
+                None => self.remove(uid)?,
             }
         }
         // The pod is admitted (or released) now: its admission, if one ran, is over.
@@ -328,6 +358,22 @@ pub(crate) fn write_atomically(path: &Path, bytes: &[u8]) -> Result<()> {
         file.sync_all()?;
         std::fs::rename(&temp, path)?;
         std::fs::File::open(dir)?.sync_all()
+    };
+    write().with_context(|| format!("writing {}", path.display()))
+}
+
+/// Write `bytes` to `path` through `journal`: temp file, then the rename staged in the
+/// journal (no fsync: the journal's commit makes it durable).
+fn write_journaled(journal: &Journal, path: &Path, bytes: &[u8]) -> Result<()> {
+    let dir = path
+        .parent()
+        .filter(|d| !d.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    let temp = temp_file_of(path, dir);
+    let write = || -> std::io::Result<()> {
+        std::fs::File::create(&temp)?.write_all(bytes)?;
+        journal.stage(path, Some(bytes), || std::fs::rename(&temp, path))
     };
     write().with_context(|| format!("writing {}", path.display()))
 }

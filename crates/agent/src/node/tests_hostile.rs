@@ -64,8 +64,17 @@ async fn restart_without(name: &str) -> String {
 }
 
 /// Admit a pod with 2 exclusive CPUs and a device, stop the node, run `damage` on the
-/// state dir, and return what a restart says.
+/// state dir, lose the state journal too (else it restores the file), and return what a
+/// restart says.
 async fn restart_after(damage: impl FnOnce(&AgentConfig)) -> (tempfile::TempDir, String) {
+    restart_after_damage(|config| {
+        damage(config);
+        std::fs::remove_file(config.layout.journal_path()).unwrap();
+    })
+    .await
+}
+
+async fn restart_after_damage(damage: impl FnOnce(&AgentConfig)) -> (tempfile::TempDir, String) {
     let dir = tempfile::tempdir().unwrap();
     let mut config = config(dir.path(), "best-effort", &[]);
     // The static memory policy, keeping the kubelet's default eviction threshold (100Mi).
@@ -96,6 +105,32 @@ async fn a_deleted_cpu_manager_state_is_refused_naming_the_file_the_pod_and_the_
         err.contains("Restore the file") && err.contains("corral/pods/first.json"),
         "{err}"
     );
+}
+
+/// With the journal in place, a deleted or rolled-back state file is restored from it: the
+/// node starts holding what it held.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lost_state_file_is_restored_from_the_journal() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = config(dir.path(), "none", &[]);
+    let topology = fixture("32em64t-2n8c+dax+nvme+mic+dimms");
+    let node = open(&config, &topology).await;
+    let state = config.layout.state_dir().join("cpu_manager_state");
+    let empty = std::fs::read(&state).unwrap();
+    admitted(&node, pod("held", &[3])).await;
+    let held = std::fs::read(&state).unwrap();
+    node.stop_devices().await;
+    drop(node);
+    std::fs::write(&state, empty).unwrap();
+    let node = reopen(&config, dir.path()).await.expect("restored");
+    assert_eq!(std::fs::read(&state).unwrap(), held);
+    assert_eq!(node.cpu().exclusive_cpus("held", "c0").len(), 3);
+    node.stop_devices().await;
+    drop(node);
+    std::fs::remove_file(&state).unwrap();
+    let node = reopen(&config, dir.path()).await.expect("restored");
+    assert_eq!(std::fs::read(&state).unwrap(), held);
+    node.stop_devices().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -138,6 +173,7 @@ async fn a_valid_cpu_checkpoint_without_the_pods_entry_is_refused() {
     node.stop_devices().await;
     drop(node);
     std::fs::write(&state, empty).unwrap();
+    std::fs::remove_file(config.layout.journal_path()).unwrap();
     let err = format!(
         "{:#}",
         reopen(&config, dir.path()).await.expect_err("refused")

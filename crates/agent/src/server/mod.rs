@@ -71,6 +71,7 @@ pub(crate) async fn run(config: AgentConfig, demo_devices: usize) -> Result<()> 
     };
     let node = Arc::new(node);
     node.start_devices().await?;
+    let flusher = node.spawn_journal_flusher();
     let demo = match demo_devices {
         0 => None,
         n => Some(demo::start(&node, &config, n).await?),
@@ -165,6 +166,13 @@ pub(crate) async fn run(config: AgentConfig, demo_devices: usize) -> Result<()> 
         plugin.stop().await;
     }
     node.stop_devices().await;
+    flusher.abort();
+    if let Err(err) = node.commit().await {
+        tracing::error!(
+            error = format!("{err:#}"),
+            "the last state journal commit failed"
+        );
+    }
     tracing::info!(pods = node.pods().len(), "stopped");
     Ok(())
 }

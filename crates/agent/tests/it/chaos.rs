@@ -6,11 +6,15 @@
 //!   CPUs and devices it was acknowledged with, and nothing unacknowledged appears;
 //! - no CPU is exclusive to two containers, no device is held twice, exclusive CPUs are
 //!   not in the shared pool;
-//! - a deleted state file that held an admitted pod's CPUs or devices, and every truncated
-//!   one, makes the agent refuse to start, naming the file; with the file back it starts;
+//! - a deleted or truncated state file is restored from the state journal (every state
+//!   file is written through it: one fsync per admission), and the agent starts holding
+//!   exactly what was acknowledged;
+//! - with the journal lost too, a deleted state file that held an admitted pod's CPUs or
+//!   devices, and every truncated one, makes the agent refuse to start, naming the file;
+//!   with the file back it starts;
 //! - no temp file of an interrupted write is left.
 //!
-//! `CORRAL_CHAOS_KILLS` sets the number of kills (default 50); `CORRAL_CHAOS_SEED` the seed.
+//! `CORRAL_CHAOS_KILLS` sets the number of kills (default 200); `CORRAL_CHAOS_SEED` the seed.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -310,7 +314,7 @@ async fn sigkill_under_parallel_admissions_loses_and_duplicates_nothing() {
     let kills: usize = std::env::var("CORRAL_CHAOS_KILLS")
         .ok()
         .and_then(|v| v.parse().ok())
-        .unwrap_or(50);
+        .unwrap_or(200);
     let seed: u64 = std::env::var("CORRAL_CHAOS_SEED")
         .ok()
         .and_then(|v| v.parse().ok())
@@ -321,6 +325,7 @@ async fn sigkill_under_parallel_admissions_loses_and_duplicates_nothing() {
     let model = Arc::new(Mutex::new(Model::default()));
     let mut rng = Rng(seed | 1);
     let mut refused = 0;
+    let mut restored = 0;
     for round in 0..kills {
         let (agent, client) = start(&root).await.expect("the agent starts");
         let pods = list_pods(&client).await;
@@ -358,6 +363,18 @@ async fn sigkill_under_parallel_admissions_loses_and_duplicates_nothing() {
             } else {
                 std::fs::remove_file(&file).unwrap();
             }
+            if round % 10 == 4 {
+                // The journal has the file: it is restored and the agent starts; the next
+                // round checks it holds what was acknowledged.
+                let (agent, client) = start(&root).await.expect("restored from the journal");
+                let pods = list_pods(&client).await;
+                check(&mut model.lock().unwrap(), &pods);
+                assert!(file.exists(), "{} was not restored", file.display());
+                drop(agent);
+                restored += 1;
+                continue;
+            }
+            std::fs::remove_file(root.join("corral/state.journal")).unwrap();
             let must_refuse = truncate || recorded(&root, key);
             match start(&root).await {
                 Err(log) => {
@@ -376,9 +393,10 @@ async fn sigkill_under_parallel_admissions_loses_and_duplicates_nothing() {
     let mut model = model.lock().unwrap();
     check(&mut model, &pods);
     eprintln!(
-        "chaos: {kills} kills, {} acknowledged admissions, {} acknowledged releases, {refused} damaged restarts refused, 0 lost, 0 double-assigned",
+        "chaos: {kills} kills, {} acknowledged admissions, {} acknowledged releases, {restored} damaged files restored from the journal, {refused} damaged restarts without it refused, 0 lost, 0 double-assigned",
         model.acknowledged_admissions, model.acknowledged_releases
     );
     assert!(model.acknowledged_admissions >= kills, "too little traffic");
-    assert!(refused >= kills / 10, "too few damaged restarts refused");
+    assert!(refused >= kills / 20, "too few damaged restarts refused");
+    assert!(restored >= kills / 20, "too few damaged files restored");
 }

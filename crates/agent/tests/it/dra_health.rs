@@ -24,6 +24,9 @@ const VERSIONS: &str = "v1.DRAPlugin,v1alpha1.DRAResourceHealth";
 struct Instance {
     child: Child,
     lines: Lines<BufReader<ChildStdout>>,
+    /// Events read while waiting for another kind (the order of, e.g., `registration` and
+    /// `health_stream` is not fixed: corral opens the stream as it registers the plugin).
+    backlog: Vec<Value>,
 }
 
 impl Drop for Instance {
@@ -56,15 +59,20 @@ impl Instance {
         Instance {
             child,
             lines: BufReader::new(stdout).lines(),
+            backlog: Vec::new(),
         }
     }
 
     /// The next event of `kind`.
     async fn event(&mut self, kind: &str) -> Value {
+        if let Some(at) = self.backlog.iter().position(|e| e["event"] == kind) {
+            return self.backlog.remove(at);
+        }
+        let backlog = &mut self.backlog;
+        let lines = &mut self.lines;
         tokio::time::timeout(WAIT, async {
             loop {
-                let line = self
-                    .lines
+                let line = lines
                     .next_line()
                     .await
                     .unwrap()
@@ -75,6 +83,7 @@ impl Instance {
                 if value["event"] == kind {
                     return value;
                 }
+                backlog.push(value);
             }
         })
         .await
