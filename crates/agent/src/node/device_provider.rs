@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use corral_devicemgr::DeviceManager;
 use corral_topology::topologymanager::{
-    AffinityStore, AllocationError, HintProvider, ProviderHints,
+    AffinityStore, AllocationError, HintProvider, ProviderHintSets, ProviderHints,
 };
 use corral_topology::{Container, Pod};
 
@@ -35,6 +35,15 @@ impl HintProvider for DeviceProvider {
 
     fn hints_for_pod(&self, pod: &Pod) -> ProviderHints {
         self.devices.hints_for_pod(pod)
+    }
+
+    /// The device manager's hints as families (no subset walk on many-NUMA machines).
+    fn hint_sets_for_container(&self, pod: &Pod, container: &Container) -> ProviderHintSets {
+        HintProvider::hint_sets_for_container(&*self.devices, pod, container)
+    }
+
+    fn hint_sets_for_pod(&self, pod: &Pod) -> ProviderHintSets {
+        HintProvider::hint_sets_for_pod(&*self.devices, pod)
     }
 
     /// Called only from the topology manager's admission, which the node runs holding the

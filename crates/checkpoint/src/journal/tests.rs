@@ -1,3 +1,6 @@
+//! The journal against crashes at every point: uncommitted writes undone, torn tails,
+//! a damaged head, group commit, compaction, and a property over random runs.
+
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
