@@ -85,10 +85,18 @@ impl StateStore for FileStateStore {
         }
     }
 
+    /// Writes the file; through a journaled store, also commits the journal (when it is
+    /// active), because the manager's crash consistency needs each write durable before it
+    /// goes on: a claim is recorded before a driver prepares it, so a crash during the call
+    /// leaves a record to unprepare from.
     fn store(&self, checkpoint: &DraManagerCheckpoint) -> Result<(), DraManagerError> {
         self.store
             .create(&self.name, checkpoint)
-            .map_err(|err| self.error(err))
+            .map_err(|err| self.error(err))?;
+        match self.store.journal() {
+            Some(journal) if journal.is_active() => journal.commit().map_err(|err| self.error(err)),
+            _ => Ok(()),
+        }
     }
 }
 
@@ -143,6 +151,46 @@ impl StateStore for MemoryStateStore {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    // Through a journaled store every write is committed before `store` returns (the
+    // manager's write-ahead record of a claim must be durable before a driver call), and
+    // before the journal is active nothing is committed.
+    #[test]
+    fn a_journaled_store_commits_each_write() {
+        use corral_checkpoint::{Journal, JournalOptions, Managed};
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join(DRA_MANAGER_FILE);
+        let (journal, _) = Journal::open(
+            dir.path().join("journal"),
+            &[Managed::File(file.clone())],
+            JournalOptions::default(),
+        )
+        .unwrap();
+        let journal = Arc::new(journal);
+        let store = FileStateStore::with_store(
+            CheckpointStore::open(dir.path())
+                .unwrap()
+                .with_journal(Arc::clone(&journal)),
+        );
+        store.get_or_create().unwrap();
+        journal.activate().unwrap();
+        let claim = DraManagerCheckpoint {
+            claim_info_state_list: Some(vec![Default::default()]),
+        };
+        store.store(&claim).unwrap();
+        assert!(!journal.has_pending());
+        let written = std::fs::read(&file).unwrap();
+        drop((store, journal));
+        std::fs::remove_file(&file).unwrap();
+        let (_journal, recovery) = Journal::open(
+            dir.path().join("journal"),
+            &[Managed::File(file.clone())],
+            JournalOptions::default(),
+        )
+        .unwrap();
+        assert_eq!(recovery.restored, std::slice::from_ref(&file));
+        assert_eq!(std::fs::read(&file).unwrap(), written);
+    }
 
     // Upstream TestCheckpointGetOrCreate: a missing file is created empty; a corrupt one is
     // an error.

@@ -402,6 +402,11 @@ impl Journal {
         Ok(())
     }
 
+    /// Whether [`activate`](Self::activate) ran (commits are possible).
+    pub fn is_active(&self) -> bool {
+        self.lock().file.is_some()
+    }
+
     /// Whether the journal is active and something is staged but not yet committed.
     pub fn has_pending(&self) -> bool {
         let state = self.lock();
