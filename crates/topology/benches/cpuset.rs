@@ -23,6 +23,9 @@ fn cpuset_benches(c: &mut Criterion) {
         group.bench_function(format!("format/{n}"), |bench| {
             bench.iter(|| black_box(&a).to_string())
         });
+        group.bench_function(format!("ranges/{n}"), |bench| {
+            bench.iter(|| black_box(&a).ranges().fold(0, |acc, (s, e)| acc ^ s ^ e))
+        });
         group.bench_function(format!("union/{n}"), |bench| {
             bench.iter(|| black_box(&a).union(black_box(&b)))
         });

@@ -345,52 +345,57 @@ impl CpuSet {
         self.iter().take(n).collect()
     }
 
+    /// Call `f` with every maximal run, as [`CpuSet::ranges`] yields them, until `f` fails:
+    /// one tight loop over the words with the open run in registers (for printing).
+    #[inline(always)]
+    pub(crate) fn try_for_each_range<E>(
+        &self,
+        mut f: impl FnMut(usize, usize) -> Result<(), E>,
+    ) -> Result<(), E> {
+        // The open run, inclusive.
+        let mut open: Option<(usize, usize)> = None;
+        let mut extend = |start: usize, end: usize| -> Result<(), E> {
+            match open {
+                Some((first, last)) if last.checked_add(1) == Some(start) => {
+                    open = Some((first, end));
+                }
+                Some((first, last)) => {
+                    f(first, last)?;
+                    open = Some((start, end));
+                }
+                None => open = Some((start, end)),
+            }
+            Ok(())
+        };
+        for (index, &word) in self.inline.iter().chain(&self.spill).enumerate() {
+            let base = index * WORD_BITS;
+            let mut rest = word;
+            while rest != 0 {
+                let lo = rest.trailing_zeros() as usize;
+                let ones = (rest >> lo).trailing_ones() as usize;
+                extend(base + lo, base + lo + ones - 1)?;
+                if lo + ones == WORD_BITS {
+                    break;
+                }
+                rest &= u64::MAX << (lo + ones);
+            }
+        }
+        for &cpu in &self.sparse {
+            extend(cpu, cpu)?;
+        }
+        match open {
+            Some((first, last)) => f(first, last),
+            None => Ok(()),
+        }
+    }
+
     /// Maximal runs of consecutive CPUs, ascending, as inclusive `(start, end)` pairs.
     pub fn ranges(&self) -> Ranges<'_> {
         Ranges {
             set: self,
-            next_dense: 0,
+            word_index: 0,
+            word: self.inline[0],
             sparse_index: 0,
-        }
-    }
-
-    /// First set dense bit at or after `from`, if any.
-    fn next_set_dense(&self, from: usize) -> Option<usize> {
-        let words = self.dense_words();
-        let mut index = from / WORD_BITS;
-        if index >= words {
-            return None;
-        }
-        let mut w = self.word(index) & (u64::MAX << (from % WORD_BITS));
-        loop {
-            if w != 0 {
-                return Some(index * WORD_BITS + w.trailing_zeros() as usize);
-            }
-            index += 1;
-            if index >= words {
-                return None;
-            }
-            w = self.word(index);
-        }
-    }
-
-    /// First clear dense bit at or after `from` (may be `dense_words * 64`).
-    fn next_clear_dense(&self, from: usize) -> usize {
-        let words = self.dense_words();
-        let mut index = from / WORD_BITS;
-        if index >= words {
-            return from;
-        }
-        let mut w = !self.word(index) & (u64::MAX << (from % WORD_BITS));
-        loop {
-            if w != 0 {
-                return index * WORD_BITS + w.trailing_zeros() as usize;
-            }
-            index += 1;
-            if index >= words {
-                return index * WORD_BITS;
-            }
-            w = !self.word(index);
         }
     }
 }
@@ -472,11 +477,56 @@ impl Iterator for Iter<'_> {
 }
 
 /// Iterator over the maximal runs of a [`CpuSet`]; see [`CpuSet::ranges`].
+///
+/// Walks the dense words a run at a time (`trailing_zeros` / `trailing_ones`), so a run
+/// costs a few instructions however long it is.
 #[derive(Debug, Clone)]
 pub struct Ranges<'a> {
     set: &'a CpuSet,
-    next_dense: usize,
+    /// The dense word being walked (`dense_words()` once they are done).
+    word_index: usize,
+    /// Its bits not reported yet.
+    word: u64,
     sparse_index: usize,
+}
+
+impl Ranges<'_> {
+    /// The next dense run, if any.
+    fn next_dense(&mut self) -> Option<(usize, usize)> {
+        let words = self.set.dense_words();
+        while self.word == 0 {
+            if self.word_index >= words {
+                return None;
+            }
+            self.word_index += 1;
+            if self.word_index >= words {
+                return None;
+            }
+            self.word = self.set.word(self.word_index);
+        }
+        let lo = self.word.trailing_zeros() as usize;
+        let start = self.word_index * WORD_BITS + lo;
+        let ones = (self.word >> lo).trailing_ones() as usize;
+        if lo + ones < WORD_BITS {
+            // The run ends inside this word: clear it (`ones < 64` here).
+            self.word &= !(((1u64 << ones) - 1) << lo);
+            return Some((start, start + ones - 1));
+        }
+        // The run reaches the word's end: follow it through the next words.
+        loop {
+            self.word_index += 1;
+            if self.word_index >= words {
+                self.word = 0;
+                return Some((start, words * WORD_BITS - 1));
+            }
+            let word = self.set.word(self.word_index);
+            let ones = word.trailing_ones() as usize;
+            if ones < WORD_BITS {
+                self.word = word & (u64::MAX << ones);
+                return Some((start, self.word_index * WORD_BITS + ones - 1));
+            }
+        }
+    }
 }
 
 impl Iterator for Ranges<'_> {
@@ -484,12 +534,9 @@ impl Iterator for Ranges<'_> {
 
     fn next(&mut self) -> Option<(usize, usize)> {
         let sparse = &self.set.sparse;
-        if let Some(start) = self.set.next_set_dense(self.next_dense) {
-            let end_excl = self.set.next_clear_dense(start);
-            self.next_dense = end_excl;
-            let mut end = end_excl - 1;
+        if let Some((start, mut end)) = self.next_dense() {
             // A run reaching the dense limit continues into the sparse ids.
-            if end_excl == CpuSet::DENSE_LIMIT {
+            if end == CpuSet::DENSE_LIMIT - 1 {
                 while sparse.get(self.sparse_index) == Some(&(end + 1)) {
                     end += 1;
                     self.sparse_index += 1;
@@ -497,7 +544,6 @@ impl Iterator for Ranges<'_> {
             }
             return Some((start, end));
         }
-        self.next_dense = usize::MAX;
         let start = *sparse.get(self.sparse_index)?;
         let mut end = start;
         self.sparse_index += 1;
