@@ -578,6 +578,8 @@ mod tests_dra_health;
 #[cfg(test)]
 mod tests_hostile;
 #[cfg(test)]
+mod tests_large_machines;
+#[cfg(test)]
 mod tests_pod_level;
 #[cfg(test)]
 mod tests_resize;
