@@ -3,15 +3,17 @@
 //!
 //! Benchmarks whose id is `go/<name>` re-run an input of `testdata/bench/go_bench.json`
 //! (upstream Go timings on the same input); the table shows Go's median and the ratio
-//! Go / corral beside them. Timings on a shared 2-core machine are noisy (±10–20 %);
-//! this command never fails on a timing.
+//! Go / corral beside them. Rows with an entry in `testdata/bench/targets.json` (keyed by
+//! the criterion id) show their target, pass or MISS, and the physical bound where one is
+//! known. Timings on a shared 2-core machine are noisy (±10–20 %); this command never fails
+//! on a timing.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use anyhow::{Context, Result, bail};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 /// Options of one `bench` run.
@@ -32,6 +34,20 @@ struct Row {
     throughput: Option<String>,
     go_median_ns: Option<f64>,
     go_over_corral: Option<f64>,
+    /// The median this row should stay under (`targets.json`).
+    target_ns: Option<f64>,
+    /// Whether the median is under the target.
+    meets_target: Option<bool>,
+    /// The least cost the hardware allows, as text, where known.
+    bound: Option<String>,
+}
+
+/// A row's target and bound, from `testdata/bench/targets.json`.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+struct Target {
+    id: String,
+    target_ns: f64,
+    bound: Option<String>,
 }
 
 /// Run the benches, then summarise what criterion wrote under `target/criterion`.
@@ -63,14 +79,23 @@ pub(crate) fn run(root: &Path, options: &BenchOptions) -> Result<()> {
         bail!("cargo bench failed: {status}");
     }
     let go = load_go_medians(root)?;
-    let rows = collect_rows(&criterion_dir, started, &go)?;
+    let targets = load_targets(root)?;
+    let mut rows = collect_rows(&criterion_dir, started, &go)?;
     if rows.is_empty() {
         bail!(
             "no criterion estimates found under {}",
             criterion_dir.display()
         );
     }
+    apply_targets(&mut rows, &targets);
     print!("{}", render(&rows));
+    if options.filter.is_none() {
+        for target in &targets {
+            if !rows.iter().any(|r| r.id == target.id) {
+                println!("target without a row: {}", target.id);
+            }
+        }
+    }
     if let Some(path) = &options.json {
         let text = serde_json::to_string_pretty(&rows)?;
         std::fs::write(path, text).with_context(|| format!("writing {}", path.display()))?;
@@ -106,6 +131,37 @@ fn load_go_medians(root: &Path) -> Result<BTreeMap<String, f64>> {
         }
     }
     Ok(medians)
+}
+
+/// Targets by bench id, from `testdata/bench/targets.json`; ids must be unique.
+fn load_targets(root: &Path) -> Result<Vec<Target>> {
+    #[derive(Deserialize)]
+    struct File {
+        targets: Vec<Target>,
+    }
+    let path = root.join("testdata/bench/targets.json");
+    let file: File = serde_json::from_str(
+        &std::fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))?,
+    )
+    .with_context(|| format!("parsing {}", path.display()))?;
+    let mut seen = std::collections::BTreeSet::new();
+    for target in &file.targets {
+        if !seen.insert(target.id.as_str()) {
+            bail!("{}: {} has two targets", path.display(), target.id);
+        }
+    }
+    Ok(file.targets)
+}
+
+/// Give each row its target, bound and pass/miss.
+fn apply_targets(rows: &mut [Row], targets: &[Target]) {
+    for row in rows {
+        if let Some(target) = targets.iter().find(|t| t.id == row.id) {
+            row.target_ns = Some(target.target_ns);
+            row.meets_target = Some(row.median_ns < target.target_ns);
+            row.bound.clone_from(&target.bound);
+        }
+    }
 }
 
 /// Every `new/` estimate criterion wrote since `since`, as summary rows sorted by id.
@@ -172,6 +228,9 @@ fn read_estimate(
         median_ns,
         throughput,
         go_median_ns,
+        target_ns: None,
+        meets_target: None,
+        bound: None,
     }))
 }
 
@@ -202,12 +261,17 @@ fn human_ns(ns: f64) -> String {
 fn render(rows: &[Row]) -> String {
     let width = rows.iter().map(|r| r.id.len()).max().unwrap_or(9).max(9);
     let mut out = format!(
-        "{:<width$}  {:>11}  {:>16}  {:>11}  {:>9}\n",
-        "benchmark", "median", "throughput", "Go median", "Go/corral"
+        "{:<width$}  {:>11}  {:>16}  {:>11}  {:>9}  {:>14}  bound\n",
+        "benchmark", "median", "throughput", "Go median", "Go/corral", "target"
     );
     for row in rows {
-        out.push_str(&format!(
-            "{:<width$}  {:>11}  {:>16}  {:>11}  {:>9}\n",
+        let target = match (row.target_ns, row.meets_target) {
+            (Some(ns), Some(true)) => format!("< {} pass", human_ns(ns)),
+            (Some(ns), _) => format!("< {} MISS", human_ns(ns)),
+            _ => "-".into(),
+        };
+        let line = format!(
+            "{:<width$}  {:>11}  {:>16}  {:>11}  {:>9}  {:>14}  {}",
             row.id,
             human_ns(row.median_ns),
             row.throughput.as_deref().unwrap_or("-"),
@@ -215,6 +279,21 @@ fn render(rows: &[Row]) -> String {
             row.go_over_corral
                 .map(|r| format!("{r:.1}x"))
                 .unwrap_or_else(|| "-".into()),
+            target,
+            row.bound.as_deref().unwrap_or("-"),
+        );
+        out.push_str(line.trim_end());
+        out.push('\n');
+    }
+    let missed = rows
+        .iter()
+        .filter(|r| r.meets_target == Some(false))
+        .count();
+    let targeted = rows.iter().filter(|r| r.target_ns.is_some()).count();
+    if targeted > 0 {
+        out.push_str(&format!(
+            "targets: {} of {targeted} met, {missed} missed (testdata/bench/targets.json)\n",
+            targeted - missed
         ));
     }
     out.push_str("(medians from criterion; the machine is shared and noisy, ±10-20 %)\n");
@@ -242,10 +321,27 @@ mod tests {
         .unwrap();
         let go = BTreeMap::from([("cpuset.Parse/256cpu/fragmented".to_string(), 12_000.0)]);
         let since = std::time::SystemTime::UNIX_EPOCH;
-        let rows = collect_rows(dir.path(), since, &go).unwrap();
+        let mut rows = collect_rows(dir.path(), since, &go).unwrap();
         assert_eq!(rows.len(), 1);
         assert_eq!(rows[0].go_over_corral, Some(12.0));
         let table = render(&rows);
+        assert!(
+            !table.contains("pass") && !table.contains("MISS"),
+            "{table}"
+        );
+        let target = |ns: f64| Target {
+            id: "go/cpuset.Parse/256cpu/fragmented".into(),
+            target_ns: ns,
+            bound: Some("~0.34 µs: one pass over 335 bytes".into()),
+        };
+        apply_targets(&mut rows, &[target(500.0)]);
+        let missed = render(&rows);
+        assert!(missed.contains("< 500.0 ns MISS"), "{missed}");
+        assert!(missed.contains("one pass over 335 bytes"), "{missed}");
+        assert!(missed.contains("0 of 1 met, 1 missed"), "{missed}");
+        apply_targets(&mut rows, &[target(2000.0)]);
+        let met = render(&rows);
+        assert!(met.contains("< 2.00 µs pass"), "{met}");
         assert!(
             table.contains("go/cpuset.Parse/256cpu/fragmented"),
             "{table}"
@@ -256,5 +352,13 @@ mod tests {
         // Estimates older than this run are left out.
         let later = std::time::SystemTime::now() + std::time::Duration::from_secs(60);
         assert!(collect_rows(dir.path(), later, &go).unwrap().is_empty());
+    }
+
+    #[test]
+    fn targets_file_parses_with_unique_ids() {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
+        let targets = load_targets(root).unwrap();
+        assert!(targets.len() >= 8, "{targets:?}");
+        assert!(targets.iter().all(|t| t.target_ns > 0.0), "{targets:?}");
     }
 }
