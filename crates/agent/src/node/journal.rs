@@ -70,6 +70,13 @@ impl Node {
             .context("committing the state journal")
     }
 
+    /// A clean stop: commit, make every state file durable on its own and remove the
+    /// journal, so the files alone are the state (a kubelet may take them over; a journal
+    /// left by a crash would overrule its writes at corral's next start).
+    pub(crate) fn retire_journal(&self) -> Result<()> {
+        self.journal.retire().context("retiring the state journal")
+    }
+
     /// Commit whatever is pending every [`FLUSH_INTERVAL`] until the node is dropped.
     pub(crate) fn spawn_journal_flusher(self: &Arc<Self>) -> tokio::task::JoinHandle<()> {
         let node: Weak<Node> = Arc::downgrade(self);

@@ -167,10 +167,10 @@ pub(crate) async fn run(config: AgentConfig, demo_devices: usize) -> Result<()> 
     }
     node.stop_devices().await;
     flusher.abort();
-    if let Err(err) = node.commit().await {
+    if let Err(err) = node.retire_journal() {
         tracing::error!(
             error = format!("{err:#}"),
-            "the last state journal commit failed"
+            "the state journal could not be retired"
         );
     }
     tracing::info!(pods = node.pods().len(), "stopped");

@@ -308,11 +308,14 @@ async fn pods_admitted_through_the_cli_survive_sigkill_and_podresources_reports_
     assert_eq!(cpu_ids(&list, "guaranteed", "app"), None);
     assert!(!agent.cli(&["release", &uid]).status.success());
 
-    // SIGTERM: exit 0, sockets removed.
+    // SIGTERM: exit 0, sockets removed, the state journal retired (the files alone are the
+    // state, so a kubelet taking over is not overruled at corral's next start).
     let socket = agent.pod_resources_socket();
     let agent_socket = root.join("corral/agent.sock");
+    assert!(root.join("corral/state.journal").exists());
     assert!(agent.terminate().success());
     assert!(!socket.exists() && !agent_socket.exists());
+    assert!(!root.join("corral/state.journal").exists());
 }
 
 #[test]

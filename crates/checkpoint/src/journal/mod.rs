@@ -402,6 +402,41 @@ impl Journal {
         Ok(())
     }
 
+    /// End journaling cleanly: commit what is staged, make every file durable on its own
+    /// (fsync of each file and its directory), then remove the journal. The files alone are
+    /// the state again, so whoever uses them next — a kubelet taking over, an operator —
+    /// is not overruled by a replay at the next [`open`](Self::open). Commits fail after
+    /// this.
+    pub fn retire(&self) -> Result<()> {
+        self.commit()?;
+        let mut state = self.lock();
+        if state.file.is_none() {
+            return Ok(());
+        }
+        let mut dirs = std::collections::BTreeSet::new();
+        for path in state.view.keys() {
+            match File::open(path) {
+                Ok(file) => file.sync_all().map_err(io_error("fsync", path))?,
+                Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+                Err(e) => return Err(io_error("open", path)(e)),
+            }
+            dirs.insert(parent(path).to_path_buf());
+        }
+        for m in &self.managed {
+            if let Managed::Dir(dir) = m {
+                dirs.insert(dir.clone());
+            }
+        }
+        for dir in dirs {
+            if dir.exists() {
+                sync_dir(&dir)?;
+            }
+        }
+        state.file = None;
+        fs::remove_file(&self.path).map_err(io_error("remove", &self.path))?;
+        sync_dir(parent(&self.path))
+    }
+
     /// Whether [`activate`](Self::activate) ran (commits are possible).
     pub fn is_active(&self) -> bool {
         self.lock().file.is_some()

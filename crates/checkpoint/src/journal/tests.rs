@@ -98,6 +98,28 @@ fn uncommitted_writes_are_undone_committed_ones_kept() {
 }
 
 #[test]
+fn a_retired_journal_leaves_the_files_as_the_truth() {
+    let dir = tempfile::tempdir().unwrap();
+    let (journal, _) = open(dir.path(), 1 << 20);
+    let store = CheckpointStore::open(dir.path())
+        .unwrap()
+        .with_journal(Arc::clone(&journal));
+    store.write_bytes("cpu_manager_state", b"mine").unwrap();
+    journal.retire().unwrap();
+    assert!(!journal.path().exists());
+    assert!(journal.commit().is_ok(), "nothing staged: nothing to do");
+    drop((store, journal));
+    // Someone else (a kubelet taking over) rewrites the file: the next open keeps it.
+    fs::write(dir.path().join("cpu_manager_state"), b"theirs").unwrap();
+    let (_journal, recovery) = open(dir.path(), 1 << 20);
+    assert!(!recovery.replayed);
+    assert_eq!(
+        fs::read(dir.path().join("cpu_manager_state")).unwrap(),
+        b"theirs"
+    );
+}
+
+#[test]
 fn a_torn_tail_ends_the_replay_a_damaged_head_is_an_error() {
     let dir = tempfile::tempdir().unwrap();
     let (journal, _) = open(dir.path(), 1 << 20);
