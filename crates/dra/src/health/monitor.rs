@@ -14,7 +14,7 @@
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::time::{Duration, SystemTime};
 
 use corral_proto::dra_health::{v1, v1alpha1};
@@ -215,7 +215,8 @@ impl PluginObserver for HealthMonitor {
         tracing::info!(driver, endpoint = %plugin.endpoint().display(), %service, generation,
             "watching DRA device health");
         let stream = Stream {
-            shared: Arc::clone(shared),
+            shared: Arc::downgrade(shared),
+            config: shared.config.clone(),
             driver: driver.to_owned(),
             generation,
             service,
@@ -233,7 +234,10 @@ impl PluginObserver for HealthMonitor {
 
 /// One generation of a driver's stream.
 struct Stream {
-    shared: Arc<Shared>,
+    /// Weak, so the monitor's state (and with it every stream) ends when the monitor is
+    /// dropped.
+    shared: Weak<Shared>,
+    config: HealthMonitorConfig,
     driver: String,
     generation: u64,
     service: HealthService,
@@ -255,7 +259,7 @@ impl Responses {
             Responses::V1(s) => s.message().await?.map(|r| {
                 r.devices
                     .iter()
-                    .map(|d| {
+                    .filter_map(|d| {
                         reported(
                             d.device.as_ref().map(|i| (&i.pool_name, &i.device_name)),
                             d.health,
@@ -268,7 +272,7 @@ impl Responses {
             Responses::V1Alpha1(s) => s.message().await?.map(|r| {
                 r.devices
                     .iter()
-                    .map(|d| {
+                    .filter_map(|d| {
                         reported(
                             d.device.as_ref().map(|i| (&i.pool_name, &i.device_name)),
                             d.health,
@@ -283,16 +287,19 @@ impl Responses {
 }
 
 /// A device of a response (the same fields in both versions): health 1 is `HEALTHY`, 2
-/// `UNHEALTHY`, anything else `Unknown`; a timeout ≤ 0 means the default.
+/// `UNHEALTHY`, anything else `Unknown`; a timeout ≤ 0 means the default. An entry without a
+/// device identifier, or with an empty pool or device name, names no device and is skipped.
 fn reported(
     id: Option<(&String, &String)>,
     health: i32,
     timeout_seconds: i64,
     message: &str,
-) -> ReportedDevice {
-    let (pool, device) = id.map_or((String::new(), String::new()), |(p, d)| {
-        (p.clone(), d.clone())
-    });
+) -> Option<ReportedDevice> {
+    let Some((pool, device)) = id.filter(|(p, d)| !p.is_empty() && !d.is_empty()) else {
+        tracing::debug!("DRA health report entry without a device identifier skipped");
+        return None;
+    };
+    let (pool, device) = (pool.clone(), device.clone());
     if timeout_seconds < 0 {
         tracing::debug!(
             pool,
@@ -301,7 +308,7 @@ fn reported(
             "negative health_check_timeout_seconds; the default applies"
         );
     }
-    ReportedDevice {
+    Some(ReportedDevice {
         pool_name: pool,
         device_name: device,
         health: match health {
@@ -314,7 +321,7 @@ fn reported(
             .filter(|&s| s > 0)
             .map(Duration::from_secs),
         message: (!message.is_empty()).then(|| message.to_owned()),
-    }
+    })
 }
 
 impl Stream {
@@ -342,12 +349,12 @@ impl Stream {
     async fn run(self) {
         let driver = self.driver.as_str();
         loop {
-            let opened = tokio::time::timeout(self.shared.config.open_timeout, self.open())
+            let opened = tokio::time::timeout(self.config.open_timeout, self.open())
                 .await
                 .unwrap_or_else(|_| {
                     Err(tonic::Status::deadline_exceeded(format!(
                         "no answer to NodeWatchResources within {:?}",
-                        self.shared.config.open_timeout
+                        self.config.open_timeout
                     )))
                 });
             let ended = match opened {
@@ -368,18 +375,25 @@ impl Stream {
                     message = status.message(),
                     "the DRA driver does not implement the health stream; its device health is cleared"
                 );
-                self.shared.terminated(driver, self.generation);
+                if let Some(shared) = self.shared.upgrade() {
+                    shared.terminated(driver, self.generation);
+                }
+                return;
+            }
+            if self.shared.strong_count() == 0 {
                 return;
             }
             tracing::warn!(driver, error = ?ended.as_ref().map(|s| s.message()),
-                retry_in = ?self.shared.config.retry_interval, "DRA health stream ended");
-            tokio::time::sleep(self.shared.config.retry_interval).await;
+                retry_in = ?self.config.retry_interval, "DRA health stream ended");
+            tokio::time::sleep(self.config.retry_interval).await;
         }
     }
 
     fn record(&self, devices: &[ReportedDevice]) {
-        match self
-            .shared
+        let Some(shared) = self.shared.upgrade() else {
+            return;
+        };
+        match shared
             .cache
             .update(&self.driver, devices, SystemTime::now())
         {
@@ -389,13 +403,38 @@ impl Stream {
                     tracing::info!(driver = %c.driver, pool = %c.pool_name, device = %c.device_name,
                         health = %c.health, "DRA device health changed");
                 }
-                self.shared.bump();
+                shared.bump();
             }
             Err(e) => {
                 tracing::error!(driver = %self.driver, error = %e,
                     "device health changed but could not be saved");
-                self.shared.bump();
+                shared.bump();
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn report_entries_map_as_upstream() {
+        let (p, d) = ("pool".to_owned(), "gpu".to_owned());
+        let got = reported(Some((&p, &d)), 2, 60, "hot").unwrap();
+        assert_eq!(got.health, DeviceHealthStatus::Unhealthy);
+        assert_eq!(got.timeout, Some(Duration::from_secs(60)));
+        assert_eq!(got.message.as_deref(), Some("hot"));
+        let got = reported(Some((&p, &d)), 7, -5, "").unwrap();
+        assert_eq!(
+            (got.health, got.timeout, got.message),
+            (DeviceHealthStatus::Unknown, None, None)
+        );
+        assert_eq!(
+            reported(Some((&p, &d)), 1, 0, "").unwrap().health,
+            DeviceHealthStatus::Healthy
+        );
+        assert!(reported(None, 1, 0, "").is_none());
+        assert!(reported(Some((&p, &String::new())), 1, 0, "").is_none());
     }
 }
