@@ -181,7 +181,11 @@ impl NumaMask {
                 callback(accum);
                 return;
             }
-            for (i, &id) in ids.iter().enumerate() {
+            // Only starts that leave enough ids for the rest: the others list nothing.
+            let Some(last_start) = ids.len().checked_sub(left) else {
+                return;
+            };
+            for (i, &id) in ids[..=last_start].iter().enumerate() {
                 let bit = if id < 64 { 1u64 << id } else { 0 };
                 combine(&ids[i + 1..], NumaMask(accum.0 | bit), left - 1, callback);
             }
