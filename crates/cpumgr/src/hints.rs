@@ -86,21 +86,24 @@ pub fn generate_cpu_topology_hints(
     let reusable_count = reusable.len();
 
     let mut min_affinity_size = numa_ids.len();
-    let mut hints = Vec::new();
-    NumaMask::iterate_masks(numa_ids, |mask| {
-        let cpus_in_mask: usize = mask.iter().map(|n| total[n]).sum();
-        if cpus_in_mask >= request && mask.count() < min_affinity_size {
-            min_affinity_size = mask.count();
-        }
-        if reusable_outside || mask.as_u64() & reusable_mask != reusable_mask {
-            return;
-        }
-        let matching = reusable_count + mask.iter().map(|n| avail[n]).sum::<usize>();
-        if matching < request {
-            return;
-        }
-        hints.push(TopologyHint::new(Some(mask), false));
-    });
+    let mut hints = Vec::with_capacity(1 << numa_ids.len().min(10));
+    walk_masks(
+        numa_ids,
+        &total,
+        &avail,
+        &mut |mask, size, cpus_in_mask, avail_in_mask| {
+            if cpus_in_mask >= request && size < min_affinity_size {
+                min_affinity_size = size;
+            }
+            if reusable_outside || mask.as_u64() & reusable_mask != reusable_mask {
+                return;
+            }
+            if reusable_count + avail_in_mask < request {
+                return;
+            }
+            hints.push(TopologyHint::new(Some(mask), false));
+        },
+    );
     for hint in &mut hints {
         let Some(mask) = hint.numa_affinity else {
             continue;
@@ -116,6 +119,54 @@ pub fn generate_cpu_topology_hints(
         }
     }
     hints
+}
+
+/// [`NumaMask::iterate_masks`] (upstream's `IterateBitMasks` order) calling `callback` with
+/// each mask, its number of nodes, its nodes' `total` and its nodes' `avail`, counted along
+/// the walk instead of per mask. Ids ≥ 64 add nothing, as they add no bit.
+fn walk_masks(
+    ids: &[usize],
+    total: &[usize; 64],
+    avail: &[usize; 64],
+    callback: &mut impl FnMut(NumaMask, usize, usize, usize),
+) {
+    struct Walk<'a, F> {
+        total: &'a [usize; 64],
+        avail: &'a [usize; 64],
+        callback: &'a mut F,
+    }
+    fn combine<F: FnMut(NumaMask, usize, usize, usize)>(
+        walk: &mut Walk<'_, F>,
+        ids: &[usize],
+        (mask, size, total, avail): (u64, usize, usize, usize),
+        left: usize,
+    ) {
+        if left == 0 {
+            (walk.callback)(NumaMask::from_u64(mask), size, total, avail);
+            return;
+        }
+        // Only starts that leave enough ids for the rest: the others list nothing.
+        let Some(last_start) = ids.len().checked_sub(left) else {
+            return;
+        };
+        for (i, &id) in ids[..=last_start].iter().enumerate() {
+            let next = if id < 64 {
+                let (total, avail) = (total + walk.total[id], avail + walk.avail[id]);
+                (mask | 1 << id, size + 1, total, avail)
+            } else {
+                (mask, size, total, avail)
+            };
+            combine(walk, &ids[i + 1..], next, left - 1);
+        }
+    }
+    let mut walk = Walk {
+        total,
+        avail,
+        callback,
+    };
+    for size in 1..=ids.len() {
+        combine(&mut walk, ids, (0, 0, 0, 0), size);
+    }
 }
 
 /// [`generate_cpu_topology_hints`] as the [`HintFamily`] its list is, without walking every

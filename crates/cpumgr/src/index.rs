@@ -23,6 +23,8 @@ pub(crate) struct Groups {
     pub(crate) ids: Vec<usize>,
     /// CPUs of each group, by dense index.
     pub(crate) cpus: Vec<CpuSet>,
+    /// The fewest CPUs any group has (0 without groups).
+    pub(crate) smallest: usize,
 }
 
 impl Groups {
@@ -90,8 +92,13 @@ fn group_of(groups: &mut Vec<(usize, CpuSet)>, id: usize, cpu: usize) {
 }
 
 fn into_groups(list: Vec<(usize, CpuSet)>) -> Groups {
-    let (ids, cpus) = list.into_iter().unzip();
-    Groups { ids, cpus }
+    let (ids, cpus): (Vec<usize>, Vec<CpuSet>) = list.into_iter().unzip();
+    let smallest = cpus.iter().map(CpuSet::len).min().unwrap_or(0);
+    Groups {
+        ids,
+        cpus,
+        smallest,
+    }
 }
 
 impl TopologyIndex {

@@ -25,6 +25,11 @@ pub(crate) struct Accumulator<'a> {
     strategy: CpuSortingStrategy,
 }
 
+/// CPUs of `free` in group `dense` of `level`.
+fn free_in(ix: &TopologyIndex, free: &CpuSet, level: Level, dense: usize) -> usize {
+    free.intersection_len(ix.group_cpus(level, dense))
+}
+
 impl<'a> Accumulator<'a> {
     pub(crate) fn new(
         ix: &'a TopologyIndex,
@@ -67,23 +72,45 @@ impl<'a> Accumulator<'a> {
 
     /// Free CPUs in group `dense` of `level`.
     pub(crate) fn free_in(&self, level: Level, dense: usize) -> usize {
-        self.free.intersection_len(self.ix.group_cpus(level, dense))
+        free_in(self.ix, &self.free, level, dense)
     }
 
-    /// The dense ids at `level` of the free CPUs in `within` (all free CPUs when `None`),
-    /// sorted by ascending free CPUs then id, appended to `out`.
-    fn push_sorted(&self, level: Level, within: Option<(Level, usize)>, out: &mut Vec<usize>) {
+    /// The dense ids at `level` of the CPUs of `free` in `within` (all of `free` when
+    /// `None`), sorted by ascending CPUs of `free` then id, appended to `out`.
+    fn push_sorted(
+        &self,
+        free: &CpuSet,
+        level: Level,
+        within: Option<(Level, usize)>,
+        out: &mut Vec<usize>,
+    ) {
         let ids = match within {
-            None => self.ix.dense_ids_of(&self.free, level),
-            Some((parent, dense)) => self.ix.dense_ids_of(
-                &self.free.intersection(self.ix.group_cpus(parent, dense)),
-                level,
-            ),
+            None => self.ix.dense_ids_of(free, level),
+            Some((parent, dense)) => self
+                .ix
+                .dense_ids_of(&free.intersection(self.ix.group_cpus(parent, dense)), level),
         };
-        let mut keyed: Vec<(usize, usize)> =
-            ids.iter().map(|d| (self.free_in(level, d), d)).collect();
+        let mut keyed: Vec<(usize, usize)> = ids
+            .iter()
+            .map(|d| (free_in(self.ix, free, level, d), d))
+            .collect();
         keyed.sort_unstable();
         out.extend(keyed.into_iter().map(|(_, d)| d));
+    }
+
+    /// The level whose sorted groups `level`'s groups are listed under (see [`Self::sort`]).
+    fn parent(&self, level: Level) -> Option<Level> {
+        let (first, second) = if self.numa_first {
+            (Level::Numa, Level::Socket)
+        } else {
+            (Level::Socket, Level::Numa)
+        };
+        match level {
+            Level::Core => Some(second),
+            Level::Uncore => Some(Level::Numa),
+            _ if level == first => None,
+            _ => Some(first),
+        }
     }
 
     /// Upstream `sortAvailableNUMANodes` / `sortAvailableSockets` / `sortAvailableCores` /
@@ -91,23 +118,17 @@ impl<'a> Accumulator<'a> {
     /// each sorted group of the level above (NUMA nodes and sockets in the machine's order,
     /// cores under the second of them, uncore caches under NUMA nodes).
     pub(crate) fn sort(&self, level: Level) -> Vec<usize> {
-        let (first, second) = if self.numa_first {
-            (Level::Numa, Level::Socket)
-        } else {
-            (Level::Socket, Level::Numa)
-        };
-        let parent = match level {
-            Level::Core => Some(second),
-            Level::Uncore => Some(Level::Numa),
-            _ if level == first => None,
-            _ => Some(first),
-        };
+        self.sort_of(&self.free, level)
+    }
+
+    /// [`Self::sort`] over the free CPUs `free`.
+    fn sort_of(&self, free: &CpuSet, level: Level) -> Vec<usize> {
         let mut out = Vec::new();
-        match parent {
-            None => self.push_sorted(level, None, &mut out),
+        match self.parent(level) {
+            None => self.push_sorted(free, level, None, &mut out),
             Some(parent) => {
-                for dense in self.sort(parent) {
-                    self.push_sorted(level, Some((parent, dense)), &mut out);
+                for dense in self.sort_of(free, parent) {
+                    self.push_sorted(free, level, Some((parent, dense)), &mut out);
                 }
             }
         }
@@ -150,30 +171,54 @@ impl<'a> Accumulator<'a> {
         self.needed > self.free.len() as i64
     }
 
-    fn is_free(&self, level: Level, dense: usize) -> bool {
+    /// Whether group `dense` of `level` is wholly in `free`, as upstream counts it.
+    fn is_free(&self, free: &CpuSet, level: Level, dense: usize) -> bool {
         let counts = self.ix.counts();
         let whole = match level {
             Level::Socket => counts.num_cpus.checked_div(counts.num_sockets).unwrap_or(0),
             Level::Core => counts.num_cpus.checked_div(counts.num_cores).unwrap_or(0),
             Level::Numa | Level::Uncore => self.ix.group_cpus(level, dense).len(),
         };
-        self.free_in(level, dense) == whole
+        free_in(self.ix, free, level, dense) == whole
     }
 
     /// Upstream `takeFullNUMANodes` / `takeFullSockets` / `takeFullUncore` /
     /// `takeFullCores`: the free groups of the sorted list (computed once, before taking),
     /// each taken whole (the topology's CPUs of the group) while it fits the need.
+    ///
+    /// The same answer with less work: nothing is listed when no group of the level could
+    /// fit the need, and the list is built a parent at a time (over the free CPUs as they
+    /// were before taking, as upstream's list is) until the need is met — after that
+    /// upstream's loop takes nothing more.
     fn take_full(&mut self, level: Level) {
-        let free: Vec<usize> = self
-            .sort(level)
-            .into_iter()
-            .filter(|&d| self.is_free(level, d))
-            .collect();
-        for dense in free {
-            let ix = self.ix;
-            let cpus = ix.group_cpus(level, dense);
-            if self.needs_at_least(cpus.len()) {
-                self.take(cpus);
+        if !self.needs_at_least(self.ix.groups(level).smallest.max(1)) {
+            return;
+        }
+        let before = self.free.clone();
+        let parents = match self.parent(level) {
+            None => vec![None],
+            Some(parent) => self
+                .sort_of(&before, parent)
+                .into_iter()
+                .map(|dense| Some((parent, dense)))
+                .collect(),
+        };
+        let mut listed = Vec::new();
+        for within in parents {
+            listed.clear();
+            self.push_sorted(&before, level, within, &mut listed);
+            for &dense in &listed {
+                if !self.is_free(&before, level, dense) {
+                    continue;
+                }
+                let ix = self.ix;
+                let cpus = ix.group_cpus(level, dense);
+                if self.needs_at_least(cpus.len()) {
+                    self.take(cpus);
+                }
+            }
+            if self.is_satisfied() {
+                return;
             }
         }
     }
@@ -314,7 +359,7 @@ mod tests {
     fn free(acc: &Accumulator<'_>, level: Level) -> Vec<usize> {
         acc.sort(level)
             .into_iter()
-            .filter(|&d| acc.is_free(level, d))
+            .filter(|&d| acc.is_free(&acc.free, level, d))
             .map(|d| acc.ix.groups(level).ids[d])
             .collect()
     }
@@ -411,6 +456,59 @@ mod tests {
                 assert!(set(t).is_subset_of(&acc.result));
             }
             assert_eq!(acc.needed, n as i64 - taken as i64);
+        }
+    }
+
+    /// `take_full` as upstream writes it: the whole sorted list of free groups first, then
+    /// each taken while it fits.
+    fn take_full_listing_all(acc: &mut Accumulator<'_>, level: Level) {
+        let free: Vec<usize> = acc
+            .sort(level)
+            .into_iter()
+            .filter(|&d| acc.is_free(&acc.free, level, d))
+            .collect();
+        for dense in free {
+            let ix = acc.ix;
+            let cpus = ix.group_cpus(level, dense);
+            if acc.needs_at_least(cpus.len()) {
+                acc.take(cpus);
+            }
+        }
+    }
+
+    proptest::proptest! {
+        /// The lazy `take_full` (skips levels nothing fits, stops once satisfied) leaves the
+        /// accumulator exactly as upstream's listing does, step after step, on machines with
+        /// groups straddling their parents too.
+        #[test]
+        fn take_full_equals_listing_everything(
+            machine in 0usize..6,
+            keep in proptest::collection::vec(proptest::bool::weighted(0.8), 256),
+            needed in 1usize..80,
+            levels in proptest::collection::vec(0usize..4, 1..4),
+            spread in proptest::bool::ANY,
+        ) {
+            let machines: [fn() -> Machine; 6] = [
+                dual_socket_ht,
+                triple_socket_ht,
+                dual_socket_multi_numa_per_socket_ht,
+                fake_multi_socket_dual_socket_per_numa_ht,
+                quad_socket_four_way_ht,
+                dual_socket_no_ht,
+            ];
+            let ix = index(machines[machine]());
+            let available: CpuSet = ix.all_cpus().iter().filter(|&c| keep[c % keep.len()]).collect();
+            let strategy = if spread { CpuSortingStrategy::Spread } else { CpuSortingStrategy::Packed };
+            let mut lazy = Accumulator::new(&ix, &available, needed, strategy);
+            let mut listing = Accumulator::new(&ix, &available, needed, strategy);
+            for level in levels {
+                let level = [Level::Numa, Level::Socket, Level::Core, Level::Uncore][level];
+                lazy.take_full(level);
+                take_full_listing_all(&mut listing, level);
+                proptest::prop_assert_eq!(&lazy.result, &listing.result, "{:?}", level);
+                proptest::prop_assert_eq!(&lazy.free, &listing.free);
+                proptest::prop_assert_eq!(lazy.needed, listing.needed);
+            }
         }
     }
 }
