@@ -58,7 +58,7 @@ pub fn generate_cpu_topology_hints(
     let numa_ids = index.numa_node_ids();
     // Per NUMA id (< 64; upstream's masks cannot hold more): total and available CPUs.
     let mut total = [0usize; 64];
-    let mut avail = [0usize; 64];
+    let avail = available_per_node(index, available);
     for (dense, &id) in numa_ids.iter().enumerate() {
         if id < 64 {
             total[id] = index
@@ -66,12 +66,6 @@ pub fn generate_cpu_topology_hints(
                 .cpus
                 .get(dense)
                 .map_or(0, CpuSet::len);
-        }
-    }
-    for cpu in available {
-        let numa = index.numa_of(cpu).unwrap_or(0);
-        if numa < 64 {
-            avail[numa] += 1;
         }
     }
     // Reusable CPUs: the mask must hold all their nodes.
@@ -119,6 +113,25 @@ pub fn generate_cpu_topology_hints(
         }
     }
     hints
+}
+
+/// Available CPUs per NUMA id below 64, counted as upstream's hint generators count them
+/// CPU by CPU, where a CPU the topology does not know counts on node 0
+/// (`numa_of(cpu).unwrap_or(0)`): one intersection per node instead of a lookup per CPU.
+fn available_per_node(index: &TopologyIndex, available: &CpuSet) -> [usize; 64] {
+    let numa = index.groups(crate::index::Level::Numa);
+    let mut avail = [0usize; 64];
+    let mut known = 0;
+    for (&id, cpus) in numa.ids.iter().zip(&numa.cpus) {
+        // Nodes are disjoint: every known CPU is counted once.
+        let n = available.intersection_len(cpus);
+        known += n;
+        if id < 64 {
+            avail[id] += n;
+        }
+    }
+    avail[0] += available.len() - known;
+    avail
 }
 
 /// [`NumaMask::iterate_masks`] (upstream's `IterateBitMasks` order) calling `callback` with
@@ -190,13 +203,7 @@ pub fn cpu_topology_hint_family(
             .map(|(dense, &id)| (id, numa_cpus.get(dense).map_or(0, CpuSet::len) as u64)),
         request as u64,
     );
-    let mut avail = [0u64; 64];
-    for cpu in available {
-        let numa = index.numa_of(cpu).unwrap_or(0);
-        if numa < 64 {
-            avail[numa] += 1;
-        }
-    }
+    let avail = available_per_node(index, available).map(|n| n as u64);
     let mut reusable_mask = 0u64;
     for cpu in reusable {
         match index.numa_of(cpu).unwrap_or(0) {
@@ -274,4 +281,38 @@ pub(crate) fn is_hint_socket_aligned(
         }
     }
     sockets.len() == min_sockets
+}
+
+#[cfg(test)]
+mod tests {
+    use corral_topology::{CpuInfo, CpuRecord, CpuTopology};
+    use proptest::prelude::*;
+
+    use super::*;
+
+    proptest! {
+        /// Per node intersections count what upstream's loop over the CPUs counts, CPUs the
+        /// topology does not know (on node 0) and node ids past 63 (not at all) included.
+        #[test]
+        fn available_per_node_counts_cpu_by_cpu(
+            numa_of_cpu in prop::collection::vec(prop_oneof![0usize..4, 60usize..70, 1000usize..1002], 1..40),
+            available in prop::collection::btree_set(0usize..60, 0..60),
+        ) {
+            let records: Vec<CpuRecord> = numa_of_cpu
+                .iter()
+                .enumerate()
+                .map(|(cpu, &numa)| CpuRecord { cpu, info: CpuInfo { core: cpu, socket: 0, numa, uncore: 0 } })
+                .collect();
+            let index = TopologyIndex::new(&CpuTopology::new(&records).expect("valid records"));
+            let available: CpuSet = available.into_iter().collect();
+            let mut want = [0usize; 64];
+            for cpu in &available {
+                let numa = index.numa_of(cpu).unwrap_or(0);
+                if numa < 64 {
+                    want[numa] += 1;
+                }
+            }
+            prop_assert_eq!(available_per_node(&index, &available), want);
+        }
+    }
 }
