@@ -81,6 +81,8 @@ pub fn generate_cpu_topology_hints(
 
     let mut min_affinity_size = numa_ids.len();
     let mut hints = Vec::with_capacity(1 << numa_ids.len().min(10));
+    // Each hint's number of nodes (its mask's count, known along the walk).
+    let mut sizes = Vec::with_capacity(hints.capacity());
     walk_masks(
         numa_ids,
         &total,
@@ -96,9 +98,10 @@ pub fn generate_cpu_topology_hints(
                 return;
             }
             hints.push(TopologyHint::new(Some(mask), false));
+            sizes.push(size);
         },
     );
-    for hint in &mut hints {
+    for (hint, size) in hints.iter_mut().zip(sizes) {
         let Some(mask) = hint.numa_affinity else {
             continue;
         };
@@ -108,7 +111,7 @@ pub fn generate_cpu_topology_hints(
             hint.preferred = true;
             continue;
         }
-        if mask.count() == min_affinity_size {
+        if size == min_affinity_size {
             hint.preferred = true;
         }
     }
@@ -134,51 +137,57 @@ fn available_per_node(index: &TopologyIndex, available: &CpuSet) -> [usize; 64] 
     avail
 }
 
-/// [`NumaMask::iterate_masks`] (upstream's `IterateBitMasks` order) calling `callback` with
-/// each mask, its number of nodes, its nodes' `total` and its nodes' `avail`, counted along
-/// the walk instead of per mask. Ids ≥ 64 add nothing, as they add no bit.
+/// [`NumaMask::iterate_masks`] (upstream's `IterateBitMasks` order: by size, then
+/// lexicographic combinations of `ids`) calling `callback` with each mask, its number of
+/// nodes, its nodes' `total` and its nodes' `avail`. Without recursion: the picked positions
+/// advance as an odometer and each prefix's sums are kept, so a mask costs O(1) amortised.
+/// Ids ≥ 64 add nothing, as they add no bit.
 fn walk_masks(
     ids: &[usize],
     total: &[usize; 64],
     avail: &[usize; 64],
     callback: &mut impl FnMut(NumaMask, usize, usize, usize),
 ) {
-    struct Walk<'a, F> {
-        total: &'a [usize; 64],
-        avail: &'a [usize; 64],
-        callback: &'a mut F,
-    }
-    fn combine<F: FnMut(NumaMask, usize, usize, usize)>(
-        walk: &mut Walk<'_, F>,
-        ids: &[usize],
-        (mask, size, total, avail): (u64, usize, usize, usize),
-        left: usize,
-    ) {
-        if left == 0 {
-            (walk.callback)(NumaMask::from_u64(mask), size, total, avail);
-            return;
+    /// A set's mask, size, total and available CPUs.
+    type Sums = (u64, usize, usize, usize);
+    let add = |(m, s, t, a): Sums, (pm, ps, pt, pa): Sums| (m | pm, s + ps, t + pt, a + pa);
+    let parts: Vec<Sums> = ids
+        .iter()
+        .map(|&id| match id {
+            0..64 => (1 << id, 1, total[id], avail[id]),
+            _ => (0, 0, 0, 0),
+        })
+        .collect();
+    let n = ids.len();
+    // The picked positions, ascending, and the sums of each prefix of them.
+    let mut pick = vec![0usize; n];
+    let mut prefix: Vec<Sums> = vec![(0, 0, 0, 0); n + 1];
+    for k in 1..=n {
+        for j in 0..k {
+            pick[j] = j;
+            prefix[j + 1] = add(prefix[j], parts[j]);
         }
-        // Only starts that leave enough ids for the rest: the others list nothing.
-        let Some(last_start) = ids.len().checked_sub(left) else {
-            return;
-        };
-        for (i, &id) in ids[..=last_start].iter().enumerate() {
-            let next = if id < 64 {
-                let (total, avail) = (total + walk.total[id], avail + walk.avail[id]);
-                (mask | 1 << id, size + 1, total, avail)
-            } else {
-                (mask, size, total, avail)
-            };
-            combine(walk, &ids[i + 1..], next, left - 1);
+        'size: loop {
+            let (mask, size, total, avail) = prefix[k];
+            callback(NumaMask::from_u64(mask), size, total, avail);
+            // The rightmost position that can still move right.
+            let mut i = k;
+            loop {
+                if i == 0 {
+                    break 'size;
+                }
+                i -= 1;
+                if pick[i] < n - k + i {
+                    break;
+                }
+            }
+            pick[i] += 1;
+            prefix[i + 1] = add(prefix[i], parts[pick[i]]);
+            for j in i + 1..k {
+                pick[j] = pick[j - 1] + 1;
+                prefix[j + 1] = add(prefix[j], parts[pick[j]]);
+            }
         }
-    }
-    let mut walk = Walk {
-        total,
-        avail,
-        callback,
-    };
-    for size in 1..=ids.len() {
-        combine(&mut walk, ids, (0, 0, 0, 0), size);
     }
 }
 
@@ -291,6 +300,26 @@ mod tests {
     use super::*;
 
     proptest! {
+        /// The walk lists upstream's masks in upstream's order, each with its size and sums.
+        #[test]
+        fn walk_is_iterate_masks_with_sums(
+            ids in prop::collection::btree_set(prop_oneof![0usize..64, 64usize..70], 0..9),
+            total in prop::collection::vec(0usize..50, 64),
+            avail in prop::collection::vec(0usize..50, 64),
+        ) {
+            let ids: Vec<usize> = ids.into_iter().collect();
+            let total: [usize; 64] = total.try_into().unwrap();
+            let avail: [usize; 64] = avail.try_into().unwrap();
+            let mut want = Vec::new();
+            NumaMask::iterate_masks(&ids, |mask| {
+                let sum = |per: &[usize; 64]| mask.iter().map(|n| per[n]).sum::<usize>();
+                want.push((mask, mask.count(), sum(&total), sum(&avail)));
+            });
+            let mut got = Vec::new();
+            walk_masks(&ids, &total, &avail, &mut |mask, size, t, a| got.push((mask, size, t, a)));
+            prop_assert_eq!(got, want);
+        }
+
         /// Per node intersections count what upstream's loop over the CPUs counts, CPUs the
         /// topology does not know (on node 0) and node ids past 63 (not at all) included.
         #[test]
