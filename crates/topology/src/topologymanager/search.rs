@@ -4,9 +4,13 @@
 //! Every question the merge asks of a family is "the best mask of exactly `size` nodes, by a
 //! [`MaskOrder`], that satisfies a monotone constraint". [`best_of_size`] answers it with a
 //! depth-first branch and bound over the candidate nodes, highest id first, leaving a node
-//! out before keeping it: leaves are then reached in increasing integer value, so under
-//! `Narrowest` the first accepted leaf is the answer, and under `Closest` a leaf is only
-//! replaced by one with a strictly smaller distance sum. A subtree is cut as soon as a
+//! out before keeping it: when a node can be left out in only one way, leaves are reached in
+//! increasing integer value, so under `Narrowest` the first accepted leaf is the answer and
+//! under `Closest` a leaf is only replaced by one with a strictly smaller distance sum. When
+//! a node can be left out in several ways ([`Split`]: any core may drop it), sibling branches
+//! share their kept nodes, so a later branch may hold a lower mask: the search then goes on,
+//! keeps the lowest mask (of the smallest sum), and cuts a branch whose lowest completion
+//! (`kept` plus the lowest open nodes) cannot beat it. A subtree is also cut as soon as a
 //! [`Constraint`]'s relaxation says no completion can be accepted, or (under `Closest`) its
 //! distance lower bound cannot beat the best leaf. The relaxations never cut a subtree that
 //! holds an accepted leaf, so the answer is exact.
@@ -155,6 +159,12 @@ impl Core {
 
 /// What a search checks while it decides node by node which nodes a mask keeps.
 pub(crate) trait Constraint {
+    /// Whether a node is left out in at most one way, so that the first mask a
+    /// narrowest-first search accepts is the narrowest (false when several ways to leave a
+    /// node out open sibling branches with the same kept nodes: the search then goes on and
+    /// keeps the lowest mask).
+    const ONE_WAY_TO_LEAVE_OUT: bool;
+
     /// What the constraint tracks along a branch.
     type State: Clone;
     /// The state before any decision.
@@ -261,15 +271,44 @@ impl<C: Constraint> Search<'_, '_, C> {
             return;
         }
         if let MaskOrder::Closest(info) = self.order
-            && let Some((_, best_sum)) = self.best
-            && self.lower_bound(info, sum, rest, more, join) >= best_sum
+            && let Some((best, best_sum)) = self.best
+        {
+            // Equal sums tie-break on the lower mask; with one way per node the first such
+            // leaf found is already the lowest.
+            let bound = self.lower_bound(info, sum, rest, more, join);
+            if bound > best_sum
+                || (bound == best_sum
+                    && (C::ONE_WAY_TO_LEAVE_OUT || lowest_completion(kept, rest, more) >= best))
+            {
+                return;
+            }
+        }
+        // Narrowest, several branches per kept prefix: a completion can be no lower than
+        // the kept nodes plus the lowest `more` nodes still open.
+        if matches!(self.order, MaskOrder::Narrowest)
+            && let Some((best, _)) = self.best
+            && lowest_completion(kept, rest, more) >= best
         {
             return;
         }
         let Some(&node) = rest_nodes.first() else {
             if self.constraint.accept(&state, kept) {
-                self.best = Some((kept, sum));
-                self.done = matches!(self.order, MaskOrder::Narrowest);
+                match self.order {
+                    MaskOrder::Narrowest => {
+                        if self.best.is_none_or(|(best, _)| kept < best) {
+                            self.best = Some((kept, sum));
+                        }
+                        self.done = C::ONE_WAY_TO_LEAVE_OUT;
+                    }
+                    MaskOrder::Closest(_) => {
+                        if self
+                            .best
+                            .is_none_or(|(best, s)| sum < s || (sum == s && kept < best))
+                        {
+                            self.best = Some((kept, sum));
+                        }
+                    }
+                }
             }
             return;
         };
@@ -303,6 +342,19 @@ impl<C: Constraint> Search<'_, '_, C> {
     }
 }
 
+/// `kept` plus the `more` lowest nodes of `rest`: the lowest mask a branch can still reach.
+fn lowest_completion(kept: u64, mut rest: u64, more: usize) -> u64 {
+    let mut mask = kept;
+    for _ in 0..more {
+        if rest == 0 {
+            break;
+        }
+        mask |= rest & rest.wrapping_neg();
+        rest &= rest - 1;
+    }
+    mask
+}
+
 /// Masks that are members of every one of several cores at once (and of extra demands).
 pub(crate) struct Intersection<'a> {
     pub(crate) required: NumaMask,
@@ -312,6 +364,7 @@ pub(crate) struct Intersection<'a> {
 
 impl Constraint for Intersection<'_> {
     type State = ();
+    const ONE_WAY_TO_LEAVE_OUT: bool = true;
 
     fn start(&self) {}
 
@@ -350,6 +403,8 @@ pub(crate) struct Split<'a> {
 impl Constraint for Split<'_> {
     /// Per core, the nodes it dropped.
     type State = Vec<u64>;
+    /// Each core may be the one that drops a node.
+    const ONE_WAY_TO_LEAVE_OUT: bool = false;
 
     fn start(&self) -> Vec<u64> {
         vec![0; self.cores.len()]
