@@ -99,7 +99,8 @@ pub fn validate_key(key: &str) -> Result<()> {
     }
 }
 
-fn io_error<'a>(
+/// The `CheckpointError::Io` of `op` on `path`, as a `map_err` argument.
+pub(crate) fn io_error<'a>(
     op: &'static str,
     path: &'a Path,
 ) -> impl FnOnce(io::Error) -> CheckpointError + 'a {

@@ -34,6 +34,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Condvar, Mutex, MutexGuard};
 
 use crate::error::{CheckpointError, Result};
+use crate::store::io_error;
 use record::{Entry, Kind};
 
 /// Files a journal is the authority on.
@@ -100,17 +101,6 @@ pub struct Journal {
     options: JournalOptions,
     state: Mutex<State>,
     done: Condvar,
-}
-
-fn io_error<'a>(
-    op: &'static str,
-    path: &'a Path,
-) -> impl FnOnce(io::Error) -> CheckpointError + 'a {
-    move |source| CheckpointError::Io {
-        op,
-        path: path.to_path_buf(),
-        source,
-    }
 }
 
 /// The present files of `managed`, as on disk now.
@@ -190,22 +180,27 @@ fn snapshot_temp(path: &Path) -> PathBuf {
     path.with_extension("snapshot-tmp")
 }
 
-/// Replace `path` with `data` durably (used when replaying).
-fn write_durably(path: &Path, data: &[u8]) -> Result<()> {
-    let dir = parent(path);
-    fs::create_dir_all(dir).map_err(io_error("create directory", dir))?;
-    let temp = dir.join(REPLAY_TEMP);
+/// Replace `path` with `data` through `temp`: write, fsync, rename, fsync the directory.
+fn replace_durably(path: &Path, temp: &Path, data: &[u8]) -> Result<()> {
     let mut file = OpenOptions::new()
         .write(true)
         .create(true)
         .truncate(true)
         .mode(0o600)
-        .open(&temp)
-        .map_err(io_error("create temporary file", &temp))?;
-    file.write_all(data).map_err(io_error("write", &temp))?;
-    file.sync_all().map_err(io_error("fsync", &temp))?;
-    fs::rename(&temp, path).map_err(io_error("rename into place", path))?;
-    sync_dir(dir)
+        .open(temp)
+        .map_err(io_error("create temporary file", temp))?;
+    file.write_all(data).map_err(io_error("write", temp))?;
+    file.sync_all().map_err(io_error("fsync", temp))?;
+    drop(file);
+    fs::rename(temp, path).map_err(io_error("rename into place", path))?;
+    sync_dir(parent(path))
+}
+
+/// Replace `path` with `data` durably (used when replaying).
+fn write_durably(path: &Path, data: &[u8]) -> Result<()> {
+    let dir = parent(path);
+    fs::create_dir_all(dir).map_err(io_error("create directory", dir))?;
+    replace_durably(path, &dir.join(REPLAY_TEMP), data)
 }
 
 impl Journal {
@@ -339,19 +334,7 @@ impl Journal {
             Kind::Snapshot,
             view.iter().map(|(p, d)| (p, Some(d.as_slice()))),
         );
-        let temp = snapshot_temp(path);
-        let mut file = OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .mode(0o600)
-            .open(&temp)
-            .map_err(io_error("create temporary file", &temp))?;
-        file.write_all(&bytes).map_err(io_error("write", &temp))?;
-        file.sync_all().map_err(io_error("fsync", &temp))?;
-        drop(file);
-        fs::rename(&temp, path).map_err(io_error("rename into place", path))?;
-        sync_dir(parent(path))?;
+        replace_durably(path, &snapshot_temp(path), &bytes)?;
         let file = OpenOptions::new()
             .append(true)
             .open(path)

@@ -247,6 +247,24 @@ struct Stream {
     dial_timeout: Duration,
 }
 
+/// A response's devices, for either version (the same fields under two packages).
+macro_rules! devices {
+    ($response:expr) => {
+        $response
+            .devices
+            .iter()
+            .filter_map(|d| {
+                reported(
+                    d.device.as_ref().map(|i| (&i.pool_name, &i.device_name)),
+                    d.health,
+                    d.health_check_timeout_seconds,
+                    &d.message,
+                )
+            })
+            .collect()
+    };
+}
+
 /// Either version's response stream.
 enum Responses {
     V1(Streaming<v1::NodeWatchResourcesResponse>),
@@ -256,32 +274,8 @@ enum Responses {
 impl Responses {
     async fn next(&mut self) -> Result<Option<Vec<ReportedDevice>>, tonic::Status> {
         Ok(match self {
-            Responses::V1(s) => s.message().await?.map(|r| {
-                r.devices
-                    .iter()
-                    .filter_map(|d| {
-                        reported(
-                            d.device.as_ref().map(|i| (&i.pool_name, &i.device_name)),
-                            d.health,
-                            d.health_check_timeout_seconds,
-                            &d.message,
-                        )
-                    })
-                    .collect()
-            }),
-            Responses::V1Alpha1(s) => s.message().await?.map(|r| {
-                r.devices
-                    .iter()
-                    .filter_map(|d| {
-                        reported(
-                            d.device.as_ref().map(|i| (&i.pool_name, &i.device_name)),
-                            d.health,
-                            d.health_check_timeout_seconds,
-                            &d.message,
-                        )
-                    })
-                    .collect()
-            }),
+            Responses::V1(s) => s.message().await?.map(|r| devices!(r)),
+            Responses::V1Alpha1(s) => s.message().await?.map(|r| devices!(r)),
         })
     }
 }
