@@ -208,6 +208,18 @@ impl CheckpointError {
 /// Shorthand for results of this crate.
 pub type Result<T, E = CheckpointError> = std::result::Result<T, E>;
 
+/// The `CheckpointError::Io` of `op` on `path`, as a `map_err` argument.
+pub(crate) fn io_error<'a>(
+    op: &'static str,
+    path: &'a Path,
+) -> impl FnOnce(std::io::Error) -> CheckpointError + 'a {
+    move |source| CheckpointError::Io {
+        op,
+        path: path.to_path_buf(),
+        source,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

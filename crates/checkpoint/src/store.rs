@@ -38,7 +38,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use crate::error::{CheckpointError, Result};
+use crate::error::{CheckpointError, Result, io_error};
 use crate::formats::Checkpoint;
 use crate::journal::Journal;
 
@@ -96,18 +96,6 @@ pub fn validate_key(key: &str) -> Result<()> {
         Err(CheckpointError::InvalidKey {
             key: key.to_owned(),
         })
-    }
-}
-
-/// The `CheckpointError::Io` of `op` on `path`, as a `map_err` argument.
-pub(crate) fn io_error<'a>(
-    op: &'static str,
-    path: &'a Path,
-) -> impl FnOnce(io::Error) -> CheckpointError + 'a {
-    move |source| CheckpointError::Io {
-        op,
-        path: path.to_path_buf(),
-        source,
     }
 }
 

@@ -33,8 +33,7 @@ use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::{Condvar, Mutex, MutexGuard};
 
-use crate::error::{CheckpointError, Result};
-use crate::store::io_error;
+use crate::error::{CheckpointError, Result, io_error};
 use record::{Entry, Kind};
 
 /// Files a journal is the authority on.
