@@ -14,142 +14,28 @@
 
 use std::collections::BTreeMap;
 use std::hint::black_box;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use corral_cpumgr::{CpuState, Policy as _, StaticPolicyOptions, TopologyIndex};
-use corral_devicemgr::{
-    AllocationRequest, Device, DeviceState, PluginOptions, Reservation, ToAllocate,
-};
+use corral_devicemgr::{Device, DeviceState, PluginOptions};
 use corral_memmgr::{MEMORY, SystemReserved, default_machine_state};
 use corral_testkit::large_machines::{LargeMachine, NodeSpec, gb200, synthetic64};
 use corral_testkit::upstream_topologies::CpuPlace;
 use corral_topology::memory::NumaMemory;
-use corral_topology::topologymanager::{
-    AffinityStore, AllocationError, HintProvider, ProviderHintSets, TopologyManager,
-    TopologyManagerConfig, hint_lists,
-};
+use corral_topology::topologymanager::{TopologyManager, TopologyManagerConfig};
 use corral_topology::{
     Container, CpuInfo, CpuRecord, CpuSet, CpuTopology, NumaNode, Pod, PolicyName, PolicyOptions,
-    ProviderHints, ScopeName,
+    ScopeName,
 };
 use criterion::{Criterion, criterion_group, criterion_main};
 
+#[path = "../tests/it/in_process.rs"]
+mod in_process;
+use in_process::{Cpus, Devices, Memory, lock};
+
 const GI: u64 = 1 << 30;
 const CONTAINER: &str = "app";
-
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(PoisonError::into_inner)
-}
-
-/// The CPU manager's static policy and its state.
-struct Cpus(Mutex<(corral_cpumgr::StaticPolicy, CpuState)>);
-
-impl HintProvider for Cpus {
-    fn hints_for_container(&self, pod: &Pod, c: &Container) -> ProviderHints {
-        hint_lists(&self.hint_sets_for_container(pod, c))
-    }
-    fn hints_for_pod(&self, pod: &Pod) -> ProviderHints {
-        hint_lists(&self.hint_sets_for_pod(pod))
-    }
-    fn hint_sets_for_container(&self, pod: &Pod, c: &Container) -> ProviderHintSets {
-        let g = lock(&self.0);
-        g.0.hint_sets_for_container(&g.1, pod, c)
-    }
-    fn hint_sets_for_pod(&self, pod: &Pod) -> ProviderHintSets {
-        let g = lock(&self.0);
-        g.0.hint_sets_for_pod(&g.1, pod)
-    }
-    fn allocate(
-        &self,
-        pod: &Pod,
-        c: &Container,
-        store: &AffinityStore,
-    ) -> Result<(), AllocationError> {
-        let mut g = lock(&self.0);
-        let (policy, state) = &mut *g;
-        let affinity = store.affinity(&pod.uid, &c.name);
-        policy
-            .allocate(state, pod, c, affinity)
-            .map_err(AllocationError::unexpected)
-    }
-}
-
-/// The device manager's state and the reservations of the admitted pod.
-struct Devices {
-    state: Mutex<DeviceState>,
-    given: Mutex<Vec<Reservation>>,
-}
-
-impl HintProvider for Devices {
-    fn hints_for_container(&self, pod: &Pod, c: &Container) -> ProviderHints {
-        hint_lists(&self.hint_sets_for_container(pod, c))
-    }
-    fn hints_for_pod(&self, pod: &Pod) -> ProviderHints {
-        hint_lists(&self.hint_sets_for_pod(pod))
-    }
-    fn hint_sets_for_container(&self, pod: &Pod, c: &Container) -> ProviderHintSets {
-        Some(lock(&self.state).hint_sets_for_container(&pod.uid, c))
-    }
-    fn hint_sets_for_pod(&self, pod: &Pod) -> ProviderHintSets {
-        Some(lock(&self.state).hint_sets_for_pod(pod))
-    }
-    fn allocate(
-        &self,
-        pod: &Pod,
-        c: &Container,
-        store: &AffinityStore,
-    ) -> Result<(), AllocationError> {
-        let mut state = lock(&self.state);
-        for (resource, n) in state.container_device_requests(c) {
-            let request = AllocationRequest {
-                affinity: store.affinity(&pod.uid, &c.name).numa_affinity,
-                ..AllocationRequest::new(&pod.uid, &c.name, &resource, n)
-            };
-            let ToAllocate::Devices(reservation) = state
-                .devices_to_allocate(&request, None)
-                .map_err(AllocationError::unexpected)?
-            else {
-                return Err(AllocationError::unexpected("no devices"));
-            };
-            lock(&self.given).push(reservation);
-        }
-        Ok(())
-    }
-}
-
-/// The memory manager's static policy.
-struct Memory(Mutex<corral_memmgr::StaticPolicy>);
-
-impl HintProvider for Memory {
-    fn hints_for_container(&self, pod: &Pod, c: &Container) -> ProviderHints {
-        hint_lists(&self.hint_sets_for_container(pod, c))
-    }
-    fn hints_for_pod(&self, pod: &Pod) -> ProviderHints {
-        hint_lists(&self.hint_sets_for_pod(pod))
-    }
-    fn hint_sets_for_container(&self, pod: &Pod, c: &Container) -> ProviderHintSets {
-        lock(&self.0)
-            .hint_sets_for_container(pod, c)
-            .map(|h| h.into_iter().map(|(r, s)| (r, Some(s))).collect())
-    }
-    fn hint_sets_for_pod(&self, pod: &Pod) -> ProviderHintSets {
-        lock(&self.0)
-            .hint_sets_for_pod(pod)
-            .map(|h| h.into_iter().map(|(r, s)| (r, Some(s))).collect())
-    }
-    fn allocate(
-        &self,
-        pod: &Pod,
-        c: &Container,
-        store: &AffinityStore,
-    ) -> Result<(), AllocationError> {
-        let affinity = store.affinity(&pod.uid, &c.name);
-        lock(&self.0)
-            .allocate(pod, c, affinity)
-            .map_err(AllocationError::unexpected)
-    }
-}
 
 /// 2 sockets × 4 NUMA nodes × 16 cores × 2 threads (256 CPUs; CPU `c` and `c + 128` are
 /// siblings), 64 GiB and one GPU per node; distances 10 local, 12 on the socket, 32 across.
@@ -324,7 +210,7 @@ fn release(node: &Node, pod: &Pod) {
     let given = std::mem::take(&mut *lock(&node.devices.given));
     assert_eq!(given.len(), 1, "one GPU reservation");
     let mut devices = lock(&node.devices.state);
-    for reservation in &given {
+    for (_, reservation) in &given {
         devices.release(reservation);
     }
     if let Some(memory) = &node.memory {

@@ -8,137 +8,23 @@
 //! machines (more than 8 nodes) or walk 2³⁴ and 2⁶⁴ sets of nodes.
 
 use std::collections::BTreeMap;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use corral_cpumgr::{CpuState, Policy as _, StaticPolicyOptions, TopologyIndex};
-use corral_devicemgr::{AllocationRequest, Device, DeviceState, PluginOptions, ToAllocate};
+use corral_devicemgr::{Device, DeviceState, PluginOptions};
 use corral_memmgr::{MEMORY, SystemReserved, default_machine_state};
 use corral_testkit::large_machines::{LargeMachine, gb200, synthetic64};
+
+use crate::in_process::{Cpus, Devices, Memory, lock};
 use corral_topology::memory::NumaMemory;
-use corral_topology::topologymanager::{
-    AffinityStore, AllocationError, HintProvider, ProviderHintSets, TopologyManager,
-    TopologyManagerConfig, hint_lists,
-};
+use corral_topology::topologymanager::{TopologyManager, TopologyManagerConfig};
 use corral_topology::{
     Container, CpuInfo, CpuRecord, CpuSet, CpuTopology, NumaMask, NumaNode, Pod, PolicyName,
-    PolicyOptions, ProviderHints, ScopeName,
+    PolicyOptions, ScopeName,
 };
 
 const GI: i64 = 1 << 30;
-
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(PoisonError::into_inner)
-}
-
-/// The CPU manager's static policy and its state.
-struct Cpus(Mutex<(corral_cpumgr::StaticPolicy, CpuState)>);
-
-impl HintProvider for Cpus {
-    fn hints_for_container(&self, pod: &Pod, c: &Container) -> ProviderHints {
-        hint_lists(&self.hint_sets_for_container(pod, c))
-    }
-    fn hints_for_pod(&self, pod: &Pod) -> ProviderHints {
-        hint_lists(&self.hint_sets_for_pod(pod))
-    }
-    fn hint_sets_for_container(&self, pod: &Pod, c: &Container) -> ProviderHintSets {
-        let g = lock(&self.0);
-        g.0.hint_sets_for_container(&g.1, pod, c)
-    }
-    fn hint_sets_for_pod(&self, pod: &Pod) -> ProviderHintSets {
-        let g = lock(&self.0);
-        g.0.hint_sets_for_pod(&g.1, pod)
-    }
-    fn allocate(
-        &self,
-        pod: &Pod,
-        c: &Container,
-        store: &AffinityStore,
-    ) -> Result<(), AllocationError> {
-        let mut g = lock(&self.0);
-        let (policy, state) = &mut *g;
-        let affinity = store.affinity(&pod.uid, &c.name);
-        policy
-            .allocate(state, pod, c, affinity)
-            .map_err(AllocationError::unexpected)
-    }
-}
-
-/// The device manager's state; what each container got.
-struct Devices {
-    state: Mutex<DeviceState>,
-    given: Mutex<BTreeMap<String, Vec<String>>>,
-}
-
-impl HintProvider for Devices {
-    fn hints_for_container(&self, pod: &Pod, c: &Container) -> ProviderHints {
-        hint_lists(&self.hint_sets_for_container(pod, c))
-    }
-    fn hints_for_pod(&self, pod: &Pod) -> ProviderHints {
-        hint_lists(&self.hint_sets_for_pod(pod))
-    }
-    fn hint_sets_for_container(&self, pod: &Pod, c: &Container) -> ProviderHintSets {
-        Some(lock(&self.state).hint_sets_for_container(&pod.uid, c))
-    }
-    fn hint_sets_for_pod(&self, pod: &Pod) -> ProviderHintSets {
-        Some(lock(&self.state).hint_sets_for_pod(pod))
-    }
-    fn allocate(
-        &self,
-        pod: &Pod,
-        c: &Container,
-        store: &AffinityStore,
-    ) -> Result<(), AllocationError> {
-        let mut state = lock(&self.state);
-        for (resource, n) in state.container_device_requests(c) {
-            let request = AllocationRequest {
-                affinity: store.affinity(&pod.uid, &c.name).numa_affinity,
-                ..AllocationRequest::new(&pod.uid, &c.name, &resource, n)
-            };
-            let ToAllocate::Devices(reservation) = state
-                .devices_to_allocate(&request, None)
-                .map_err(AllocationError::unexpected)?
-            else {
-                return Err(AllocationError::unexpected("no devices"));
-            };
-            lock(&self.given).insert(c.name.clone(), reservation.devices);
-        }
-        Ok(())
-    }
-}
-
-/// The memory manager's static policy.
-struct Memory(Mutex<corral_memmgr::StaticPolicy>);
-
-impl HintProvider for Memory {
-    fn hints_for_container(&self, pod: &Pod, c: &Container) -> ProviderHints {
-        hint_lists(&self.hint_sets_for_container(pod, c))
-    }
-    fn hints_for_pod(&self, pod: &Pod) -> ProviderHints {
-        hint_lists(&self.hint_sets_for_pod(pod))
-    }
-    fn hint_sets_for_container(&self, pod: &Pod, c: &Container) -> ProviderHintSets {
-        lock(&self.0)
-            .hint_sets_for_container(pod, c)
-            .map(|h| h.into_iter().map(|(r, s)| (r, Some(s))).collect())
-    }
-    fn hint_sets_for_pod(&self, pod: &Pod) -> ProviderHintSets {
-        lock(&self.0)
-            .hint_sets_for_pod(pod)
-            .map(|h| h.into_iter().map(|(r, s)| (r, Some(s))).collect())
-    }
-    fn allocate(
-        &self,
-        pod: &Pod,
-        c: &Container,
-        store: &AffinityStore,
-    ) -> Result<(), AllocationError> {
-        let affinity = store.affinity(&pod.uid, &c.name);
-        lock(&self.0)
-            .allocate(pod, c, affinity)
-            .map_err(AllocationError::unexpected)
-    }
-}
 
 struct Node {
     manager: TopologyManager,
@@ -272,9 +158,9 @@ fn holdings(node: &Node, machine: &LargeMachine, pod: &Pod) -> (CpuSet, Vec<usiz
         .map(|b| b.numa_affinity.clone())
         .unwrap_or_default();
     let devices = lock(&node.devices.given)
-        .get("app")
-        .into_iter()
-        .flatten()
+        .iter()
+        .filter(|(name, _)| name == "app")
+        .flat_map(|(_, reservation)| &reservation.devices)
         .filter_map(|id| machine.devices.iter().find(|d| d.id == *id).map(|d| d.numa))
         .collect();
     (cpus, memory, devices)

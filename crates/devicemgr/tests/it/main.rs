@@ -13,6 +13,7 @@ mod end_to_end;
 mod failure_modes;
 mod foreign_plugin;
 mod hint_provider_threads;
+mod in_process;
 mod large_machines;
 mod observer;
 mod properties;
