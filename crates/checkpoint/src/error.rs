@@ -20,11 +20,11 @@ pub enum CheckpointError {
         path: PathBuf,
     },
     /// The checksum recorded in the file does not match its content (upstream:
-    /// `CorruptCheckpointError`).
-    #[error(
-        "checkpoint {} ({format}) is corrupted: it records checksum {expected} but its content hashes to {actual}",
-        shown(path)
-    )]
+    /// `CorruptCheckpointError`, whose "is corrupted" the message keeps). When the same
+    /// bytes verify as another version of the same file (a `cpu_manager_state` v1 read as
+    /// v2), `verifies_as` names it, and the message says the file is corrupted for this
+    /// version only: it is a valid file of the version `inspect` reports.
+    #[error("checkpoint {} ({format}) {}", shown(path), mismatch(*format, *expected, *actual, *verifies_as))]
     ChecksumMismatch {
         /// The file, when the bytes came from one.
         path: Option<PathBuf>,
@@ -34,6 +34,8 @@ pub enum CheckpointError {
         expected: u64,
         /// The checksum computed over the content.
         actual: u64,
+        /// Another version of the same file that these bytes verify as, if any.
+        verifies_as: Option<Format>,
     },
     /// The bytes are not valid JSON (upstream: `json.SyntaxError`).
     #[error(
@@ -158,6 +160,19 @@ pub enum CheckpointError {
     },
 }
 
+/// The rest of a [`CheckpointError::ChecksumMismatch`] message, after the file and format.
+fn mismatch(format: Format, expected: u64, actual: u64, verifies_as: Option<Format>) -> String {
+    match verifies_as {
+        None => format!(
+            "is corrupted: it records checksum {expected} but its content hashes to {actual}"
+        ),
+        Some(other) => format!(
+            "is corrupted for this version only: it records checksum {expected} but its \
+             content hashes to {actual} as {format}; the file verifies as {other}"
+        ),
+    }
+}
+
 fn shown(path: &Option<PathBuf>) -> String {
     match path {
         Some(p) => p.display().to_string(),
@@ -231,6 +246,7 @@ mod tests {
             format: Format::CpuManagerV2,
             expected: 1,
             actual: 2,
+            verifies_as: None,
         }
         .with_path(Path::new("/var/lib/kubelet/cpu_manager_state"));
         let text = err.to_string();
@@ -242,5 +258,24 @@ mod tests {
         assert!(text.contains("hashes to 2"), "{text}");
         assert!(err.is_checksum_mismatch());
         assert!(!err.is_decode_error());
+        assert!(text.contains("is corrupted"), "{text}");
+    }
+
+    #[test]
+    fn a_mismatch_of_another_valid_version_is_not_called_corrupted() {
+        let err = CheckpointError::ChecksumMismatch {
+            path: None,
+            format: Format::CpuManagerV2,
+            expected: 3_242_152_201,
+            actual: 1_353_318_690,
+            verifies_as: Some(Format::CpuManagerV1),
+        };
+        assert_eq!(
+            err.to_string(),
+            "checkpoint <bytes> (cpumanager_v2) is corrupted for this version only: it records \
+             checksum 3242152201 but its content hashes to 1353318690 as cpumanager_v2; the \
+             file verifies as cpumanager_v1"
+        );
+        assert!(err.is_checksum_mismatch());
     }
 }

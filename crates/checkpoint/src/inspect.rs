@@ -9,47 +9,8 @@ use crate::format::{
     CPU_MANAGER_FILE, DEVICE_MANAGER_FILE, DRA_HEALTH_FILE, DRA_MANAGER_FILE, Format,
     MEMORY_MANAGER_FILE,
 };
-use crate::formats::ChecksumVerification;
-use crate::formats::cpumanager::{CpuManagerCheckpoint, CpuManagerCheckpointV1};
-use crate::formats::cpumanager_pod::{CpuManagerCheckpointV3, CpuManagerCheckpointV4};
-use crate::formats::devicemanager::DeviceManagerCheckpoint;
-use crate::formats::devicemanager_v1::DeviceManagerCheckpointV1;
-use crate::formats::dra::DraManagerCheckpoint;
-use crate::formats::dra_health::DraHealthState;
-use crate::formats::dra_v130::DraManagerCheckpointV130;
-use crate::formats::memorymanager::MemoryManagerCheckpoint;
-use crate::formats::memorymanager_pod::{MemoryManagerCheckpointV2, MemoryManagerCheckpointV3};
+use crate::formats::{CheckpointValue, ChecksumVerification, read_checked};
 use crate::gojson::{TopLevel, top_level};
-
-/// A verified checkpoint of any known format.
-#[non_exhaustive]
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum CheckpointValue {
-    /// `kubelet_internal_checkpoint`, current format.
-    DeviceManager(DeviceManagerCheckpoint),
-    /// `kubelet_internal_checkpoint`, k8s ≤ 1.19 format.
-    DeviceManagerV1(DeviceManagerCheckpointV1),
-    /// `cpu_manager_state` v2.
-    CpuManager(CpuManagerCheckpoint),
-    /// `cpu_manager_state` v1.
-    CpuManagerV1(CpuManagerCheckpointV1),
-    /// `cpu_manager_state` v3 (k8s 1.36, pod entries).
-    CpuManagerV3(CpuManagerCheckpointV3),
-    /// `cpu_manager_state` v4 (k8s 1.37, `data` string).
-    CpuManagerV4(CpuManagerCheckpointV4),
-    /// `memory_manager_state` v1.
-    MemoryManager(MemoryManagerCheckpoint),
-    /// `memory_manager_state` v2 (k8s 1.36, pod entries).
-    MemoryManagerV2(MemoryManagerCheckpointV2),
-    /// `memory_manager_state` v3 (k8s 1.37, `data` string).
-    MemoryManagerV3(MemoryManagerCheckpointV3),
-    /// `dra_manager_state`, v1.32 format.
-    DraManager(DraManagerCheckpoint),
-    /// `dra_manager_state`, v1.26–v1.30 format.
-    DraManagerV130(DraManagerCheckpointV130),
-    /// `dra_health_state` (no checksum).
-    DraHealth(DraHealthState),
-}
 
 /// What [`inspect`] found.
 #[non_exhaustive]
@@ -96,50 +57,12 @@ impl Inspected {
     }
 }
 
-/// Decodes `bytes` as `format` with that format's `decode_checked`: its value in its
-/// [`CheckpointValue`] variant, and its checksum check.
-macro_rules! decoded {
-    ($format:expr, $bytes:expr; $($name:ident: $ty:ident => $variant:ident,)*) => {
-        match $format {
-            $(Format::$name => {
-                let (value, check) = $ty::decode_checked($bytes)?;
-                (CheckpointValue::$variant(value), check)
-            })*
-        }
-    };
-}
-
+/// `bytes` read as `format`, with the decision [`Checkpoint::decode`] follows too
+/// ([`read_checked`]): a file reported verified here decodes as `format`.
+///
+/// [`Checkpoint::decode`]: crate::Checkpoint::decode
 fn read_as(format: Format, bytes: &[u8]) -> Result<Inspected> {
-    if format == Format::MemoryManager {
-        // v1.36's v1 reader, which accepts a recorded 0.
-        let (value, verification) = MemoryManagerCheckpoint::decode_v136(bytes)?;
-        let computed = value.checksum()?;
-        let recorded = match verification {
-            ChecksumVerification::NotRecorded => 0,
-            _ => computed,
-        };
-        return Ok(Inspected {
-            format,
-            checksum: computed,
-            recorded_checksum: recorded,
-            verification,
-            value: CheckpointValue::MemoryManager(value),
-        });
-    }
-    let (value, check) = decoded!(format, bytes;
-        DeviceManagerV2: DeviceManagerCheckpoint => DeviceManager,
-        DeviceManagerV1: DeviceManagerCheckpointV1 => DeviceManagerV1,
-        CpuManagerV2: CpuManagerCheckpoint => CpuManager,
-        CpuManagerV1: CpuManagerCheckpointV1 => CpuManagerV1,
-        CpuManagerV3: CpuManagerCheckpointV3 => CpuManagerV3,
-        CpuManagerV4: CpuManagerCheckpointV4 => CpuManagerV4,
-        MemoryManager: MemoryManagerCheckpoint => MemoryManager,
-        MemoryManagerV2: MemoryManagerCheckpointV2 => MemoryManagerV2,
-        MemoryManagerV3: MemoryManagerCheckpointV3 => MemoryManagerV3,
-        DraV132: DraManagerCheckpoint => DraManager,
-        DraV130: DraManagerCheckpointV130 => DraManagerV130,
-        DraHealth: DraHealthState => DraHealth,
-    );
+    let (value, check) = read_checked(format, bytes)?;
     Ok(Inspected {
         format,
         checksum: check.computed,
@@ -301,6 +224,7 @@ fn with_name(err: CheckpointError, file_name: Option<&str>) -> CheckpointError {
 mod tests {
     use super::*;
     use crate::formats::Checkpoint;
+    use crate::formats::memorymanager::MemoryManagerCheckpoint;
 
     #[test]
     fn detects_by_content() {

@@ -114,10 +114,10 @@ pub use formats::restore::{
     CpuManagerState, MemoryManagerState, RestoreOrder, restore_cpu_manager_state,
     restore_cpu_manager_state_as, restore_memory_manager_state,
 };
-pub use formats::{Checkpoint, ChecksumVerification};
+pub use formats::{Checkpoint, CheckpointValue, ChecksumVerification};
 pub use gotype::{GoField, GoStruct, GoType, IntWidth};
 pub use hash::{crc32_ieee, fnv32a};
-pub use inspect::{CheckpointValue, Inspected, inspect};
+pub use inspect::{Inspected, inspect};
 pub use journal::{Journal, JournalOptions, Managed, Recovery};
 pub use spew::dump_for_hash;
 pub use store::{CheckpointStore, StoreOptions, validate_key};

@@ -27,19 +27,22 @@ pub struct MemoryTable {
 }
 
 impl MemoryTable {
-    /// Moves up to `*left` bytes from free to reserved, counting them off `left`.
+    /// Moves up to `*left` bytes from free to reserved, counting them off `left`. Reserved
+    /// saturates: a restored table's free and reserved are checked only as sums over the
+    /// node's group, so one node's may add up past 2^64.
     pub(crate) fn reserve(&mut self, left: &mut u64) {
         let taken = (*left).min(self.free);
         self.free -= taken;
-        self.reserved += taken;
+        self.reserved = self.reserved.saturating_add(taken);
         *left -= taken;
     }
 
-    /// Moves up to `*left` bytes from reserved back to free, counting them off `left`.
+    /// Moves up to `*left` bytes from reserved back to free, counting them off `left`
+    /// (free saturates, as reserved in [`reserve`](Self::reserve)).
     pub(crate) fn release(&mut self, left: &mut u64) {
         let back = (*left).min(self.reserved);
         self.reserved -= back;
-        self.free += back;
+        self.free = self.free.saturating_add(back);
         *left -= back;
     }
 }
@@ -154,5 +157,32 @@ fn table(total: u64, system_reserved: u64, allocatable: u64) -> MemoryTable {
         allocatable,
         reserved: 0,
         free: allocatable,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A restored table whose reserved and free add up past 2^64 (possible where only the
+    /// group's sums are checked) used to overflow moving memory between them.
+    #[test]
+    fn moving_memory_saturates() {
+        let mut table = MemoryTable {
+            free: 10,
+            reserved: u64::MAX - 5,
+            ..MemoryTable::default()
+        };
+        let mut left = 20;
+        table.reserve(&mut left);
+        assert_eq!((table.free, table.reserved, left), (0, u64::MAX, 10));
+        let mut table = MemoryTable {
+            free: u64::MAX - 5,
+            reserved: 10,
+            ..MemoryTable::default()
+        };
+        let mut left = 10;
+        table.release(&mut left);
+        assert_eq!((table.free, table.reserved, left), (u64::MAX, 0, 0));
     }
 }

@@ -32,6 +32,14 @@ fn pod_budget(pod: &Pod) -> Requested {
         .collect()
 }
 
+/// Adds `size` bytes of `resource` to `sums`, saturating: a few containers of up to
+/// `i64::MAX` bytes each overflowed `u64` ("attempt to add with overflow"; Go's `uint64`
+/// wraps). A saturated sum is more than any pod budget, so the pod is refused.
+fn add(sums: &mut Requested, resource: String, size: u64) {
+    let sum = sums.entry(resource).or_default();
+    *sum = sum.saturating_add(size);
+}
+
 /// Blocks of `sizes` (those above zero) on `bits`.
 fn blocks(bits: &[usize], sizes: &Requested) -> Vec<Block> {
     sizes
@@ -131,7 +139,7 @@ impl StaticPolicy {
                 shared_long_running = true;
             }
             for (resource, size) in own {
-                *long_running.entry(resource).or_default() += size;
+                add(&mut long_running, resource, size);
             }
         }
         for container in &pod.containers {
@@ -140,7 +148,7 @@ impl StaticPolicy {
                 shared_long_running = true;
             }
             for (resource, size) in own {
-                *long_running.entry(resource).or_default() += size;
+                add(&mut long_running, resource, size);
             }
         }
         if shared_long_running
@@ -188,7 +196,7 @@ impl StaticPolicy {
             partition.push((&container.name, blocks(&bits, &own)));
             if container.is_restartable() {
                 for (resource, size) in own {
-                    *sidecars.entry(resource).or_default() += size;
+                    add(&mut sidecars, resource, size);
                 }
             }
         }
@@ -279,5 +287,35 @@ mod tests {
             vec![container("a", Some(2 << 30)), container("b", None)],
         );
         assert_eq!(policy.validate_pod_scope_resources(&room), Ok(()));
+    }
+
+    /// Three containers of `i64::MAX` bytes each sum past `u64::MAX`: the sum used to panic
+    /// ("attempt to add with overflow"); saturated, it is more than the budget.
+    #[test]
+    fn requests_past_u64_are_refused_without_overflow() {
+        let mut policy = StaticPolicy::new(crate::machine_state::MachineState::new());
+        policy.set_pod_level_resources(PodLevelResources::Managed);
+        let mut apps: Vec<Container> = (0..3)
+            .map(|i| container(&format!("a{i}"), Some(i64::MAX)))
+            .collect();
+        apps.push(container("shared", None));
+        let full = pod(i64::MAX, apps);
+        assert_eq!(
+            policy.validate_pod_scope_resources(&full).unwrap_err(),
+            format!(
+                "pod rejected, sum of exclusive container {MEMORY} requests equals pod budget, leaving no memory for shared containers"
+            )
+        );
+        let mut sidecars: Vec<Container> = (0..3)
+            .map(|i| {
+                let mut c = container(&format!("s{i}"), Some(i64::MAX));
+                c.restart_policy = Some(corral_topology::ContainerRestartPolicy::Always);
+                c
+            })
+            .collect();
+        sidecars.push(container("init", Some(1)));
+        let mut starved = pod(i64::MAX, vec![container("app", Some(1))]);
+        starved.init_containers = sidecars;
+        assert!(policy.validate_pod_scope_resources(&starved).is_err());
     }
 }

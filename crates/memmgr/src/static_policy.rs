@@ -365,11 +365,13 @@ impl StaticPolicy {
     ) -> bool {
         let bits = mask.get_bits();
         requested.iter().all(|(resource, &want)| {
-            let free: u64 = bits
+            // Saturating, as the hints' sums: nodes of up to 2^64 bytes each (sysfs's
+            // `MemTotal`) overflowed a plain sum over two of them.
+            let free = bits
                 .iter()
                 .filter_map(|n| self.state.get(n)?.memory.get(resource))
                 .map(|t| t.free)
-                .sum();
+                .fold(0u64, u64::saturating_add);
             free.saturating_add(reusable(mask, resource)) >= want
         })
     }
@@ -522,5 +524,51 @@ impl StaticPolicy {
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use corral_topology::memory::NumaMemory;
+
+    use super::*;
+    use crate::machine_state::default_machine_state;
+
+    /// Two nodes of the largest `MemTotal` sysfs can give (just under 2^64 bytes each):
+    /// whether their free memory holds a request summed both past `u64::MAX` ("attempt to
+    /// add with overflow"); the sum saturates and the request is placed.
+    #[test]
+    fn free_memory_of_huge_nodes_is_summed_without_overflow() {
+        let node = |id| NumaMemory {
+            node: id,
+            memory_bytes: u64::MAX / 1024 * 1024,
+            huge_pages: Vec::new(),
+        };
+        let nodes = BTreeMap::from([(0, node(0)), (1, node(1))]);
+        let state = default_machine_state(&nodes, &BTreeMap::new()).unwrap();
+        let mut policy = StaticPolicy::new(state);
+        let mut container = Container::new("c");
+        for list in [
+            &mut container.resources.requests,
+            &mut container.resources.limits,
+        ] {
+            list.cpu_millis = Some(1000);
+            list.memory_bytes = Some(i64::MAX);
+        }
+        let pod = Pod {
+            uid: "p".into(),
+            containers: vec![container.clone()],
+            ..Pod::default()
+        };
+        let both = TopologyHint {
+            numa_affinity: Some(NumaMask::new([0, 1]).unwrap()),
+            preferred: false,
+        };
+        policy.allocate(&pod, &container, both).unwrap();
+        let blocks = policy.blocks("p", "c").unwrap();
+        assert_eq!(blocks[0].numa_affinity, vec![0, 1]);
+        assert_eq!(blocks[0].size, i64::MAX as u64);
     }
 }

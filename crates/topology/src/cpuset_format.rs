@@ -14,7 +14,10 @@
 //! One deliberate difference: upstream would try to materialise a range such as
 //! `0-9223372036854775807` element by element (and run out of memory); corral refuses any range
 //! that puts more than [`MAX_SPARSE_RANGE`] ids at or above [`CpuSet::DENSE_LIMIT`] with
-//! [`CpuSetParseError::RangeTooLarge`]. Single huge ids parse as upstream does.
+//! [`CpuSetParseError::RangeTooLarge`]. Single huge ids parse as upstream does. A short range
+//! ending at `9223372036854775807` (`MaxInt64`), on which upstream's loop never ends (its
+//! `e++` wraps to `MinInt64`), is the ids it names: upstream's `String` writes it for a set
+//! holding `MaxInt64 - 1` and `MaxInt64`, and corral reads back what it prints.
 //!
 //! Speed: the common shape (unsigned ids below [`CpuSet::DENSE_LIMIT`], `a` or `a-b` with
 //! `a <= b`, single commas) is scanned once, byte by byte, straight into the bits; anything
@@ -342,6 +345,18 @@ mod tests {
             ("3,2,1,0", "0-3"),
             ("5-5", "5"),
             ("9223372036854775807", "9223372036854775807"),
+            (
+                "9223372036854775807,9223372036854775806",
+                "9223372036854775806-9223372036854775807",
+            ),
+            (
+                "9223372036854775806-9223372036854775807",
+                "9223372036854775806-9223372036854775807",
+            ),
+            (
+                "9223372036854775807-9223372036854775807",
+                "9223372036854775807",
+            ),
         ] {
             assert_eq!(
                 CpuSet::parse(input).map(|s| s.to_string()),

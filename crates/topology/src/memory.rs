@@ -14,7 +14,9 @@ impl HugePages {
     /// The resource name the kubelet gives these pages: `hugepages-2Mi`, `hugepages-1Gi`,
     /// `hugepages-64Ki` (the largest binary unit that divides the size).
     pub fn resource_name(&self) -> String {
-        let bytes = self.page_size_kib * 1024;
+        // Saturating: discovery refuses sizes whose bytes overflow (`sysfs::discover_memory`);
+        // a hand-built value past 2^64 bytes is named by the largest size there is.
+        let bytes = self.page_size_kib.saturating_mul(1024);
         let (value, unit) = [
             (1u64 << 40, "Ti"),
             (1 << 30, "Gi"),
@@ -27,9 +29,19 @@ impl HugePages {
         format!("hugepages-{value}{unit}")
     }
 
-    /// Bytes in all the pages.
+    /// Bytes in all the pages, saturating at `u64::MAX` (discovery refuses pages whose bytes
+    /// overflow, so only a hand-built value saturates; upstream's `uint64` product wraps).
     pub fn bytes(&self) -> u64 {
-        self.page_size_kib * 1024 * self.count
+        self.page_size_kib
+            .saturating_mul(1024)
+            .saturating_mul(self.count)
+    }
+
+    /// [`bytes`](Self::bytes), `None` where the product overflows 64 bits.
+    pub fn checked_bytes(&self) -> Option<u64> {
+        self.page_size_kib
+            .checked_mul(1024)?
+            .checked_mul(self.count)
     }
 }
 
@@ -62,5 +74,30 @@ mod tests {
         assert_eq!(name(64), "hugepages-64Ki");
         assert_eq!(name(16_777_216), "hugepages-16Gi");
         assert_eq!(name(32_768), "hugepages-32Mi");
+    }
+
+    /// Sizes and counts read from sysfs used to overflow `page_size_kib * 1024 * count`
+    /// ("attempt to multiply with overflow"); the product saturates, `checked_bytes` says so.
+    #[test]
+    fn huge_page_bytes_never_overflow() {
+        let pages = |page_size_kib, count| HugePages {
+            page_size_kib,
+            count,
+        };
+        assert_eq!(pages(2048, 3).bytes(), 3 * 2048 * 1024);
+        assert_eq!(pages(2048, 3).checked_bytes(), Some(3 * 2048 * 1024));
+        assert_eq!(pages(1 << 54, 1).bytes(), u64::MAX);
+        assert_eq!(pages(1 << 54, 1).checked_bytes(), None);
+        assert_eq!(pages(2048, u64::MAX).bytes(), u64::MAX);
+        assert_eq!(pages(2048, u64::MAX).checked_bytes(), None);
+        assert_eq!(pages(u64::MAX, 0).checked_bytes(), None);
+        assert_eq!(
+            pages(u64::MAX, 0).resource_name(),
+            "hugepages-18446744073709551615"
+        );
+        assert_eq!(
+            pages(1 << 54, 0).resource_name(),
+            "hugepages-18446744073709551615"
+        );
     }
 }

@@ -78,15 +78,20 @@ impl Quantity {
         }
         let mut exp10 = -i32::try_from(frac_part.len()).map_err(|_| too_large())?;
         let mut exp2 = 0;
+        // Checked: `exp10` may be near `i32::MIN` after billions of fraction digits.
+        let mut shift = |by: i32| -> Result<(), QuantityError> {
+            exp10 = exp10.checked_add(by).ok_or_else(too_large)?;
+            Ok(())
+        };
         match suffix {
             "" => {}
-            "m" => exp10 -= 3,
-            "k" => exp10 += 3,
-            "M" => exp10 += 6,
-            "G" => exp10 += 9,
-            "T" => exp10 += 12,
-            "P" => exp10 += 15,
-            "E" => exp10 += 18,
+            "m" => shift(-3)?,
+            "k" => shift(3)?,
+            "M" => shift(6)?,
+            "G" => shift(9)?,
+            "T" => shift(12)?,
+            "P" => shift(15)?,
+            "E" => shift(18)?,
             "Ki" => exp2 = 10,
             "Mi" => exp2 = 20,
             "Gi" => exp2 = 30,
@@ -106,7 +111,7 @@ impl Quantity {
                     .unwrap_or(exponent)
                     .parse()
                     .map_err(|_| too_large())?;
-                exp10 = exp10.checked_add(value).ok_or_else(too_large)?;
+                shift(value)?;
             }
         }
         Ok(Quantity {
@@ -131,7 +136,8 @@ impl Quantity {
             .mantissa
             .checked_mul(1u128.checked_shl(self.exp2).ok_or_else(overflow)?)
             .ok_or_else(overflow)?;
-        let exp = self.exp10 + scale;
+        // An exponent past `i32::MAX` (`1e2147483647` in millis) is far beyond any i64.
+        let exp = self.exp10.checked_add(scale).ok_or_else(overflow)?;
         let magnitude = if exp >= 0 {
             let factor = 10u128
                 .checked_pow(exp.unsigned_abs())
@@ -261,6 +267,36 @@ mod tests {
         ));
         assert!(matches!(
             Quantity::parse("1e99999999999"),
+            Err(QuantityError::TooLarge(_))
+        ));
+    }
+
+    /// A decimal exponent of `i32::MAX` parses (it fits upstream's `int32`), and converting
+    /// it used to panic adding the millis' 3 ("attempt to add with overflow"): it does not
+    /// fit an i64, as any huge quantity.
+    #[test]
+    fn exponents_at_the_ends_of_i32_convert_without_overflow() {
+        for text in [
+            "1e2147483647",
+            "1E+2147483647",
+            "-1e2147483647",
+            "5e2147483645",
+        ] {
+            let quantity = Quantity::parse(text).unwrap();
+            assert!(
+                matches!(quantity.milli_value(), Err(QuantityError::Overflow { .. })),
+                "{text}"
+            );
+            assert!(
+                matches!(quantity.value(), Err(QuantityError::Overflow { .. })),
+                "{text}"
+            );
+        }
+        assert_eq!(parse_cpu_millis("0e2147483647"), Ok(0));
+        assert_eq!(parse_cpu_millis("1e-2147483648"), Ok(1));
+        assert_eq!(parse_bytes("-1e-2147483648"), Ok(-1));
+        assert!(matches!(
+            Quantity::parse("0.5e-2147483648"),
             Err(QuantityError::TooLarge(_))
         ));
     }

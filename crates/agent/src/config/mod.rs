@@ -163,6 +163,7 @@ impl ConfigSource {
         let kube_reserved_cpu = errors.reserved_cpu("kubeReserved", self.kube_reserved.as_ref());
         let system_reserved_cpu =
             errors.reserved_cpu("systemReserved", self.system_reserved.as_ref());
+        let reserved_cpu = errors.reserved_cpu_sum(kube_reserved_cpu, system_reserved_cpu, self);
         let reservation_valid = errors.0.len() == reservation_errors;
         let topology = self.topology_config(&feature_gates, &mut errors);
         // The CPU manager's configuration, checked by the CPU manager's own rules (the ones
@@ -176,14 +177,7 @@ impl ConfigSource {
             reconcile_period: reconcile,
             // As the kubelet: `reservedSystemCPUs` replaces kubeReserved.cpu and
             // systemReserved.cpu (the CPU manager then reserves the set's size).
-            reserved_cpu_millis: match (
-                reserved_system_cpus.is_empty(),
-                kube_reserved_cpu,
-                system_reserved_cpu,
-            ) {
-                (false, _, _) | (true, None, None) => None,
-                (true, kube, system) => Some(kube.unwrap_or(0) + system.unwrap_or(0)),
-            },
+            reserved_cpu_millis: reserved_cpu.filter(|_| reserved_system_cpus.is_empty()),
             reserved_system_cpus,
             topology_manager_policy: topology
                 .as_ref()
@@ -402,6 +396,13 @@ impl PodLimits {
         max_manifest_bytes: 3 * 1024 * 1024,
         dra_extended_resources: true,
     };
+
+    /// The largest agent API request the gRPC decoder takes: the manifests plus 1 KiB of
+    /// framing, saturating (`maxManifestBytes` may be as large as `u64` allows, where the
+    /// plain sum overflowed at start-up).
+    pub(crate) fn max_request_bytes(&self) -> usize {
+        self.max_manifest_bytes.saturating_add(1024)
+    }
 }
 
 /// Load the file named by `args` (if any), overlay the flags, validate. Returns the config
@@ -542,6 +543,33 @@ impl ConfigErrors {
                 }
             },
         }
+    }
+
+    /// `kubeReserved.cpu + systemReserved.cpu` in millicores (`None` when neither is set).
+    /// A sum past `i64::MAX` is an error on `systemReserved.cpu`: the kubelet adds the two
+    /// as arbitrary-precision quantities, and its `MilliValue` of the sum no longer fits.
+    fn reserved_cpu_sum(
+        &mut self,
+        kube: Option<i64>,
+        system: Option<i64>,
+        config: &ConfigSource,
+    ) -> Option<i64> {
+        if kube.is_none() && system.is_none() {
+            return None;
+        }
+        let sum = kube.unwrap_or(0).checked_add(system.unwrap_or(0));
+        if sum.is_none() {
+            let cpu = config
+                .system_reserved
+                .as_ref()
+                .and_then(|map| map.get("cpu"));
+            self.push(
+                "systemReserved.cpu",
+                cpu.map_or("", String::as_str),
+                "a CPU quantity whose sum with kubeReserved.cpu fits 64-bit millicores",
+            );
+        }
+        sum
     }
 
     /// `key.cpu` in millicores, `None` when the map has no `cpu`.

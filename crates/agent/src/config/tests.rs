@@ -315,6 +315,41 @@ fn cpu_manager_options_and_reservation_are_validated() {
     assert_eq!(config.cpu_manager.reserved_cpu_millis, Some(1500));
 }
 
+/// `kubeReserved.cpu + systemReserved.cpu` past `i64::MAX` millicores used to panic the
+/// config check ("attempt to add with overflow"); it is a config error naming the key. A
+/// sum of exactly `i64::MAX` is a reservation (the CPU manager's whole-CPU ceiling of it
+/// used to overflow too).
+#[test]
+fn a_cpu_reservation_sum_past_64_bits_is_an_error() {
+    let errors = refused(
+        "cpuManagerPolicy: static\nkubeReserved: {cpu: 9223372036854775807m}\nsystemReserved: {cpu: 1m}",
+    );
+    assert_eq!(errors.len(), 1, "{errors:?}");
+    assert_eq!(errors[0].0, "systemReserved.cpu");
+    assert!(errors[0].1.contains("fits 64-bit millicores"), "{errors:?}");
+    let config = source(
+        "cpuManagerPolicy: static\nkubeReserved: {cpu: 9223372036854775806m}\nsystemReserved: {cpu: 1m}",
+    )
+    .validate()
+    .unwrap();
+    assert_eq!(config.cpu_manager.reserved_cpu_millis, Some(i64::MAX));
+}
+
+/// `maxManifestBytes` up to `u64::MAX` is accepted; the server's decoding limit (the
+/// manifests plus framing) saturates instead of overflowing at start-up.
+#[test]
+fn the_largest_manifest_limit_gives_a_saturated_request_limit() {
+    let config = source("maxManifestBytes: 18446744073709551615")
+        .validate()
+        .unwrap();
+    assert_eq!(config.pod_limits.max_manifest_bytes, usize::MAX);
+    assert_eq!(config.pod_limits.max_request_bytes(), usize::MAX);
+    assert_eq!(
+        PodLimits::DEFAULT.max_request_bytes(),
+        3 * 1024 * 1024 + 1024
+    );
+}
+
 #[test]
 fn nri_keys_choose_the_plugin_and_are_checked() {
     assert_eq!(

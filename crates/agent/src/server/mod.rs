@@ -120,7 +120,7 @@ pub(crate) async fn run(config: AgentConfig, demo_devices: usize) -> Result<()> 
     // the decoder with RESOURCE_EXHAUSTED before anything is parsed.
     let agent = tonic::transport::Server::builder().add_service(
         AgentServer::new(agent_api::AgentService::new(Arc::clone(&node)))
-            .max_decoding_message_size(config.pod_limits.max_manifest_bytes + 1024),
+            .max_decoding_message_size(config.pod_limits.max_request_bytes()),
     );
     let pod_resources = tonic::transport::Server::builder().add_service(
         PodResourcesListerServer::new(podresources::PodResourcesService::new(Arc::clone(&node))),

@@ -2,6 +2,7 @@
 //! kubelet would.
 
 mod chaos;
+mod checkpoint_cpusets;
 mod cli;
 mod config_parity;
 mod containerd;

@@ -272,6 +272,7 @@ impl CpuManagerCheckpointV3 {
                 format: Self::FORMAT,
                 expected: recorded,
                 actual: computed,
+                verifies_as: None,
             });
         }
         let verification = ChecksumVerification::Verified;
@@ -414,5 +415,80 @@ mod tests {
         )
         .unwrap_err();
         assert!(err.to_string().contains("invalid range"), "{err}");
+    }
+
+    /// A pod entry holding `9223372036854775807` (`MaxInt64`) panicked every reader and
+    /// writer ("attempt to add with overflow" printing the set); it reads and writes as Go
+    /// prints it, in v3 and in v4's `data`, whatever the other fields hold.
+    #[test]
+    fn pod_entries_holding_max_int64_read_and_write_as_go() {
+        let mut cp = sample();
+        cp.default_cpu_set = "9223372036854775807".into();
+        cp.entries = Some(BTreeMap::from([(
+            "pod".into(),
+            Some(BTreeMap::from([(
+                "c".into(),
+                "-1,9223372036854775807".into(),
+            )])),
+        )]));
+        for (pod, canonical) in [
+            ("9223372036854775807", "9223372036854775807"),
+            ("9223372036854775807,0", "0,9223372036854775807"),
+            (
+                "9223372036854775807,9223372036854775806",
+                "9223372036854775806-9223372036854775807",
+            ),
+            (
+                "9223372036854775806-9223372036854775807",
+                "9223372036854775806-9223372036854775807",
+            ),
+        ] {
+            cp.pod_entries = Some(BTreeMap::from([(
+                "pod".into(),
+                PodCpuEntry {
+                    cpu_set: pod.into(),
+                },
+            )]));
+            let file = cp.encode().unwrap();
+            let text = String::from_utf8(file.clone()).unwrap();
+            assert!(
+                text.contains(&format!(r#""cpuSet":"{canonical}""#)),
+                "{text}"
+            );
+            let back = CpuManagerCheckpointV3::decode(&file).unwrap();
+            assert_eq!(back.pod_entries.unwrap()["pod"].cpu_set, canonical);
+            assert_eq!(back.default_cpu_set, "9223372036854775807");
+            let v4 = CpuManagerCheckpointV4(cp.clone()).encode().unwrap();
+            let back = CpuManagerCheckpointV4::decode(&v4).unwrap().0;
+            assert_eq!(back.pod_entries.unwrap()["pod"].cpu_set, canonical);
+        }
+    }
+
+    /// Pod entries that hold no set Go can read (negative ids have no text) are decode errors
+    /// in v3 and v4, and encoding such a value is refused the same way.
+    #[test]
+    fn pod_entries_with_negative_ids_are_decode_errors() {
+        for pod in [
+            "-1",
+            "-9223372036854775808",
+            "1--1",
+            "0--9223372036854775808",
+        ] {
+            let v3 = format!(
+                r#"{{"policyName":"static","defaultCpuSet":"","podEntries":{{"p":{{"cpuSet":"{pod}"}}}},"checksum":1}}"#
+            );
+            let err = CpuManagerCheckpointV3::decode(v3.as_bytes()).unwrap_err();
+            assert!(err.is_decode_error(), "{pod}: {err}");
+            let mut cp = sample();
+            cp.pod_entries = Some(BTreeMap::from([(
+                "p".into(),
+                PodCpuEntry {
+                    cpu_set: pod.into(),
+                },
+            )]));
+            assert!(cp.encode().unwrap_err().is_decode_error(), "{pod}");
+            let err = CpuManagerCheckpointV4(cp).encode().unwrap_err();
+            assert!(err.is_decode_error(), "{pod}");
+        }
     }
 }

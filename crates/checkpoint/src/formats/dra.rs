@@ -233,6 +233,7 @@ impl DraManagerCheckpointFile {
                 format: Format::DraV132,
                 expected: stored,
                 actual: actual.into(),
+                verifies_as: None,
             });
         }
         Ok(DraManagerCheckpointFile {

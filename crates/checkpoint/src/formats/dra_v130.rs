@@ -312,6 +312,7 @@ impl DraManagerCheckpointV130 {
             format: Self::FORMAT,
             expected: recorded,
             actual: computed,
+            verifies_as: None,
         })
     }
 }

@@ -4,9 +4,19 @@
 //!
 //! corral-checkpoint depends on no other corral crate, so this is its own small parser:
 //! `cpuset.Parse` exactly (`strconv.Atoi` bounds, `a-b` ranges, `start > end` refused), and
-//! `CPUSet.String` exactly. One deliberate difference: Go would allocate whatever a range
-//! spans (`0-9999999999` exhausts memory); here a set larger than [`MAX_ELEMENTS`] is an
-//! error.
+//! `CPUSet.String` exactly. Two deliberate differences, both where Go never returns: Go
+//! would allocate whatever a range spans (`0-9999999999` exhausts memory), so here a set
+//! larger than [`MAX_ELEMENTS`] is an error; and Go's loop over a range ending at
+//! `9223372036854775807` (`MaxInt64`) never ends (`for e := start; e <= end; e++` wraps to
+//! `MinInt64`, still `<= end`, and fills memory), so here such a range is the ids it names —
+//! `String` writes a set holding `MaxInt64 - 1` and `MaxInt64` as that range, and a file Go
+//! reads (`9223372036854775807,9223372036854775806`) must read back after it is printed. No
+//! input gives a negative id: a `-` always splits a range, and a range starts at an unsigned
+//! number and ends at or after it.
+//!
+//! `String` compares each id with the previous one plus 1, a Go `int` that wraps at
+//! `MaxInt64`; the ids are sorted ascending, so nothing follows `MaxInt64` and the wrap never
+//! changes the text. Here the sum is checked instead, with the same output.
 
 use std::collections::BTreeSet;
 
@@ -71,8 +81,9 @@ pub(crate) fn format(set: &BTreeSet<i64>) -> String {
     let mut ids = set.iter().copied().peekable();
     while let Some(start) = ids.next() {
         let mut end = start;
-        while ids.peek() == Some(&(end + 1)) {
-            end += 1;
+        // Go's `end+1` wraps at MaxInt64, where no larger id can follow: `None` is the same.
+        while let Some(next) = end.checked_add(1).filter(|next| ids.peek() == Some(next)) {
+            end = next;
             ids.next();
         }
         if !out.is_empty() {
@@ -138,5 +149,76 @@ mod tests {
             assert!(parse(bad).is_err(), "{bad}");
         }
         assert_eq!(parse("3-1").unwrap_err(), "invalid range \"3-1\" (3 > 1)");
+    }
+
+    /// `9223372036854775807` (`MaxInt64`) as an id: it used to panic the printer with "attempt
+    /// to add with overflow" (`end + 1`). Go prints it as any other id.
+    #[test]
+    fn the_largest_id_prints_as_go_prints_it() {
+        let max = i64::MAX;
+        for (text, canonical) in [
+            ("9223372036854775807", "9223372036854775807"),
+            ("9223372036854775807,0", "0,9223372036854775807"),
+            (
+                "9223372036854775806,9223372036854775807",
+                "9223372036854775806-9223372036854775807",
+            ),
+            (
+                "9223372036854775807,9223372036854775805-9223372036854775806,1",
+                "1,9223372036854775805-9223372036854775807",
+            ),
+            ("+9223372036854775807", "9223372036854775807"),
+        ] {
+            assert_eq!(format(&parse(text).unwrap()), canonical, "{text}");
+        }
+        assert_eq!(format(&BTreeSet::from([max])), max.to_string());
+        assert_eq!(
+            format(&BTreeSet::from([max - 2, max - 1, max])),
+            format!("{}-{max}", max - 2)
+        );
+    }
+
+    /// Negative ids have no text: a `-` splits a range and a range's start is unsigned, so
+    /// `-1` is `""-"1"` and `1--1` is reversed (Go's errors). A set that holds them anyway
+    /// prints as Go's `String` would.
+    #[test]
+    fn negative_ids_do_not_parse_and_print_as_go() {
+        for bad in ["-1", "-9223372036854775808", "1--1", "-5--1", "0--1"] {
+            assert!(parse(bad).is_err(), "{bad}");
+        }
+        assert_eq!(parse("0--0").unwrap(), BTreeSet::from([0]));
+        assert_eq!(
+            parse("-9223372036854775809").unwrap_err(),
+            "strconv.Atoi: parsing \"\": invalid syntax"
+        );
+        let min = i64::MIN;
+        assert_eq!(
+            format(&BTreeSet::from([min, min + 1, -1, 0, i64::MAX])),
+            format!("{min}-{},-1-0,{}", min + 1, i64::MAX)
+        );
+    }
+
+    /// Go loops forever on a range ending at `MaxInt64` (its `e++` wraps); here the range
+    /// is the ids it names, so what `format` writes for a set holding `MaxInt64` reads back.
+    #[test]
+    fn a_range_ending_at_the_largest_id_reads_as_its_ids() {
+        let max = i64::MAX;
+        assert_eq!(
+            parse("9223372036854775807-9223372036854775807").unwrap(),
+            BTreeSet::from([max])
+        );
+        assert_eq!(
+            parse("0,9223372036854775805-+9223372036854775807").unwrap(),
+            BTreeSet::from([0, max - 2, max - 1, max])
+        );
+        let set = parse("9223372036854775807,9223372036854775806").unwrap();
+        let printed = format(&set);
+        assert_eq!(printed, "9223372036854775806-9223372036854775807");
+        assert_eq!(parse(&printed).unwrap(), set);
+        assert!(
+            parse("0-9223372036854775807")
+                .unwrap_err()
+                .contains("larger than")
+        );
     }
 }

@@ -1,6 +1,7 @@
 //! Memory manager checkpoint `memory_manager_state`
 //! (`pkg/kubelet/cm/memorymanager/state/checkpoint.go`): checksum of `dump.ForHash(&cp)`
-//! with `Checksum` zeroed and — unlike the CPU manager — no acceptance of a zero checksum.
+//! with `Checksum` zeroed and — unlike the CPU manager — no acceptance of a zero checksum in
+//! v1.32 (`decode`); v1.36's v1 reader accepts one unchecked (`decode_v136`, `inspect`).
 //!
 //! `machineState` maps NUMA ids to *pointers*, so a nil node prints `<nil>` in the dump and,
 //! being a nil pointer, leaves go-spew's "ignore next type" flag set: when the numerically
@@ -157,27 +158,30 @@ impl MemoryManagerCheckpoint {
         from_go_json(bytes, &CHECKPOINT, Self::FORMAT)
     }
 
-    /// Decodes and verifies as v1.32 does: the recorded checksum must be this value's.
+    /// Decodes and verifies as v1.36's v1 reader (`MemoryManagerCheckpointV1`): the
+    /// checksum of the dump under the type name `MemoryManagerCheckpoint`, or under
+    /// `MemoryManagerCheckpointV1` (what v1.36 builds before PR #137751 wrote), is
+    /// verified; a recorded 0 is accepted unchecked. This is what `inspect` reports;
+    /// [`Checkpoint::decode`] is v1.32's reader, which takes the same verified files and
+    /// refuses the 0 (upstream's `VerifyChecksum` there has no zero bypass).
     pub(crate) fn decode_checked(bytes: &[u8]) -> Result<(Self, ChecksumCheck)> {
-        let (value, recorded) = Self::read(bytes)?;
-        let check = verify(Self::FORMAT, recorded, value.checksum()?)?;
-        Ok((value, check))
-    }
-
-    /// Decodes and verifies as v1.36's v1 reader (`MemoryManagerCheckpointV1`): a recorded
-    /// 0 is accepted unchecked, and so is the checksum of the dump under the type name
-    /// `MemoryManagerCheckpointV1` (what v1.36 builds before PR #137751 wrote).
-    pub fn decode_v136(bytes: &[u8]) -> Result<(Self, ChecksumVerification)> {
         let (value, recorded) = Self::read(bytes)?;
         let computed = value.checksum()?;
         if recorded != computed
             && recorded != 0
-            && recorded != kubelet_checksum(&value.wire(0), &CHECKPOINT_V1_PTR)?
+            && recorded == kubelet_checksum(&value.wire(0), &CHECKPOINT_V1_PTR)?
         {
-            verify(Self::FORMAT, recorded, computed)?;
+            // Verified under the other type name, as the CPU manager's v2 reader does.
+            return verify(Self::FORMAT, recorded, recorded).map(|check| (value, check));
         }
-        let check = verify_unless_zero(Self::FORMAT, recorded, recorded)?;
-        Ok((value, check.verification))
+        let check = verify_unless_zero(Self::FORMAT, recorded, computed)?;
+        Ok((value, check))
+    }
+
+    /// Decodes and verifies as v1.36's v1 reader (`MemoryManagerCheckpointV1`): the same
+    /// decision as `inspect`'s (see `decode_checked`), a recorded 0 accepted unchecked.
+    pub fn decode_v136(bytes: &[u8]) -> Result<(Self, ChecksumVerification)> {
+        Self::decode_checked(bytes).map(|(value, check)| (value, check.verification))
     }
 
     /// The file as `NewMemoryManagerCheckpoint()` filled by `json.Unmarshal`, and the
@@ -206,7 +210,12 @@ impl_checkpoint!(
     Format::MemoryManager,
     encode(this) {
         marshal_file(&this.wire(this.checksum()?), &CHECKPOINT)
-    }
+    },
+    /// Reads as v1.32's `GetCheckpoint(…, NewMemoryManagerCheckpoint())`: a recorded 0 is
+    /// refused. One addition: the checksum of the dump under `MemoryManagerCheckpointV1`
+    /// (written by v1.36 builds before PR #137751, which v1.36 reads) verifies too, so
+    /// every file `inspect` calls verified decodes.
+    decode
 );
 
 #[cfg(test)]

@@ -26,6 +26,15 @@ use crate::error::{CheckpointError, Result};
 use crate::format::Format;
 use crate::gojson::{self, value::GoValue};
 use crate::gotype::GoType;
+use cpumanager::{CpuManagerCheckpoint, CpuManagerCheckpointV1};
+use cpumanager_pod::{CpuManagerCheckpointV3, CpuManagerCheckpointV4};
+use devicemanager::DeviceManagerCheckpoint;
+use devicemanager_v1::DeviceManagerCheckpointV1;
+use dra::DraManagerCheckpoint;
+use dra_health::DraHealthState;
+use dra_v130::DraManagerCheckpointV130;
+use memorymanager::MemoryManagerCheckpoint;
+use memorymanager_pod::{MemoryManagerCheckpointV2, MemoryManagerCheckpointV3};
 
 /// A checkpoint format's typed content, as the kubelet writes and reads it.
 pub trait Checkpoint: Sized {
@@ -96,6 +105,7 @@ pub(crate) fn verify(format: Format, recorded: u64, computed: u64) -> Result<Che
             format,
             expected: recorded,
             actual: computed,
+            verifies_as: None,
         })
     }
 }
@@ -114,6 +124,143 @@ pub(crate) fn verify_unless_zero(
         })
     } else {
         verify(format, recorded, computed)
+    }
+}
+
+/// A verified checkpoint of any known format.
+#[non_exhaustive]
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CheckpointValue {
+    /// `kubelet_internal_checkpoint`, current format.
+    DeviceManager(DeviceManagerCheckpoint),
+    /// `kubelet_internal_checkpoint`, k8s ≤ 1.19 format.
+    DeviceManagerV1(DeviceManagerCheckpointV1),
+    /// `cpu_manager_state` v2.
+    CpuManager(CpuManagerCheckpoint),
+    /// `cpu_manager_state` v1.
+    CpuManagerV1(CpuManagerCheckpointV1),
+    /// `cpu_manager_state` v3 (k8s 1.36, pod entries).
+    CpuManagerV3(CpuManagerCheckpointV3),
+    /// `cpu_manager_state` v4 (k8s 1.37, `data` string).
+    CpuManagerV4(CpuManagerCheckpointV4),
+    /// `memory_manager_state` v1.
+    MemoryManager(MemoryManagerCheckpoint),
+    /// `memory_manager_state` v2 (k8s 1.36, pod entries).
+    MemoryManagerV2(MemoryManagerCheckpointV2),
+    /// `memory_manager_state` v3 (k8s 1.37, `data` string).
+    MemoryManagerV3(MemoryManagerCheckpointV3),
+    /// `dra_manager_state`, v1.32 format.
+    DraManager(DraManagerCheckpoint),
+    /// `dra_manager_state`, v1.26–v1.30 format.
+    DraManagerV130(DraManagerCheckpointV130),
+    /// `dra_health_state` (no checksum).
+    DraHealth(DraHealthState),
+}
+
+/// The one decision on a file read as `format`, which `inspect` reports and every
+/// [`Checkpoint::decode`] follows: the decoded value and how its checksum was accepted, or
+/// why it was not. Each format's `decode_checked` decides; nothing else does.
+pub(crate) fn read_checked(
+    format: Format,
+    bytes: &[u8],
+) -> Result<(CheckpointValue, ChecksumCheck)> {
+    macro_rules! read {
+        ($($name:ident: $ty:ident => $variant:ident,)*) => {
+            match format {
+                $(Format::$name => {
+                    let (value, check) = $ty::decode_checked(bytes)?;
+                    (CheckpointValue::$variant(value), check)
+                })*
+            }
+        };
+    }
+    Ok(read!(
+        DeviceManagerV2: DeviceManagerCheckpoint => DeviceManager,
+        DeviceManagerV1: DeviceManagerCheckpointV1 => DeviceManagerV1,
+        CpuManagerV2: CpuManagerCheckpoint => CpuManager,
+        CpuManagerV1: CpuManagerCheckpointV1 => CpuManagerV1,
+        CpuManagerV3: CpuManagerCheckpointV3 => CpuManagerV3,
+        CpuManagerV4: CpuManagerCheckpointV4 => CpuManagerV4,
+        MemoryManager: MemoryManagerCheckpoint => MemoryManager,
+        MemoryManagerV2: MemoryManagerCheckpointV2 => MemoryManagerV2,
+        MemoryManagerV3: MemoryManagerCheckpointV3 => MemoryManagerV3,
+        DraV132: DraManagerCheckpoint => DraManager,
+        DraV130: DraManagerCheckpointV130 => DraManagerV130,
+        DraHealth: DraHealthState => DraHealth,
+    ))
+}
+
+/// Every format, newest version of each file first (the order siblings are named in).
+const FORMATS: [Format; 12] = [
+    Format::DeviceManagerV2,
+    Format::DeviceManagerV1,
+    Format::CpuManagerV4,
+    Format::CpuManagerV3,
+    Format::CpuManagerV2,
+    Format::CpuManagerV1,
+    Format::MemoryManagerV3,
+    Format::MemoryManagerV2,
+    Format::MemoryManager,
+    Format::DraV132,
+    Format::DraV130,
+    Format::DraHealth,
+];
+
+/// What [`Checkpoint::decode`] makes of [`read_checked`]'s answer for `format`: every
+/// verified file is accepted, and so is a recorded checksum of 0 where the format's
+/// reader takes it unchecked — every format but `memory_manager_state` v1, whose
+/// `decode` is v1.32's reader, which has no zero bypass (v1.36's has:
+/// `MemoryManagerCheckpoint::decode_v136`, and `inspect` reports such a file as not
+/// verified). A checksum refusal names the sibling version the bytes verify as, if one
+/// does, so a valid file of another version is never called corrupted.
+pub(crate) fn decoded<T>(
+    format: Format,
+    bytes: &[u8],
+    read: Result<(T, ChecksumCheck)>,
+) -> Result<T> {
+    let refusal = match read {
+        Ok((value, check)) => {
+            let zero_refused = format == Format::MemoryManager
+                && check.verification == ChecksumVerification::NotRecorded;
+            if !zero_refused {
+                return Ok(value);
+            }
+            CheckpointError::ChecksumMismatch {
+                path: None,
+                format,
+                expected: check.recorded,
+                actual: check.computed,
+                verifies_as: None,
+            }
+        }
+        Err(err) => err,
+    };
+    Err(name_verified_sibling(refusal, format, bytes))
+}
+
+/// `err`, a refusal of `bytes` as `format`; a checksum mismatch learns which other version
+/// of the same file the bytes verify as, if any.
+fn name_verified_sibling(err: CheckpointError, format: Format, bytes: &[u8]) -> CheckpointError {
+    let CheckpointError::ChecksumMismatch {
+        path,
+        format: refused_as,
+        expected,
+        actual,
+        verifies_as: None,
+    } = err
+    else {
+        return err;
+    };
+    let verifies_as = FORMATS
+        .into_iter()
+        .filter(|&f| f != format && f.file_name() == format.file_name())
+        .find(|&f| read_checked(f, bytes).is_ok_and(|(_, check)| check.verification.is_verified()));
+    CheckpointError::ChecksumMismatch {
+        path,
+        format: refused_as,
+        expected,
+        actual,
+        verifies_as,
     }
 }
 
@@ -227,8 +374,9 @@ macro_rules! go_struct {
 pub(crate) use go_struct;
 
 /// `impl Checkpoint` for a format type: its [`Format`], how it encodes (`encode(this) {…}`,
-/// `this` being the value), and `decode` as the type's `decode_checked` without the
-/// checksum report — every format reads the same way, only the file's layout differs.
+/// `this` being the value), and `decode` as the type's `decode_checked` taken by
+/// [`decoded`] — every format reads the same way, and as `inspect` does; only the file's
+/// layout differs.
 macro_rules! impl_checkpoint {
     (
         $ty:ty, $format:expr,
@@ -246,7 +394,7 @@ macro_rules! impl_checkpoint {
 
             $($(#[$decode_doc])*)?
             fn decode(bytes: &[u8]) -> $crate::error::Result<Self> {
-                Self::decode_checked(bytes).map(|(value, _)| value)
+                $crate::formats::decoded(Self::FORMAT, bytes, Self::decode_checked(bytes))
             }
         }
     };

@@ -2,6 +2,7 @@
 //! test file.
 
 mod crash_consistency;
+mod decode_agrees;
 mod dump_order;
 mod errors;
 mod fuzz;

@@ -96,7 +96,10 @@ impl CpuManagerConfig {
                 if millis <= 0 {
                     return Err(wrap(PolicyError::ZeroReservation));
                 }
-                let num_reserved = usize::try_from((millis + 999) / 1000).unwrap_or(usize::MAX);
+                // Upstream `int(math.Ceil(float64(millis) / 1000))`, exactly and without
+                // `millis + 999` (which overflowed at `i64::MAX`).
+                let whole = millis / 1000 + i64::from(millis % 1000 != 0);
+                let num_reserved = usize::try_from(whole).unwrap_or(usize::MAX);
                 let options =
                     StaticPolicyOptions::from_map_gated(&self.policy_options, &self.feature_gates)
                         .map_err(|e| wrap(e.into()))?;
@@ -131,4 +134,34 @@ pub(super) enum CheckedPolicy {
         num_reserved: usize,
         options: StaticPolicyOptions,
     },
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn reserved(millis: i64) -> usize {
+        let config = CpuManagerConfig {
+            policy: "static".into(),
+            reserved_cpu_millis: Some(millis),
+            ..CpuManagerConfig::default()
+        };
+        match config.checked_policy() {
+            Ok(CheckedPolicy::Static { num_reserved, .. }) => num_reserved,
+            Ok(CheckedPolicy::None) => panic!("static expected"),
+            Err(err) => panic!("{err}"),
+        }
+    }
+
+    /// The whole CPUs of a reservation round up, as upstream's `math.Ceil`; at `i64::MAX`
+    /// millicores the rounding used to overflow (`millis + 999`).
+    #[test]
+    fn the_reservation_rounds_up_to_whole_cpus_without_overflow() {
+        assert_eq!(reserved(1), 1);
+        assert_eq!(reserved(1000), 1);
+        assert_eq!(reserved(1001), 2);
+        assert_eq!(reserved(1500), 2);
+        assert_eq!(reserved(i64::MAX), 9_223_372_036_854_776);
+        assert_eq!(reserved(i64::MAX - 807), 9_223_372_036_854_775);
+    }
 }

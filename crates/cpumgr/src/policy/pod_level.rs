@@ -49,7 +49,7 @@ pub(super) fn pod_budget(pod: &Pod) -> usize {
 pub(super) fn validate_pod_scope_resources(pod: &Pod) -> Result<(), String> {
     let budget = pod_budget(pod);
     let mut shared_long_running = false;
-    let mut long_running_exclusive = 0;
+    let mut long_running_exclusive: usize = 0;
     for container in &pod.init_containers {
         let cpus = container_cpus(pod, container);
         if !container.is_restartable() {
@@ -68,16 +68,18 @@ pub(super) fn validate_pod_scope_resources(pod: &Pod) -> Result<(), String> {
             }
             continue;
         }
+        // Saturating, as `pod_guaranteed_cpus`: thousands of containers of `i64::MAX / 1000`
+        // CPUs overflowed (Go's `int` wraps); a saturated sum is still refused.
         if cpus == 0 {
             shared_long_running = true;
         } else {
-            long_running_exclusive += cpus;
+            long_running_exclusive = long_running_exclusive.saturating_add(cpus);
         }
     }
     for container in &pod.containers {
         match container_cpus(pod, container) {
             0 => shared_long_running = true,
-            cpus => long_running_exclusive += cpus,
+            cpus => long_running_exclusive = long_running_exclusive.saturating_add(cpus),
         }
     }
     if shared_long_running && long_running_exclusive >= budget {
@@ -205,6 +207,31 @@ mod tests {
             resources: Some(resources),
             ..Pod::default()
         }
+    }
+
+    /// Exclusive requests summing past `usize::MAX` (2001 containers of `i64::MAX / 1000`
+    /// CPUs) used to panic ("attempt to add with overflow"); the saturated sum is refused.
+    #[test]
+    fn exclusive_requests_past_usize_are_refused_without_overflow() {
+        let most = i64::MAX / 1000 * 1000;
+        let gu = |n: String| container(&n, Some(most), Some(1 << 20));
+        let mut apps: Vec<Container> = (0..2001).map(|i| gu(format!("a{i}"))).collect();
+        apps.push(container("shared", None, None));
+        let full = pod(most, vec![], apps);
+        assert_eq!(
+            validate_pod_scope_resources(&full).unwrap_err(),
+            "pod rejected, sum of exclusive container cpu requests equals pod budget, leaving no cpus for shared containers"
+        );
+        let sidecars = (0..2001)
+            .map(|i| {
+                let mut s = gu(format!("s{i}"));
+                s.restart_policy = Some(corral_topology::ContainerRestartPolicy::Always);
+                s
+            })
+            .chain([gu("init".into())])
+            .collect();
+        let starved = pod(most, sidecars, vec![]);
+        assert!(validate_pod_scope_resources(&starved).is_err());
     }
 
     /// Upstream `TestValidatePodScopeResources`-style: the three refusals.

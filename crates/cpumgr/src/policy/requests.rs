@@ -43,26 +43,79 @@ fn whole_cpus(qos: QosClass, container: &Container) -> usize {
 /// Exclusive CPUs for the whole pod: the larger of the biggest init container (plus the
 /// sidecars started before it) and the app containers plus all sidecars (upstream
 /// `podGuaranteedCPUs`).
+///
+/// The sums saturate: each container may ask for up to `i64::MAX / 1000` CPUs, and a few
+/// thousand such containers overflowed `usize` ("attempt to add with overflow"), where Go's
+/// `int` sums wrap to an arbitrary (even negative) count. No machine has `usize::MAX` CPUs,
+/// so the pod is refused as too large either way.
 pub fn pod_guaranteed_cpus(pod: &Pod) -> usize {
     let qos = pod.qos_class();
-    let mut by_init = 0;
-    let mut by_sidecars = 0;
+    let mut by_init: usize = 0;
+    let mut by_sidecars: usize = 0;
     for container in &pod.init_containers {
         if container.resources.requests.cpu_millis.is_none() {
             continue;
         }
         let requested = whole_cpus(qos, container);
         if container.is_restartable() {
-            by_sidecars += requested;
-        } else if by_sidecars + requested > by_init {
-            by_init = by_sidecars + requested;
+            by_sidecars = by_sidecars.saturating_add(requested);
+        } else {
+            by_init = by_init.max(by_sidecars.saturating_add(requested));
         }
     }
-    let by_apps: usize = pod
+    let by_apps = pod
         .containers
         .iter()
         .filter(|c| c.resources.requests.cpu_millis.is_some())
         .map(|c| whole_cpus(qos, c))
-        .sum();
-    by_init.max(by_apps + by_sidecars)
+        .fold(0usize, usize::saturating_add);
+    by_init.max(by_apps.saturating_add(by_sidecars))
+}
+
+#[cfg(test)]
+mod tests {
+    use corral_topology::ContainerRestartPolicy;
+
+    use super::*;
+
+    /// The largest whole-CPU request a container can make (`i64::MAX` rounded down to whole
+    /// millicores), Guaranteed.
+    fn huge(name: String, restart_policy: Option<ContainerRestartPolicy>) -> Container {
+        let mut c = Container::new(&name);
+        c.restart_policy = restart_policy;
+        for list in [&mut c.resources.requests, &mut c.resources.limits] {
+            list.cpu_millis = Some(i64::MAX / 1000 * 1000);
+            list.memory_bytes = Some(1 << 20);
+        }
+        c
+    }
+
+    /// 2001 containers of `i64::MAX / 1000` CPUs each sum past `usize::MAX`: the apps' sum
+    /// and the sidecars' sum used to panic ("attempt to add with overflow"); they saturate.
+    #[test]
+    fn requests_past_usize_saturate() {
+        let apps = (0..2001).map(|i| huge(format!("app{i}"), None)).collect();
+        let pod = Pod {
+            containers: apps,
+            ..Pod::default()
+        };
+        assert_eq!(pod_guaranteed_cpus(&pod), usize::MAX);
+
+        let sidecars = (0..2001)
+            .map(|i| huge(format!("sidecar{i}"), Some(ContainerRestartPolicy::Always)))
+            .chain([huge("init".into(), None)])
+            .collect();
+        let pod = Pod {
+            init_containers: sidecars,
+            containers: vec![huge("app".into(), None)],
+            ..Pod::default()
+        };
+        assert_eq!(pod_guaranteed_cpus(&pod), usize::MAX);
+
+        let pod = Pod {
+            containers: vec![huge("a".into(), None), huge("b".into(), None)],
+            ..Pod::default()
+        };
+        assert_eq!(pod_guaranteed_cpus(&pod), 2 * (i64::MAX as usize / 1000));
+    }
 }

@@ -6,7 +6,8 @@
 //!
 //! As cadvisor: a node without a `meminfo` file has 0 bytes, one without a `hugepages`
 //! directory has no huge pages; a `meminfo` without `MemTotal`, or a size or count that is
-//! not a number, is an error naming the file. Unlike cadvisor, a machine without a `node/`
+//! not a number, is an error naming the file, and so are a `MemTotal` or huge pages whose
+//! bytes overflow 64 bits (where Go's `uint64` arithmetic wraps). Unlike cadvisor, a machine without a `node/`
 //! directory (no NUMA) is one node 0 with the machine's `MemTotal` (`/proc/meminfo`) and
 //! huge pages (`/sys/kernel/mm/hugepages`), where cadvisor would report no memory at all.
 
@@ -100,10 +101,16 @@ fn huge_pages(dir: &Path) -> Result<Vec<HugePages>, DiscoveryError> {
             Some(text) => text.parse().map_err(|_| bad("not a page count", &text))?,
             None => 0,
         };
-        pages.push(HugePages {
+        let size = HugePages {
             page_size_kib,
             count,
-        });
+        };
+        // cadvisor's `PageSize * NumPages * 1024` would wrap (Go `uint64`): an error instead.
+        if size.checked_bytes().is_none() {
+            let content = format!("{name}: {count} pages");
+            return Err(bad("the pages' bytes overflow 64 bits", &content));
+        }
+        pages.push(size);
     }
     pages.sort_by_key(|p| p.page_size_kib);
     Ok(pages)
@@ -129,5 +136,40 @@ mod tests {
         let nodes = discover_memory(dir.path()).unwrap();
         assert_eq!(nodes[&0].memory_bytes, 4096);
         assert_eq!(nodes[&0].huge_pages[0].bytes(), 3 * 2048 * 1024);
+    }
+
+    /// Page sizes and counts whose bytes overflow 64 bits are errors naming the file (their
+    /// bytes, `size * 1024 * count`, panicked the memory manager's machine state before).
+    #[test]
+    fn huge_pages_whose_bytes_overflow_are_errors() {
+        let dir = tempfile::tempdir().unwrap();
+        let node = dir.path().join("sys/devices/system/node/node0");
+        std::fs::create_dir_all(&node).unwrap();
+        std::fs::write(node.join("meminfo"), "Node 0 MemTotal: 4 kB\n").unwrap();
+        for (size, count) in [
+            ("18014398509481984", "1"),
+            ("18446744073709551615", "0"),
+            ("2048", "18446744073709551615"),
+        ] {
+            let pages = node.join("hugepages");
+            let _ = std::fs::remove_dir_all(&pages);
+            let size_dir = pages.join(format!("hugepages-{size}kB"));
+            std::fs::create_dir_all(&size_dir).unwrap();
+            std::fs::write(size_dir.join("nr_hugepages"), count).unwrap();
+            let err = discover_memory(dir.path()).unwrap_err();
+            let text = err.to_string();
+            assert!(
+                text.contains("nr_hugepages") && text.contains("overflow"),
+                "{text}"
+            );
+        }
+        std::fs::remove_dir_all(node.join("hugepages")).unwrap();
+        std::fs::write(
+            node.join("meminfo"),
+            "Node 0 MemTotal: 18014398509481984 kB\n",
+        )
+        .unwrap();
+        let err = discover_memory(dir.path()).unwrap_err();
+        assert!(err.to_string().contains("MemTotal overflows"), "{err}");
     }
 }

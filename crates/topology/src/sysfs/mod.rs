@@ -345,6 +345,15 @@ type NumaLayout = (
 fn numa_layout(root: &Path, online: &CpuSet) -> Result<NumaLayout, DiscoveryError> {
     let node_dir = root.join("sys/devices/system/node");
     let node_ids = numbered_entries(&node_dir, "node")?;
+    // As CPU ids: a node id this large is no machine's (Linux numbers nodes below
+    // MAX_NUMNODES, 1024), and the node lists and distance rows indexed by it must stay
+    // small (`node18446744073709551615` overflowed `CpuTopology::numa_nodes_for_manager`).
+    if let Some(&max) = node_ids.last().filter(|&&m| m >= MAX_TOPOLOGY_ID) {
+        return Err(inconsistent(
+            &node_dir.join(format!("node{max}")),
+            format!("NUMA node id {max} is beyond the supported {MAX_TOPOLOGY_ID}"),
+        ));
+    }
     if node_ids.is_empty() {
         let numa_of = online.iter().map(|cpu| (cpu, 0)).collect();
         return Ok((numa_of, vec![0], BTreeMap::new()));
@@ -447,4 +456,45 @@ fn agreed_ids(
     unique.dedup();
     let usable = ids.iter().all(Option::is_some) && unique.len() == groups.len();
     (ids, usable)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// One online CPU in node 0, and memory-only nodes with the given ids.
+    fn machine_with_nodes(extra_nodes: impl IntoIterator<Item = usize>) -> tempfile::TempDir {
+        let root = tempfile::tempdir().unwrap();
+        let cpu_dir = root.path().join("sys/devices/system/cpu");
+        std::fs::create_dir_all(cpu_dir.join("cpu0/topology")).unwrap();
+        std::fs::write(cpu_dir.join("online"), "0\n").unwrap();
+        let node_dir = root.path().join("sys/devices/system/node");
+        std::fs::create_dir_all(node_dir.join("node0")).unwrap();
+        std::fs::write(node_dir.join("node0/cpulist"), "0\n").unwrap();
+        for id in extra_nodes {
+            std::fs::create_dir_all(node_dir.join(format!("node{id}"))).unwrap();
+        }
+        root
+    }
+
+    /// A node directory numbered `usize::MAX` beside 64 others (so the ids stay as they are,
+    /// no dense numbering) made `numa_nodes_for_manager` compute `usize::MAX + 1`; any node id
+    /// at or above `MAX_TOPOLOGY_ID` is now refused, naming the directory.
+    #[test]
+    fn node_ids_beyond_the_supported_are_refused() {
+        for huge in [usize::MAX, MAX_TOPOLOGY_ID] {
+            let root = machine_with_nodes((1..64).chain([huge]));
+            let err = discover(root.path()).unwrap_err();
+            let text = err.to_string();
+            assert!(
+                text.contains(&format!("node{huge}")) && text.contains("beyond the supported"),
+                "{text}"
+            );
+        }
+        let root = machine_with_nodes((1..64).chain([MAX_TOPOLOGY_ID - 1]));
+        let topo = discover(root.path()).unwrap();
+        let nodes = topo.numa_nodes_for_manager();
+        assert_eq!(nodes.len(), 65);
+        assert_eq!(nodes.last().map(|n| n.id), Some(MAX_TOPOLOGY_ID - 1));
+    }
 }

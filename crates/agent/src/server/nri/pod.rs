@@ -66,18 +66,28 @@ pub(crate) fn qos_of_container(
 
 /// The CPU request, in millicores, the kubelet's `cpu.shares` came from: the smallest
 /// request `MilliCPUToShares` maps to `shares` (shares of 2 or less: no request).
+///
+/// The runtime sends any `u64` (the kubelet writes at most `MaxShares`, 262144): the product
+/// is taken in 128 bits, where `shares * 1000` overflowed `u64`, and always fits back.
 pub(crate) fn cpu_request_millis(shares: u64) -> u64 {
     if shares <= MIN_SHARES {
         return 0;
     }
-    (shares * MILLI_PER_CPU).div_ceil(SHARES_PER_CPU)
+    millis_over(shares, SHARES_PER_CPU)
 }
 
 /// The CPU limit, in millicores, `MilliCPUToQuota` gave `quota` over `period` from; no
-/// quota (0 or negative) is no limit.
+/// quota (0 or negative) is no limit. Any quota and period the runtime sends convert (in
+/// 128 bits; a limit past `u64::MAX` millicores saturates, and no manifest takes it).
 pub(crate) fn cpu_limit_millis(quota: i64, period: u64) -> Option<u64> {
     let quota = u64::try_from(quota).ok().filter(|&q| q > 0)?;
-    (period > 0).then(|| (quota * MILLI_PER_CPU).div_ceil(period))
+    (period > 0).then(|| millis_over(quota, period))
+}
+
+/// `ceil(value * 1000 / per)` (`per > 0`), exact, saturating at `u64::MAX`.
+fn millis_over(value: u64, per: u64) -> u64 {
+    let millis = (u128::from(value) * u128::from(MILLI_PER_CPU)).div_ceil(u128::from(per));
+    u64::try_from(millis).unwrap_or(u64::MAX)
 }
 
 /// Why a container cannot be seen as a kubelet container.
@@ -190,6 +200,8 @@ fn huge_page_resource(page_size: &str) -> Option<String> {
         _ => return None,
     };
     let page_size_kib = number.parse::<u64>().ok()?.checked_mul(1 << shift)?;
+    // A size whose bytes overflow 64 bits names no resource (its name overflowed).
+    page_size_kib.checked_mul(1024)?;
     let pages = corral_topology::memory::HugePages {
         page_size_kib,
         count: 0,
@@ -240,6 +252,25 @@ mod tests {
         assert_eq!(cpu_limit_millis(0, 100_000), None);
     }
 
+    /// Shares, quotas and periods the kubelet never writes, as a runtime may send them:
+    /// `shares * 1000` and `quota * 1000` used to overflow ("attempt to multiply with
+    /// overflow"); they convert exactly, or saturate where the millicores exceed `u64`.
+    #[test]
+    fn any_cpu_values_a_runtime_sends_convert_without_overflow() {
+        assert_eq!(cpu_request_millis(u64::MAX), 18_014_398_509_481_984_000);
+        assert_eq!(cpu_request_millis(1 << 62), 4_503_599_627_370_496_000);
+        assert_eq!(cpu_limit_millis(i64::MAX, 1), Some(u64::MAX));
+        assert_eq!(cpu_limit_millis(i64::MAX, u64::MAX), Some(500));
+        assert_eq!(
+            cpu_limit_millis(i64::MAX, 100_000),
+            Some(92_233_720_368_547_759)
+        );
+        assert_eq!(
+            qos_of_container(u64::MAX, i64::MAX, 1, Some(1)),
+            QosClass::Burstable
+        );
+    }
+
     #[test]
     fn without_a_cgroup_parent_the_container_decides_its_class() {
         let period = 100_000;
@@ -270,7 +301,16 @@ mod tests {
             huge_page_resource("64KB").as_deref(),
             Some("hugepages-64Ki")
         );
-        for bad in ["", "MB", "2", "2mb", "99999999999999999999PB"] {
+        // 2^54 KiB is 2^64 bytes: its name overflowed `size * 1024` before.
+        for bad in [
+            "",
+            "MB",
+            "2",
+            "2mb",
+            "99999999999999999999PB",
+            "18014398509481984KB",
+            "17592186044416MB",
+        ] {
             assert_eq!(huge_page_resource(bad), None, "{bad:?}");
         }
     }
