@@ -67,9 +67,23 @@ pub(crate) fn run(root: &Path) -> Result<()> {
     cargo_deny(root)?;
 
     step("cargo xtask test (the README's test command)");
-    let (totals, ok) = run_tests::run(root, &[])?;
+    let (totals, ok) = run_tests::run(root, &run_tests::TestOptions::default())?;
     if !ok || totals.failed > 0 {
         bail!("tests failed: {}", totals.line());
+    }
+
+    // The suite must pass on a busy machine: once more with every core overloaded.
+    let hogs = run_tests::stress_hogs();
+    step(&format!(
+        "cargo xtask test --stress ({hogs} busy loops beside the suite)"
+    ));
+    let options = run_tests::TestOptions {
+        hogs,
+        extra: Vec::new(),
+    };
+    let (stressed, ok) = run_tests::run(root, &options)?;
+    if !ok || stressed.failed > 0 {
+        bail!("tests failed under load: {}", stressed.line());
     }
 
     step("cargo doc --workspace --no-deps (warnings are errors)");

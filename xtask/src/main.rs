@@ -3,10 +3,12 @@
 //! - `cargo xtask codegen [--check]` regenerates (or checks) the committed protobuf code.
 //! - `cargo xtask bench [--quick] [--json FILE] [FILTER]` runs the criterion benches and
 //!   prints one summary table, with upstream Go's median beside benches named `go/<name>`.
-//! - `cargo xtask test [ARGS…]` is the test command (Python peer set-up + `cargo test`).
+//! - `cargo xtask test [--stress] [ARGS…]` is the test command (Python peer set-up +
+//!   `cargo test --no-fail-fast`, every failed test named; `--stress` under busy loops).
 //! - `cargo xtask ci` runs everything `.ci/run` checks.
 //! - `cargo xtask conformance DIR` runs every upstream conformance vector file in `DIR`.
-//! - `cargo xtask fuzz [--cases N] [FILTER]` runs every parser's fuzz target with N inputs.
+//! - `cargo xtask fuzz [--cases N] [--seed S] [FILTER]` explores every parser's fuzz target
+//!   with N inputs from a new seed, saving failures as regression cases.
 
 mod bench;
 mod ci;
@@ -40,9 +42,16 @@ enum Command {
         #[arg(long)]
         check: bool,
     },
-    /// The test command: set up the Python interop peer, run `cargo test --workspace`.
+    /// The test command: set up the Python interop peer, run `cargo test --workspace
+    /// --no-fail-fast`, name every failed test.
     Test {
-        /// Extra arguments for `cargo test` (after `--`).
+        /// Run the suite while busy loops overload every core (two per core).
+        #[arg(long)]
+        stress: bool,
+        /// How many busy loops `--stress` runs.
+        #[arg(long, value_name = "N", requires = "stress")]
+        hogs: Option<usize>,
+        /// Extra arguments for `cargo test`.
         #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
         args: Vec<String>,
     },
@@ -59,11 +68,15 @@ enum Command {
         /// Only benchmarks whose id contains this.
         filter: Option<String>,
     },
-    /// Run every parser's `fuzz_*` property fuzzer in release mode with N generated inputs.
+    /// Run every parser's `fuzz_*` target with N new inputs (overflow checks on); failures
+    /// are saved as regression cases.
     Fuzz {
         /// Generated inputs per target.
         #[arg(long, default_value_t = fuzz::DEFAULT_CASES)]
         cases: u64,
+        /// The seed every target's inputs derive from (default: a new one, printed).
+        #[arg(long)]
+        seed: Option<u64>,
         /// Only targets named `fuzz_<FILTER>…`.
         filter: Option<String>,
     },
@@ -87,8 +100,16 @@ fn main() -> ExitCode {
             }
             problems.is_empty()
         }),
-        Command::Test { args } => {
-            run_tests::run(&workspace_root(), &args).map(|(totals, ok)| ok && totals.failed == 0)
+        Command::Test { stress, hogs, args } => {
+            let options = run_tests::TestOptions {
+                hogs: if stress {
+                    hogs.unwrap_or_else(run_tests::stress_hogs)
+                } else {
+                    0
+                },
+                extra: args,
+            };
+            run_tests::run(&workspace_root(), &options).map(|(totals, ok)| ok && totals.failed == 0)
         }
         Command::Ci => ci::run(&workspace_root()).map(|()| true),
         Command::Bench {
@@ -114,7 +135,18 @@ fn main() -> ExitCode {
                 Ok(false)
             }
         },
-        Command::Fuzz { cases, filter } => fuzz::run(&workspace_root(), cases, filter.as_deref()),
+        Command::Fuzz {
+            cases,
+            seed,
+            filter,
+        } => fuzz::run(
+            &workspace_root(),
+            &fuzz::FuzzOptions {
+                cases,
+                seed,
+                filter: filter.as_deref(),
+            },
+        ),
         Command::Conformance { dir } => {
             let dir = dir.unwrap_or_else(|| workspace_root().join("testdata/conformance"));
             corral_conformance::run_dir(&dir)

@@ -105,22 +105,17 @@ fn read_manifests(text: &str) {
     }
 }
 
-proptest! {
-    #![proptest_config(corral_testkit::fuzz_config())]
-
-    #[test]
+corral_testkit::fuzz! {
     fn fuzz_manifests_never_panic(text in prop_oneof![mutated(POD), ".{0,200}"]) {
         read_manifests(&text);
     }
 
-    #[test]
     fn fuzz_config_never_panics(text in prop_oneof![mutated(CONFIG), ".{0,120}"]) {
         if let Ok(source) = serde_saphyr::from_str::<ConfigSource>(&text) {
             let _ = source.validate();
         }
     }
 
-    #[test]
     fn fuzz_go_durations_never_panic(
         text in prop_oneof!["[-+]?([0-9]{0,22}(\\.[0-9]{0,12})?(ns|us|µs|ms|s|m|h|d|)){0,4}", ".{0,24}"]
     ) {

@@ -6,8 +6,9 @@
 //!   `python/requirements.txt` by [`ensure_python_env`], the code `cargo xtask test` uses
 //!   too. Real device plugins and DRA drivers are Go and Python programs, so corral's servers
 //!   and clients are tested against a gRPC stack that is not tonic.
-//! - [`fuzz_config`]: the one proptest configuration of every `fuzz_*` target
-//!   ([`FUZZ_CASES_VAR`] inputs each).
+//! - [`fuzz!`]: declares the `fuzz_*` targets beside each parser of untrusted bytes
+//!   ([`FuzzTarget`]: saved regression cases first, then [`FUZZ_CASES_VAR`] inputs from a
+//!   fixed seed, [`FUZZ_SEED_VAR`]).
 //! - [`object_keys_in_order`]: a JSON log line's keys in written order.
 //! - Upstream fixtures as plain data: [`upstream_topologies`] (the CPU manager tests'
 //!   machines), [`conformance_topology`] (loading `testdata/` files, their topologies and
@@ -41,9 +42,13 @@ pub mod upstream_topologies;
 
 use std::path::{Path, PathBuf};
 
-pub use fuzz::{FUZZ_CASES_VAR, fuzz_config};
+pub use fuzz::{
+    DEFAULT_FUZZ_CASES, DEFAULT_FUZZ_SEED, FUZZ_CASES_VAR, FUZZ_SAVE_VAR, FUZZ_SEED_VAR, FuzzInput,
+    FuzzTarget, REGRESSIONS_DIR, fuzz_cases, fuzz_seed,
+};
 pub use json_lines::object_keys_in_order;
 pub use peer::{PEER_TIMEOUT, PeerError, PythonPeer};
+pub use proptest::test_runner::TestCaseResult;
 pub use python_env::{PythonEnvError, ensure_python_env};
 
 /// The workspace root (two levels above this crate).

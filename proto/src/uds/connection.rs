@@ -252,12 +252,9 @@ mod tests {
         }
     }
 
-    proptest::proptest! {
-        #![proptest_config(corral_testkit::fuzz_config())]
-
+    corral_testkit::fuzz! {
         /// Any bytes, split anywhere: no panic, and the handshake completes at the same
         /// byte as when fed one byte at a time (preface length plus a whole first frame).
-        #[test]
         fn fuzz_handshake_progress(
             bytes in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..96),
             cuts in proptest::collection::vec(0usize..96, 0..6),

@@ -63,10 +63,7 @@ fn cpuset_text() -> impl Strategy<Value = String> {
     prop::collection::vec(piece, 0..12).prop_map(|parts| parts.join(","))
 }
 
-proptest! {
-    #![proptest_config(corral_testkit::fuzz_config())]
-
-    #[test]
+corral_testkit::fuzz! {
     fn fuzz_quantity_parsers_never_panic(text in prop_oneof![quantity_text(), ".{0,48}"]) {
         if let Ok(q) = Quantity::parse(&text) {
             let _ = (q.milli_value(), q.value(), q.to_string());
@@ -79,7 +76,6 @@ proptest! {
         }
     }
 
-    #[test]
     fn fuzz_cpuset_parse_never_panics_and_round_trips(text in prop_oneof![cpuset_text(), ".{0,64}"]) {
         if let Ok(set) = CpuSet::parse(&text) {
             let printed = set.to_string();

@@ -423,11 +423,8 @@ proptest! {
     }
 }
 
-proptest! {
-    #![proptest_config(corral_testkit::fuzz_config())]
-
+corral_testkit::fuzz! {
     /// Arbitrary bytes after the preface never panic: they are forwarded or refused.
-    #[test]
     fn fuzz_arbitrary_frames(
         body in proptest::collection::vec(any::<u8>(), 0..2048),
         chunk in 1usize..64,
@@ -444,7 +441,6 @@ proptest! {
     }
 
     /// Arbitrary header-frame payloads (random HPACK) never panic either.
-    #[test]
     fn fuzz_header_blocks(
         blocks in proptest::collection::vec(proptest::collection::vec(any::<u8>(), 0..200), 1..4),
         flags in any::<u8>(),

@@ -50,10 +50,7 @@ fn trunk_bytes() -> impl Strategy<Value = Vec<u8>> {
     ]
 }
 
-proptest! {
-    #![proptest_config(corral_testkit::fuzz_config())]
-
-    #[test]
+corral_testkit::fuzz! {
     fn fuzz_nri_trunk(bytes in trunk_bytes()) {
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_all()
