@@ -8,17 +8,25 @@
 //! A re-registration bumps the resource's generation: reports of an older stream (a late
 //! list, its end) are dropped, so they never touch the new plugin. Reports are made under
 //! the hub's lock, in the order the hub saw them; a handler must not call back into the hub.
+//!
+//! Plugins' device lists are applied in turns ([`follow_lists`]): a stream applies the
+//! newest of the lists it has received, then lets every other task run before it applies
+//! again, and streams waiting to apply a list are served first come, first served. A plugin
+//! flooding lists thus never holds a runtime thread or the locks, and a list waiting for
+//! its turn is applied after at most one list of each other plugin.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use corral_proto::deviceplugin::v1beta1::ListAndWatchResponse;
+use tokio::sync::watch;
+use tokio_stream::Stream;
 use tokio_util::sync::CancellationToken;
 
 use crate::config::DeviceManagerConfig;
 use crate::device::{Device, PluginOptions};
-use crate::endpoint::{PluginCallError, PluginClient};
+use crate::endpoint::{DeviceLists, PluginCallError, PluginClient};
 use crate::locks::lock;
 use crate::observer::ObserverSlot;
 use crate::registration::{RegistrationHandler, RegistrationLimit};
@@ -55,6 +63,10 @@ pub(crate) struct Hub {
     registering: Mutex<BTreeMap<u64, (String, String)>>,
     next_registration: AtomicU64,
     next_generation: AtomicU64,
+    /// Turns of the streams applying a device list, first come, first served.
+    turns: tokio::sync::Mutex<()>,
+    /// The generations whose stream task is running.
+    streams: Arc<watch::Sender<BTreeSet<u64>>>,
     tasks: Arc<Tasks>,
     observer: Arc<ObserverSlot>,
 }
@@ -73,6 +85,8 @@ impl Hub {
             registering: Mutex::new(BTreeMap::new()),
             next_registration: AtomicU64::new(0),
             next_generation: AtomicU64::new(1),
+            turns: tokio::sync::Mutex::new(()),
+            streams: Arc::new(watch::Sender::new(BTreeSet::new())),
             tasks,
             observer,
         }
@@ -86,6 +100,28 @@ impl Hub {
     /// The client of the resource's connected plugin.
     pub(crate) fn client(&self, resource: &str) -> Option<PluginClient> {
         lock(&self.live).get(resource).map(|e| e.client.clone())
+    }
+
+    /// Wait until the stream tasks of plugins that are no longer connected — replaced,
+    /// disconnected, or stopped by [`disconnect_all`](Self::disconnect_all) — have ended,
+    /// with whatever they had to report.
+    pub(crate) async fn retired_streams_ended(&self) {
+        let mut running = self.streams.subscribe();
+        loop {
+            {
+                let live = lock(&self.live);
+                let retired = running
+                    .borrow_and_update()
+                    .iter()
+                    .any(|g| !live.values().any(|e| e.generation == *g));
+                if !retired {
+                    return;
+                }
+            }
+            if running.changed().await.is_err() {
+                return;
+            }
+        }
     }
 
     /// Stop following every plugin (their streams end without a report).
@@ -180,18 +216,35 @@ impl Hub {
             "device plugin connected");
         let hub = Arc::clone(self);
         let handler = Arc::clone(handler);
+        let running = StreamRunning::new(&self.streams, generation);
         self.tasks.spawn(async move {
-            let poll = hub.config.socket_poll_interval;
-            let why = client
-                .watch(&cancel, poll, |list| {
-                    hub.on_list(&*handler, &client.resource, generation, &list);
-                })
-                .await;
-            if let Some(why) = why {
-                hub.on_stream_end(&*handler, &client.resource, generation, &why);
-            }
+            let _running = running;
+            let why = tokio::select! {
+                () = cancel.cancelled() => return,
+                why = hub.follow(&*handler, &client, generation) => why,
+            };
+            hub.on_stream_end(&*handler, &client.resource, generation, &why);
         });
         Ok(())
+    }
+
+    /// Follow the plugin's `ListAndWatch` stream until it stops; why it stopped.
+    async fn follow(
+        &self,
+        handler: &impl ClientHandler,
+        client: &PluginClient,
+        generation: u64,
+    ) -> String {
+        let poll = self.config.socket_poll_interval;
+        let max = self.config.max_devices_per_plugin;
+        let mut lists = match client.list_and_watch(poll, max).await {
+            Ok(lists) => lists,
+            Err(why) => return why,
+        };
+        follow_lists(&mut lists, &self.turns, |list| {
+            self.on_list(handler, &client.resource, generation, list);
+        })
+        .await
     }
 
     /// A device list from the plugin of `generation`.
@@ -202,16 +255,6 @@ impl Hub {
         generation: u64,
         list: &ListAndWatchResponse,
     ) {
-        let max = self.config.max_devices_per_plugin;
-        if list.devices.len() > max {
-            tracing::error!(
-                resource,
-                devices = list.devices.len(),
-                max,
-                "device plugin sent more devices than allowed; list ignored"
-            );
-            return;
-        }
         let devices: Vec<Device> = list.devices.iter().map(Device::from).collect();
         let mut live = lock(&self.live);
         let Some(endpoint) = live
@@ -245,6 +288,60 @@ impl Hub {
             handler.plugin_disconnected(resource);
         }
         tracing::warn!(resource, reason = why, "device plugin endpoint stopped");
+    }
+}
+
+/// Apply the device lists of one plugin's stream with `apply` until the stream stops; why
+/// it stopped. Each list applied is the newest received ([`DeviceLists::next`]), applied
+/// in its turn among the streams waiting on `turns` (first come, first served); after each,
+/// every other task gets to run first. (A gRPC stream's buffered messages are read without
+/// yielding to the runtime, so without these turns a plugin flooding lists would hold a
+/// runtime thread and the locks `apply` takes, applying thousands of stale lists while the
+/// other plugins' lists wait.)
+async fn follow_lists<S>(
+    lists: &mut DeviceLists<S>,
+    turns: &tokio::sync::Mutex<()>,
+    mut apply: impl FnMut(&ListAndWatchResponse),
+) -> String
+where
+    S: Stream<Item = Result<ListAndWatchResponse, tonic::Status>> + Unpin,
+{
+    loop {
+        let list = match lists.next().await {
+            Ok(list) => list,
+            Err(why) => return why,
+        };
+        {
+            let _turn = turns.lock().await;
+            apply(&list);
+        }
+        tokio::task::yield_now().await;
+    }
+}
+
+/// A stream task's generation, counted as running until the task ends.
+struct StreamRunning {
+    streams: Arc<watch::Sender<BTreeSet<u64>>>,
+    generation: u64,
+}
+
+impl StreamRunning {
+    fn new(streams: &Arc<watch::Sender<BTreeSet<u64>>>, generation: u64) -> StreamRunning {
+        streams.send_modify(|running| {
+            running.insert(generation);
+        });
+        StreamRunning {
+            streams: Arc::clone(streams),
+            generation,
+        }
+    }
+}
+
+impl Drop for StreamRunning {
+    fn drop(&mut self) {
+        self.streams.send_modify(|running| {
+            running.remove(&self.generation);
+        });
     }
 }
 
@@ -287,5 +384,73 @@ impl<H: ClientHandler> RegistrationHandler for HubRegistrations<H> {
 
     async fn connect(&self, resource: &str, endpoint: &str) -> Result<(), PluginCallError> {
         self.hub.connect(&self.handler, resource, endpoint).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::{Arc, Mutex};
+    use std::time::Duration;
+
+    use super::*;
+    use crate::endpoint::MAX_LISTS_PER_TAKE;
+    use crate::endpoint::tests::{Received, list};
+
+    /// A plugin's stream that has received `n` lists already (`<name>-<i>`, always ready,
+    /// as a flooding plugin's stream is), then ends.
+    fn flood(name: &str, n: usize) -> DeviceLists<Received> {
+        let items = (0..n)
+            .map(|i| Ok(list(&format!("{name}-{i}"), 1)))
+            .collect();
+        let stream = Received {
+            items,
+            then_pending: false,
+        };
+        let socket = std::env::temp_dir();
+        DeviceLists::new(stream, name, &socket, Duration::from_secs(3600), 10)
+    }
+
+    /// Two plugins flooding lists at once take turns: each applies one list, then the other
+    /// does. A current-thread runtime runs one task at a time, so the order of the
+    /// applications depends on no clock. (Without turns the first stream applied every
+    /// list it had before the second applied one.)
+    #[tokio::test]
+    async fn flooding_streams_take_turns() {
+        let turns = Arc::new(tokio::sync::Mutex::new(()));
+        let applied = Arc::new(Mutex::new(Vec::<String>::new()));
+        let takes = 10;
+        let n = takes * MAX_LISTS_PER_TAKE;
+        let streams: Vec<_> = ["a", "b"]
+            .into_iter()
+            .map(|name| {
+                let (turns, applied) = (Arc::clone(&turns), Arc::clone(&applied));
+                tokio::spawn(async move {
+                    let mut lists = flood(name, n);
+                    follow_lists(&mut lists, &turns, |list| {
+                        lock(&applied).push(list.devices[0].id.clone());
+                    })
+                    .await
+                })
+            })
+            .collect();
+        for stream in streams {
+            assert_eq!(stream.await.unwrap(), "ListAndWatch stream ended");
+        }
+        let applied = lock(&applied).clone();
+        assert_eq!(
+            applied.len(),
+            2 * takes,
+            "one application per take: {applied:?}"
+        );
+        // At every point, neither plugin is more than one application ahead of the other.
+        let mut ahead = 0i64;
+        for id in &applied {
+            ahead += if id.starts_with('a') { 1 } else { -1 };
+            assert!(ahead.abs() <= 1, "a plugin got ahead: {applied:?}");
+        }
+        for name in ["a", "b"] {
+            let newest = format!("{name}-{}", n - 1);
+            assert!(applied.contains(&newest), "{newest} applied: {applied:?}");
+        }
     }
 }

@@ -167,6 +167,20 @@ impl DeviceManager {
         self.shared.tasks.join().await;
     }
 
+    /// Wait until the background work already set off has finished: the streams of
+    /// plugins that were replaced or have stopped have ended (with their last report), and
+    /// every checkpoint write asked for so far is done. Writes that plugins' device lists
+    /// and disconnections ask for are made by a background writer (coalesced, so a
+    /// flooding plugin costs at most one write in flight); call this when
+    /// `kubelet_internal_checkpoint` must reflect every report received so far — before
+    /// reading, copying or removing the file, or before a planned restart. Work that starts
+    /// after the call (a plugin's next list) is not waited for; nor is there a deadline
+    /// (wrap the call in a timeout where one is needed).
+    pub async fn settled(&self) {
+        self.shared.hub.retired_streams_ended().await;
+        self.shared.checkpoints.flushed().await;
+    }
+
     /// Whether all pod sources are ready (upstream `sourcesReady`).
     pub fn set_sources_ready(&self, ready: bool) {
         self.shared.pods.set_sources_ready(ready);

@@ -4,8 +4,11 @@
 //! ([`ClientHandler`]): plugin reports become state changes, a checkpoint and a wake-up of
 //! whoever waits.
 //!
-//! **Lock order:** the hub's plugins, then the hub's registrations in flight, then the
-//! checkpoint writer's serial lock, then the state; none is held across an `await`.
+//! **Lock order:** a stream's turn to apply a device list (the hub's async, first come
+//! first served lock), then the hub's plugins, then the hub's registrations in flight,
+//! then the checkpoint writer's serial lock, then the state; none is held across an
+//! `await`. The checkpoint writer's bookkeeping and the hub's running streams are leaves:
+//! nothing is locked while they are held.
 
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};

@@ -124,6 +124,8 @@ struct Inner {
     devices: watch::Sender<Vec<Device>>,
     failure: Mutex<FailureMode>,
     calls: Mutex<Calls>,
+    /// Device lists handed to `ListAndWatch` streams.
+    lists_sent: std::sync::atomic::AtomicUsize,
     stop: CancellationToken,
     crash: CancellationToken,
 }
@@ -188,7 +190,10 @@ impl DevicePlugin for Service {
                 if first || failure == FailureMode::FloodLists {
                     let current = list(&devices.borrow_and_update());
                     tokio::select! {
-                        sent = tx.send(Ok(current)) => if sent.is_err() { return },
+                        sent = tx.send(Ok(current)) => {
+                            if sent.is_err() { return }
+                            inner.lists_sent.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                        }
                         () = inner.stop.cancelled() => return,
                         () = inner.crash.cancelled() => {
                             let _ = tx.send(Err(Status::unavailable("sample plugin crashed"))).await;
@@ -352,6 +357,7 @@ impl SamplePlugin {
             config,
             devices,
             calls: Mutex::new(Calls::default()),
+            lists_sent: std::sync::atomic::AtomicUsize::new(0),
             stop: CancellationToken::new(),
             crash: CancellationToken::new(),
         });
@@ -445,6 +451,14 @@ impl SamplePlugin {
             .failure
             .lock()
             .unwrap_or_else(PoisonError::into_inner) = mode;
+    }
+
+    /// How many device lists the plugin's `ListAndWatch` streams have sent so far (handed
+    /// to the stream, in order: a list sent reaches the manager before any list after it).
+    pub fn lists_sent(&self) -> usize {
+        self.inner
+            .lists_sent
+            .load(std::sync::atomic::Ordering::SeqCst)
     }
 
     /// The calls received so far.

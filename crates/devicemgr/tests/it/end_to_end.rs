@@ -128,7 +128,11 @@ async fn plugin_restart_and_re_registration_replace_the_endpoint() {
             .await
     );
     first.stop().await;
-    tokio::time::sleep(Duration::from_millis(150)).await;
+    // Once the old stream has ended (and reported whatever it would), the new endpoint
+    // is still there.
+    tokio::time::timeout(WAIT, manager.settled())
+        .await
+        .expect("the old stream ends");
     assert!(
         manager.plugin_ready(GPU),
         "the old stream's end left the new endpoint alone"
@@ -158,7 +162,8 @@ async fn plugin_restart_and_re_registration_replace_the_endpoint() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn plugin_killed_mid_stream_then_resource_dropped_after_grace() {
+async fn plugin_killed_mid_stream_makes_every_device_unhealthy_at_once() {
+    // Upstream's grace period (5 min): the resource stays for the whole test.
     let (_dir, manager, plugin) = started_with_plugin(vec![0], GPU, 3, &[0]).await;
     plugin.crash().await;
     assert!(
@@ -170,8 +175,19 @@ async fn plugin_killed_mid_stream_then_resource_dropped_after_grace() {
     );
     let capacity = manager.capacity();
     assert_eq!((capacity.capacity[GPU], capacity.allocatable[GPU]), (3, 0));
-    assert!(capacity.removed.is_empty());
-    // After the grace period (300 ms here) the resource is reported removed, once.
+    assert!(capacity.removed.is_empty(), "within the grace period");
+    manager.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn resource_of_a_killed_plugin_is_dropped_after_grace() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut cfg = config(dir.path(), vec![0]);
+    cfg.endpoint_stop_grace = Duration::from_millis(300);
+    let manager = manager(cfg).await;
+    let plugin = plugin(&manager, sample(dir.path(), GPU, "gpu", 3, &[0])).await;
+    plugin.crash().await;
+    // After the grace period the resource is reported removed, once.
     let deadline = tokio::time::Instant::now() + WAIT;
     let removed = loop {
         let capacity = manager.capacity();

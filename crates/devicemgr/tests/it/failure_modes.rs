@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use crate::support::*;
-use corral_devicemgr::sample::FailureMode;
+use corral_devicemgr::sample::{FailureMode, SamplePlugin};
 use corral_devicemgr::{AllocateError, Device, DeviceManagerError};
 use corral_proto::deviceplugin::v1beta1::{
     RegisterRequest, registration_client::RegistrationClient,
@@ -26,11 +26,24 @@ fn nothing_leaked(manager: &corral_devicemgr::DeviceManager, resource: &str, tot
     });
 }
 
+/// Wait (bounded) until `plugin` received an `Allocate` call.
+async fn allocate_reached(plugin: &SamplePlugin) {
+    let deadline = tokio::time::Instant::now() + WAIT;
+    while plugin.calls().allocate.is_empty() {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "Allocate never reached the plugin"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn hanging_allocate_hits_the_deadline_and_blocks_nobody() {
+async fn hanging_allocate_blocks_nobody() {
     let dir = tempfile::tempdir().unwrap();
     let mut cfg = config(dir.path(), vec![0]);
-    cfg.rpc_timeout = Duration::from_secs(3);
+    // No deadline passes during this test: only the plugin going away ends the call.
+    cfg.rpc_timeout = Duration::from_secs(24 * 3600);
     let manager = manager(cfg).await;
     let mut hanging = sample(dir.path(), GPU, "gpu", 2, &[0]);
     hanging.failure = FailureMode::HangAllocate;
@@ -43,26 +56,46 @@ async fn hanging_allocate_hits_the_deadline_and_blocks_nobody() {
         let manager = manager.clone();
         tokio::spawn(async move { manager.allocate(&stuck_pod, &app, None).await })
     };
-    // Wait until the Allocate call is in flight at the plugin.
-    let deadline = tokio::time::Instant::now() + WAIT;
-    while gpu.calls().allocate.is_empty() {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "Allocate never reached the plugin"
-        );
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    // Another resource is admitted while the hanging call waits for its deadline.
+    allocate_reached(&gpu).await;
+    // Another resource is admitted while the hanging call waits.
     let other = container("other", &[(NIC, 1)]);
     let other_pod = pod("uid-o", vec![], vec![other.clone()]);
     manager.allocate(&other_pod, &other, None).await.unwrap();
     assert!(!stuck.is_finished(), "the hanging call is still waiting");
     assert_eq!(nic.calls().allocate.len(), 1);
 
+    // The plugin dies: the hanging call fails and gives back what it took.
+    gpu.crash().await;
     let err = tokio::time::timeout(WAIT, stuck)
         .await
+        .expect("the call ends with its plugin")
         .unwrap()
-        .unwrap()
+        .unwrap_err();
+    assert!(
+        matches!(&err, DeviceManagerError::Allocate(AllocateError::AllocateRpc { resource, .. }) if resource == GPU),
+        "unexpected error {err}"
+    );
+    // Its devices are unhealthy now (their plugin is gone), but none is held.
+    manager.with_state(|s| {
+        assert!(s.allocated_devices(GPU).is_empty());
+        assert_eq!(s.reservations_in_flight(), 0);
+    });
+    assert!(manager.container_devices("uid-h", "app").is_empty());
+    manager.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hanging_allocate_hits_the_deadline() {
+    let dir = tempfile::tempdir().unwrap();
+    let manager = manager(config_with_deadline(dir.path(), vec![0])).await;
+    let mut hanging = sample(dir.path(), GPU, "gpu", 2, &[0]);
+    hanging.failure = FailureMode::HangAllocate;
+    let _gpu = plugin(&manager, hanging).await;
+    let app = container("app", &[(GPU, 1)]);
+    let p = pod("uid-h", vec![], vec![app.clone()]);
+    let err = tokio::time::timeout(WAIT, manager.allocate(&p, &app, None))
+        .await
+        .expect("the deadline ends the call")
         .unwrap_err();
     let DeviceManagerError::Allocate(AllocateError::AllocateRpc {
         message, resource, ..
@@ -71,7 +104,8 @@ async fn hanging_allocate_hits_the_deadline_and_blocks_nobody() {
         panic!("unexpected error {err}");
     };
     assert_eq!(resource, GPU);
-    assert!(message.contains("no answer within 3s"), "{message}");
+    let within = format!("no answer within {HANG_DEADLINE:?}");
+    assert!(message.contains(&within), "{message}");
     nothing_leaked(&manager, GPU, 2);
     assert!(manager.container_devices("uid-h", "app").is_empty());
     manager.stop().await;
@@ -92,6 +126,9 @@ async fn a_failing_second_resource_gives_back_the_first() {
     nothing_leaked(&manager, GPU, 2);
     nothing_leaked(&manager, NIC, 2);
     assert!(manager.container_devices("uid-f", "app").is_empty());
+    tokio::time::timeout(WAIT, manager.settled())
+        .await
+        .expect("background writes finish");
     let text = std::fs::read_to_string(dir.path().join("kubelet_internal_checkpoint")).unwrap();
     assert!(
         !text.contains("uid-f"),
@@ -112,39 +149,52 @@ async fn a_failing_second_resource_gives_back_the_first() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn hanging_preferred_allocation_and_pre_start_fail_cleanly() {
-    let (dir, manager) = started(vec![0]).await;
+async fn hanging_preferred_allocation_fails_cleanly() {
+    let dir = tempfile::tempdir().unwrap();
+    let manager = manager(config_with_deadline(dir.path(), vec![0])).await;
     let mut cfg = fussy_sample(dir.path(), GPU, 4, &[0]);
     cfg.failure = FailureMode::HangPreferred;
-    let gpu = plugin(&manager, cfg).await;
+    let _gpu = plugin(&manager, cfg).await;
     let app = container("app", &[(GPU, 2)]);
     let p = pod("uid-pp", vec![], vec![app.clone()]);
-    assert_allocate_error!(
-        manager
-            .allocate(&p, &app, Some(NumaMask::new([0]).unwrap()))
-            .await,
+    let affinity = Some(NumaMask::new([0]).unwrap());
+    let allocation = tokio::time::timeout(WAIT, manager.allocate(&p, &app, affinity));
+    let err = assert_allocate_error!(
+        allocation.await.expect("the deadline ends the call"),
         AllocateError::PreferredAllocation { .. }
     );
+    let within = format!("no answer within {HANG_DEADLINE:?}");
+    assert!(err.to_string().contains(&within), "{err}");
     nothing_leaked(&manager, GPU, 4);
+    manager.stop().await;
+}
 
-    gpu.set_failure(FailureMode::HangPreStart);
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hanging_pre_start_fails_cleanly() {
+    let dir = tempfile::tempdir().unwrap();
+    let manager = manager(config_with_deadline(dir.path(), vec![0])).await;
+    let mut cfg = fussy_sample(dir.path(), GPU, 4, &[0]);
+    cfg.failure = FailureMode::HangPreStart;
+    let gpu = plugin(&manager, cfg).await;
+    let app = container("app", &[(GPU, 2)]);
+    let p = pod("uid-ps", vec![], vec![app.clone()]);
     manager.allocate(&p, &app, None).await.unwrap();
-    let err = manager
-        .run_container_options(&p, &app, None)
+    let err = tokio::time::timeout(WAIT, manager.run_container_options(&p, &app, None))
         .await
+        .expect("the deadline ends the call")
         .unwrap_err();
     assert!(err.to_string().contains("PreStartContainer"), "{err}");
+    assert_eq!(gpu.calls().pre_start.len(), 1);
     manager.stop().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn hanging_options_or_stream_never_block_other_plugins() {
-    let (dir, manager) = started(vec![0]).await;
+    let dir = tempfile::tempdir().unwrap();
+    let manager = manager(config_with_deadline(dir.path(), vec![0])).await;
     let mut hang_options = sample(dir.path(), GPU, "gpu", 2, &[0]);
     hang_options.failure = FailureMode::HangOptions;
-    let stuck = corral_devicemgr::sample::SamplePlugin::start(hang_options)
-        .await
-        .unwrap();
+    let stuck = SamplePlugin::start(hang_options).await.unwrap();
     let socket = manager.socket_path();
     let registering = {
         let socket = socket.clone();
@@ -172,10 +222,9 @@ async fn hanging_options_or_stream_never_block_other_plugins() {
     // A plugin whose stream never sends a list: registered, never ready, harmless.
     let mut silent = sample(dir.path(), "example.com/silent", "silent", 2, &[0]);
     silent.failure = FailureMode::HangListAndWatch;
-    let silent = corral_devicemgr::sample::SamplePlugin::start(silent)
-        .await
-        .unwrap();
+    let silent = SamplePlugin::start(silent).await.unwrap();
     silent.register(&socket).await.unwrap();
+    // It never lists (so it can never be ready): a short look is as good as a long one.
     assert!(
         !manager
             .wait_for_plugin("example.com/silent", Duration::from_millis(200))
@@ -195,7 +244,17 @@ async fn flooding_plugin_does_not_starve_admission() {
     let mut flood = sample(dir.path(), GPU, "gpu", 64, &[0]);
     flood.failure = FailureMode::FloodLists;
     let _gpu = plugin(&manager, flood).await;
-    let _nic = plugin(&manager, sample(dir.path(), NIC, "nic", 4, &[0])).await;
+    // Another plugin registers, lists, and has its health changes seen while it floods.
+    let nic = plugin(&manager, sample(dir.path(), NIC, "nic", 4, &[0])).await;
+    for healthy in [false, true] {
+        assert!(nic.set_health("nic-0", healthy));
+        let seen =
+            |s: &corral_devicemgr::DeviceState| s.healthy_devices(NIC).contains("nic-0") == healthy;
+        assert!(
+            manager.wait_until(WAIT, seen).await,
+            "nic-0 healthy: {healthy}"
+        );
+    }
     for i in 0..4 {
         let app = container("app", &[(GPU, 2), (NIC, 1)]);
         let p = pod(&format!("uid-{i}"), vec![], vec![app.clone()]);
@@ -256,14 +315,30 @@ async fn lying_lists_are_survived() {
         5
     );
 
-    // A list longer than allowed is ignored; the previous one stays.
+    // A list longer than allowed is ignored (`DeviceLists`' unit tests: the previous one
+    // stays); the plugin stays connected, and its next list is applied.
+    let sent = gpu.lists_sent();
     gpu.set_devices(
         (0..1001)
             .map(|i| Device::new(format!("x{i}"), None))
             .collect(),
     );
-    tokio::time::sleep(Duration::from_millis(100)).await;
-    assert_eq!(manager.with_state(|s| s.all_devices(GPU).len()), 5);
+    let deadline = tokio::time::Instant::now() + WAIT;
+    while gpu.lists_sent() == sent {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the long list was never sent"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    gpu.set_devices(vec![Device::new("after", Some(vec![0]))]);
+    assert!(
+        manager
+            .wait_until(WAIT, |s| s.healthy_devices(GPU)
+                == std::collections::BTreeSet::from(["after".to_owned()]))
+            .await
+    );
+    assert!(manager.plugin_ready(GPU));
     manager.stop().await;
 }
 

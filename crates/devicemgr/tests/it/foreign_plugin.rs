@@ -11,9 +11,7 @@ const RESOURCE: &str = "example.com/python";
 async fn python_grpcio_plugin_registers_lists_and_allocates() {
     let peer = PythonPeer::locate().expect("a Python with grpcio (CORRAL_PYTHON or .venv)");
     let dir = tempfile::tempdir().unwrap();
-    let mut cfg = config(dir.path(), vec![0, 1]);
-    cfg.rpc_timeout = std::time::Duration::from_secs(5);
-    let manager = manager(cfg).await;
+    let manager = manager(config(dir.path(), vec![0, 1])).await;
     let kubelet = manager.socket_path().display().to_string();
     let socket = dir.path().join("python.sock").display().to_string();
     let running = tokio::spawn(async move {
@@ -31,13 +29,15 @@ async fn python_grpcio_plugin_registers_lists_and_allocates() {
             "4",
             "--numa",
             "0,1",
+            // Its deadline for being allocated from (the default, 20 s, is short for a
+            // loaded machine), inside the peer's own limit.
+            "--timeout",
+            "45",
         ])
         .await
     });
     assert!(
-        manager
-            .wait_for_plugin(RESOURCE, std::time::Duration::from_secs(30))
-            .await,
+        manager.wait_for_plugin(RESOURCE, WAIT).await,
         "the Python plugin registered and listed its devices"
     );
     assert_eq!(manager.with_state(|s| s.healthy_devices(RESOURCE).len()), 4);

@@ -16,7 +16,6 @@ const CHECKPOINT: &str = "kubelet_internal_checkpoint";
 async fn restarted(dir: &Path, options: StartOptions, wait: Duration) -> DeviceManager {
     let mut cfg = config(dir, vec![0, 1]);
     cfg.registration_wait = wait;
-    cfg.endpoint_stop_grace = Duration::from_secs(60);
     let manager = DeviceManager::new(cfg).unwrap();
     manager.start(options).await.unwrap();
     manager
@@ -133,7 +132,9 @@ async fn resource_without_returning_plugin_is_dropped_after_grace() {
     let plugin = plugin(&first, sample(dir.path(), GPU, "gpu", 2, &[0])).await;
     first.stop().await;
     plugin.stop().await;
-    let second = manager(config(dir.path(), vec![0])).await;
+    let mut cfg = config(dir.path(), vec![0]);
+    cfg.endpoint_stop_grace = Duration::from_millis(300);
+    let second = manager(cfg).await;
     let deadline = tokio::time::Instant::now() + WAIT;
     loop {
         let capacity = second.capacity();

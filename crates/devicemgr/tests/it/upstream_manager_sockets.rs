@@ -459,9 +459,18 @@ async fn reset_extended_resource() {
     assert!(checkpoint.exists());
     assert!(!manager.should_reset_extended_resource_capacity());
 
+    // Nothing may write the checkpoint again once it is removed: the plugin is gone (its
+    // disconnection seen) and the writes asked for so far are done.
+    p1.stop().await;
+    let stopped = |s: &corral_devicemgr::DeviceState| {
+        s.endpoint(RES1).is_some_and(|e| e.stopped_at.is_some())
+    };
+    assert!(manager.wait_until(WAIT, stopped).await);
+    tokio::time::timeout(WAIT, manager.settled())
+        .await
+        .expect("background writes finish");
     std::fs::remove_file(&checkpoint).unwrap();
     std::fs::write(dir.path().join("stray-file"), b"not a checkpoint").unwrap();
     assert!(manager.should_reset_extended_resource_capacity());
-    p1.stop().await;
     manager.stop().await;
 }

@@ -1,5 +1,7 @@
 //! Shared helpers of the device manager's integration tests: a manager on a temporary
-//! plugin directory with short deadlines, sample plugins registered with it, pods.
+//! plugin directory, sample plugins registered with it, pods. Every wait is bounded by a
+//! generous [`WAIT`]; only tests of hanging plugins use a shorter deadline
+//! ([`HANG_DEADLINE`]), which the hang is sure to hit.
 
 use std::path::Path;
 use std::time::Duration;
@@ -27,18 +29,35 @@ macro_rules! assert_allocate_error {
     }};
 }
 
-/// Every wait in these tests is bounded by this.
-pub(crate) const WAIT: Duration = Duration::from_secs(10);
+/// Every wait in these tests is bounded by this: generous, so that a loaded machine makes
+/// the tests slower, never makes them fail.
+pub(crate) const WAIT: Duration = Duration::from_secs(60);
 
-/// A config with deadlines short enough for tests.
+/// The plugin-call deadline of the tests in which a hanging call must hit it
+/// ([`config_with_deadline`]). The calls that must succeed in those tests are answered at
+/// once by a sample plugin in this process, which this leaves ample room on a loaded
+/// machine; each such test waits it out once per hang.
+pub(crate) const HANG_DEADLINE: Duration = Duration::from_secs(10);
+
+/// A config for tests: deadlines no call of a well-behaved plugin hits, even on a loaded
+/// machine ([`WAIT`]); upstream's grace period for stopped plugins (tests of its expiry
+/// set a short one); admission never waits for a plugin to register.
 pub(crate) fn config(dir: &Path, numa_nodes: Vec<usize>) -> DeviceManagerConfig {
     let mut config = DeviceManagerConfig::new(dir, numa_nodes);
-    config.dial_timeout = Duration::from_secs(2);
-    config.rpc_timeout = Duration::from_millis(500);
-    config.pre_start_timeout = Duration::from_millis(500);
+    config.dial_timeout = WAIT;
+    config.rpc_timeout = WAIT;
+    config.pre_start_timeout = WAIT;
     config.registration_wait = Duration::ZERO;
-    config.endpoint_stop_grace = Duration::from_millis(300);
     config.socket_poll_interval = Duration::from_millis(50);
+    config
+}
+
+/// [`config`] whose plugin calls (`PreStartContainer` too) have [`HANG_DEADLINE`], for the
+/// tests of hanging plugins.
+pub(crate) fn config_with_deadline(dir: &Path, numa_nodes: Vec<usize>) -> DeviceManagerConfig {
+    let mut config = config(dir, numa_nodes);
+    config.rpc_timeout = HANG_DEADLINE;
+    config.pre_start_timeout = HANG_DEADLINE;
     config
 }
 
