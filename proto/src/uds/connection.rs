@@ -6,7 +6,7 @@
 use std::future::Future;
 use std::io;
 use std::pin::Pin;
-use std::task::{Context, Poll, ready};
+use std::task::{Context, Poll};
 use std::time::Duration;
 
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
@@ -158,22 +158,29 @@ impl AsyncRead for UdsConnection {
             }
             let mut raw = ReadBuf::new(&mut this.scratch);
             let polled = Pin::new(&mut this.stream).poll_read(cx, &mut raw);
+            let read = raw.filled().len();
+            // Polled on every read attempt, so the deadline wakes a client that sends
+            // nothing. Bytes already received are looked at first: a handshake that arrived
+            // in time completes even when a busy machine reads it after the deadline; one
+            // still incomplete after the deadline fails, so a trickle does not extend it.
+            let expired = this
+                .handshake
+                .as_mut()
+                .is_some_and(|handshake| handshake.deadline.as_mut().poll(cx).is_ready());
+            match polled {
+                Poll::Pending if expired => return Poll::Ready(Err(this.handshake_timed_out())),
+                Poll::Pending => return Poll::Pending,
+                Poll::Ready(Err(err)) => return Poll::Ready(Err(err)),
+                Poll::Ready(Ok(())) if read == 0 => return Poll::Ready(Ok(())), // end of stream
+                Poll::Ready(Ok(())) => {}
+            }
+            let read = &this.scratch[..read];
             if let Some(handshake) = this.handshake.as_mut() {
-                // Polled on every read attempt, so the deadline wakes a client that sends
-                // nothing, and checked after every read, so a trickle does not extend it.
-                if handshake.deadline.as_mut().poll(cx).is_ready() {
+                if handshake.progress.feed(read) {
+                    this.handshake = None;
+                } else if expired {
                     return Poll::Ready(Err(this.handshake_timed_out()));
                 }
-            }
-            ready!(polled)?;
-            let read = raw.filled();
-            if read.is_empty() {
-                return Poll::Ready(Ok(())); // end of stream
-            }
-            if let Some(handshake) = this.handshake.as_mut()
-                && handshake.progress.feed(read)
-            {
-                this.handshake = None;
             }
             this.rewriter
                 .feed(read, &mut this.pending)
@@ -231,6 +238,32 @@ mod tests {
         frame.extend_from_slice(&[0, 0, payload as u8, 0x4, 0, 0, 0, 0, 0]);
         frame.extend(std::iter::repeat_n(0u8, payload));
         frame
+    }
+
+    /// A handshake that arrived before the deadline completes even when the connection is
+    /// first read after it (a busy machine); one that is still incomplete then fails.
+    #[tokio::test]
+    async fn a_handshake_read_late_completes_an_incomplete_one_fails() {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let timeout = Duration::from_millis(1);
+        for (sent, completes) in [(settings(6), true), (PREFACE.to_vec(), false)] {
+            let (server, mut client) = UnixStream::pair().unwrap();
+            client.write_all(&sent).await.unwrap();
+            let mut connection =
+                UdsConnection::limited(server, ConnectionSlot::unshared(), Some(timeout));
+            // Past the deadline before the first read, whatever the machine's speed.
+            tokio::time::sleep(timeout * 20).await;
+            let mut buf = vec![0; sent.len()];
+            let read = connection.read_exact(&mut buf).await;
+            if completes {
+                read.unwrap();
+                assert_eq!(buf, sent);
+                assert!(connection.handshake.is_none());
+            } else {
+                let err = read.unwrap_err();
+                assert_eq!(err.kind(), io::ErrorKind::TimedOut, "{err}");
+            }
+        }
     }
 
     #[test]

@@ -95,6 +95,20 @@ pub(crate) struct ConnectionSlot {
     pub(crate) shared: Arc<SocketShared>,
 }
 
+impl ConnectionSlot {
+    /// The one slot of a socket of its own: a connection's tests.
+    #[cfg(test)]
+    pub(crate) fn unshared() -> Self {
+        ConnectionSlot {
+            shared: Arc::new(SocketShared {
+                socket: PathBuf::from("test.sock"),
+                active: AtomicUsize::new(1),
+                handshake_timeouts: Mutex::new(RateLimited::new(LOG_INTERVAL)),
+            }),
+        }
+    }
+}
+
 impl Drop for ConnectionSlot {
     fn drop(&mut self) {
         self.shared.active.fetch_sub(1, Ordering::AcqRel);
