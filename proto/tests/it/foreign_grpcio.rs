@@ -21,7 +21,12 @@ use tonic::transport::Server;
 
 use crate::support::{RecordingRegistration, StreamingPlugin};
 
-const WAIT: Duration = Duration::from_secs(10);
+/// Upper bound of every wait here: what the tests wait for happens far sooner, also on a
+/// busy machine.
+const WAIT: Duration = Duration::from_secs(60);
+/// The deadline the Python peer gives each of its calls (`--timeout`, seconds): within the
+/// peer's own 60 s limit, far longer than a call takes on a busy machine.
+const PEER_CALL_TIMEOUT: &str = "45";
 const MODES: [&str; 5] = ["default", "raw", "encoded", "localhost", "empty"];
 
 fn lists() -> Vec<ListAndWatchResponse> {
@@ -126,6 +131,8 @@ async fn exercise(peer: &PythonPeer, server: &TestServer, mode: &str) {
             mode,
             "--resource",
             &resource,
+            "--timeout",
+            PEER_CALL_TIMEOUT,
         ])
         .await
         .unwrap();
@@ -157,6 +164,8 @@ async fn exercise(peer: &PythonPeer, server: &TestServer, mode: &str) {
             mode,
             "--count",
             "2",
+            "--timeout",
+            PEER_CALL_TIMEOUT,
         ])
         .await
         .unwrap();
@@ -190,6 +199,8 @@ async fn grpcio_calls_succeed_with_every_authority() {
             "example.com/big",
             "--endpoint-padding",
             &padding,
+            "--timeout",
+            PEER_CALL_TIMEOUT,
         ])
         .await
         .unwrap();
@@ -249,7 +260,7 @@ async fn plain_tonic_refuses_the_raw_path_authority() {
             "--authority",
             "raw",
             "--timeout",
-            "5",
+            PEER_CALL_TIMEOUT,
         ])
         .await
         .unwrap();
@@ -265,7 +276,7 @@ async fn plain_tonic_refuses_the_raw_path_authority() {
             "--authority",
             "localhost",
             "--timeout",
-            "5",
+            PEER_CALL_TIMEOUT,
         ])
         .await
         .unwrap();

@@ -17,8 +17,9 @@ use tonic::transport::Server;
 
 use crate::support::{RecordingRegistration, StreamingPlugin};
 
-/// Every wait in these tests is bounded by this.
-const WAIT: Duration = Duration::from_secs(10);
+/// Every wait in these tests is bounded by this: what they wait for happens far sooner, also
+/// on a busy machine; this only ends a test that would otherwise hang.
+const WAIT: Duration = Duration::from_secs(60);
 
 fn device(id: &str, health: &str) -> Device {
     Device {
@@ -140,6 +141,9 @@ async fn list_and_watch_streams_every_list_and_ends_on_shutdown() {
     assert!(!path.exists());
 }
 
+// The grace period is the feature: with a stream that never ends, serve returns only
+// because the grace period passes. The test waits for that (at most `WAIT`, 300 times the
+// grace period) and asserts only that it happened, never how soon.
 #[tokio::test]
 async fn grace_period_bounds_shutdown_when_a_stream_never_ends() {
     let dir = tempfile::tempdir().unwrap();

@@ -138,36 +138,63 @@ impl PodLocks {
 }
 
 #[cfg(test)]
-mod tests {
+pub(in crate::node) mod tests {
     use std::sync::atomic::{AtomicBool, Ordering};
+    use std::task::Poll;
     use std::time::Duration;
 
     use super::*;
+    use crate::node::tests::WAIT;
+
+    /// How many hold or wait for the lock of pod `uid` (for the node's tests: a request
+    /// that queues on a pod's lock shows here).
+    pub(in crate::node) fn holders_and_waiters(locks: &PodLocks, uid: &str) -> usize {
+        locks
+            .locks
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(uid)
+            .map_or(0, |lock| Arc::strong_count(lock) - 1)
+    }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_decision_handed_back_lets_another_decision_in_and_is_taken_again() {
         let lock = Arc::new(DecisionLock::new());
         let other_ran = Arc::new(AtomicBool::new(false));
+        let (handed_back, handed_back_seen) = tokio::sync::oneshot::channel();
         let (lock2, ran2) = (Arc::clone(&lock), Arc::clone(&other_ran));
         let holder = tokio::task::spawn_blocking(move || {
             let _guard = lock2.acquire_blocking();
-            lock2.released_during(|| {
-                let deadline = std::time::Instant::now() + Duration::from_secs(10);
-                while !ran2.load(Ordering::SeqCst) && std::time::Instant::now() < deadline {
+            let other_was_inside = lock2.released_during(|| {
+                let _ = handed_back.send(());
+                // Until the other decision has been inside (bounded, so a broken hand-back
+                // fails the test rather than hanging it).
+                let deadline = std::time::Instant::now() + WAIT;
+                while !ran2.load(Ordering::SeqCst) {
+                    if std::time::Instant::now() >= deadline {
+                        return false;
+                    }
                     std::thread::sleep(Duration::from_millis(5));
                 }
+                true
             });
             // Taken again: nobody else may be inside now.
-            lock2.permit.available_permits()
+            (other_was_inside, lock2.permit.available_permits())
         });
-        tokio::time::sleep(Duration::from_millis(50)).await;
+        // The holder holds the lock and has handed it back.
+        tokio::time::timeout(WAIT, handed_back_seen)
+            .await
+            .expect("the holder hands the lock back")
+            .unwrap();
         {
-            let _inside = tokio::time::timeout(Duration::from_secs(10), lock.acquire())
+            let _inside = tokio::time::timeout(WAIT, lock.acquire())
                 .await
                 .expect("the lock was handed back");
             other_ran.store(true, Ordering::SeqCst);
         }
-        assert_eq!(holder.await.unwrap(), 0);
+        let (other_was_inside, permits) = holder.await.unwrap();
+        assert!(other_was_inside, "the other decision never got in");
+        assert_eq!(permits, 0);
         assert_eq!(lock.permit.available_permits(), 1);
     }
 
@@ -176,15 +203,17 @@ mod tests {
         let locks = PodLocks::default();
         let a = locks.lock("a").await;
         let _b = locks.lock("b").await;
-        assert!(
-            tokio::time::timeout(Duration::from_millis(50), locks.lock("a"))
-                .await
-                .is_err()
-        );
+        // A second locker of pod a waits (a free lock is taken at the first poll)...
+        let second = locks.lock("a");
+        tokio::pin!(second);
+        let first_poll =
+            std::future::poll_fn(|cx| Poll::Ready(std::future::Future::poll(second.as_mut(), cx)))
+                .await;
+        assert!(first_poll.is_pending(), "pod a's lock taken twice");
+        assert_eq!(holders_and_waiters(&locks, "a"), 2);
+        // ...and gets it once the first lets go.
         drop(a);
-        let _a = tokio::time::timeout(Duration::from_secs(5), locks.lock("a"))
-            .await
-            .unwrap();
+        let _a = tokio::time::timeout(WAIT, second).await.unwrap();
         assert_eq!(locks.len(), 2);
         drop(_a);
         drop(_b);

@@ -130,7 +130,7 @@ mod tests {
             .unwrap();
         assert!(
             node.devices()
-                .wait_for_plugin(GPU, Duration::from_secs(10))
+                .wait_for_plugin(GPU, super::super::tests::WAIT)
                 .await
         );
         let pod = serde_json::from_value(serde_json::json!({
@@ -162,7 +162,7 @@ mod tests {
 
         // The plugin reports it unhealthy: the container's status follows.
         assert!(plugin.set_health(&id, false));
-        let deadline = Instant::now() + Duration::from_secs(10);
+        let deadline = Instant::now() + super::super::tests::WAIT;
         loop {
             let status = node.device_plugin_status("p", "app");
             if status[0].resources[0].health == "Unhealthy" {

@@ -13,6 +13,11 @@ use k8s_openapi::api::resource::v1::ResourceClaim as K8sResourceClaim;
 use super::{Admission, NoRuntime, Node};
 use crate::config::{AgentConfig, ConfigSource};
 
+/// The bound of every wait for something that must happen (a plugin or driver registering,
+/// a status changing): it happens far sooner, also on a busy machine; this only ends a test
+/// that would otherwise hang.
+pub(crate) const WAIT: std::time::Duration = std::time::Duration::from_secs(60);
+
 pub(crate) fn fixture(machine: &str) -> CpuTopology {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("../../testdata/sysfs")
@@ -289,7 +294,7 @@ async fn dra_claims_are_prepared_reported_and_a_failed_prepare_leaves_no_trace()
     let driver = corral_dra::sample::SampleDriver::start(driver_config)
         .await
         .unwrap();
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    let deadline = std::time::Instant::now() + WAIT;
     while node.registry().plugin(DRIVER).is_none() {
         assert!(
             std::time::Instant::now() < deadline,

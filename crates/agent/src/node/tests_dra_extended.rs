@@ -10,7 +10,7 @@ use k8s_openapi::api::core::v1::Pod as K8sPod;
 use k8s_openapi::api::resource::v1::ResourceClaim as K8sResourceClaim;
 
 use super::Admission;
-use super::tests::{fixture, fixture_memory, gated_config, open_on};
+use super::tests::{WAIT, fixture, fixture_memory, gated_config, open_on};
 
 const MACHINE: &str = "32em64t-2n8c+dax+nvme+mic+dimms";
 const DRIVER: &str = "gpu.example.com";
@@ -71,7 +71,7 @@ async fn node_with_driver(
         ))
         .await
         .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(10);
+    let deadline = Instant::now() + WAIT;
     while node.registry().plugin(DRIVER).is_none() {
         assert!(Instant::now() < deadline, "driver never registered");
         node.registry().sync_once().await;

@@ -9,7 +9,8 @@ use std::time::Duration;
 use corral_devicemgr::sample::{FailureMode, SampleConfig, SamplePlugin};
 use k8s_openapi::api::core::v1::Pod as K8sPod;
 
-use super::tests::{admitted, config, fixture, open, pod, snapshot, started};
+use super::locks::tests::holders_and_waiters;
+use super::tests::{WAIT, admitted, config, fixture, open, pod, snapshot, started};
 use super::{Admission, AdmitError, NoRuntime, Node};
 use crate::config::AgentConfig;
 
@@ -37,11 +38,7 @@ async fn start_plugin(node: &Arc<Node>, dir: &Path, failure: FailureMode) -> Sam
         .register(&node.devices().socket_path())
         .await
         .unwrap();
-    assert!(
-        node.devices()
-            .wait_for_plugin(GPU, Duration::from_secs(10))
-            .await
-    );
+    assert!(node.devices().wait_for_plugin(GPU, WAIT).await);
     plugin
 }
 
@@ -309,7 +306,7 @@ async fn a_plugin_stuck_in_allocate_delays_only_the_pods_that_ask_for_its_resour
         async move { node.admit(gpu_pod("stuck", 2, 1), Vec::new()).await }
     });
     // Wait until the stuck pod's Allocate reached the plugin.
-    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    let deadline = std::time::Instant::now() + WAIT;
     while plugin.calls().allocate.is_empty() {
         assert!(
             std::time::Instant::now() < deadline,
@@ -317,24 +314,36 @@ async fn a_plugin_stuck_in_allocate_delays_only_the_pods_that_ask_for_its_resour
         );
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
-    // A CPU-only pod is admitted meanwhile, well before the plugin's 30 s deadline.
-    let view = tokio::time::timeout(
-        Duration::from_secs(5),
-        admitted(&node, pod("cpu-only", &[2])),
-    )
-    .await
-    .expect("a CPU-only admission waited for the stuck plugin");
+    // A CPU-only pod is admitted meanwhile: while the stuck pod's Allocate still hangs. That
+    // ends only when the plugin crashes below or at the Allocate deadline (30 s, the device
+    // manager's), so had the CPU-only admission waited for it, the stuck one would be over.
+    let view = tokio::time::timeout(WAIT, admitted(&node, pod("cpu-only", &[2])))
+        .await
+        .expect("the CPU-only admission ends");
+    assert!(
+        !stuck.is_finished(),
+        "the CPU-only admission waited for the stuck plugin"
+    );
     assert!(view.containers[0].exclusive_cpus);
-    // A second admission of the stuck pod waits for the first rather than racing it.
+    // A second admission of the stuck pod waits for the first rather than racing it: it
+    // queues on the pod's lock, which the first holds.
     let again = tokio::spawn({
         let node = Arc::clone(&node);
         async move { node.admit(gpu_pod("stuck", 2, 1), Vec::new()).await }
     });
-    tokio::time::sleep(Duration::from_millis(100)).await;
+    let deadline = std::time::Instant::now() + WAIT;
+    while holders_and_waiters(&node.pod_locks, "stuck") < 2 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the second admission never waited for the pod's lock"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
     assert!(!again.is_finished());
+    assert_eq!(plugin.calls().allocate.len(), 1);
     // The plugin dies: the stuck admission fails and gives back everything it took.
     plugin.crash().await;
-    let answer = tokio::time::timeout(Duration::from_secs(20), stuck)
+    let answer = tokio::time::timeout(WAIT, stuck)
         .await
         .expect("the stuck admission ended")
         .unwrap()
@@ -343,7 +352,7 @@ async fn a_plugin_stuck_in_allocate_delays_only_the_pods_that_ask_for_its_resour
         matches!(answer, Admission::Rejected { ref reason, .. } if reason == "UnexpectedAdmissionError"),
         "{answer:?}"
     );
-    let again = tokio::time::timeout(Duration::from_secs(20), again)
+    let again = tokio::time::timeout(WAIT, again)
         .await
         .expect("the second admission ended")
         .unwrap()

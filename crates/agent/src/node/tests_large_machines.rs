@@ -107,7 +107,7 @@ async fn a_guaranteed_gpu_pod_is_admitted_on_a_gb200_tray_under_every_aligning_p
             .unwrap();
         assert!(
             node.devices()
-                .wait_for_plugin(GPU, Duration::from_secs(10))
+                .wait_for_plugin(GPU, super::tests::WAIT)
                 .await
         );
         let answer = tokio::time::timeout(

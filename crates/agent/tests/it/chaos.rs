@@ -27,8 +27,10 @@ use corral_proto::corral::v1::agent_client::AgentClient;
 use crate::support::{Reaped, corral_run, log_file};
 
 /// Longer than the other tests' wait: restarts under load on 2 cores.
-const WAIT: Duration = Duration::from_secs(30);
-const RPC: Duration = Duration::from_secs(10);
+const WAIT: Duration = Duration::from_secs(120);
+/// A call's deadline. A call to a killed agent fails at once; one that hits this deadline
+/// counts as unanswered (its outcome unknown), which the checks allow.
+const RPC: Duration = Duration::from_secs(60);
 
 /// xorshift64*: deterministic for a seed.
 struct Rng(u64);
@@ -333,10 +335,21 @@ async fn sigkill_under_parallel_admissions_loses_and_duplicates_nothing() {
         let mut leftovers = Vec::new();
         temp_files(&root, agent.child.0.id(), &mut leftovers);
         assert!(leftovers.is_empty(), "temp files left: {leftovers:?}");
+        let acknowledged = model.lock().unwrap().acknowledged_admissions;
         let workers: Vec<_> = (0..4)
             .map(|w| tokio::spawn(worker(client.clone(), Arc::clone(&model), seed, w, round)))
             .collect();
         tokio::time::sleep(Duration::from_millis(100 + rng.below(250))).await;
+        // Never a round without traffic, however few calls the delay leaves room for on a
+        // busy machine: the kill waits for at least one acknowledged admission.
+        let deadline = Instant::now() + WAIT;
+        while model.lock().unwrap().acknowledged_admissions == acknowledged {
+            assert!(
+                Instant::now() < deadline,
+                "no admission acknowledged in round {round}"
+            );
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
         drop(agent); // SIGKILL, reaped
         for w in workers {
             tokio::time::timeout(WAIT, w)

@@ -11,7 +11,7 @@ use std::time::Duration;
 use corral_proto::cri::v1 as cri;
 
 use crate::real_containerd::{Containerd, cgroup_cpus, container_config, sandbox_config};
-use crate::support::{Reaped, corral, log_file};
+use crate::support::{Reaped, WAIT, corral, log_file};
 
 /// The bundle and this machine's CPUs, or `None` (the reason printed) where the test
 /// cannot run.
@@ -124,7 +124,7 @@ async fn stop_container(containerd: &Containerd, id: &str) {
 
 /// Polls until `parent`/`id`'s cgroup holds `want`.
 async fn wait_for_cpus(parent: &str, id: &str, want: &str) {
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    let deadline = tokio::time::Instant::now() + WAIT;
     loop {
         let got = cgroup_cpus(parent, id);
         if got == want {
@@ -176,6 +176,8 @@ async fn real_cgroups_follow_corrals_decisions_across_an_agent_sigkill() {
     first.0.kill().unwrap();
     first.0.wait().unwrap();
     let _second = agent(&root, &containerd.nri_socket());
+    // containerd logs this once the plugin is synchronized and the updates it answered
+    // with are applied: the cgroups below are what the new agent decided.
     containerd.wait_for_log_count(r#"\"50-corral\" connected"#, 2);
     assert_eq!(cgroup_cpus(&g_parent, &guaranteed), exclusive);
     assert_eq!(cgroup_cpus(&b_parent, &burstable), pool);
@@ -191,14 +193,12 @@ async fn agent_api(
     root: &Path,
 ) -> corral_proto::corral::v1::agent_client::AgentClient<corral_proto::tonic::transport::Channel> {
     let socket = root.join("corral/agent.sock");
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    let deadline = tokio::time::Instant::now() + WAIT;
     while !socket.exists() {
         assert!(tokio::time::Instant::now() < deadline, "no agent socket");
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    let channel = corral_proto::uds::connect(&socket, Duration::from_secs(5))
-        .await
-        .unwrap();
+    let channel = corral_proto::uds::connect(&socket, WAIT).await.unwrap();
     corral_proto::corral::v1::agent_client::AgentClient::new(channel)
 }
 

@@ -53,6 +53,10 @@ impl Instance {
             "share-{uid}",
             "--pod-uid",
             pod_uid,
+            // A device's reported health holds this long (not the default 30 s): the test
+            // checks it is kept across a handover, however slowly the handover goes.
+            "--health-timeout",
+            "3600",
         ];
         let mut child = PythonPeer::locate().unwrap().spawn(&args).unwrap();
         let stdout = child.stdout.take().unwrap();
@@ -217,7 +221,7 @@ async fn a_driver_streams_health_and_is_replaced_without_losing_its_claim() {
     let stream = b.event("health_stream").await;
     assert_eq!(stream["version"], "v1alpha1", "{stream}");
     // B has prepared nothing, so its (complete) report leaves the device out: it keeps its
-    // last health until the 30 s timeout, not cleared by the handover.
+    // last health until its timeout (an hour here), not cleared by the handover.
     let status = resource_status(&agent, |s| health_is(s, "Unhealthy")).await;
     assert_eq!(
         status[0]["resources"][0]["resourceID"],

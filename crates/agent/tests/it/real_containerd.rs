@@ -153,7 +153,11 @@ impl Drop for Containerd {
         for cgroup in &self.pod_cgroups {
             kill_processes_in(cgroup);
         }
-        std::thread::sleep(Duration::from_millis(200));
+        // Until the killed processes are gone (bounded), so their mounts and cgroups can go.
+        let deadline = Instant::now() + WAIT;
+        while self.pod_cgroups.iter().any(|c| has_processes(c)) && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(20));
+        }
         unmount_below(&self.dir);
         for cgroup in &self.pod_cgroups {
             remove_cgroup(cgroup);
@@ -181,6 +185,25 @@ fn kill_processes_in(relative: &str) {
             }
         }
     }
+}
+
+/// Whether any process is in `relative` (or below) of the pids controller.
+fn has_processes(relative: &str) -> bool {
+    let top = Path::new("/sys/fs/cgroup/pids").join(relative.trim_start_matches('/'));
+    let mut stack = vec![top];
+    while let Some(dir) = stack.pop() {
+        if std::fs::read_to_string(dir.join("cgroup.procs"))
+            .is_ok_and(|procs| !procs.trim().is_empty())
+        {
+            return true;
+        }
+        for child in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
+            if child.path().is_dir() {
+                stack.push(child.path());
+            }
+        }
+    }
+    false
 }
 
 /// Lazily unmounts every mount point below `dir`, deepest first.
@@ -268,8 +291,9 @@ state = "{d}/state"
   socket_path = "{d}/nri.sock"
   plugin_path = "{d}/nri-plugins"
   plugin_config_path = "{d}/nri-conf"
-  plugin_registration_timeout = "5s"
-  plugin_request_timeout = "2s"
+  # Longer than corral takes to answer on a busy machine: no test here is about these.
+  plugin_registration_timeout = "30s"
+  plugin_request_timeout = "30s"
 "#,
         runc = runc.display()
     )

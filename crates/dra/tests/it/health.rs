@@ -6,6 +6,7 @@
 //! require.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, SystemTime};
 
 use crate::support::*;
@@ -14,7 +15,11 @@ use corral_dra::health::{DeviceHealthStatus, HealthCache, HealthMonitor, HealthM
 use corral_dra::sample::{SampleDeviceHealth, SampleDriver, SampleDriverConfig};
 use corral_dra::{DraManager, PluginRegistry};
 use corral_proto::dra_health::{v1, v1alpha1};
+use corral_proto::pluginregistration::v1 as reg;
+use corral_proto::tonic::{self, Code, Request, Response, Status};
+use corral_proto::uds::{SocketOptions, UdsListener};
 use corral_topology::{Container, ContainerClaim};
+use tokio_util::sync::CancellationToken;
 
 const DRIVER: &str = "gpu.example.com";
 const POOL: &str = "sample-pool";
@@ -26,7 +31,8 @@ fn monitor(dirs: &Dirs, registry: &PluginRegistry) -> HealthMonitor {
         Arc::new(cache),
         HealthMonitorConfig {
             retry_interval: Duration::from_millis(100),
-            open_timeout: Duration::from_secs(5),
+            // Longer than any answer takes here: no attempt is dropped as unanswered.
+            open_timeout: WAIT,
         },
     );
     registry.set_observer(Arc::new(monitor.clone())).unwrap();
@@ -203,6 +209,96 @@ async fn a_newer_instance_without_health_clears_it() {
     watcher.stop().await;
 }
 
+/// A plugin serving its registration and DRAResourceHealth v1 on one socket
+/// (`<registry>/<driver>-reg.sock`, also its DRAPlugin endpoint), whose every
+/// `NodeWatchResources` fails with `code`; it counts the calls. Stopped on drop.
+struct FailingHealth {
+    calls: Arc<AtomicUsize>,
+    stop: CancellationToken,
+}
+
+#[derive(Clone)]
+struct FailingHealthService {
+    info: reg::PluginInfo,
+    code: Code,
+    calls: Arc<AtomicUsize>,
+}
+
+#[tonic::async_trait]
+impl reg::registration_server::Registration for FailingHealthService {
+    async fn get_info(
+        &self,
+        _: Request<reg::InfoRequest>,
+    ) -> Result<Response<reg::PluginInfo>, Status> {
+        Ok(Response::new(self.info.clone()))
+    }
+
+    async fn notify_registration_status(
+        &self,
+        _: Request<reg::RegistrationStatus>,
+    ) -> Result<Response<reg::RegistrationStatusResponse>, Status> {
+        Ok(Response::new(reg::RegistrationStatusResponse {}))
+    }
+}
+
+#[tonic::async_trait]
+impl v1::dra_resource_health_server::DraResourceHealth for FailingHealthService {
+    type NodeWatchResourcesStream =
+        tokio_stream::Empty<Result<v1::NodeWatchResourcesResponse, Status>>;
+
+    async fn node_watch_resources(
+        &self,
+        _: Request<v1::NodeWatchResourcesRequest>,
+    ) -> Result<Response<Self::NodeWatchResourcesStream>, Status> {
+        self.calls.fetch_add(1, Ordering::SeqCst);
+        Err(Status::new(self.code, "no health stream here"))
+    }
+}
+
+impl FailingHealth {
+    fn start(dirs: &Dirs, driver: &str, code: Code) -> Self {
+        let socket = dirs.registry().join(format!("{driver}-reg.sock"));
+        let service = FailingHealthService {
+            info: reg::PluginInfo {
+                r#type: reg::DRA_PLUGIN.into(),
+                name: driver.into(),
+                endpoint: String::new(),
+                supported_versions: vec![
+                    "v1.DRAPlugin".into(),
+                    v1::DRA_RESOURCE_HEALTH_SERVICE.into(),
+                ],
+            },
+            code,
+            calls: Arc::default(),
+        };
+        let calls = Arc::clone(&service.calls);
+        let listener = UdsListener::bind(&socket, &SocketOptions::default()).unwrap();
+        let router = tonic::transport::Server::builder()
+            .add_service(reg::registration_server::RegistrationServer::new(
+                service.clone(),
+            ))
+            .add_service(v1::dra_resource_health_server::DraResourceHealthServer::new(service));
+        let stop = CancellationToken::new();
+        tokio::spawn(corral_proto::uds::serve(
+            router,
+            listener,
+            stop.clone().cancelled_owned(),
+            Duration::from_millis(100),
+        ));
+        FailingHealth { calls, stop }
+    }
+
+    fn calls(&self) -> usize {
+        self.calls.load(Ordering::SeqCst)
+    }
+}
+
+impl Drop for FailingHealth {
+    fn drop(&mut self) {
+        self.stop.cancel();
+    }
+}
+
 // TestHealthStreamUnimplemented: a plugin that lists the service but answers UNIMPLEMENTED
 // ends the stream for good (no retry loop), its health cleared.
 #[tokio::test]
@@ -210,18 +306,26 @@ async fn an_unimplemented_stream_ends_for_good() {
     let dirs = Dirs::new();
     let (registry, watcher) = registry(&dirs);
     let monitor = monitor(&dirs, &registry);
-    let mut config = SampleDriverConfig::new(DRIVER, dirs.registry(), dirs.plugins(DRIVER))
-        .with_health(v1::DRA_RESOURCE_HEALTH_SERVICE);
-    config.serve_health = false;
-    let _driver = SampleDriver::start(config).await.unwrap();
-    wait_registered(&registry, DRIVER).await;
     let changes = monitor.subscribe();
+    let unimplemented = FailingHealth::start(&dirs, DRIVER, Code::Unimplemented);
+    wait_registered(&registry, DRIVER).await;
     eventually("stream deactivated", || async {
         *changes.borrow() > 0 && monitor.active_stream(DRIVER).is_none()
     })
     .await;
-    // Still off after several retry intervals.
-    tokio::time::sleep(Duration::from_millis(400)).await;
+    assert_eq!(unimplemented.calls(), 1);
+    // Still off after several retry intervals: a stream that failed otherwise, started
+    // after this one ended, is retried twice meanwhile (each after the same interval).
+    let failing = FailingHealth::start(&dirs, "nic.example.com", Code::Unavailable);
+    eventually("the other stream retried twice", || async {
+        failing.calls() >= 3
+    })
+    .await;
+    assert_eq!(
+        unimplemented.calls(),
+        1,
+        "the unimplemented stream was retried"
+    );
     assert_eq!(monitor.active_stream(DRIVER), None);
     watcher.stop().await;
 }

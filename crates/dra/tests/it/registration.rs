@@ -6,12 +6,11 @@
 
 use std::collections::BTreeSet;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use crate::support::*;
-use corral_dra::plugin::RpcError;
 use corral_dra::sample::SampleDriverConfig;
 use corral_dra::{
     DraService, PluginRegistry, RegistrationError, RegistrationEvent, RegistryConfig,
@@ -124,7 +123,7 @@ async fn restart_under_the_same_name_registers_again() {
 
 #[tokio::test]
 async fn rejected_plugin_is_retried_with_backoff() {
-    let (_dirs, _registry, watcher, driver) = with_sample_config("old.example.com", |c| {
+    let (dirs, _registry, watcher, driver) = with_sample_config("old.example.com", |c| {
         c.supported_versions = vec!["v0.DRAPlugin".into()]
     })
     .await;
@@ -133,10 +132,40 @@ async fn rejected_plugin_is_retried_with_backoff() {
         Some(false)
     );
     watcher.stop().await;
-    // No more scans once stopped.
-    let seen = driver.registration_statuses().len();
-    tokio::time::sleep(Duration::from_millis(300)).await;
-    assert_eq!(driver.registration_statuses().len(), seen);
+    // No more scans once stopped. What proves time went by: another registry on the same
+    // directory probes the driver, each pass waiting for its probe's status to arrive. Its
+    // first pass settles anything the stopped watcher had on the wire; its next three are
+    // 50 + 100 + 200 ms of backoff apart, longer than the stopped watcher's longest wait
+    // between probes (200 ms, then one 20 ms poll), and driven by timers that expire after
+    // the watcher's would have.
+    let other = PluginRegistry::new(fast_config(&dirs.registry()));
+    let mut events = other.subscribe();
+    let mut probes = 0;
+    let mut seen = None;
+    let deadline = Instant::now() + WAIT;
+    while probes < 4 {
+        assert!(
+            Instant::now() < deadline,
+            "the other registry stopped probing"
+        );
+        other.sync_once().await;
+        while let Ok(event) = events.try_recv() {
+            assert!(
+                matches!(event, RegistrationEvent::Rejected { .. }),
+                "{event:?}"
+            );
+            probes += 1;
+            if probes == 1 {
+                seen = Some(driver.registration_statuses().len());
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert_eq!(
+        driver.registration_statuses().len(),
+        seen.unwrap() + (probes - 1),
+        "only the other registry probed the driver after the watcher stopped"
+    );
 }
 
 #[tokio::test]
@@ -152,28 +181,42 @@ async fn non_socket_files_and_hidden_names_are_ignored() {
 }
 
 /// A socket that accepts connections and never speaks: every connection it accepts is held
-/// open, unanswered, until it is dropped (which also removes the socket file).
+/// open, unanswered, until it is dropped (which also removes the socket file). Until
+/// [`hold`](Self::hold) is called, a socket made by [`failing`](Self::failing) closes each
+/// connection at once instead, so that its probes fail quickly.
 struct MuteSocket {
     path: PathBuf,
     accepted: Arc<AtomicUsize>,
+    held: Arc<AtomicUsize>,
+    hold: Arc<AtomicBool>,
     task: tokio::task::JoinHandle<()>,
 }
 
 impl MuteSocket {
-    fn bind(path: PathBuf) -> Self {
+    fn bind(path: PathBuf, hold: bool) -> Self {
         let listener = tokio::net::UnixListener::bind(&path).unwrap();
         let accepted = Arc::new(AtomicUsize::new(0));
-        let count = Arc::clone(&accepted);
+        let held = Arc::new(AtomicUsize::new(0));
+        let hold = Arc::new(AtomicBool::new(hold));
+        let (count, held_count, holding) =
+            (Arc::clone(&accepted), Arc::clone(&held), Arc::clone(&hold));
         let task = tokio::spawn(async move {
-            let mut held = Vec::new();
+            let mut streams = Vec::new();
             while let Ok((stream, _)) = listener.accept().await {
+                if holding.load(Ordering::SeqCst) {
+                    held_count.fetch_add(1, Ordering::SeqCst);
+                    streams.push(stream);
+                } else {
+                    drop(stream);
+                }
                 count.fetch_add(1, Ordering::SeqCst);
-                held.push(stream);
             }
         });
         MuteSocket {
             path,
             accepted,
+            held,
+            hold,
             task,
         }
     }
@@ -182,12 +225,32 @@ impl MuteSocket {
     fn many(dirs: &Dirs, n: usize) -> Vec<Self> {
         std::fs::create_dir_all(dirs.registry()).unwrap();
         (0..n)
-            .map(|i| Self::bind(dirs.registry().join(format!("mute-{i:02}.sock"))))
+            .map(|i| Self::bind(dirs.registry().join(format!("mute-{i:02}.sock")), true))
             .collect()
     }
 
+    /// A socket `<name>.sock` in the registration directory that closes every connection
+    /// at once (until told to [`hold`](Self::hold) them): each probe of it fails at once,
+    /// and it is retried after each backoff, so its connection count shows that the
+    /// registry keeps scanning.
+    fn failing(dirs: &Dirs, name: &str) -> Self {
+        std::fs::create_dir_all(dirs.registry()).unwrap();
+        Self::bind(dirs.registry().join(format!("{name}.sock")), false)
+    }
+
+    /// From now on, hold every connection accepted.
+    fn hold(&self) {
+        self.hold.store(true, Ordering::SeqCst);
+    }
+
+    /// Connections accepted so far.
     fn accepted(&self) -> usize {
         self.accepted.load(Ordering::SeqCst)
+    }
+
+    /// Connections accepted and held open so far.
+    fn held(&self) -> usize {
+        self.held.load(Ordering::SeqCst)
     }
 }
 
@@ -198,38 +261,51 @@ impl Drop for MuteSocket {
     }
 }
 
-/// A fast registry whose handshake steps wait 1 s, a socket's whole probe 2 s.
+/// A fast registry whose probes of a socket that never answers never end while a test runs:
+/// whether other sockets are delayed by them then shows as a registration that happens or
+/// never does, whatever the machine's speed.
 fn mute_config(dirs: &Dirs) -> RegistryConfig {
     RegistryConfig {
-        registration_timeout: Duration::from_secs(1),
-        probe_timeout: Duration::from_secs(2),
+        registration_timeout: NEVER,
+        probe_timeout: NEVER,
         ..fast_config(&dirs.registry())
     }
 }
 
-/// Wait at most `bound` for `driver` to be registered; how long it took.
-async fn registered_within(registry: &PluginRegistry, driver: &str, bound: Duration) -> Duration {
+/// Longer than any test runs: a deadline that never passes.
+const NEVER: Duration = Duration::from_secs(3600);
+
+/// Wait for `driver` to be registered; how long it took.
+async fn registered(registry: &PluginRegistry, driver: &str) -> Duration {
     let started = Instant::now();
-    let registered = tokio::time::timeout(bound, async {
-        while registry.plugin(driver).is_none() {
-            tokio::time::sleep(Duration::from_millis(5)).await;
-        }
-    })
-    .await;
-    assert!(
-        registered.is_ok(),
-        "{driver} was not registered within {bound:?}"
-    );
+    wait_registered(registry, driver).await;
     started.elapsed()
 }
 
+/// Every event received so far.
+fn received(
+    events: &mut tokio::sync::broadcast::Receiver<RegistrationEvent>,
+) -> Vec<RegistrationEvent> {
+    let mut out = Vec::new();
+    loop {
+        match events.try_recv() {
+            Ok(event) => out.push(event),
+            Err(tokio::sync::broadcast::error::TryRecvError::Empty) => return out,
+            Err(other) => panic!("{other}"),
+        }
+    }
+}
+
 // Issue 12 item 6: 40 sockets that accept and never answer delayed a working driver's
-// registration by 79 s, because the handshakes ran one after another.
+// registration by 79 s, because the handshakes ran one after another. Their probes never
+// end here: the driver is registered, and every mute socket is dialed, only if they run
+// side by side.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn mute_sockets_do_not_delay_a_live_driver() {
     let dirs = Dirs::new();
     let mute = MuteSocket::many(&dirs, 40);
     let registry = PluginRegistry::new(mute_config(&dirs));
+    let mut events = registry.subscribe();
     let watcher = registry.watch();
     // The registry is busy with the mute sockets before the driver starts.
     eventually("a mute socket dialed", || async {
@@ -238,17 +314,21 @@ async fn mute_sockets_do_not_delay_a_live_driver() {
     .await;
 
     let _driver = sample(&dirs, "gpu.example.com").await;
-    // Well under the per-socket deadline: one poll plus the driver's own handshake.
-    let took = registered_within(&registry, "gpu.example.com", Duration::from_millis(1000)).await;
+    let took = registered(&registry, "gpu.example.com").await;
     eprintln!("registered {took:?} after starting beside 40 mute sockets");
-    // And the mute sockets were all probed at once, not one per second.
-    let all_dialed = tokio::time::timeout(Duration::from_millis(900), async {
-        while mute.iter().any(|m| m.accepted() == 0) {
-            tokio::time::sleep(Duration::from_millis(5)).await;
-        }
+    // And the mute sockets were all probed at once, not one after another.
+    eventually("every mute socket dialed", || async {
+        mute.iter().all(|m| m.accepted() > 0)
     })
     .await;
-    assert!(all_dialed.is_ok(), "not every mute socket was probed");
+    // No mute socket's probe ended: nothing waited for one.
+    let events = received(&mut events);
+    assert!(
+        events
+            .iter()
+            .all(|e| matches!(e, RegistrationEvent::Registered { driver, .. } if driver == "gpu.example.com")),
+        "{events:?}"
+    );
     watcher.stop().await;
 }
 
@@ -257,25 +337,24 @@ async fn mute_sockets_do_not_delay_a_live_driver() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn failing_sockets_leave_slots_for_a_new_driver() {
     let dirs = Dirs::new();
-    let mute = MuteSocket::many(&dirs, 8);
+    let failing: Vec<MuteSocket> = (0..8)
+        .map(|i| MuteSocket::failing(&dirs, &format!("mute-{i:02}")))
+        .collect();
     let registry = PluginRegistry::new(RegistryConfig {
         max_concurrent_probes: 4,
         ..mute_config(&dirs)
     });
     let mut events = registry.subscribe();
     let watcher = registry.watch();
-    // Every mute socket failed once: from now on they are all retries.
+    // Every socket failed once: from now on they are all retries.
     let mut failed = BTreeSet::new();
-    while failed.len() < mute.len() {
+    while failed.len() < failing.len() {
         match tokio::time::timeout(WAIT, events.recv()).await.unwrap() {
             Ok(RegistrationEvent::Rejected { socket, error }) => {
                 assert!(
                     matches!(
                         *error,
-                        RegistrationError::GetInfo {
-                            source: RpcError::DeadlineExceeded(_),
-                            ..
-                        }
+                        RegistrationError::GetInfo { .. } | RegistrationError::Dial { .. }
                     ),
                     "{error:?}"
                 );
@@ -285,13 +364,40 @@ async fn failing_sockets_leave_slots_for_a_new_driver() {
             Err(lagged) => panic!("{lagged}"),
         }
     }
-    // Their backoff (50 ms) expires: retries fill every slot they may take.
-    tokio::time::sleep(Duration::from_millis(150)).await;
+    // Now they stop answering: each retry from now on holds its slot for good. Retries may
+    // take 2 of the 4 slots, and do.
+    for socket in &failing {
+        socket.hold();
+    }
+    eventually("retries holding every retry slot", || async {
+        failing.iter().map(MuteSocket::held).sum::<usize>() >= 2
+    })
+    .await;
     let _driver = sample(&dirs, "gpu.example.com").await;
-    // Without free slots it would wait for a retry to time out (1 s).
-    let took = registered_within(&registry, "gpu.example.com", Duration::from_millis(400)).await;
+    // Were the retries allowed every slot, it would wait for one to end: never.
+    let took = registered(&registry, "gpu.example.com").await;
     eprintln!("registered {took:?} after starting beside 8 failing sockets and 4 slots");
+    assert_eq!(
+        failing.iter().map(MuteSocket::held).sum::<usize>(),
+        2,
+        "retries took more than half the slots"
+    );
     watcher.stop().await;
+}
+
+/// The most probes of one socket that can start within `elapsed` when each failed probe
+/// takes at least `config.registration_timeout` (its `GetInfo` deadline) and is followed by
+/// its backoff: the first probe, then one more for each (deadline + backoff) that fits.
+fn most_probes_within(elapsed: Duration, config: &RegistryConfig) -> usize {
+    let (mut probes, mut spent, mut backoff) = (1, Duration::ZERO, config.retry_initial);
+    loop {
+        spent += config.registration_timeout + backoff;
+        if spent > elapsed {
+            return probes;
+        }
+        probes += 1;
+        backoff = (backoff * 2).min(config.retry_max);
+    }
 }
 
 #[tokio::test]
@@ -306,21 +412,30 @@ async fn failing_socket_is_retried_with_backoff_not_every_poll() {
         retry_max: Duration::from_millis(400),
         ..RegistryConfig::new(dirs.registry())
     };
-    let registry = PluginRegistry::new(config);
+    let registry = PluginRegistry::new(config.clone());
+    let started = Instant::now();
     let watcher = registry.watch();
-    tokio::time::sleep(Duration::from_millis(2000)).await;
-    watcher.stop().await;
-    // Probes start at about 0, 0.3, 0.8, 1.3 and 1.8 s; once per poll would be ~16.
+    // It is retried, again and again.
+    eventually("5 probes", || async { mute[0].accepted() >= 5 }).await;
     let dials = mute[0].accepted();
-    assert!((3..=7).contains(&dials), "{dials} probes in 2 s");
+    let elapsed = started.elapsed();
+    watcher.stop().await;
+    // Probes start at 0, ≥ 0.3, ≥ 0.8, ≥ 1.3, ≥ 1.8 s (deadline plus a backoff doubling to
+    // its maximum): a slower machine only spaces them further. Once per poll would be
+    // 5 within about 0.5 s, a backoff that never grows 5 within 1.2 s.
+    let most = most_probes_within(elapsed, &config);
+    assert!(
+        dials <= most,
+        "{dials} probes in {elapsed:?}; with backoff at most {most}"
+    );
 }
 
-/// A registration server whose `GetInfo` answers after `hang`; it counts calls and how many
-/// ran at once, and records the statuses it is sent.
+/// A registration server whose `GetInfo` answers once its gate is opened; it counts calls
+/// and how many ran at once, and records the statuses it is sent.
 #[derive(Clone)]
 struct SlowRegistration {
     info: reg::PluginInfo,
-    hang: Duration,
+    gate: tokio::sync::watch::Receiver<bool>,
     calls: Arc<AtomicUsize>,
     running: Arc<AtomicUsize>,
     most_at_once: Arc<AtomicUsize>,
@@ -345,7 +460,8 @@ impl reg::registration_server::Registration for SlowRegistration {
         let now = self.running.fetch_add(1, Ordering::SeqCst) + 1;
         let _running = Decrement(Arc::clone(&self.running));
         self.most_at_once.fetch_max(now, Ordering::SeqCst);
-        tokio::time::sleep(self.hang).await;
+        let mut gate = self.gate.clone();
+        let _ = gate.wait_for(|open| *open).await;
         Ok(Response::new(self.info.clone()))
     }
 
@@ -370,6 +486,7 @@ impl reg::registration_server::Registration for SlowRegistration {
 struct SlowPlugin {
     service: SlowRegistration,
     socket: PathBuf,
+    open: tokio::sync::watch::Sender<bool>,
     stop: CancellationToken,
     task: tokio::task::JoinHandle<()>,
 }
@@ -377,9 +494,11 @@ struct SlowPlugin {
 const SLOW: &str = "slow.example.com";
 
 impl SlowPlugin {
-    fn start(dirs: &Dirs, hang: Duration) -> Self {
+    /// Its `GetInfo` hangs until [`answer`](Self::answer) is called, unless `answering`.
+    fn start(dirs: &Dirs, answering: bool) -> Self {
         std::fs::create_dir_all(dirs.registry()).unwrap();
         let socket = dirs.registry().join("slow-reg.sock");
+        let (open, gate) = tokio::sync::watch::channel(answering);
         let service = SlowRegistration {
             info: reg::PluginInfo {
                 r#type: reg::DRA_PLUGIN.into(),
@@ -387,7 +506,7 @@ impl SlowPlugin {
                 endpoint: String::new(),
                 supported_versions: vec!["v1.DRAPlugin".into()],
             },
-            hang,
+            gate,
             calls: Arc::default(),
             running: Arc::default(),
             most_at_once: Arc::default(),
@@ -410,9 +529,15 @@ impl SlowPlugin {
         SlowPlugin {
             service,
             socket,
+            open,
             stop,
             task,
         }
+    }
+
+    /// Let every `GetInfo`, waiting or to come, answer.
+    fn answer(&self) {
+        self.open.send_replace(true);
     }
 
     fn calls(&self) -> usize {
@@ -436,10 +561,11 @@ impl Drop for SlowPlugin {
     }
 }
 
-/// A [`SlowPlugin`] whose `GetInfo` hangs for `hang`, then a watched registry, and the
-/// registry's events from then on.
+/// A [`SlowPlugin`] whose `GetInfo` hangs until answered, then a registry watched with
+/// `config` (whose `GetInfo` deadline must outlast the hang), and the registry's events
+/// from then on.
 fn watched_slow_plugin(
-    hang: Duration,
+    config: impl FnOnce(&Dirs) -> RegistryConfig,
 ) -> (
     Dirs,
     SlowPlugin,
@@ -448,51 +574,102 @@ fn watched_slow_plugin(
     tokio::sync::broadcast::Receiver<RegistrationEvent>,
 ) {
     let dirs = Dirs::new();
-    let plugin = SlowPlugin::start(&dirs, hang);
-    let (registry, watcher) = registry(&dirs);
+    let plugin = SlowPlugin::start(&dirs, false);
+    let registry = PluginRegistry::new(config(&dirs));
     let events = registry.subscribe();
+    let watcher = registry.watch();
     (dirs, plugin, registry, watcher, events)
+}
+
+/// Wait until `ticker` (a [`MuteSocket::failing`] socket) was dialed `n` more times than
+/// `since`: proof that the registry went on scanning meanwhile.
+async fn scans_went_on(ticker: &MuteSocket, since: usize, n: usize) {
+    eventually(
+        &format!("{n} more probes of the failing socket"),
+        || async { ticker.accepted() >= since + n },
+    )
+    .await;
+}
+
+/// The events about `socket` among `events`.
+fn about(events: Vec<RegistrationEvent>, socket: &std::path::Path) -> Vec<RegistrationEvent> {
+    events
+        .into_iter()
+        .filter(|e| match e {
+            RegistrationEvent::Registered { socket: s, .. }
+            | RegistrationEvent::Rejected { socket: s, .. }
+            | RegistrationEvent::Deregistered { socket: s, .. } => s == socket,
+            _ => true,
+        })
+        .collect()
+}
+
+/// A registry config for the slow-plugin tests: `GetInfo` may hang for as long as the test
+/// keeps it waiting.
+fn patient(dirs: &Dirs) -> RegistryConfig {
+    RegistryConfig {
+        registration_timeout: NEVER,
+        probe_timeout: NEVER,
+        ..fast_config(&dirs.registry())
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn socket_answering_after_a_hang_is_probed_once_at_a_time() {
-    // GetInfo answers after 30 polls, within its 1 s deadline.
-    let (_dirs, plugin, registry, watcher, mut events) =
-        watched_slow_plugin(Duration::from_millis(600));
-    wait_registered(&registry, SLOW).await;
-    let event = tokio::time::timeout(WAIT, events.recv())
+    let (dirs, plugin, registry, watcher, mut events) = watched_slow_plugin(patient);
+    let ticker = MuteSocket::failing(&dirs, "ticker");
+    eventually("GetInfo asked", || async { plugin.calls() > 0 }).await;
+    // While GetInfo hangs, the registry goes on scanning, and a direct pass runs too
+    // (without waiting for the running probe): neither probes the socket again.
+    tokio::time::timeout(WAIT, registry.sync_once())
         .await
-        .unwrap()
-        .unwrap();
-    assert!(
-        matches!(event, RegistrationEvent::Registered { ref driver, .. } if driver == SLOW),
-        "{event:?}"
-    );
-    // A direct pass meanwhile does not probe it again either.
-    registry.sync_once().await;
-    tokio::time::sleep(Duration::from_millis(200)).await;
+        .expect("a direct pass neither probes the socket again nor waits for its probe");
+    scans_went_on(&ticker, ticker.accepted(), 3).await;
+    assert_eq!(plugin.calls(), 1, "GetInfo calls while the first hangs");
+    plugin.answer();
+    wait_registered(&registry, SLOW).await;
+    eventually("the plugin told", || async {
+        !plugin.statuses().is_empty()
+    })
+    .await;
+    // Registered: never probed again.
+    scans_went_on(&ticker, ticker.accepted(), 3).await;
     watcher.stop().await;
     assert_eq!(plugin.calls(), 1, "GetInfo calls");
     assert_eq!(plugin.most_at_once(), 1);
     assert_eq!(plugin.statuses(), [(true, String::new())]);
+    let events = about(received(&mut events), &plugin.socket);
     assert!(
-        events.try_recv().is_err(),
-        "registered exactly once, never rejected"
+        matches!(events.as_slice(), [RegistrationEvent::Registered { driver, .. }] if driver == SLOW),
+        "registered exactly once, never rejected: {events:?}"
     );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn socket_removed_during_its_probe_is_not_registered() {
-    let (_dirs, plugin, registry, watcher, mut events) =
-        watched_slow_plugin(Duration::from_millis(500));
+    // One probe at a time: the next probe of another socket starts only once this one
+    // ended, verdict and all.
+    let (dirs, plugin, registry, watcher, mut events) =
+        watched_slow_plugin(|dirs| RegistryConfig {
+            max_concurrent_probes: 1,
+            ..patient(dirs)
+        });
     eventually("GetInfo asked", || async { plugin.calls() > 0 }).await;
-    // The file goes while GetInfo hangs; the server still answers on the open connection.
+    let ticker = MuteSocket::failing(&dirs, "ticker");
+    // The file goes while GetInfo hangs, and a pass over the directory notices (the watcher's
+    // would too, sooner or later); the server still answers on the open connection.
     std::fs::remove_file(&plugin.socket).unwrap();
-    tokio::time::sleep(Duration::from_millis(800)).await;
+    tokio::time::timeout(WAIT, registry.sync_once())
+        .await
+        .expect("a direct pass does not wait for a probe it did not start");
+    plugin.answer();
+    // The other socket's probe starts: this one has ended.
+    scans_went_on(&ticker, 0, 1).await;
     assert!(registry.drivers().is_empty());
+    let events = about(received(&mut events), &plugin.socket);
     assert!(
-        events.try_recv().is_err(),
-        "a socket that went away is neither registered nor rejected"
+        events.is_empty(),
+        "a socket that went away is neither registered nor rejected: {events:?}"
     );
     assert_eq!(
         plugin.statuses(),
@@ -504,18 +681,28 @@ async fn socket_removed_during_its_probe_is_not_registered() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn socket_replaced_during_its_probe_registers_only_the_new_instance() {
-    let (dirs, old, registry, watcher, _events) = watched_slow_plugin(Duration::from_millis(800));
+    // Two probes at a time: the new instance's, beside the old one's that hangs.
+    let (dirs, old, registry, watcher, _events) = watched_slow_plugin(|dirs| RegistryConfig {
+        max_concurrent_probes: 2,
+        ..patient(dirs)
+    });
     eventually("GetInfo asked", || async { old.calls() > 0 }).await;
     // The driver restarts under the same path while the old instance's GetInfo hangs.
     std::fs::remove_file(&old.socket).unwrap();
-    let new = SlowPlugin::start(&dirs, Duration::ZERO);
+    let new = SlowPlugin::start(&dirs, true);
     wait_registered(&registry, SLOW).await;
     eventually("the new instance told", || async {
         new.statuses() == [(true, String::new())]
     })
     .await;
-    // The old instance answers late: its verdict is for a file that is gone.
-    tokio::time::sleep(Duration::from_millis(1000)).await;
+    // A socket that never answers takes the other slot for good...
+    let mute = MuteSocket::bind(dirs.registry().join("mute.sock"), true);
+    eventually("the mute socket dialed", || async { mute.accepted() > 0 }).await;
+    let ticker = MuteSocket::failing(&dirs, "ticker");
+    // ...so once the old instance answers, late, a probe of one more socket starts only
+    // when the old instance's probe has ended: its verdict is for a file that is gone.
+    old.answer();
+    scans_went_on(&ticker, 0, 1).await;
     assert_eq!(old.calls(), 1);
     assert_eq!(
         old.statuses(),
@@ -523,6 +710,7 @@ async fn socket_replaced_during_its_probe_registers_only_the_new_instance() {
         "the replaced instance is not registered"
     );
     assert_eq!(registry.store().plugin_count(SLOW), 1);
+    assert_eq!(new.calls(), 1);
     watcher.stop().await;
     drop(old);
     drop(new);

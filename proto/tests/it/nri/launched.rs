@@ -14,7 +14,7 @@ use corral_proto::nri::plugin::{NriPlugin, PluginStub};
 use corral_proto::nri::runtime::{IgnoreUpdates, PluginConnection};
 use tokio::net::UnixListener;
 
-const WAIT: Duration = Duration::from_secs(20);
+const WAIT: Duration = Duration::from_secs(60);
 const CHILD_ENV: &str = "CORRAL_NRI_LAUNCHED_CHILD";
 
 const LAUNCHER: &str = r#"

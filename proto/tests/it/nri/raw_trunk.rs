@@ -15,7 +15,9 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::UnixStream;
 use tokio::task::JoinHandle;
 
-const WAIT: Duration = Duration::from_secs(10);
+/// Upper bound of every wait (and the plugin's registration timeout): what the tests wait
+/// for happens far sooner, also on a busy machine.
+const WAIT: Duration = Duration::from_secs(60);
 
 struct Subscriber;
 
@@ -81,7 +83,9 @@ impl RawRuntime {
     /// Starts the plugin and answers its RegisterPlugin.
     async fn start() -> RawRuntime {
         let (plugin_end, trunk) = UnixStream::pair().unwrap();
-        let stub = PluginStub::over(plugin_end, PluginConfig::new("corral", "10").unwrap());
+        let mut config = PluginConfig::new("corral", "10").unwrap();
+        config.registration_timeout = WAIT;
+        let stub = PluginStub::over(plugin_end, config);
         let plugin = tokio::spawn(stub.unwrap().run(Subscriber));
         let mut raw = RawRuntime { trunk, plugin };
         let (conn, stream, payload) = raw.read_message().await;

@@ -10,7 +10,9 @@ use corral_proto::nri::runtime::{PluginConnection, UpdateHandler};
 use corral_proto::nri::{NriError, NriStatus};
 use tokio::net::UnixListener;
 
-const WAIT: Duration = Duration::from_secs(10);
+/// Upper bound of every wait (and the runtime's request timeout): what the tests wait for
+/// happens far sooner, also on a busy machine.
+const WAIT: Duration = Duration::from_secs(60);
 
 /// Pins every container to CPUs 2-3, refuses containers named "refused", records events.
 #[derive(Default)]
@@ -161,7 +163,8 @@ async fn a_plugin_registers_is_configured_synchronized_and_answers_events() {
 
     let configure = api::ConfigureRequest {
         runtime_name: "test-runtime".into(),
-        request_timeout: 3_500,
+        // Milliseconds; long enough for every call below on a busy machine.
+        request_timeout: 60_000,
         ..Default::default()
     };
     let configured: api::ConfigureResponse = conn.call("Configure", &configure).await.unwrap();
@@ -169,7 +172,7 @@ async fn a_plugin_registers_is_configured_synchronized_and_answers_events() {
     // The runtime's request timeout (milliseconds) is what the plugin's calls use now.
     assert_eq!(
         runtime_client.request_timeout(),
-        Duration::from_millis(3_500)
+        Duration::from_millis(60_000)
     );
     assert!(mask.contains(Event::CreateContainer) && mask.contains(Event::RemoveContainer));
     assert!(!mask.contains(Event::StopContainer));
@@ -250,6 +253,9 @@ async fn a_plugin_registers_is_configured_synchronized_and_answers_events() {
     assert!(ended.is_ok(), "{ended:?}");
 }
 
+// The registration timeout is the feature: a runtime that never answers fails `run` once
+// it passes. The test waits for that (at most `WAIT`, 300 times the timeout) and asserts
+// only that it happened, never how soon.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_runtime_that_never_answers_registration_fails_run_within_the_timeout() {
     let dir = tempfile::tempdir().unwrap();
