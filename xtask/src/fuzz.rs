@@ -18,11 +18,11 @@ use anyhow::{Context, Result};
 use crate::run_tests::TestTotals;
 
 /// The default number of generated inputs per target.
-pub(crate) const DEFAULT_CASES: u64 = 1_000_000;
+pub(crate) const DEFAULT_CASES: u32 = 1_000_000;
 
 /// What one `cargo xtask fuzz` explores.
 pub(crate) struct FuzzOptions<'a> {
-    pub(crate) cases: u64,
+    pub(crate) cases: u32,
     /// The seed; a new one when `None`.
     pub(crate) seed: Option<u64>,
     /// Only targets named `fuzz_<filter>…`.

@@ -73,7 +73,7 @@ enum Command {
     Fuzz {
         /// Generated inputs per target.
         #[arg(long, default_value_t = fuzz::DEFAULT_CASES)]
-        cases: u64,
+        cases: u32,
         /// The seed every target's inputs derive from (default: a new one, printed).
         #[arg(long)]
         seed: Option<u64>,

@@ -260,20 +260,28 @@ macro_rules! fuzz {
     };
 }
 
-/// [`FUZZ_CASES_VAR`], or [`DEFAULT_FUZZ_CASES`].
+/// [`FUZZ_CASES_VAR`], or [`DEFAULT_FUZZ_CASES`] when unset or empty.
 pub fn fuzz_cases() -> u32 {
-    std::env::var(FUZZ_CASES_VAR)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(DEFAULT_FUZZ_CASES)
+    env_number(FUZZ_CASES_VAR).unwrap_or(DEFAULT_FUZZ_CASES)
 }
 
-/// [`FUZZ_SEED_VAR`], or [`DEFAULT_FUZZ_SEED`].
+/// [`FUZZ_SEED_VAR`], or [`DEFAULT_FUZZ_SEED`] when unset or empty.
 pub fn fuzz_seed() -> u64 {
-    std::env::var(FUZZ_SEED_VAR)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(DEFAULT_FUZZ_SEED)
+    env_number(FUZZ_SEED_VAR).unwrap_or(DEFAULT_FUZZ_SEED)
+}
+
+/// The number `var` holds; `None` when unset or empty. Any other value panics: a mistyped
+/// seed or count silently replaced by the default would run other inputs than the ones a
+/// reproduce command names.
+fn env_number<T: std::str::FromStr>(var: &str) -> Option<T>
+where
+    T::Err: std::fmt::Display,
+{
+    let value = std::env::var(var).ok().filter(|v| !v.is_empty())?;
+    match value.parse() {
+        Ok(n) => Some(n),
+        Err(e) => panic!("{var}={value:?} is not a number of the kind it must be: {e}"),
+    }
 }
 
 fn save_failures() -> bool {

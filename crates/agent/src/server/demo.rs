@@ -13,6 +13,9 @@ use crate::node::Node;
 
 /// The demo devices' extended resource name.
 pub(crate) const DEMO_RESOURCE: &str = "example.com/gpu";
+/// How long start-up waits for the in-process demo plugin's devices: generous, since a busy
+/// machine (a CI runner, a laptop building) may be slow to run its first list; still bounded.
+const DEMO_DEVICES_WAIT: Duration = Duration::from_secs(60);
 
 /// Start the sample plugin with `count` devices spread round-robin over the NUMA nodes,
 /// register it and wait (bounded) until the device manager lists its devices.
@@ -41,7 +44,7 @@ pub(crate) async fn start(
         })?;
     if !node
         .devices()
-        .wait_for_plugin(DEMO_RESOURCE, Duration::from_secs(10))
+        .wait_for_plugin(DEMO_RESOURCE, DEMO_DEVICES_WAIT)
         .await
     {
         anyhow::bail!("the demo device plugin registered but its devices never arrived");

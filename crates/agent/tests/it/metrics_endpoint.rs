@@ -68,12 +68,14 @@ fn get(addr: SocketAddr, path: &str) -> std::io::Result<(String, String, String)
     Ok((status, content_type, body.to_owned()))
 }
 
-/// A loopback port nothing listens on (bound, then released).
-fn free_port() -> SocketAddr {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
+/// The address the agent logged it serves metrics on (it binds port 0: a port picked
+/// beforehand and released could be taken by anything on the machine before the agent binds
+/// it).
+fn served_addr(root: &Path) -> Option<SocketAddr> {
+    let log = log(root);
+    let line = log.lines().find(|l| l.contains("serving metrics"))?;
+    let addr = line.split("addr=").nth(1)?.split_whitespace().next()?;
+    Some(addr.parse().expect("a socket address"))
 }
 
 #[test]
@@ -102,21 +104,20 @@ fn a_taken_metrics_address_is_fatal_at_start_and_named() {
 fn the_agent_serves_kubelet_metrics_healthz_and_404() {
     let dir = tempfile::tempdir().unwrap();
     let root = dir.path().join("root");
-    let addr = free_port();
-    let addr_flag = format!("--metrics-addr={addr}");
-    let flags = [&[addr_flag.as_str()], STATIC_SINGLE_NUMA].concat();
+    let flags = [&["--metrics-addr=127.0.0.1:0"], STATIC_SINGLE_NUMA].concat();
     let mut agent = Reaped(start(&root, &flags));
     // Ready once /healthz answers ok.
     let deadline = Instant::now() + WAIT;
-    loop {
+    let addr = loop {
         if let Some(status) = agent.0.try_wait().unwrap() {
             panic!("corral run exited with {status}: {}", log(&root));
         }
-        if let Ok((status, _, body)) = get(addr, "/healthz")
+        if let Some(addr) = served_addr(&root)
+            && let Ok((status, _, body)) = get(addr, "/healthz")
             && status == "HTTP/1.1 200 OK"
             && body == "ok"
         {
-            break;
+            break addr;
         }
         assert!(
             Instant::now() < deadline,
@@ -124,7 +125,7 @@ fn the_agent_serves_kubelet_metrics_healthz_and_404() {
             log(&root)
         );
         std::thread::sleep(Duration::from_millis(50));
-    }
+    };
 
     let (status, content_type, body) = get(addr, "/metrics").unwrap();
     assert_eq!(status, "HTTP/1.1 200 OK");

@@ -160,10 +160,11 @@ fn sigkill_at_random_points_leaves_a_written_version() {
     for round in 1..=ROUNDS {
         let start = round * SPAN;
         let mut writer = spawn_writer(&dir, &ready, start);
-        // Bounded wait for the writer's first completed write, then a random delay so the
-        // kill lands anywhere in its write loop (create, write, fsync, rename, dir fsync).
+        // Bounded wait (generous: a process start and an fsync on a busy machine) for the
+        // writer's first completed write, then a random delay so the kill lands anywhere in
+        // its write loop (create, write, fsync, rename, dir fsync).
         assert!(
-            wait_for(&ready.join(start.to_string()), Duration::from_secs(20)),
+            wait_for(&ready.join(start.to_string()), Duration::from_secs(60)),
             "round {round} (seed {seed}): writer never completed a write"
         );
         std::thread::sleep(Duration::from_micros(rng.next() % 3_000));

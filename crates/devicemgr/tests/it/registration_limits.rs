@@ -15,12 +15,46 @@ use corral_proto::uds;
 
 const REGISTRATIONS: usize = 1_005;
 
-/// Held by every test of this file: they count the process's file descriptors, which the
-/// others would change meanwhile.
+/// Held by every test of this file while it runs: one at a time, as when they all counted
+/// this process's file descriptors (the two that count them now also run in a process of
+/// their own, [`alone`], where no other test runs).
 static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+/// Set in the process [`alone`] starts.
+const ALONE_VAR: &str = "CORRAL_DEVICEMGR_TEST_ALONE";
+
+/// The tests that count the process's file descriptors run in a process of their own: the
+/// other tests of this binary (sockets, plugins, temporary files) run in parallel threads of
+/// this one, and their descriptors would count too. In the test run this starts this binary
+/// again with only the test `name` of this file and waits for it (`true`: the caller returns,
+/// the test ran there); in that process it is `false` and the caller runs the test.
+fn alone(name: &str) -> bool {
+    if std::env::var_os(ALONE_VAR).is_some() {
+        return false;
+    }
+    let test = format!("registration_limits::{name}");
+    let output = std::process::Command::new(std::env::current_exe().unwrap())
+        .args([test.as_str(), "--exact", "--test-threads=1", "--nocapture"])
+        .env(ALONE_VAR, "1")
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        output.status.success() && stdout.contains("1 passed"),
+        "{test} in its own process: {}\n{stdout}\n{stderr}",
+        output.status
+    );
+    true
+}
 
 /// Open file descriptors of this process.
 fn open_fds() -> usize {
+    assert!(
+        std::env::var_os(ALONE_VAR).is_some(),
+        "counted only in a process of its own (alone)"
+    );
     std::fs::read_dir("/proc/self/fd").unwrap().count()
 }
 
@@ -53,6 +87,11 @@ async fn registration_client(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn repeated_registrations_of_one_resource_do_not_accumulate_connections() {
+    if tokio::task::block_in_place(|| {
+        alone("repeated_registrations_of_one_resource_do_not_accumulate_connections")
+    }) {
+        return;
+    }
     let _serial = SERIAL.lock().await;
     let (dir, manager) = started(vec![0]).await;
     let plugin = plugin(
@@ -84,6 +123,9 @@ async fn repeated_registrations_of_one_resource_do_not_accumulate_connections() 
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn one_plugin_registering_many_resources_is_capped() {
+    if tokio::task::block_in_place(|| alone("one_plugin_registering_many_resources_is_capped")) {
+        return;
+    }
     let _serial = SERIAL.lock().await;
     let dir = tempfile::tempdir().unwrap();
     let cfg = config(dir.path(), vec![0]);
