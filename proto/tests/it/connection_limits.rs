@@ -528,17 +528,23 @@ fn connections_beyond_the_cap_are_closed_at_once_and_logged_at_a_bounded_rate() 
             .unwrap()
             .unwrap();
     });
+    // 50 refusals (and any of the new client's attempts the cap refused), one line per 10 s.
+    assert_refusals_logged(&logs, started, 4);
+}
+
+/// The cap's refusals were logged, naming the cap, at most one line per 10 s since `started`.
+fn assert_refusals_logged(logs: &[String], started: Instant, max_connections: usize) {
     let refused: Vec<&String> = logs
         .iter()
         .filter(|l| l.contains("too many connections"))
         .collect();
-    // 50 refusals (and any of the new client's attempts the cap refused), one line per 10 s.
     let most = started.elapsed().as_secs() as usize / 10 + 1;
     assert!(
         !refused.is_empty() && refused.len() <= most,
-        "50 refusals, one line per 10 s: {logs:#?}"
+        "refusals, one line per 10 s: {logs:#?}"
     );
-    assert!(refused[0].contains("max_connections=4"), "{}", refused[0]);
+    let cap = format!("max_connections={max_connections}");
+    assert!(refused[0].contains(&cap), "{}", refused[0]);
 }
 
 #[test]
@@ -590,15 +596,5 @@ fn serve_applies_the_default_cap() {
     });
     // Closed by the cap (at once, and said so), not by its handshake deadline; one line per
     // 10 s (the new client's attempts may have been refused too).
-    let refused: Vec<&String> = logs
-        .iter()
-        .filter(|l| l.contains("too many connections"))
-        .collect();
-    let most = started.elapsed().as_secs() as usize / 10 + 1;
-    assert!(!refused.is_empty() && refused.len() <= most, "{logs:#?}");
-    assert!(
-        refused[0].contains(&format!("max_connections={}", uds::DEFAULT_MAX_CONNECTIONS)),
-        "{}",
-        refused[0]
-    );
+    assert_refusals_logged(&logs, started, uds::DEFAULT_MAX_CONNECTIONS);
 }
