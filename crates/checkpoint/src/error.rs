@@ -131,26 +131,9 @@ pub enum CheckpointError {
         #[source]
         source: std::io::Error,
     },
-    /// The journal's first record (its snapshot) cannot be read: which state the files
-    /// should have is unknown, so nothing is replayed.
-    #[error("state journal {} is damaged at byte {offset}: {why}", path.display())]
-    JournalDamaged {
-        /// The journal file.
-        path: PathBuf,
-        /// Where the damage starts.
-        offset: u64,
-        /// What is wrong.
-        why: String,
-    },
-    /// An earlier commit of the journal failed part-way; no later write can be made
-    /// durable until the agent restarts and replays it.
-    #[error("state journal {} failed earlier ({why}); restart to replay it", path.display())]
-    JournalFailed {
-        /// The journal file.
-        path: PathBuf,
-        /// The first failure.
-        why: String,
-    },
+    /// The state journal refused to open, or a commit failed.
+    #[error(transparent)]
+    Journal(#[from] crate::journal::JournalError),
     /// A Rust value does not fit the Go type description it is encoded with (a bug in a
     /// format definition, never caused by input bytes).
     #[error("value does not fit its Go type description: {message}")]

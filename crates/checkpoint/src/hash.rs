@@ -78,8 +78,13 @@ static CRC32_TABLE: [u32; 256] = crc32_table();
 
 /// CRC-32 with the IEEE polynomial, as Go's `crc32.ChecksumIEEE`.
 pub fn crc32_ieee(data: &[u8]) -> u32 {
+    crc32_ieee_of(&[data])
+}
+
+/// [`crc32_ieee`] of the concatenation of `parts`, without copying them together.
+pub(crate) fn crc32_ieee_of(parts: &[&[u8]]) -> u32 {
     let mut crc = !0u32;
-    for &b in data {
+    for &b in parts.iter().flat_map(|part| part.iter()) {
         crc = CRC32_TABLE[usize::from((crc as u8) ^ b)] ^ (crc >> 8);
     }
     !crc

@@ -118,6 +118,6 @@ pub use formats::{Checkpoint, CheckpointValue, ChecksumVerification};
 pub use gotype::{GoField, GoStruct, GoType, IntWidth};
 pub use hash::{crc32_ieee, fnv32a};
 pub use inspect::{Inspected, inspect};
-pub use journal::{Journal, JournalOptions, Managed, Recovery};
+pub use journal::{Journal, JournalError, JournalOptions, Managed, Recovery};
 pub use spew::dump_for_hash;
 pub use store::{CheckpointStore, StoreOptions, validate_key};

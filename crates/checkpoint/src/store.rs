@@ -184,8 +184,9 @@ impl CheckpointStore {
     }
 
     /// The same store, its writes made durable by `journal` instead of their own fsyncs:
-    /// each write still replaces its file atomically (temporary file, rename) and is
-    /// staged in the journal, durable once the journal commits ([`Journal::commit`]).
+    /// each write is staged in the journal and replaces its file (atomically: temporary
+    /// file, rename) once the journal's next commit ([`Journal::commit`]) made it durable.
+    /// Every file of the store must be one the journal manages.
     pub fn with_journal(mut self, journal: Arc<Journal>) -> Self {
         self.journal = Some(journal);
         self
@@ -253,12 +254,25 @@ impl CheckpointStore {
         })
     }
 
-    /// Atomically and durably replaces the file under `key` with `data`.
+    /// Atomically and durably replaces the file under `key` with `data`. Through a
+    /// journal ([`with_journal`](Self::with_journal)) the write is staged: the file holds
+    /// `data` once the journal's next commit made it durable.
     pub fn write_bytes(&self, key: &str, data: &[u8]) -> Result<()> {
         let target = self.path_of(key)?;
+        match &self.journal {
+            Some(journal) => {
+                journal.stage(&target, Some(data), || self.write_now(key, &target, data))
+            }
+            None => self.write_now(key, &target, data),
+        }
+    }
+
+    /// Write `data` to a temporary file and rename it onto `target`; durably (fsyncs)
+    /// unless the store is journaled (the journal's snapshot makes such writes durable).
+    fn write_now(&self, key: &str, target: &Path, data: &[u8]) -> Result<()> {
         self.ensure_dir()?;
         let (temp, file) = self.create_temp(key)?;
-        let result = self.write_temp_then_rename(file, &temp.0, &target, data);
+        let result = self.write_temp_then_rename(file, &temp.0, target, data);
         if result.is_err() {
             let _ = fs::remove_file(&temp.0);
         }
@@ -303,11 +317,9 @@ impl CheckpointStore {
         file.set_permissions(Permissions::from_mode(self.options.file_mode))
             .map_err(io_error("chmod temporary file", temp))?;
         file.write_all(data).map_err(io_error("write", temp))?;
-        if let Some(journal) = &self.journal {
+        if self.journal.is_some() {
             drop(file);
-            return journal
-                .stage(target, Some(data), || fs::rename(temp, target))
-                .map_err(io_error("rename into place", target));
+            return fs::rename(temp, target).map_err(io_error("rename into place", target));
         }
         file.sync_all().map_err(io_error("fsync", temp))?;
         drop(file);
@@ -325,12 +337,12 @@ impl CheckpointStore {
     pub fn remove(&self, key: &str) -> Result<()> {
         let path = self.path_of(key)?;
         if let Some(journal) = &self.journal {
-            return journal
-                .stage(&path, None, || match fs::remove_file(&path) {
-                    Err(err) if err.kind() == io::ErrorKind::NotFound => Ok(()),
-                    other => other,
-                })
-                .map_err(io_error("remove", &path));
+            return journal.stage(&path, None, || match fs::remove_file(&path) {
+                Err(err) if err.kind() != io::ErrorKind::NotFound => {
+                    Err(io_error("remove", &path)(err))
+                }
+                _ => Ok(()),
+            });
         }
         match fs::remove_file(&path) {
             Err(err) if err.kind() != io::ErrorKind::NotFound => {

@@ -161,8 +161,9 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let file = dir.path().join(DRA_MANAGER_FILE);
         let (journal, _) = Journal::open(
-            dir.path().join("journal"),
-            &[Managed::File(file.clone())],
+            dir.path(),
+            "journal",
+            &[Managed::File(DRA_MANAGER_FILE.into())],
             JournalOptions::default(),
         )
         .unwrap();
@@ -183,8 +184,9 @@ mod tests {
         drop((store, journal));
         std::fs::remove_file(&file).unwrap();
         let (_journal, recovery) = Journal::open(
-            dir.path().join("journal"),
-            &[Managed::File(file.clone())],
+            dir.path(),
+            "journal",
+            &[Managed::File(DRA_MANAGER_FILE.into())],
             JournalOptions::default(),
         )
         .unwrap();

@@ -9,6 +9,7 @@
 //! - [`fuzz!`]: declares the `fuzz_*` targets beside each parser of untrusted bytes
 //!   ([`FuzzTarget`]: saved regression cases first, then [`FUZZ_CASES_VAR`] inputs from a
 //!   fixed seed, [`FUZZ_SEED_VAR`]).
+//! - [`Tmpfs`]: a small tmpfs mounted for one test, to fill a disk (root only).
 //! - [`object_keys_in_order`]: a JSON log line's keys in written order.
 //! - Upstream fixtures as plain data: [`upstream_topologies`] (the CPU manager tests'
 //!   machines), [`conformance_topology`] (loading `testdata/` files, their topologies and
@@ -34,6 +35,7 @@ mod fuzz;
 mod json_lines;
 mod peer;
 mod python_env;
+mod tmpfs;
 
 pub mod conformance_topology;
 pub mod large_machines;
@@ -50,6 +52,7 @@ pub use json_lines::object_keys_in_order;
 pub use peer::{PEER_TIMEOUT, PeerError, PythonPeer};
 pub use proptest::test_runner::TestCaseResult;
 pub use python_env::{PythonEnvError, ensure_python_env};
+pub use tmpfs::Tmpfs;
 
 /// The workspace root (two levels above this crate).
 pub fn workspace_root() -> PathBuf {

@@ -11,6 +11,7 @@
 //! files are the state of the last commit, so every answered admission is there and nothing
 //! half-done is (see `corral_checkpoint::journal`).
 
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
@@ -28,31 +29,48 @@ pub(crate) const FLUSH_INTERVAL: Duration = Duration::from_millis(50);
 
 /// Open (replaying) the journal over the layout's state files.
 pub(super) fn open(layout: &Layout) -> Result<Arc<Journal>> {
+    let root = layout.root();
+    let relative = |path: PathBuf| -> Result<PathBuf> {
+        path.strip_prefix(root)
+            .map(Path::to_path_buf)
+            .with_context(|| format!("{} is outside the root {}", path.display(), root.display()))
+    };
     let state = layout.state_dir();
     let managed = [
-        Managed::File(state.join(CPU_MANAGER_FILE)),
-        Managed::File(state.join(MEMORY_MANAGER_FILE)),
-        Managed::File(state.join(DRA_MANAGER_FILE)),
-        Managed::File(layout.device_plugins_dir().join(DEVICE_MANAGER_FILE)),
-        Managed::Dir(layout.pods_dir()),
+        Managed::File(relative(state.join(CPU_MANAGER_FILE))?),
+        Managed::File(relative(state.join(MEMORY_MANAGER_FILE))?),
+        Managed::File(relative(state.join(DRA_MANAGER_FILE))?),
+        Managed::File(relative(
+            layout.device_plugins_dir().join(DEVICE_MANAGER_FILE),
+        )?),
+        Managed::Dir(relative(layout.pods_dir())?),
     ];
     let path = layout.journal_path();
-    let (journal, recovery) = Journal::open(&path, &managed, JournalOptions::default())
-        .with_context(|| format!("replaying the state journal {}", path.display()))?;
+    let (journal, recovery) = Journal::open(
+        root,
+        relative(path.clone())?,
+        &managed,
+        JournalOptions::default(),
+    )
+    .with_context(|| format!("replaying the state journal {}", path.display()))?;
     if let Some(torn) = &recovery.torn_tail {
         tracing::warn!(journal = %path.display(), %torn,
-            "the state journal ends in a commit cut short (a crash during a commit that was never answered); replayed up to it");
+            "the state journal ends in a commit cut short (a crash during a commit that was never answered); replayed up to the commit before it");
+    }
+    if recovery.mark_without_journal {
+        tracing::warn!(journal = %path.display(),
+            "the state journal is missing but its mark is not (a clean stop cut short, or the journal moved aside): the state files are taken as they are");
     }
     for file in &recovery.restored {
         tracing::warn!(file = %file.display(),
-            "state file restored from the journal (a write that was never committed, or a file changed behind corral's back)");
+            "state file brought up to the journal (a commit not yet written to it when corral stopped, or the file changed behind corral's back)");
     }
     for file in &recovery.removed {
         tracing::warn!(file = %file.display(),
-            "state file removed: the journal does not have it (written by an admission that was never committed)");
+            "state file removed: the journal does not have it (a removal not yet done when corral stopped, or a file made behind corral's back)");
     }
     tracing::info!(journal = %path.display(), replayed = recovery.replayed,
-        records = recovery.records, "state journal open");
+        records = recovery.records, last_commit = recovery.last_commit, "state journal open");
     Ok(Arc::new(journal))
 }
 
@@ -77,17 +95,42 @@ impl Node {
         self.journal.retire().context("retiring the state journal")
     }
 
-    /// Commit whatever is pending every [`FLUSH_INTERVAL`] until the node is dropped.
+    /// Why the node cannot make its state durable (or its state files lag behind the
+    /// journal), while that lasts: `/healthz` reports it.
+    pub(crate) fn state_trouble(&self) -> Option<String> {
+        self.journal.trouble()
+    }
+
+    /// Commit whatever is pending every [`FLUSH_INTERVAL`] until the node is dropped. A
+    /// failing journal (a full disk) is logged once when the episode starts and once when
+    /// it ends; meanwhile every commit retries (the flusher's, and each admission's).
     pub(crate) fn spawn_journal_flusher(self: &Arc<Self>) -> tokio::task::JoinHandle<()> {
         let node: Weak<Node> = Arc::downgrade(self);
         tokio::spawn(async move {
             let mut tick = tokio::time::interval(FLUSH_INTERVAL);
             tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            let mut failing = false;
             loop {
                 tick.tick().await;
                 let Some(node) = node.upgrade() else { return };
-                if let Err(err) = node.commit().await {
-                    tracing::error!(error = format!("{err:#}"), "state journal commit failed");
+                let committed = node.commit().await;
+                match (committed, node.state_trouble()) {
+                    (Err(err), _) if !failing => {
+                        failing = true;
+                        tracing::error!(
+                            error = format!("{err:#}"),
+                            "state journal commit failed: admissions and releases fail until a commit succeeds (retried every {FLUSH_INTERVAL:?})"
+                        );
+                    }
+                    (Ok(()), None) if failing => {
+                        failing = false;
+                        tracing::info!("state journal commits again: everything staged is durable");
+                    }
+                    (Ok(()), Some(trouble)) if !failing => {
+                        failing = true;
+                        tracing::error!(%trouble, "state files lag behind the state journal");
+                    }
+                    _ => {}
                 }
             }
         })

@@ -168,9 +168,11 @@ impl PodBook {
         let path = self.file_of(uid);
         match &self.journal {
             Some(journal) => journal
-                .stage(&path, None, || match std::fs::remove_file(&path) {
-                    Err(err) if err.kind() == std::io::ErrorKind::NotFound => Ok(()),
-                    other => other,
+                .stage(&path, None, || -> Result<()> {
+                    match std::fs::remove_file(&path) {
+                        Err(err) if err.kind() != std::io::ErrorKind::NotFound => Err(err.into()),
+                        _ => Ok(()),
+                    }
                 })
                 .with_context(|| format!("removing {}", path.display())),
             None => remove_durably(&path),
@@ -362,20 +364,24 @@ pub(crate) fn write_atomically(path: &Path, bytes: &[u8]) -> Result<()> {
     write().with_context(|| format!("writing {}", path.display()))
 }
 
-/// Write `bytes` to `path` through `journal`: temp file, then the rename staged in the
-/// journal (no fsync: the journal's commit makes it durable).
+/// Write `bytes` to `path` through `journal`: staged, and renamed into place once the
+/// journal's commit made it durable (before the journal is active: written at once, made
+/// durable by the journal's first snapshot).
 fn write_journaled(journal: &Journal, path: &Path, bytes: &[u8]) -> Result<()> {
     let dir = path
         .parent()
         .filter(|d| !d.as_os_str().is_empty())
         .unwrap_or(Path::new("."));
-    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
     let temp = temp_file_of(path, dir);
-    let write = || -> std::io::Result<()> {
+    let write = || -> Result<()> {
+        std::fs::create_dir_all(dir)?;
         std::fs::File::create(&temp)?.write_all(bytes)?;
-        journal.stage(path, Some(bytes), || std::fs::rename(&temp, path))
+        std::fs::rename(&temp, path)?;
+        Ok(())
     };
-    write().with_context(|| format!("writing {}", path.display()))
+    journal
+        .stage(path, Some(bytes), write)
+        .with_context(|| format!("writing {}", path.display()))
 }
 
 /// Remove `path` (gone already is fine) and fsync its directory.

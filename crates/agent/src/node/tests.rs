@@ -124,8 +124,9 @@ pub(crate) async fn open_on(
     node
 }
 
-/// Every file under `dir`, with its bytes, but the state journal (a log of the writes, not
-/// state: a rejected admission's writes and their rollback are in it).
+/// Every file under `dir`, with its bytes, but the state journal and its mark (a log of the
+/// writes and the last commit's number, not state: a rejected admission's writes and their
+/// rollback are in it).
 pub(crate) fn snapshot(dir: &Path) -> BTreeMap<PathBuf, Vec<u8>> {
     let mut files = BTreeMap::new();
     let mut stack = vec![dir.to_path_buf()];
@@ -134,7 +135,10 @@ pub(crate) fn snapshot(dir: &Path) -> BTreeMap<PathBuf, Vec<u8>> {
             let path = entry.unwrap().path();
             if path.is_dir() {
                 stack.push(path);
-            } else if path.is_file() && !path.ends_with("corral/state.journal") {
+            } else if path.is_file()
+                && !path.ends_with("corral/state.journal")
+                && !path.ends_with("corral/state.journal.mark")
+            {
                 files.insert(path.clone(), std::fs::read(&path).unwrap());
             }
         }

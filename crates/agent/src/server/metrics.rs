@@ -372,7 +372,13 @@ fn route(head: &[u8], node: &Node) -> Reply {
             body: String::new(),
             head_only: false,
         },
-        "/healthz" => Reply::text("200 OK", "ok"),
+        "/healthz" => match node.state_trouble() {
+            None => Reply::text("200 OK", "ok"),
+            Some(trouble) => Reply::text(
+                "503 Service Unavailable",
+                &format!("state journal: {trouble}\n"),
+            ),
+        },
         // Go's http.NotFound, as the kubelet answers an unknown path.
         _ => return Reply::text("404 Not Found", "404 page not found\n"),
     };

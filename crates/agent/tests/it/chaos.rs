@@ -12,6 +12,12 @@
 //! - with the journal lost too, a deleted state file that held an admitted pod's CPUs or
 //!   devices, and every truncated one, makes the agent refuse to start, naming the file;
 //!   with the file back it starts;
+//! - every sixth restart the root is moved: the agent serves every acknowledged pod from
+//!   the new place;
+//! - every seventh restart the journal is damaged (a flipped bit or a cut at a random
+//!   offset): the agent refuses to start, naming the journal and the remedy, or (damage
+//!   only in the tail a kill left of a commit never answered) starts holding exactly what
+//!   was acknowledged;
 //! - no temp file of an interrupted write is left.
 //!
 //! `CORRAL_CHAOS_KILLS` sets the number of kills (default 200); `CORRAL_CHAOS_SEED` the seed.
@@ -323,7 +329,8 @@ async fn sigkill_under_parallel_admissions_loses_and_duplicates_nothing() {
         .unwrap_or(0x5eed_c0de);
     eprintln!("chaos: {kills} kills, seed {seed}");
     let dir = tempfile::tempdir().unwrap();
-    let root = dir.path().join("root");
+    let mut root = dir.path().join("root");
+    let (mut moved_roots, mut journal_refused, mut journal_accepted) = (0, 0, 0);
     let model = Arc::new(Mutex::new(Model::default()));
     let mut rng = Rng(seed | 1);
     let mut refused = 0;
@@ -357,6 +364,53 @@ async fn sigkill_under_parallel_admissions_loses_and_duplicates_nothing() {
                 .expect("a client hung after the kill")
                 .unwrap();
         }
+        // Every sixth restart: the root moves (a changed mount point); the replay must
+        // serve every acknowledged pod from the new place.
+        if round % 6 == 5 {
+            let moved = dir.path().join(format!("root-{round}"));
+            std::fs::rename(&root, &moved).unwrap();
+            root = moved;
+            moved_roots += 1;
+        }
+        // Every seventh restart: damage the journal (a flipped byte or a cut anywhere). The
+        // agent refuses to start naming it, or — damage only in the tail a kill left of a
+        // commit never answered — starts holding exactly what was acknowledged.
+        if round % 7 == 6 {
+            let journal = root.join("corral/state.journal");
+            let backup = std::fs::read(&journal).unwrap();
+            let mut damaged = backup.clone();
+            let at = rng.below(backup.len() as u64) as usize;
+            if rng.below(2) == 0 {
+                damaged[at] ^= 1 << rng.below(8);
+            } else {
+                damaged.truncate(at);
+            }
+            std::fs::write(&journal, &damaged).unwrap();
+            match start(&root).await {
+                Err(log) => {
+                    assert!(
+                        log.contains("state.journal"),
+                        "the refusal names the journal: {log}"
+                    );
+                    assert!(
+                        log.contains("move the journal"),
+                        "the refusal gives the remedy: {log}"
+                    );
+                    journal_refused += 1;
+                }
+                Ok((agent, client)) => {
+                    let pods = list_pods(&client).await;
+                    check(&mut model.lock().unwrap(), &pods);
+                    drop(agent);
+                    journal_accepted += 1;
+                }
+            }
+            // The start that refused left the journal as it was: put the original back
+            // (a start that accepted it replaced it with a snapshot already).
+            if std::fs::read(&journal).unwrap() == damaged {
+                std::fs::write(&journal, &backup).unwrap();
+            }
+        }
         // Every fifth restart: lose or truncate a state file.
         if round % 5 == 4 {
             let (file, key) = if rng.below(2) == 0 {
@@ -387,6 +441,20 @@ async fn sigkill_under_parallel_admissions_loses_and_duplicates_nothing() {
                 restored += 1;
                 continue;
             }
+            // Losing the journal too: from files a replay made whole (a kill during a
+            // commit may leave one file renamed and the next not yet, which only the
+            // journal repairs), so restart once, idle, and kill again.
+            std::fs::write(&file, &backup).unwrap();
+            let (agent, _client) = start(&root).await.expect("the agent starts");
+            drop(agent);
+            let Ok(backup) = std::fs::read(&file) else {
+                continue;
+            };
+            if truncate {
+                std::fs::write(&file, &backup[..backup.len() / 2]).unwrap();
+            } else {
+                std::fs::remove_file(&file).unwrap();
+            }
             std::fs::remove_file(root.join("corral/state.journal")).unwrap();
             let must_refuse = truncate || recorded(&root, key);
             match start(&root).await {
@@ -406,8 +474,13 @@ async fn sigkill_under_parallel_admissions_loses_and_duplicates_nothing() {
     let mut model = model.lock().unwrap();
     check(&mut model, &pods);
     eprintln!(
-        "chaos: {kills} kills, {} acknowledged admissions, {} acknowledged releases, {restored} damaged files restored from the journal, {refused} damaged restarts without it refused, 0 lost, 0 double-assigned",
+        "chaos: {kills} kills, {} acknowledged admissions, {} acknowledged releases, {restored} damaged files restored from the journal, {refused} damaged restarts without it refused, {moved_roots} root moves, {journal_refused} damaged journals refused and {journal_accepted} accepted (a torn unanswered tail), 0 lost, 0 double-assigned",
         model.acknowledged_admissions, model.acknowledged_releases
+    );
+    assert!(moved_roots >= kills / 7, "too few root moves");
+    assert!(
+        journal_refused >= kills / 14,
+        "too few damaged journals refused"
     );
     assert!(model.acknowledged_admissions >= kills, "too little traffic");
     assert!(refused >= kills / 20, "too few damaged restarts refused");

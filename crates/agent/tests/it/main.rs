@@ -6,6 +6,7 @@ mod checkpoint_cpusets;
 mod cli;
 mod config_parity;
 mod containerd;
+mod disk_full;
 mod dra;
 mod dra_health;
 mod e2e;

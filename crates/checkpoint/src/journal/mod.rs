@@ -2,49 +2,62 @@
 //! commit ([`Journal`]), however many files a change rewrote.
 //!
 //! The files keep their exact kubelet bytes and are still replaced atomically (temporary
-//! file, rename), but without their own fsyncs: each new content is also *staged* in the
-//! journal, and [`Journal::commit`] appends everything staged since the last commit as one
-//! record and fsyncs the journal once. Concurrent committers share that fsync (group
-//! commit): whoever commits first writes every record staged so far, the others wait for it.
+//! file, rename), but without their own fsyncs. A write is *staged* ([`Journal::stage`]);
+//! [`Journal::commit`] appends everything staged since the last commit as one record,
+//! fsyncs the journal once, and only then renames the new contents into place and notes
+//! the commit in the journal's *mark* (see `mark.rs`). Concurrent committers share that
+//! fsync (group commit): whoever commits first writes every record staged so far, the
+//! others wait for it. Files therefore never hold a change the journal does not.
 //!
-//! The journal is the authority on what the files hold. Opening it ([`Journal::open`])
-//! replays it: every managed file is rewritten (durably, the classic way) to its content
-//! as of the last complete record, and managed files the journal does not know are
-//! removed. [`Journal::activate`], once the caller found the files acceptable, starts a
-//! fresh journal with a snapshot of them; until then the old journal stays as it was, so a
-//! start that refuses the state (and an operator who then repairs a file by hand) is never
-//! overruled by a snapshot of the refused state. So after a crash at
-//! any instant — a process kill or a power loss, during a file write, a rename or a
-//! commit — the files equal the state of some prefix of the commits, and every commit that
-//! returned is in it. A write that was staged but not committed is undone at the next open.
-//! Without a journal file (a first start, or the journal removed on purpose) the files on
-//! disk are taken as they are.
+//! # The contract
 //!
-//! A torn or damaged tail (a commit cut short) ends the replay there; a damaged first record
-//! (the snapshot, which is written before it replaces the old journal) is an error:
-//! nothing is guessed.
+//! - **A commit that returned is durable**: its record is fsynced, its files hold it, its
+//!   mark names it. A commit that failed (a full disk, an I/O error) answered nothing; what
+//!   it held stays staged and the next commit retries it, after rewriting the journal as a
+//!   snapshot if its tail cannot be trusted. A failure never wedges later commits.
+//! - **A crash** (a kill or a power loss, at any instant) leaves: a journal whose last
+//!   record may be cut short (a commit nobody was told about), files that may lag behind
+//!   the journal (renames not yet done or not yet durable), a mark that may lag behind it.
+//! - **Opening replays** ([`Journal::open`]): the files are brought to the journal's last
+//!   whole record (rewritten durably; managed files it does not have are removed). A cut or
+//!   damaged *last* record that the mark does not name is what a crash leaves: dropped.
+//!   Everything else is **refused**, naming the journal, the byte offset and the remedy,
+//!   and the files are left as they are: a damaged first record, damage followed by a valid
+//!   record, a record of another journal, out of sequence or naming a file the journal
+//!   does not manage, a journal that ends before the commit its mark names (answered
+//!   commits cut away), a missing or foreign mark, a journal or file that is not a regular
+//!   file or is larger than [`JournalOptions::max_bytes`]. No older state is ever taken
+//!   silently.
+//! - **The root is relocatable**: records name files relative to the root the journal
+//!   manages, so a moved or copied root (journal and mark included) replays in its new
+//!   place, and a record can name nothing outside it.
+//! - [`Journal::activate`], once the caller found the files acceptable, starts a fresh
+//!   journal with a snapshot of them; until then the old journal stays as it was, so a
+//!   start that refuses the state (and an operator who then repairs a file by hand) is never
+//!   overruled by a snapshot of the refused state. Without a journal file (a first start,
+//!   a clean stop, or the journal moved aside on purpose) the files on disk are taken as
+//!   they are.
 
+mod error;
+mod files;
+mod mark;
 mod record;
+mod replay;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fs::{self, File, OpenOptions};
-use std::io::{self, Write};
-use std::os::unix::fs::OpenOptionsExt;
+use std::hash::{BuildHasher, Hasher};
+use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::{Condvar, Mutex, MutexGuard};
 
-use crate::error::{CheckpointError, Result, io_error};
-use record::{Entry, Kind};
+pub use error::JournalError;
+pub use files::Managed;
 
-/// Files a journal is the authority on.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Managed {
-    /// One file.
-    File(PathBuf),
-    /// Every regular file directly in this directory whose name does not start with `.`
-    /// (temporary files).
-    Dir(PathBuf),
-}
+use crate::error::{Result, io_error};
+use files::{parent, put, read_bounded, read_managed, relative, replace, sync_dir};
+use mark::{Mark, MarkFile};
+use record::{Entry, Kind, Stamp};
 
 /// Journal settings.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -52,12 +65,16 @@ pub struct JournalOptions {
     /// Once the journal is larger than this many bytes, the next commit replaces it with a
     /// snapshot (default 4 MiB).
     pub compact_at: u64,
+    /// The most bytes a journal, or one file it manages, may hold (default 256 MiB): a
+    /// larger one is refused at open, never read whole.
+    pub max_bytes: u64,
 }
 
 impl Default for JournalOptions {
     fn default() -> Self {
         JournalOptions {
             compact_at: 4 << 20,
+            max_bytes: 256 << 20,
         }
     }
 }
@@ -67,273 +84,200 @@ impl Default for JournalOptions {
 pub struct Recovery {
     /// Whether a journal was found (else the files were taken as they were).
     pub replayed: bool,
-    /// Complete records read.
+    /// Whole records read.
     pub records: usize,
-    /// Why the replay stopped before the end of the file (a commit cut short), if it did.
+    /// The last commit the journal holds.
+    pub last_commit: u64,
+    /// Why the replay stopped before the end of the file (a commit a crash cut short,
+    /// never answered), if it did.
     pub torn_tail: Option<String>,
     /// Files rewritten to the journal's content (their bytes on disk differed).
     pub restored: Vec<PathBuf>,
     /// Files removed because the journal does not have them.
     pub removed: Vec<PathBuf>,
+    /// No journal, but a mark: the journal was removed (a clean stop cut short, or on
+    /// purpose), so the files were taken as they are.
+    pub mark_without_journal: bool,
 }
 
 #[derive(Debug)]
 struct State {
     /// The journal, open for appending once [`Journal::activate`] wrote its snapshot.
     file: Option<File>,
+    mark: Option<MarkFile>,
+    /// No journal was found: [`Journal::activate`] makes a new mark first.
+    new_mark: bool,
     size: u64,
-    /// Every present file as of the last durable commit.
+    /// Which journal, and its last durable commit.
+    stamp: Stamp,
+    /// Every present file as of the last durable commit, by relative path.
     view: BTreeMap<PathBuf, Vec<u8>>,
     /// Written but not yet committed, in order.
     pending: Vec<Entry>,
     staged: u64,
     durable: u64,
     committing: bool,
-    failed: Option<String>,
+    /// The journal's tail cannot be trusted (a failed append or compaction): the next
+    /// commit first rewrites it as a snapshot of `view`.
+    needs_rewrite: bool,
+    /// Files whose content on disk lags `view` (their rename failed): the next commit
+    /// writes them again.
+    lagging: BTreeSet<PathBuf>,
+    /// Why the journal cannot commit, or the files or mark lag behind it, while that lasts.
+    trouble: Option<String>,
 }
 
 /// A write-ahead journal over a set of files (see the module documentation).
 #[derive(Debug)]
 pub struct Journal {
+    root: PathBuf,
     path: PathBuf,
+    mark_path: PathBuf,
     managed: Vec<Managed>,
     options: JournalOptions,
     state: Mutex<State>,
     done: Condvar,
 }
 
-/// The present files of `managed`, as on disk now.
-fn read_managed(managed: &[Managed]) -> Result<BTreeMap<PathBuf, Vec<u8>>> {
-    let mut out = BTreeMap::new();
-    let mut read = |path: PathBuf| -> Result<()> {
-        match fs::read(&path) {
-            Ok(bytes) => {
-                out.insert(path, bytes);
-                Ok(())
-            }
-            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
-            Err(e) => Err(io_error("read", &path)(e)),
-        }
-    };
-    for m in managed {
-        match m {
-            Managed::File(path) => read(path.clone())?,
-            Managed::Dir(dir) => {
-                let entries = match fs::read_dir(dir) {
-                    Ok(entries) => entries,
-                    Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
-                    Err(e) => return Err(io_error("list", dir)(e)),
-                };
-                for entry in entries {
-                    let entry = entry.map_err(io_error("list", dir))?;
-                    let hidden = entry.file_name().as_encoded_bytes().starts_with(b".");
-                    let regular = entry.file_type().is_ok_and(|t| t.is_file());
-                    if !hidden && regular {
-                        read(entry.path())?;
-                    }
-                }
-            }
-        }
+/// A journal id no other journal is likely to have.
+fn fresh_journal_id() -> u64 {
+    let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();
+    hasher.write_u32(std::process::id());
+    if let Ok(now) = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH) {
+        hasher.write_u128(now.as_nanos());
     }
-    Ok(out)
-}
-
-fn sync_dir(dir: &Path) -> Result<()> {
-    File::open(dir)
-        .and_then(|d| d.sync_all())
-        .map_err(io_error("fsync directory", dir))
-}
-
-fn parent(path: &Path) -> &Path {
-    path.parent()
-        .filter(|d| !d.as_os_str().is_empty())
-        .unwrap_or(Path::new("."))
-}
-
-/// The temporary file replaying writes through, one per directory.
-const REPLAY_TEMP: &str = ".journal-replay.tmp";
-
-/// Remove what a journal killed while replaying or compacting left: the replay's temporary
-/// file in every managed directory and the snapshot's next to the journal.
-fn remove_leftovers(path: &Path, managed: &[Managed]) -> Result<()> {
-    let mut temps = vec![snapshot_temp(path)];
-    for m in managed {
-        let dir = match m {
-            Managed::File(file) => parent(file),
-            Managed::Dir(dir) => dir.as_path(),
-        };
-        temps.push(dir.join(REPLAY_TEMP));
-    }
-    for temp in temps {
-        match fs::remove_file(&temp) {
-            Err(e) if e.kind() != io::ErrorKind::NotFound => {
-                return Err(io_error("remove leftover", &temp)(e));
-            }
-            _ => {}
-        }
-    }
-    Ok(())
-}
-
-fn snapshot_temp(path: &Path) -> PathBuf {
-    path.with_extension("snapshot-tmp")
-}
-
-/// Replace `path` with `data` through `temp`: write, fsync, rename, fsync the directory.
-fn replace_durably(path: &Path, temp: &Path, data: &[u8]) -> Result<()> {
-    let mut file = OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .mode(0o600)
-        .open(temp)
-        .map_err(io_error("create temporary file", temp))?;
-    file.write_all(data).map_err(io_error("write", temp))?;
-    file.sync_all().map_err(io_error("fsync", temp))?;
-    drop(file);
-    fs::rename(temp, path).map_err(io_error("rename into place", path))?;
-    sync_dir(parent(path))
-}
-
-/// Replace `path` with `data` durably (used when replaying).
-fn write_durably(path: &Path, data: &[u8]) -> Result<()> {
-    let dir = parent(path);
-    fs::create_dir_all(dir).map_err(io_error("create directory", dir))?;
-    replace_durably(path, &dir.join(REPLAY_TEMP), data)
+    hasher.finish()
 }
 
 impl Journal {
-    /// Open the journal at `path` for the files `managed` and replay it onto them (see the
-    /// module documentation). Nothing is written to the journal until
-    /// [`activate`](Self::activate).
+    /// Open the journal at `journal` for the files `managed`, both relative to `root`, and
+    /// replay it onto them (see the module documentation). Nothing is written to the
+    /// journal until [`activate`](Self::activate).
+    ///
+    /// ```
+    /// use corral_checkpoint::{CheckpointStore, Journal, JournalOptions, Managed};
+    /// use std::sync::Arc;
+    ///
+    /// let root = tempfile::tempdir()?;
+    /// let managed = [Managed::File("cpu_manager_state".into())];
+    /// let (journal, _) =
+    ///     Journal::open(root.path(), "state.journal", &managed, JournalOptions::default())?;
+    /// journal.activate()?;
+    /// let journal = Arc::new(journal);
+    /// let store = CheckpointStore::open(root.path())?.with_journal(Arc::clone(&journal));
+    /// store.write_bytes("cpu_manager_state", b"{}")?;
+    /// journal.commit()?; // one fsync; the file holds the new bytes from here on
+    /// assert_eq!(std::fs::read(root.path().join("cpu_manager_state"))?, b"{}");
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn open(
-        path: impl Into<PathBuf>,
+        root: impl Into<PathBuf>,
+        journal: impl AsRef<Path>,
         managed: &[Managed],
         options: JournalOptions,
     ) -> Result<(Journal, Recovery)> {
-        let path = path.into();
-        let dir = parent(&path).to_path_buf();
-        fs::create_dir_all(&dir).map_err(io_error("create directory", &dir))?;
-        remove_leftovers(&path, managed)?;
+        let root = root.into();
+        let managed = managed
+            .iter()
+            .map(|m| match m {
+                Managed::File(p) => relative(p).map(Managed::File),
+                Managed::Dir(p) => relative(p).map(Managed::Dir),
+            })
+            .collect::<Result<Vec<_>>>()?;
+        let path = root.join(relative(journal.as_ref())?);
+        let mark_path = mark::path_for(&path);
+        let dir = parent(&path);
+        fs::create_dir_all(dir).map_err(io_error("create directory", dir))?;
+        files::remove_leftovers(&root, &path, &managed)?;
         let mut recovery = Recovery::default();
-        match fs::read(&path) {
-            Ok(bytes) => {
-                recovery.replayed = true;
-                let view = Self::replay(&path, &bytes, &mut recovery)?;
-                Self::apply(&view, managed, &mut recovery)?;
-            }
-            Err(e) if e.kind() == io::ErrorKind::NotFound => {}
-            Err(e) => return Err(io_error("read", &path)(e)),
+        let journal_bytes = read_bounded(&path, options.max_bytes)?;
+        let mark_bytes = read_bounded(&mark_path, 4096)?;
+        let mut stamp = Stamp {
+            journal_id: fresh_journal_id(),
+            seq: 0,
+        };
+        if let Some(bytes) = &journal_bytes {
+            let mark = match &mark_bytes {
+                None => None,
+                Some(b) => Some(mark::decode(b).map_err(|why| JournalError::MarkUnusable {
+                    path: path.clone(),
+                    mark: mark_path.clone(),
+                    why: why.to_owned(),
+                })?),
+            };
+            let replayed = replay::replay(&path, &mark_path, bytes, mark, &managed)?;
+            recovery.replayed = true;
+            recovery.records = replayed.records;
+            recovery.last_commit = replayed.stamp.seq;
+            recovery.torn_tail = replayed.torn_tail;
+            stamp = replayed.stamp;
+            Self::apply_replayed(&root, &replayed.view, &managed, &options, &mut recovery)?;
+        } else {
+            recovery.mark_without_journal = mark_bytes.is_some();
         }
         let journal = Journal {
+            root,
             path,
-            managed: managed.to_vec(),
+            mark_path,
+            managed,
             options,
             state: Mutex::new(State {
                 file: None,
+                mark: None,
+                new_mark: journal_bytes.is_none(),
                 size: 0,
+                stamp,
                 view: BTreeMap::new(),
                 pending: Vec::new(),
                 staged: 0,
                 durable: 0,
                 committing: false,
-                failed: None,
+                needs_rewrite: false,
+                lagging: BTreeSet::new(),
+                trouble: None,
             }),
             done: Condvar::new(),
         };
         Ok((journal, recovery))
     }
 
-    /// The state the records of `bytes` describe.
-    fn replay(
-        path: &Path,
-        bytes: &[u8],
-        recovery: &mut Recovery,
-    ) -> Result<BTreeMap<PathBuf, Vec<u8>>> {
-        let first = record::decode(bytes, 0).map_err(|why| CheckpointError::JournalDamaged {
-            path: path.to_path_buf(),
-            offset: 0,
-            why: why.to_owned(),
-        })?;
-        if first.kind != Kind::Snapshot {
-            return Err(CheckpointError::JournalDamaged {
-                path: path.to_path_buf(),
-                offset: 0,
-                why: "the first record is not a snapshot".to_owned(),
-            });
-        }
-        let mut view = BTreeMap::new();
-        let mut at = 0;
-        let mut next = Ok(first);
-        loop {
-            let record = match next {
-                Ok(record) => record,
-                Err(why) => {
-                    recovery.torn_tail = Some(format!("{why} at byte {at}"));
-                    break;
-                }
-            };
-            if record.kind == Kind::Snapshot && at != 0 {
-                recovery.torn_tail = Some(format!("a second snapshot at byte {at}"));
-                break;
-            }
-            recovery.records += 1;
-            for (file, data) in record.entries {
-                match data {
-                    Some(data) => view.insert(file, data),
-                    None => view.remove(&file),
-                };
-            }
-            at = record.next;
-            if at == bytes.len() {
-                break;
-            }
-            next = record::decode(bytes, at);
-        }
-        Ok(view)
-    }
-
-    /// Make the managed files (and any file the journal names) equal `view`, durably.
-    fn apply(
+    /// Make the managed files equal `view`, durably.
+    fn apply_replayed(
+        root: &Path,
         view: &BTreeMap<PathBuf, Vec<u8>>,
         managed: &[Managed],
+        options: &JournalOptions,
         recovery: &mut Recovery,
     ) -> Result<()> {
-        let on_disk = read_managed(managed)?;
-        for (path, data) in view {
-            let current = match on_disk.get(path) {
-                Some(bytes) => Some(bytes.clone()),
-                None => match fs::read(path) {
-                    Ok(bytes) => Some(bytes),
-                    Err(e) if e.kind() == io::ErrorKind::NotFound => None,
-                    Err(e) => return Err(io_error("read", path)(e)),
-                },
-            };
-            if current.as_deref() != Some(data.as_slice()) {
-                write_durably(path, data)?;
-                recovery.restored.push(path.clone());
+        let on_disk = read_managed(root, managed, options.max_bytes)?;
+        for (rel, data) in view {
+            if on_disk.get(rel) != Some(data) {
+                let path = root.join(rel);
+                put(&path, Some(data), true)?;
+                recovery.restored.push(path);
             }
         }
-        for path in on_disk.keys().filter(|p| !view.contains_key(*p)) {
-            match fs::remove_file(path) {
-                Ok(()) => {}
-                Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
-                Err(e) => return Err(io_error("remove", path)(e)),
-            }
-            sync_dir(parent(path))?;
-            recovery.removed.push(path.clone());
+        for rel in on_disk.keys().filter(|p| !view.contains_key(*p)) {
+            let path = root.join(rel);
+            put(&path, None, true)?;
+            recovery.removed.push(path);
         }
         Ok(())
     }
 
     /// Replace the journal with a snapshot of `view` (temporary file, fsync, rename, fsync
     /// of the directory) and open it for appending.
-    fn write_snapshot(path: &Path, view: &BTreeMap<PathBuf, Vec<u8>>) -> Result<(File, u64)> {
+    fn write_snapshot(
+        path: &Path,
+        stamp: Stamp,
+        view: &BTreeMap<PathBuf, Vec<u8>>,
+    ) -> Result<(File, u64)> {
         let bytes = record::encode(
             Kind::Snapshot,
+            stamp,
             view.iter().map(|(p, d)| (p, Some(d.as_slice()))),
         );
-        replace_durably(path, &snapshot_temp(path), &bytes)?;
+        replace(path, &files::snapshot_temp(path), &bytes, true)?;
         let file = OpenOptions::new()
             .append(true)
             .open(path)
@@ -343,11 +287,24 @@ impl Journal {
 
     /// Start journaling: replace the journal with a snapshot of the managed files as they
     /// are now (what was written since [`open`](Self::open) included, durably), and append
-    /// every later commit to it. Until this, [`commit`](Self::commit) fails.
+    /// every later commit to it. Until this, [`commit`](Self::commit) fails and
+    /// [`stage`](Self::stage) writes through.
     pub fn activate(&self) -> Result<()> {
         let mut state = self.lock();
-        let view = read_managed(&self.managed)?;
-        let (file, size) = Self::write_snapshot(&self.path, &view)?;
+        let view = read_managed(&self.root, &self.managed, self.options.max_bytes)?;
+        if state.new_mark {
+            // The mark exists, durably, before any journal that needs it.
+            let initial = mark::initial(Mark {
+                journal_id: state.stamp.journal_id,
+                seq: state.stamp.seq,
+            });
+            let temp = self.mark_path.with_extension("mark-tmp");
+            replace(&self.mark_path, &temp, &initial, true)?;
+            state.new_mark = false;
+        }
+        let (file, size) = Self::write_snapshot(&self.path, state.stamp, &view)?;
+        state.mark =
+            Some(MarkFile::open(&self.mark_path).map_err(io_error("open", &self.mark_path))?);
         state.file = Some(file);
         state.size = size;
         state.view = view;
@@ -361,52 +318,71 @@ impl Journal {
         &self.path
     }
 
+    /// The journal's mark file (`<journal>.mark`).
+    pub fn mark_path(&self) -> &Path {
+        &self.mark_path
+    }
+
+    /// The root the managed files are relative to.
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
     fn lock(&self) -> MutexGuard<'_, State> {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Run `write` (a rename of a fully written temporary file onto `target`, or a
-    /// removal of `target`) and stage `target`'s new content (`None`: removed) in the same
-    /// critical section, so the journal sees writes of one file in the order they happened.
-    /// Not durable until [`commit`](Self::commit).
-    pub fn stage(
+    /// Stage `target`'s new content (`None`: removed), to be written when the next
+    /// [`commit`](Self::commit) has made it durable. Before [`activate`](Self::activate)
+    /// (and after [`retire`](Self::retire)) nothing is journaled: `write_through` writes
+    /// the file at once. `target` must be one of the managed files under the root.
+    pub fn stage<E: From<JournalError>>(
         &self,
         target: &Path,
         data: Option<&[u8]>,
-        write: impl FnOnce() -> io::Result<()>,
-    ) -> io::Result<()> {
+        write_through: impl FnOnce() -> std::result::Result<(), E>,
+    ) -> std::result::Result<(), E> {
+        let rel = target
+            .strip_prefix(&self.root)
+            .ok()
+            .filter(|rel| files::is_managed(&self.managed, rel))
+            .ok_or_else(|| JournalError::NotManaged {
+                path: target.to_path_buf(),
+            })?;
         let mut state = self.lock();
-        write()?;
+        if state.file.is_none() {
+            return write_through();
+        }
         state
             .pending
-            .push((target.to_path_buf(), data.map(<[u8]>::to_vec)));
+            .push((rel.to_path_buf(), data.map(<[u8]>::to_vec)));
         state.staged += 1;
         Ok(())
     }
 
     /// End journaling cleanly: commit what is staged, make every file durable on its own
-    /// (fsync of each file and its directory), then remove the journal. The files alone are
-    /// the state again, so whoever uses them next — a kubelet taking over, an operator —
-    /// is not overruled by a replay at the next [`open`](Self::open). Commits fail after
-    /// this.
+    /// (fsync of each file and its directory), then remove the journal and its mark. The
+    /// files alone are the state again, so whoever uses them next — a kubelet taking over,
+    /// an operator — is not overruled by a replay at the next [`open`](Self::open).
     pub fn retire(&self) -> Result<()> {
         self.commit()?;
         let mut state = self.lock();
         if state.file.is_none() {
             return Ok(());
         }
-        let mut dirs = std::collections::BTreeSet::new();
-        for path in state.view.keys() {
-            match File::open(path) {
-                Ok(file) => file.sync_all().map_err(io_error("fsync", path))?,
+        let mut dirs = BTreeSet::new();
+        for rel in state.view.keys() {
+            let path = self.root.join(rel);
+            match File::open(&path) {
+                Ok(file) => file.sync_all().map_err(io_error("fsync", &path))?,
                 Err(e) if e.kind() == io::ErrorKind::NotFound => {}
-                Err(e) => return Err(io_error("open", path)(e)),
+                Err(e) => return Err(io_error("open", &path)(e)),
             }
-            dirs.insert(parent(path).to_path_buf());
+            dirs.insert(parent(&path).to_path_buf());
         }
         for m in &self.managed {
             if let Managed::Dir(dir) = m {
-                dirs.insert(dir.clone());
+                dirs.insert(self.root.join(dir));
             }
         }
         for dir in dirs {
@@ -415,8 +391,17 @@ impl Journal {
             }
         }
         state.file = None;
+        state.mark = None;
+        // The journal goes first: a mark without a journal is a clean stop cut short.
         fs::remove_file(&self.path).map_err(io_error("remove", &self.path))?;
-        sync_dir(parent(&self.path))
+        sync_dir(parent(&self.path))?;
+        match fs::remove_file(&self.mark_path) {
+            Err(e) if e.kind() != io::ErrorKind::NotFound => {
+                return Err(io_error("remove", &self.mark_path)(e));
+            }
+            _ => {}
+        }
+        sync_dir(parent(&self.mark_path))
     }
 
     /// Whether [`activate`](Self::activate) ran (commits are possible).
@@ -424,84 +409,23 @@ impl Journal {
         self.lock().file.is_some()
     }
 
-    /// Whether the journal is active and something is staged but not yet committed.
+    /// Whether the journal is active and a [`commit`](Self::commit) has work: something
+    /// staged but not yet committed, or files lagging behind the journal, or a journal to
+    /// rewrite after a failure.
     pub fn has_pending(&self) -> bool {
         let state = self.lock();
-        state.file.is_some() && state.durable < state.staged
+        state.file.is_some()
+            && (state.durable < state.staged || !state.lagging.is_empty() || state.needs_rewrite)
     }
 
-    /// Make everything staged before this call durable: one append and one fsync of the
-    /// journal, shared with concurrent committers. After a failure every later commit fails
-    /// too ([`CheckpointError::JournalFailed`]): the journal's tail cannot be trusted until
-    /// it is replayed at the next open.
-    pub fn commit(&self) -> Result<()> {
-        let mut state = self.lock();
-        let target = state.staged;
-        loop {
-            if let Some(why) = &state.failed {
-                return Err(CheckpointError::JournalFailed {
-                    path: self.path.clone(),
-                    why: why.clone(),
-                });
-            }
-            if state.durable >= target {
-                return Ok(());
-            }
-            if state.committing {
-                state = self.done.wait(state).unwrap_or_else(|e| e.into_inner());
-                continue;
-            }
-            let Some(file) = &state.file else {
-                return Err(CheckpointError::JournalFailed {
-                    path: self.path.clone(),
-                    why: "not activated: the state it would record was not accepted".to_owned(),
-                });
-            };
-            let file = file.try_clone();
-            state.committing = true;
-            let batch = std::mem::take(&mut state.pending);
-            let upto = state.staged;
-            let bytes = record::encode(Kind::Delta, batch.iter().map(|(p, d)| (p, d.as_deref())));
-            drop(state);
-            let written = file.and_then(|mut f| {
-                f.write_all(&bytes)?;
-                f.sync_data()
-            });
-            state = self.lock();
-            state.committing = false;
-            match written {
-                Ok(()) => {
-                    for (path, data) in batch {
-                        match data {
-                            Some(data) => state.view.insert(path, data),
-                            None => state.view.remove(&path),
-                        };
-                    }
-                    state.durable = upto;
-                    state.size += bytes.len() as u64;
-                    if state.size > self.options.compact_at {
-                        self.compact(&mut state);
-                    }
-                }
-                Err(e) => state.failed = Some(e.to_string()),
-            }
-            self.done.notify_all();
-        }
-    }
-
-    /// Replace the journal by a snapshot of the durable view (writes staged meanwhile are
-    /// committed on top of it later). A failure may leave the append handle on a replaced
-    /// file, so it fails the journal like a failed commit.
-    fn compact(&self, state: &mut State) {
-        match Self::write_snapshot(&self.path, &state.view) {
-            Ok((file, size)) => {
-                state.file = Some(file);
-                state.size = size;
-            }
-            Err(e) => state.failed = Some(format!("compacting: {e}")),
-        }
+    /// Why the journal cannot commit, or why files or the mark lag behind it (a failed
+    /// rename or mark write), while that lasts; `None` once a commit fully succeeded.
+    pub fn trouble(&self) -> Option<String> {
+        self.lock().trouble.clone()
     }
 }
+
+mod commit;
 
 #[cfg(test)]
 mod tests;

@@ -7,29 +7,36 @@ use std::sync::Arc;
 use proptest::prelude::*;
 
 use super::*;
+use crate::error::CheckpointError;
 use crate::store::CheckpointStore;
 
-fn managed(dir: &Path) -> Vec<Managed> {
+fn managed() -> Vec<Managed> {
     vec![
-        Managed::File(dir.join("cpu_manager_state")),
-        Managed::Dir(dir.join("pods")),
+        Managed::File("cpu_manager_state".into()),
+        Managed::Dir("pods".into()),
     ]
 }
 
+fn options(compact_at: u64) -> JournalOptions {
+    JournalOptions {
+        compact_at,
+        ..JournalOptions::default()
+    }
+}
+
+fn try_open(dir: &Path, compact_at: u64) -> Result<(Journal, Recovery)> {
+    Journal::open(dir, "journal", &managed(), options(compact_at))
+}
+
 fn open(dir: &Path, compact_at: u64) -> (Arc<Journal>, Recovery) {
-    let (journal, recovery) = Journal::open(
-        dir.join("journal"),
-        &managed(dir),
-        JournalOptions { compact_at },
-    )
-    .unwrap();
+    let (journal, recovery) = try_open(dir, compact_at).unwrap();
     journal.activate().unwrap();
     (Arc::new(journal), recovery)
 }
 
-/// Every managed file's bytes.
+/// Every managed file's bytes, by path relative to `dir`.
 fn files(dir: &Path) -> BTreeMap<PathBuf, Vec<u8>> {
-    read_managed(&managed(dir)).unwrap()
+    read_managed(dir, &managed(), 1 << 20).unwrap()
 }
 
 #[test]
@@ -39,20 +46,17 @@ fn a_first_open_takes_the_files_as_they_are() {
     let (journal, recovery) = open(dir.path(), 1 << 20);
     assert!(!recovery.replayed);
     assert_eq!(journal.lock().view.len(), 1);
-    let (unactivated, _) = Journal::open(
-        dir.path().join("journal"),
-        &managed(dir.path()),
-        JournalOptions::default(),
-    )
-    .unwrap();
+    let (unactivated, _) = try_open(dir.path(), 1 << 20).unwrap();
     // Not activated: a commit is refused and the journal on disk is left as it was.
     unactivated
-        .stage(&dir.path().join("cpu_manager_state"), Some(b"x"), || Ok(()))
+        .stage(&dir.path().join("cpu_manager_state"), Some(b"x"), || {
+            Ok::<(), CheckpointError>(())
+        })
         .unwrap();
-    assert!(matches!(
-        unactivated.commit(),
-        Err(CheckpointError::JournalFailed { .. })
-    ));
+    assert!(
+        matches!(unactivated.commit(), Ok(())),
+        "inactive: the write went through, nothing to commit"
+    );
     drop(unactivated);
     drop(journal);
     let (_journal, recovery) = open(dir.path(), 1 << 20);
@@ -78,12 +82,16 @@ fn uncommitted_writes_are_undone_committed_ones_kept() {
     assert!(!journal.has_pending());
     let committed = files(dir.path());
 
-    // Written and renamed into place, never committed: a crash now.
+    // Staged, never committed: the files do not change; a crash now.
     store.write_bytes("cpu_manager_state", b"v2").unwrap();
     pods.write_bytes("b.json", b"pod b").unwrap();
     pods.remove("a.json").unwrap();
-    assert_ne!(files(dir.path()), committed);
+    assert_eq!(files(dir.path()), committed);
     drop((store, pods, journal));
+    // And files changed behind the journal's back are brought back to it.
+    fs::write(dir.path().join("cpu_manager_state"), b"v3").unwrap();
+    fs::remove_file(dir.path().join("pods/a.json")).unwrap();
+    fs::write(dir.path().join("pods/c.json"), b"pod c").unwrap();
 
     let (_journal, recovery) = open(dir.path(), 1 << 20);
     assert_eq!(files(dir.path()), committed);
@@ -94,7 +102,7 @@ fn uncommitted_writes_are_undone_committed_ones_kept() {
             dir.path().join("pods/a.json")
         ]
     );
-    assert_eq!(recovery.removed, [dir.path().join("pods/b.json")]);
+    assert_eq!(recovery.removed, [dir.path().join("pods/c.json")]);
 }
 
 #[test]
@@ -119,8 +127,11 @@ fn a_retired_journal_leaves_the_files_as_the_truth() {
     );
 }
 
+/// A crash during a commit cuts its record short before its mark is written: the replay
+/// drops it. The same cut of an answered commit (its mark written) is refused, as is a
+/// damaged head.
 #[test]
-fn a_torn_tail_ends_the_replay_a_damaged_head_is_an_error() {
+fn a_torn_tail_ends_the_replay_a_cut_answered_commit_or_a_damaged_head_is_refused() {
     let dir = tempfile::tempdir().unwrap();
     let (journal, _) = open(dir.path(), 1 << 20);
     let store = CheckpointStore::open(dir.path())
@@ -128,26 +139,56 @@ fn a_torn_tail_ends_the_replay_a_damaged_head_is_an_error() {
         .with_journal(Arc::clone(&journal));
     store.write_bytes("cpu_manager_state", b"v1").unwrap();
     journal.commit().unwrap();
-    let len_after_v1 = place(journal.path()).0;
+    let mark_after_v1 = fs::read(journal.mark_path()).unwrap();
     store.write_bytes("cpu_manager_state", b"v2").unwrap();
     journal.commit().unwrap();
-    let path = journal.path().to_path_buf();
+    let (path, mark) = (
+        journal.path().to_path_buf(),
+        journal.mark_path().to_path_buf(),
+    );
     drop((store, journal));
-    // Cut the last record short.
     let bytes = fs::read(&path).unwrap();
     fs::write(&path, &bytes[..bytes.len() - 3]).unwrap();
+
+    // Answered (the mark names commit 2): refused, the files left as they are.
+    let err = try_open(dir.path(), 1 << 20).unwrap_err();
+    assert!(
+        matches!(
+            err,
+            CheckpointError::Journal(JournalError::CommitsMissing {
+                ends_at: 1,
+                answered: 2,
+                ..
+            })
+        ),
+        "{err}"
+    );
+    assert!(err.to_string().contains("move the journal"), "{err}");
+    assert_eq!(
+        fs::read(dir.path().join("cpu_manager_state")).unwrap(),
+        b"v2"
+    );
+
+    // A crash during commit 2: its record cut, its mark never written, its file never
+    // renamed into place.
+    fs::write(&mark, &mark_after_v1).unwrap();
+    fs::write(dir.path().join("cpu_manager_state"), b"v1").unwrap();
     let (_journal, recovery) = open(dir.path(), 1 << 20);
     assert!(recovery.torn_tail.is_some(), "{recovery:?}");
+    assert_eq!(recovery.last_commit, 1);
     assert_eq!(
         fs::read(dir.path().join("cpu_manager_state")).unwrap(),
         b"v1"
     );
-    assert!(len_after_v1 > 0);
+    drop(_journal);
 
     fs::write(&path, b"not a journal").unwrap();
-    let err = Journal::open(&path, &managed(dir.path()), JournalOptions::default()).unwrap_err();
+    let err = try_open(dir.path(), 1 << 20).unwrap_err();
     assert!(
-        matches!(err, CheckpointError::JournalDamaged { offset: 0, .. }),
+        matches!(
+            err,
+            CheckpointError::Journal(JournalError::Damaged { offset: 0, .. })
+        ),
         "{err}"
     );
 }
@@ -244,11 +285,10 @@ proptest! {
     #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
 
     /// Any run of writes, removals and commits, killed at any point: the files after the
-    /// next open are the state of the last commit. With the last commit's record cut
-    /// anywhere (a power loss during that commit, which therefore never returned), they
-    /// are the state of that commit or of the one before.
+    /// next open are the state of the last commit. A crash during the last commit (its
+    /// record cut anywhere, its mark and files not yet written) gives the commit before.
     #[test]
-    fn after_a_crash_the_files_are_a_committed_state(
+    fn after_a_crash_the_files_are_the_last_answered_state(
         ops in prop::collection::vec(op(), 1..40),
         cut in any::<prop::sample::Index>(),
         compact_at in prop_oneof![Just(256u64), Just(1u64 << 20)],
@@ -259,8 +299,8 @@ proptest! {
         let pods = CheckpointStore::open(dir.path().join("pods")).unwrap().with_journal(Arc::clone(&journal));
         let store_of = |f: u8| if f == 0 { (&state, key(0)) } else { (&pods, format!("p{f}.json")) };
         let mut model: BTreeMap<String, Vec<u8>> = BTreeMap::new();
-        // Committed states, in order; the journal's length after each commit.
-        let mut committed = vec![(model.clone(), place(journal.path()))];
+        // Answered states, in order; the journal's place and the mark's bytes after each.
+        let mut committed = vec![(model.clone(), place(journal.path()), fs::read(journal.mark_path()).unwrap())];
         for op in &ops {
             match op {
                 Op::Write(f, v) => {
@@ -275,32 +315,111 @@ proptest! {
                 }
                 Op::Commit => {
                     journal.commit().unwrap();
-                    committed.push((model.clone(), place(journal.path())));
+                    committed.push((model.clone(), place(journal.path()), fs::read(journal.mark_path()).unwrap()));
                 }
             }
         }
-        let path = journal.path().to_path_buf();
+        let (path, mark) = (journal.path().to_path_buf(), journal.mark_path().to_path_buf());
         drop((state, pods, journal));
         let bytes = fs::read(&path).unwrap();
         let n = committed.len();
-        // The last commit appended a record (no compaction replaced the file): cut it.
+        // The last commit appended a record (no compaction replaced the file): a crash
+        // during it cuts that record and leaves the mark and files of the commit before.
         let torn = n >= 2
             && committed[n - 1].1.1 == committed[n - 2].1.1
             && committed[n - 1].1.0 > committed[n - 2].1.0;
         if torn {
             let start = committed[n - 2].1.0 as usize;
-            let keep = start + cut.index(bytes.len() - start + 1);
+            let keep = start + cut.index(bytes.len() - start);
             fs::write(&path, &bytes[..keep]).unwrap();
+            fs::write(&mark, &committed[n - 2].2).unwrap();
+            for name in committed[n - 1].0.keys() {
+                fs::remove_file(dir.path().join(name)).unwrap();
+            }
+            for (name, before) in &committed[n - 2].0 {
+                fs::write(dir.path().join(name), before).unwrap();
+            }
         }
         let (_journal, _) = open(dir.path(), compact_at);
         let now: BTreeMap<String, Vec<u8>> = files(dir.path())
             .into_iter()
-            .map(|(p, d)| (p.strip_prefix(dir.path()).unwrap().to_string_lossy().into_owned(), d))
+            .map(|(p, d)| (p.to_string_lossy().into_owned(), d))
             .collect();
         if torn {
-            prop_assert!(now == committed[n - 1].0 || now == committed[n - 2].0, "{now:?}");
+            prop_assert_eq!(&now, &committed[n - 2].0);
         } else {
             prop_assert_eq!(&now, &committed[n - 1].0);
         }
     }
+}
+
+/// A commit whose append fails (here: a handle that cannot write, as a full disk or an I/O
+/// error would) answers an error and wedges nothing: the next commit rewrites the journal
+/// and makes the failed commit's writes durable with its own; the files never held them
+/// before that.
+#[test]
+fn a_failed_commit_is_retried_by_the_next_and_never_wedges() {
+    let dir = tempfile::tempdir().unwrap();
+    let (journal, _) = open(dir.path(), 1 << 20);
+    let store = CheckpointStore::open(dir.path())
+        .unwrap()
+        .with_journal(Arc::clone(&journal));
+    store.write_bytes("cpu_manager_state", b"v1").unwrap();
+    journal.commit().unwrap();
+    store.write_bytes("cpu_manager_state", b"v2").unwrap();
+    // The append handle now refuses writes.
+    journal.lock().file = Some(File::open(journal.path()).unwrap());
+    let err = journal.commit().unwrap_err();
+    assert!(
+        matches!(
+            err,
+            CheckpointError::Journal(JournalError::CommitFailed { op: "append", .. })
+        ),
+        "{err}"
+    );
+    assert!(journal.trouble().is_some());
+    assert!(journal.has_pending());
+    assert_eq!(
+        fs::read(dir.path().join("cpu_manager_state")).unwrap(),
+        b"v1"
+    );
+    let pods = CheckpointStore::open(dir.path().join("pods"))
+        .unwrap()
+        .with_journal(Arc::clone(&journal));
+    pods.write_bytes("a.json", b"pod a").unwrap();
+    journal.commit().unwrap();
+    assert!(journal.trouble().is_none());
+    assert_eq!(
+        fs::read(dir.path().join("cpu_manager_state")).unwrap(),
+        b"v2"
+    );
+    assert_eq!(fs::read(dir.path().join("pods/a.json")).unwrap(), b"pod a");
+    let committed = files(dir.path());
+    drop((store, pods, journal));
+    let (_journal, recovery) = open(dir.path(), 1 << 20);
+    assert!(recovery.torn_tail.is_none(), "{recovery:?}");
+    assert_eq!(files(dir.path()), committed);
+}
+
+/// A file whose rename fails after its commit was durable lags behind the journal; the
+/// journal says so (`trouble`) and the next commit, even one with nothing staged, writes it.
+#[test]
+fn a_file_lagging_behind_the_journal_is_written_by_the_next_commit() {
+    let dir = tempfile::tempdir().unwrap();
+    let (journal, _) = open(dir.path(), 1 << 20);
+    let pods = CheckpointStore::open(dir.path().join("pods"))
+        .unwrap()
+        .with_journal(Arc::clone(&journal));
+    // A directory where the file's temporary file must go: the rename cannot happen.
+    fs::create_dir(dir.path().join("pods").join(files::APPLY_TEMP)).unwrap();
+    pods.write_bytes("a.json", b"pod a").unwrap();
+    journal.commit().unwrap();
+    assert!(!dir.path().join("pods/a.json").exists());
+    assert!(journal.trouble().is_some_and(|t| t.contains("lag")));
+    assert!(journal.has_pending());
+    fs::remove_dir(dir.path().join("pods").join(files::APPLY_TEMP)).unwrap();
+    journal.commit().unwrap();
+    assert!(journal.trouble().is_none());
+    assert!(!journal.has_pending());
+    assert_eq!(fs::read(dir.path().join("pods/a.json")).unwrap(), b"pod a");
 }

@@ -3,9 +3,11 @@
 
 mod crash_consistency;
 mod decode_agrees;
+mod disk_full;
 mod dump_order;
 mod errors;
 mod fuzz;
+mod journal_promise;
 mod properties;
 mod store;
 mod upstream_cases;

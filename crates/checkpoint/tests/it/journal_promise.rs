@@ -1,0 +1,387 @@
+//! The journal's promise as a property: after any run of commits, a crash at any point of
+//! the last commit, or any one piece of damage to the journal, its mark or the root's place,
+//! opening gives the state of the last answered commit (or, after a crash, of the commit
+//! before, which was never answered), or refuses with the journal and the offset named —
+//! never an older state, silently.
+
+use std::collections::BTreeMap;
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use corral_checkpoint::{
+    CheckpointError, CheckpointStore, Journal, JournalError, JournalOptions, Managed,
+};
+use proptest::prelude::*;
+
+type Files = BTreeMap<String, Vec<u8>>;
+
+fn managed() -> Vec<Managed> {
+    vec![
+        Managed::File("cpu_manager_state".into()),
+        Managed::Dir("corral/pods".into()),
+    ]
+}
+
+fn options(compact_at: u64) -> JournalOptions {
+    JournalOptions {
+        compact_at,
+        ..JournalOptions::default()
+    }
+}
+
+const JOURNAL: &str = "corral/state.journal";
+const MARK: &str = "corral/state.journal.mark";
+
+/// Every managed file under `root`, by relative path.
+fn files(root: &Path) -> Files {
+    let mut out = Files::new();
+    if let Ok(bytes) = fs::read(root.join("cpu_manager_state")) {
+        out.insert("cpu_manager_state".to_owned(), bytes);
+    }
+    if let Ok(entries) = fs::read_dir(root.join("corral/pods")) {
+        for entry in entries {
+            let entry = entry.unwrap();
+            let name = entry.file_name().into_string().unwrap();
+            if !name.starts_with('.') {
+                out.insert(
+                    format!("corral/pods/{name}"),
+                    fs::read(entry.path()).unwrap(),
+                );
+            }
+        }
+    }
+    out
+}
+
+fn set_files(root: &Path, to: &Files) {
+    for name in files(root).keys() {
+        fs::remove_file(root.join(name)).unwrap();
+    }
+    for (name, data) in to {
+        fs::write(root.join(name), data).unwrap();
+    }
+}
+
+/// Where each record of a journal starts, and where the last ends.
+fn record_starts(bytes: &[u8]) -> Vec<usize> {
+    let mut at = 0;
+    let mut starts = Vec::new();
+    while at + 13 <= bytes.len() {
+        starts.push(at);
+        let len = u32::from_le_bytes(bytes[at + 5..at + 9].try_into().unwrap()) as usize;
+        at += 13 + len;
+    }
+    assert_eq!(at, bytes.len(), "the test's own journal is whole");
+    starts
+}
+
+#[derive(Debug, Clone)]
+enum Op {
+    Write(u8, u8),
+    Remove(u8),
+    Commit,
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    prop_oneof![
+        4 => (0..4u8, any::<u8>()).prop_map(|(f, v)| Op::Write(f, v)),
+        1 => (0..4u8).prop_map(Op::Remove),
+        2 => Just(Op::Commit),
+    ]
+}
+
+/// What happens between the run and the next open.
+#[derive(Debug, Clone)]
+enum Event {
+    /// A crash while appending the last commit's record: cut after this fraction of it.
+    CrashDuringAppend(prop::sample::Index),
+    /// A crash after the last record was durable, before all its files and its mark were
+    /// written: these of its files were.
+    CrashBeforeApply(Vec<bool>),
+    FlipJournal(prop::sample::Index, u8),
+    CutJournal(prop::sample::Index),
+    HugeLength(prop::sample::Index),
+    DuplicateRecord(prop::sample::Index),
+    SwapRecords(prop::sample::Index),
+    DropRecord(prop::sample::Index),
+    FlipMark(prop::sample::Index, u8),
+    DeleteMark,
+    DeleteJournal,
+    MoveRoot,
+    CopyRoot,
+}
+
+fn event() -> impl Strategy<Value = Event> {
+    let index = any::<prop::sample::Index>;
+    prop_oneof![
+        index().prop_map(Event::CrashDuringAppend),
+        prop::collection::vec(any::<bool>(), 8).prop_map(Event::CrashBeforeApply),
+        (index(), 1..=255u8).prop_map(|(i, x)| Event::FlipJournal(i, x)),
+        index().prop_map(Event::CutJournal),
+        index().prop_map(Event::HugeLength),
+        index().prop_map(Event::DuplicateRecord),
+        index().prop_map(Event::SwapRecords),
+        index().prop_map(Event::DropRecord),
+        (index(), 1..=255u8).prop_map(|(i, x)| Event::FlipMark(i, x)),
+        Just(Event::DeleteMark),
+        Just(Event::DeleteJournal),
+        Just(Event::MoveRoot),
+        Just(Event::CopyRoot),
+    ]
+}
+
+/// One answered commit: the files, and the journal's and mark's bytes after it.
+struct Answered {
+    files: Files,
+    journal: Vec<u8>,
+    mark: Vec<u8>,
+}
+
+/// The outcome a run must have: the state of the last answered commit, or that of the
+/// one before when the event was a crash during the last commit, or a refusal.
+fn check(root: &Path, opened: Result<Files, CheckpointError>, ok: &[&Files], refusable: bool) {
+    match opened {
+        Ok(now) => assert!(
+            ok.contains(&&now),
+            "an accepted state that is not the last answered one: {now:?}"
+        ),
+        Err(err) => {
+            assert!(refusable, "a crash's leftovers refused: {err}");
+            let journal = root.join(JOURNAL);
+            let named = err.to_string().contains(&journal.display().to_string());
+            assert!(named, "the refusal names the journal: {err}");
+            assert!(
+                matches!(
+                    err,
+                    CheckpointError::Journal(
+                        JournalError::Damaged { .. }
+                            | JournalError::CommitsMissing { .. }
+                            | JournalError::MarkUnusable { .. }
+                    )
+                ),
+                "{err}"
+            );
+            assert!(err.to_string().contains("move the journal"), "{err}");
+        }
+    }
+}
+
+fn open_files(root: &Path, compact_at: u64) -> Result<Files, CheckpointError> {
+    let (journal, _) = Journal::open(root, JOURNAL, &managed(), options(compact_at))?;
+    journal.activate()?;
+    Ok(files(root))
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
+
+    #[test]
+    fn the_last_answered_state_or_a_named_refusal(
+        ops in prop::collection::vec(op(), 1..30),
+        event in event(),
+        compact_at in prop_oneof![Just(300u64), Just(1u64 << 20)],
+    ) {
+        let base = tempfile::tempdir().unwrap();
+        let root = base.path().join("root");
+        let (journal, _) = Journal::open(&root, JOURNAL, &managed(), options(compact_at)).unwrap();
+        journal.activate().unwrap();
+        let journal = Arc::new(journal);
+        let state = CheckpointStore::open(&root).unwrap().with_journal(Arc::clone(&journal));
+        let pods = CheckpointStore::open(root.join("corral/pods")).unwrap().with_journal(Arc::clone(&journal));
+        let snap = |files: Files| Answered {
+            files,
+            journal: fs::read(root.join(JOURNAL)).unwrap(),
+            mark: fs::read(root.join(MARK)).unwrap(),
+        };
+        let mut answered = vec![snap(files(&root))];
+        for op in &ops {
+            match op {
+                Op::Write(0, v) => state.write_bytes("cpu_manager_state", &[*v; 5]).unwrap(),
+                Op::Write(f, v) => pods.write_bytes(&format!("p{f}.json"), &[*v; 5]).unwrap(),
+                Op::Remove(0) => state.remove("cpu_manager_state").unwrap(),
+                Op::Remove(f) => pods.remove(&format!("p{f}.json")).unwrap(),
+                Op::Commit => {
+                    journal.commit().unwrap();
+                    answered.push(snap(files(&root)));
+                }
+            }
+        }
+        // A kill: what is staged and not committed is lost with the process.
+        drop((state, pods, journal));
+        let n = answered.len();
+        let last = &answered[n - 1];
+        let before = if n >= 2 { &answered[n - 2] } else { last };
+        // The last commit appended a record to the journal before it (no compaction).
+        let appended = n >= 2 && last.journal.starts_with(&before.journal) && last.journal.len() > before.journal.len();
+        let journal_path = root.join(JOURNAL);
+        let mark_path = root.join(MARK);
+        let write_journal = |bytes: &[u8]| fs::write(&journal_path, bytes).unwrap();
+        let starts = record_starts(&last.journal);
+        let mut open_at = root.clone();
+        match &event {
+            Event::CrashDuringAppend(cut) => {
+                prop_assume!(appended);
+                let keep = before.journal.len() + cut.index(last.journal.len() - before.journal.len());
+                write_journal(&last.journal[..keep]);
+                fs::write(&mark_path, &before.mark).unwrap();
+                set_files(&root, &before.files);
+                check(&root, open_files(&root, compact_at), &[&before.files], false);
+                return Ok(());
+            }
+            Event::CrashBeforeApply(applied) => {
+                prop_assume!(n >= 2);
+                fs::write(&mark_path, &before.mark).unwrap();
+                let mut mixed = before.files.clone();
+                let names: Vec<&String> = before.files.keys().chain(last.files.keys()).collect();
+                for (i, name) in names.into_iter().enumerate() {
+                    if applied[i % applied.len()] {
+                        match last.files.get(name) {
+                            Some(data) => mixed.insert(name.clone(), data.clone()),
+                            None => mixed.remove(name),
+                        };
+                    }
+                }
+                set_files(&root, &mixed);
+                check(&root, open_files(&root, compact_at), &[&last.files], false);
+                return Ok(());
+            }
+            Event::FlipJournal(at, x) => {
+                let mut bytes = last.journal.clone();
+                let at = at.index(bytes.len());
+                bytes[at] ^= x;
+                write_journal(&bytes);
+            }
+            Event::CutJournal(at) => write_journal(&last.journal[..at.index(last.journal.len())]),
+            Event::HugeLength(which) => {
+                let mut bytes = last.journal.clone();
+                let at = starts[which.index(starts.len())];
+                bytes[at + 5..at + 9].copy_from_slice(&0xFFFF_FFF0u32.to_le_bytes());
+                write_journal(&bytes);
+            }
+            Event::DuplicateRecord(which) => {
+                let i = which.index(starts.len());
+                let end = starts.get(i + 1).copied().unwrap_or(last.journal.len());
+                let mut bytes = last.journal[..end].to_vec();
+                bytes.extend_from_slice(&last.journal[starts[i]..]);
+                write_journal(&bytes);
+            }
+            Event::SwapRecords(which) => {
+                prop_assume!(starts.len() >= 2);
+                let i = which.index(starts.len() - 1);
+                let end = |k: usize| starts.get(k + 1).copied().unwrap_or(last.journal.len());
+                let mut bytes = last.journal[..starts[i]].to_vec();
+                bytes.extend_from_slice(&last.journal[starts[i + 1]..end(i + 1)]);
+                bytes.extend_from_slice(&last.journal[starts[i]..end(i)]);
+                bytes.extend_from_slice(&last.journal[end(i + 1)..]);
+                write_journal(&bytes);
+            }
+            Event::DropRecord(which) => {
+                let i = which.index(starts.len());
+                let end = starts.get(i + 1).copied().unwrap_or(last.journal.len());
+                let mut bytes = last.journal[..starts[i]].to_vec();
+                bytes.extend_from_slice(&last.journal[end..]);
+                write_journal(&bytes);
+            }
+            Event::FlipMark(at, x) => {
+                let mut bytes = last.mark.clone();
+                let at = at.index(bytes.len());
+                bytes[at] ^= x;
+                fs::write(&mark_path, &bytes).unwrap();
+            }
+            Event::DeleteMark => fs::remove_file(&mark_path).unwrap(),
+            // The files hold every answered commit (a kill, not a power loss): taking them
+            // as they are loses nothing.
+            Event::DeleteJournal => fs::remove_file(&journal_path).unwrap(),
+            Event::MoveRoot => {
+                open_at = base.path().join("moved");
+                fs::rename(&root, &open_at).unwrap();
+            }
+            Event::CopyRoot => {
+                open_at = base.path().join("copy");
+                copy_dir(&root, &open_at);
+                // The original is changed afterwards: the copy must not care.
+                fs::write(root.join("cpu_manager_state"), b"changed").unwrap();
+            }
+        }
+        check(&open_at, open_files(&open_at, compact_at), &[&last.files], true);
+        if matches!(event, Event::MoveRoot | Event::CopyRoot | Event::DeleteJournal) {
+            prop_assert_eq!(files(&open_at), last.files.clone());
+        }
+    }
+}
+
+fn copy_dir(from: &Path, to: &Path) {
+    fs::create_dir_all(to).unwrap();
+    for entry in fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        let target: PathBuf = to.join(entry.file_name());
+        if entry.file_type().unwrap().is_dir() {
+            copy_dir(&entry.path(), &target);
+        } else {
+            fs::copy(entry.path(), &target).unwrap();
+        }
+    }
+}
+
+/// A journal or state file that is a FIFO or a device is refused at once: never a hang,
+/// never an unbounded read.
+#[test]
+fn a_fifo_or_a_device_in_place_of_the_journal_or_a_file_is_refused() {
+    let base = tempfile::tempdir().unwrap();
+    let root = base.path();
+    fs::create_dir_all(root.join("corral")).unwrap();
+    let fifo = root.join(JOURNAL);
+    let made = std::process::Command::new("mkfifo").arg(&fifo).status();
+    if made.is_ok_and(|s| s.success()) {
+        let err = Journal::open(root, JOURNAL, &managed(), JournalOptions::default()).unwrap_err();
+        assert!(err.to_string().contains("FIFO"), "{err}");
+        fs::remove_file(&fifo).unwrap();
+    }
+    std::os::unix::fs::symlink("/dev/zero", root.join(JOURNAL)).unwrap();
+    let err = Journal::open(root, JOURNAL, &managed(), JournalOptions::default()).unwrap_err();
+    assert!(err.to_string().contains("character device"), "{err}");
+    fs::remove_file(root.join(JOURNAL)).unwrap();
+    std::os::unix::fs::symlink("/dev/zero", root.join("cpu_manager_state")).unwrap();
+    let (journal, _) = Journal::open(root, JOURNAL, &managed(), JournalOptions::default()).unwrap();
+    let err = journal.activate().unwrap_err();
+    assert!(err.to_string().contains("character device"), "{err}");
+}
+
+/// A journal larger than the bound is refused before it is read.
+#[test]
+fn an_oversized_journal_is_refused_unread() {
+    let base = tempfile::tempdir().unwrap();
+    let root = base.path();
+    fs::create_dir_all(root.join("corral")).unwrap();
+    let file = fs::File::create(root.join(JOURNAL)).unwrap();
+    file.set_len(1 << 40).unwrap();
+    let err = Journal::open(root, JOURNAL, &managed(), JournalOptions::default()).unwrap_err();
+    assert!(
+        matches!(err, CheckpointError::Journal(JournalError::TooLarge { len, .. }) if len == 1 << 40),
+        "{err}"
+    );
+}
+
+/// A journal of the first format (absolute paths, no mark), left by a crash of an earlier
+/// corral, is refused with a remedy, not replayed into absolute paths.
+#[test]
+fn a_first_format_journal_is_refused_with_a_remedy() {
+    let base = tempfile::tempdir().unwrap();
+    let root = base.path();
+    fs::create_dir_all(root.join("corral")).unwrap();
+    fs::write(
+        root.join(JOURNAL),
+        b"CRLJ\x01\x04\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00",
+    )
+    .unwrap();
+    let err = Journal::open(root, JOURNAL, &managed(), JournalOptions::default()).unwrap_err();
+    assert!(
+        matches!(
+            err,
+            CheckpointError::Journal(JournalError::OlderFormat { .. })
+        ),
+        "{err}"
+    );
+    assert!(err.to_string().contains("stop it cleanly"), "{err}");
+}
