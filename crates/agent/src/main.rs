@@ -26,8 +26,9 @@ fn main() -> ExitCode {
     }
     match commands::run(cli.command) {
         Ok(code) => code,
-        // The reader went away (`corral … | head -1`): nothing left to say.
-        Err(err) if output::is_broken_pipe(&err) => ExitCode::SUCCESS,
+        // The reader went away (`corral … | head -1`): nothing left to say. Only stdout:
+        // a connection the agent closed is an error (below).
+        Err(err) if output::is_stdout_closed(&err) => ExitCode::SUCCESS,
         Err(err) => {
             eprintln!("corral: {}", error_text::anyhow_chain(&err));
             ExitCode::FAILURE

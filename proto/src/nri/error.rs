@@ -62,6 +62,14 @@ pub enum NriError {
     /// message that does not decode, an unknown message type).
     #[error("NRI protocol violation: {0}")]
     Protocol(String),
+    /// The peer sent faster than corral read: more than `limit` bytes of its frames were
+    /// queued unread on the trunk, all its connections together
+    /// ([`MAX_QUEUED_BYTES`](super::mux::MAX_QUEUED_BYTES)).
+    #[error("the NRI peer sent more than {limit} bytes ahead of what was read")]
+    QueueFull {
+        /// The bound, in bytes.
+        limit: usize,
+    },
     /// The connection is closed.
     #[error("NRI connection closed")]
     Closed,

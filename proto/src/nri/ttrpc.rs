@@ -6,6 +6,13 @@
 //! A client numbers its streams 1, 3, 5, …; the server answers on the request's stream, and
 //! answers several requests at once. A message over [`MESSAGE_LENGTH_MAX`] is read past and
 //! answered `ResourceExhausted`, as upstream's channel does.
+//!
+//! A message's payload is collected as its bytes arrive, not allocated at the length its
+//! header names. A server holds at most [`MAX_IN_FLIGHT_BYTES`] of requests being answered
+//! (and of answers waiting to be written); past it, it reads no further request until one
+//! is answered, so a peer that keeps sending fills its trunk's queue and loses the trunk
+//! ([`NriError::QueueFull`]). When the connection ends, the requests still being answered
+//! are cancelled (upstream cancels their contexts): none outlives its connection.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -13,7 +20,8 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use prost::Message;
-use tokio::sync::oneshot;
+use tokio::sync::{Semaphore, oneshot};
+use tokio::task::JoinSet;
 
 use super::error::{NriError, NriStatus};
 use super::mux::{ConnReader, ConnWriter, MuxConn};
@@ -27,6 +35,14 @@ pub use envelope::{KeyValue, Request, Response, Status};
 pub const MESSAGE_HEADER_LEN: usize = 10;
 /// The largest ttrpc message payload (4 MiB).
 pub const MESSAGE_LENGTH_MAX: usize = 4 << 20;
+/// Bytes of requests one served connection answers at once: each counts its payload and
+/// [`REQUEST_OVERHEAD`] from when it is read until its answer is written.
+pub const MAX_IN_FLIGHT_BYTES: usize = 16 << 20;
+/// What a request in flight costs beyond its payload (its task, its answer), counted
+/// against [`MAX_IN_FLIGHT_BYTES`] so that a flood of small requests is bounded too.
+pub const REQUEST_OVERHEAD: usize = 4 << 10;
+
+const _: () = assert!(MAX_IN_FLIGHT_BYTES >= MESSAGE_LENGTH_MAX + REQUEST_OVERHEAD);
 const TYPE_REQUEST: u8 = 1;
 const TYPE_RESPONSE: u8 = 2;
 
@@ -52,8 +68,7 @@ async fn read_message(reader: &mut ConnReader) -> Result<Incoming, NriError> {
         reader.skip(len).await?;
         return Ok(Incoming::Oversized { stream, kind, len });
     }
-    let mut payload = vec![0u8; len];
-    reader.read_exact(&mut payload).await?;
+    let payload = reader.read_vec(len).await?;
     Ok(Incoming::Message {
         stream,
         kind,
@@ -132,7 +147,8 @@ impl Client {
                 &envelope.encode_to_vec(),
             )
             .await?;
-            rx.await.map_err(|_| NriError::Closed)
+            // No answer comes once the connection has ended: say why it ended.
+            rx.await.map_err(|_| self.writer.close_reason())
         };
         let outcome = tokio::time::timeout(timeout, answer).await;
         self.pending().remove(&stream);
@@ -227,43 +243,68 @@ pub trait Service: Send + Sync + 'static {
 }
 
 /// Serves `service` (named `name`) on `conn` until the connection ends; requests are
-/// answered concurrently, each bounded by its `timeout_nano`.
+/// answered concurrently (at most [`MAX_IN_FLIGHT_BYTES`] of them), each bounded by its
+/// `timeout_nano`, and those not answered when the connection ends are cancelled.
 pub async fn serve(conn: MuxConn, name: &'static str, service: Arc<dyn Service>) -> NriError {
     let MuxConn { mut reader, writer } = conn;
+    let in_flight = Arc::new(Semaphore::new(MAX_IN_FLIGHT_BYTES));
+    // Dropped (when the connection ends or this future is), it aborts every request task.
+    let mut answering = JoinSet::new();
     loop {
-        let (stream, request) = match read_message(&mut reader).await {
-            Ok(Incoming::Message {
+        while answering.try_join_next().is_some() {}
+        let incoming = match read_message(&mut reader).await {
+            Ok(incoming) => incoming,
+            Err(err) => return err,
+        };
+        let len = match &incoming {
+            Incoming::Message { payload, .. } => payload.len(),
+            Incoming::Oversized { .. } => 0,
+        };
+        let cost = u32::try_from(len + REQUEST_OVERHEAD).unwrap_or(u32::MAX);
+        let permit = tokio::select! {
+            permit = Arc::clone(&in_flight).acquire_many_owned(cost) => permit,
+            () = reader.trunk_closed() => return reader.close_reason(),
+        };
+        let Ok(permit) = permit else {
+            return NriError::Closed;
+        };
+        let (stream, request) = match incoming {
+            Incoming::Message {
                 stream,
                 kind: TYPE_REQUEST,
                 payload,
-            }) => (stream, Request::decode(payload.as_slice())),
-            Ok(Incoming::Oversized {
+            } => (stream, Request::decode(payload.as_slice())),
+            Incoming::Oversized {
                 stream,
                 kind: TYPE_REQUEST,
                 len,
-            }) => {
+            } => {
                 let why = format!("request of {len} bytes exceeds {MESSAGE_LENGTH_MAX}");
                 let answer = failed(NriStatus::RESOURCE_EXHAUSTED, why);
-                tokio::spawn(respond(writer.clone(), stream, answer));
+                let writer = writer.clone();
+                answering.spawn(async move {
+                    respond(writer, stream, answer).await;
+                    drop(permit);
+                });
                 continue;
             }
-            Ok(Incoming::Message { kind, .. } | Incoming::Oversized { kind, .. }) => {
+            Incoming::Message { kind, .. } | Incoming::Oversized { kind, .. } => {
                 tracing::debug!(
                     kind,
                     "ttrpc server: a message that is not a request dropped"
                 );
                 continue;
             }
-            Err(err) => return err,
         };
         let service = Arc::clone(&service);
         let writer = writer.clone();
-        tokio::spawn(async move {
+        answering.spawn(async move {
             let answer = match request {
                 Ok(request) => answer(name, service.as_ref(), request).await,
                 Err(err) => failed(NriStatus::INVALID_ARGUMENT, format!("undecodable: {err}")),
             };
             respond(writer, stream, answer).await;
+            drop(permit);
         });
     }
 }

@@ -1,14 +1,14 @@
 //! The client commands (`admit`, `release`, `status`): dial the agent socket under the root
 //! and print the answers.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Duration;
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 use corral_proto::corral::v1 as api;
 use corral_proto::corral::v1::agent_client::AgentClient;
-use corral_proto::uds::Channel;
+use corral_proto::uds::{Channel, UdsError};
 
 use crate::cli::{AgentTarget, ConfigArgs, OutputFormat};
 use crate::commands::explain::read_manifests;
@@ -19,6 +19,172 @@ use crate::output::outln;
 
 const DIAL_TIMEOUT: Duration = Duration::from_secs(5);
 
+/// Why a client command has no answer from the agent, or what the agent answered instead of
+/// one. Each names the socket and says what happened; the underlying error is the source.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum ClientError {
+    /// No socket file at the path.
+    #[error(
+        "cannot reach the agent at {}: no such socket (is `corral run` running with the same --root?)",
+        socket.display()
+    )]
+    NoSocket {
+        /// The agent socket.
+        socket: PathBuf,
+        /// The dial's error.
+        #[source]
+        source: BoxError,
+    },
+    /// The socket file is there, nobody listens on it.
+    #[error(
+        "cannot reach the agent at {}: nothing listens on the socket (is `corral run` running with the same --root?)",
+        socket.display()
+    )]
+    NotListening {
+        /// The agent socket.
+        socket: PathBuf,
+        /// The dial's error.
+        #[source]
+        source: BoxError,
+    },
+    /// Any other dial failure (e.g. permission denied).
+    #[error("cannot reach the agent at {}", socket.display())]
+    Unreachable {
+        /// The agent socket.
+        socket: PathBuf,
+        /// The dial's error.
+        #[source]
+        source: BoxError,
+    },
+    /// No connection within the dial timeout.
+    #[error("cannot reach the agent at {}: no connection within {timeout}", socket.display())]
+    DialTimeout {
+        /// The agent socket.
+        socket: PathBuf,
+        /// The dial timeout.
+        timeout: GoDuration,
+    },
+    /// The agent accepted the connection and closed it before answering: it is at its
+    /// connection limit (`maxConnectionsPerSocket`), or stopping.
+    #[error(
+        "the agent at {} closed the connection before answering (it may be at its connection limit, or stopping)",
+        socket.display()
+    )]
+    ClosedBeforeAnswer {
+        /// The agent socket.
+        socket: PathBuf,
+        /// The connection's error.
+        #[source]
+        source: BoxError,
+    },
+    /// The connection failed otherwise before an answer came.
+    #[error("the connection to the agent at {} failed before it answered", socket.display())]
+    ConnectionFailed {
+        /// The agent socket.
+        socket: PathBuf,
+        /// The connection's error.
+        #[source]
+        source: BoxError,
+    },
+    /// No answer within `--request-timeout`.
+    #[error(
+        "the agent at {} did not answer within {timeout} (--request-timeout)",
+        socket.display()
+    )]
+    Late {
+        /// The agent socket.
+        socket: PathBuf,
+        /// The deadline.
+        timeout: GoDuration,
+    },
+    /// The agent answered with an error status.
+    #[error("the agent answered {code:?}: {message}")]
+    Answered {
+        /// The status code.
+        code: tonic::Code,
+        /// The agent's message.
+        message: String,
+    },
+}
+
+type BoxError = Box<dyn std::error::Error + Send + Sync + 'static>;
+
+/// A call that failed on this side: tonic made the status from a transport error, which is
+/// its source; the status's message restates that error, so only its code is shown.
+#[derive(Debug)]
+struct TransportFailure(tonic::Status);
+
+impl std::fmt::Display for TransportFailure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "gRPC status {:?}", self.0.code())
+    }
+}
+
+impl std::error::Error for TransportFailure {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        std::error::Error::source(&self.0)
+    }
+}
+
+/// How a connection ended, by the first I/O error in `err`'s chain.
+fn io_kind(err: &(dyn std::error::Error + 'static)) -> Option<std::io::ErrorKind> {
+    std::iter::successors(Some(err), |e| e.source())
+        .find_map(|e| e.downcast_ref::<std::io::Error>())
+        .map(std::io::Error::kind)
+}
+
+/// The peer closed the connection (before an answer, where it is seen).
+fn closed(kind: Option<std::io::ErrorKind>) -> bool {
+    use std::io::ErrorKind::*;
+    matches!(
+        kind,
+        Some(BrokenPipe | ConnectionReset | ConnectionAborted | UnexpectedEof | NotConnected)
+    )
+}
+
+/// What dialing `socket` failing with `err` means.
+fn dial_error(socket: &Path, err: UdsError) -> ClientError {
+    let socket = socket.to_path_buf();
+    let source: BoxError = match err {
+        UdsError::ConnectTimeout { timeout, .. } => {
+            return ClientError::DialTimeout {
+                socket,
+                timeout: GoDuration(timeout),
+            };
+        }
+        // The path is the socket's: the transport error says the rest.
+        UdsError::Connect { source, .. } => Box::new(source),
+        other => Box::new(other),
+    };
+    match io_kind(source.as_ref()) {
+        Some(std::io::ErrorKind::NotFound) => ClientError::NoSocket { socket, source },
+        Some(std::io::ErrorKind::ConnectionRefused) => ClientError::NotListening { socket, source },
+        kind if closed(kind) => ClientError::ClosedBeforeAnswer { socket, source },
+        _ => ClientError::Unreachable { socket, source },
+    }
+}
+
+/// What a call's error status means: an answer of the agent, or (a status tonic made from
+/// a transport error, which it keeps as the source) no answer at all.
+fn call_error(socket: &Path, status: tonic::Status) -> ClientError {
+    let socket = socket.to_path_buf();
+    let Some(cause) = std::error::Error::source(&status) else {
+        return ClientError::Answered {
+            code: status.code(),
+            message: status.message().to_owned(),
+        };
+    };
+    // CANCELLED from the transport (before the deadline, which `answer` handles): hyper
+    // gave up the request because the connection closed before it was answered.
+    let closed_early = closed(io_kind(cause)) || status.code() == tonic::Code::Cancelled;
+    let source: BoxError = Box::new(TransportFailure(status));
+    if closed_early {
+        ClientError::ClosedBeforeAnswer { socket, source }
+    } else {
+        ClientError::ConnectionFailed { socket, source }
+    }
+}
+
 /// `message` as a request that tells the agent the deadline (`grpc-timeout`).
 fn request<T>(message: T, timeout: Duration) -> tonic::Request<T> {
     let mut request = tonic::Request::new(message);
@@ -26,17 +192,16 @@ fn request<T>(message: T, timeout: Duration) -> tonic::Request<T> {
     request
 }
 
-/// Wait for one call, at most `timeout` (`--request-timeout`).
+/// Wait for one call to the agent at `socket`, at most `timeout` (`--request-timeout`).
 async fn answer<T>(
+    socket: &Path,
     call: impl Future<Output = Result<tonic::Response<T>, tonic::Status>>,
     timeout: Duration,
-) -> Result<T> {
+) -> Result<T, ClientError> {
     let started = std::time::Instant::now();
-    let late = || {
-        anyhow::anyhow!(
-            "the agent did not answer within {} (--request-timeout)",
-            GoDuration(timeout)
-        )
+    let late = || ClientError::Late {
+        socket: socket.to_path_buf(),
+        timeout: GoDuration(timeout),
     };
     match tokio::time::timeout(timeout, call).await {
         Ok(Ok(response)) => Ok(response.into_inner()),
@@ -49,11 +214,7 @@ async fn answer<T>(
         {
             Err(late())
         }
-        Ok(Err(status)) => Err(anyhow::anyhow!(
-            "the agent answered {:?}: {}",
-            status.code(),
-            status.message()
-        )),
+        Ok(Err(status)) => Err(call_error(socket, status)),
         Err(_) => Err(late()),
     }
 }
@@ -69,9 +230,10 @@ fn socket(target: &AgentTarget) -> Result<PathBuf> {
     Ok(config.layout.agent_socket())
 }
 
+/// Dial the agent and run `call` with a client and the socket's path.
 fn with_client<T>(
     target: &AgentTarget,
-    call: impl AsyncFnOnce(AgentClient<Channel>) -> Result<T>,
+    call: impl AsyncFnOnce(AgentClient<Channel>, &Path) -> Result<T>,
 ) -> Result<T> {
     let socket = socket(target)?;
     let runtime = tokio::runtime::Builder::new_current_thread()
@@ -80,13 +242,8 @@ fn with_client<T>(
     runtime.block_on(async {
         let channel = corral_proto::uds::connect(&socket, DIAL_TIMEOUT)
             .await
-            .with_context(|| {
-                format!(
-                    "cannot reach the agent at {} (is `corral run` running with the same --root?)",
-                    socket.display()
-                )
-            })?;
-        call(AgentClient::new(channel)).await
+            .map_err(|err| dial_error(&socket, err))?;
+        call(AgentClient::new(channel), &socket).await
     })
 }
 
@@ -115,11 +272,11 @@ pub(crate) fn admit(
     if requests.is_empty() {
         anyhow::bail!("no Pod in {files:?}");
     }
-    let answers = with_client(target, async |mut client| {
+    let answers = with_client(target, async |mut client, socket| {
         let mut answers = Vec::new();
         for message in requests {
             let call = client.admit(request(message, target.request_timeout));
-            answers.push(answer(call, target.request_timeout).await?);
+            answers.push(answer(socket, call, target.request_timeout).await?);
         }
         Ok(answers)
     })?;
@@ -166,12 +323,12 @@ pub(crate) fn admit(
 }
 
 pub(crate) fn release(target: &AgentTarget, pod_uid: &str) -> Result<ExitCode> {
-    with_client(target, async |mut client| {
+    with_client(target, async |mut client, socket| {
         let message = api::PodRemovedRequest {
             pod_uid: pod_uid.to_owned(),
         };
         let call = client.pod_removed(request(message, target.request_timeout));
-        answer(call, target.request_timeout).await?;
+        answer(socket, call, target.request_timeout).await?;
         Ok(())
     })?;
     outln!("pod {pod_uid} released");
@@ -179,9 +336,9 @@ pub(crate) fn release(target: &AgentTarget, pod_uid: &str) -> Result<ExitCode> {
 }
 
 pub(crate) fn status(target: &AgentTarget, output: OutputFormat) -> Result<ExitCode> {
-    let pods = with_client(target, async |mut client| {
+    let pods = with_client(target, async |mut client, socket| {
         let call = client.list_pods(request(api::ListPodsRequest {}, target.request_timeout));
-        Ok(answer(call, target.request_timeout).await?.pods)
+        Ok(answer(socket, call, target.request_timeout).await?.pods)
     })?;
     match output {
         OutputFormat::Json | OutputFormat::Yaml => {

@@ -7,10 +7,12 @@ use corral_topology::{
     Container, ContainerClaim, ContainerRestartPolicy, Pod, PodResourceClaim, ResourceList,
     ResourceRequirements,
 };
-use k8s_openapi::api::core::v1::{Container as K8sContainer, Pod as K8sPod};
+use k8s_openapi::api::core::v1::{
+    Container as K8sContainer, Pod as K8sPod, ResourceRequirements as K8sResourceRequirements,
+};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 
-use super::validate;
+use super::validate::{self, Level};
 use crate::config::PodLimits;
 
 /// `text` with control characters escaped, for error messages.
@@ -65,8 +67,8 @@ pub(crate) enum PodConversionError {
 }
 
 /// Convert `manifest`, validated as the API server validates what the managers read (names,
-/// uids, container names, quantities) and bounded by `limits`; a manifest without
-/// `metadata.uid` gets a fresh random one.
+/// uids, container names, quantities, requests against limits) and bounded by `limits`; a
+/// manifest without `metadata.uid` gets a fresh random one.
 pub(crate) fn pod_from_manifest(
     manifest: &K8sPod,
     limits: &PodLimits,
@@ -112,19 +114,20 @@ pub(crate) fn pod_from_manifest(
         return Err(invalid("spec.containers", "Required value".to_owned()));
     }
     let mut names = std::collections::HashSet::with_capacity(count);
-    let all = spec
-        .init_containers
-        .iter()
-        .flatten()
-        .enumerate()
-        .map(|(i, c)| ("initContainers", i, c))
-        .chain(
-            spec.containers
-                .iter()
-                .enumerate()
-                .map(|(i, c)| ("containers", i, c)),
-        );
-    for (list, i, c) in all {
+    let all = || {
+        spec.init_containers
+            .iter()
+            .flatten()
+            .enumerate()
+            .map(|(i, c)| ("initContainers", i, c))
+            .chain(
+                spec.containers
+                    .iter()
+                    .enumerate()
+                    .map(|(i, c)| ("containers", i, c)),
+            )
+    };
+    for (list, i, c) in all() {
         let field = format!("spec.{list}[{i}].name");
         validate::dns_label(&c.name).map_err(|why| invalid(&field, why))?;
         if !names.insert(c.name.as_str()) {
@@ -152,6 +155,25 @@ pub(crate) fn pod_from_manifest(
         )?),
         None => None,
     };
+    // The quantities parse (converted above); now the API server's rules between them.
+    for (list, i, c) in all() {
+        let (requests, limits) = defaulted(c.resources.as_ref());
+        let path = format!("spec.{list}[{i}].resources");
+        validate::resource_requirements(&path, &requests, &limits, Level::Container)
+            .map_err(|(field, why)| invalid(&field, why))?;
+    }
+    if spec.resources.is_some() {
+        let (requests, limits) = defaulted(spec.resources.as_ref());
+        validate::resource_requirements("spec.resources", &requests, &limits, Level::Pod)
+            .map_err(|(field, why)| invalid(&field, why))?;
+        let containers: Vec<_> = spec
+            .containers
+            .iter()
+            .map(|c| defaulted(c.resources.as_ref()).1)
+            .collect();
+        validate::container_limits_within_pod_limits(&limits, &containers)
+            .map_err(|(field, why)| invalid(&field, why))?;
+    }
     let resource_claims = spec
         .resource_claims
         .iter()
@@ -200,6 +222,27 @@ fn container(pod: &str, c: &K8sContainer) -> Result<Container, PodConversionErro
             })
             .collect(),
     })
+}
+
+/// The quantities as written: requests defaulted from limits per resource (the API server's
+/// defaulting), and limits.
+fn defaulted(
+    resources: Option<&K8sResourceRequirements>,
+) -> (BTreeMap<String, String>, BTreeMap<String, String>) {
+    let text = |map: Option<&BTreeMap<String, Quantity>>| -> BTreeMap<String, String> {
+        map.into_iter()
+            .flatten()
+            .map(|(name, Quantity(value))| (name.clone(), value.clone()))
+            .collect()
+    };
+    let limits = text(resources.and_then(|r| r.limits.as_ref()));
+    let mut requests = text(resources.and_then(|r| r.requests.as_ref()));
+    for (name, value) in &limits {
+        requests
+            .entry(name.clone())
+            .or_insert_with(|| value.clone());
+    }
+    (requests, limits)
 }
 
 /// Requests and limits, with requests defaulted from limits per resource (API server rule).

@@ -349,3 +349,183 @@ fn an_extended_resource_backed_by_dra_becomes_a_claim_of_the_container() {
     let err = pod_from_manifest(&taken, &limits).unwrap_err().to_string();
     assert!(err.contains("resourceClaimName"), "{err}");
 }
+
+/// A pod with `spec`, converted.
+fn convert_spec(spec: serde_json::Value) -> Result<corral_topology::Pod, PodConversionError> {
+    let pod: k8s_openapi::api::core::v1::Pod = serde_json::from_value(serde_json::json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": "p", "namespace": "ns", "uid": "p"},
+        "spec": spec,
+    }))
+    .unwrap();
+    pod_from_manifest(&pod, &crate::config::PodLimits::DEFAULT)
+}
+
+/// A pod whose one container (or init container, with `init`) has `resources`.
+fn with_resources(resources: serde_json::Value, init: bool) -> serde_json::Value {
+    let container = serde_json::json!({"name": "c", "resources": resources});
+    if init {
+        serde_json::json!({
+            "initContainers": [container],
+            "containers": [{"name": "app"}],
+        })
+    } else {
+        serde_json::json!({"containers": [container]})
+    }
+}
+
+/// Requirements the API server refuses (issue 28: huge pages no multiple of their page
+/// size, a memory request of 1Ti under a 64Mi limit) are refused, with its field and words.
+#[test]
+fn requirements_the_api_server_refuses_are_refused_in_its_words() {
+    use serde_json::json;
+    let cases = [
+        (
+            json!({"limits": {"memory": "64Mi", "hugepages-2Mi": "0.0001"}}),
+            "spec.containers[0].resources.limits[hugepages-2Mi]: Invalid value: \"0.0001\": \
+             0.0001 is not positive integer multiple of hugepages-2Mi",
+        ),
+        (
+            json!({"requests": {"memory": "1Ti"}, "limits": {"memory": "64Mi"}}),
+            "spec.containers[0].resources.requests: Invalid value: \"1Ti\": \
+             must be less than or equal to memory limit of 64Mi",
+        ),
+        (
+            json!({"requests": {"cpu": "2"}, "limits": {"cpu": "1500m"}}),
+            "spec.containers[0].resources.requests: Invalid value: \"2\": \
+             must be less than or equal to cpu limit of 1500m",
+        ),
+        (
+            json!({"requests": {"memory": "64Mi", "hugepages-2Mi": "2Mi"},
+                   "limits": {"memory": "64Mi", "hugepages-2Mi": "4Mi"}}),
+            "spec.containers[0].resources.requests: Invalid value: \"2Mi\": \
+             must be equal to hugepages-2Mi limit of 4Mi",
+        ),
+        (
+            json!({"requests": {"example.com/gpu": "1"}}),
+            "spec.containers[0].resources.limits: Required value: \
+             Limit must be set for non overcommitable resources",
+        ),
+        (
+            json!({"requests": {"example.com/gpu": "1"}, "limits": {"example.com/gpu": "2"}}),
+            "spec.containers[0].resources.requests: Invalid value: \"1\": \
+             must be equal to example.com/gpu limit of 2",
+        ),
+        (
+            json!({"limits": {"example.com/gpu": "500m"}}),
+            "spec.containers[0].resources.limits[example.com/gpu]: Invalid value: \"500m\": \
+             must be an integer",
+        ),
+        (
+            json!({"limits": {"hugepages-1Gi": "1Gi"}}),
+            "spec.containers[0].resources: Forbidden: HugePages require cpu or memory",
+        ),
+        (
+            json!({"limits": {"cpus": "2"}}),
+            "spec.containers[0].resources.limits[cpus]: Invalid value: \"cpus\": \
+             must be a standard resource type or fully qualified",
+        ),
+        (
+            json!({"limits": {"pods": "2"}}),
+            "spec.containers[0].resources.limits[pods]: Invalid value: \"pods\": \
+             must be a standard resource for containers",
+        ),
+        (
+            json!({"limits": {"example.com/a/b": "1"}}),
+            "spec.containers[0].resources.limits[example.com/a/b]: Invalid value: \
+             \"example.com/a/b\": a qualified name must consist of",
+        ),
+    ];
+    for (resources, expected) in cases {
+        let err = convert_spec(with_resources(resources.clone(), false))
+            .expect_err(&resources.to_string())
+            .to_string();
+        assert!(
+            err.starts_with("pod ns/p: ") && err.contains(expected),
+            "{resources}: {err}"
+        );
+        assert!(
+            matches!(
+                convert_spec(with_resources(resources.clone(), false)),
+                Err(PodConversionError::Invalid { .. })
+            ),
+            "{resources}"
+        );
+        // An init container is held to the same rules.
+        let err = convert_spec(with_resources(resources.clone(), true))
+            .expect_err(&resources.to_string())
+            .to_string();
+        let expected = expected.replace("spec.containers[0]", "spec.initContainers[0]");
+        assert!(err.contains(&expected), "{resources}: {err}");
+    }
+}
+
+#[test]
+fn requirements_the_api_server_accepts_are_accepted() {
+    use serde_json::json;
+    for resources in [
+        json!({"limits": {"cpu": "2", "memory": "64Mi", "hugepages-2Mi": "4Mi"}}),
+        json!({"requests": {"memory": "64Mi", "hugepages-1Gi": "2Gi"},
+               "limits": {"hugepages-1Gi": "2Gi"}}),
+        json!({"requests": {"cpu": "500m", "memory": "32Mi"},
+               "limits": {"cpu": "1", "memory": "64Mi"}}),
+        json!({"requests": {"cpu": "100m"}}),
+        json!({"limits": {"example.com/gpu": "2", "deviceclass.resource.kubernetes.io/fpga": "1"}}),
+        json!({"limits": {"memory": "64Mi", "hugepages-2Mi": "0"}}),
+        json!({"limits": {"memory": "1e3", "ephemeral-storage": "1Gi"}}),
+    ] {
+        convert_spec(with_resources(resources.clone(), false))
+            .unwrap_or_else(|err| panic!("{resources}: {err}"));
+        convert_spec(with_resources(resources.clone(), true))
+            .unwrap_or_else(|err| panic!("{resources} (init): {err}"));
+    }
+}
+
+/// Pod-level resources (`spec.resources`) are held to the same rules, take only CPU, memory
+/// and huge pages, and no container's limit is above the pod's.
+#[test]
+fn pod_level_requirements_are_validated() {
+    use serde_json::json;
+    let pod_level = |resources: serde_json::Value, container: serde_json::Value| {
+        convert_spec(json!({
+            "resources": resources,
+            "containers": [{"name": "c", "resources": container}],
+        }))
+    };
+    pod_level(
+        json!({"requests": {"cpu": "1"}, "limits": {"cpu": "2", "memory": "1Gi"}}),
+        json!({"limits": {"cpu": "1", "memory": "64Mi"}}),
+    )
+    .unwrap();
+    for (resources, container, expected) in [
+        (
+            json!({"requests": {"cpu": "4"}, "limits": {"cpu": "2"}}),
+            json!({}),
+            "pod ns/p: spec.resources.requests: Invalid value: \"4\": \
+             must be less than or equal to cpu limit of 2",
+        ),
+        (
+            json!({"limits": {"cpu": "2", "example.com/gpu": "1"}}),
+            json!({}),
+            "pod ns/p: spec.resources.limits[example.com/gpu]: Unsupported value: \
+             \"example.com/gpu\": supported values: \"cpu\", \"hugepages-\", \"memory\"",
+        ),
+        (
+            json!({"limits": {"memory": "64Mi", "hugepages-2Mi": "3Mi"}}),
+            json!({}),
+            "pod ns/p: spec.resources.limits[hugepages-2Mi]: Invalid value: \"3Mi\": \
+             3Mi is not positive integer multiple of hugepages-2Mi",
+        ),
+        (
+            json!({"limits": {"cpu": "2"}}),
+            json!({"limits": {"cpu": "3"}}),
+            "pod ns/p: spec.resources.containers[0][cpu].limits: Invalid value: \"3\": \
+             must be less than or equal to pod limits of 2",
+        ),
+    ] {
+        let err = pod_level(resources.clone(), container)
+            .expect_err(&resources.to_string())
+            .to_string();
+        assert_eq!(err, expected, "{resources}");
+    }
+}

@@ -85,7 +85,10 @@ impl Node {
         tokio::task::spawn_blocking(move || journal.commit())
             .await
             .context("the journal commit task failed")?
-            .context("committing the state journal")
+            .context(
+                "the state journal could not make the answer durable, so none is given: the \
+                 decision is kept and becomes durable with the next commit (retry the request)",
+            )
     }
 
     /// A clean stop: commit, make every state file durable on its own and remove the

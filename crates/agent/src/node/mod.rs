@@ -583,3 +583,5 @@ mod tests_large_machines;
 mod tests_pod_level;
 #[cfg(test)]
 mod tests_resize;
+#[cfg(test)]
+mod tests_restore;

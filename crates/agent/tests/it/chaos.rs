@@ -369,7 +369,18 @@ async fn sigkill_under_parallel_admissions_loses_and_duplicates_nothing() {
         if round % 6 == 5 {
             let moved = dir.path().join(format!("root-{round}"));
             std::fs::rename(&root, &moved).unwrap();
-            root = moved;
+            let old = std::mem::replace(&mut root, moved);
+            let (agent, client) = start(&root)
+                .await
+                .expect("the agent starts in its new place");
+            let pods = list_pods(&client).await;
+            check(&mut model.lock().unwrap(), &pods);
+            drop(agent);
+            assert!(
+                !old.exists(),
+                "the replay wrote to the old root {}",
+                old.display()
+            );
             moved_roots += 1;
         }
         // Every seventh restart: damage the journal (a flipped byte or a cut anywhere). The

@@ -17,3 +17,4 @@ mod pod_level;
 mod python_agent;
 mod real_containerd;
 mod support;
+mod unanswered;

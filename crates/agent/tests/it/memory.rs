@@ -85,7 +85,15 @@ impl Agent {
                 let log = std::fs::read_to_string(dir.join("agent.log")).unwrap_or_default();
                 panic!("corral run exited with {status}: {log}");
             }
-            if agent.cli(&["status"]).status.success() {
+            // Ready: it answers, and the demo plugin's devices are registered and committed
+            // (the device checkpoint lists them), so later writes are the test's own.
+            let registered = std::fs::read(
+                agent
+                    .root
+                    .join("device-plugins/kubelet_internal_checkpoint"),
+            )
+            .is_ok_and(|bytes| String::from_utf8_lossy(&bytes).contains("gpu-3"));
+            if registered && agent.cli(&["status"]).status.success() {
                 break agent;
             }
             assert!(Instant::now() < deadline, "agent not ready");

@@ -210,7 +210,7 @@ pub(crate) fn put(path: &Path, data: Option<&[u8]>, durable: bool) -> Result<()>
 /// Remove what a journal killed while replaying, applying or compacting left: the
 /// temporary file in every managed directory and the snapshot's next to the journal.
 pub(crate) fn remove_leftovers(root: &Path, journal: &Path, managed: &[Managed]) -> Result<()> {
-    let mut temps = vec![snapshot_temp(journal)];
+    let mut temps = vec![snapshot_temp(journal), super::mark::temp_for(journal)];
     for m in managed {
         let dir = match m {
             Managed::File(file) => root.join(parent(file)),

@@ -32,6 +32,11 @@ pub(crate) fn path_for(journal: &Path) -> PathBuf {
     journal.with_file_name(name)
 }
 
+/// The temporary file a new mark is written through.
+pub(crate) fn temp_for(journal: &Path) -> PathBuf {
+    path_for(journal).with_extension("mark-tmp")
+}
+
 /// The last answered commit of a journal, as the mark tells it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Mark {

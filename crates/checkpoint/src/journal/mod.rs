@@ -298,7 +298,7 @@ impl Journal {
                 journal_id: state.stamp.journal_id,
                 seq: state.stamp.seq,
             });
-            let temp = self.mark_path.with_extension("mark-tmp");
+            let temp = mark::temp_for(&self.path);
             replace(&self.mark_path, &temp, &initial, true)?;
             state.new_mark = false;
         }

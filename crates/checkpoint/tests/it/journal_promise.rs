@@ -385,3 +385,115 @@ fn a_first_format_journal_is_refused_with_a_remedy() {
     );
     assert!(err.to_string().contains("stop it cleanly"), "{err}");
 }
+
+/// A journal's bytes and its mark's.
+type Seed = (Vec<u8>, Vec<u8>);
+
+/// A real journal and mark: a snapshot and a few commits of two files.
+fn seed_journal() -> &'static Seed {
+    static SEED: std::sync::OnceLock<Seed> = std::sync::OnceLock::new();
+    SEED.get_or_init(|| {
+        let dir = tempfile::tempdir().unwrap();
+        let (journal, _) =
+            Journal::open(dir.path(), JOURNAL, &managed(), JournalOptions::default()).unwrap();
+        journal.activate().unwrap();
+        let journal = Arc::new(journal);
+        let state = CheckpointStore::open(dir.path())
+            .unwrap()
+            .with_journal(Arc::clone(&journal));
+        let pods = CheckpointStore::open(dir.path().join("corral/pods"))
+            .unwrap()
+            .with_journal(Arc::clone(&journal));
+        for i in 0..4u8 {
+            state.write_bytes("cpu_manager_state", &[i; 7]).unwrap();
+            pods.write_bytes(&format!("p{i}.json"), &[i; 3]).unwrap();
+            journal.commit().unwrap();
+        }
+        pods.remove("p0.json").unwrap();
+        journal.commit().unwrap();
+        (
+            fs::read(dir.path().join(JOURNAL)).unwrap(),
+            fs::read(dir.path().join(MARK)).unwrap(),
+        )
+    })
+}
+
+/// `bytes` with up to four edits: a flipped byte, a cut, a splice of its own bytes, a
+/// 32-bit field overwritten.
+fn mutated_journal(pick: fn(&Seed) -> &Vec<u8>) -> impl Strategy<Value = Vec<u8>> {
+    let edit = (
+        0..4u8,
+        any::<prop::sample::Index>(),
+        any::<prop::sample::Index>(),
+        any::<u32>(),
+    );
+    prop::collection::vec(edit, 0..4).prop_map(move |edits| {
+        let mut bytes = pick(seed_journal()).clone();
+        for (kind, a, b, value) in edits {
+            if bytes.is_empty() {
+                break;
+            }
+            let (a, b) = (a.index(bytes.len()), b.index(bytes.len()));
+            match kind {
+                0 => bytes[a] ^= value as u8 | 1,
+                1 => bytes.truncate(a),
+                2 => {
+                    let (lo, hi) = (a.min(b), a.max(b));
+                    let piece = bytes[lo..hi].to_vec();
+                    bytes.splice(a..a, piece);
+                }
+                _ => {
+                    let end = (a + 4).min(bytes.len());
+                    bytes[a..end].copy_from_slice(&value.to_le_bytes()[..end - a]);
+                }
+            }
+        }
+        bytes
+    })
+}
+
+/// Open a root holding `journal` and `mark` (and a state file the journal may restore):
+/// never a panic; a refusal prints; an accepted journal activates.
+fn open_crafted(journal: &[u8], mark: Option<&[u8]>) -> proptest::test_runner::TestCaseResult {
+    let dir = tempfile::tempdir().unwrap();
+    fs::create_dir_all(dir.path().join("corral/pods")).unwrap();
+    fs::write(dir.path().join(JOURNAL), journal).unwrap();
+    if let Some(mark) = mark {
+        fs::write(dir.path().join(MARK), mark).unwrap();
+    }
+    fs::write(dir.path().join("cpu_manager_state"), b"on disk").unwrap();
+    match Journal::open(dir.path(), JOURNAL, &managed(), JournalOptions::default()) {
+        Ok((journal, _)) => journal
+            .activate()
+            .map_err(|e| TestCaseError::fail(e.to_string()))?,
+        Err(err) => prop_assert!(!err.to_string().is_empty()),
+    }
+    // Nothing outside the root was written.
+    let outside: Vec<_> = fs::read_dir(dir.path())
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name())
+        .collect();
+    prop_assert!(outside.len() <= 3, "{outside:?}");
+    Ok(())
+}
+
+corral_testkit::fuzz! {
+    /// Arbitrary bytes as a journal, with the real mark.
+    fn fuzz_journal_arbitrary(bytes in prop::collection::vec(any::<u8>(), 0..512)) {
+        open_crafted(&bytes, Some(&seed_journal().1))?;
+    }
+
+    /// A real journal mutated (flips, cuts, splices, overwritten fields), with its mark,
+    /// a mutated mark, or none.
+    fn fuzz_journal_mutated(
+        journal in mutated_journal(|s| &s.0),
+        mark in prop_oneof![
+            Just(None),
+            Just(Some(seed_journal().1.clone())),
+            mutated_journal(|s| &s.1).prop_map(Some),
+        ],
+    ) {
+        open_crafted(&journal, mark.as_deref())?;
+    }
+}

@@ -198,6 +198,58 @@ async fn bad_requests_get_error_answers_and_the_connection_goes_on() {
     );
 }
 
+/// A `CreateContainer` request whose ttrpc payload is exactly [`MESSAGE_LENGTH_MAX`].
+fn maximal_create_container() -> Vec<u8> {
+    let mut filler = MESSAGE_LENGTH_MAX - 200;
+    loop {
+        let container = api::Container {
+            id: "large".into(),
+            annotations: [("filler".to_owned(), "x".repeat(filler))].into(),
+            ..Default::default()
+        };
+        let create = api::CreateContainerRequest {
+            container: Some(container),
+            ..Default::default()
+        };
+        let body = request(
+            api::PLUGIN_SERVICE,
+            "CreateContainer",
+            create.encode_to_vec(),
+        );
+        match body.len().cmp(&MESSAGE_LENGTH_MAX) {
+            std::cmp::Ordering::Equal => return body,
+            std::cmp::Ordering::Less => filler += MESSAGE_LENGTH_MAX - body.len(),
+            std::cmp::Ordering::Greater => filler -= body.len() - MESSAGE_LENGTH_MAX,
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_maximal_request_is_answered_in_one_frame_or_in_many() {
+    let mut raw = RawRuntime::start().await;
+    let body = maximal_create_container();
+    // In one maximal frame (what NRI v0.8 may write).
+    let whole = message(1, 1, &body);
+    assert_eq!(whole.len(), MAX_FRAME_PAYLOAD);
+    raw.send(&frame(PLUGIN_SERVICE_CONN, &whole)).await;
+    assert_eq!(code(&raw.answer(1).await), 0);
+    // In 4 KiB frames (what ttrpc's write buffer gives), several times over: in all more
+    // than the trunk queues unread, each read as it comes.
+    for stream in [3, 5, 7, 9, 11] {
+        let bytes = message(stream, 1, &body);
+        let frames: Vec<u8> = bytes
+            .chunks(WRITE_FRAME_PAYLOAD)
+            .flat_map(|piece| frame(PLUGIN_SERVICE_CONN, piece))
+            .collect();
+        raw.send(&frames).await;
+        assert_eq!(code(&raw.answer(stream).await), 0);
+    }
+    assert_eq!(
+        raw.configure(13).await,
+        EventMask::of(&[Event::CreateContainer]).bits()
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn corral_writes_frames_of_at_most_4_kib() {
     let mut raw = RawRuntime::start().await;

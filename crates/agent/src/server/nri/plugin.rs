@@ -78,7 +78,13 @@ impl NodePlugin {
             Err(err) => return Err(NriStatus::new(NriStatus::INVALID_ARGUMENT, err.to_string())),
         };
         self.record_kubelet_devices(pod, container, qos).await;
-        match self.node.admit_container(manifest).await {
+        // Run to the end even when the runtime's connection ends and this handler is
+        // dropped: a decision is never cut between its grant and its commit.
+        let node = Arc::clone(&self.node);
+        let admitted = tokio::spawn(async move { node.admit_container(manifest).await })
+            .await
+            .unwrap_or_else(|err| Err(anyhow::anyhow!("the admission task failed: {err}").into()));
+        match admitted {
             Ok(Admission::Admitted(_)) => {}
             Ok(Admission::Rejected { reason, message }) => {
                 return Err(NriStatus::new(
@@ -185,7 +191,11 @@ impl NriPlugin for NodePlugin {
         }
         // The whole state: corral_proto collects a synchronization sent in parts.
         let active: Vec<String> = request.pods.iter().map(|p| p.uid.clone()).collect();
-        let released = self.node.sync_active(&active).await.map_err(|err| {
+        let node = Arc::clone(&self.node);
+        let synced = tokio::spawn(async move { node.sync_active(&active).await })
+            .await
+            .unwrap_or_else(|err| Err(anyhow::anyhow!("the synchronization task failed: {err}")));
+        let released = synced.map_err(|err| {
             let why = crate::error_text::error_chain(err.as_ref());
             NriStatus::new(NriStatus::UNKNOWN, why)
         })?;
@@ -338,7 +348,13 @@ impl NriPlugin for NodePlugin {
             }
             Event::RemovePodSandbox => {
                 if let Some(pod) = &event.pod {
-                    self.node.release(&pod.uid).await.map_err(|err| {
+                    let (node, uid) = (Arc::clone(&self.node), pod.uid.clone());
+                    let released = tokio::spawn(async move { node.release(&uid).await })
+                        .await
+                        .unwrap_or_else(|err| {
+                            Err(anyhow::anyhow!("the release task failed: {err}"))
+                        });
+                    released.map_err(|err| {
                         let why = crate::error_text::error_chain(err.as_ref());
                         NriStatus::new(NriStatus::UNKNOWN, why)
                     })?;
