@@ -361,7 +361,9 @@ impl Journal {
     }
 
     /// End journaling cleanly: commit what is staged, make every file durable on its own
-    /// (fsync of each file and its directory), then remove the journal and its mark. The
+    /// (fsync of each file and its directory), then remove the journal and its mark. While
+    /// files lag behind the journal (a rename that keeps failing) it fails and keeps the
+    /// journal, which the next start replays. The
     /// files alone are the state again, so whoever uses them next — a kubelet taking over,
     /// an operator — is not overruled by a replay at the next [`open`](Self::open).
     pub fn retire(&self) -> Result<()> {
@@ -369,6 +371,15 @@ impl Journal {
         let mut state = self.lock();
         if state.file.is_none() {
             return Ok(());
+        }
+        if let Some(trouble) = state.trouble.clone().filter(|_| !state.lagging.is_empty()) {
+            // The files are not the state yet: the journal stays for the next start.
+            return Err(JournalError::CommitFailed {
+                path: self.path.clone(),
+                op: "retire while state files lag behind the journal",
+                source: trouble.into(),
+            }
+            .into());
         }
         let mut dirs = BTreeSet::new();
         for rel in state.view.keys() {

@@ -423,3 +423,24 @@ fn a_file_lagging_behind_the_journal_is_written_by_the_next_commit() {
     assert!(!journal.has_pending());
     assert_eq!(fs::read(dir.path().join("pods/a.json")).unwrap(), b"pod a");
 }
+
+/// A clean stop while a file lags behind the journal keeps the journal: the files are not
+/// the state yet, and the next open brings them up to it.
+#[test]
+fn retiring_with_a_lagging_file_keeps_the_journal() {
+    let dir = tempfile::tempdir().unwrap();
+    let (journal, _) = open(dir.path(), 1 << 20);
+    let pods = CheckpointStore::open(dir.path().join("pods"))
+        .unwrap()
+        .with_journal(Arc::clone(&journal));
+    fs::create_dir(dir.path().join("pods").join(files::APPLY_TEMP)).unwrap();
+    pods.write_bytes("a.json", b"pod a").unwrap();
+    journal.commit().unwrap();
+    assert!(journal.retire().is_err());
+    assert!(journal.path().exists());
+    drop((pods, journal));
+    fs::remove_dir(dir.path().join("pods").join(files::APPLY_TEMP)).unwrap();
+    let (_journal, recovery) = open(dir.path(), 1 << 20);
+    assert_eq!(recovery.restored, [dir.path().join("pods/a.json")]);
+    assert_eq!(fs::read(dir.path().join("pods/a.json")).unwrap(), b"pod a");
+}
