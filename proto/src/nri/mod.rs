@@ -35,6 +35,7 @@
 //! ```
 
 pub mod api;
+pub mod decode_cost;
 mod error;
 pub mod mux;
 pub mod plugin;

@@ -10,6 +10,7 @@ use prost::Message;
 use tokio::net::UnixStream;
 
 use super::api::{self, EventMask};
+use super::decode_cost::{TOP_LEVEL, decode_cost};
 use super::error::{NriError, NriStatus};
 use super::mux::{Mux, PLUGIN_SERVICE_CONN, RUNTIME_SERVICE_CONN};
 use super::ttrpc::{self, Client, decode_request as decode};
@@ -28,6 +29,11 @@ pub const DEFAULT_SOCKET: &str = "/var/run/nri/nri.sock";
 pub const DEFAULT_REGISTRATION_TIMEOUT: Duration = Duration::from_secs(5);
 /// How long a call to the runtime may take by default (upstream's default request timeout).
 pub const DEFAULT_REQUEST_TIMEOUT: Duration = Duration::from_secs(2);
+/// What the parts of one synchronization the runtime split may take decoded together
+/// ([`decode_cost`]): about two full parts of realistic pods (a node of a thousand or more
+/// pods). More is refused `ResourceExhausted`, so a runtime sending parts without end cannot
+/// hold the plugin's memory.
+pub const MAX_SYNC_BYTES: u64 = 96 << 20;
 
 /// Who the plugin is and where the runtime listens.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -312,22 +318,35 @@ impl RuntimeClient {
 struct PluginService<P> {
     plugin: Arc<P>,
     /// The parts of a synchronization the runtime split (`more`), collected until the last
-    /// one, so the plugin sees the whole state at once (as upstream's stub does).
-    partial_sync: std::sync::Mutex<Option<api::SynchronizeRequest>>,
+    /// one, so the plugin sees the whole state at once (as upstream's stub does), and what
+    /// decoding them may have cost ([`decode_cost`]).
+    partial_sync: std::sync::Mutex<Option<(api::SynchronizeRequest, u64)>>,
     /// The timeout of calls to the runtime, which the runtime's `Configure` may set.
     request_timeout: Arc<RequestTimeout>,
 }
 
 impl<P> PluginService<P> {
-    /// `request` added to the parts collected so far: `None` while more parts are to come
-    /// (then the runtime is answered `more`), else the whole synchronization.
-    fn collect_sync(&self, request: api::SynchronizeRequest) -> Option<api::SynchronizeRequest> {
+    /// The part in `payload` added to the parts collected so far: `None` while more parts
+    /// are to come (then the runtime is answered `more`), else the whole synchronization.
+    /// Parts that together may take more than [`MAX_SYNC_BYTES`] decoded are refused (and
+    /// forgotten) before the one past it is decoded.
+    fn collect_sync(&self, payload: &[u8]) -> Result<Option<api::SynchronizeRequest>, NriStatus> {
         let mut partial = self
             .partial_sync
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let held = partial.as_ref().map_or(0, |(_, cost)| *cost);
+        let cost = held.saturating_add(decode_cost(payload, TOP_LEVEL));
+        if cost > MAX_SYNC_BYTES {
+            *partial = None;
+            let why = format!(
+                "a synchronization in parts would take more than {MAX_SYNC_BYTES} bytes decoded"
+            );
+            return Err(NriStatus::new(NriStatus::RESOURCE_EXHAUSTED, why));
+        }
+        let request: api::SynchronizeRequest = decode(payload)?;
         let whole = match partial.take() {
-            Some(mut whole) => {
+            Some((mut whole, _)) => {
                 whole.pods.extend(request.pods);
                 whole.containers.extend(request.containers);
                 whole.more = request.more;
@@ -336,10 +355,10 @@ impl<P> PluginService<P> {
             None => request,
         };
         if whole.more {
-            *partial = Some(whole);
-            return None;
+            *partial = Some((whole, cost));
+            return Ok(None);
         }
-        Some(whole)
+        Ok(Some(whole))
     }
 }
 
@@ -357,7 +376,7 @@ impl<P: NriPlugin> ttrpc::Service for PluginService<P> {
                 }
                 .encode_to_vec()
             }
-            "Synchronize" => match self.collect_sync(decode(&payload)?) {
+            "Synchronize" => match self.collect_sync(&payload)? {
                 Some(whole) => p.synchronize(whole).await?.encode_to_vec(),
                 None => api::SynchronizeResponse {
                     update: Vec::new(),

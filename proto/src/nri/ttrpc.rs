@@ -8,9 +8,12 @@
 //! answered `ResourceExhausted`, as upstream's channel does.
 //!
 //! A message's payload is collected as its bytes arrive, not allocated at the length its
-//! header names. A server holds at most [`MAX_IN_FLIGHT_BYTES`] of requests being answered
-//! (and of answers waiting to be written); past it, it reads no further request until one
-//! is answered, so a peer that keeps sending fills its trunk's queue and loses the trunk
+//! header names, and is decoded only when what decoding may cost
+//! ([`decode_cost`](super::decode_cost)) is bounded: a request, a response or an answer's
+//! payload that would take more than [`MAX_IN_FLIGHT_BYTES`] decoded is refused undecoded
+//! (`ResourceExhausted`). A server holds at most [`MAX_IN_FLIGHT_BYTES`] of requests being
+//! answered, counted with what decoding them may cost (and of answers waiting to be
+//! written); past it, it reads no further request until one is answered, so a peer that keeps sending fills its trunk's queue and loses the trunk
 //! ([`NriError::QueueFull`]). When the connection ends, the requests still being answered
 //! are cancelled (upstream cancels their contexts): none outlives its connection.
 
@@ -23,6 +26,7 @@ use prost::Message;
 use tokio::sync::{Semaphore, oneshot};
 use tokio::task::JoinSet;
 
+use super::decode_cost::{IN_ENVELOPE, decode_cost};
 use super::error::{NriError, NriStatus};
 use super::mux::{ConnReader, ConnWriter, MuxConn};
 
@@ -35,9 +39,11 @@ pub use envelope::{KeyValue, Request, Response, Status};
 pub const MESSAGE_HEADER_LEN: usize = 10;
 /// The largest ttrpc message payload (4 MiB).
 pub const MESSAGE_LENGTH_MAX: usize = 4 << 20;
-/// Bytes of requests one served connection answers at once: each counts its payload and
-/// [`REQUEST_OVERHEAD`] from when it is read until its answer is written.
-pub const MAX_IN_FLIGHT_BYTES: usize = 16 << 20;
+/// Bytes of requests one served connection answers at once: each counts its payload, what
+/// decoding it may cost ([`decode_cost`]) and [`REQUEST_OVERHEAD`] from when it is read until
+/// its answer is written. A request that alone would cost more is answered
+/// `ResourceExhausted` undecoded.
+pub const MAX_IN_FLIGHT_BYTES: usize = 64 << 20;
 /// What a request in flight costs beyond its payload (its task, its answer), counted
 /// against [`MAX_IN_FLIGHT_BYTES`] so that a flood of small requests is bounded too.
 pub const REQUEST_OVERHEAD: usize = 4 << 10;
@@ -161,6 +167,13 @@ impl Client {
                 method: method.to_owned(),
                 source: NriStatus::new(status.code, status.message),
             }),
+            _ if decode_cost(&response.payload, super::decode_cost::TOP_LEVEL)
+                > MAX_IN_FLIGHT_BYTES as u64 =>
+            {
+                Err(NriError::Protocol(format!(
+                    "the answer to {method} would take more than {MAX_IN_FLIGHT_BYTES} bytes decoded"
+                )))
+            }
             _ => Resp::decode(response.payload.as_slice()).map_err(|err| {
                 NriError::Protocol(format!("the answer to {method} does not decode: {err}"))
             }),
@@ -175,6 +188,15 @@ impl Client {
 async fn read_responses(mut reader: ConnReader, pending: Pending) {
     loop {
         let (stream, response) = match read_message(&mut reader).await {
+            Ok(Incoming::Message {
+                stream,
+                kind: TYPE_RESPONSE,
+                payload,
+            }) if decode_cost(&payload, IN_ENVELOPE) > MAX_IN_FLIGHT_BYTES as u64 => {
+                let why =
+                    format!("response would take more than {MAX_IN_FLIGHT_BYTES} bytes decoded");
+                (stream, failed(NriStatus::RESOURCE_EXHAUSTED, why))
+            }
             Ok(Incoming::Message {
                 stream,
                 kind: TYPE_RESPONSE,
@@ -256,11 +278,30 @@ pub async fn serve(conn: MuxConn, name: &'static str, service: Arc<dyn Service>)
             Ok(incoming) => incoming,
             Err(err) => return err,
         };
-        let len = match &incoming {
-            Incoming::Message { payload, .. } => payload.len(),
+        let cost = match &incoming {
+            Incoming::Message { payload, .. } => {
+                (payload.len() as u64).saturating_add(decode_cost(payload, IN_ENVELOPE))
+            }
             Incoming::Oversized { .. } => 0,
-        };
-        let cost = u32::try_from(len + REQUEST_OVERHEAD).unwrap_or(u32::MAX);
+        }
+        .saturating_add(REQUEST_OVERHEAD as u64);
+        if let Incoming::Message {
+            stream,
+            kind: TYPE_REQUEST,
+            ..
+        } = &incoming
+            && cost > MAX_IN_FLIGHT_BYTES as u64
+        {
+            let why = format!(
+                "request would take up to {cost} bytes decoded, more than {MAX_IN_FLIGHT_BYTES}"
+            );
+            let answer = failed(NriStatus::RESOURCE_EXHAUSTED, why);
+            let (writer, stream) = (writer.clone(), *stream);
+            drop(incoming);
+            answering.spawn(async move { respond(writer, stream, answer).await });
+            continue;
+        }
+        let cost = u32::try_from(cost).unwrap_or(u32::MAX);
         let permit = tokio::select! {
             permit = Arc::clone(&in_flight).acquire_many_owned(cost) => permit,
             () = reader.trunk_closed() => return reader.close_reason(),

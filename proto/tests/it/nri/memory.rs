@@ -204,11 +204,57 @@ fn maximal_create_container() -> Vec<u8> {
     request
 }
 
-/// Floods `trunk` and never reads it: maximal requests on the plugin's service, maximal
-/// garbage answers on its client connection and on connections nobody opened. Ends when
-/// all is written or the plugin closes the trunk.
+/// A ttrpc `Request` envelope for the plugin's `method` carrying `payload`.
+fn plugin_request(method: &str, payload: Vec<u8>) -> Vec<u8> {
+    Request {
+        service: api::PLUGIN_SERVICE.into(),
+        method: method.into(),
+        payload,
+        timeout_nano: 0,
+        metadata: vec![],
+    }
+    .encode_to_vec()
+}
+
+/// Requests small on the wire and huge decoded: a `Synchronize` of 2 million empty pods
+/// (3 GB decoded), a `CreateContainer` of 2 million empty mounts, a split synchronization
+/// whose parts (17,000 empty pods each, 50 MiB decoded) never end.
+fn amplifying_requests() -> Vec<Vec<u8>> {
+    let mut out = Vec::new();
+    let mut pods = [0x0a, 0x00].repeat(2_000_000);
+    pods.truncate(MESSAGE_LENGTH_MAX - 64);
+    out.push(plugin_request("Synchronize", pods));
+    // CreateContainerRequest.container (2) { mounts (10): empty, … }
+    let mut mounts = [0x52, 0x00].repeat(2_000_000);
+    mounts.truncate(MESSAGE_LENGTH_MAX - 64);
+    let container = api::Container::decode(mounts.as_slice()).map(|_| ()).ok();
+    assert!(container.is_some(), "field 10 of Container is its mounts");
+    let mut create = vec![0x12];
+    prost::encoding::encode_varint(mounts.len() as u64, &mut create);
+    create.extend_from_slice(&mounts);
+    out.push(plugin_request("CreateContainer", create));
+    for _ in 0..8 {
+        let part = api::SynchronizeRequest {
+            pods: vec![api::PodSandbox::default(); 17_000],
+            containers: Vec::new(),
+            more: true,
+        };
+        out.push(plugin_request("Synchronize", part.encode_to_vec()));
+    }
+    out
+}
+
+/// Floods `trunk` and never reads it: maximal requests on the plugin's service, requests
+/// that would decode to gigabytes, maximal garbage answers on its client connection and on
+/// connections nobody opened. Ends when all is written or the plugin closes the trunk.
 async fn flood(mut trunk: UnixStream, request: Arc<Vec<u8>>) {
     let mut frames = Vec::new();
+    for (i, amplifying) in amplifying_requests().iter().enumerate() {
+        let stream = 100_001 + 2 * i as u32;
+        for piece in message(stream, 1, amplifying).chunks(MAX_FRAME_PAYLOAD) {
+            frames.push(frame(PLUGIN_SERVICE_CONN, piece));
+        }
+    }
     for i in 0..REQUESTS_PER_TRUNK {
         frames.push(frame(PLUGIN_SERVICE_CONN, &message(2 * i + 1, 1, &request)));
         if i % 4 == 0 {

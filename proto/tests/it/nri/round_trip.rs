@@ -5,9 +5,11 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use corral_proto::nri::api::{self, Event, EventMask};
-use corral_proto::nri::plugin::{NriPlugin, PluginConfig, PluginStub};
+use corral_proto::nri::decode_cost::{TOP_LEVEL, decode_cost};
+use corral_proto::nri::plugin::{MAX_SYNC_BYTES, NriPlugin, PluginConfig, PluginStub};
 use corral_proto::nri::runtime::{PluginConnection, UpdateHandler};
 use corral_proto::nri::{NriError, NriStatus};
+use prost::Message;
 use tokio::net::UnixListener;
 
 /// Upper bound of every wait (and the runtime's request timeout): what the tests wait for
@@ -201,6 +203,39 @@ async fn a_plugin_registers_is_configured_synchronized_and_answers_events() {
         whole.update,
         [cpuset_update("c5", "0-1"), cpuset_update("c6", "0-1")]
     );
+
+    // Requests that would decode to far more than their bytes are refused undecoded: one
+    // part of a million empty pods (2 MB on the wire, 1.5 GB decoded), and a split
+    // synchronization whose parts together would pass MAX_SYNC_BYTES; the parts collected
+    // so far are forgotten, and the next synchronization is served whole.
+    let exhausted = |err: NriError| match err {
+        NriError::Status { source, .. } => {
+            assert_eq!(source.code, NriStatus::RESOURCE_EXHAUSTED, "{source:?}");
+            assert!(source.message.contains("decoded"), "{source:?}");
+        }
+        other => panic!("expected ResourceExhausted, got {other:?}"),
+    };
+    let empty_pods = |n| api::SynchronizeRequest {
+        pods: vec![api::PodSandbox::default(); n],
+        containers: Vec::new(),
+        more: true,
+    };
+    exhausted(
+        conn.call::<_, api::SynchronizeResponse>("Synchronize", &empty_pods(1_000_000))
+            .await
+            .unwrap_err(),
+    );
+    let part = empty_pods(17_000);
+    assert!(decode_cost(&part.encode_to_vec(), TOP_LEVEL) * 2 > MAX_SYNC_BYTES);
+    let partial: api::SynchronizeResponse = conn.call("Synchronize", &part).await.unwrap();
+    assert!(partial.more);
+    exhausted(
+        conn.call::<_, api::SynchronizeResponse>("Synchronize", &part)
+            .await
+            .unwrap_err(),
+    );
+    let whole: api::SynchronizeResponse = conn.call("Synchronize", &last).await.unwrap();
+    assert_eq!(whole.update, [cpuset_update("c6", "0-1")]);
 
     let create = api::CreateContainerRequest {
         pod: Some(api::PodSandbox::default()),

@@ -88,6 +88,7 @@ pub(crate) async fn serve(
             ended = session => ended,
         };
         slot.set(None);
+        give_back_memory();
         match ended {
             Ok(()) => {
                 tracing::warn!("NRI: the runtime closed the connection; reconnecting");
@@ -103,5 +104,23 @@ pub(crate) async fn serve(
             () = tokio::time::sleep(backoff) => {}
         }
         backoff = (backoff * 2).min(MAX_BACKOFF);
+    }
+}
+
+/// Return the memory a connection's buffers and requests used to the system once the
+/// connection ended: glibc keeps freed small allocations in its free lists otherwise, and a
+/// runtime that sent much would leave the agent's resident size high for good.
+#[allow(unsafe_code)]
+fn give_back_memory() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    {
+        unsafe extern "C" {
+            fn malloc_trim(pad: usize) -> i32;
+        }
+        // SAFETY: malloc_trim only releases free heap memory; it takes no pointer and is
+        // safe to call at any time from any thread.
+        unsafe {
+            malloc_trim(0);
+        }
     }
 }

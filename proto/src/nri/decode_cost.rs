@@ -1,0 +1,185 @@
+//! What decoding a protobuf message can cost in memory, read from its bytes alone, before
+//! anything is decoded.
+//!
+//! A message costs far more decoded than on the wire when it is made of tiny parts: an empty
+//! `PodSandbox` is 2 bytes on the wire (`0a 00`) and 1,496 bytes decoded, so 4 MiB of them
+//! would take 3 GB. [`decode_cost`] bounds the decoded size without decoding, from where NRI's
+//! messages can repeat: only a request's or response's own repeated fields hold large
+//! messages (`PodSandbox`, `Container`, `ContainerUpdate`, at most 1,496 bytes); every
+//! message nested deeper that can repeat is small (`Mount`, `LinuxDevice`, a map entry…, at
+//! most 96 bytes), and a singular field that repeats on the wire is merged, not allocated
+//! again. So a length-delimited field whose bytes read as a message (an empty one does) is
+//! charged [`TOP_NODE_COST`] at the request's top level and [`NODE_COST`] deeper (twice the
+//! largest, for a `Vec`'s spare capacity); any other length-delimited field (a string,
+//! bytes) [`FIELD_COST`] plus its length; any other field [`FIELD_COST`] / 4 (a scalar in a
+//! `Vec`). Nesting deeper than [`MAX_DEPTH`] is charged by its length only (NRI's messages
+//! nest less deeply). The work is at most [`MAX_DEPTH`] passes over the bytes.
+
+/// The charge of a message at a request's top level: twice the largest NRI message that
+/// can repeat there (`PodSandbox`, 1,496 bytes).
+pub const TOP_NODE_COST: u64 = 3 << 10;
+/// The charge of a message nested deeper: twice the largest NRI message that can repeat
+/// there (`Mount`, 96 bytes).
+pub const NODE_COST: u64 = 192;
+/// The charge of one string or bytes field besides its length (a `String` in a `Vec` with
+/// spare capacity, and the allocator's rounding).
+pub const FIELD_COST: u64 = 64;
+/// How deep nested messages are looked into.
+pub const MAX_DEPTH: u32 = 16;
+
+/// Where a request's own fields are when its bytes are scanned: [`TOP_LEVEL`] for a bare
+/// request or response, [`IN_ENVELOPE`] inside a ttrpc `Request` or `Response` envelope
+/// (whose `payload` holds it).
+pub type Level = u32;
+/// A bare request's or response's fields.
+pub const TOP_LEVEL: Level = 1;
+/// The fields of the request or response a ttrpc envelope carries.
+pub const IN_ENVELOPE: Level = 2;
+
+fn varint(bytes: &[u8], pos: &mut usize) -> Option<u64> {
+    let mut value = 0u64;
+    for shift in (0..64).step_by(7) {
+        let byte = *bytes.get(*pos)?;
+        *pos += 1;
+        value |= u64::from(byte & 0x7f) << shift;
+        if byte & 0x80 == 0 {
+            return Some(value);
+        }
+    }
+    None
+}
+
+/// The cost of `bytes` read as a message whose fields are at `level`, or `None` when they
+/// do not read as one.
+fn message_cost(bytes: &[u8], level: u32, top: Level) -> Option<u64> {
+    let mut pos = 0;
+    let mut cost = 0u64;
+    while pos < bytes.len() {
+        let key = varint(bytes, &mut pos)?;
+        if key >> 3 == 0 {
+            return None;
+        }
+        match key & 7 {
+            0 => {
+                varint(bytes, &mut pos)?;
+                cost += FIELD_COST / 4;
+            }
+            1 | 5 => {
+                pos = pos.checked_add(if key & 7 == 1 { 8 } else { 4 })?;
+                if pos > bytes.len() {
+                    return None;
+                }
+                cost += FIELD_COST / 4;
+            }
+            2 => {
+                let len = usize::try_from(varint(bytes, &mut pos)?).ok()?;
+                let end = pos.checked_add(len).filter(|end| *end <= bytes.len())?;
+                let payload = &bytes[pos..end];
+                pos = end;
+                let nested = (level < MAX_DEPTH)
+                    .then(|| message_cost(payload, level + 1, top))
+                    .flatten();
+                let node = if level == top {
+                    TOP_NODE_COST
+                } else {
+                    NODE_COST
+                };
+                cost += match nested {
+                    Some(inner) => node + inner,
+                    None => FIELD_COST + len as u64,
+                };
+            }
+            _ => return None,
+        }
+    }
+    Some(cost)
+}
+
+/// An upper bound of the memory decoding `bytes` (a request or response whose own fields
+/// are at `top`) may take, see the module documentation; bytes that do not read as a message
+/// cost their length.
+///
+/// ```
+/// use corral_proto::nri::decode_cost::{decode_cost, TOP_LEVEL, TOP_NODE_COST};
+///
+/// // A SynchronizeRequest of 1,000 empty pods: 2 KB on the wire, up to 3 MB decoded.
+/// let pods = [0x0a, 0x00].repeat(1000);
+/// assert_eq!(decode_cost(&pods, TOP_LEVEL), 1000 * TOP_NODE_COST);
+/// ```
+pub fn decode_cost(bytes: &[u8], top: Level) -> u64 {
+    message_cost(bytes, 1, top).unwrap_or(bytes.len() as u64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::nri::api;
+    use prost::Message;
+
+    #[test]
+    fn tiny_parts_cost_what_they_decode_to() {
+        let sync = api::SynchronizeRequest {
+            pods: vec![api::PodSandbox::default(); 100],
+            containers: vec![api::Container::default(); 100],
+            more: false,
+        };
+        let bytes = sync.encode_to_vec();
+        let decoded = 100 * std::mem::size_of::<api::PodSandbox>()
+            + 100 * std::mem::size_of::<api::Container>();
+        assert!(decode_cost(&bytes, TOP_LEVEL) >= decoded as u64);
+    }
+
+    /// A realistic synchronization of 50 pods costs a small multiple of its bytes.
+    #[test]
+    fn a_realistic_synchronization_costs_a_small_multiple_of_its_bytes() {
+        let pod = |i: usize| api::PodSandbox {
+            id: format!("{i:064x}"),
+            name: format!("web-7d9f8-{i}"),
+            uid: "5f0c0c5e-8a0b-4bd4-9a55-0d4f1f1c2b3a".to_owned(),
+            namespace: "default".to_owned(),
+            labels: (0..10)
+                .map(|i| (format!("app.kubernetes.io/label-{i}"), format!("value-{i}")))
+                .collect(),
+            annotations: (0..10)
+                .map(|i| {
+                    (
+                        format!("kubernetes.io/note-{i}"),
+                        "{\"json\": true}".to_owned(),
+                    )
+                })
+                .collect(),
+            ..Default::default()
+        };
+        let sync = api::SynchronizeRequest {
+            pods: (0..50).map(pod).collect(),
+            containers: Vec::new(),
+            more: false,
+        };
+        let bytes = sync.encode_to_vec();
+        let cost = decode_cost(&bytes, TOP_LEVEL);
+        assert!(
+            cost < 16 * bytes.len() as u64,
+            "{cost} for {} bytes",
+            bytes.len()
+        );
+    }
+
+    #[test]
+    fn crafted_nesting_costs_bounded_work_and_never_panics() {
+        let mut nested = Vec::new();
+        for _ in 0..1000 {
+            let mut outer = vec![0x0a];
+            let mut len = nested.len();
+            while len >= 0x80 {
+                outer.push(len as u8 | 0x80);
+                len >>= 7;
+            }
+            outer.push(len as u8);
+            outer.extend_from_slice(&nested);
+            nested = outer;
+        }
+        assert!(decode_cost(&nested, TOP_LEVEL) > 0);
+        assert_eq!(decode_cost(&[0x0a, 0xff], TOP_LEVEL), 2);
+        assert_eq!(decode_cost(&[0x08], TOP_LEVEL), 1);
+    }
+}
