@@ -272,13 +272,18 @@ pub(crate) fn admit(
     if requests.is_empty() {
         anyhow::bail!("no Pod in {files:?}");
     }
-    let answers = with_client(target, async |mut client, socket| {
+    // A call that fails does not hide the answers before it: they are printed, then the
+    // failure, with a non-zero exit.
+    let (answers, failed) = with_client(target, async |mut client, socket| {
         let mut answers = Vec::new();
         for message in requests {
             let call = client.admit(request(message, target.request_timeout));
-            answers.push(answer(socket, call, target.request_timeout).await?);
+            match answer(socket, call, target.request_timeout).await {
+                Ok(answer) => answers.push(answer),
+                Err(err) => return Ok((answers, Some(err))),
+            }
         }
-        Ok(answers)
+        Ok((answers, None))
     })?;
     let rejected = answers.iter().any(|a| !a.admitted);
     match output {
@@ -314,6 +319,10 @@ pub(crate) fn admit(
                 }
             }
         }
+    }
+    if let Some(err) = failed {
+        let pod = &names[answers.len()];
+        return Err(anyhow::Error::from(err).context(format!("admitting pod {pod}")));
     }
     Ok(if rejected {
         ExitCode::FAILURE

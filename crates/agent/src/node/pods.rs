@@ -123,7 +123,8 @@ impl PodBook {
         };
         for entry in entries {
             let path = entry.path();
-            if path.extension().and_then(|e| e.to_str()) != Some("json") {
+            let hidden = entry.file_name().as_encoded_bytes().starts_with(b".");
+            if hidden || path.extension().and_then(|e| e.to_str()) != Some("json") {
                 if is_own_temp_file(&path) {
                     // Left by a write the process did not live to finish: the pod file
                     // it would have replaced is still whole.
@@ -137,6 +138,17 @@ impl PodBook {
             let record: PodRecord = serde_json::from_slice(&bytes)
                 .with_context(|| format!("{}: not a corral pod record", path.display()))?;
             let pod = convert(&record).with_context(|| format!("{}", path.display()))?;
+            // Only the record's own file counts: a copy under another name (a backup, a
+            // file made behind corral's back) would bring back a pod its release removed.
+            let own = record_name(&pod.uid);
+            if entry.file_name() != own.as_str() {
+                anyhow::bail!(
+                    "{}: a record of pod {}, whose record is {own}: remove the file, or \
+                     rename it to {own} if it is the pod's only record",
+                    path.display(),
+                    pod.uid
+                );
+            }
             pods.insert(pod.uid.clone(), AdmittedPod { record, pod });
         }
         Ok(PodBook {
@@ -181,16 +193,7 @@ impl PodBook {
 
     /// The file pod `uid` is persisted in.
     pub(crate) fn file_of(&self, uid: &str) -> PathBuf {
-        let mut name = String::with_capacity(uid.len() + 5);
-        for byte in uid.bytes() {
-            if byte.is_ascii_alphanumeric() || byte == b'-' || byte == b'_' {
-                name.push(byte as char);
-            } else {
-                name.push_str(&format!("%{byte:02X}"));
-            }
-        }
-        name.push_str(".json");
-        self.dir.join(name)
+        self.dir.join(record_name(uid))
     }
 
     fn lock(&self) -> MutexGuard<'_, Book> {
@@ -399,6 +402,21 @@ fn remove_durably(path: &Path) -> Result<()> {
     Ok(())
 }
 
+/// The name of pod `uid`'s record: the uid with every byte but `[A-Za-z0-9_-]` escaped
+/// (`%XX`), so no uid names a path or a hidden file, and `.json`.
+fn record_name(uid: &str) -> String {
+    let mut name = String::with_capacity(uid.len() + 5);
+    for byte in uid.bytes() {
+        if byte.is_ascii_alphanumeric() || byte == b'-' || byte == b'_' {
+            name.push(byte as char);
+        } else {
+            name.push_str(&format!("%{byte:02X}"));
+        }
+    }
+    name.push_str(".json");
+    name
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -445,5 +463,19 @@ mod tests {
         assert!(reloaded.get(evil).is_some() && reloaded.get("plain-uid").is_some());
         reloaded.update(evil, Option::take).unwrap();
         assert_eq!(std::fs::read_dir(&pods_dir).unwrap().count(), 1);
+
+        // A hidden copy of a record is not a record (a release would never remove it);
+        // a copy under another name is refused, naming the file the record belongs in.
+        let own = pods_dir.join("plain-uid.json");
+        std::fs::copy(&own, pods_dir.join(".plain-uid.json")).unwrap();
+        let book = PodBook::load(pods_dir.clone(), uid_of).unwrap();
+        assert_eq!(book.uids().len(), 1);
+        std::fs::copy(&own, pods_dir.join("backup.json")).unwrap();
+        let err = PodBook::load(pods_dir.clone(), uid_of).err().unwrap();
+        let err = format!("{err:#}");
+        assert!(
+            err.contains("backup.json") && err.contains("plain-uid.json"),
+            "{err}"
+        );
     }
 }

@@ -167,12 +167,10 @@ pub(crate) async fn run(config: AgentConfig, demo_devices: usize) -> Result<()> 
     }
     node.stop_devices().await;
     flusher.abort();
-    if let Err(err) = node.retire_journal() {
-        tracing::error!(
-            error = format!("{err:#}"),
-            "the state journal could not be retired"
-        );
-    }
+    // A journal that cannot be retired (a full disk) is kept for the next start to replay:
+    // nothing is lost, but the stop was not clean, and the exit status says so.
+    node.retire_journal()
+        .context("stopping: the state journal is kept and replayed at the next start")?;
     tracing::info!(pods = node.pods().len(), "stopped");
     Ok(())
 }

@@ -13,6 +13,7 @@ mod e2e;
 mod memory;
 mod metrics_endpoint;
 mod nri;
+mod one_agent_per_root;
 mod pod_level;
 mod python_agent;
 mod real_containerd;

@@ -221,3 +221,44 @@ fn a_real_agent_at_its_connection_limit_is_reported_as_such() {
     drop(held);
     drop(runtime);
 }
+
+/// `admit` of several pods where the agent refuses one as invalid: the answers before it
+/// are printed (the first pod is admitted and durable), then the refusal, and the exit is
+/// non-zero; the admitted pod was never hidden behind the error.
+#[test]
+fn answers_before_a_failed_admission_are_printed() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("root");
+    let config = dir.path().join("config.yaml");
+    std::fs::write(&config, "maxContainersPerPod: 1\n").unwrap();
+    let agent = RunningAgent::start(
+        &root,
+        &workspace().join(support::MACHINE),
+        &["--config", config.to_str().unwrap()],
+        &dir.path().join("agent.log"),
+    );
+    let pods = dir.path().join("pods.yaml");
+    let container = |name: &str| {
+        format!(
+            "    - name: {name}\n      resources:\n        limits: {{cpu: \"1\", memory: 64Mi}}\n"
+        )
+    };
+    std::fs::write(
+        &pods,
+        format!(
+            "apiVersion: v1\nkind: Pod\nmetadata: {{name: m1, namespace: default, uid: m1}}\nspec:\n  containers:\n{}---\n\
+             apiVersion: v1\nkind: Pod\nmetadata: {{name: m2, namespace: default, uid: m2}}\nspec:\n  containers:\n{}{}",
+            container("a"),
+            container("a"),
+            container("b")
+        ),
+    )
+    .unwrap();
+    let output = agent.cli(&["admit", "-f", pods.to_str().unwrap()]);
+    assert!(!output.status.success());
+    let (out, err) = (support::stdout(&output), support::stderr(&output));
+    assert!(out.contains("pod default/m1 admitted"), "{out}\n{err}");
+    assert!(err.contains("default/m2"), "{err}");
+    let status = agent.cli(&["status", "-o", "json"]);
+    assert!(support::stdout(&status).contains("\"m1\""));
+}

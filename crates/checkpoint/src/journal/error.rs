@@ -65,7 +65,7 @@ pub enum JournalError {
         path: PathBuf,
     },
     /// The journal or a state file is not a regular file (a FIFO, a device, a directory).
-    #[error("{} is a {kind}, not a regular file", path.display())]
+    #[error("{} is a {kind}, not a regular file: remove it, or restore the file", path.display())]
     NotRegularFile {
         /// The path.
         path: PathBuf,
@@ -73,7 +73,11 @@ pub enum JournalError {
         kind: &'static str,
     },
     /// The journal or a state file is larger than a journal ever holds.
-    #[error("{} holds {len} bytes, more than the {max} a state journal holds", path.display())]
+    #[error(
+        "{} holds {len} bytes, more than the {max} a state journal holds: remove it, or restore \
+         the file",
+        path.display()
+    )]
     TooLarge {
         /// The path.
         path: PathBuf,
@@ -87,6 +91,16 @@ pub enum JournalError {
     #[error("{} is not one of the journal's files (relative to its root)", path.display())]
     NotManaged {
         /// The path.
+        path: PathBuf,
+    },
+    /// Another process (or another `Journal` of this one) has the journal open: its files
+    /// are that one's to write.
+    #[error(
+        "state journal {} is in use by another process (its .lock is held): one agent per root",
+        path.display()
+    )]
+    InUse {
+        /// The journal file.
         path: PathBuf,
     },
     /// A commit was asked for before [`Journal::activate`](super::Journal::activate).

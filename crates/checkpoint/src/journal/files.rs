@@ -68,7 +68,17 @@ fn kind_of(meta: &fs::Metadata) -> &'static str {
 pub(crate) fn read_bounded(path: &Path, max: u64) -> Result<Option<Vec<u8>>> {
     let meta = match fs::metadata(path) {
         Ok(meta) => meta,
-        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+        // A dangling symlink is not "no file": it names one that is gone.
+        Err(e) if e.kind() == io::ErrorKind::NotFound => match fs::symlink_metadata(path) {
+            Ok(_) => {
+                return Err(JournalError::NotRegularFile {
+                    path: path.to_path_buf(),
+                    kind: "dangling symbolic link",
+                }
+                .into());
+            }
+            Err(_) => return Ok(None),
+        },
         Err(e) => return Err(io_error("stat", path)(e)),
     };
     let not_regular = |meta: &fs::Metadata| JournalError::NotRegularFile {

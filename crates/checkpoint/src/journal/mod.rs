@@ -130,6 +130,8 @@ struct State {
 /// A write-ahead journal over a set of files (see the module documentation).
 #[derive(Debug)]
 pub struct Journal {
+    /// `<journal>.lock`, locked (`flock`, exclusive) for as long as the journal is open.
+    _lock: File,
     root: PathBuf,
     path: PathBuf,
     mark_path: PathBuf,
@@ -137,6 +139,13 @@ pub struct Journal {
     options: JournalOptions,
     state: Mutex<State>,
     done: Condvar,
+}
+
+/// The file a journal is locked through: `<journal>.lock`.
+fn lock_path(journal: &Path) -> PathBuf {
+    let mut name = journal.file_name().unwrap_or_default().to_os_string();
+    name.push(".lock");
+    journal.with_file_name(name)
 }
 
 /// A journal id no other journal is likely to have.
@@ -188,6 +197,22 @@ impl Journal {
         let mark_path = mark::path_for(&path);
         let dir = parent(&path);
         fs::create_dir_all(dir).map_err(io_error("create directory", dir))?;
+        // One process at a time: a second one replaying would roll the first one's files
+        // back to what the journal held when it read it.
+        let lock = lock_path(&path);
+        let lock_file = OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&lock)
+            .map_err(io_error("open", &lock))?;
+        match lock_file.try_lock() {
+            Ok(()) => {}
+            Err(fs::TryLockError::WouldBlock) => {
+                return Err(JournalError::InUse { path: path.clone() }.into());
+            }
+            Err(fs::TryLockError::Error(e)) => return Err(io_error("lock", &lock)(e)),
+        }
         files::remove_leftovers(&root, &path, &managed)?;
         let mut recovery = Recovery::default();
         let journal_bytes = read_bounded(&path, options.max_bytes)?;
@@ -216,6 +241,7 @@ impl Journal {
             recovery.mark_without_journal = mark_bytes.is_some();
         }
         let journal = Journal {
+            _lock: lock_file,
             root,
             path,
             mark_path,

@@ -46,8 +46,14 @@ fn a_first_open_takes_the_files_as_they_are() {
     let (journal, recovery) = open(dir.path(), 1 << 20);
     assert!(!recovery.replayed);
     assert_eq!(journal.lock().view.len(), 1);
+    // One open journal at a time: a second open (another agent on the root) is refused.
+    assert!(matches!(
+        try_open(dir.path(), 1 << 20),
+        Err(CheckpointError::Journal(JournalError::InUse { .. }))
+    ));
+    drop(journal);
     let (unactivated, _) = try_open(dir.path(), 1 << 20).unwrap();
-    // Not activated: a commit is refused and the journal on disk is left as it was.
+    // Not activated: nothing is journaled and the journal on disk is left as it was.
     unactivated
         .stage(&dir.path().join("cpu_manager_state"), Some(b"x"), || {
             Ok::<(), CheckpointError>(())
@@ -58,7 +64,6 @@ fn a_first_open_takes_the_files_as_they_are() {
         "inactive: the write went through, nothing to commit"
     );
     drop(unactivated);
-    drop(journal);
     let (_journal, recovery) = open(dir.path(), 1 << 20);
     assert!(recovery.replayed);
     assert_eq!(recovery.records, 1);
