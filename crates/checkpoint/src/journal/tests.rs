@@ -408,21 +408,31 @@ fn a_failed_commit_is_retried_by_the_next_and_never_wedges() {
 
 /// A file whose rename fails after its commit was durable lags behind the journal; the
 /// journal says so (`trouble`) and the next commit, even one with nothing staged, writes it.
+/// `pods/a.json` committed but lagging: a directory stands where its temporary file must
+/// go, so its rename cannot happen until [`unblock`] removes it.
+fn lagging_pod(dir: &Path) -> (Arc<Journal>, CheckpointStore) {
+    let (journal, _) = open(dir, 1 << 20);
+    let pods = CheckpointStore::open(dir.join("pods"))
+        .unwrap()
+        .with_journal(Arc::clone(&journal));
+    fs::create_dir(dir.join("pods").join(files::APPLY_TEMP)).unwrap();
+    pods.write_bytes("a.json", b"pod a").unwrap();
+    journal.commit().unwrap();
+    (journal, pods)
+}
+
+fn unblock(dir: &Path) {
+    fs::remove_dir(dir.join("pods").join(files::APPLY_TEMP)).unwrap();
+}
+
 #[test]
 fn a_file_lagging_behind_the_journal_is_written_by_the_next_commit() {
     let dir = tempfile::tempdir().unwrap();
-    let (journal, _) = open(dir.path(), 1 << 20);
-    let pods = CheckpointStore::open(dir.path().join("pods"))
-        .unwrap()
-        .with_journal(Arc::clone(&journal));
-    // A directory where the file's temporary file must go: the rename cannot happen.
-    fs::create_dir(dir.path().join("pods").join(files::APPLY_TEMP)).unwrap();
-    pods.write_bytes("a.json", b"pod a").unwrap();
-    journal.commit().unwrap();
+    let (journal, _pods) = lagging_pod(dir.path());
     assert!(!dir.path().join("pods/a.json").exists());
     assert!(journal.trouble().is_some_and(|t| t.contains("lag")));
     assert!(journal.has_pending());
-    fs::remove_dir(dir.path().join("pods").join(files::APPLY_TEMP)).unwrap();
+    unblock(dir.path());
     journal.commit().unwrap();
     assert!(journal.trouble().is_none());
     assert!(!journal.has_pending());
@@ -434,17 +444,11 @@ fn a_file_lagging_behind_the_journal_is_written_by_the_next_commit() {
 #[test]
 fn retiring_with_a_lagging_file_keeps_the_journal() {
     let dir = tempfile::tempdir().unwrap();
-    let (journal, _) = open(dir.path(), 1 << 20);
-    let pods = CheckpointStore::open(dir.path().join("pods"))
-        .unwrap()
-        .with_journal(Arc::clone(&journal));
-    fs::create_dir(dir.path().join("pods").join(files::APPLY_TEMP)).unwrap();
-    pods.write_bytes("a.json", b"pod a").unwrap();
-    journal.commit().unwrap();
+    let (journal, pods) = lagging_pod(dir.path());
     assert!(journal.retire().is_err());
     assert!(journal.path().exists());
     drop((pods, journal));
-    fs::remove_dir(dir.path().join("pods").join(files::APPLY_TEMP)).unwrap();
+    unblock(dir.path());
     let (_journal, recovery) = open(dir.path(), 1 << 20);
     assert_eq!(recovery.restored, [dir.path().join("pods/a.json")]);
     assert_eq!(fs::read(dir.path().join("pods/a.json")).unwrap(), b"pod a");
