@@ -49,55 +49,137 @@ fn varint(bytes: &[u8], pos: &mut usize) -> Option<u64> {
     None
 }
 
-/// The cost of `bytes` read as a message whose fields are at `level`, or `None` when they
-/// do not read as one.
-fn message_cost(bytes: &[u8], level: u32, top: Level) -> Option<u64> {
+/// What scanning bytes as a message found.
+struct Scan {
+    /// The cost of the fields read, each in its costlier complete reading (a string or a
+    /// message that reads whole), up to where they stop reading.
+    sum: u64,
+    /// The most decoding may have allocated when it fails inside a nested field that does
+    /// not read whole as a message (a string, if the schema says so; else the decode stops
+    /// there, after allocating what came before).
+    failing: u64,
+    /// Whether all the bytes read as fields.
+    whole: bool,
+}
+
+impl Scan {
+    /// The most decoding these bytes may allocate.
+    fn peak(&self) -> u64 {
+        self.sum.max(self.failing)
+    }
+}
+
+/// Skips a group whose start (field `number`) was just read, as prost skips an unknown one:
+/// `false` when its end is missing or it is malformed.
+fn skip_group(bytes: &[u8], pos: &mut usize, number: u64, depth: u32) -> bool {
+    if depth > 100 {
+        return false;
+    }
+    while *pos < bytes.len() {
+        let Some(key) = varint(bytes, pos) else {
+            return false;
+        };
+        let ok = match key & 7 {
+            0 => varint(bytes, pos).is_some(),
+            1 | 5 => {
+                *pos += if key & 7 == 1 { 8 } else { 4 };
+                *pos <= bytes.len()
+            }
+            2 => varint(bytes, pos)
+                .and_then(|len| usize::try_from(len).ok())
+                .and_then(|len| pos.checked_add(len))
+                .filter(|end| *end <= bytes.len())
+                .map(|end| *pos = end)
+                .is_some(),
+            3 => skip_group(bytes, pos, key >> 3, depth + 1),
+            4 => return key >> 3 == number,
+            _ => false,
+        };
+        if !ok {
+            return false;
+        }
+    }
+    false
+}
+
+/// The cost of `bytes` read as a message whose fields are at `level` (see [`Scan`]).
+fn message_cost(bytes: &[u8], level: u32, top: Level) -> Scan {
     let mut pos = 0;
-    let mut cost = 0u64;
+    let mut scan = Scan {
+        sum: 0,
+        failing: 0,
+        whole: false,
+    };
     while pos < bytes.len() {
-        let key = varint(bytes, &mut pos)?;
+        let Some(key) = varint(bytes, &mut pos) else {
+            return scan;
+        };
         if key >> 3 == 0 {
-            return None;
+            return scan;
         }
         match key & 7 {
             0 => {
-                varint(bytes, &mut pos)?;
-                cost += FIELD_COST / 4;
+                if varint(bytes, &mut pos).is_none() {
+                    return scan;
+                }
+                scan.sum += FIELD_COST / 4;
             }
             1 | 5 => {
-                pos = pos.checked_add(if key & 7 == 1 { 8 } else { 4 })?;
+                pos += if key & 7 == 1 { 8 } else { 4 };
                 if pos > bytes.len() {
-                    return None;
+                    return scan;
                 }
-                cost += FIELD_COST / 4;
+                scan.sum += FIELD_COST / 4;
             }
             2 => {
-                let len = usize::try_from(varint(bytes, &mut pos)?).ok()?;
-                let end = pos.checked_add(len).filter(|end| *end <= bytes.len())?;
+                let Some(end) = varint(bytes, &mut pos)
+                    .and_then(|len| usize::try_from(len).ok())
+                    .and_then(|len| pos.checked_add(len))
+                    .filter(|end| *end <= bytes.len())
+                else {
+                    return scan;
+                };
                 let payload = &bytes[pos..end];
                 pos = end;
-                let nested = (level < MAX_DEPTH)
-                    .then(|| message_cost(payload, level + 1, top))
-                    .flatten();
+                let as_bytes = FIELD_COST + payload.len() as u64;
+                if level >= MAX_DEPTH {
+                    scan.sum += as_bytes;
+                    continue;
+                }
                 let node = if level == top {
                     TOP_NODE_COST
                 } else {
                     NODE_COST
                 };
-                cost += match nested {
-                    Some(inner) => node + inner,
-                    None => FIELD_COST + len as u64,
+                let inner = message_cost(payload, level + 1, top);
+                let inner_failing = if inner.whole {
+                    inner.failing
+                } else {
+                    inner.peak()
                 };
+                if inner_failing > 0 || !inner.whole {
+                    scan.failing = scan.failing.max(scan.sum + node + inner_failing);
+                }
+                let as_message = if inner.whole { node + inner.sum } else { 0 };
+                scan.sum += as_bytes.max(as_message);
             }
-            _ => return None,
+            // An unknown group is skipped, not allocated (NRI's messages have none).
+            3 => {
+                if !skip_group(bytes, &mut pos, key >> 3, 0) {
+                    return scan;
+                }
+            }
+            _ => return scan,
         }
     }
-    Some(cost)
+    scan.whole = true;
+    scan
 }
 
 /// An upper bound of the memory decoding `bytes` (a request or response whose own fields
-/// are at `top`) may take, see the module documentation; bytes that do not read as a message
-/// cost their length.
+/// are at `top`) may take, see the module documentation. Bytes that stop reading as a
+/// message part-way cost what comes before (decoding allocates it before it fails), and at
+/// least their length.
 ///
 /// ```
 /// use corral_proto::nri::decode_cost::{decode_cost, TOP_LEVEL, TOP_NODE_COST};
@@ -107,7 +189,7 @@ fn message_cost(bytes: &[u8], level: u32, top: Level) -> Option<u64> {
 /// assert_eq!(decode_cost(&pods, TOP_LEVEL), 1000 * TOP_NODE_COST);
 /// ```
 pub fn decode_cost(bytes: &[u8], top: Level) -> u64 {
-    message_cost(bytes, 1, top).unwrap_or(bytes.len() as u64)
+    message_cost(bytes, 1, top).peak().max(bytes.len() as u64)
 }
 
 #[cfg(test)]
@@ -181,5 +263,34 @@ mod tests {
         assert!(decode_cost(&nested, TOP_LEVEL) > 0);
         assert_eq!(decode_cost(&[0x0a, 0xff], TOP_LEVEL), 2);
         assert_eq!(decode_cost(&[0x08], TOP_LEVEL), 1);
+    }
+
+    /// What stops the scan (an unknown group after the pods, a byte that is no field, a
+    /// field cut short) does not hide what comes before it: prost allocates every pod
+    /// before it skips the group or fails.
+    #[test]
+    fn what_follows_the_pods_never_hides_them() {
+        let pods = [0x0a, 0x00].repeat(1000);
+        let expected = 1000 * TOP_NODE_COST;
+        for tail in [
+            &[0xa3, 0x06, 0xa4, 0x06][..],
+            &[0x0f],
+            &[0x0a, 0x05],
+            &[0xa3, 0x06],
+        ] {
+            let mut bytes = pods.clone();
+            bytes.extend_from_slice(tail);
+            assert!(
+                decode_cost(&bytes, TOP_LEVEL) >= expected,
+                "tail {tail:02x?}"
+            );
+        }
+        // Nested inside a container, too: CreateContainerRequest.container { mounts… group }.
+        let mut container = [0x52, 0x00].repeat(1000);
+        container.extend_from_slice(&[0xa3, 0x06, 0xa4, 0x06]);
+        let mut create = vec![0x12];
+        prost::encoding::encode_varint(container.len() as u64, &mut create);
+        create.extend_from_slice(&container);
+        assert!(decode_cost(&create, TOP_LEVEL) >= 1000 * NODE_COST);
     }
 }

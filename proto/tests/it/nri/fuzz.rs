@@ -74,3 +74,43 @@ corral_testkit::fuzz! {
         });
     }
 }
+
+/// What `bytes` decode to as a `SynchronizeRequest`, at least: its pods' and containers'
+/// structs (their strings and nested parts come on top).
+fn decoded_at_least(sync: &api::SynchronizeRequest) -> u64 {
+    (sync.pods.len() * std::mem::size_of::<api::PodSandbox>()
+        + sync.containers.len() * std::mem::size_of::<api::Container>()) as u64
+}
+
+/// Mostly empty or tiny pods and containers, then arbitrary bytes: the most decoded memory
+/// per byte on the wire.
+fn sync_bytes() -> impl Strategy<Value = Vec<u8>> {
+    (
+        proptest::collection::vec((prop_oneof![Just(0x0au8), Just(0x12)], 0u8..4), 0..400),
+        proptest::collection::vec(any::<u8>(), 0..16),
+    )
+        .prop_map(|(parts, tail)| {
+            let mut bytes = Vec::new();
+            for (field, len) in parts {
+                bytes.push(field);
+                bytes.push(len);
+                bytes.extend(std::iter::repeat_n(0x08, usize::from(len)));
+            }
+            bytes.extend(tail);
+            bytes
+        })
+}
+
+corral_testkit::fuzz! {
+    /// `decode_cost` never panics, and bounds what prost decodes: for bytes that decode as
+    /// a `SynchronizeRequest`, the estimate covers at least its pods' and containers'
+    /// structs.
+    fn fuzz_decode_cost(bytes in prop_oneof![sync_bytes(), proptest::collection::vec(any::<u8>(), 0..512)]) {
+        use corral_proto::nri::decode_cost::{TOP_LEVEL, decode_cost};
+        use prost::Message;
+        let cost = decode_cost(&bytes, TOP_LEVEL);
+        if let Ok(sync) = api::SynchronizeRequest::decode(bytes.as_slice()) {
+            prop_assert!(cost >= decoded_at_least(&sync), "{cost} for {} pods, {} containers", sync.pods.len(), sync.containers.len());
+        }
+    }
+}

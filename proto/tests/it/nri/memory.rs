@@ -217,13 +217,19 @@ fn plugin_request(method: &str, payload: Vec<u8>) -> Vec<u8> {
 }
 
 /// Requests small on the wire and huge decoded: a `Synchronize` of 2 million empty pods
-/// (3 GB decoded), a `CreateContainer` of 2 million empty mounts, a split synchronization
+/// (3 GB decoded; also followed by an unknown group or a byte that is no field), a `CreateContainer` of 2 million empty mounts, a split synchronization
 /// whose parts (17,000 empty pods each, 50 MiB decoded) never end.
 fn amplifying_requests() -> Vec<Vec<u8>> {
     let mut out = Vec::new();
     let mut pods = [0x0a, 0x00].repeat(2_000_000);
     pods.truncate(MESSAGE_LENGTH_MAX - 64);
-    out.push(plugin_request("Synchronize", pods));
+    // Followed by what stops a scan of the bytes (an unknown group prost skips, a byte
+    // that is no field): decoding allocates every pod before it gets there.
+    for tail in [&[][..], &[0xa3, 0x06, 0xa4, 0x06], &[0x0f]] {
+        let mut request = pods.clone();
+        request.extend_from_slice(tail);
+        out.push(plugin_request("Synchronize", request));
+    }
     // CreateContainerRequest.container (2) { mounts (10): empty, … }
     let mut mounts = [0x52, 0x00].repeat(2_000_000);
     mounts.truncate(MESSAGE_LENGTH_MAX - 64);
