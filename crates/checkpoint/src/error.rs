@@ -133,7 +133,7 @@ pub enum CheckpointError {
     },
     /// The state journal refused to open, or a commit failed.
     #[error(transparent)]
-    Journal(#[from] crate::journal::JournalError),
+    Journal(#[from] crate::journal_error::JournalError),
     /// A Rust value does not fit the Go type description it is encoded with (a bug in a
     /// format definition, never caused by input bytes).
     #[error("value does not fit its Go type description: {message}")]

@@ -84,6 +84,7 @@ pub mod gotype;
 mod hash;
 mod inspect;
 pub mod journal;
+mod journal_error;
 mod map_order;
 mod schema_mismatch;
 mod spew;

@@ -4,12 +4,12 @@ use std::collections::BTreeSet;
 use std::io::Write;
 use std::path::PathBuf;
 
-use super::error::JournalError;
 use super::files::put;
 use super::mark::Mark;
 use super::record::{self, Kind, Stamp};
 use super::{Journal, State};
 use crate::error::Result;
+use crate::journal_error::JournalError;
 
 impl Journal {
     /// Make everything staged before this call durable: one append and one fsync of the

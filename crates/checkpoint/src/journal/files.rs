@@ -7,8 +7,8 @@ use std::io::{self, Read, Write};
 use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
 use std::path::{Component, Path, PathBuf};
 
-use super::error::JournalError;
 use crate::error::{CheckpointError, Result, io_error};
+use crate::journal_error::JournalError;
 
 /// Files a journal is the authority on, relative to its root.
 #[derive(Debug, Clone, PartialEq, Eq)]

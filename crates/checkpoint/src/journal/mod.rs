@@ -38,7 +38,7 @@
 //!   a clean stop, or the journal moved aside on purpose) the files on disk are taken as
 //!   they are.
 
-mod error;
+mod commit;
 mod files;
 mod mark;
 mod record;
@@ -51,7 +51,7 @@ use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::{Condvar, Mutex, MutexGuard};
 
-pub use error::JournalError;
+pub use crate::journal_error::JournalError;
 pub use files::Managed;
 
 use crate::error::{Result, io_error};
@@ -461,8 +461,6 @@ impl Journal {
         self.lock().trouble.clone()
     }
 }
-
-mod commit;
 
 #[cfg(test)]
 mod tests;

@@ -4,10 +4,10 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use super::error::JournalError;
 use super::files::{Managed, is_managed};
 use super::mark::Mark;
 use super::record::{self, AfterDamage, Kind, MAGIC_V1, Stamp};
+use crate::journal_error::JournalError;
 
 /// The state a journal's records describe.
 #[derive(Debug)]

@@ -1,4 +1,5 @@
-//! Why a journal refused to open or could not commit.
+//! Why a [`Journal`](crate::Journal) refused to open or could not commit: its own module,
+//! so that the crate's error and the journal both name it without naming each other.
 
 use std::path::PathBuf;
 
@@ -7,7 +8,7 @@ const REMEDY: &str = "to start from the state files as they are, move the journa
     .mark aside (after a process crash the files hold every answered change; after a power \
     loss they may lag behind it)";
 
-/// Why a [`Journal`](super::Journal) refused to open, or a commit failed.
+/// Why a `Journal` refused to open, or a commit failed.
 #[non_exhaustive]
 #[derive(Debug, thiserror::Error)]
 pub enum JournalError {
@@ -83,7 +84,7 @@ pub enum JournalError {
         path: PathBuf,
         /// Its length.
         len: u64,
-        /// The bound ([`JournalOptions::max_bytes`](super::JournalOptions::max_bytes)).
+        /// The bound (`JournalOptions::max_bytes`).
         max: u64,
     },
     /// A path handed to the journal is not relative to its root, or a write names a file
@@ -103,7 +104,7 @@ pub enum JournalError {
         /// The journal file.
         path: PathBuf,
     },
-    /// A commit was asked for before [`Journal::activate`](super::Journal::activate).
+    /// A commit was asked for before `Journal::activate`.
     #[error("state journal {} is not active: the state it would record was not accepted", path.display())]
     NotActive {
         /// The journal file.
