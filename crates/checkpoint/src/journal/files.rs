@@ -220,7 +220,7 @@ pub(crate) fn put(path: &Path, data: Option<&[u8]>, durable: bool) -> Result<()>
 /// Remove what a journal killed while replaying, applying or compacting left: the
 /// temporary file in every managed directory and the snapshot's next to the journal.
 pub(crate) fn remove_leftovers(root: &Path, journal: &Path, managed: &[Managed]) -> Result<()> {
-    let mut temps = vec![snapshot_temp(journal), super::mark::temp_for(journal)];
+    let mut temps = vec![snapshot_temp(journal), beside(journal, MARK_TEMP)];
     for m in managed {
         let dir = match m {
             Managed::File(file) => root.join(parent(file)),
@@ -237,6 +237,16 @@ pub(crate) fn remove_leftovers(root: &Path, journal: &Path, managed: &[Managed])
         }
     }
     Ok(())
+}
+
+/// The suffix of the temporary file a new mark is written through.
+pub(crate) const MARK_TEMP: &str = ".mark-tmp";
+
+/// The file `<journal><suffix>` beside the journal (its `.mark`, its `.lock`).
+pub(crate) fn beside(journal: &Path, suffix: &str) -> PathBuf {
+    let mut name = journal.file_name().unwrap_or_default().to_os_string();
+    name.push(suffix);
+    journal.with_file_name(name)
 }
 
 /// The temporary file a snapshot is written through.

@@ -27,14 +27,7 @@ pub(crate) const LEN: usize = 2 * SLOT;
 
 /// The mark's path for a journal at `journal`: `<journal>.mark`.
 pub(crate) fn path_for(journal: &Path) -> PathBuf {
-    let mut name = journal.file_name().unwrap_or_default().to_os_string();
-    name.push(".mark");
-    journal.with_file_name(name)
-}
-
-/// The temporary file a new mark is written through.
-pub(crate) fn temp_for(journal: &Path) -> PathBuf {
-    path_for(journal).with_extension("mark-tmp")
+    super::files::beside(journal, ".mark")
 }
 
 /// The last answered commit of a journal, as the mark tells it.

@@ -141,13 +141,6 @@ pub struct Journal {
     done: Condvar,
 }
 
-/// The file a journal is locked through: `<journal>.lock`.
-fn lock_path(journal: &Path) -> PathBuf {
-    let mut name = journal.file_name().unwrap_or_default().to_os_string();
-    name.push(".lock");
-    journal.with_file_name(name)
-}
-
 /// A journal id no other journal is likely to have.
 fn fresh_journal_id() -> u64 {
     let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();
@@ -199,7 +192,7 @@ impl Journal {
         fs::create_dir_all(dir).map_err(io_error("create directory", dir))?;
         // One process at a time: a second one replaying would roll the first one's files
         // back to what the journal held when it read it.
-        let lock = lock_path(&path);
+        let lock = files::beside(&path, ".lock");
         let lock_file = OpenOptions::new()
             .create(true)
             .truncate(false)
@@ -324,7 +317,7 @@ impl Journal {
                 journal_id: state.stamp.journal_id,
                 seq: state.stamp.seq,
             });
-            let temp = mark::temp_for(&self.path);
+            let temp = files::beside(&self.path, files::MARK_TEMP);
             replace(&self.mark_path, &temp, &initial, true)?;
             state.new_mark = false;
         }

@@ -21,12 +21,14 @@ use corral_proto::nri::mux::{
 use corral_proto::nri::plugin::{NriPlugin, PluginConfig, PluginStub};
 use corral_proto::nri::runtime::{IgnoreUpdates, PluginConnection};
 use corral_proto::nri::ttrpc::{
-    MAX_IN_FLIGHT_BYTES, MESSAGE_LENGTH_MAX, REQUEST_OVERHEAD, Request, Response,
+    MAX_IN_FLIGHT_BYTES, MESSAGE_LENGTH_MAX, REQUEST_OVERHEAD, Response,
 };
 use corral_proto::nri::{NriError, NriStatus};
 use corral_proto::prost::Message;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{UnixListener, UnixStream};
+
+use super::wire::{frame, message, request};
 
 /// Upper bound of every wait: what the test waits for happens far sooner.
 const WAIT: Duration = Duration::from_secs(60);
@@ -164,23 +166,6 @@ impl Drop for ChildPlugin {
     }
 }
 
-fn frame(conn: u32, payload: &[u8]) -> Vec<u8> {
-    assert!(payload.len() <= MAX_FRAME_PAYLOAD);
-    let mut out = conn.to_be_bytes().to_vec();
-    out.extend_from_slice(&(payload.len() as u32).to_be_bytes());
-    out.extend_from_slice(payload);
-    out
-}
-
-/// A ttrpc message of `kind` on `stream`.
-fn message(stream: u32, kind: u8, payload: &[u8]) -> Vec<u8> {
-    let mut out = (payload.len() as u32).to_be_bytes().to_vec();
-    out.extend_from_slice(&stream.to_be_bytes());
-    out.extend_from_slice(&[kind, 0]);
-    out.extend_from_slice(payload);
-    out
-}
-
 /// A `CreateContainer` request as large as ttrpc allows, without a timeout.
 fn maximal_create_container() -> Vec<u8> {
     let container = api::Container {
@@ -192,28 +177,13 @@ fn maximal_create_container() -> Vec<u8> {
         container: Some(container),
         ..Default::default()
     };
-    let request = Request {
-        service: api::PLUGIN_SERVICE.into(),
-        method: "CreateContainer".into(),
-        payload: create.encode_to_vec(),
-        timeout_nano: 0,
-        metadata: vec![],
-    }
-    .encode_to_vec();
+    let request = request(
+        api::PLUGIN_SERVICE,
+        "CreateContainer",
+        create.encode_to_vec(),
+    );
     assert!(request.len() <= MESSAGE_LENGTH_MAX, "{}", request.len());
     request
-}
-
-/// A ttrpc `Request` envelope for the plugin's `method` carrying `payload`.
-fn plugin_request(method: &str, payload: Vec<u8>) -> Vec<u8> {
-    Request {
-        service: api::PLUGIN_SERVICE.into(),
-        method: method.into(),
-        payload,
-        timeout_nano: 0,
-        metadata: vec![],
-    }
-    .encode_to_vec()
 }
 
 /// Requests small on the wire and huge decoded: a `Synchronize` of 2 million empty pods
@@ -226,9 +196,9 @@ fn amplifying_requests() -> Vec<Vec<u8>> {
     // Followed by what stops a scan of the bytes (an unknown group prost skips, a byte
     // that is no field): decoding allocates every pod before it gets there.
     for tail in [&[][..], &[0xa3, 0x06, 0xa4, 0x06], &[0x0f]] {
-        let mut request = pods.clone();
-        request.extend_from_slice(tail);
-        out.push(plugin_request("Synchronize", request));
+        let mut body = pods.clone();
+        body.extend_from_slice(tail);
+        out.push(request(api::PLUGIN_SERVICE, "Synchronize", body));
     }
     // CreateContainerRequest.container (2) { mounts (10): empty, … }
     let mut mounts = [0x52, 0x00].repeat(2_000_000);
@@ -238,14 +208,18 @@ fn amplifying_requests() -> Vec<Vec<u8>> {
     let mut create = vec![0x12];
     prost::encoding::encode_varint(mounts.len() as u64, &mut create);
     create.extend_from_slice(&mounts);
-    out.push(plugin_request("CreateContainer", create));
+    out.push(request(api::PLUGIN_SERVICE, "CreateContainer", create));
     for _ in 0..8 {
         let part = api::SynchronizeRequest {
             pods: vec![api::PodSandbox::default(); 17_000],
             containers: Vec::new(),
             more: true,
         };
-        out.push(plugin_request("Synchronize", part.encode_to_vec()));
+        out.push(request(
+            api::PLUGIN_SERVICE,
+            "Synchronize",
+            part.encode_to_vec(),
+        ));
     }
     out
 }

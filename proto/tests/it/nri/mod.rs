@@ -11,3 +11,4 @@ mod memory;
 mod queue_bound;
 mod raw_trunk;
 mod round_trip;
+mod wire;

@@ -15,6 +15,8 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::UnixStream;
 use tokio::task::JoinHandle;
 
+use super::wire::{frame, message, request};
+
 /// Upper bound of every wait (and the plugin's registration timeout): what the tests wait
 /// for happens far sooner, also on a busy machine.
 const WAIT: Duration = Duration::from_secs(60);
@@ -51,32 +53,6 @@ impl NriPlugin for Subscriber {
 struct RawRuntime {
     trunk: UnixStream,
     plugin: JoinHandle<Result<(), NriError>>,
-}
-
-fn frame(conn: u32, payload: &[u8]) -> Vec<u8> {
-    let mut out = conn.to_be_bytes().to_vec();
-    out.extend_from_slice(&(payload.len() as u32).to_be_bytes());
-    out.extend_from_slice(payload);
-    out
-}
-
-fn message(stream: u32, kind: u8, payload: &[u8]) -> Vec<u8> {
-    let mut out = (payload.len() as u32).to_be_bytes().to_vec();
-    out.extend_from_slice(&stream.to_be_bytes());
-    out.extend_from_slice(&[kind, 0]);
-    out.extend_from_slice(payload);
-    out
-}
-
-fn request(service: &str, method: &str, payload: Vec<u8>) -> Vec<u8> {
-    Request {
-        service: service.into(),
-        method: method.into(),
-        payload,
-        timeout_nano: 0,
-        metadata: vec![],
-    }
-    .encode_to_vec()
 }
 
 impl RawRuntime {
