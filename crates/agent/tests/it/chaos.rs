@@ -301,6 +301,8 @@ fn recorded(root: &Path, key: &str) -> bool {
 
 /// Temp files under `dir` not of the live agent `pid` (whose own write may be in flight,
 /// e.g. the device checkpoint when the demo plugin registers): leftovers of dead writers.
+/// The journal's `.journal-apply.tmp` is the live agent's too (a commit renames through
+/// it; opening the journal removes one a dead agent left, before this runs).
 fn temp_files(dir: &Path, pid: u32, found: &mut Vec<PathBuf>) {
     let live = format!(".tmp.{pid}.");
     for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
@@ -310,7 +312,7 @@ fn temp_files(dir: &Path, pid: u32, found: &mut Vec<PathBuf>) {
         } else if path
             .file_name()
             .and_then(|n| n.to_str())
-            .is_some_and(|n| n.contains(".tmp") && !n.contains(&live))
+            .is_some_and(|n| n.contains(".tmp") && !n.contains(&live) && n != ".journal-apply.tmp")
         {
             found.push(path);
         }
