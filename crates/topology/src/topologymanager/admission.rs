@@ -18,6 +18,10 @@ pub struct PodAdmitResult {
     pub reason: String,
     /// Human-readable message when rejected (empty when admitted).
     pub message: String,
+    /// The decision's searches ran out of their [budget](super::bounded): the hints and
+    /// merged hint are the best found, not proven upstream's (an aligning policy still
+    /// admits only a hint it would admit; see `budget.rs`).
+    pub approximate: bool,
 }
 
 impl PodAdmitResult {
@@ -35,6 +39,7 @@ impl PodAdmitResult {
             admit: false,
             reason: TOPOLOGY_AFFINITY_ERROR.to_owned(),
             message: TOPOLOGY_AFFINITY_MESSAGE.to_owned(),
+            approximate: false,
         }
     }
 
@@ -46,6 +51,7 @@ impl PodAdmitResult {
             admit: false,
             reason: TOPOLOGY_AFFINITY_ERROR.to_owned(),
             message: format!("Pod Scope {what}"),
+            approximate: false,
         }
     }
 
@@ -56,11 +62,13 @@ impl PodAdmitResult {
                 admit: false,
                 reason: reason.clone(),
                 message: message.clone(),
+                approximate: false,
             },
             AllocationError::Unexpected(cause) => PodAdmitResult {
                 admit: false,
                 reason: UNEXPECTED_ADMISSION_ERROR.to_owned(),
                 message: format!("Allocate failed due to {cause}, which is unexpected"),
+                approximate: false,
             },
         }
     }

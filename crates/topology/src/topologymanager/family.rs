@@ -14,6 +14,7 @@
 use std::borrow::Cow;
 use std::collections::BTreeMap;
 
+use super::budget::{DECISION_STEPS, bounded};
 use super::hint::{ProviderHints, TopologyHint};
 use super::order::MaskOrder;
 use super::search::{Core, Intersection, best_of_size, min_size};
@@ -265,8 +266,13 @@ impl HintFamily {
         out
     }
 
-    /// The size of the narrowest member (upstream's `maxOfMinAffinityCounts` reads it).
+    /// The size of the narrowest member (upstream's `maxOfMinAffinityCounts` reads it); out
+    /// of [budget](super::bounded), a lower bound.
     pub fn narrowest_size(&self) -> Option<usize> {
+        bounded(DECISION_STEPS, || self.narrowest_size_unbounded()).0
+    }
+
+    fn narrowest_size_unbounded(&self) -> Option<usize> {
         let core = self.core.as_ref().and_then(|core| {
             let fit = Intersection {
                 required: core.required,
@@ -283,8 +289,13 @@ impl HintFamily {
     }
 
     /// The best member holding `nodes`, as the memory manager's `findBestHint` picks it:
-    /// preferred over not, then the narrowest.
+    /// preferred over not, then the narrowest. Out of [budget](super::bounded), the best
+    /// member found (`None` when none was).
     pub fn best_containing(&self, nodes: NumaMask) -> Option<TopologyHint> {
+        bounded(DECISION_STEPS, || self.best_containing_unbounded(nodes)).0
+    }
+
+    fn best_containing_unbounded(&self, nodes: NumaMask) -> Option<TopologyHint> {
         let mut best: Option<TopologyHint> = None;
         let mut offer = |mask: NumaMask| {
             let hint = TopologyHint::new(Some(mask), self.prefers(mask));
@@ -353,8 +364,13 @@ impl HintFamily {
 }
 
 /// Upstream's `minAffinitySize`: the fewest of `ids` whose masks meet every demand;
-/// `ids.len()` when none does.
+/// `ids.len()` when none does. Out of [budget](super::bounded), a lower bound: fewer
+/// preferred hints, never a preferred hint upstream would not prefer.
 pub fn min_affinity_size(ids: &[usize], demands: &[Demand]) -> usize {
+    bounded(DECISION_STEPS, || min_affinity_size_unbounded(ids, demands)).0
+}
+
+fn min_affinity_size_unbounded(ids: &[usize], demands: &[Demand]) -> usize {
     let universe =
         NumaMask::new(ids.iter().copied().filter(|&id| id < 64)).unwrap_or(NumaMask::EMPTY);
     let fit = Intersection {

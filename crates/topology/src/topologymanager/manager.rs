@@ -7,6 +7,7 @@ use std::sync::atomic::Ordering;
 use std::time::Instant;
 
 use super::admission::PodAdmitResult;
+use super::budget::{DECISION_STEPS, bounded};
 use super::metrics::ManagerMetrics;
 use super::numa_info::{NumaDistances, NumaInfo, NumaInfoError, NumaNode};
 use super::policy::{Policy, PolicyConfigError, PolicyName, PolicyOptions};
@@ -235,7 +236,9 @@ impl TopologyManager {
     ///
     /// Like upstream, a rejection part-way leaves earlier containers allocated; the agent
     /// releases them (and calls [`AffinityStore::remove_pod`]) to make admission
-    /// all-or-nothing.
+    /// all-or-nothing. The decision's searches share one budget of
+    /// [`DECISION_STEPS`](super::DECISION_STEPS); a decision that ran out is
+    /// [`approximate`](PodAdmitResult::approximate).
     pub fn admit(&self, pod: &Pod) -> PodAdmitResult {
         self.metrics
             .admission_requests_total
@@ -248,11 +251,19 @@ impl TopologyManager {
             metrics: &self.metrics,
             pod_level: self.pod_level,
         };
-        let result = match self.scope {
+        // One budget for the whole decision: every provider's hints, the merges and the
+        // allocations.
+        let (mut result, effort) = bounded(DECISION_STEPS, || match self.scope {
             None => admission.none_scope(pod),
             Some(ScopeName::Container) => admission.container_scope(pod),
             Some(ScopeName::Pod) => admission.pod_scope(pod),
-        };
+        });
+        if !effort.exact {
+            result.approximate = true;
+            self.metrics
+                .approximate_decisions_total
+                .fetch_add(1, Ordering::Relaxed);
+        }
         self.metrics
             .admission_duration_ms
             .observe(started.elapsed());

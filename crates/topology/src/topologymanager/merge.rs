@@ -22,6 +22,7 @@
 
 use std::borrow::Cow;
 
+use super::budget;
 use super::hint::TopologyHint;
 pub(crate) use super::order::MaskOrder;
 use crate::NumaMask;
@@ -198,6 +199,10 @@ fn reachable_masks(lists: &[Cow<'_, [TopologyHint]>], default: NumaMask) -> Vec<
             }
         } else {
             for &s in &current {
+                // Out of budget: no mask proven reachable (the merge answers the default).
+                if !budget::step() {
+                    return Vec::new();
+                }
                 for &c in &choices {
                     if s & c != 0 {
                         next.push(s & c);

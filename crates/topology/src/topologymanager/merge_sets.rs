@@ -30,6 +30,7 @@
 use std::borrow::Cow;
 use std::collections::HashSet;
 
+use super::budget;
 use super::family::{HintFamily, HintSet, Preferred, ProviderHintSets};
 use super::hint::TopologyHint;
 use super::merge::{candidate_wins, max_of_min_affinity_counts, merge_filtered};
@@ -193,8 +194,9 @@ pub(crate) fn merge_inputs(
         return TopologyHint::new(Some(mask), preferred);
     }
 
-    // 2. Non-preferred.
-    for state in states(inputs, default) {
+    // 2. Non-preferred (out of budget before every state is built: upstream's starting
+    // hint, the default mask, not preferred).
+    for state in states(inputs, default).unwrap_or_default() {
         if let Some(mask) = state_candidate(&state, &families, b, order) {
             consider(mask, false, &mut best);
         }
@@ -254,7 +256,9 @@ fn preferred_in_every_core(families: &[&HintFamily], order: &MaskOrder<'_>) -> O
                 found = Some(mask);
             }
         });
-        if found.is_some() {
+        // Out of budget: the best found, or none (not proven: the merge goes on to the
+        // non-preferred masks, which a policy that must align refuses).
+        if found.is_some() || budget::exhausted() {
             return found;
         }
     }
@@ -289,8 +293,9 @@ struct State {
     cores: u64,
 }
 
-/// Every state some choice reaches with a non-empty explicit mask, de-duplicated.
-fn states(inputs: &[Input<'_>], default: NumaMask) -> Vec<State> {
+/// Every state some choice reaches with a non-empty explicit mask, de-duplicated (`None`
+/// when the [`budget`] runs out: each state extended by an input is a step).
+fn states(inputs: &[Input<'_>], default: NumaMask) -> Option<Vec<State>> {
     let mut current: HashSet<State> = HashSet::from([State {
         explicit: default.as_u64(),
         cores: 0,
@@ -299,6 +304,9 @@ fn states(inputs: &[Input<'_>], default: NumaMask) -> Vec<State> {
     for input in inputs {
         let mut next = HashSet::new();
         for state in &current {
+            if !budget::step() {
+                return None;
+            }
             let mut push = |explicit: u64, cores: u64| {
                 if explicit != 0 {
                     next.insert(State { explicit, cores });
@@ -331,7 +339,10 @@ fn states(inputs: &[Input<'_>], default: NumaMask) -> Vec<State> {
             break;
         }
     }
-    current.into_iter().collect()
+    let mut all: Vec<State> = current.into_iter().collect();
+    // In a fixed order, so that a budget running out mid-way cuts the same work anywhere.
+    all.sort_unstable_by_key(|s| (s.explicit, s.cores));
+    Some(all)
 }
 
 /// The state's best non-preferred mask by `compare` with `bestNonPreferredAffinityCount`
@@ -359,5 +370,14 @@ fn state_candidate(
         return Some(top);
     }
     let split = Split { cores };
-    (b.max(1)..=top.count()).find_map(|size| best_of_size(&split, top, size, order))
+    for size in b.max(1)..=top.count() {
+        if let Some(mask) = best_of_size(&split, top, size, order) {
+            return Some(mask);
+        }
+        if budget::exhausted() {
+            // Not proven: the state's widest mask, always one of its merged masks.
+            return Some(top);
+        }
+    }
+    None
 }

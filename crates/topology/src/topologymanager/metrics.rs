@@ -111,6 +111,10 @@ pub struct ManagerMetrics {
     pub admission_duration_ms: AdmissionDurations,
     /// NUMA alignment achieved or failed, under a policy that guarantees it.
     pub numa_alignment: AlignmentCounters,
+    /// Admissions whose searches ran out of their [budget](super::bounded) (corral's own:
+    /// `corral_topology_manager_approximate_decisions_total`; see
+    /// [`PodAdmitResult::approximate`](super::PodAdmitResult::approximate)).
+    pub approximate_decisions_total: AtomicU64,
 }
 
 #[cfg(test)]

@@ -450,7 +450,17 @@ impl Policy {
     /// [`merge`](Self::merge) over hint sets: lists and [`HintFamily`](super::HintFamily)s,
     /// merged without listing the families (see `merge_sets.rs`); the same result as
     /// [`reference_merge_sets`] at any number of NUMA nodes.
+    ///
+    /// Its searches draw on the open [`bounded`](super::bounded) budget, or on one of
+    /// [`DECISION_STEPS`](super::DECISION_STEPS) of their own.
     pub fn merge_sets(&self, providers: &[ProviderHintSets]) -> MergeResult {
+        super::bounded(super::DECISION_STEPS, || {
+            self.merge_sets_unbounded(providers)
+        })
+        .0
+    }
+
+    fn merge_sets_unbounded(&self, providers: &[ProviderHintSets]) -> MergeResult {
         let default = self.numa_info.default_affinity();
         let order = self.mask_order();
         match self.name {

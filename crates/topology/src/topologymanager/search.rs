@@ -21,6 +21,7 @@
 //! satisfying sets interlock like a subset-sum instance, or distances with many near-ties)
 //! can make it exponential in the number of nodes; the answer stays exact.
 
+use super::budget;
 use super::numa_info::NumaInfo;
 use super::order::MaskOrder;
 use crate::NumaMask;
@@ -179,7 +180,9 @@ pub(crate) trait Constraint {
 }
 
 /// The best mask of exactly `size` nodes of `candidates` by `order` that `constraint`
-/// accepts.
+/// accepts. Each node decided is a [`budget`] step; when the budget runs out, the answer
+/// is the best mask accepted so far (an accepted mask, maybe not the best; `None` when none
+/// was reached yet).
 pub(crate) fn best_of_size<C: Constraint>(
     constraint: &C,
     candidates: NumaMask,
@@ -264,6 +267,11 @@ impl<C: Constraint> Search<'_, '_, C> {
         if self.done {
             return;
         }
+        if !budget::step() {
+            // Out of steps: the best leaf so far is the answer (see `best_of_size`).
+            self.done = true;
+            return;
+        }
         let rest_nodes = &self.nodes[depth..];
         let rest = rest_nodes.iter().fold(0u64, |m, &n| m | 1 << n);
         let more = self.size - kept.count_ones() as usize;
@@ -342,6 +350,55 @@ impl<C: Constraint> Search<'_, '_, C> {
     }
 }
 
+/// One demand's whole need in [`jointly_reachable`]'s fixed point.
+const WHOLE: u64 = 1 << 32;
+
+/// Whether `more` nodes of `rest` joining `kept` may meet every demand at once: each node
+/// is weighed by the fractions of the demands' unmet needs it could supply (rounded up,
+/// each capped at the whole), and the `more` heaviest must reach one whole per unmet
+/// demand. A relaxation of all demands together: two demands that each `more` nodes
+/// could meet alone, but no `more` nodes both (resources pulling apart), are told apart
+/// here where [`Demand::more_nodes`] passes each.
+fn jointly_reachable(demands: &[&Demand], kept: u64, rest: u64, more: usize) -> bool {
+    let mut weight = [0u64; 64];
+    let mut gain = [0u64; 64];
+    let mut unmet = 0u64;
+    for demand in demands {
+        let mut have = 0u64;
+        gain.fill(0);
+        for &(bits, amount) in &demand.groups {
+            if bits & kept != 0 {
+                have = have.saturating_add(amount);
+                continue;
+            }
+            let mut on = bits & rest;
+            while on != 0 {
+                let n = on.trailing_zeros() as usize;
+                gain[n] = gain[n].saturating_add(amount);
+                on &= on - 1;
+            }
+        }
+        let Some(short) = demand.need.checked_sub(have).filter(|&s| s > 0) else {
+            continue;
+        };
+        unmet += 1;
+        let mut on = rest;
+        while on != 0 {
+            let n = on.trailing_zeros() as usize;
+            let part = u128::from(gain[n].min(short)) * u128::from(WHOLE);
+            // Rounded up, so the relaxation never cuts a mask that meets the demand.
+            weight[n] += part.div_ceil(u128::from(short)) as u64;
+            on &= on - 1;
+        }
+    }
+    if unmet == 0 {
+        return true;
+    }
+    let mut weights: Vec<u64> = NumaMask::from_u64(rest).iter().map(|n| weight[n]).collect();
+    weights.sort_unstable_by(|a, b| b.cmp(a));
+    weights.iter().take(more).sum::<u64>() >= unmet * WHOLE
+}
+
 /// `kept` plus the `more` lowest nodes of `rest`: the lowest mask a branch can still reach.
 fn lowest_completion(kept: u64, mut rest: u64, more: usize) -> u64 {
     let mut mask = kept;
@@ -382,6 +439,7 @@ impl Constraint for Intersection<'_> {
         self.demands
             .iter()
             .all(|d| d.more_nodes(kept, rest).is_some_and(|n| n <= more))
+            && (self.demands.len() < 2 || jointly_reachable(&self.demands, kept, rest, more))
     }
 
     fn accept(&self, _: &(), kept: u64) -> bool {
@@ -475,14 +533,17 @@ impl Constraint for Split<'_> {
 }
 
 /// The fewest nodes of `candidates` a mask accepted by `constraint` can have, from `from`
-/// up (`None`: no size works).
+/// up (`None`: no size works). When the [`budget`] runs out, the first size not proven
+/// empty: a lower bound.
 pub(crate) fn min_size<C: Constraint>(
     constraint: &C,
     candidates: NumaMask,
     from: usize,
 ) -> Option<usize> {
-    (from.max(1)..=candidates.count())
-        .find(|&size| best_of_size(constraint, candidates, size, &MaskOrder::Narrowest).is_some())
+    (from.max(1)..=candidates.count()).find(|&size| {
+        best_of_size(constraint, candidates, size, &MaskOrder::Narrowest).is_some()
+            || budget::exhausted()
+    })
 }
 
 #[cfg(test)]
