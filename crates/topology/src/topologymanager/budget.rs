@@ -26,9 +26,11 @@
 use std::cell::Cell;
 
 /// The steps one decision may take: every search of one admission together (hints of
-/// every provider, the merge, the allocations). About 10 ms of the slowest steps on a
-/// 64-node machine, a few ms of the common ones; realistic admissions take a few hundred.
-pub const DECISION_STEPS: u64 = 20_000;
+/// every provider, the merge, the allocations). A step is about 0.1–0.3 µs of work on
+/// this project's CI machines (a search charges each node it decides by the demands it
+/// checks there), so a decision that runs out took a few milliseconds; realistic
+/// admissions take a few hundred steps.
+pub const DECISION_STEPS: u64 = 40_000;
 
 /// What a [`bounded`] run took.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -98,11 +100,17 @@ pub fn bounded<T>(steps: u64, work: impl FnOnce() -> T) -> (T, Effort) {
 /// Takes one step; `false` (and the budget marked exhausted) when none is left. Always
 /// `true` outside [`bounded`].
 pub(crate) fn step() -> bool {
+    spend(1)
+}
+
+/// Takes `steps` steps (work that costs that many); `false` (and the budget marked
+/// exhausted) when fewer are left. Always `true` outside [`bounded`].
+pub(crate) fn spend(steps: u64) -> bool {
     match OPEN.get() {
         None => true,
-        Some(mut open) if open.left > 0 => {
-            open.left -= 1;
-            open.spent += 1;
+        Some(mut open) if open.left >= steps && !open.exhausted => {
+            open.left -= steps;
+            open.spent += steps;
             OPEN.set(Some(open));
             true
         }

@@ -364,10 +364,11 @@ impl HintFamily {
 }
 
 /// Upstream's `minAffinitySize`: the fewest of `ids` whose masks meet every demand;
-/// `ids.len()` when none does. Out of [budget](super::bounded), a lower bound: fewer
-/// preferred hints, never a preferred hint upstream would not prefer.
+/// `ids.len()` when none does. Out of [budget](super::bounded), 0: no size is proven, so
+/// a family preferring it prefers nothing (never a hint upstream would not prefer).
 pub fn min_affinity_size(ids: &[usize], demands: &[Demand]) -> usize {
-    bounded(DECISION_STEPS, || min_affinity_size_unbounded(ids, demands)).0
+    let (size, effort) = bounded(DECISION_STEPS, || min_affinity_size_unbounded(ids, demands));
+    if effort.exact { size } else { 0 }
 }
 
 fn min_affinity_size_unbounded(ids: &[usize], demands: &[Demand]) -> usize {

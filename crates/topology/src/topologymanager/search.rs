@@ -106,10 +106,11 @@ impl Demand {
         if have >= self.need {
             return Some(0);
         }
-        let mut gains: Vec<u64> = NumaMask::from_u64(rest).iter().map(|n| gain[n]).collect();
+        let (mut gains, len) = gather(&gain, rest);
+        let gains = &mut gains[..len];
         gains.sort_unstable_by(|a, b| b.cmp(a));
         let mut count = 0;
-        for g in gains {
+        for &mut g in gains {
             if have >= self.need {
                 break;
             }
@@ -177,6 +178,16 @@ pub(crate) trait Constraint {
     fn may_complete(&self, state: &Self::State, kept: u64, rest: u64, more: usize) -> bool;
     /// Whether the finished mask `kept` is accepted.
     fn accept(&self, state: &Self::State, kept: u64) -> bool;
+
+    /// What deciding one node costs, in [`budget`] steps: about one per node-sized scan
+    /// the constraint makes there.
+    fn cost(&self) -> u64;
+
+    /// Whether `mask` is accepted, for a constraint that can tell without the decisions
+    /// that led to it (`None`: it cannot; no closest-first seed is tried).
+    fn accepts(&self, _mask: u64) -> Option<bool> {
+        None
+    }
 }
 
 /// The best mask of exactly `size` nodes of `candidates` by `order` that `constraint`
@@ -208,12 +219,17 @@ pub(crate) fn best_of_size<C: Constraint>(
             min_pair = 0;
         }
     }
+    let best = match order {
+        MaskOrder::Closest(info) => closest_seed(constraint, &nodes, size, info),
+        MaskOrder::Narrowest => None,
+    };
     let mut search = Search {
         constraint,
         nodes,
         size,
         order: *order,
-        best: None,
+        seeded: best.is_some(),
+        best,
         done: false,
         min_pair,
     };
@@ -230,6 +246,8 @@ struct Search<'c, 'o, C: Constraint> {
     order: MaskOrder<'o>,
     /// The best accepted mask and its distance sum.
     best: Option<(u64, u64)>,
+    /// Whether `best` started as a seed (then it need not be the lowest of its sum).
+    seeded: bool,
     done: bool,
     /// The shortest distance between two distinct candidates (0 without distances).
     min_pair: u64,
@@ -250,15 +268,25 @@ impl<C: Constraint> Search<'_, '_, C> {
         if more == 0 {
             return sum;
         }
-        let mut costs: Vec<u64> = NumaMask::from_u64(rest)
-            .iter()
-            .map(|n| join[n].saturating_add(info.distance(n, n)))
-            .collect();
-        costs.sort_unstable();
+        let mut costs = [0u64; 64];
+        let mut len = 0;
+        let mut on = rest;
+        while on != 0 {
+            let n = on.trailing_zeros() as usize;
+            costs[len] = join[n].saturating_add(info.distance(n, n));
+            len += 1;
+            on &= on - 1;
+        }
+        let costs = &mut costs[..len];
+        let cheapest = if more < len {
+            costs.select_nth_unstable(more - 1);
+            &costs[..more]
+        } else {
+            &costs[..]
+        };
         let pairs = (more * (more - 1)) as u64;
-        costs
+        cheapest
             .iter()
-            .take(more)
             .fold(sum, |acc, c| acc.saturating_add(*c))
             .saturating_add(pairs.saturating_mul(self.min_pair))
     }
@@ -267,7 +295,7 @@ impl<C: Constraint> Search<'_, '_, C> {
         if self.done {
             return;
         }
-        if !budget::step() {
+        if !budget::spend(self.constraint.cost()) {
             // Out of steps: the best leaf so far is the answer (see `best_of_size`).
             self.done = true;
             return;
@@ -286,7 +314,8 @@ impl<C: Constraint> Search<'_, '_, C> {
             let bound = self.lower_bound(info, sum, rest, more, join);
             if bound > best_sum
                 || (bound == best_sum
-                    && (C::ONE_WAY_TO_LEAVE_OUT || lowest_completion(kept, rest, more) >= best))
+                    && ((C::ONE_WAY_TO_LEAVE_OUT && !self.seeded)
+                        || lowest_completion(kept, rest, more) >= best))
             {
                 return;
             }
@@ -394,9 +423,80 @@ fn jointly_reachable(demands: &[&Demand], kept: u64, rest: u64, more: usize) -> 
     if unmet == 0 {
         return true;
     }
-    let mut weights: Vec<u64> = NumaMask::from_u64(rest).iter().map(|n| weight[n]).collect();
-    weights.sort_unstable_by(|a, b| b.cmp(a));
-    weights.iter().take(more).sum::<u64>() >= unmet * WHOLE
+    let (mut weights, len) = gather(&weight, rest);
+    let weights = &mut weights[..len];
+    let heaviest = if more > 0 && more < len {
+        weights.select_nth_unstable_by(more - 1, |a, b| b.cmp(a));
+        &weights[..more]
+    } else {
+        &weights[..more.min(len)]
+    };
+    heaviest.iter().sum::<u64>() >= unmet * WHOLE
+}
+
+/// `per_node`'s values at the nodes of `nodes`, ascending by node, and how many.
+fn gather(per_node: &[u64; 64], nodes: u64) -> ([u64; 64], usize) {
+    let mut out = [0u64; 64];
+    let mut len = 0;
+    let mut on = nodes;
+    while on != 0 {
+        out[len] = per_node[on.trailing_zeros() as usize];
+        len += 1;
+        on &= on - 1;
+    }
+    (out, len)
+}
+
+/// A first leaf for a closest-first search, so that its distance bound prunes from the
+/// start: from each node, the nodes closest to those taken so far, added one at a time
+/// (ties to the lowest id); the accepted mask of the smallest sum (then the lowest). One
+/// [`budget`] step per start.
+fn closest_seed<C: Constraint>(
+    constraint: &C,
+    nodes: &[usize],
+    size: usize,
+    info: &NumaInfo,
+) -> Option<(u64, u64)> {
+    constraint.accepts(0)?;
+    let mut ascending = nodes.to_vec();
+    ascending.sort_unstable();
+    let mut best: Option<(u64, u64)> = None;
+    for &start in &ascending {
+        if !budget::step() {
+            break;
+        }
+        let mut mask = 1u64 << start;
+        let mut sum = info.distance(start, start);
+        // Per node, what joining the mask costs: its pairs with the mask, both ways.
+        let mut join = [0u64; 64];
+        let mut last = start;
+        for _ in 1..size {
+            for &n in &ascending {
+                join[n] = join[n]
+                    .saturating_add(info.distance(n, last))
+                    .saturating_add(info.distance(last, n));
+            }
+            let Some(&next) = ascending
+                .iter()
+                .filter(|&&n| mask & 1 << n == 0)
+                .min_by_key(|&&n| (join[n].saturating_add(info.distance(n, n)), n))
+            else {
+                break;
+            };
+            sum = sum
+                .saturating_add(join[next])
+                .saturating_add(info.distance(next, next));
+            mask |= 1 << next;
+            last = next;
+        }
+        if mask.count_ones() as usize == size
+            && constraint.accepts(mask) == Some(true)
+            && best.is_none_or(|(b, s)| sum < s || (sum == s && mask < b))
+        {
+            best = Some((mask, sum));
+        }
+    }
+    best
 }
 
 /// `kept` plus the `more` lowest nodes of `rest`: the lowest mask a branch can still reach.
@@ -442,6 +542,15 @@ impl Constraint for Intersection<'_> {
             && (self.demands.len() < 2 || jointly_reachable(&self.demands, kept, rest, more))
     }
 
+    fn cost(&self) -> u64 {
+        // The distance bound, and each demand's bound (the joint one with them).
+        1 + self.demands.len() as u64
+    }
+
+    fn accepts(&self, mask: u64) -> Option<bool> {
+        Some(mask != 0 && self.accept(&(), mask))
+    }
+
     fn accept(&self, _: &(), kept: u64) -> bool {
         let mask = NumaMask::from_u64(kept);
         kept != 0
@@ -466,6 +575,15 @@ impl Constraint for Split<'_> {
 
     fn start(&self) -> Vec<u64> {
         vec![0; self.cores.len()]
+    }
+
+    fn cost(&self) -> u64 {
+        // Per core, its leave-out check and each demand's sorted slack.
+        1 + self
+            .cores
+            .iter()
+            .map(|c| 1 + c.demands.len() as u64)
+            .sum::<u64>()
     }
 
     fn leave_out(&self, state: &Vec<u64>, node: usize, out: &mut Vec<Vec<u64>>) {
@@ -506,12 +624,12 @@ impl Constraint for Split<'_> {
                     return false;
                 };
                 demand.sole_amounts(top, free, &mut sole);
-                let mut costs: Vec<u64> =
-                    NumaMask::from_u64(free).iter().map(|n| sole[n]).collect();
+                let (mut costs, len) = gather(&sole, free);
+                let costs = &mut costs[..len];
                 costs.sort_unstable();
                 let mut spent = 0u64;
                 let mut count = 0;
-                for c in costs {
+                for &mut c in costs {
                     spent = spent.saturating_add(c);
                     if spent > slack {
                         break;

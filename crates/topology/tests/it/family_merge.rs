@@ -7,8 +7,8 @@
 //! `properties.rs`) and, when the cross product is small, the walk itself.
 
 use corral_topology::topologymanager::{
-    Demand, HintFamily, HintSet, Preferred, ProviderHintSets, SocketSpan, hint_lists,
-    min_affinity_size, reference_merge_sets,
+    DECISION_STEPS, Demand, HintFamily, HintSet, MergeResult, Preferred, ProviderHintSets,
+    SocketSpan, bounded, hint_lists, min_affinity_size, reference_merge_sets,
 };
 use corral_topology::{
     NumaInfo, NumaMask, NumaNode, Policy, PolicyName, PolicyOptions, TopologyHint,
@@ -265,7 +265,8 @@ proptest! {
         let lists = hint_lists_all(&sets);
         let small = permutations(&sets) <= 2_000;
         for policy in policies(&nodes) {
-            let fast = policy.merge_sets(&sets);
+            let (fast, effort) = bounded(DECISION_STEPS, || policy.merge_sets(&sets));
+            prop_assert!(effort.exact, "out of budget on {} nodes: {effort:?}", nodes.len());
             let listed = policy.merge(&lists);
             prop_assert_eq!(fast, listed, "policy {} {:?}", policy.name(), policy.options());
             if small {
@@ -308,5 +309,164 @@ proptest! {
             }
         }
         prop_assert_eq!(family.best_containing(nodes_held), expected);
+    }
+}
+
+/// Whether every provider's every resource offers `hint` as a preferred hint (upstream: a
+/// merged hint is preferred only then; `restricted` and `single-numa-node` admit only such
+/// a hint).
+fn preferred_by_all(sets: &[ProviderHintSets], mask: NumaMask) -> bool {
+    sets.iter()
+        .flatten()
+        .flat_map(|r| r.values())
+        .all(|set| match set {
+            None => true,
+            Some(HintSet::List(list)) => list
+                .iter()
+                .any(|h| h.preferred && h.numa_affinity.is_none_or(|m| m == mask)),
+            Some(HintSet::Family(f)) => f.contains(mask) && f.prefers(mask),
+        })
+}
+
+/// What an out-of-budget decision may answer, checked against the exact hints: a policy
+/// that must align admits only a hint upstream would admit; a preferred answer is one.
+fn check_bounded(
+    policy: &Policy,
+    exact_sets: &[ProviderHintSets],
+    got: MergeResult,
+) -> Result<(), TestCaseError> {
+    let exact = policy.merge_sets(exact_sets);
+    let name = policy.name();
+    if name == PolicyName::None {
+        prop_assert_eq!(got, exact);
+        return Ok(());
+    }
+    if name != PolicyName::BestEffort && got.admit {
+        prop_assert!(
+            exact.admit,
+            "{name}: admitted what upstream refuses: {got:?}"
+        );
+    }
+    if got.best_hint.preferred
+        && let Some(mask) = got.best_hint.numa_affinity
+    {
+        let mask = mask.and(policy.numa_info().default_affinity());
+        prop_assert!(
+            preferred_by_all(exact_sets, mask),
+            "{name}: {got:?} is not preferred by every provider"
+        );
+    }
+    if name == PolicyName::SingleNumaNode && got.admit {
+        prop_assert!(got.best_hint.numa_affinity.is_none_or(|m| m.count() == 1));
+    }
+    Ok(())
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(128))]
+
+    /// Any budget, however small, on inputs whose exact answer is known: the providers'
+    /// families built and merged inside it, as in an admission.
+    #[test]
+    fn out_of_budget_never_admits_what_the_policy_refuses(
+        nodes in machine(),
+        specs in prop::collection::vec(provider_spec(), 1..4),
+        steps in prop_oneof![0u64..8, 8u64..200],
+    ) {
+        let ids: Vec<usize> = nodes.iter().map(|n| n.id).collect();
+        let exact_sets = providers(&specs, &ids);
+        for policy in policies(&nodes) {
+            let (got, effort) = bounded(steps, || policy.merge_sets(&providers(&specs, &ids)));
+            if effort.exact {
+                prop_assert_eq!(got, policy.merge_sets(&exact_sets));
+            }
+            check_bounded(&policy, &exact_sets, got)?;
+        }
+    }
+}
+
+/// A large machine made to be hard: 16–64 nodes, distances 20 or 21 between nodes, and
+/// families whose per-node amounts are nearly equal, two of them pulling apart (what one
+/// resource has more of, the other has less of).
+fn hard_machine() -> impl Strategy<Value = (Vec<NumaNode>, Vec<ProviderHintSets>)> {
+    (
+        16usize..=64,
+        prop::collection::vec(any::<bool>(), 64 * 64),
+        prop::collection::vec(-2i64..=2, 64),
+        1usize..10,
+        prop::collection::vec(0u64..4, 64),
+    )
+        .prop_map(|(count, far, skew, k, third)| {
+            let nodes: Vec<NumaNode> = (0..count)
+                .map(|a| NumaNode {
+                    id: a,
+                    distances: Some(
+                        (0..count)
+                            .map(|b| match a == b {
+                                true => 10,
+                                false => 20 + u64::from(far[a.min(b) * 64 + a.max(b)]),
+                            })
+                            .collect(),
+                    ),
+                })
+                .collect();
+            let ids: Vec<usize> = (0..count).collect();
+            let k = k.min(count - 1) as u64;
+            let family = |amounts: Vec<(usize, u64)>, need: u64| {
+                let demand = Demand::per_node(amounts, need);
+                let size = min_affinity_size(&ids, std::slice::from_ref(&demand));
+                HintFamily::upward(
+                    &ids,
+                    NumaMask::from_u64(u64::MAX),
+                    NumaMask::EMPTY,
+                    vec![demand],
+                    Preferred::Size(size),
+                )
+            };
+            let first = family(
+                ids.iter().map(|&i| (i, (20 + skew[i]) as u64)).collect(),
+                20 * k + 1,
+            );
+            let second = family(
+                ids.iter().map(|&i| (i, (20 - skew[i]) as u64)).collect(),
+                20 * k,
+            );
+            let third = family(ids.iter().map(|&i| (i, third[i])).collect(), 2 * k);
+            let one = |name: &str, f: HintFamily| {
+                Some(std::collections::BTreeMap::from([(
+                    name.to_owned(),
+                    Some(HintSet::Family(f)),
+                )]))
+            };
+            (
+                nodes,
+                vec![one("cpu", first), one("gpu", second), one("nic", third)],
+            )
+        })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(24))]
+
+    /// Up to 64 nodes, where the exact answer may be out of reach: whatever the budget
+    /// leaves, a policy that must align admits only a hint every provider prefers.
+    #[test]
+    fn on_large_hard_machines_a_bounded_merge_admits_only_what_the_policy_admits(
+        (nodes, sets) in hard_machine(),
+    ) {
+        for policy in policies(&nodes) {
+            let (got, _) = bounded(DECISION_STEPS, || policy.merge_sets(&sets));
+            if policy.name() == PolicyName::None {
+                continue;
+            }
+            if policy.name() != PolicyName::BestEffort && got.admit {
+                prop_assert!(got.best_hint.preferred);
+            }
+            if got.best_hint.preferred
+                && let Some(mask) = got.best_hint.numa_affinity
+            {
+                prop_assert!(preferred_by_all(&sets, mask), "{got:?}");
+            }
+        }
     }
 }

@@ -110,3 +110,56 @@ fn split_shares_the_left_out_nodes() {
         "{{0,1,2}} ∩ {{0,1,3}}"
     );
 }
+
+mod random {
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(256))]
+
+        /// The joint bound and the closest-first seed never change an answer: up to 3
+        /// demands pulling apart, distances nearly tied, against brute force.
+        #[test]
+        fn bounds_and_seeds_keep_the_exact_answer(
+            count in 2usize..=9,
+            amounts in prop::collection::vec(prop::collection::vec(0u64..6, 9), 1..=3),
+            needs in prop::collection::vec(0u64..20, 3),
+            far in prop::collection::vec(0u64..3, 81),
+            required in any::<u64>(),
+        ) {
+            let demands: Vec<Demand> = amounts
+                .iter()
+                .zip(&needs)
+                .map(|(per_node, &need)| {
+                    Demand::per_node(per_node.iter().copied().enumerate().take(count), need)
+                })
+                .collect();
+            let candidates = NumaMask::from_u64((1u64 << count) - 1);
+            let fit = Intersection {
+                required: NumaMask::from_u64(required & required >> 4 & candidates.as_u64()),
+                demands: demands.iter().collect(),
+                no_singletons: NumaMask::EMPTY,
+            };
+            let nodes: Vec<_> = (0..count)
+                .map(|a| crate::NumaNode {
+                    id: a,
+                    distances: Some(
+                        (0..count)
+                            .map(|b| if a == b { 10 } else { 20 + far[a.min(b) * 9 + a.max(b)] })
+                            .collect(),
+                    ),
+                })
+                .collect();
+            let info = NumaInfo::new(&nodes, crate::NumaDistances::Require).unwrap();
+            for order in [MaskOrder::Narrowest, MaskOrder::Closest(&info)] {
+                for size in 1..=count {
+                    let expected = brute(&fit, candidates, size).into_iter().reduce(|best, m| {
+                        if order.candidate_wins(best, m) { m } else { best }
+                    });
+                    prop_assert_eq!(best_of_size(&fit, candidates, size, &order), expected);
+                }
+            }
+        }
+    }
+}
