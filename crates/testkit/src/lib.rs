@@ -14,7 +14,8 @@
 //! - Upstream fixtures as plain data: [`upstream_topologies`] (the CPU manager tests'
 //!   machines), [`conformance_topology`] (loading `testdata/` files, their topologies and
 //!   hint lists), [`merge_inputs`] (the hint-merge inputs of the Go vectors and benches) and
-//!   [`large_machines`] (a GB200-like tray and a 64-node machine).
+//!   [`large_machines`] (a GB200-like tray and a 64-node machine); [`adversarial`] (inputs
+//!   on which the topology manager's exact searches are exponential, from fixed seeds).
 //!
 //! **Architecture Invariant:** a leaf — it depends on no corral crate (the dependency rules
 //! in `xtask` check it), so every crate can use it without a cycle; fixtures are plain data
@@ -37,6 +38,7 @@ mod peer;
 mod python_env;
 mod tmpfs;
 
+pub mod adversarial;
 pub mod conformance_topology;
 pub mod large_machines;
 pub mod merge_inputs;
