@@ -38,6 +38,11 @@ pub struct PodAllocation {
     pub name: ::prost::alloc::string::String,
     #[prost(message, repeated, tag = "4")]
     pub containers: ::prost::alloc::vec::Vec<ContainerAllocation>,
+    /// The topology manager's decision for the pod ran out of its budget of search steps
+    /// (corral's bound on a decision's work): its NUMA affinities are the best found, not
+    /// proven to be upstream's; a policy that must align still admitted only an aligned hint.
+    #[prost(bool, tag = "5")]
+    pub approximate: bool,
 }
 /// What one container holds.
 #[derive(Clone, PartialEq, ::prost::Message)]

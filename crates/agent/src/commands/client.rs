@@ -360,13 +360,18 @@ pub(crate) fn status(target: &AgentTarget, output: OutputFormat) -> Result<ExitC
     Ok(ExitCode::SUCCESS)
 }
 
-fn numa(container: &api::ContainerAllocation) -> String {
+/// The container's NUMA nodes; `~` after them when the pod's decision was approximate.
+fn numa(pod: &api::PodAllocation, container: &api::ContainerAllocation) -> String {
+    let mark = if pod.approximate { "~" } else { "" };
     if container.numa_affinity.is_empty() {
-        return "-".into();
+        return format!("-{mark}");
     }
     let ids: Vec<String> = container.numa_affinity.iter().map(i64::to_string).collect();
-    ids.join(",")
+    format!("{}{mark}", ids.join(","))
 }
+
+/// What `~` in the NUMA column means.
+const APPROXIMATE_NOTE: &str = "~ approximate: the topology decision ran out of its search budget; the NUMA nodes are the best found, not proven to be upstream's";
 
 /// One line per container; `wide` adds its container id, device nodes and environment.
 fn print_table(pods: &[api::PodAllocation], wide: bool) -> Result<()> {
@@ -402,7 +407,7 @@ fn print_table(pods: &[api::PodAllocation], wide: bool) -> Result<()> {
                 c.kind,
                 c.cpuset,
                 if c.exclusive_cpus { "yes" } else { "no" },
-                numa(c),
+                numa(pod, c),
                 dash_if_empty(memory.join(" ")),
                 dash_if_empty(held.join(" "))
             );
@@ -428,6 +433,9 @@ fn print_table(pods: &[api::PodAllocation], wide: bool) -> Result<()> {
             outln!("{}", line.trim_end());
         }
     }
+    if pods.iter().any(|p| p.approximate) {
+        outln!("{APPROXIMATE_NOTE}");
+    }
     Ok(())
 }
 
@@ -450,7 +458,17 @@ fn dash_if_empty(text: String) -> String {
     }
 }
 
+/// A pod's holdings as JSON; `approximate: true` only on a decision that ran out of its
+/// search budget (omitted otherwise, as the kubelet's `omitempty`).
 fn allocation_json(pod: &api::PodAllocation) -> serde_json::Value {
+    let mut json = allocation_json_fields(pod);
+    if pod.approximate {
+        json["approximate"] = true.into();
+    }
+    json
+}
+
+fn allocation_json_fields(pod: &api::PodAllocation) -> serde_json::Value {
     serde_json::json!({
         "uid": pod.uid,
         "namespace": pod.namespace,

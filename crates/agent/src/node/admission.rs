@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use anyhow::{Result, anyhow};
 use corral_topology::Pod;
-use corral_topology::topologymanager::UNEXPECTED_ADMISSION_ERROR;
+use corral_topology::topologymanager::{PodAdmitResult, UNEXPECTED_ADMISSION_ERROR};
 use k8s_openapi::api::core::v1::Pod as K8sPod;
 use k8s_openapi::api::resource::v1::ResourceClaim as K8sResourceClaim;
 
@@ -71,12 +71,13 @@ impl Node {
                 return Err(anyhow!("the topology manager's admission panicked: {err}").into());
             }
         };
+        approximate_note(&pod, None, &result);
         if !result.admit {
             tracing::info!(pod = pod_ref(&pod), podUID = %pod.uid, reason = %result.reason, detail = %result.message, "pod rejected");
             self.release_managers(&pod, false).await;
             return Ok(Admission::Rejected {
                 reason: result.reason,
-                message: result.message,
+                message: approximate_message(result.message, result.approximate),
             });
         }
         if !pod.resource_claims.is_empty() {
@@ -97,7 +98,10 @@ impl Node {
             }
         }
         let record = match self.record_of(&pod, &manifest, &claims) {
-            Ok(record) => record,
+            Ok(record) => PodRecord {
+                approximate: result.approximate,
+                ..record
+            },
             Err(err) => {
                 self.release_managers(&pod, true).await;
                 return Err(err.into());
@@ -169,6 +173,7 @@ impl Node {
             affinities,
             holdings: Some(holdings),
             removed_containers: Default::default(),
+            approximate: false,
         })
     }
 
@@ -267,5 +272,30 @@ impl Node {
             self.release(uid).await?;
         }
         Ok(stale)
+    }
+}
+
+/// What a decision's search budget running out adds to a rejection's message (upstream's
+/// message stays its start).
+pub(super) fn approximate_message(message: String, approximate: bool) -> String {
+    if approximate {
+        format!("{message} (approximate: the decision ran out of its search budget)")
+    } else {
+        message
+    }
+}
+
+/// The log line of a decision that ran out of its search budget (`container`: a
+/// container admitted on its own).
+pub(super) fn approximate_note(pod: &Pod, container: Option<&str>, result: &PodAdmitResult) {
+    if result.approximate {
+        tracing::warn!(
+            pod = pod_ref(pod),
+            podUID = %pod.uid,
+            container = container.unwrap_or(""),
+            admitted = result.admit,
+            steps = corral_topology::topologymanager::DECISION_STEPS,
+            "the topology decision ran out of its search budget: its NUMA affinities are the best found, not proven to be upstream's"
+        );
     }
 }

@@ -62,15 +62,16 @@ impl Node {
                 return Err(anyhow!("the topology manager's admission panicked: {err}").into());
             }
         };
+        super::admission::approximate_note(&pod, Some(&name), &result);
         if !result.admit {
             tracing::info!(pod = pod_ref(&pod), podUID = %pod.uid, container = %name, reason = %result.reason, detail = %result.message, "container rejected");
             self.release_container(&pod).await;
             return Ok(Admission::Rejected {
                 reason: result.reason,
-                message: result.message,
+                message: super::admission::approximate_message(result.message, result.approximate),
             });
         }
-        if let Err(err) = self.join(&pod, &manifest) {
+        if let Err(err) = self.join(&pod, &manifest, result.approximate) {
             self.release_container(&pod).await;
             return Err(err
                 .context("persisting the admitted container; its admission was undone")
@@ -80,8 +81,9 @@ impl Node {
         Ok(Admission::Admitted(self.view(&pod.uid)?))
     }
 
-    /// Adds the admitted one-container `pod` to the admitted pod of its uid, on disk first.
-    fn join(&self, pod: &Pod, manifest: &K8sPod) -> anyhow::Result<()> {
+    /// Adds the admitted one-container `pod` to the admitted pod of its uid, on disk first
+    /// (`approximate`: its decision ran out of its search budget).
+    fn join(&self, pod: &Pod, manifest: &K8sPod, approximate: bool) -> anyhow::Result<()> {
         let addition = self.record_of(pod, manifest, &[])?;
         let added = pod.containers.clone();
         self.pods.update(&pod.uid, |entry| {
@@ -99,6 +101,7 @@ impl Node {
                     .unwrap_or_default(),
             );
             record.affinities.extend(addition.affinities);
+            record.approximate |= approximate;
             let holdings = record.holdings.get_or_insert_with(Default::default);
             holdings.extend(addition.holdings.unwrap_or_default());
             admitted.pod.containers.extend(added);

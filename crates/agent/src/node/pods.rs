@@ -42,6 +42,10 @@ pub(crate) struct PodRecord {
     /// Containers the runtime removed (their exclusive CPUs went back to the pool).
     #[serde(default, skip_serializing_if = "std::collections::BTreeSet::is_empty")]
     pub(crate) removed_containers: std::collections::BTreeSet<String>,
+    /// A decision for the pod (or one of its containers) ran out of the topology
+    /// manager's search budget: its affinities are the best found, not proven upstream's.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub(crate) approximate: bool,
 }
 
 /// What one container was given at admission, as the managers' state files must still say.

@@ -138,3 +138,89 @@ async fn a_guaranteed_gpu_pod_is_admitted_on_a_gb200_tray_under_every_aligning_p
         plugin.stop().await;
     }
 }
+
+/// 64 nodes of 4 CPUs at distances 20 or 21 (`corral_testkit::adversarial::near_ties`) under
+/// best-effort with prefer-closest-numa-nodes: the pod needs 16 of them, the closest 16 are
+/// out of the search budget's reach, and the decision says so — in the answer, in the
+/// pod's record (so after a restart too), in the metric — while it stays admitted on 16
+/// nodes as an exact decision would be.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_decision_out_of_its_search_budget_is_admitted_and_marked_approximate() {
+    let ties = corral_testkit::adversarial::near_ties(64, 7);
+    let records: Vec<CpuRecord> = (0..64 * 4)
+        .map(|cpu| CpuRecord {
+            cpu,
+            info: CpuInfo {
+                core: cpu,
+                socket: 0,
+                numa: cpu / 4,
+                uncore: 0,
+            },
+        })
+        .collect();
+    let rows: BTreeMap<usize, Vec<u64>> = ties.distances.iter().cloned().enumerate().collect();
+    let topology = CpuTopology::new(&records)
+        .unwrap()
+        .with_numa_distances(&rows)
+        .unwrap();
+    let memory: BTreeMap<usize, NumaMemory> = (0..64)
+        .map(|n| {
+            let node = NumaMemory {
+                node: n,
+                memory_bytes: 1 << 30,
+                huge_pages: Vec::new(),
+            };
+            (n, node)
+        })
+        .collect();
+    let dir = tempfile::tempdir().unwrap();
+    let source: ConfigSource = serde_json::from_value(serde_json::json!({
+        "cpuManagerPolicy": "static",
+        "reservedSystemCPUs": "0",
+        "topologyManagerPolicy": "best-effort",
+        "topologyManagerPolicyOptions": {
+            "max-allowable-numa-nodes": "64",
+            "prefer-closest-numa-nodes": "true",
+        },
+    }))
+    .unwrap();
+    let config = ConfigSource {
+        root: Some(dir.path().to_path_buf()),
+        ..source
+    }
+    .validate()
+    .unwrap();
+    let node = Arc::new(Node::open(&config, &topology, &memory, Arc::new(NoRuntime)).unwrap());
+    node.start_devices().await.unwrap();
+    let limits = serde_json::json!({"cpu": "64", "memory": "1Gi"});
+    let pod: k8s_openapi::api::core::v1::Pod = serde_json::from_value(serde_json::json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": "wide", "namespace": "default", "uid": "wide"},
+        "spec": {"containers": [{"name": "c0", "resources": {"limits": limits, "requests": limits}}]},
+    }))
+    .unwrap();
+    let answer = tokio::time::timeout(Duration::from_secs(60), node.admit(pod, Vec::new()))
+        .await
+        .expect("the admission ends")
+        .unwrap();
+    let Admission::Admitted(view) = answer else {
+        panic!("rejected: {answer:?}");
+    };
+    assert!(view.approximate, "{view:?}");
+    let c0 = &view.containers[0];
+    assert!(c0.exclusive_cpus);
+    assert_eq!(c0.numa_affinity.len(), 16, "{c0:?}");
+    let metrics = node.topology().metrics();
+    assert_eq!(
+        metrics
+            .approximate_decisions_total
+            .load(std::sync::atomic::Ordering::Relaxed),
+        1
+    );
+    let record = std::fs::read_to_string(node.pods().file_of("wide")).unwrap();
+    assert!(record.contains(r#""approximate":true"#), "{record}");
+    node.stop_devices().await;
+    drop(node);
+    let node = Arc::new(Node::open(&config, &topology, &memory, Arc::new(NoRuntime)).unwrap());
+    assert!(node.view("wide").unwrap().approximate);
+}

@@ -118,6 +118,8 @@ pub(crate) struct PodView {
     pub(crate) name: String,
     /// Init containers then app containers.
     pub(crate) containers: Vec<ContainerView>,
+    /// A decision for the pod ran out of the topology manager's search budget.
+    pub(crate) approximate: bool,
 }
 
 impl PodView {
@@ -271,5 +273,6 @@ pub(super) fn pod_view(node: &Node, admitted: &AdmittedPod) -> PodView {
         namespace: pod.namespace.clone(),
         name: pod.name.clone(),
         containers,
+        approximate: admitted.record.approximate,
     }
 }

@@ -29,6 +29,7 @@ fn internal(err: anyhow::Error) -> Status {
 /// A pod's holdings on the wire.
 pub(crate) fn allocation(view: PodView) -> api::PodAllocation {
     api::PodAllocation {
+        approximate: view.approximate,
         uid: view.uid,
         namespace: view.namespace,
         name: view.name,

@@ -13,7 +13,8 @@
 //! `kubelet_device_plugin_alloc_duration_seconds{resource_name}`;
 //! `dra_operations_duration_seconds{operation_name,is_error}` and
 //! `dra_resource_claims_in_use{driver_name}` (the `dra` subsystem has no `kubelet_` prefix
-//! upstream either); and corral's own `corral_admitted_pods`.
+//! upstream either); and corral's own `corral_admitted_pods` and
+//! `corral_topology_manager_approximate_decisions_total`.
 //!
 //! The CPU gauges are computed from the CPU manager's state at each scrape, so they never
 //! drift from it (upstream applies deltas and drifts, kubernetes#141261), and
@@ -277,6 +278,12 @@ pub(crate) fn families(node: &Node) -> Vec<Family> {
         help: "Pods admitted and not released".to_owned(),
         kind: Kind::Gauge,
         series: vec![Series::plain(Value::Number(node.pods().len() as f64))],
+    });
+    families.push(Family {
+        name: "corral_topology_manager_approximate_decisions_total".to_owned(),
+        help: "Admissions whose topology decision ran out of its search budget (affinities best found, not proven upstream's)".to_owned(),
+        kind: Kind::Counter,
+        series: vec![Series::plain(count(&tm.approximate_decisions_total))],
     });
     families
 }

@@ -20,7 +20,8 @@ const WAIT: Duration = Duration::from_secs(60);
 /// Upstream's families, from `pkg/kubelet/metrics/metrics.go` at v1.36.0 (Subsystem
 /// `kubelet`, except `DRASubsystem` `dra`; every one `StabilityLevel: metrics.ALPHA`, which
 /// component-base writes as `[ALPHA] ` before the help): name, type, help, label names.
-/// Plus corral's own `corral_admitted_pods`.
+/// Plus corral's own `corral_admitted_pods` and
+/// `corral_topology_manager_approximate_decisions_total`.
 const UPSTREAM: &[(&str, &str, &str, &[&str])] = &[
     (
         "kubelet_topology_manager_admission_requests_total",
@@ -110,6 +111,12 @@ const UPSTREAM: &[(&str, &str, &str, &[&str])] = &[
         "corral_admitted_pods",
         "gauge",
         "Pods admitted and not released",
+        &[],
+    ),
+    (
+        "corral_topology_manager_approximate_decisions_total",
+        "counter",
+        "Admissions whose topology decision ran out of its search budget (affinities best found, not proven upstream's)",
         &[],
     ),
 ];
@@ -302,6 +309,7 @@ async fn scrape_values_follow_the_managers() {
         ),
         ("dra_resource_claims_in_use{driver_name=\"<any>\"}", "0"),
         ("corral_admitted_pods", "1"),
+        ("corral_topology_manager_approximate_decisions_total", "0"),
     ] {
         assert_eq!(line_value(&text, sample), value, "{sample}");
     }
