@@ -283,6 +283,17 @@ impl DeviceManager {
             .is_none_or(|d| d.healthy)
     }
 
+    /// Whether allocating for `container` asks a device plugin anything (it requests a
+    /// device-plugin resource: registered, or allocated before); huge pages and other
+    /// extended resources no plugin serves ask nothing.
+    pub fn asks_plugins(&self, container: &Container) -> bool {
+        !self
+            .shared
+            .state()
+            .container_device_requests(container)
+            .is_empty()
+    }
+
     /// The devices a container holds, per resource (upstream `GetDevices`).
     pub fn container_devices(
         &self,

@@ -64,7 +64,7 @@ impl Node {
             }
             return Ok(Admission::Admitted(self.view(&pod.uid)?));
         }
-        let result = match self.decide(&pod).await {
+        let result = match self.decide(&pod, Undo::Pod).await {
             Ok(result) => result,
             Err(err) => {
                 self.release_managers(&pod, false).await;
@@ -73,8 +73,8 @@ impl Node {
         };
         approximate_note(&pod, None, &result);
         if !result.admit {
+            // `decide` gave back what the managers took.
             tracing::info!(pod = pod_ref(&pod), podUID = %pod.uid, reason = %result.reason, detail = %result.message, "pod rejected");
-            self.release_managers(&pod, false).await;
             return Ok(Admission::Rejected {
                 reason: result.reason,
                 message: approximate_message(result.message, result.approximate),
@@ -123,17 +123,28 @@ impl Node {
     }
 
     /// Marks `pod` in flight and runs the topology manager's admission of it (hints, merge,
-    /// allocation) under the decision lock on the blocking pool.
+    /// allocation) under the decision lock on the blocking pool. A pod the topology manager
+    /// refused is given back (`undo`) before the lock is: no other decision ever sees a
+    /// refused pod's holdings, so decisions are those of a serial order.
     pub(super) async fn decide(
         self: &Arc<Self>,
         pod: &Pod,
-    ) -> Result<corral_topology::topologymanager::PodAdmitResult, tokio::task::JoinError> {
+        undo: Undo,
+    ) -> Result<PodAdmitResult, tokio::task::JoinError> {
         self.pods.begin_admitting(pod);
         let node = Arc::clone(self);
         let admitting = pod.clone();
         tokio::task::spawn_blocking(move || {
             let _decision = node.decisions.acquire_blocking();
-            node.topology.admit(&admitting)
+            let result = node.topology.admit(&admitting);
+            if !result.admit {
+                node.pods.end_admitting(&admitting.uid);
+                match undo {
+                    Undo::Pod => node.release_pod_from_managers(&admitting),
+                    Undo::Container => node.release_container_from_managers(&admitting),
+                }
+            }
+            result
         })
         .await
     }
@@ -185,34 +196,14 @@ impl Node {
         self.pods.end_admitting(&pod.uid);
         let pod_uid = pod.uid.as_str();
         let node = Arc::clone(self);
-        let uid = pod_uid.to_owned();
-        // Only a pod that holds devices is removed from the device manager, so its
-        // checkpoint is not rewritten for pods that never touched it.
-        let holds_devices = pod
-            .all_containers()
-            .any(|(_, c)| !self.devices.container_devices(pod_uid, &c.name).is_empty());
-        let cpu = tokio::task::spawn_blocking(move || {
+        let releasing = pod.clone();
+        let released = tokio::task::spawn_blocking(move || {
             let _decision = node.decisions.acquire_blocking();
-            let active = corral_cpumgr::PodSource::active_pods(node.pods.as_ref());
-            let released = node.cpu.remove_stale_state(&active, None);
-            if let Err(err) = node.memory.remove_stale_state(&active) {
-                tracing::error!(podUID = %uid, err = %err, "releasing memory failed");
-            }
-            node.topology.store().remove_pod(&uid);
-            if holds_devices && let Err(err) = node.devices.remove_pod(&uid) {
-                tracing::error!(podUID = %uid, err = %err, "releasing devices failed");
-            }
-            released
+            node.release_pod_from_managers(&releasing);
         })
         .await;
-        match cpu {
-            Ok(Ok(())) => {}
-            Ok(Err(err)) => {
-                tracing::error!(pod = pod_ref(pod), podUID = pod_uid, err = %err, "releasing CPUs failed")
-            }
-            Err(err) => {
-                tracing::error!(pod = pod_ref(pod), podUID = pod_uid, err = %err, "releasing CPUs panicked")
-            }
+        if let Err(err) = released {
+            tracing::error!(pod = pod_ref(pod), podUID = pod_uid, err = %err, "releasing the pod panicked");
         }
         if claims
             && (!pod.resource_claims.is_empty()
@@ -224,6 +215,28 @@ impl Node {
             if let Err(err) = unprepared {
                 tracing::error!(pod = pod_ref(pod), podUID = pod_uid, err = %err, "unpreparing claims failed");
             }
+        }
+    }
+
+    /// The managers' part of a release, with the decision lock held (`pod` is neither
+    /// admitted nor being admitted): CPU and memory assignments of pods neither admitted
+    /// nor being admitted, the pod's affinities, and its devices (only when it holds some,
+    /// so the device checkpoint is not rewritten for pods that never touched it).
+    fn release_pod_from_managers(&self, pod: &Pod) {
+        let uid = pod.uid.as_str();
+        let holds_devices = pod
+            .all_containers()
+            .any(|(_, c)| !self.devices.container_devices(uid, &c.name).is_empty());
+        let active = corral_cpumgr::PodSource::active_pods(self.pods.as_ref());
+        if let Err(err) = self.cpu.remove_stale_state(&active, None) {
+            tracing::error!(pod = pod_ref(pod), podUID = uid, err = %err, "releasing CPUs failed");
+        }
+        if let Err(err) = self.memory.remove_stale_state(&active) {
+            tracing::error!(pod = pod_ref(pod), podUID = uid, err = %err, "releasing memory failed");
+        }
+        self.topology.store().remove_pod(uid);
+        if holds_devices && let Err(err) = self.devices.remove_pod(uid) {
+            tracing::error!(pod = pod_ref(pod), podUID = uid, err = %err, "releasing devices failed");
         }
     }
 
@@ -298,4 +311,14 @@ pub(super) fn approximate_note(pod: &Pod, container: Option<&str>, result: &PodA
             "the topology decision ran out of its search budget: its NUMA affinities are the best found, not proven to be upstream's"
         );
     }
+}
+
+/// What a decision the topology manager refused gives back before the decision lock is
+/// released (see `Node::decide`).
+#[derive(Debug, Clone, Copy)]
+pub(super) enum Undo {
+    /// The whole pod (an admission of a pod).
+    Pod,
+    /// The pod's new container only; its admitted pod keeps what it holds (NRI).
+    Container,
 }

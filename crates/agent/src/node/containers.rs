@@ -55,7 +55,7 @@ impl Node {
         if admitted.pod.container(&name).is_some() {
             return Ok(Admission::Admitted(self.view(&pod.uid)?));
         }
-        let result = match self.decide(&pod).await {
+        let result = match self.decide(&pod, super::admission::Undo::Container).await {
             Ok(result) => result,
             Err(err) => {
                 self.release_container(&pod).await;
@@ -64,8 +64,8 @@ impl Node {
         };
         super::admission::approximate_note(&pod, Some(&name), &result);
         if !result.admit {
+            // `decide` gave back what the managers took for the container.
             tracing::info!(pod = pod_ref(&pod), podUID = %pod.uid, container = %name, reason = %result.reason, detail = %result.message, "container rejected");
-            self.release_container(&pod).await;
             return Ok(Admission::Rejected {
                 reason: result.reason,
                 message: super::admission::approximate_message(result.message, result.approximate),
@@ -114,24 +114,26 @@ impl Node {
     async fn release_container(self: &Arc<Self>, pod: &Pod) {
         self.pods.end_admitting(&pod.uid);
         let node = Arc::clone(self);
-        let uid = pod.uid.clone();
+        let releasing = pod.clone();
         let released = tokio::task::spawn_blocking(move || {
             let _decision = node.decisions.acquire_blocking();
-            let active = corral_cpumgr::PodSource::active_pods(node.pods.as_ref());
-            if let Err(err) = node.memory.remove_stale_state(&active) {
-                tracing::error!(podUID = %uid, err = %err, "releasing memory failed");
-            }
-            node.cpu.remove_stale_state(&active, None)
+            node.release_container_from_managers(&releasing);
         })
         .await;
-        match released {
-            Ok(Ok(())) => {}
-            Ok(Err(err)) => {
-                tracing::error!(pod = pod_ref(pod), podUID = %pod.uid, err = %err, "releasing CPUs failed")
-            }
-            Err(err) => {
-                tracing::error!(pod = pod_ref(pod), podUID = %pod.uid, err = %err, "releasing CPUs panicked")
-            }
+        if let Err(err) = released {
+            tracing::error!(pod = pod_ref(pod), podUID = %pod.uid, err = %err, "releasing the container panicked");
+        }
+    }
+
+    /// The managers' part of [`Self::release_container`], with the decision lock held: CPU
+    /// and memory assignments of containers neither admitted nor being admitted.
+    pub(super) fn release_container_from_managers(&self, pod: &Pod) {
+        let active = corral_cpumgr::PodSource::active_pods(self.pods.as_ref());
+        if let Err(err) = self.memory.remove_stale_state(&active) {
+            tracing::error!(pod = pod_ref(pod), podUID = %pod.uid, err = %err, "releasing memory failed");
+        }
+        if let Err(err) = self.cpu.remove_stale_state(&active, None) {
+            tracing::error!(pod = pod_ref(pod), podUID = %pod.uid, err = %err, "releasing CPUs failed");
         }
     }
 }

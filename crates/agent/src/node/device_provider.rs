@@ -54,9 +54,10 @@ impl HintProvider for DeviceProvider {
         container: &Container,
         store: &AffinityStore,
     ) -> Result<(), AllocationError> {
-        let asks_devices = !container.resources.requests.extended.is_empty()
-            || !container.resources.limits.extended.is_empty();
-        if !asks_devices {
+        // Only a plugin's answer is waited for with the lock handed back (huge pages and
+        // extended resources no plugin serves are decided under it, as every other
+        // resource).
+        if !self.devices.asks_plugins(container) {
             return HintProvider::allocate(&*self.devices, pod, container, store);
         }
         self.decisions

@@ -570,6 +570,8 @@ fn pod_ref(pod: &Pod) -> Option<String> {
 #[cfg(test)]
 pub(crate) mod tests;
 #[cfg(test)]
+mod tests_concurrent;
+#[cfg(test)]
 mod tests_containers;
 #[cfg(test)]
 mod tests_dra_extended;

@@ -1,0 +1,845 @@
+//! Concurrent admissions must decide as some serial order would (issue 29).
+//!
+//! The kubelet admits one pod at a time; corral runs admissions concurrently and serialises
+//! their decisions with the node's [`DecisionLock`](super::locks::DecisionLock). The lock is
+//! handed back while the device provider allocates (`DeviceProvider::allocate`), and the
+//! providers allocate CPUs, then devices, then memory: another decision taken in that
+//! window changes the memory manager's state under a hint computed before it.
+//!
+//! - [`a_pod_decided_while_another_waits_for_its_device_plugin_sees_a_serial_order`]: a device
+//!   plugin whose `Allocate` the test holds; a small pod is admitted meanwhile; the big pod
+//!   then fails in the memory manager (ignored: issue 29).
+//! - [`a_pod_decided_while_a_hugepages_pod_allocates_sees_a_serial_order`]: the same with no
+//!   device plugin at all — the big pod asks for `hugepages-2Mi`, which the device provider
+//!   takes for a device request and hands the lock back for (ignored: issue 29; this is
+//!   the reported case).
+//! - [`a_pod_decided_between_a_rejected_pods_decision_and_its_release_sees_a_serial_order`]:
+//!   no extended resource either — a pod rejected after a provider allocated for it is
+//!   released in a second critical section, and a decision queued meanwhile sees what it
+//!   held (ignored: issue 29).
+//! - [`concurrent_admissions_without_extended_resources_decide_as_some_serial_order`] and
+//!   [`concurrent_multi_container_admissions_without_extended_resources_decide_as_some_serial_order`]:
+//!   random Guaranteed and Burstable pods without extended resources, admitted
+//!   concurrently, must end as a one-at-a-time replay of them in some order ends (ignored:
+//!   issue 29, the release window above).
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use corral_proto::deviceplugin::v1beta1::{
+    AllocateRequest, AllocateResponse, ContainerAllocateResponse, Device as ApiDevice,
+    DevicePluginOptions, Empty, ListAndWatchResponse, NumaNode, PreStartContainerRequest,
+    PreStartContainerResponse, PreferredAllocationRequest, PreferredAllocationResponse,
+    RegisterRequest, TopologyInfo, VERSION,
+    device_plugin_server::{DevicePlugin, DevicePluginServer},
+    registration_client::RegistrationClient,
+};
+use corral_proto::uds::{self, SocketOptions, UdsListener};
+use corral_topology::memory::{HugePages, NumaMemory};
+use corral_topology::{CpuInfo, CpuRecord, CpuTopology};
+use k8s_openapi::api::core::v1::Pod as K8sPod;
+use tonic::codegen::tokio_stream::{self, Stream, StreamExt};
+use tonic::{Request, Response, Status};
+
+use super::tests::WAIT;
+use super::{Admission, NoRuntime, Node};
+use crate::config::{AgentConfig, ConfigSource};
+
+const GPU: &str = "example.com/gpu";
+const MI: u64 = 1 << 20;
+
+/// A machine of `nodes` NUMA nodes of `cpus_per_node` CPUs (no SMT, one socket per node) and
+/// `memory_mib` MiB each, with `huge_pages` 2 MiB pages on every node.
+fn machine(
+    nodes: usize,
+    cpus_per_node: usize,
+    memory_mib: u64,
+    huge_pages: u64,
+) -> (CpuTopology, BTreeMap<usize, NumaMemory>) {
+    let records: Vec<CpuRecord> = (0..nodes * cpus_per_node)
+        .map(|cpu| CpuRecord {
+            cpu,
+            info: CpuInfo {
+                core: cpu,
+                socket: cpu / cpus_per_node,
+                numa: cpu / cpus_per_node,
+                uncore: cpu / cpus_per_node,
+            },
+        })
+        .collect();
+    let topology = CpuTopology::new(&records).unwrap();
+    let memory = (0..nodes)
+        .map(|node| {
+            let huge = (huge_pages > 0).then_some(HugePages {
+                page_size_kib: 2048,
+                count: huge_pages,
+            });
+            let memory = NumaMemory {
+                node,
+                memory_bytes: memory_mib * MI,
+                huge_pages: huge.into_iter().collect(),
+            };
+            (node, memory)
+        })
+        .collect();
+    (topology, memory)
+}
+
+/// The static CPU policy (CPU 0 reserved), the static memory policy (the kubelet's default
+/// eviction threshold, 100Mi, reserved on node 0), `policy` at `scope`.
+fn config(root: &Path, policy: &str, scope: &str) -> AgentConfig {
+    let source: ConfigSource = serde_json::from_value(serde_json::json!({
+        "cpuManagerPolicy": "static",
+        "reservedSystemCPUs": "0",
+        "topologyManagerPolicy": policy,
+        "topologyManagerScope": scope,
+        "memoryManagerPolicy": "Static",
+        "reservedMemory": [{"numaNode": 0, "limits": {"memory": "100Mi"}}],
+    }))
+    .unwrap();
+    ConfigSource {
+        root: Some(root.to_path_buf()),
+        ..source
+    }
+    .validate()
+    .unwrap()
+}
+
+async fn open(
+    config: &AgentConfig,
+    machine: &(CpuTopology, BTreeMap<usize, NumaMemory>),
+) -> Arc<Node> {
+    let node = Arc::new(Node::open(config, &machine.0, &machine.1, Arc::new(NoRuntime)).unwrap());
+    node.start_devices().await.unwrap();
+    node
+}
+
+/// A Guaranteed pod of one container with `limits`.
+fn guaranteed(uid: &str, limits: serde_json::Value) -> K8sPod {
+    serde_json::from_value(serde_json::json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": uid, "namespace": "default", "uid": uid},
+        "spec": {"containers": [{"name": "c0", "resources": {"limits": limits}}]},
+    }))
+    .unwrap()
+}
+
+/// `reason: message` of a rejection, `admitted` of an admission.
+fn outcome(answer: &Admission) -> String {
+    match answer {
+        Admission::Admitted(_) => "admitted".to_owned(),
+        Admission::Rejected { reason, message } => format!("{reason}: {message}"),
+    }
+}
+
+/// Until `uid`'s admission is under way (it marks the pod in flight just before it queues
+/// for the decision lock), then a while longer so that its blocking thread has queued.
+async fn until_admitting(node: &Arc<Node>, uid: &str) {
+    let deadline = std::time::Instant::now() + WAIT;
+    loop {
+        let active = corral_cpumgr::PodSource::active_pods(node.pods.as_ref());
+        if active.iter().any(|p| p.uid == uid) {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "{uid} never started");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await;
+}
+
+// --- A device plugin whose `Allocate` waits for the test ------------------------------------
+
+/// What the gated plugin shares with the test.
+struct Gate {
+    /// `Allocate` calls received.
+    allocate_calls: AtomicUsize,
+    /// `Allocate` answers once this is true.
+    open: tokio::sync::watch::Sender<bool>,
+}
+
+#[derive(Clone)]
+struct GatedService {
+    gate: Arc<Gate>,
+    devices: Vec<ApiDevice>,
+}
+
+type ListStream = Pin<Box<dyn Stream<Item = Result<ListAndWatchResponse, Status>> + Send>>;
+
+#[tonic::async_trait]
+impl DevicePlugin for GatedService {
+    type ListAndWatchStream = ListStream;
+
+    async fn get_device_plugin_options(
+        &self,
+        _: Request<Empty>,
+    ) -> Result<Response<DevicePluginOptions>, Status> {
+        Ok(Response::new(DevicePluginOptions::default()))
+    }
+
+    async fn list_and_watch(
+        &self,
+        _: Request<Empty>,
+    ) -> Result<Response<Self::ListAndWatchStream>, Status> {
+        let list = ListAndWatchResponse {
+            devices: self.devices.clone(),
+        };
+        let stream = tokio_stream::once(Ok(list)).chain(tokio_stream::pending());
+        Ok(Response::new(Box::pin(stream)))
+    }
+
+    async fn get_preferred_allocation(
+        &self,
+        _: Request<PreferredAllocationRequest>,
+    ) -> Result<Response<PreferredAllocationResponse>, Status> {
+        Err(Status::unimplemented("no preference"))
+    }
+
+    async fn allocate(
+        &self,
+        request: Request<AllocateRequest>,
+    ) -> Result<Response<AllocateResponse>, Status> {
+        self.gate.allocate_calls.fetch_add(1, Ordering::SeqCst);
+        let mut open = self.gate.open.subscribe();
+        // Bounded: a test that never opens the gate fails rather than hangs.
+        let opened = tokio::time::timeout(WAIT, open.wait_for(|open| *open)).await;
+        if !matches!(opened, Ok(Ok(_))) {
+            return Err(Status::deadline_exceeded("the gate was never opened"));
+        }
+        let container_responses = request
+            .into_inner()
+            .container_requests
+            .iter()
+            .map(|_| ContainerAllocateResponse::default())
+            .collect();
+        Ok(Response::new(AllocateResponse {
+            container_responses,
+        }))
+    }
+
+    async fn pre_start_container(
+        &self,
+        _: Request<PreStartContainerRequest>,
+    ) -> Result<Response<PreStartContainerResponse>, Status> {
+        Ok(Response::new(PreStartContainerResponse {}))
+    }
+}
+
+/// A running gated plugin; dropping it stops its server.
+struct GatedPlugin {
+    gate: Arc<Gate>,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    server: tokio::task::JoinHandle<()>,
+}
+
+impl GatedPlugin {
+    /// Serve `GPU`, device `gpu-i` on NUMA node `numa[i]`, on `socket`, and register with
+    /// `node`.
+    async fn start(node: &Arc<Node>, socket: &Path, numa: &[i64]) -> GatedPlugin {
+        let devices = numa
+            .iter()
+            .enumerate()
+            .map(|(i, &id)| ApiDevice {
+                id: format!("gpu-{i}"),
+                health: "Healthy".to_owned(),
+                topology: Some(TopologyInfo {
+                    nodes: vec![NumaNode { id }],
+                }),
+            })
+            .collect();
+        let (open, _) = tokio::sync::watch::channel(false);
+        let gate = Arc::new(Gate {
+            allocate_calls: AtomicUsize::new(0),
+            open,
+        });
+        let service = GatedService {
+            gate: Arc::clone(&gate),
+            devices,
+        };
+        let listener = UdsListener::bind(socket, &SocketOptions::default()).unwrap();
+        let router =
+            tonic::transport::Server::builder().add_service(DevicePluginServer::new(service));
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let server = tokio::spawn(async move {
+            let _ = uds::serve(
+                router,
+                listener,
+                async move {
+                    let _ = stopped.await;
+                },
+                Duration::from_millis(200),
+            )
+            .await;
+        });
+        let channel = uds::connect(node.devices().socket_path(), Duration::from_secs(10))
+            .await
+            .unwrap();
+        let endpoint = socket.file_name().unwrap().to_string_lossy().into_owned();
+        RegistrationClient::new(channel)
+            .register(RegisterRequest {
+                version: VERSION.into(),
+                endpoint,
+                resource_name: GPU.to_owned(),
+                options: Some(DevicePluginOptions::default()),
+            })
+            .await
+            .unwrap();
+        assert!(node.devices().wait_for_plugin(GPU, WAIT).await);
+        GatedPlugin {
+            gate,
+            stop: Some(stop),
+            server,
+        }
+    }
+
+    fn allocate_calls(&self) -> usize {
+        self.gate.allocate_calls.load(Ordering::SeqCst)
+    }
+
+    fn open(&self) {
+        self.gate.open.send_replace(true);
+    }
+
+    async fn stop(mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        let _ = tokio::time::timeout(Duration::from_secs(5), &mut self.server).await;
+        self.server.abort();
+    }
+}
+
+impl Drop for GatedPlugin {
+    fn drop(&mut self) {
+        self.open();
+        self.server.abort();
+    }
+}
+
+/// The outcomes `a` and `b` get when admitted one after the other, in either order, each
+/// order on a fresh node of `machine` under `policy` (container scope).
+async fn serial_outcomes(
+    policy: &str,
+    machine: &(CpuTopology, BTreeMap<usize, NumaMemory>),
+    a: &K8sPod,
+    b: &K8sPod,
+) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    for a_first in [true, false] {
+        let dir = tempfile::tempdir().unwrap();
+        let node = open(&config(dir.path(), policy, "container"), machine).await;
+        let (first, second) = if a_first { (a, b) } else { (b, a) };
+        let first = outcome(&node.admit(first.clone(), Vec::new()).await.unwrap());
+        let second = outcome(&node.admit(second.clone(), Vec::new()).await.unwrap());
+        node.stop_devices().await;
+        out.push(if a_first {
+            (first, second)
+        } else {
+            (second, first)
+        });
+    }
+    out
+}
+
+/// `a` and `b`, admitted concurrently, got what some serial order gives them.
+async fn assert_serial(
+    policy: &str,
+    machine: &(CpuTopology, BTreeMap<usize, NumaMemory>),
+    (a, b): (&K8sPod, &K8sPod),
+    got: (String, String),
+) {
+    let serial = serial_outcomes(policy, machine, a, b).await;
+    assert!(
+        serial.contains(&got),
+        "no serial order gives {got:?}; serial orders give {serial:?}"
+    );
+}
+
+/// The big pod of the two tests below on a 2-node machine (node 0: CPUs 1-3 and 924Mi,
+/// node 1: CPUs 4-7 and 1024Mi): 5 CPUs and 1200Mi, so that every hint it has is nodes
+/// {0,1}, plus `extra`.
+fn big_pod(extra: serde_json::Value) -> K8sPod {
+    let mut limits = serde_json::json!({"cpu": "5", "memory": "1200Mi"});
+    for (k, v) in extra.as_object().unwrap() {
+        limits[k] = v.clone();
+    }
+    guaranteed("big", limits)
+}
+
+fn small_pod() -> K8sPod {
+    guaranteed("small", serde_json::json!({"cpu": "1", "memory": "100Mi"}))
+}
+
+/// Issue 29, hypothesis (a): the device provider hands the decision lock back while the
+/// device plugin answers `Allocate`, and the memory manager allocates afterwards with the
+/// hint computed before. The big pod (5 CPUs, 1200Mi, 2 GPUs, one per node: hint {0,1})
+/// has its CPUs and is in its plugin's `Allocate`, held by the test; the small pod
+/// (1 CPU, 100Mi) is admitted meanwhile, its memory alone on one node; `Allocate` is let
+/// go, and the memory manager refuses the big pod's {0,1}: `UnexpectedAdmissionError:
+/// Allocate failed due to [memorymanager] preferred hint violates NUMA node allocation`.
+/// No serial order gives that.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "issue 29: the memory manager allocates with a hint computed before a decision taken while the device plugin answered Allocate"]
+async fn a_pod_decided_while_another_waits_for_its_device_plugin_sees_a_serial_order() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = config(dir.path(), "restricted", "container");
+    let node = open(&config, &machine(2, 4, 1024, 0)).await;
+    let plugin = GatedPlugin::start(
+        &node,
+        &config.layout.device_plugins_dir().join("gated.sock"),
+        &[0, 1],
+    )
+    .await;
+    let big = tokio::spawn({
+        let node = Arc::clone(&node);
+        async move {
+            node.admit(big_pod(serde_json::json!({GPU: "2"})), Vec::new())
+                .await
+        }
+    });
+    // Until the big pod's Allocate reached the plugin (its CPUs are allocated by then).
+    let deadline = std::time::Instant::now() + WAIT;
+    while plugin.allocate_calls() == 0 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "Allocate never called"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert_eq!(node.cpu().exclusive_cpus("big", "c0").len(), 5);
+    // The small pod, meanwhile (a fix that makes it wait for the big pod's plugin breaks
+    // `a_plugin_stuck_in_allocate_delays_only_the_pods_that_ask_for_its_resource`).
+    let small = tokio::time::timeout(WAIT, node.admit(small_pod(), Vec::new()))
+        .await
+        .expect("the small pod's admission waited for the big pod's device plugin")
+        .unwrap();
+    assert!(!big.is_finished());
+    plugin.open();
+    let big = tokio::time::timeout(WAIT, big)
+        .await
+        .expect("the big pod's admission ends")
+        .unwrap()
+        .unwrap();
+    let (big, small) = (outcome(&big), outcome(&small));
+    plugin.stop().await;
+    node.stop_devices().await;
+    // One at a time, the big pod's memory is placed on the hint it was decided with.
+    assert!(
+        !big.starts_with("UnexpectedAdmissionError"),
+        "big = {big:?}, small = {small:?}"
+    );
+}
+
+/// Issue 29 as reported: no device plugin at all. The device provider takes any
+/// extended resource — `hugepages-2Mi` too — for a device request and hands the decision
+/// lock back around the device manager's (empty) allocation; a decision waiting for the
+/// lock gets it then, whole, between the big pod's CPU and memory allocations. The test
+/// holds the decision lock while both admissions queue for it (the big pod first), then
+/// lets go.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pod_decided_while_a_hugepages_pod_allocates_sees_a_serial_order() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = config(dir.path(), "restricted", "container");
+    let machine = machine(2, 4, 1024, 64);
+    let node = open(&config, &machine).await;
+    let big_manifest = big_pod(serde_json::json!({"hugepages-2Mi": "4Mi"}));
+    let held = node.decisions.acquire().await;
+    let big = tokio::spawn({
+        let node = Arc::clone(&node);
+        let pod = big_manifest.clone();
+        async move { node.admit(pod, Vec::new()).await }
+    });
+    until_admitting(&node, "big").await;
+    let small = tokio::spawn({
+        let node = Arc::clone(&node);
+        async move { node.admit(small_pod(), Vec::new()).await }
+    });
+    until_admitting(&node, "small").await;
+    drop(held);
+    let big = tokio::time::timeout(WAIT, big).await.expect("big ends");
+    let small = tokio::time::timeout(WAIT, small).await.expect("small ends");
+    let (big, small) = (
+        outcome(&big.unwrap().unwrap()),
+        outcome(&small.unwrap().unwrap()),
+    );
+    node.stop_devices().await;
+    let pods = (&big_manifest, &small_pod());
+    assert_serial("restricted", &machine, pods, (big, small)).await;
+}
+
+// --- Concurrent admissions without extended resources ---------------------------------------
+
+/// A small deterministic generator (xorshift64*).
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+}
+
+/// A random pod: Guaranteed (integer or fractional CPUs) or Burstable, 1-3 app containers
+/// and sometimes an init container; CPUs and memory sized so that some pods need two or
+/// more of the machine's nodes and some do not fit at all.
+fn random_pod(rng: &mut Rng, uid: &str, multi_container: bool) -> K8sPod {
+    let guaranteed = rng.below(4) != 0;
+    let container = |rng: &mut Rng, name: String| {
+        let memory = format!("{}Mi", 100 * (1 + rng.below(12)));
+        if guaranteed {
+            let cpu = if rng.below(5) == 0 {
+                "1500m".to_owned()
+            } else {
+                (1 + rng.below(4)).to_string()
+            };
+            serde_json::json!({"name": name, "resources": {
+                "limits": {"cpu": cpu, "memory": memory}}})
+        } else {
+            serde_json::json!({"name": name, "resources": {
+                "requests": {"cpu": "500m", "memory": memory}}})
+        }
+    };
+    let apps = if multi_container { 1 + rng.below(3) } else { 1 };
+    let containers: Vec<_> = (0..apps).map(|i| container(rng, format!("c{i}"))).collect();
+    let init: Vec<_> = (0..u64::from(multi_container && rng.below(4) == 0))
+        .map(|i| container(rng, format!("init{i}")))
+        .collect();
+    serde_json::from_value(serde_json::json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": uid, "namespace": "default", "uid": uid},
+        "spec": {"containers": containers, "initContainers": init},
+    }))
+    .unwrap()
+}
+
+/// What an admission decided, as a replay must reproduce it: the answer and, admitted,
+/// each container's exclusive CPUs, NUMA affinity and memory blocks.
+fn decided(answer: &Admission) -> String {
+    match answer {
+        Admission::Rejected { reason, message } => format!("rejected {reason}: {message}"),
+        Admission::Admitted(view) => {
+            let mut text = "admitted".to_owned();
+            for c in &view.containers {
+                let memory: Vec<String> = c
+                    .memory
+                    .iter()
+                    .map(|m| format!("{}={}@{:?}", m.resource, m.size, m.numa_affinity))
+                    .collect();
+                // The shared pool is read when the answer is made: it shrinks with later
+                // admissions, so only exclusive CPUs are part of the decision.
+                let cpus = if c.exclusive_cpus {
+                    c.cpuset.as_str()
+                } else {
+                    "shared"
+                };
+                text.push_str(&format!(
+                    " | {} cpus={} numa={:?} memory=[{}]",
+                    c.name,
+                    cpus,
+                    c.numa_affinity,
+                    memory.join(",")
+                ));
+            }
+            text
+        }
+    }
+}
+
+/// What every admitted pod holds must hold together: no exclusive CPU granted to two
+/// pods, every container's memory blocks covering its NUMA affinity, the memory
+/// manager's groups of nodes disjoint, and no node giving more than it has.
+fn check_invariants(node: &Arc<Node>, answers: &BTreeMap<String, Admission>, case: &str) {
+    let mut owner: BTreeMap<usize, String> = BTreeMap::new();
+    for (uid, answer) in answers {
+        let Admission::Admitted(_) = answer else {
+            continue;
+        };
+        for cpu in node.cpu().pod_cpus(uid).iter() {
+            if let Some(other) = owner.insert(cpu, uid.clone()) {
+                panic!("{case}: CPU {cpu} granted to {other} and {uid}");
+            }
+        }
+        let Some(admitted) = node.pods().get(uid) else {
+            panic!("{case}: {uid} admitted but not recorded");
+        };
+        for (name, affinity) in &admitted.record.affinities {
+            let Some(numa) = &affinity.numa else { continue };
+            for block in node.memory().container_memory(uid, name) {
+                let nodes: BTreeSet<usize> = block.numa_affinity.iter().copied().collect();
+                assert!(
+                    numa.iter().all(|n| nodes.contains(n)),
+                    "{case}: {uid}/{name} affinity {numa:?} but memory on {nodes:?}"
+                );
+            }
+        }
+    }
+    // The groups: two blocks' node sets are the same or disjoint.
+    let mut groups: BTreeSet<Vec<usize>> = BTreeSet::new();
+    for containers in node.memory().assignments().values() {
+        for blocks in containers.values() {
+            for block in blocks {
+                let mut nodes = block.numa_affinity.clone();
+                nodes.sort_unstable();
+                groups.insert(nodes);
+            }
+        }
+    }
+    for a in &groups {
+        for b in &groups {
+            assert!(
+                a == b || a.iter().all(|n| !b.contains(n)),
+                "{case}: memory groups {a:?} and {b:?} overlap"
+            );
+        }
+    }
+    // No group gives more than its nodes have.
+    let allocatable: BTreeMap<(usize, String), u64> = node
+        .memory()
+        .allocatable_memory()
+        .into_iter()
+        .map(|b| ((b.numa_affinity[0], b.resource), b.size))
+        .collect();
+    let mut granted: BTreeMap<(Vec<usize>, String), u64> = BTreeMap::new();
+    for containers in node.memory().assignments().values() {
+        for blocks in containers.values() {
+            for block in blocks {
+                let mut nodes = block.numa_affinity.clone();
+                nodes.sort_unstable();
+                *granted.entry((nodes, block.resource.clone())).or_default() += block.size;
+            }
+        }
+    }
+    for ((nodes, resource), size) in granted {
+        let has: u64 = nodes
+            .iter()
+            .map(|n| {
+                allocatable
+                    .get(&(*n, resource.clone()))
+                    .copied()
+                    .unwrap_or(0)
+            })
+            .sum();
+        assert!(
+            size <= has,
+            "{case}: {size} bytes of {resource} granted on {nodes:?}, which have {has}"
+        );
+    }
+}
+
+/// Find an order of `uids` whose one-at-a-time admission on `replay` gives every pod the
+/// decision `observed` records (depth first; a tried admission is undone by releasing the
+/// pod). `None` when there is none.
+async fn serial_order(
+    replay: &Arc<Node>,
+    pods: &BTreeMap<String, K8sPod>,
+    observed: &BTreeMap<String, String>,
+    order: &mut Vec<String>,
+    left: &[String],
+    budget: &mut usize,
+) -> bool {
+    if left.is_empty() {
+        return true;
+    }
+    for (i, uid) in left.iter().enumerate() {
+        if *budget == 0 {
+            return false;
+        }
+        *budget -= 1;
+        let answer = tokio::time::timeout(WAIT, replay.admit(pods[uid].clone(), Vec::new()))
+            .await
+            .expect("a replayed admission ends")
+            .unwrap();
+        let matches = decided(&answer) == observed[uid];
+        if matches {
+            let rest: Vec<String> = left
+                .iter()
+                .enumerate()
+                .filter(|(j, _)| *j != i)
+                .map(|(_, u)| u.clone())
+                .collect();
+            order.push(uid.clone());
+            if Box::pin(serial_order(replay, pods, observed, order, &rest, budget)).await {
+                return true;
+            }
+            order.pop();
+        }
+        if matches!(answer, Admission::Admitted(_)) {
+            assert!(replay.release(uid).await.unwrap());
+        }
+    }
+    false
+}
+
+/// Random pods without extended resources (`multi_container`: 1-3 app containers and
+/// sometimes an init container, else one container), admitted concurrently from as many
+/// tasks, under each of `cases` (policy, scope) and seeds 1-3: what they hold holds
+/// together, and one-at-a-time admissions in some order (found by a search over orders,
+/// completion order first) give every pod the same answer, exclusive CPUs, affinity and
+/// memory.
+async fn admit_concurrently_and_replay(cases: &[(&str, &str)], multi_container: bool) {
+    // 4 nodes of 4 CPUs (CPU 0 reserved) and 1 GiB (100Mi of node 0 reserved).
+    let machine = machine(4, 4, 1024, 0);
+    for &(policy, scope) in cases {
+        for seed in 1..=3u64 {
+            let case = format!("{policy}/{scope}/seed {seed}");
+            let mut rng = Rng(seed.wrapping_mul(0x9e37_79b9_7f4a_7c15));
+            let n = 6 + rng.below(5);
+            let pods: BTreeMap<String, K8sPod> = (0..n)
+                .map(|i| {
+                    let uid = format!("p{i}");
+                    let pod = random_pod(&mut rng, &uid, multi_container);
+                    (uid, pod)
+                })
+                .collect();
+            let dir = tempfile::tempdir().unwrap();
+            let node = open(&config(dir.path(), policy, scope), &machine).await;
+            let completed = Arc::new(std::sync::Mutex::new(Vec::new()));
+            let tasks: Vec<_> = pods
+                .iter()
+                .map(|(uid, pod)| {
+                    let (node, pod, uid) = (Arc::clone(&node), pod.clone(), uid.clone());
+                    let completed = Arc::clone(&completed);
+                    tokio::spawn(async move {
+                        let answer = node.admit(pod, Vec::new()).await;
+                        completed.lock().unwrap().push(uid.clone());
+                        (uid, answer)
+                    })
+                })
+                .collect();
+            let mut answers = BTreeMap::new();
+            for task in tasks {
+                let (uid, answer) = tokio::time::timeout(WAIT, task)
+                    .await
+                    .expect("a concurrent admission ends")
+                    .unwrap();
+                answers.insert(uid, answer.unwrap());
+            }
+            // An `UnexpectedAdmissionError` is no evidence by itself: a pod asking more CPUs
+            // than are free gets one serially too (corral, as the topology manager, has no
+            // resource-fit check before it). The replay below tells.
+            check_invariants(&node, &answers, &case);
+            let observed: BTreeMap<String, String> = answers
+                .iter()
+                .map(|(uid, a)| (uid.clone(), decided(a)))
+                .collect();
+            let completed = completed.lock().unwrap().clone();
+            node.stop_devices().await;
+            drop(node);
+            let replay_dir = tempfile::tempdir().unwrap();
+            let replay = open(&config(replay_dir.path(), policy, scope), &machine).await;
+            let mut order = Vec::new();
+            let mut budget = 400;
+            let found = serial_order(
+                &replay,
+                &pods,
+                &observed,
+                &mut order,
+                &completed,
+                &mut budget,
+            )
+            .await;
+            assert!(
+                found,
+                "{case}: no serial order (of {} tried admissions) gives {observed:#?}",
+                400 - budget
+            );
+            replay.stop_devices().await;
+        }
+    }
+}
+
+/// One-container pods under the aligning policies (restricted, single-numa-node). Meant to
+/// pass on serial decisions; it fails now and then (seed 3: two pods get their CPUs, then
+/// the memory manager's "failed to find NUMA nodes to extend the current topology hint",
+/// and the decisions queued behind them run before their release — the window of
+/// [`a_pod_decided_between_a_rejected_pods_decision_and_its_release_sees_a_serial_order`]).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_admissions_without_extended_resources_decide_as_some_serial_order() {
+    admit_concurrently_and_replay(
+        &[
+            ("restricted", "container"),
+            ("restricted", "pod"),
+            ("single-numa-node", "container"),
+            ("single-numa-node", "pod"),
+        ],
+        false,
+    )
+    .await;
+}
+
+/// Multi-container pods, best-effort too: a pod rejected part-way (a later container's
+/// merge or allocation fails) holds what its first containers took until its release,
+/// which takes the decision lock again — a decision queued meanwhile sees those holdings
+/// (see [`a_pod_decided_between_a_rejected_pods_decision_and_its_release_sees_a_serial_order`]).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_multi_container_admissions_without_extended_resources_decide_as_some_serial_order()
+ {
+    admit_concurrently_and_replay(
+        &[
+            ("best-effort", "container"),
+            ("restricted", "container"),
+            ("best-effort", "pod"),
+            ("restricted", "pod"),
+        ],
+        true,
+    )
+    .await;
+}
+
+/// Issue 29 without any extended resource: a pod rejected part-way (its first container
+/// got 2 CPUs, its second asks 8, more than the machine has: `TopologyAffinityError`) is
+/// released by `release_managers`, which takes the decision lock again after `decide`
+/// let it go. A decision queued for the lock runs in between and sees the rejected pod's 2
+/// CPUs: a pod asking 6 of the 7 CPUs is rejected too, which no serial order gives (the
+/// first pod is rejected whenever it comes and leaves all 7 CPUs free).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pod_decided_between_a_rejected_pods_decision_and_its_release_sees_a_serial_order() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = config(dir.path(), "restricted", "container");
+    let machine = machine(2, 4, 1024, 0);
+    let node = open(&config, &machine).await;
+    let rejected: K8sPod = serde_json::from_value(serde_json::json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": "rejected", "namespace": "default", "uid": "rejected"},
+        "spec": {"containers": [
+            {"name": "c0", "resources": {"limits": {"cpu": "2", "memory": "100Mi"}}},
+            {"name": "c1", "resources": {"limits": {"cpu": "8", "memory": "100Mi"}}},
+        ]},
+    }))
+    .unwrap();
+    let held = node.decisions.acquire().await;
+    let six = guaranteed("six", serde_json::json!({"cpu": "6", "memory": "100Mi"}));
+    let first = tokio::spawn({
+        let node = Arc::clone(&node);
+        let pod = rejected.clone();
+        async move { node.admit(pod, Vec::new()).await }
+    });
+    until_admitting(&node, "rejected").await;
+    let second = tokio::spawn({
+        let node = Arc::clone(&node);
+        let pod = six.clone();
+        async move { node.admit(pod, Vec::new()).await }
+    });
+    until_admitting(&node, "six").await;
+    drop(held);
+    let first = tokio::time::timeout(WAIT, first).await.expect("first ends");
+    let second = tokio::time::timeout(WAIT, second)
+        .await
+        .expect("second ends");
+    let (first, second) = (
+        outcome(&first.unwrap().unwrap()),
+        outcome(&second.unwrap().unwrap()),
+    );
+    node.stop_devices().await;
+    assert!(first.starts_with("TopologyAffinityError"), "{first}");
+    assert_serial("restricted", &machine, (&rejected, &six), (first, second)).await;
+}
