@@ -97,15 +97,49 @@ pub fn bounded<T>(steps: u64, work: impl FnOnce() -> T) -> (T, Effort) {
     )
 }
 
+/// Runs `work` with a budget of `steps` of its own, also inside another [`bounded`] (whose
+/// budget it neither draws on nor is starved by: e.g. an allocation after a decision that
+/// used up its budget); running out marks the outer run approximate too.
+///
+/// ```
+/// use corral_topology::topologymanager::{bounded, bounded_apart, spend};
+///
+/// let ((), outer) = bounded(1, || {
+///     assert!(spend(1) && !spend(1));
+///     let (taken, inner) = bounded_apart(5, || (0..9).take_while(|_| spend(1)).count());
+///     assert_eq!((taken, inner.exact), (5, false));
+/// });
+/// assert!(!outer.exact);
+/// ```
+pub fn bounded_apart<T>(steps: u64, work: impl FnOnce() -> T) -> (T, Effort) {
+    let outer = OPEN.take();
+    let (value, effort) = bounded(steps, work);
+    if let Some(mut outer) = outer {
+        outer.exhausted |= !effort.exact;
+        OPEN.set(Some(outer));
+    }
+    (value, effort)
+}
+
 /// Takes one step; `false` (and the budget marked exhausted) when none is left. Always
 /// `true` outside [`bounded`].
 pub(crate) fn step() -> bool {
     spend(1)
 }
 
-/// Takes `steps` steps (work that costs that many); `false` (and the budget marked
-/// exhausted) when fewer are left. Always `true` outside [`bounded`].
-pub(crate) fn spend(steps: u64) -> bool {
+/// Takes `steps` steps (work that costs that many, about 0.1–0.3 µs each); `false` (and
+/// the budget marked exhausted) when fewer are left. Always `true` outside [`bounded`].
+/// For searches of other crates that run inside a decision (a CPU manager's allocation):
+/// a search that is refused a step answers the best it has found.
+///
+/// ```
+/// use corral_topology::topologymanager::{bounded, spend};
+///
+/// let (taken, effort) = bounded(10, || (0..100).take_while(|_| spend(1)).count());
+/// assert_eq!(taken, 10);
+/// assert!(!effort.exact);
+/// ```
+pub fn spend(steps: u64) -> bool {
     match OPEN.get() {
         None => true,
         Some(mut open) if open.left >= steps && !open.exhausted => {

@@ -21,7 +21,7 @@ mod store;
 pub use admission::{
     PodAdmitResult, TOPOLOGY_AFFINITY_ERROR, TOPOLOGY_AFFINITY_MESSAGE, UNEXPECTED_ADMISSION_ERROR,
 };
-pub use budget::{DECISION_STEPS, Effort, bounded};
+pub use budget::{DECISION_STEPS, Effort, bounded, bounded_apart, spend};
 pub use family::{
     Demand, HintFamily, HintSet, Preferred, ProviderHintSets, ResourceHintSets, SocketSpan,
     hint_lists, hint_sets, min_affinity_size,
