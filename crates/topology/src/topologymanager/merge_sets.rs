@@ -369,7 +369,7 @@ fn state_candidate(
     if cores.is_empty() || top.count() < b {
         return Some(top);
     }
-    let split = Split { cores };
+    let split = Split::new(cores, top);
     for size in b.max(1)..=top.count() {
         if let Some(mask) = best_of_size(&split, top, size, order) {
             return Some(mask);

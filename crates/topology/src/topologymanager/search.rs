@@ -560,25 +560,109 @@ impl Constraint for Intersection<'_> {
     }
 }
 
-/// Masks `X` that are the intersection of one member of each core, restricted to the
-/// nodes all cores may hold: each node left out of `X` is dropped by some core, whose top
-/// (`within` minus what it dropped) must stay a member.
+/// Masks `X` inside `top` (the nodes every core may hold) that are the intersection of one
+/// member of each core: the nodes of `top` that `X` leaves out can be shared among the
+/// cores so that each core's top (`within` minus what it drops) stays a member.
+///
+/// The search decides which nodes `X` keeps, each in one way; whether a finished `X`'s
+/// left-out nodes can be shared is asked of [`Split::splittable`] once per `X` (a search of
+/// its own over which core drops which node, drawing on the same budget). Deciding the
+/// sharing along the way instead branched once per core at every left-out node and walked
+/// the same `X` once per way of sharing it.
 pub(crate) struct Split<'a> {
-    pub(crate) cores: Vec<&'a Core>,
+    cores: Vec<&'a Core>,
+    top: u64,
+    /// The nodes some core can drop alone.
+    alone: u64,
+}
+
+impl<'a> Split<'a> {
+    /// The masks inside `top` shared by `cores` (non-empty).
+    pub(crate) fn new(cores: Vec<&'a Core>, top: NumaMask) -> Split<'a> {
+        let top = top.as_u64();
+        let alone = NumaMask::from_u64(top)
+            .iter()
+            .filter(|&n| {
+                (0..cores.len()).any(|c| Self::can_drop(cores[c], cores[c].within.as_u64(), n))
+            })
+            .fold(0u64, |m, n| m | 1 << n);
+        Split { cores, top, alone }
+    }
+
+    /// Whether `core`, its top now `top`, can also drop `node` and stay a member's top.
+    fn can_drop(core: &Core, top: u64, node: usize) -> bool {
+        !core.required.is_set(node)
+            && core
+                .demands
+                .iter()
+                .all(|d| d.is_met(NumaMask::from_u64(top & !(1 << node))))
+    }
+
+    /// Whether the nodes `left` can be shared among the cores, each core's top staying a
+    /// member: a depth-first search, nodes that fewest cores can drop first, failures
+    /// remembered; one [`budget`] step per core tried. Out of budget: not proven (false).
+    fn splittable(&self, left: u64) -> bool {
+        let mut nodes: Vec<(usize, usize)> = NumaMask::from_u64(left)
+            .iter()
+            .map(|n| {
+                let ways = self
+                    .cores
+                    .iter()
+                    .filter(|c| Self::can_drop(c, c.within.as_u64(), n))
+                    .count();
+                (ways, n)
+            })
+            .collect();
+        if nodes.iter().any(|&(ways, _)| ways == 0) {
+            return false;
+        }
+        nodes.sort_unstable();
+        let order: Vec<usize> = nodes.into_iter().map(|(_, n)| n).collect();
+        let mut tops: Vec<u64> = self.cores.iter().map(|c| c.within.as_u64()).collect();
+        let mut failed = std::collections::HashSet::new();
+        self.share(&order, &mut tops, &mut failed)
+    }
+
+    fn share(
+        &self,
+        order: &[usize],
+        tops: &mut Vec<u64>,
+        failed: &mut std::collections::HashSet<(usize, Vec<u64>)>,
+    ) -> bool {
+        let Some((&node, later)) = order.split_first() else {
+            return self
+                .cores
+                .iter()
+                .zip(tops.iter())
+                .all(|(core, &top)| core.contains(NumaMask::from_u64(top)));
+        };
+        if !budget::spend(self.cores.len() as u64) || failed.contains(&(later.len(), tops.clone()))
+        {
+            return false;
+        }
+        for c in 0..self.cores.len() {
+            if Self::can_drop(self.cores[c], tops[c], node) {
+                tops[c] &= !(1 << node);
+                let shared = self.share(later, tops, failed);
+                tops[c] |= 1 << node;
+                if shared {
+                    return true;
+                }
+            }
+        }
+        failed.insert((later.len(), tops.clone()));
+        false
+    }
 }
 
 impl Constraint for Split<'_> {
-    /// Per core, the nodes it dropped.
-    type State = Vec<u64>;
-    /// Each core may be the one that drops a node.
-    const ONE_WAY_TO_LEAVE_OUT: bool = false;
+    type State = ();
+    const ONE_WAY_TO_LEAVE_OUT: bool = true;
 
-    fn start(&self) -> Vec<u64> {
-        vec![0; self.cores.len()]
-    }
+    fn start(&self) {}
 
     fn cost(&self) -> u64 {
-        // Per core, its leave-out check and each demand's sorted slack.
+        // Per core, each demand's sorted slack.
         1 + self
             .cores
             .iter()
@@ -586,31 +670,27 @@ impl Constraint for Split<'_> {
             .sum::<u64>()
     }
 
-    fn leave_out(&self, state: &Vec<u64>, node: usize, out: &mut Vec<Vec<u64>>) {
-        for (i, core) in self.cores.iter().enumerate() {
-            if core.required.is_set(node) {
-                continue;
-            }
-            let top = NumaMask::from_u64(core.within.as_u64() & !(state[i] | 1 << node));
-            if core.demands.iter().all(|d| d.is_met(top)) {
-                let mut next = state.clone();
-                next[i] |= 1 << node;
-                out.push(next);
-            }
+    fn leave_out(&self, _: &(), node: usize, out: &mut Vec<()>) {
+        if self.alone & 1 << node != 0 {
+            out.push(());
         }
     }
 
-    fn may_complete(&self, state: &Vec<u64>, _kept: u64, rest: u64, more: usize) -> bool {
-        let to_drop = rest.count_ones() as usize - more;
+    /// A relaxation: every core as if it had dropped nothing yet, asked to let go of the
+    /// nodes left out so far and those still to leave out.
+    fn may_complete(&self, _: &(), kept: u64, rest: u64, more: usize) -> bool {
+        let left = self.top & !kept & !rest;
+        let to_drop = (left | rest).count_ones() as usize - more;
         if to_drop == 0 {
             return true;
         }
+        let open = left | rest;
         let mut droppable = 0usize;
         let mut anyone = 0u64;
         let mut sole = [0u64; 64];
-        for (i, core) in self.cores.iter().enumerate() {
-            let top = core.within.as_u64() & !state[i];
-            let free = rest & !core.required.as_u64();
+        for core in &self.cores {
+            let top = core.within.as_u64();
+            let free = open & !core.required.as_u64();
             anyone |= free;
             // The most nodes of `free` this core can drop: for each demand, the cheapest
             // nodes by what only they hold, within the demand's slack.
@@ -643,10 +723,12 @@ impl Constraint for Split<'_> {
         droppable.min(anyone.count_ones() as usize) >= to_drop
     }
 
-    fn accept(&self, state: &Vec<u64>, _kept: u64) -> bool {
-        self.cores.iter().zip(state).all(|(core, dropped)| {
-            core.contains(NumaMask::from_u64(core.within.as_u64() & !dropped))
-        })
+    fn accept(&self, _: &(), kept: u64) -> bool {
+        kept != 0 && self.splittable(self.top & !kept)
+    }
+
+    fn accepts(&self, mask: u64) -> Option<bool> {
+        Some(mask != 0 && mask & !self.top == 0 && self.splittable(self.top & !mask))
     }
 }
 

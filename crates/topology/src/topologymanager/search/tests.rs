@@ -84,10 +84,8 @@ fn split_shares_the_left_out_nodes() {
         demands: vec![Demand::per_node([(0, 1), (1, 1), (2, 1), (3, 1)], 2)],
         no_singletons: NumaMask::EMPTY,
     };
-    let split = Split {
-        cores: vec![&a, &b],
-    };
     let top = NumaMask::new([0, 1, 2, 3]).unwrap();
+    let split = Split::new(vec![&a, &b], top);
     // {0} = {0,1,2} ∩ {0,3}: a drops 3, b drops 1 and 2.
     let got = best_of_size(&split, top, 1, &MaskOrder::Narrowest);
     assert_eq!(got, Some(NumaMask::new([0]).unwrap()));
@@ -100,9 +98,7 @@ fn split_shares_the_left_out_nodes() {
         demands: vec![Demand::per_node([(0, 1), (1, 1), (2, 1), (3, 1)], 3)],
         ..b.clone()
     };
-    let split = Split {
-        cores: vec![&a3, &b3],
-    };
+    let split = Split::new(vec![&a3, &b3], top);
     assert_eq!(best_of_size(&split, top, 1, &MaskOrder::Narrowest), None);
     assert_eq!(
         best_of_size(&split, top, 2, &MaskOrder::Narrowest),
