@@ -3,7 +3,8 @@
 //!
 //! - [`take_by_topology_numa_packed`] / [`take_by_topology_numa_distributed`]: upstream's CPU
 //!   assignment, decision for decision (checked against upstream's own outputs), with the
-//!   distributed algorithm's non-terminating loops bounded; [`UncoreCacheAlignment`] says
+//!   distributed algorithm's non-terminating loops bounded and its combination search on a
+//!   step budget (upstream's answer whenever it finishes); [`UncoreCacheAlignment`] says
 //!   whether packing prefers whole uncore caches.
 //! - [`generate_cpu_topology_hints`]: the static policy's NUMA hints ([`SocketAlignment`]:
 //!   `align-by-socket`).

@@ -15,6 +15,13 @@
 //! `TIMEOUT` vectors), corral's loops are bounded: a candidate subset whose simulation stops
 //! making progress is skipped, and an allocation that stops making progress returns
 //! [`TakeError::RemainderStuck`].
+//!
+//! The distributed algorithm's walk over NUMA combinations is exponential in the number of
+//! nodes (issue #29: seconds to minutes on 32–64 nodes), so it draws on the decision's step
+//! budget (`corral_topology::topologymanager::spend`) and, cut short, answers the best
+//! combination it scored, or the first fitting one in upstream's walk order — see
+//! [`take_by_topology_numa_distributed`]. The packed algorithm is polynomial (a pass per
+//! level over sorted groups) and draws nothing.
 
 mod accumulator;
 pub(crate) mod combinations;

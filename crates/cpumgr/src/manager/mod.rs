@@ -24,7 +24,8 @@ use std::time::Duration;
 
 use corral_topology::{
     AffinityStore, AllocationError, Container, CpuSet, CpuTopology, HintProvider, Pod,
-    PodLevelResources, ProviderHints, TopologyHint, topologymanager::ProviderHintSets,
+    PodLevelResources, ProviderHints, TopologyHint,
+    topologymanager::{DECISION_STEPS, ProviderHintSets, bounded_apart},
 };
 
 use self::config::CheckedPolicy;
@@ -255,9 +256,10 @@ impl CpuManager {
         let mut inner = self.lock();
         let before = inner.state.clone();
         let Inner { policy, state, .. } = &mut *inner;
-        let result = policy
-            .allocate_pod(state, pod, affinity)
-            .map_err(CpuManagerError::from);
+        // A budget of its own (see `allocate`).
+        let (result, _) =
+            bounded_apart(DECISION_STEPS, || policy.allocate_pod(state, pod, affinity));
+        let result = result.map_err(CpuManagerError::from);
         if result.is_err() {
             inner.state = before;
             return result;
@@ -436,8 +438,14 @@ impl CpuManager {
         let before = inner.state.clone();
         let had_cpus = before.cpu_set(&pod.uid, &container.name).is_some();
         let Inner { policy, state, .. } = &mut *inner;
-        let result = policy
-            .allocate(state, pod, container, affinity)
+        // The allocation's searches (the distributed assignment walks NUMA combinations)
+        // get a step budget of their own, also after a decision that used up its budget;
+        // running out answers the best allocation found (see
+        // `take_by_topology_numa_distributed`) and marks the decision approximate.
+        let (result, _) = bounded_apart(DECISION_STEPS, || {
+            policy.allocate(state, pod, container, affinity)
+        });
+        let result = result
             .map_err(CpuManagerError::from)
             .and_then(|()| inner.commit(before));
         if pinning {

@@ -755,3 +755,53 @@ fn errors_print_their_source_once() {
     assert!(error_chain(&err).contains("disk full"), "{err}");
     assert_no_repeated_source(&err);
 }
+
+/// Issue #29: with `distribute-cpus-across-numa` on 64 NUMA nodes, a container asking 81
+/// CPUs over all of them made upstream's combination walk run for minutes under the
+/// decision lock. The allocation has a step budget of its own, also inside a decision that
+/// has none left: a small request is still answered exactly, the large one validly and the
+/// decision marked approximate.
+#[test]
+fn a_distributed_allocation_has_a_bounded_budget_of_its_own() {
+    use corral_topology::topologymanager::{bounded, spend};
+    use corral_topology::{CpuInfo, CpuRecord, NumaMask};
+
+    let machine = corral_testkit::large_machines::synthetic64();
+    let records: Vec<CpuRecord> = machine
+        .cpus
+        .iter()
+        .map(|c| CpuRecord {
+            cpu: c.cpu,
+            info: CpuInfo {
+                core: c.core,
+                socket: c.socket,
+                numa: c.numa,
+                uncore: c.uncore,
+            },
+        })
+        .collect();
+    let config = CpuManagerConfig {
+        policy_options: BTreeMap::from([("distribute-cpus-across-numa".into(), "true".into())]),
+        ..static_config()
+    };
+    let manager = CpuManager::new(&config, &CpuTopology::new(&records).unwrap()).unwrap();
+    let pods = Arc::new(Pods::default());
+    let runtime = Arc::new(Runtime::default());
+    let backend = Box::new(MemoryBackend::new());
+    manager
+        .start(backend, pods, runtime, ContainerMap::new())
+        .unwrap();
+    let every_node = TopologyHint::new(Some(NumaMask::new(0..64).unwrap()), false);
+    for (uid, cpus, exact) in [("small", 8, true), ("big", 81, false)] {
+        let pod = make_pod(uid, "c", cpus * 1000, cpus * 1000);
+        let (result, effort) = bounded(1, || {
+            assert!(spend(1));
+            manager.allocate(&pod, &pod.containers[0], every_node)
+        });
+        result.unwrap();
+        assert_eq!(effort.exact, exact, "{uid}");
+        let got = manager.exclusive_cpus(uid, "c");
+        assert_eq!(got.len(), cpus as usize, "{uid}: {got}");
+        assert!(!got.contains(0), "{uid}: the reserved CPU in {got}");
+    }
+}
