@@ -25,7 +25,9 @@ use corral_checkpoint::{
     MemoryManagerCheckpointV2, MemoryManagerState, RestoreOrder, restore_memory_manager_state,
 };
 use corral_topology::memory::NumaMemory;
-use corral_topology::topologymanager::{ProviderHintSets, TopologyHint};
+use corral_topology::topologymanager::{
+    DECISION_STEPS, ProviderHintSets, TopologyHint, bounded_apart,
+};
 use corral_topology::{
     AffinityStore, AllocationError, Container, HintProvider, Pod, PodLevelResources, ProviderHints,
 };
@@ -490,8 +492,9 @@ impl HintProvider for MemoryManager {
         }
         let before = inner.policy.clone();
         if let Some(policy) = inner.policy.as_mut() {
-            policy
-                .allocate(pod, container, affinity)
+            // A budget of its own: the decision's hints may have used up theirs.
+            bounded_apart(DECISION_STEPS, || policy.allocate(pod, container, affinity))
+                .0
                 .map_err(allocation_error)?;
         }
         inner
@@ -511,7 +514,8 @@ impl HintProvider for MemoryManager {
         });
         let before = inner.policy.clone();
         if let Some(policy) = inner.policy.as_mut()
-            && let Err(err) = policy.allocate_pod(pod, affinity)
+            && let (Err(err), _) =
+                bounded_apart(DECISION_STEPS, || policy.allocate_pod(pod, affinity))
         {
             inner.policy = before;
             return Err(allocation_error(err));

@@ -253,3 +253,21 @@ fn a_failed_write_rolls_the_allocation_back() {
     assert_eq!(manager.machine_state(), before);
     assert!(manager.container_memory("p1", "app").is_empty());
 }
+
+/// An allocation has a search budget of its own: a decision whose hints used up theirs
+/// still places the pod's memory (here without an affinity, where the memory manager
+/// searches for the best set of nodes itself), and the decision is marked approximate.
+#[test]
+fn an_allocation_after_a_decision_out_of_budget_still_searches() {
+    use corral_topology::topologymanager::{bounded, spend};
+    let dir = tempfile::tempdir().unwrap();
+    let manager = started(dir.path(), MemoryPolicy::Static).unwrap();
+    let (pod, c) = guaranteed("p1", GI, 0);
+    let (allocated, effort) = bounded(1, || {
+        while spend(1) {}
+        manager.allocate(&pod, &c, &AffinityStore::new())
+    });
+    allocated.unwrap();
+    assert!(!effort.exact);
+    assert!(!manager.memory_numa_nodes("p1", &c.name).is_empty());
+}
