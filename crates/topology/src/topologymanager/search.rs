@@ -1,25 +1,26 @@
-//! Exact searches over NUMA masks that never enumerate every subset: the machinery behind
+//! Searches over NUMA masks that never enumerate every subset: the machinery behind
 //! [`HintFamily`](super::HintFamily) and the merge of families.
 //!
 //! Every question the merge asks of a family is "the best mask of exactly `size` nodes, by a
 //! [`MaskOrder`], that satisfies a monotone constraint". [`best_of_size`] answers it with a
 //! depth-first branch and bound over the candidate nodes, highest id first, leaving a node
-//! out before keeping it: when a node can be left out in only one way, leaves are reached in
-//! increasing integer value, so under `Narrowest` the first accepted leaf is the answer and
-//! under `Closest` a leaf is only replaced by one with a strictly smaller distance sum. When
-//! a node can be left out in several ways ([`Split`]: any core may drop it), sibling branches
-//! share their kept nodes, so a later branch may hold a lower mask: the search then goes on,
-//! keeps the lowest mask (of the smallest sum), and cuts a branch whose lowest completion
-//! (`kept` plus the lowest open nodes) cannot beat it. A subtree is also cut as soon as a
-//! [`Constraint`]'s relaxation says no completion can be accepted, or (under `Closest`) its
-//! distance lower bound cannot beat the best leaf. The relaxations never cut a subtree that
-//! holds an accepted leaf, so the answer is exact.
+//! out before keeping it, each in one way, so leaves are reached in increasing integer
+//! value: under `Narrowest` the first accepted leaf is the answer; under `Closest` a
+//! greedy closest-first seed starts the search (when the constraint can judge a mask
+//! alone), and a leaf replaces the best only with a smaller distance sum, or an equal sum
+//! and a lower mask. A subtree is cut as soon as a [`Constraint`]'s relaxation says no
+//! completion can be accepted (per demand, and jointly over several: [`Intersection`]),
+//! or (under `Closest`) its distance lower bound cannot beat the best leaf. The
+//! relaxations never cut a subtree that holds an accepted leaf, so the answer is exact.
+//! [`Split`] (masks several families' cores share) asks once per finished mask whether
+//! its left-out nodes can be shared among the cores, a small search of its own.
 //!
-//! Cost: linear in the nodes times the constraint's work per step when the relaxation is
-//! tight — always for one family of per-node capacities, and on every machine shape corral's
-//! fixtures and property tests cover. Adversarial capacities (several demands whose
-//! satisfying sets interlock like a subset-sum instance, or distances with many near-ties)
-//! can make it exponential in the number of nodes; the answer stays exact.
+//! Cost: linear in the nodes times the constraint's work per step when the relaxations are
+//! tight — for per-node capacities, for resources pulling apart, and on every machine
+//! shape corral's fixtures and property tests cover. Adversarial inputs (distances with
+//! many near-ties, capacities that interlock like a subset-sum instance) can still make it
+//! exponential in the number of nodes: every node decided is a [`budget`] step, and out of
+//! budget a search answers the best it has proven.
 
 use super::budget;
 use super::numa_info::NumaInfo;
