@@ -211,10 +211,13 @@ impl<'a> Accumulator<'a> {
                 if !self.is_free(&before, level, dense) {
                     continue;
                 }
-                let ix = self.ix;
-                let cpus = ix.group_cpus(level, dense);
+                // Only its free CPUs. Upstream takes the topology's CPUs of the group: on
+                // a machine whose sockets differ in size, a socket counts as free when its
+                // free CPUs number `num_cpus / num_sockets`, and upstream then hands out
+                // its reserved or already assigned CPUs too (a flaw corral does not copy).
+                let cpus = self.ix.group_cpus(level, dense).intersection(&before);
                 if self.needs_at_least(cpus.len()) {
-                    self.take(cpus);
+                    self.take(&cpus);
                 }
             }
             if self.is_satisfied() {

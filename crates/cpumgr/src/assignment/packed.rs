@@ -67,3 +67,34 @@ pub fn take_by_topology_numa_packed(
     }
     Err(TakeError::Failed)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::test_util::topology_index;
+
+    /// Found by an adversarial run: two sockets of four NUMA nodes, node 0 with 9
+    /// single-thread cores and the others 8 (socket 0: CPUs 0-32, socket 1: 33-64), CPU 0
+    /// reserved. Socket 0 then has 32 free CPUs, `65 / 2` — upstream's test for a free
+    /// socket — and upstream's `takeFullSockets` takes the topology's 33 CPUs of it, CPU 0
+    /// included. corral takes only the free ones.
+    #[test]
+    fn a_free_socket_of_an_uneven_machine_gives_only_its_free_cpus() {
+        let numa_of = |c: usize| if c < 9 { 0 } else { 1 + (c - 9) / 8 };
+        let cpus = (0..65).map(|c| [c, c, numa_of(c) / 4, numa_of(c), numa_of(c)]);
+        let index = topology_index(cpus, [65, 65, 2, 8, 8]);
+        let available: CpuSet = (1..65).collect();
+        for request in [32, 33, 64] {
+            let got = take_by_topology_numa_packed(
+                &index,
+                &available,
+                request,
+                CpuSortingStrategy::Packed,
+                UncoreCacheAlignment::Ignore,
+            )
+            .unwrap();
+            assert_eq!(got.len(), request, "{got}");
+            assert!(got.is_subset_of(&available), "{request}: {got}");
+        }
+    }
+}
