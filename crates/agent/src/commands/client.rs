@@ -371,7 +371,7 @@ fn numa(pod: &api::PodAllocation, container: &api::ContainerAllocation) -> Strin
 }
 
 /// What `~` in the NUMA column means.
-const APPROXIMATE_NOTE: &str = "~ approximate: the topology decision ran out of its search budget; the NUMA nodes are the best found, not proven to be upstream's";
+const APPROXIMATE_NOTE: &str = "~ approximate: the decision ran out of its search budget; its NUMA nodes or CPUs are the best found, not proven to be upstream's";
 
 /// One line per container; `wide` adds its container id, device nodes and environment.
 fn print_table(pods: &[api::PodAllocation], wide: bool) -> Result<()> {

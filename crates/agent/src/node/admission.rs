@@ -308,7 +308,7 @@ pub(super) fn approximate_note(pod: &Pod, container: Option<&str>, result: &PodA
             container = container.unwrap_or(""),
             admitted = result.admit,
             steps = corral_topology::topologymanager::DECISION_STEPS,
-            "the topology decision ran out of its search budget: its NUMA affinities are the best found, not proven to be upstream's"
+            "the decision ran out of its search budget: its NUMA affinities or CPU choice are the best found, not proven to be upstream's"
         );
     }
 }
