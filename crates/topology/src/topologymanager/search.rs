@@ -90,20 +90,8 @@ impl Demand {
     /// even all of `rest` is not enough). Each node is credited with every untouched group it
     /// meets, so the bound is exact for per-node amounts.
     fn more_nodes(&self, base: u64, rest: u64) -> Option<usize> {
-        let mut have = 0u64;
         let mut gain = [0u64; 64];
-        for &(bits, amount) in &self.groups {
-            if bits & base != 0 {
-                have = have.saturating_add(amount);
-                continue;
-            }
-            let mut on = bits & rest;
-            while on != 0 {
-                let n = on.trailing_zeros() as usize;
-                gain[n] = gain[n].saturating_add(amount);
-                on &= on - 1;
-            }
-        }
+        let mut have = self.gains(base, rest, &mut gain);
         if have >= self.need {
             return Some(0);
         }
@@ -119,6 +107,26 @@ impl Demand {
             count += 1;
         }
         (have >= self.need).then_some(count)
+    }
+
+    /// What `base` holds; and in `gain`, per node of `rest`, the amounts of the groups
+    /// untouched by `base` it meets (each node credited with all of them).
+    fn gains(&self, base: u64, rest: u64, gain: &mut [u64; 64]) -> u64 {
+        let mut have = 0u64;
+        *gain = [0; 64];
+        for &(bits, amount) in &self.groups {
+            if bits & base != 0 {
+                have = have.saturating_add(amount);
+                continue;
+            }
+            let mut on = bits & rest;
+            while on != 0 {
+                let n = on.trailing_zeros() as usize;
+                gain[n] = gain[n].saturating_add(amount);
+                on &= on - 1;
+            }
+        }
+        have
     }
 
     /// What `top` loses at least when each node of `nodes` leaves it: per node, the groups it
@@ -394,20 +402,7 @@ fn jointly_reachable(demands: &[&Demand], kept: u64, rest: u64, more: usize) -> 
     let mut gain = [0u64; 64];
     let mut unmet = 0u64;
     for demand in demands {
-        let mut have = 0u64;
-        gain.fill(0);
-        for &(bits, amount) in &demand.groups {
-            if bits & kept != 0 {
-                have = have.saturating_add(amount);
-                continue;
-            }
-            let mut on = bits & rest;
-            while on != 0 {
-                let n = on.trailing_zeros() as usize;
-                gain[n] = gain[n].saturating_add(amount);
-                on &= on - 1;
-            }
-        }
+        let have = demand.gains(kept, rest, &mut gain);
         let Some(short) = demand.need.checked_sub(have).filter(|&s| s > 0) else {
             continue;
         };
