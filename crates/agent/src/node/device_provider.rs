@@ -2,8 +2,9 @@
 //! device manager's memory, and allocation with the [`DecisionLock`] handed back while the
 //! device plugins answer (`GetPreferredAllocation`, `Allocate`, a wait for registration), so
 //! a plugin that hangs delays only the admissions that ask for its resource. The devices
-//! are reserved in the device manager before it calls the plugin, so no decision taken
-//! meanwhile can hand them out again.
+//! are reserved in the device manager before it calls `Allocate`, so no decision taken
+//! meanwhile can hand them out again; the providers after it (the memory manager) then
+//! allocate with the hint taken before that decision (see `locks.rs`).
 
 use std::sync::Arc;
 

@@ -3,8 +3,10 @@
 //! - [`DecisionLock`]: one at a time through the managers' decisions (hints, merge, CPU and
 //!   device choice), as the kubelet admits one pod at a time. It is *released while a device
 //!   plugin answers* (see [`DecisionLock::released_during`]), so a plugin stuck in
-//!   `Allocate` delays only the admissions that ask for its resource; every decision is
-//!   still taken on a state no other decision is changing.
+//!   `Allocate` delays only the admissions that ask for its resource. A decision taken
+//!   meanwhile sees the waiting pod's CPUs and reserved devices, but the waiting pod's
+//!   memory is then allocated with the hint taken before it: the one place decisions can
+//!   still interleave (issue 29; the device choice moves before the plugin calls in #30).
 //! - [`PodLocks`]: one lock per pod uid, held for a whole admission or release of that pod,
 //!   so two requests for the same pod never interleave (a second admission of an in-flight
 //!   pod waits for the first and then answers what the pod holds).
