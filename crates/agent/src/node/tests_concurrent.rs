@@ -1,58 +1,36 @@
 //! Concurrent admissions must decide as some serial order would (issue 29).
 //!
 //! The kubelet admits one pod at a time; corral runs admissions concurrently and serialises
-//! their decisions with the node's [`DecisionLock`](super::locks::DecisionLock). The lock is
-//! handed back while the device provider allocates (`DeviceProvider::allocate`), and the
-//! providers allocate CPUs, then devices, then memory: another decision taken in that
-//! window changes the memory manager's state under a hint computed before it.
+//! their decisions with the node's [`DecisionLock`](super::locks::DecisionLock).
 //!
-//! - [`a_pod_decided_while_another_waits_for_its_device_plugin_sees_a_serial_order`]: a device
-//!   plugin whose `Allocate` the test holds; a small pod is admitted meanwhile; the big pod
-//!   then fails in the memory manager (ignored: issue 29).
-//! - [`a_pod_decided_while_a_hugepages_pod_allocates_sees_a_serial_order`]: the same with no
-//!   device plugin at all — the big pod asks for `hugepages-2Mi`, which the device provider
-//!   takes for a device request and hands the lock back for (ignored: issue 29; this is
-//!   the reported case).
+//! - [`a_pod_decided_while_a_hugepages_pod_allocates_sees_a_serial_order`]: the reported
+//!   case — a pod asking `hugepages-2Mi` once had the lock handed back between its CPU and
+//!   memory allocations, as if it waited for a device plugin.
 //! - [`a_pod_decided_between_a_rejected_pods_decision_and_its_release_sees_a_serial_order`]:
-//!   no extended resource either — a pod rejected after a provider allocated for it is
-//!   released in a second critical section, and a decision queued meanwhile sees what it
-//!   held (ignored: issue 29).
+//!   a pod refused after a provider allocated for it is given back inside its decision.
 //! - [`concurrent_admissions_without_extended_resources_decide_as_some_serial_order`] and
 //!   [`concurrent_multi_container_admissions_without_extended_resources_decide_as_some_serial_order`]:
 //!   random Guaranteed and Burstable pods without extended resources, admitted
 //!   concurrently, must get what one-at-a-time admissions of them in some order give (a
 //!   complete search over orders, see `Search::order`).
-//! - [`a_container_on_one_node_of_a_memory_group_keeps_the_group`]: a serial memory
-//!   manager defect those tests meet (ignored: corral-memmgr).
+//!
+//! Still open (issue 29, #30): a pod waiting for its device plugin hands the lock back, and
+//! its memory is then allocated with the hint taken before the decisions taken meanwhile.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
-use std::pin::Pin;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use corral_proto::deviceplugin::v1beta1::{
-    AllocateRequest, AllocateResponse, ContainerAllocateResponse, Device as ApiDevice,
-    DevicePluginOptions, Empty, ListAndWatchResponse, NumaNode, PreStartContainerRequest,
-    PreStartContainerResponse, PreferredAllocationRequest, PreferredAllocationResponse,
-    RegisterRequest, TopologyInfo, VERSION,
-    device_plugin_server::{DevicePlugin, DevicePluginServer},
-    registration_client::RegistrationClient,
-};
-use corral_proto::uds::{self, SocketOptions, UdsListener};
 use corral_testkit::adversarial::XorShift;
 use corral_topology::memory::{HugePages, NumaMemory};
 use corral_topology::{CpuInfo, CpuRecord, CpuTopology};
 use k8s_openapi::api::core::v1::Pod as K8sPod;
-use tonic::codegen::tokio_stream::{self, Stream, StreamExt};
-use tonic::{Request, Response, Status};
 
 use super::tests::WAIT;
 use super::{Admission, NoRuntime, Node};
 use crate::config::{AgentConfig, ConfigSource};
 
-const GPU: &str = "example.com/gpu";
 const MI: u64 = 1 << 20;
 
 /// A machine of `nodes` NUMA nodes of `cpus_per_node` CPUs (no SMT, one socket per node) and
@@ -154,174 +132,6 @@ async fn until_admitting(node: &Arc<Node>, uid: &str) {
     tokio::time::sleep(Duration::from_millis(300)).await;
 }
 
-// --- A device plugin whose `Allocate` waits for the test ------------------------------------
-
-/// What the gated plugin shares with the test.
-struct Gate {
-    /// `Allocate` calls received.
-    allocate_calls: AtomicUsize,
-    /// `Allocate` answers once this is true.
-    open: tokio::sync::watch::Sender<bool>,
-}
-
-#[derive(Clone)]
-struct GatedService {
-    gate: Arc<Gate>,
-    devices: Vec<ApiDevice>,
-}
-
-type ListStream = Pin<Box<dyn Stream<Item = Result<ListAndWatchResponse, Status>> + Send>>;
-
-#[tonic::async_trait]
-impl DevicePlugin for GatedService {
-    type ListAndWatchStream = ListStream;
-
-    async fn get_device_plugin_options(
-        &self,
-        _: Request<Empty>,
-    ) -> Result<Response<DevicePluginOptions>, Status> {
-        Ok(Response::new(DevicePluginOptions::default()))
-    }
-
-    async fn list_and_watch(
-        &self,
-        _: Request<Empty>,
-    ) -> Result<Response<Self::ListAndWatchStream>, Status> {
-        let list = ListAndWatchResponse {
-            devices: self.devices.clone(),
-        };
-        let stream = tokio_stream::once(Ok(list)).chain(tokio_stream::pending());
-        Ok(Response::new(Box::pin(stream)))
-    }
-
-    async fn get_preferred_allocation(
-        &self,
-        _: Request<PreferredAllocationRequest>,
-    ) -> Result<Response<PreferredAllocationResponse>, Status> {
-        Err(Status::unimplemented("no preference"))
-    }
-
-    async fn allocate(
-        &self,
-        request: Request<AllocateRequest>,
-    ) -> Result<Response<AllocateResponse>, Status> {
-        self.gate.allocate_calls.fetch_add(1, Ordering::SeqCst);
-        let mut open = self.gate.open.subscribe();
-        // Bounded: a test that never opens the gate fails rather than hangs.
-        let opened = tokio::time::timeout(WAIT, open.wait_for(|open| *open)).await;
-        if !matches!(opened, Ok(Ok(_))) {
-            return Err(Status::deadline_exceeded("the gate was never opened"));
-        }
-        let container_responses = request
-            .into_inner()
-            .container_requests
-            .iter()
-            .map(|_| ContainerAllocateResponse::default())
-            .collect();
-        Ok(Response::new(AllocateResponse {
-            container_responses,
-        }))
-    }
-
-    async fn pre_start_container(
-        &self,
-        _: Request<PreStartContainerRequest>,
-    ) -> Result<Response<PreStartContainerResponse>, Status> {
-        Ok(Response::new(PreStartContainerResponse {}))
-    }
-}
-
-/// A running gated plugin; dropping it stops its server.
-struct GatedPlugin {
-    gate: Arc<Gate>,
-    stop: Option<tokio::sync::oneshot::Sender<()>>,
-    server: tokio::task::JoinHandle<()>,
-}
-
-impl GatedPlugin {
-    /// Serve `GPU`, device `gpu-i` on NUMA node `numa[i]`, on `socket`, and register with
-    /// `node`.
-    async fn start(node: &Arc<Node>, socket: &Path, numa: &[i64]) -> GatedPlugin {
-        let devices = numa
-            .iter()
-            .enumerate()
-            .map(|(i, &id)| ApiDevice {
-                id: format!("gpu-{i}"),
-                health: "Healthy".to_owned(),
-                topology: Some(TopologyInfo {
-                    nodes: vec![NumaNode { id }],
-                }),
-            })
-            .collect();
-        let (open, _) = tokio::sync::watch::channel(false);
-        let gate = Arc::new(Gate {
-            allocate_calls: AtomicUsize::new(0),
-            open,
-        });
-        let service = GatedService {
-            gate: Arc::clone(&gate),
-            devices,
-        };
-        let listener = UdsListener::bind(socket, &SocketOptions::default()).unwrap();
-        let router =
-            tonic::transport::Server::builder().add_service(DevicePluginServer::new(service));
-        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-        let server = tokio::spawn(async move {
-            let _ = uds::serve(
-                router,
-                listener,
-                async move {
-                    let _ = stopped.await;
-                },
-                Duration::from_millis(200),
-            )
-            .await;
-        });
-        let channel = uds::connect(node.devices().socket_path(), Duration::from_secs(10))
-            .await
-            .unwrap();
-        let endpoint = socket.file_name().unwrap().to_string_lossy().into_owned();
-        RegistrationClient::new(channel)
-            .register(RegisterRequest {
-                version: VERSION.into(),
-                endpoint,
-                resource_name: GPU.to_owned(),
-                options: Some(DevicePluginOptions::default()),
-            })
-            .await
-            .unwrap();
-        assert!(node.devices().wait_for_plugin(GPU, WAIT).await);
-        GatedPlugin {
-            gate,
-            stop: Some(stop),
-            server,
-        }
-    }
-
-    fn allocate_calls(&self) -> usize {
-        self.gate.allocate_calls.load(Ordering::SeqCst)
-    }
-
-    fn open(&self) {
-        self.gate.open.send_replace(true);
-    }
-
-    async fn stop(mut self) {
-        if let Some(stop) = self.stop.take() {
-            let _ = stop.send(());
-        }
-        let _ = tokio::time::timeout(Duration::from_secs(5), &mut self.server).await;
-        self.server.abort();
-    }
-}
-
-impl Drop for GatedPlugin {
-    fn drop(&mut self) {
-        self.open();
-        self.server.abort();
-    }
-}
-
 /// The outcomes `a` and `b` get when admitted one after the other, in either order, each
 /// order on a fresh node of `machine` under `policy` (container scope).
 async fn serial_outcomes(
@@ -374,66 +184,6 @@ fn big_pod(extra: serde_json::Value) -> K8sPod {
 
 fn small_pod() -> K8sPod {
     guaranteed("small", serde_json::json!({"cpu": "1", "memory": "100Mi"}))
-}
-
-/// Issue 29, hypothesis (a): the device provider hands the decision lock back while the
-/// device plugin answers `Allocate`, and the memory manager allocates afterwards with the
-/// hint computed before. The big pod (5 CPUs, 1200Mi, 2 GPUs, one per node: hint {0,1})
-/// has its CPUs and is in its plugin's `Allocate`, held by the test; the small pod
-/// (1 CPU, 100Mi) is admitted meanwhile, its memory alone on one node; `Allocate` is let
-/// go, and the memory manager refuses the big pod's {0,1}: `UnexpectedAdmissionError:
-/// Allocate failed due to [memorymanager] preferred hint violates NUMA node allocation`.
-/// No serial order gives that.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "issue 29: the memory manager allocates with a hint computed before a decision taken while the device plugin answered Allocate"]
-async fn a_pod_decided_while_another_waits_for_its_device_plugin_sees_a_serial_order() {
-    let dir = tempfile::tempdir().unwrap();
-    let config = config(dir.path(), "restricted", "container");
-    let node = open(&config, &machine(2, 4, 1024, 0)).await;
-    let plugin = GatedPlugin::start(
-        &node,
-        &config.layout.device_plugins_dir().join("gated.sock"),
-        &[0, 1],
-    )
-    .await;
-    let big = tokio::spawn({
-        let node = Arc::clone(&node);
-        async move {
-            node.admit(big_pod(serde_json::json!({GPU: "2"})), Vec::new())
-                .await
-        }
-    });
-    // Until the big pod's Allocate reached the plugin (its CPUs are allocated by then).
-    let deadline = std::time::Instant::now() + WAIT;
-    while plugin.allocate_calls() == 0 {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "Allocate never called"
-        );
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    assert_eq!(node.cpu().exclusive_cpus("big", "c0").len(), 5);
-    // The small pod, meanwhile (a fix that makes it wait for the big pod's plugin breaks
-    // `a_plugin_stuck_in_allocate_delays_only_the_pods_that_ask_for_its_resource`).
-    let small = tokio::time::timeout(WAIT, node.admit(small_pod(), Vec::new()))
-        .await
-        .expect("the small pod's admission waited for the big pod's device plugin")
-        .unwrap();
-    assert!(!big.is_finished());
-    plugin.open();
-    let big = tokio::time::timeout(WAIT, big)
-        .await
-        .expect("the big pod's admission ends")
-        .unwrap()
-        .unwrap();
-    let (big, small) = (outcome(&big), outcome(&small));
-    plugin.stop().await;
-    node.stop_devices().await;
-    // One at a time, the big pod's memory is placed on the hint it was decided with.
-    assert!(
-        !big.starts_with("UnexpectedAdmissionError"),
-        "big = {big:?}, small = {small:?}"
-    );
 }
 
 /// Issue 29 as reported: no device plugin at all. The device provider takes any
