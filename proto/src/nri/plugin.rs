@@ -219,7 +219,12 @@ impl PluginStub {
         if let Err(err) = registered {
             self.mux.close();
             served.abort();
-            return Err(err);
+            // A runtime may configure the plugin before its answer to RegisterPlugin is
+            // written, and go away then: that is the runtime going away, as below.
+            return match err {
+                NriError::Closed => Ok(()),
+                err => Err(err),
+            };
         }
         self.mux.closed().await;
         served.abort();

@@ -338,3 +338,32 @@ proptest::proptest! {
         });
     }
 }
+
+/// A runtime may configure a plugin before its answer to RegisterPlugin is written (its
+/// handler hands the registration on, then answers), and may go away then: the plugin
+/// ends as for any runtime going away, successfully. Found by the launched-plugin test
+/// failing now and then under load with `Err(Closed)`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_runtime_gone_before_answering_registration_ends_the_plugin_cleanly() {
+    let (plugin_end, trunk) = UnixStream::pair().unwrap();
+    let mut config = PluginConfig::new("corral", "10").unwrap();
+    config.registration_timeout = WAIT;
+    let plugin = tokio::spawn(
+        PluginStub::over(plugin_end, config)
+            .unwrap()
+            .run(Subscriber),
+    );
+    let mut raw = RawRuntime { trunk, plugin };
+    let (conn, _, payload) = raw.read_message().await;
+    assert_eq!(conn, RUNTIME_SERVICE_CONN);
+    let register = Request::decode(payload.as_slice()).unwrap();
+    assert_eq!(register.method, "RegisterPlugin");
+    assert_eq!(
+        raw.configure(1).await,
+        EventMask::of(&[Event::CreateContainer]).bits()
+    );
+    let RawRuntime { trunk, plugin } = raw;
+    drop(trunk);
+    let ended = tokio::time::timeout(WAIT, plugin).await.unwrap().unwrap();
+    assert!(ended.is_ok(), "{ended:?}");
+}
