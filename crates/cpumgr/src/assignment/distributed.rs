@@ -109,14 +109,18 @@ fn take_distributed(
     if cpu_group_size == 0 {
         return Err(TakeError::ZeroGroupSize);
     }
-    if !num_cpus.is_multiple_of(cpu_group_size) {
-        return take_by_topology_numa_packed(
+    // Upstream's fallback where the request cannot be distributed.
+    let packed = || {
+        take_by_topology_numa_packed(
             index,
             available,
             num_cpus,
             strategy,
             UncoreCacheAlignment::Ignore,
-        );
+        )
+    };
+    if !num_cpus.is_multiple_of(cpu_group_size) {
+        return packed();
     }
     let Some(mut acc) = Accumulator::start(index, available, num_cpus, strategy)? else {
         return Ok(CpuSet::new());
@@ -153,13 +157,7 @@ fn take_distributed(
         }
     }
     let Some((combo, remainder_set)) = chosen else {
-        return take_by_topology_numa_packed(
-            index,
-            available,
-            num_cpus,
-            strategy,
-            UncoreCacheAlignment::Ignore,
-        );
+        return packed();
     };
     let group = cpu_group_size as i64;
     let distribution = search.distribution(combo.len());
