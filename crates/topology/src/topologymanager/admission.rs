@@ -22,6 +22,11 @@ pub struct PodAdmitResult {
     /// merged hint are the best found, not proven upstream's (an aligning policy still
     /// admits only a hint it would admit; see `budget.rs`).
     pub approximate: bool,
+    /// A provider must ask something outside the decision before it can allocate
+    /// ([`AllocationError::Deferred`]): nothing was decided and nothing counted. The caller
+    /// gives back what the decision took, gets the provider its answer (corral's device
+    /// manager: `ask_plugins`) and admits the pod again.
+    pub deferred: bool,
 }
 
 impl PodAdmitResult {
@@ -39,7 +44,7 @@ impl PodAdmitResult {
             admit: false,
             reason: TOPOLOGY_AFFINITY_ERROR.to_owned(),
             message: TOPOLOGY_AFFINITY_MESSAGE.to_owned(),
-            approximate: false,
+            ..PodAdmitResult::default()
         }
     }
 
@@ -51,7 +56,7 @@ impl PodAdmitResult {
             admit: false,
             reason: TOPOLOGY_AFFINITY_ERROR.to_owned(),
             message: format!("Pod Scope {what}"),
-            approximate: false,
+            ..PodAdmitResult::default()
         }
     }
 
@@ -62,13 +67,17 @@ impl PodAdmitResult {
                 admit: false,
                 reason: reason.clone(),
                 message: message.clone(),
-                approximate: false,
+                ..PodAdmitResult::default()
             },
             AllocationError::Unexpected(cause) => PodAdmitResult {
                 admit: false,
                 reason: UNEXPECTED_ADMISSION_ERROR.to_owned(),
                 message: format!("Allocate failed due to {cause}, which is unexpected"),
-                approximate: false,
+                ..PodAdmitResult::default()
+            },
+            AllocationError::Deferred => PodAdmitResult {
+                deferred: true,
+                ..PodAdmitResult::default()
             },
         }
     }

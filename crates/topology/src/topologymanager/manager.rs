@@ -238,11 +238,10 @@ impl TopologyManager {
     /// releases them (and calls [`AffinityStore::remove_pod`]) to make admission
     /// all-or-nothing. The decision's searches share one budget of
     /// [`DECISION_STEPS`](super::DECISION_STEPS); a decision that ran out is
-    /// [`approximate`](PodAdmitResult::approximate).
+    /// [`approximate`](PodAdmitResult::approximate). A provider's
+    /// [`AllocationError::Deferred`](super::AllocationError::Deferred) ends it
+    /// [`deferred`](PodAdmitResult::deferred), counted nowhere.
     pub fn admit(&self, pod: &Pod) -> PodAdmitResult {
-        self.metrics
-            .admission_requests_total
-            .fetch_add(1, Ordering::Relaxed);
         let started = Instant::now();
         let admission = Admission {
             policy: &self.policy,
@@ -258,6 +257,13 @@ impl TopologyManager {
             Some(ScopeName::Container) => admission.container_scope(pod),
             Some(ScopeName::Pod) => admission.pod_scope(pod),
         });
+        if result.deferred {
+            // Not a decision: the pod is admitted again once the provider has its answer.
+            return result;
+        }
+        self.metrics
+            .admission_requests_total
+            .fetch_add(1, Ordering::Relaxed);
         if !effort.exact {
             result.approximate = true;
             self.metrics

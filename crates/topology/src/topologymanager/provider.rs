@@ -25,6 +25,14 @@ pub enum AllocationError {
     /// [`PodAdmitResult::from_allocation_error`](super::PodAdmitResult::from_allocation_error)).
     #[error("allocation failed unexpectedly")]
     Unexpected(#[source] Box<dyn std::error::Error + Send + Sync + 'static>),
+    /// The provider must ask something outside the decision before it can allocate (corral's
+    /// device manager: a device plugin's `GetPreferredAllocation`, which may take long and
+    /// must not hold the decision): the admission ends at once with
+    /// [`PodAdmitResult::deferred`](super::PodAdmitResult::deferred), counted as neither a
+    /// request nor an error, and the caller admits the pod again once the provider has its
+    /// answer.
+    #[error("the allocation needs an answer from outside the decision")]
+    Deferred,
 }
 
 impl AllocationError {

@@ -113,6 +113,13 @@ impl Admission<'_> {
         Ok(())
     }
 
+    /// Count a rejection in `admission_errors_total` (a deferred decision is none).
+    fn count_error(&self, rejected: &PodAdmitResult) {
+        if !rejected.deferred {
+            inc(&self.metrics.admission_errors_total);
+        }
+    }
+
     /// Upstream `noneScope.Admit`: allocate every container, no hints (and, as upstream, no
     /// error counted).
     pub(crate) fn none_scope(&self, pod: &Pod) -> PodAdmitResult {
@@ -190,8 +197,9 @@ impl Admission<'_> {
         }
         for provider in self.providers {
             if let Err(err) = provider.allocate_pod(pod, self.store) {
-                inc(&self.metrics.admission_errors_total);
-                return PodAdmitResult::from_allocation_error(&err);
+                let rejected = PodAdmitResult::from_allocation_error(&err);
+                self.count_error(&rejected);
+                return rejected;
             }
         }
         if guaranteed {
@@ -221,9 +229,8 @@ impl Admission<'_> {
         for container in containers {
             self.store
                 .set_affinity(&pod.uid, &container.name, merged.best_hint);
-            self.allocate(pod, container).inspect_err(|_| {
-                inc(&self.metrics.admission_errors_total);
-            })?;
+            self.allocate(pod, container)
+                .inspect_err(|rejected| self.count_error(rejected))?;
         }
         Ok(())
     }
