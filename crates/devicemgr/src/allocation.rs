@@ -17,7 +17,7 @@ use crate::AllocateError;
 use crate::bitset::BitSet;
 use crate::pod_devices::{ContainerAllocation, NumaDeviceIds};
 use crate::resource_devices::ResourceDevices;
-use crate::state::{DeviceState, Reservation};
+use crate::state::{DeviceState, PreferredRequest, Reservation};
 use corral_proto::deviceplugin::v1beta1::ContainerAllocateResponse;
 
 /// Fake NUMA node id of devices without topology (upstream `nodeWithoutTopology`).
@@ -56,19 +56,6 @@ impl<'a> AllocationRequest<'a> {
             already_running: false,
         }
     }
-}
-
-/// What to ask the plugin's `GetPreferredAllocation`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct PreferredRequest {
-    /// Resource name.
-    pub resource: String,
-    /// Devices to choose from (sorted).
-    pub available: Vec<String>,
-    /// Devices the answer must include (sorted).
-    pub must_include: Vec<String>,
-    /// How many devices to choose.
-    pub size: usize,
 }
 
 /// The outcome of [`DeviceState::devices_to_allocate`].

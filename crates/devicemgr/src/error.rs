@@ -110,6 +110,13 @@ pub enum AllocateError {
         /// Resource name.
         resource: String,
     },
+    /// A decision of the pod was deferred for a plugin's preferred allocation but noted no
+    /// question to ask (a caller that admits again without its answer would loop).
+    #[error("pod {pod_uid}: the device decision was deferred without a question for the plugins")]
+    NoQuestion {
+        /// Pod uid.
+        pod_uid: String,
+    },
     /// `PreStartContainer` failed.
     #[error("device plugin PreStartContainer rpc failed with err: {message} (resource {resource})")]
     PreStart {
@@ -206,15 +213,6 @@ pub enum DeviceManagerError {
     /// The registration socket could not be served.
     #[error(transparent)]
     Socket(#[from] corral_proto::uds::UdsError),
-    /// The manager was used before `start` or after `stop`.
-    #[error("the device manager is not running")]
-    NotRunning,
-    /// A blocking call was made from a thread that may not block (inside a current-thread
-    /// tokio runtime).
-    #[error(
-        "cannot wait for device plugins on this thread: called inside a current-thread tokio runtime"
-    )]
-    CannotBlock,
 }
 
 /// `err` and each of its causes once, `: `-separated: for the places that can carry only

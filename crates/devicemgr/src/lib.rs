@@ -12,6 +12,10 @@
 //!   No I/O, no tokio; the admission hot path.
 //! - **async edges**: the registration server and one client task per plugin, driven by
 //!   [`DeviceManager`], which runs every plugin RPC outside its lock and with a deadline.
+//!   As a topology manager `HintProvider` it only reserves inside a decision; the plugins
+//!   answer after it ([`DeviceManager::ask_plugins`] for a
+//!   [deferred](corral_topology::topologymanager::PodAdmitResult::deferred) decision,
+//!   [`DeviceManager::realize`] for an admitted one).
 //!
 //! Where upstream picks devices by ranging over Go maps (at random), corral picks in
 //! byte-wise id order. Where upstream has known flaws corral does better and says so:
@@ -64,6 +68,7 @@ mod endpoint;
 mod error;
 mod hints;
 mod hub;
+mod in_flight;
 mod locks;
 mod manager;
 mod observer;
@@ -84,9 +89,7 @@ mod state;
 mod tasks;
 mod topology_hints;
 
-pub use allocation::{
-    AffinitySplit, AllocationRequest, NODE_WITHOUT_TOPOLOGY, PreferredRequest, ToAllocate,
-};
+pub use allocation::{AffinitySplit, AllocationRequest, NODE_WITHOUT_TOPOLOGY, ToAllocate};
 pub use checkpoint_state::encode_allocate_response;
 pub use config::{
     DEFAULT_ENDPOINT_STOP_GRACE, DEFAULT_MAX_RESOURCES, DEFAULT_MAX_RESOURCES_PER_PLUGIN,
@@ -94,11 +97,12 @@ pub use config::{
 };
 pub use device::{Device, PluginOptions};
 pub use error::{AllocateError, DeviceManagerError, DeviceOwner, DoubleAssignment};
+pub use in_flight::MAX_QUESTIONS_PER_RESOURCE;
 pub use manager::DeviceManager;
 pub use observer::{ALLOC_DURATION_BUCKETS, DeviceManagerObserver};
 pub use pod_devices::{ContainerAllocation, NumaDeviceIds, PodDevices, ResourceAllocations};
 pub use pods::{ActivePods, PodSpecs, StartOptions};
 pub use resource_name::{EndpointNameError, is_extended_resource_name, validate_endpoint_name};
 pub use run_options::{Annotation, DeviceNode, EnvVar, Mount, NameValue, RunContainerOptions};
-pub use state::{Capacity, DeviceReuse, DeviceState, EndpointInfo, Reservation};
+pub use state::{Capacity, DeviceReuse, DeviceState, EndpointInfo, PreferredRequest, Reservation};
 pub use topology_hints::pod_limits;

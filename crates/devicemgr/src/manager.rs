@@ -26,6 +26,7 @@ use crate::error::DeviceManagerError;
 use crate::hub::HubRegistrations;
 use crate::locks::lock;
 use crate::observer::DeviceManagerObserver;
+use crate::plugin_allocation::Reserved;
 use crate::plugin_dir;
 use crate::pod_devices::ContainerAllocation;
 use crate::pods::{PodSpecs, StartOptions};
@@ -105,7 +106,6 @@ impl DeviceManager {
     pub async fn start(&self, options: StartOptions) -> Result<(), DeviceManagerError> {
         let shared = &self.shared;
         shared.pods.start(options);
-        *lock(&shared.runtime) = Some(tokio::runtime::Handle::current());
         self.restore()?;
         plugin_dir::cleanup(&shared.config)?;
         let listener = UdsListener::bind(
@@ -283,17 +283,6 @@ impl DeviceManager {
             .is_none_or(|d| d.healthy)
     }
 
-    /// Whether allocating for `container` asks a device plugin anything (it requests a
-    /// device-plugin resource: registered, or allocated before); huge pages and other
-    /// extended resources no plugin serves ask nothing.
-    pub fn asks_plugins(&self, container: &Container) -> bool {
-        !self
-            .shared
-            .state()
-            .container_device_requests(container)
-            .is_empty()
-    }
-
     /// The devices a container holds, per resource (upstream `GetDevices`).
     pub fn container_devices(
         &self,
@@ -317,8 +306,10 @@ impl DeviceManager {
     }
 
     /// Allocate the container's device-plugin resources (upstream `Allocate`), aligned
-    /// with `affinity`. An init container's devices become reusable by the containers
-    /// after it. On any error, everything taken for the container is given back first.
+    /// with `affinity`, outside any topology decision: reserve, ask the plugins' preferred
+    /// allocation where they offer one, and call their `Allocate`. An init container's
+    /// devices become reusable by the containers after it. On any error, everything taken
+    /// for the container is given back first.
     pub async fn allocate(
         &self,
         pod: &Pod,
@@ -326,6 +317,46 @@ impl DeviceManager {
         affinity: Option<NumaMask>,
     ) -> Result<(), DeviceManagerError> {
         self.shared.allocate(pod, container, affinity).await
+    }
+
+    /// Before a topology decision of `pod`: wait (at most the
+    /// [registration wait](DeviceManagerConfig::registration_wait)) for the plugins of its
+    /// device-plugin resources that have not registered yet, so the decision, which never
+    /// waits, finds them.
+    pub async fn wait_for_plugins(&self, pod: &Pod) {
+        let containers = pod.all_containers().map(|(_, c)| c);
+        self.shared.wait_for_plugins(pod, containers).await;
+    }
+
+    /// After a topology decision of the pod that came back
+    /// [deferred](corral_topology::topologymanager::PodAdmitResult::deferred): put the
+    /// questions it noted to the plugins (`GetPreferredAllocation`, under the plugin call
+    /// deadline) and keep the answers for the pod's next decision. Call
+    /// [`cancel_reserved`](Self::cancel_reserved) before (with the rest of the decision's
+    /// undo) and decide the pod again after.
+    pub async fn ask_plugins(&self, pod_uid: &str) -> Result<(), DeviceManagerError> {
+        Ok(self.shared.ask_plugins(pod_uid).await?)
+    }
+
+    /// After a topology decision that admitted the pod: give the devices its decision
+    /// reserved to the plugins' `Allocate`, record the answers and checkpoint. On an
+    /// error, everything reserved and committed by this call is given back (the caller
+    /// undoes the rest of the decision).
+    pub async fn realize(&self, pod_uid: &str) -> Result<(), DeviceManagerError> {
+        self.shared.realize(pod_uid).await
+    }
+
+    /// Give back what the pod's decision reserved and not yet realized (the device part of
+    /// undoing a refused or deferred decision); the plugins' answers stay for the pod's
+    /// next decision.
+    pub fn cancel_reserved(&self, pod_uid: &str) {
+        self.shared.state().cancel_reserved(pod_uid);
+    }
+
+    /// The pod's admission is over (admitted, refused or abandoned): give back anything
+    /// still reserved for it and forget the plugins' answers.
+    pub fn end_admission(&self, pod_uid: &str) {
+        self.shared.state().end_admission(pod_uid);
     }
 
     /// Upstream `GetDeviceRunContainerOptions`: call `PreStartContainer` where plugins ask
@@ -342,30 +373,11 @@ impl DeviceManager {
             .run_container_options(pod, container, affinity)
             .await
     }
-
-    /// Run `future` to completion from synchronous code: inside a multi-thread runtime via
-    /// `block_in_place`, outside any runtime on the runtime the manager started on.
-    fn block_on<F: Future>(&self, future: F) -> Result<F::Output, DeviceManagerError> {
-        use tokio::runtime::{Handle, RuntimeFlavor};
-        match Handle::try_current() {
-            Ok(handle) if handle.runtime_flavor() == RuntimeFlavor::MultiThread => {
-                Ok(tokio::task::block_in_place(|| handle.block_on(future)))
-            }
-            Ok(_) => Err(DeviceManagerError::CannotBlock),
-            Err(_) => {
-                let handle = lock(&self.shared.runtime).clone();
-                match handle {
-                    Some(handle) => Ok(handle.block_on(future)),
-                    None => Err(DeviceManagerError::NotRunning),
-                }
-            }
-        }
-    }
 }
 
-/// Hints come from the in-memory state under a std lock: they never block a runtime
-/// thread and need no runtime. Allocation needs one only when the container asks
-/// something of device plugins.
+/// Hints and reservations come from the in-memory state under a std lock: they never
+/// block a runtime thread and need no runtime; plugins are called after the decision (see
+/// [`DeviceManager::realize`]).
 impl HintProvider for DeviceManager {
     /// Container hints (upstream `GetTopologyHints`, after freeing stale pods).
     fn hints_for_container(&self, pod: &Pod, container: &Container) -> ProviderHints {
@@ -395,23 +407,24 @@ impl HintProvider for DeviceManager {
         Some(self.shared.state().hint_sets_for_pod(pod))
     }
 
-    /// As [`DeviceManager::allocate`]. A container that asks nothing of device plugins is
-    /// done at once on any thread; otherwise this blocks until the plugins answered —
-    /// inside a multi-thread runtime (via `block_in_place`) or outside any runtime (on the
-    /// runtime the manager started on), never inside a current-thread runtime
-    /// ([`DeviceManagerError::CannotBlock`]).
+    /// Reserve the container's devices in the decision (no plugin call, no wait, no
+    /// runtime needed): the topology manager's admission must be followed by
+    /// [`DeviceManager::realize`] when it admits, and by
+    /// [`DeviceManager::cancel_reserved`], [`DeviceManager::ask_plugins`] and a new
+    /// decision when it comes back
+    /// [deferred](corral_topology::topologymanager::PodAdmitResult::deferred) (a plugin's
+    /// preferred allocation is needed: [`AllocationError::Deferred`]).
     fn allocate(
         &self,
         pod: &Pod,
         container: &Container,
         store: &AffinityStore,
     ) -> Result<(), AllocationError> {
-        if self.shared.allocate_without_plugins(pod, container) {
-            return Ok(());
-        }
         let affinity = store.affinity(&pod.uid, &container.name).numa_affinity;
-        self.block_on(DeviceManager::allocate(self, pod, container, affinity))
-            .and_then(|r| r)
-            .map_err(AllocationError::unexpected)
+        match self.shared.reserve(pod, container, affinity) {
+            Ok(Reserved::Done) => Ok(()),
+            Ok(Reserved::Asking) => Err(AllocationError::Deferred),
+            Err(err) => Err(AllocationError::unexpected(DeviceManagerError::from(err))),
+        }
     }
 }

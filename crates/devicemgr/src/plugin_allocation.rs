@@ -1,100 +1,63 @@
 //! Allocation against the plugins (upstream `Allocate`, `allocateContainerResources`,
-//! `devicesToAllocate` with `GetPreferredAllocation`): devices are chosen and reserved in
-//! the core under the lock, the plugin is asked outside it with a deadline, and the answer
-//! is committed — or everything taken for the container is given back.
+//! `devicesToAllocate` with `GetPreferredAllocation`), in two steps:
+//!
+//! 1. **Reserve** (synchronous, no I/O; in the topology manager's decision): devices are
+//!    chosen and reserved in the core. A choice that needs the plugin's preferred
+//!    allocation is not made: the question is noted and the decision deferred.
+//! 2. **Ask** and **realize** (async, after the decision, outside every lock, each call
+//!    under a deadline): the noted questions are put to the plugins (then the pod is
+//!    decided again with the answers), and the reserved devices are given to the plugins'
+//!    `Allocate` and committed — or everything taken for the pod is given back.
 
-use std::collections::BTreeSet;
+use std::collections::BTreeMap;
 use std::time::Instant;
 
+use corral_proto::deviceplugin::v1beta1::ContainerAllocateResponse;
 use corral_topology::{Container, NumaMask, Pod};
 
 use crate::allocation::{AllocationRequest, ToAllocate};
 use crate::error::{AllocateError, DeviceManagerError};
 use crate::shared::Shared;
-use crate::state::DeviceReuse;
+use crate::state::{DeviceReuse, Reservation};
+
+/// What [`Shared::reserve`] did for a container.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Reserved {
+    /// Its devices are reserved (or it needs none).
+    Done,
+    /// A plugin must be asked its preferred allocation first; nothing was taken.
+    Asking,
+}
 
 impl Shared {
-    /// Allocate for a container that asks nothing of device plugins — bookkeeping only,
-    /// no plugin, no runtime — and return true; false (doing nothing) when it asks
-    /// something, which needs [`allocate`](Self::allocate).
-    pub(crate) fn allocate_without_plugins(&self, pod: &Pod, container: &Container) -> bool {
-        let mut state = self.state();
-        if !state.container_device_requests(container).is_empty() {
-            return false;
-        }
-        state.begin_pod(&pod.uid);
-        state.finish_container(
-            &pod.uid,
-            &container.name,
-            DeviceReuse::after(pod, &container.name),
-        );
-        true
-    }
-
-    /// Allocate the container's device-plugin resources (upstream `Allocate`), aligned
-    /// with `affinity`. On any error, everything taken for the container is given back.
-    pub(crate) async fn allocate(
+    /// Wait (at most the registration wait, outside every lock) for the plugins of the
+    /// containers' device-plugin resources that are not ready yet, so that its decision finds
+    /// them registered (upstream waits inside `Allocate`).
+    pub(crate) async fn wait_for_plugins<'c>(
         &self,
         pod: &Pod,
-        container: &Container,
-        affinity: Option<NumaMask>,
-    ) -> Result<(), DeviceManagerError> {
-        self.state().begin_pod(&pod.uid);
-        self.allocate_container_resources(pod, container, affinity)
-            .await?;
-        self.state().finish_container(
-            &pod.uid,
-            &container.name,
-            DeviceReuse::after(pod, &container.name),
-        );
-        Ok(())
-    }
-
-    async fn allocate_container_resources(
-        &self,
-        pod: &Pod,
-        container: &Container,
-        affinity: Option<NumaMask>,
-    ) -> Result<(), DeviceManagerError> {
-        let requests = self.state().container_device_requests(container);
-        if requests.is_empty() {
-            return Ok(());
-        }
-        self.update_allocated_devices();
-        let running = self.pods.already_running(pod, container);
-        let mut committed: Vec<String> = Vec::new();
-        let give_back = |committed: &[String]| {
-            let mut state = self.state();
-            for resource in committed {
-                state.uncommit(&pod.uid, &container.name, resource);
-            }
-        };
-        for (resource, needed) in &requests {
-            let result = self
-                .allocate_resource(pod, container, resource, *needed, affinity, running)
-                .await;
-            match result {
-                Ok(true) => committed.push(resource.clone()),
-                Ok(false) => {}
-                Err(err) => {
-                    give_back(&committed);
-                    if !committed.is_empty() {
-                        self.checkpoints.write_or_log();
-                    }
-                    tracing::warn!(pod = %pod.uid, container = %container.name, resource, %err,
-                        "device allocation failed; everything taken for the container was given back");
-                    return Err(err.into());
+        containers: impl IntoIterator<Item = &'c Container>,
+    ) {
+        let mut waiting: BTreeMap<String, ()> = BTreeMap::new();
+        for container in containers {
+            let running = self.pods.already_running(pod, container);
+            for resource in self
+                .state()
+                .container_device_requests(container)
+                .into_keys()
+            {
+                if self.waits_for_plugin(&resource, running) {
+                    waiting.insert(resource, ());
                 }
             }
         }
-        if !committed.is_empty()
-            && let Err(err) = self.checkpoints.write_async().await
-        {
-            give_back(&committed);
-            self.checkpoints.write_or_log();
-            return Err(err.into());
+        let deadline = tokio::time::Instant::now() + self.config.registration_wait;
+        for resource in waiting.into_keys() {
+            tracing::info!(resource, pod = %pod.uid, wait = ?self.config.registration_wait,
+                "waiting for the resource's device plugin to register");
+            let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+            self.wait_for_plugin(&resource, left).await;
         }
-        Ok(())
     }
 
     /// Whether allocating `resource` should wait for (or fail for want of) its plugin.
@@ -102,84 +65,181 @@ impl Shared {
         !running && !self.hub.plugin_ready(resource) && !self.config.registration_wait.is_zero()
     }
 
-    /// One resource of one container: choose (asking the plugin's preference if it offers
-    /// one), call `Allocate`, record. `Ok(true)` when something was recorded.
-    async fn allocate_resource(
+    /// Reserve the container's devices, aligned with `affinity` (the decision's part of
+    /// upstream `Allocate`). On an error or [`Reserved::Asking`], nothing stays reserved
+    /// for the container.
+    pub(crate) fn reserve(
         &self,
         pod: &Pod,
         container: &Container,
-        resource: &str,
-        needed: usize,
         affinity: Option<NumaMask>,
-        running: bool,
-    ) -> Result<bool, AllocateError> {
-        if self.waits_for_plugin(resource, running) {
-            tracing::info!(resource, pod = %pod.uid, container = %container.name,
-                wait = ?self.config.registration_wait, "waiting for the resource's device plugin to register");
-            self.wait_for_plugin(resource, self.config.registration_wait)
-                .await;
+    ) -> Result<Reserved, AllocateError> {
+        let requests = self.state().container_device_requests(container);
+        if !requests.is_empty() {
+            self.update_allocated_devices();
         }
-        let mut preferred: Option<BTreeSet<String>> = None;
-        let reservation = loop {
-            let outcome = {
-                let mut state = self.state();
-                let reusable = state
-                    .reusable_devices(&pod.uid)
-                    .and_then(|r| r.get(resource))
-                    .cloned();
-                let request = AllocationRequest {
-                    pod_uid: &pod.uid,
-                    container: &container.name,
-                    resource,
-                    required: needed,
-                    reusable: reusable.as_ref(),
-                    affinity,
-                    already_running: running,
-                };
-                state.devices_to_allocate(&request, preferred.as_ref())
+        let running = self.pods.already_running(pod, container);
+        let mut state = self.state();
+        state.begin_pod(&pod.uid);
+        let mut reserved: Vec<Reservation> = Vec::new();
+        let mut asking = false;
+        for (resource, needed) in &requests {
+            let reusable = state
+                .reusable_devices(&pod.uid)
+                .and_then(|r| r.get(resource))
+                .cloned();
+            let request = AllocationRequest {
+                pod_uid: &pod.uid,
+                container: &container.name,
+                resource,
+                required: *needed,
+                reusable: reusable.as_ref(),
+                affinity,
+                already_running: running,
             };
-            match outcome {
+            let mut outcome = state.devices_to_allocate(&request, None);
+            if let Ok(ToAllocate::AskPlugin(ask)) = &outcome {
+                match state.answer_to(&pod.uid, &container.name, ask) {
+                    Some(answer) => outcome = state.devices_to_allocate(&request, Some(&answer)),
+                    None => {
+                        state.put_question(&pod.uid, &container.name, ask.clone());
+                        asking = true;
+                        continue;
+                    }
+                }
+            }
+            let failed = match outcome {
+                Ok(ToAllocate::Nothing) => continue,
+                Ok(ToAllocate::Devices(reservation)) => {
+                    reserved.push(reservation);
+                    continue;
+                }
+                Ok(ToAllocate::AskPlugin(_)) => AllocateError::Shortfall {
+                    required: *needed,
+                    got: 0,
+                },
                 Err(
                     AllocateError::Unregistered { .. } | AllocateError::NoHealthyDevices { .. },
                 ) if self.waits_for_plugin(resource, running) => {
-                    return Err(AllocateError::PluginNotRegistered {
-                        resource: resource.to_owned(),
+                    AllocateError::PluginNotRegistered {
+                        resource: resource.clone(),
                         pod_uid: pod.uid.clone(),
                         container: container.name.clone(),
                         waited: self.config.registration_wait,
-                    });
-                }
-                Err(err) => return Err(err),
-                Ok(ToAllocate::Nothing) => return Ok(false),
-                Ok(ToAllocate::Devices(reservation)) => break reservation,
-                Ok(ToAllocate::AskPlugin(ask)) => {
-                    if preferred.is_some() {
-                        return Err(AllocateError::Shortfall {
-                            required: needed,
-                            got: 0,
-                        });
                     }
-                    let client = self.hub.client(resource).ok_or_else(|| {
-                        AllocateError::EndpointNotFound {
-                            resource: resource.to_owned(),
-                        }
-                    })?;
-                    let answer = client.preferred_allocation(&ask).await.map_err(|err| {
-                        AllocateError::PreferredAllocation {
-                            resource: resource.to_owned(),
-                            message: err.full_message(),
-                        }
-                    })?;
-                    preferred = Some(answer);
                 }
+                Err(err) => err,
+            };
+            for reservation in &reserved {
+                state.release(reservation);
+            }
+            tracing::warn!(pod = %pod.uid, container = %container.name, resource, err = %failed,
+                "device allocation failed; everything taken for the container was given back");
+            return Err(failed);
+        }
+        if asking {
+            for reservation in &reserved {
+                state.release(reservation);
+            }
+            return Ok(Reserved::Asking);
+        }
+        for reservation in reserved {
+            tracing::debug!(resource = reservation.resource, pod = %pod.uid, container = %container.name,
+                devices = %reservation.devices.join(","), "devices reserved");
+            state.hold(&pod.uid, &container.name, reservation);
+        }
+        state.finish_container(
+            &pod.uid,
+            &container.name,
+            DeviceReuse::after(pod, &container.name),
+        );
+        Ok(Reserved::Done)
+    }
+
+    /// Put the questions the pod's last decision noted to their plugins
+    /// (`GetPreferredAllocation`) and keep the answers for its next decision. A deferred
+    /// decision that noted no question is an error (so a caller's loop always ends).
+    pub(crate) async fn ask_plugins(&self, pod_uid: &str) -> Result<(), AllocateError> {
+        let questions = self.state().take_questions(pod_uid);
+        if questions.is_empty() {
+            return Err(AllocateError::NoQuestion {
+                pod_uid: pod_uid.to_owned(),
+            });
+        }
+        for (container, ask) in questions {
+            let resource = ask.resource.clone();
+            let client =
+                self.hub
+                    .client(&resource)
+                    .ok_or_else(|| AllocateError::EndpointNotFound {
+                        resource: resource.clone(),
+                    })?;
+            let answer = client.preferred_allocation(&ask).await.map_err(|err| {
+                AllocateError::PreferredAllocation {
+                    resource: resource.clone(),
+                    message: err.full_message(),
+                }
+            })?;
+            self.state().put_answer(pod_uid, &container, ask, answer);
+        }
+        Ok(())
+    }
+
+    /// Give the pod's reserved devices to their plugins' `Allocate`, container by
+    /// container, commit the answers and checkpoint once. On any error, everything this
+    /// call committed and everything still reserved for the pod is given back first.
+    pub(crate) async fn realize(&self, pod_uid: &str) -> Result<(), DeviceManagerError> {
+        let reserved = self.state().take_reserved(pod_uid);
+        let mut committed: Vec<(&str, &str)> = Vec::new();
+        let give_back = |committed: &[(&str, &str)], rest: &[(String, Reservation)]| {
+            let mut state = self.state();
+            for (container, resource) in committed {
+                state.uncommit(pod_uid, container, resource);
+            }
+            for (_, reservation) in rest {
+                state.release(reservation);
             }
         };
-        let release = |err: AllocateError| {
-            self.state().release(&reservation);
-            Err(err)
-        };
+        for (i, (container, reservation)) in reserved.iter().enumerate() {
+            match self.allocate_rpc(pod_uid, container, reservation).await {
+                Ok(response) => {
+                    self.state()
+                        .commit(reservation, pod_uid, container, response);
+                    tracing::info!(resource = reservation.resource, pod = pod_uid, container,
+                        devices = %reservation.devices.join(","), "allocated devices");
+                    committed.push((container, &reservation.resource));
+                }
+                Err(err) => {
+                    give_back(&committed, &reserved[i..]);
+                    if !committed.is_empty() {
+                        self.checkpoints.write_or_log();
+                    }
+                    tracing::warn!(pod = pod_uid, container, resource = reservation.resource, %err,
+                        "device allocation failed; everything taken for the pod was given back");
+                    return Err(err.into());
+                }
+            }
+        }
+        if !committed.is_empty()
+            && let Err(err) = self.checkpoints.write_async().await
+        {
+            give_back(&committed, &[]);
+            self.checkpoints.write_or_log();
+            return Err(err.into());
+        }
+        Ok(())
+    }
+
+    /// One plugin `Allocate` call for a reservation, timed for the observer.
+    async fn allocate_rpc(
+        &self,
+        pod_uid: &str,
+        container: &str,
+        reservation: &Reservation,
+    ) -> Result<ContainerAllocateResponse, AllocateError> {
+        let resource = reservation.resource.as_str();
         let Some(client) = self.hub.client(resource) else {
-            return release(AllocateError::UnknownPlugin {
+            return Err(AllocateError::UnknownPlugin {
                 resource: resource.to_owned(),
             });
         };
@@ -191,22 +251,40 @@ impl Shared {
             observer.allocate_rpc_finished(resource, elapsed);
         }
         match answer {
-            Ok(Some(response)) => {
-                self.state()
-                    .commit(&reservation, &pod.uid, &container.name, response);
-                tracing::info!(resource, pod = %pod.uid, container = %container.name,
-                    devices = %reservation.devices.join(","), "allocated devices");
-                Ok(true)
-            }
-            Ok(None) => release(AllocateError::NoContainerResponse {
+            Ok(Some(response)) => Ok(response),
+            Ok(None) => Err(AllocateError::NoContainerResponse {
                 resource: resource.to_owned(),
             }),
-            Err(err) => release(AllocateError::AllocateRpc {
+            Err(err) => Err(AllocateError::AllocateRpc {
                 resource: resource.to_owned(),
-                pod_uid: pod.uid.clone(),
-                container: container.name.clone(),
+                pod_uid: pod_uid.to_owned(),
+                container: container.to_owned(),
                 message: err.full_message(),
             }),
         }
+    }
+
+    /// Reserve, ask and realize one container, outside any decision (upstream `Allocate`
+    /// for one container): the choice is redone with the plugins' answers until it needs
+    /// no more of them (each question is put at most [`MAX_QUESTIONS_PER_RESOURCE`]
+    /// times). On any error, everything taken for the container is given back.
+    ///
+    /// [`MAX_QUESTIONS_PER_RESOURCE`]: crate::MAX_QUESTIONS_PER_RESOURCE
+    pub(crate) async fn allocate(
+        &self,
+        pod: &Pod,
+        container: &Container,
+        affinity: Option<NumaMask>,
+    ) -> Result<(), DeviceManagerError> {
+        self.wait_for_plugins(pod, [container]).await;
+        let done = async {
+            while self.reserve(pod, container, affinity)? == Reserved::Asking {
+                self.ask_plugins(&pod.uid).await?;
+            }
+            self.realize(&pod.uid).await
+        }
+        .await;
+        self.state().end_admission(&pod.uid);
+        done
     }
 }

@@ -39,8 +39,6 @@ pub(crate) struct Shared {
     pub(crate) observer: Arc<ObserverSlot>,
     /// Cancels the registration server and the background writer.
     pub(crate) shutdown: Mutex<Option<CancellationToken>>,
-    /// The runtime the manager started on (for synchronous callers outside any runtime).
-    pub(crate) runtime: Mutex<Option<tokio::runtime::Handle>>,
 }
 
 impl Shared {
@@ -65,7 +63,6 @@ impl Shared {
             tasks,
             observer,
             shutdown: Mutex::new(None),
-            runtime: Mutex::new(None),
         }
     }
 

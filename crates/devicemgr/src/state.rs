@@ -73,6 +73,38 @@ pub struct Reservation {
     pub devices: Vec<String>,
 }
 
+/// What to ask the plugin's `GetPreferredAllocation`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PreferredRequest {
+    /// Resource name.
+    pub resource: String,
+    /// Devices to choose from (sorted).
+    pub available: Vec<String>,
+    /// Devices the answer must include (sorted).
+    pub must_include: Vec<String>,
+    /// How many devices to choose.
+    pub size: usize,
+}
+
+/// One pod's device admission in flight.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct AdmissionInFlight {
+    /// Container name and its reservation, in the order reserved.
+    pub(crate) reserved: Vec<(String, Reservation)>,
+    /// Container name and its question, not asked yet.
+    pub(crate) questions: Vec<(String, PreferredRequest)>,
+    /// (container, resource) → the last question asked, its answer and how often asked.
+    pub(crate) answers: BTreeMap<(String, String), Answer>,
+}
+
+#[derive(Debug, Clone)]
+/// A plugin's answer to a question of an admission in flight.
+pub(crate) struct Answer {
+    pub(crate) question: PreferredRequest,
+    pub(crate) devices: BTreeSet<String>,
+    pub(crate) asked: u32,
+}
+
 /// The device manager's state.
 ///
 /// ```
@@ -109,6 +141,8 @@ pub struct DeviceState {
     pub(crate) next_reservation: u64,
     /// pod uid → resource → devices its init containers left for reuse.
     pub(crate) devices_to_reuse: BTreeMap<String, BTreeMap<String, BTreeSet<String>>>,
+    /// pod uid → its device admission in flight (see `in_flight.rs`).
+    pub(crate) in_flight: BTreeMap<String, AdmissionInFlight>,
 }
 
 impl DeviceState {
@@ -309,6 +343,7 @@ impl DeviceState {
 
     /// Forget one pod's allocations at once (corral's release of a failed admission).
     pub fn remove_pod(&mut self, pod_uid: &str) {
+        self.end_admission(pod_uid);
         self.pod_devices.delete([&pod_uid.to_owned()]);
         self.devices_to_reuse.remove(pod_uid);
         self.regenerate_allocated();
@@ -373,16 +408,29 @@ impl DeviceState {
 
     /// After a container's allocation: the devices of a container whose `reuse` is
     /// [`DeviceReuse::LaterContainers`] become reusable by the next containers; the others'
-    /// are not reusable.
+    /// are not reusable. The container's devices are those it holds and those reserved for
+    /// it in the admission in flight.
     pub fn finish_container(&mut self, pod_uid: &str, container: &str, reuse: DeviceReuse) {
         let reusable_after = reuse == DeviceReuse::LaterContainers;
         let mut reuse = self.devices_to_reuse.remove(pod_uid).unwrap_or_default();
         if reusable_after {
             self.pod_devices
                 .add_container_resources(pod_uid, container, &mut reuse);
+            for (resource, ids) in self.held_for(pod_uid, container) {
+                reuse
+                    .entry(resource.clone())
+                    .or_default()
+                    .extend(ids.iter().cloned());
+            }
         } else {
             self.pod_devices
                 .remove_container_resources(pod_uid, container, &mut reuse);
+            for (resource, ids) in self.held_for(pod_uid, container) {
+                reuse
+                    .entry(resource.clone())
+                    .or_default()
+                    .retain(|id| !ids.contains(id));
+            }
         }
         self.devices_to_reuse.insert(pod_uid.to_owned(), reuse);
     }

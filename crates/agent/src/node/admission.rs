@@ -7,7 +7,9 @@ use std::sync::Arc;
 
 use anyhow::{Result, anyhow};
 use corral_topology::Pod;
-use corral_topology::topologymanager::{PodAdmitResult, UNEXPECTED_ADMISSION_ERROR};
+use corral_topology::topologymanager::{
+    AllocationError, PodAdmitResult, UNEXPECTED_ADMISSION_ERROR,
+};
 use k8s_openapi::api::core::v1::Pod as K8sPod;
 use k8s_openapi::api::resource::v1::ResourceClaim as K8sResourceClaim;
 
@@ -122,11 +124,54 @@ impl Node {
         Ok(Admission::Admitted(self.view(&uid)?))
     }
 
-    /// Marks `pod` in flight and runs the topology manager's admission of it (hints, merge,
-    /// allocation) under the decision lock on the blocking pool. A pod the topology manager
-    /// refused is given back (`undo`) before the lock is: no other decision ever sees a
-    /// refused pod's holdings, so decisions are those of a serial order.
+    /// Marks `pod` in flight and decides it: the topology manager's admission (hints,
+    /// merge, allocation; the device manager only reserves) under the decision lock on the
+    /// blocking pool, then, outside the lock, the device plugins' part. A decision the
+    /// topology manager refused is given back (`undo`) before the lock is: no other
+    /// decision ever sees a refused pod's holdings, so decisions are those of a serial
+    /// order. A decision deferred for a plugin's preferred allocation is given back, the
+    /// plugins are asked, and the pod is decided again (each question at most
+    /// `MAX_QUESTIONS_PER_RESOURCE` times). An admitted decision is realized by the
+    /// plugins' `Allocate`; if that fails, the decision is given back and the pod refused
+    /// as upstream refuses a failed `Allocate`.
     pub(super) async fn decide(
+        self: &Arc<Self>,
+        pod: &Pod,
+        undo: Undo,
+    ) -> Result<PodAdmitResult, tokio::task::JoinError> {
+        self.devices.wait_for_plugins(pod).await;
+        let decided = self.decide_with_plugins(pod, undo).await;
+        self.devices.end_admission(&pod.uid);
+        decided
+    }
+
+    async fn decide_with_plugins(
+        self: &Arc<Self>,
+        pod: &Pod,
+        undo: Undo,
+    ) -> Result<PodAdmitResult, tokio::task::JoinError> {
+        let result = loop {
+            let result = self.decide_once(pod, undo).await?;
+            if !result.deferred {
+                break result;
+            }
+            if let Err(err) = self.devices.ask_plugins(&pod.uid).await {
+                return Ok(self.devices_refused(err));
+            }
+        };
+        if !result.admit {
+            return Ok(result);
+        }
+        if let Err(err) = self.devices.realize(&pod.uid).await {
+            self.give_back(pod, undo).await?;
+            return Ok(self.devices_refused(err));
+        }
+        Ok(result)
+    }
+
+    /// One decision under the lock; a refused or deferred one is given back before the
+    /// lock is.
+    async fn decide_once(
         self: &Arc<Self>,
         pod: &Pod,
         undo: Undo,
@@ -134,19 +179,52 @@ impl Node {
         self.pods.begin_admitting(pod);
         let node = Arc::clone(self);
         let admitting = pod.clone();
+        let decision = self.decisions.acquire().await;
         tokio::task::spawn_blocking(move || {
-            let _decision = node.decisions.acquire_blocking();
+            let _decision = decision;
             let result = node.topology.admit(&admitting);
             if !result.admit {
-                node.pods.end_admitting(&admitting.uid);
-                match undo {
-                    Undo::Pod => node.release_pod_from_managers(&admitting),
-                    Undo::Container => node.release_container_from_managers(&admitting),
-                }
+                node.undo_decision(&admitting, undo);
             }
             result
         })
         .await
+    }
+
+    /// Give back an admitted decision whose plugins failed, under the decision lock.
+    async fn give_back(
+        self: &Arc<Self>,
+        pod: &Pod,
+        undo: Undo,
+    ) -> Result<(), tokio::task::JoinError> {
+        let node = Arc::clone(self);
+        let pod = pod.clone();
+        let decision = self.decisions.acquire().await;
+        tokio::task::spawn_blocking(move || {
+            let _decision = decision;
+            node.undo_decision(&pod, undo);
+        })
+        .await
+    }
+
+    /// What a decision that does not stand gives back, with the decision lock held.
+    fn undo_decision(&self, pod: &Pod, undo: Undo) {
+        self.pods.end_admitting(&pod.uid);
+        self.devices.cancel_reserved(&pod.uid);
+        match undo {
+            Undo::Pod => self.release_pod_from_managers(pod),
+            Undo::Container => self.release_container_from_managers(pod),
+        }
+    }
+
+    /// The rejection of a pod whose device plugins failed (upstream: an `Allocate` error
+    /// in the topology manager's admission), counted as the topology manager counts it.
+    fn devices_refused(&self, err: corral_devicemgr::DeviceManagerError) -> PodAdmitResult {
+        self.topology
+            .metrics()
+            .admission_errors_total
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        PodAdmitResult::from_allocation_error(&AllocationError::unexpected(err))
     }
 
     /// What the pod's file records: its manifests, its containers' affinities and what the
@@ -197,8 +275,9 @@ impl Node {
         let pod_uid = pod.uid.as_str();
         let node = Arc::clone(self);
         let releasing = pod.clone();
+        let decision = self.decisions.acquire().await;
         let released = tokio::task::spawn_blocking(move || {
-            let _decision = node.decisions.acquire_blocking();
+            let _decision = decision;
             node.release_pod_from_managers(&releasing);
         })
         .await;

@@ -115,8 +115,9 @@ impl Node {
         self.pods.end_admitting(&pod.uid);
         let node = Arc::clone(self);
         let releasing = pod.clone();
+        let decision = self.decisions.acquire().await;
         let released = tokio::task::spawn_blocking(move || {
-            let _decision = node.decisions.acquire_blocking();
+            let _decision = decision;
             node.release_container_from_managers(&releasing);
         })
         .await;

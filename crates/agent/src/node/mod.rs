@@ -14,7 +14,6 @@ mod containers;
 mod device_health;
 mod device_metrics;
 
-mod device_provider;
 mod journal;
 mod kubelet_devices;
 mod locks;
@@ -49,7 +48,6 @@ use crate::config::{AgentConfig, PodLimits};
 use crate::manifest::{ClaimManifest, PodConversionError, pod_from_manifest};
 use device_health::DeviceHealth;
 use device_metrics::DevicePluginMetrics;
-use device_provider::DeviceProvider;
 use locks::{DecisionLock, PodLocks};
 
 pub(crate) use kubelet_devices::{DeviceNumaNodes, KubeletDevices};
@@ -141,8 +139,8 @@ pub(crate) struct Node {
     limits: PodLimits,
     /// `PodLevelResources` is on: pods may set `spec.resources` (else they are refused).
     pod_level_resources: bool,
-    /// One decision at a time (hints, merge, CPU and device choice); handed back while
-    /// device plugins answer.
+    /// One decision at a time (hints, merge, CPU, memory and device choice); no plugin or
+    /// driver is called under it.
     decisions: Arc<DecisionLock>,
     /// One admission or release of a pod at a time.
     pod_locks: PodLocks,
@@ -292,10 +290,9 @@ impl Node {
         // Providers allocate in this order: CPUs, then devices (as the kubelet).
         let decisions = Arc::new(DecisionLock::new());
         manager.add_hint_provider(Arc::clone(&cpu) as _);
-        manager.add_hint_provider(Arc::new(DeviceProvider::new(
-            Arc::clone(&devices),
-            Arc::clone(&decisions),
-        )));
+        // The device manager reserves in the decision; `Node::decide` has the plugins
+        // answer after it.
+        manager.add_hint_provider(Arc::clone(&devices) as _);
         // In NRI mode the kubelet allocates devices; CPUs align with what it gave.
         let kubelet_devices = (config.nri != crate::config::NriMode::Off)
             .then(|| Arc::new(KubeletDevices::new(topology.numa_ids().clone())));
@@ -573,6 +570,8 @@ pub(crate) mod tests;
 mod tests_concurrent;
 #[cfg(test)]
 mod tests_containers;
+#[cfg(test)]
+mod tests_device_decisions;
 #[cfg(test)]
 mod tests_dra_extended;
 #[cfg(test)]

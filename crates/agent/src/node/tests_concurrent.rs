@@ -14,8 +14,7 @@
 //!   concurrently, must get what one-at-a-time admissions of them in some order give (a
 //!   complete search over orders, see `Search::order`).
 //!
-//! Still open (issue 29, #30): a pod waiting for its device plugin hands the lock back, and
-//! its memory is then allocated with the hint taken before the decisions taken meanwhile.
+//! Pods that wait for their device plugins: `tests_device_decisions.rs`.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
@@ -35,7 +34,7 @@ const MI: u64 = 1 << 20;
 
 /// A machine of `nodes` NUMA nodes of `cpus_per_node` CPUs (no SMT, one socket per node) and
 /// `memory_mib` MiB each, with `huge_pages` 2 MiB pages on every node.
-fn machine(
+pub(super) fn machine(
     nodes: usize,
     cpus_per_node: usize,
     memory_mib: u64,
@@ -72,7 +71,7 @@ fn machine(
 
 /// The static CPU policy (CPU 0 reserved), the static memory policy (the kubelet's default
 /// eviction threshold, 100Mi, reserved on node 0), `policy` at `scope`.
-fn config(root: &Path, policy: &str, scope: &str) -> AgentConfig {
+pub(super) fn config(root: &Path, policy: &str, scope: &str) -> AgentConfig {
     let source: ConfigSource = serde_json::from_value(serde_json::json!({
         "cpuManagerPolicy": "static",
         "reservedSystemCPUs": "0",
@@ -90,7 +89,7 @@ fn config(root: &Path, policy: &str, scope: &str) -> AgentConfig {
     .unwrap()
 }
 
-async fn open(
+pub(super) async fn open(
     config: &AgentConfig,
     machine: &(CpuTopology, BTreeMap<usize, NumaMemory>),
 ) -> Arc<Node> {
@@ -100,7 +99,7 @@ async fn open(
 }
 
 /// A Guaranteed pod of one container with `limits`.
-fn guaranteed(uid: &str, limits: serde_json::Value) -> K8sPod {
+pub(super) fn guaranteed(uid: &str, limits: serde_json::Value) -> K8sPod {
     serde_json::from_value(serde_json::json!({
         "apiVersion": "v1", "kind": "Pod",
         "metadata": {"name": uid, "namespace": "default", "uid": uid},
@@ -110,7 +109,7 @@ fn guaranteed(uid: &str, limits: serde_json::Value) -> K8sPod {
 }
 
 /// `reason: message` of a rejection, `admitted` of an admission.
-fn outcome(answer: &Admission) -> String {
+pub(super) fn outcome(answer: &Admission) -> String {
     match answer {
         Admission::Admitted(_) => "admitted".to_owned(),
         Admission::Rejected { reason, message } => format!("{reason}: {message}"),
@@ -158,7 +157,7 @@ async fn serial_outcomes(
 }
 
 /// `a` and `b`, admitted concurrently, got what some serial order gives them.
-async fn assert_serial(
+pub(super) async fn assert_serial(
     policy: &str,
     machine: &(CpuTopology, BTreeMap<usize, NumaMemory>),
     (a, b): (&K8sPod, &K8sPod),
@@ -174,7 +173,7 @@ async fn assert_serial(
 /// The big pod of the two tests below on a 2-node machine (node 0: CPUs 1-3 and 924Mi,
 /// node 1: CPUs 4-7 and 1024Mi): 5 CPUs and 1200Mi, so that every hint it has is nodes
 /// {0,1}, plus `extra`.
-fn big_pod(extra: serde_json::Value) -> K8sPod {
+pub(super) fn big_pod(extra: serde_json::Value) -> K8sPod {
     let mut limits = serde_json::json!({"cpu": "5", "memory": "1200Mi"});
     for (k, v) in extra.as_object().unwrap() {
         limits[k] = v.clone();
@@ -182,7 +181,7 @@ fn big_pod(extra: serde_json::Value) -> K8sPod {
     guaranteed("big", limits)
 }
 
-fn small_pod() -> K8sPod {
+pub(super) fn small_pod() -> K8sPod {
     guaranteed("small", serde_json::json!({"cpu": "1", "memory": "100Mi"}))
 }
 

@@ -18,6 +18,7 @@ mod large_machines;
 mod observer;
 mod properties;
 mod registration_limits;
+mod reserve_realize;
 mod restart;
 mod run_options;
 mod sparse_numa;
