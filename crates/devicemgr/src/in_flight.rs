@@ -14,8 +14,11 @@ use crate::state::{AdmissionInFlight, Answer, DeviceState, PreferredRequest, Res
 /// How often one container's question about one resource is put to its plugin before the
 /// last answer is taken for a changed question (filtered to what is available then, as
 /// every answer is): other decisions between the asking and the deciding may change the
-/// question each time, and the pod must still be decided.
-pub const MAX_QUESTIONS_PER_RESOURCE: u32 = 3;
+/// question each time, and the pod must still be decided. Such a decision is logged and
+/// counted ([`DeviceManager::stale_answers_taken`](crate::DeviceManager::stale_answers_taken)):
+/// its devices are the plugin's preference for an earlier state, not necessarily what one
+/// admission at a time would have given.
+pub const MAX_QUESTIONS_PER_RESOURCE: u32 = 16;
 
 impl DeviceState {
     fn in_flight(&mut self, pod_uid: &str) -> &mut AdmissionInFlight {
@@ -79,21 +82,23 @@ impl DeviceState {
         );
     }
 
-    /// The answer to use for `ask`: the plugin's answer to this very question, or, once the
-    /// question was put [`MAX_QUESTIONS_PER_RESOURCE`] times, its last answer.
+    /// The answer to use for `ask`: the plugin's answer to this very question
+    /// (`Some((answer, true))`), or, once the question was put
+    /// [`MAX_QUESTIONS_PER_RESOURCE`] times, its last answer (`Some((answer, false))`).
     pub(crate) fn answer_to(
         &self,
         pod_uid: &str,
         container: &str,
         ask: &PreferredRequest,
-    ) -> Option<BTreeSet<String>> {
+    ) -> Option<(BTreeSet<String>, bool)> {
         let answer = self
             .in_flight
             .get(pod_uid)?
             .answers
             .get(&(container.to_owned(), ask.resource.clone()))?;
-        (answer.question == *ask || answer.asked >= MAX_QUESTIONS_PER_RESOURCE)
-            .then(|| answer.devices.clone())
+        let exact = answer.question == *ask;
+        (exact || answer.asked >= MAX_QUESTIONS_PER_RESOURCE)
+            .then(|| (answer.devices.clone(), exact))
     }
 
     /// The pod's reservations, taken to be realized (they stay counted as allocated until
@@ -154,7 +159,10 @@ mod tests {
         let mut state = DeviceState::new(vec![0]);
         let (first, changed) = (ask(&["a", "b"]), ask(&["b", "c"]));
         state.put_answer("p", "c0", first.clone(), answer("b"));
-        assert_eq!(state.answer_to("p", "c0", &first), Some(answer("b")));
+        assert_eq!(
+            state.answer_to("p", "c0", &first),
+            Some((answer("b"), true))
+        );
         // Another container, pod or question: not answered.
         assert_eq!(state.answer_to("p", "c1", &first), None);
         assert_eq!(state.answer_to("q", "c0", &first), None);
@@ -164,7 +172,10 @@ mod tests {
         for round in 2..=MAX_QUESTIONS_PER_RESOURCE {
             state.put_answer("p", "c0", ask(&["x", &round.to_string()]), answer("c"));
         }
-        assert_eq!(state.answer_to("p", "c0", &changed), Some(answer("c")));
+        assert_eq!(
+            state.answer_to("p", "c0", &changed),
+            Some((answer("c"), false))
+        );
         state.end_admission("p");
         assert_eq!(state.answer_to("p", "c0", &changed), None);
         assert_eq!(state.admissions_in_flight(), 0);

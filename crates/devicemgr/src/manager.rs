@@ -353,6 +353,16 @@ impl DeviceManager {
         self.shared.state().cancel_reserved(pod_uid);
     }
 
+    /// How many device choices took a plugin's preferred allocation given for an earlier
+    /// state, after the question had changed
+    /// [`MAX_QUESTIONS_PER_RESOURCE`](crate::MAX_QUESTIONS_PER_RESOURCE) times (each is
+    /// also logged).
+    pub fn stale_answers_taken(&self) -> u64 {
+        self.shared
+            .stale_answers
+            .load(std::sync::atomic::Ordering::Relaxed)
+    }
+
     /// The pod's admission is over (admitted, refused or abandoned): give back anything
     /// still reserved for it and forget the plugins' answers.
     pub fn end_admission(&self, pod_uid: &str) {

@@ -10,6 +10,7 @@
 //!    `Allocate` and committed — or everything taken for the pod is given back.
 
 use std::collections::BTreeMap;
+use std::sync::atomic::Ordering;
 use std::time::Instant;
 
 use corral_proto::deviceplugin::v1beta1::ContainerAllocateResponse;
@@ -100,7 +101,15 @@ impl Shared {
             let mut outcome = state.devices_to_allocate(&request, None);
             if let Ok(ToAllocate::AskPlugin(ask)) = &outcome {
                 match state.answer_to(&pod.uid, &container.name, ask) {
-                    Some(answer) => outcome = state.devices_to_allocate(&request, Some(&answer)),
+                    Some((answer, exact)) => {
+                        if !exact {
+                            self.stale_answers.fetch_add(1, Ordering::Relaxed);
+                            tracing::warn!(pod = %pod.uid, container = %container.name, resource,
+                                asked = crate::MAX_QUESTIONS_PER_RESOURCE,
+                                "the plugin's preferred allocation was for an earlier state each time it was asked; its last answer is taken");
+                        }
+                        outcome = state.devices_to_allocate(&request, Some(&answer));
+                    }
                     None => {
                         state.put_question(&pod.uid, &container.name, ask.clone());
                         asking = true;

@@ -37,6 +37,9 @@ pub(crate) struct Shared {
     pub(crate) changes: Changes,
     pub(crate) tasks: Arc<Tasks>,
     pub(crate) observer: Arc<ObserverSlot>,
+    /// Decisions that took a plugin's preferred allocation for an earlier question (see
+    /// `MAX_QUESTIONS_PER_RESOURCE`).
+    pub(crate) stale_answers: std::sync::atomic::AtomicU64,
     /// Cancels the registration server and the background writer.
     pub(crate) shutdown: Mutex<Option<CancellationToken>>,
 }
@@ -62,6 +65,7 @@ impl Shared {
             changes: Changes::default(),
             tasks,
             observer,
+            stale_answers: Default::default(),
             shutdown: Mutex::new(None),
         }
     }

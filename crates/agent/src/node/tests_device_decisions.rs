@@ -28,11 +28,11 @@ use super::tests::WAIT;
 use super::tests_concurrent::{big_pod, config, guaranteed, machine, open, outcome, small_pod};
 use super::{Admission, Node};
 
-const GPU: &str = "example.com/gpu";
+pub(super) const GPU: &str = "example.com/gpu";
 
 /// Which plugin call waits for the test.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Held {
+pub(super) enum Held {
     Preferred,
     Allocate,
 }
@@ -48,6 +48,8 @@ struct Gate {
     open: tokio::sync::watch::Sender<bool>,
     /// `Allocate` fails instead of answering.
     allocate_fails: bool,
+    /// The plugin offers `GetPreferredAllocation`.
+    preferred: bool,
 }
 
 impl Gate {
@@ -80,7 +82,7 @@ impl DevicePlugin for GatedService {
         &self,
         _: Request<Empty>,
     ) -> Result<Response<DevicePluginOptions>, Status> {
-        Ok(Response::new(options()))
+        Ok(Response::new(options(self.gate.preferred)))
     }
 
     async fn list_and_watch(
@@ -155,15 +157,15 @@ impl DevicePlugin for GatedService {
     }
 }
 
-fn options() -> DevicePluginOptions {
+fn options(preferred: bool) -> DevicePluginOptions {
     DevicePluginOptions {
-        get_preferred_allocation_available: true,
+        get_preferred_allocation_available: preferred,
         ..DevicePluginOptions::default()
     }
 }
 
 /// A running gated plugin; dropping it opens the gate and stops its server.
-struct GatedPlugin {
+pub(super) struct GatedPlugin {
     gate: Arc<Gate>,
     stop: Option<tokio::sync::oneshot::Sender<()>>,
     server: tokio::task::JoinHandle<()>,
@@ -172,7 +174,23 @@ struct GatedPlugin {
 impl GatedPlugin {
     /// Serve `GPU`, device `gpu-i` on NUMA node `numa[i]`, holding `held`, and register
     /// with `node`.
-    async fn start(node: &Arc<Node>, numa: &[i64], held: Held, allocate_fails: bool) -> Self {
+    pub(super) async fn start(
+        node: &Arc<Node>,
+        numa: &[i64],
+        held: Held,
+        allocate_fails: bool,
+    ) -> Self {
+        Self::start_with(node, numa, held, allocate_fails, true).await
+    }
+
+    /// [`GatedPlugin::start`], offering `GetPreferredAllocation` only when `preferred`.
+    pub(super) async fn start_with(
+        node: &Arc<Node>,
+        numa: &[i64],
+        held: Held,
+        allocate_fails: bool,
+        preferred: bool,
+    ) -> Self {
         let devices = numa
             .iter()
             .enumerate()
@@ -190,6 +208,7 @@ impl GatedPlugin {
             allocations: Mutex::default(),
             open: tokio::sync::watch::channel(false).0,
             allocate_fails,
+            preferred,
         });
         let service = GatedService {
             gate: Arc::clone(&gate),
@@ -214,7 +233,7 @@ impl GatedPlugin {
                 version: VERSION.into(),
                 endpoint: "gated.sock".to_owned(),
                 resource_name: GPU.to_owned(),
-                options: Some(options()),
+                options: Some(options(gate.preferred)),
             })
             .await
             .unwrap();
@@ -226,7 +245,7 @@ impl GatedPlugin {
         }
     }
 
-    fn questions(&self) -> Vec<(Vec<String>, Vec<String>)> {
+    pub(super) fn questions(&self) -> Vec<(Vec<String>, Vec<String>)> {
         self.gate.questions.lock().unwrap().clone()
     }
 
@@ -253,11 +272,11 @@ impl GatedPlugin {
         }
     }
 
-    fn open(&self) {
+    pub(super) fn open(&self) {
         self.gate.open.send_replace(true);
     }
 
-    async fn stop(mut self) {
+    pub(super) async fn stop(mut self) {
         self.open();
         if let Some(stop) = self.stop.take() {
             let _ = stop.send(());
