@@ -577,6 +577,8 @@ mod tests_dra_extended;
 #[cfg(test)]
 mod tests_dra_health;
 #[cfg(test)]
+mod tests_gated_plugin;
+#[cfg(test)]
 mod tests_hostile;
 #[cfg(test)]
 mod tests_large_machines;

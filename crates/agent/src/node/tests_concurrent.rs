@@ -27,7 +27,7 @@ use corral_topology::{CpuInfo, CpuRecord, CpuTopology};
 use k8s_openapi::api::core::v1::Pod as K8sPod;
 
 use super::tests::WAIT;
-use super::tests_device_decisions::{GPU, GatedPlugin, Held};
+use super::tests_gated_plugin::{GPU, GatedPlugin, Held};
 use super::{Admission, NoRuntime, Node};
 use crate::config::{AgentConfig, ConfigSource};
 
