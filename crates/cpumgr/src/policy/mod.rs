@@ -58,6 +58,13 @@ pub trait Policy: Send + Sync + std::fmt::Debug {
     }
     /// How pods with pod-level resources are treated. The default ignores the mode.
     fn set_pod_level_resources(&mut self, _mode: PodLevelResources) {}
+    /// A copy of the policy with its own bookkeeping (the static policy's CPUs an init
+    /// container left for reuse), for [`CpuManager::restore_policy`](crate::CpuManager::restore_policy)
+    /// to undo a decision exactly. The default, `None`: the policy keeps nothing beyond
+    /// the [`CpuState`].
+    fn snapshot(&self) -> Option<Box<dyn Policy>> {
+        None
+    }
     /// Release the container's exclusive CPUs (upstream `RemoveContainer`). Idempotent.
     fn remove_container(&mut self, state: &mut CpuState, pod_uid: &str, container: &str);
     /// Hints for one container (upstream `GetTopologyHints`). The default: no preference

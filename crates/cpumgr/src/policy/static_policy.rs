@@ -319,6 +319,11 @@ impl StaticPolicy {
 }
 
 impl Policy for StaticPolicy {
+    /// The policy with its CPUs to reuse.
+    fn snapshot(&self) -> Option<Box<dyn Policy>> {
+        Some(Box::new(self.clone()))
+    }
+
     fn name(&self) -> &'static str {
         "static"
     }

@@ -805,3 +805,39 @@ fn a_distributed_allocation_has_a_bounded_budget_of_its_own() {
         assert!(!got.contains(0), "{uid}: the reserved CPU in {got}");
     }
 }
+
+/// An init container's CPUs are noted for reuse by the containers after it; releasing the
+/// pod gives its CPUs back but not that note. `restore_policy` puts the policy back as it
+/// was, so the pod allocated again gets what a fresh manager gives it, and leaves the
+/// assignments made since alone (a reconcile sweep, another pod).
+#[test]
+fn restoring_the_policy_keeps_the_assignments_made_since() {
+    let with_init = |uid: &str| Pod {
+        init_containers: vec![container("init", 4000, 4000)],
+        ..make_pod(uid, "app", 2000, 2000)
+    };
+    // What the app container gets on a fresh manager, and after an init container's
+    // allocation was undone without putting the policy back.
+    let fresh = {
+        let (manager, _, _) = start_static();
+        let pod = make_pod("x", "app", 2000, 2000);
+        allocate_first(&manager, &pod);
+        manager.exclusive_cpus("x", "app")
+    };
+    let (manager, _, _) = start_static();
+    let other = make_pod("other", "c", 2000, 2000);
+    let before = manager.policy_snapshot();
+    let pod = with_init("x");
+    manager
+        .allocate(&pod, &pod.init_containers[0], TopologyHint::default())
+        .unwrap();
+    manager.remove_stale_state(&[], None).unwrap();
+    allocate_first(&manager, &other);
+    manager.restore_policy(before);
+    // The assignment made after the snapshot stands.
+    assert_eq!(manager.exclusive_cpus("other", "c").len(), 2);
+    manager.remove_stale_state(&[], None).unwrap();
+    let pod = make_pod("x", "app", 2000, 2000);
+    allocate_first(&manager, &pod);
+    assert_eq!(manager.exclusive_cpus("x", "app"), fresh);
+}

@@ -401,6 +401,24 @@ impl MemoryManager {
         })
     }
 
+    /// A copy of the state as it is now, to put back with [`restore`](Self::restore).
+    pub fn snapshot(&self) -> MemorySnapshot {
+        MemorySnapshot(self.lock().policy.clone())
+    }
+
+    /// Put back the state of `snapshot` and persist it: every change since is undone
+    /// exactly (a release gives memory back in node order, which can split a group's use
+    /// among its nodes otherwise than before the allocation it undoes). Only for a caller
+    /// that serializes every change of the manager, so nobody else's changes are undone:
+    /// corral's node undoes a decision deferred for a device plugin's answer with it.
+    pub fn restore(&self, snapshot: MemorySnapshot) -> Result<(), MemoryManagerError> {
+        self.change(|policy| {
+            if let Some(before) = snapshot.0 {
+                *policy = before;
+            }
+        })
+    }
+
     /// Runs `change` on the static policy and persists the result (nothing with `None`).
     fn change(&self, change: impl FnOnce(&mut StaticPolicy)) -> Result<(), MemoryManagerError> {
         let mut inner = self.lock();
@@ -414,6 +432,10 @@ impl MemoryManager {
         inner.commit(self.policy, before)
     }
 }
+
+/// The memory manager's state at one moment ([`MemoryManager::snapshot`]).
+#[derive(Debug, Clone)]
+pub struct MemorySnapshot(Option<StaticPolicy>);
 
 /// Upstream static `GetAllocatableMemory`: one block per node and resource with
 /// allocatable memory, in node then resource order.

@@ -271,3 +271,36 @@ fn an_allocation_after_a_decision_out_of_budget_still_searches() {
     assert!(!effort.exact);
     assert!(!manager.memory_numa_nodes("p1", &c.name).is_empty());
 }
+
+/// A release gives memory back in node order (upstream `releaseMemory`), so allocating and
+/// then releasing a container can move how a group's use is split among its nodes; a
+/// snapshot puts back exactly the state it copied, and writes it.
+#[test]
+fn a_snapshot_puts_back_the_split_a_release_would_move() {
+    let dir = tempfile::tempdir().unwrap();
+    let manager = started(dir.path(), MemoryPolicy::Static).unwrap();
+    let store = AffinityStore::new();
+    let both = TopologyHint {
+        numa_affinity: Some(NumaMask::new([0, 1]).unwrap()),
+        preferred: true,
+    };
+    // 4 GiB on {0,1}: all from node 0.
+    let (small, c) = guaranteed("small", 4 * GI, 0);
+    store.set_affinity("small", "app", both);
+    manager.allocate(&small, &c, &store).unwrap();
+    let before = manager.machine_state();
+    let written = file(dir.path());
+    let snapshot = manager.snapshot();
+    // 20 GiB on {0,1}: node 0's last 10, then 10 from node 1.
+    let (big, c) = guaranteed("big", 20 * GI, 0);
+    store.set_affinity("big", "app", both);
+    manager.allocate(&big, &c, &store).unwrap();
+    manager.remove_container("big", "app").unwrap();
+    // Released from node 0 first: the small pod's 4 GiB now count on node 1.
+    assert_ne!(manager.machine_state(), before);
+    manager.allocate(&big, &c, &store).unwrap();
+    manager.restore(snapshot).unwrap();
+    assert_eq!(manager.machine_state(), before);
+    assert_eq!(file(dir.path()), written);
+    assert!(manager.container_memory("big", "app").is_empty());
+}
