@@ -25,6 +25,20 @@ impl DeviceState {
         self.in_flight.entry(pod_uid.to_owned()).or_default()
     }
 
+    /// A decision of the pod starts reserving: remember the devices left for reuse as they
+    /// are, unless this decision already did.
+    pub(crate) fn save_reuse(&mut self, pod_uid: &str) {
+        if self
+            .in_flight
+            .get(pod_uid)
+            .is_some_and(|a| a.reuse_before.is_some())
+        {
+            return;
+        }
+        let before = self.devices_to_reuse.clone();
+        self.in_flight(pod_uid).reuse_before = Some(before);
+    }
+
     /// Keep `reservation` for `container` of the pod until it is realized or cancelled.
     pub(crate) fn hold(&mut self, pod_uid: &str, container: &str, reservation: Reservation) {
         self.in_flight(pod_uid)
@@ -102,17 +116,27 @@ impl DeviceState {
     }
 
     /// The pod's reservations, taken to be realized (they stay counted as allocated until
-    /// committed or released).
+    /// committed or released); the decision stands, so what it left for reuse stays.
     pub(crate) fn take_reserved(&mut self, pod_uid: &str) -> Vec<(String, Reservation)> {
         self.in_flight
             .get_mut(pod_uid)
-            .map(|a| std::mem::take(&mut a.reserved))
+            .map(|a| {
+                a.reuse_before = None;
+                std::mem::take(&mut a.reserved)
+            })
             .unwrap_or_default()
     }
 
-    /// Give back what the pod's decision reserved; its questions and the answers stay for
-    /// the decision taken again.
+    /// Give back what the pod's decision reserved and put back the devices left for reuse
+    /// as they were before it; its questions and the answers stay for the decision taken
+    /// again.
     pub(crate) fn cancel_reserved(&mut self, pod_uid: &str) {
+        let Some(admission) = self.in_flight.get_mut(pod_uid) else {
+            return;
+        };
+        if let Some(before) = admission.reuse_before.take() {
+            self.devices_to_reuse = before;
+        }
         let Some(admission) = self.in_flight.get_mut(pod_uid) else {
             return;
         };

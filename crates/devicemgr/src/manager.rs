@@ -363,6 +363,16 @@ impl DeviceManager {
             .load(std::sync::atomic::Ordering::Relaxed)
     }
 
+    /// Whether the pod's decision reserved devices that [`realize`](Self::realize) will
+    /// give to their plugins.
+    pub fn has_reservations(&self, pod_uid: &str) -> bool {
+        self.shared
+            .state()
+            .in_flight
+            .get(pod_uid)
+            .is_some_and(|a| !a.reserved.is_empty())
+    }
+
     /// The pod's admission is over (admitted, refused or abandoned): give back anything
     /// still reserved for it and forget the plugins' answers.
     pub fn end_admission(&self, pod_uid: &str) {

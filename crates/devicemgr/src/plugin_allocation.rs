@@ -81,6 +81,7 @@ impl Shared {
         }
         let running = self.pods.already_running(pod, container);
         let mut state = self.state();
+        state.save_reuse(&pod.uid);
         state.begin_pod(&pod.uid);
         let mut reserved: Vec<Reservation> = Vec::new();
         let mut asking = false;

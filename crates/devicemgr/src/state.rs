@@ -95,7 +95,13 @@ pub(crate) struct AdmissionInFlight {
     pub(crate) questions: Vec<(String, PreferredRequest)>,
     /// (container, resource) → the last question asked, its answer and how often asked.
     pub(crate) answers: BTreeMap<(String, String), Answer>,
+    /// The devices init containers left for reuse as they were before the decision (saved
+    /// at its first reservation; put back when it is cancelled).
+    pub(crate) reuse_before: Option<ReuseSets>,
 }
+
+/// pod uid → resource → devices its init containers left for reuse.
+pub(crate) type ReuseSets = BTreeMap<String, BTreeMap<String, BTreeSet<String>>>;
 
 #[derive(Debug, Clone)]
 /// A plugin's answer to a question of an admission in flight.
@@ -140,7 +146,7 @@ pub struct DeviceState {
     pub(crate) reservations: BTreeMap<u64, (String, Vec<String>)>,
     pub(crate) next_reservation: u64,
     /// pod uid → resource → devices its init containers left for reuse.
-    pub(crate) devices_to_reuse: BTreeMap<String, BTreeMap<String, BTreeSet<String>>>,
+    pub(crate) devices_to_reuse: ReuseSets,
     /// pod uid → its device admission in flight (see `in_flight.rs`).
     pub(crate) in_flight: BTreeMap<String, AdmissionInFlight>,
 }
