@@ -7,12 +7,11 @@ use std::sync::Arc;
 
 use anyhow::{Result, anyhow};
 use corral_topology::Pod;
-use corral_topology::topologymanager::{
-    AllocationError, PodAdmitResult, UNEXPECTED_ADMISSION_ERROR,
-};
+use corral_topology::topologymanager::{PodAdmitResult, UNEXPECTED_ADMISSION_ERROR};
 use k8s_openapi::api::core::v1::Pod as K8sPod;
 use k8s_openapi::api::resource::v1::ResourceClaim as K8sResourceClaim;
 
+use super::decision::Undo;
 use super::{
     Admission, AdmitError, AdmittedPod, Affinity, Holding, Node, PodRecord, dra_claim, pod_claims,
     pod_ref, restore_check,
@@ -30,14 +29,22 @@ impl Node {
     /// decisions one at a time, but not while a device plugin or a DRA driver answers.
     ///
     /// The answer comes once what the admission wrote is durable (one journal commit).
+    /// The admission runs to its end in a task of its own, also when the caller stops
+    /// waiting: a decision is never cut between its reservation and its plugins' answer,
+    /// its undo or its commit.
     pub(crate) async fn admit(
         self: &Arc<Self>,
         manifest: K8sPod,
         claims: Vec<K8sResourceClaim>,
     ) -> Result<Admission, AdmitError> {
-        let answer = self.admit_uncommitted(manifest, claims).await;
-        self.commit().await?;
-        answer
+        let node = Arc::clone(self);
+        tokio::spawn(async move {
+            let answer = node.admit_uncommitted(manifest, claims).await;
+            node.commit().await?;
+            answer
+        })
+        .await
+        .unwrap_or_else(|err| Err(anyhow!("the admission task failed: {err}").into()))
     }
 
     async fn admit_uncommitted(
@@ -124,109 +131,6 @@ impl Node {
         Ok(Admission::Admitted(self.view(&uid)?))
     }
 
-    /// Marks `pod` in flight and decides it: the topology manager's admission (hints,
-    /// merge, allocation; the device manager only reserves) under the decision lock on the
-    /// blocking pool, then, outside the lock, the device plugins' part. A decision the
-    /// topology manager refused is given back (`undo`) before the lock is: no other
-    /// decision ever sees a refused pod's holdings, so decisions are those of a serial
-    /// order. A decision deferred for a plugin's preferred allocation is given back, the
-    /// plugins are asked, and the pod is decided again (each question at most
-    /// `MAX_QUESTIONS_PER_RESOURCE` times). An admitted decision is realized by the
-    /// plugins' `Allocate`; if that fails, the decision is given back and the pod refused
-    /// as upstream refuses a failed `Allocate`.
-    pub(super) async fn decide(
-        self: &Arc<Self>,
-        pod: &Pod,
-        undo: Undo,
-    ) -> Result<PodAdmitResult, tokio::task::JoinError> {
-        self.devices.wait_for_plugins(pod).await;
-        let decided = self.decide_with_plugins(pod, undo).await;
-        self.devices.end_admission(&pod.uid);
-        decided
-    }
-
-    async fn decide_with_plugins(
-        self: &Arc<Self>,
-        pod: &Pod,
-        undo: Undo,
-    ) -> Result<PodAdmitResult, tokio::task::JoinError> {
-        let result = loop {
-            let result = self.decide_once(pod, undo).await?;
-            if !result.deferred {
-                break result;
-            }
-            if let Err(err) = self.devices.ask_plugins(&pod.uid).await {
-                return Ok(self.devices_refused(err));
-            }
-        };
-        if !result.admit {
-            return Ok(result);
-        }
-        if let Err(err) = self.devices.realize(&pod.uid).await {
-            self.give_back(pod, undo).await?;
-            return Ok(self.devices_refused(err));
-        }
-        Ok(result)
-    }
-
-    /// One decision under the lock; a refused or deferred one is given back before the
-    /// lock is.
-    async fn decide_once(
-        self: &Arc<Self>,
-        pod: &Pod,
-        undo: Undo,
-    ) -> Result<PodAdmitResult, tokio::task::JoinError> {
-        self.pods.begin_admitting(pod);
-        let node = Arc::clone(self);
-        let admitting = pod.clone();
-        let decision = self.decisions.acquire().await;
-        tokio::task::spawn_blocking(move || {
-            let _decision = decision;
-            let result = node.topology.admit(&admitting);
-            if !result.admit {
-                node.undo_decision(&admitting, undo);
-            }
-            result
-        })
-        .await
-    }
-
-    /// Give back an admitted decision whose plugins failed, under the decision lock.
-    async fn give_back(
-        self: &Arc<Self>,
-        pod: &Pod,
-        undo: Undo,
-    ) -> Result<(), tokio::task::JoinError> {
-        let node = Arc::clone(self);
-        let pod = pod.clone();
-        let decision = self.decisions.acquire().await;
-        tokio::task::spawn_blocking(move || {
-            let _decision = decision;
-            node.undo_decision(&pod, undo);
-        })
-        .await
-    }
-
-    /// What a decision that does not stand gives back, with the decision lock held.
-    fn undo_decision(&self, pod: &Pod, undo: Undo) {
-        self.pods.end_admitting(&pod.uid);
-        self.devices.cancel_reserved(&pod.uid);
-        match undo {
-            Undo::Pod => self.release_pod_from_managers(pod),
-            Undo::Container => self.release_container_from_managers(pod),
-        }
-    }
-
-    /// The rejection of a pod whose device plugins failed (upstream: an `Allocate` error
-    /// in the topology manager's admission), counted as the topology manager counts it.
-    fn devices_refused(&self, err: corral_devicemgr::DeviceManagerError) -> PodAdmitResult {
-        self.topology
-            .metrics()
-            .admission_errors_total
-            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        PodAdmitResult::from_allocation_error(&AllocationError::unexpected(err))
-    }
-
     /// What the pod's file records: its manifests, its containers' affinities and what the
     /// managers gave each container.
     pub(super) fn record_of(
@@ -301,7 +205,7 @@ impl Node {
     /// admitted nor being admitted): CPU and memory assignments of pods neither admitted
     /// nor being admitted, the pod's affinities, and its devices (only when it holds some,
     /// so the device checkpoint is not rewritten for pods that never touched it).
-    fn release_pod_from_managers(&self, pod: &Pod) {
+    pub(super) fn release_pod_from_managers(&self, pod: &Pod) {
         let uid = pod.uid.as_str();
         let holds_devices = pod
             .all_containers()
@@ -329,9 +233,15 @@ impl Node {
     /// Release everything `pod_uid` holds; `false` when the pod was not admitted. The
     /// answer comes once the release is durable.
     pub(crate) async fn release(self: &Arc<Self>, pod_uid: &str) -> Result<bool> {
-        let released = self.release_uncommitted(pod_uid).await;
-        self.commit().await?;
-        released
+        let (node, uid) = (Arc::clone(self), pod_uid.to_owned());
+        // To its end, as an admission.
+        tokio::spawn(async move {
+            let released = node.release_uncommitted(&uid).await;
+            node.commit().await?;
+            released
+        })
+        .await
+        .unwrap_or_else(|err| Err(anyhow!("the release task failed: {err}")))
     }
 
     async fn release_uncommitted(self: &Arc<Self>, pod_uid: &str) -> Result<bool> {
@@ -390,14 +300,4 @@ pub(super) fn approximate_note(pod: &Pod, container: Option<&str>, result: &PodA
             "the decision ran out of its search budget: its NUMA affinities or CPU choice are the best found, not proven to be upstream's"
         );
     }
-}
-
-/// What a decision the topology manager refused gives back before the decision lock is
-/// released (see `Node::decide`).
-#[derive(Debug, Clone, Copy)]
-pub(super) enum Undo {
-    /// The whole pod (an admission of a pod).
-    Pod,
-    /// The pod's new container only; its admitted pod keeps what it holds (NRI).
-    Container,
 }

@@ -22,9 +22,15 @@ impl Node {
         self: &Arc<Self>,
         manifest: K8sPod,
     ) -> Result<Admission, AdmitError> {
-        let answer = self.admit_container_uncommitted(manifest).await;
-        self.commit().await?;
-        answer
+        let node = Arc::clone(self);
+        // To its end, as an admission (see `Node::admit`).
+        tokio::spawn(async move {
+            let answer = node.admit_container_uncommitted(manifest).await;
+            node.commit().await?;
+            answer
+        })
+        .await
+        .unwrap_or_else(|err| Err(anyhow!("the admission task failed: {err}").into()))
     }
 
     async fn admit_container_uncommitted(
@@ -55,7 +61,7 @@ impl Node {
         if admitted.pod.container(&name).is_some() {
             return Ok(Admission::Admitted(self.view(&pod.uid)?));
         }
-        let result = match self.decide(&pod, super::admission::Undo::Container).await {
+        let result = match self.decide(&pod, super::decision::Undo::Container).await {
             Ok(result) => result,
             Err(err) => {
                 self.release_container(&pod).await;

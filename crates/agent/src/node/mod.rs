@@ -11,6 +11,7 @@
 
 mod admission;
 mod containers;
+mod decision;
 mod device_health;
 mod device_metrics;
 
@@ -144,6 +145,8 @@ pub(crate) struct Node {
     decisions: Arc<DecisionLock>,
     /// One admission or release of a pod at a time.
     pod_locks: PodLocks,
+    /// Admitted decisions whose device plugins are still answering `Allocate`.
+    realizing: decision::Realizing,
     /// In NRI mode, the devices the kubelet gave each container (a hint provider).
     kubelet_devices: Option<Arc<KubeletDevices>>,
 }
@@ -356,6 +359,7 @@ impl Node {
             pod_level_resources: gates.enabled(Feature::PodLevelResources),
             decisions,
             pod_locks: PodLocks::default(),
+            realizing: decision::Realizing::default(),
             kubelet_devices,
         })
     }
@@ -471,13 +475,29 @@ impl Node {
         in_use
     }
 
-    /// A container of an admitted pod started with `container_id`.
-    pub(crate) fn container_started(
-        &self,
+    /// A container of an admitted pod started with `container_id`. The managers' part runs
+    /// under the decision lock (every change of the managers' state is serialized with the
+    /// decisions); the answer comes once it is durable (nothing to commit: no write).
+    pub(crate) async fn container_started(
+        self: &Arc<Self>,
         pod_uid: &str,
         name: &str,
         container_id: &str,
     ) -> Result<()> {
+        let node = Arc::clone(self);
+        let (pod_uid, name, container_id) =
+            (pod_uid.to_owned(), name.to_owned(), container_id.to_owned());
+        let decision = self.decisions.acquire().await;
+        tokio::task::spawn_blocking(move || {
+            let _decision = decision;
+            node.container_started_now(&pod_uid, &name, &container_id)
+        })
+        .await
+        .context("the container start task failed")??;
+        self.commit().await
+    }
+
+    fn container_started_now(&self, pod_uid: &str, name: &str, container_id: &str) -> Result<()> {
         let known = self.pods.update(pod_uid, |entry| {
             let Some(admitted) = entry else {
                 return Err(anyhow!("pod {pod_uid} was not admitted"));
@@ -501,13 +521,25 @@ impl Node {
         self.topology
             .store()
             .add_container(pod_uid, name, container_id);
-        self.journal
-            .commit()
-            .context("committing the state journal")
+        Ok(())
     }
 
-    /// The container `container_id` was removed: its exclusive CPUs and memory go back.
-    pub(crate) fn container_removed(&self, container_id: &str) -> Result<()> {
+    /// The container `container_id` was removed: its exclusive CPUs and memory go back
+    /// (under the decision lock, as [`Self::container_started`]).
+    pub(crate) async fn container_removed(self: &Arc<Self>, container_id: &str) -> Result<()> {
+        let node = Arc::clone(self);
+        let container_id = container_id.to_owned();
+        let decision = self.decisions.acquire().await;
+        tokio::task::spawn_blocking(move || {
+            let _decision = decision;
+            node.container_removed_now(&container_id)
+        })
+        .await
+        .context("the container removal task failed")??;
+        self.commit().await
+    }
+
+    fn container_removed_now(&self, container_id: &str) -> Result<()> {
         self.cpu.remove_container(container_id)?;
         self.topology.remove_container(container_id);
         let Some(uid) = self.pods.pod_of_container(container_id) else {
@@ -534,9 +566,7 @@ impl Node {
                 admitted.record.removed_containers.extend(names);
             }
         })?;
-        self.journal
-            .commit()
-            .context("committing the state journal")
+        Ok(())
     }
 
     /// What every container of `pod_uid` holds.
@@ -572,6 +602,8 @@ mod tests_concurrent;
 mod tests_containers;
 #[cfg(test)]
 mod tests_device_decisions;
+#[cfg(test)]
+mod tests_device_hostile;
 #[cfg(test)]
 mod tests_dra_extended;
 #[cfg(test)]

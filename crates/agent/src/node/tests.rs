@@ -203,7 +203,7 @@ async fn a_restarted_node_keeps_every_admitted_pod_and_its_cpus() {
         started("32em64t-2n8c+dax+nvme+mic+dimms", "single-numa-node", &[]).await;
     let a = admitted(&node, pod("a", &[4])).await;
     let b = admitted(&node, pod("b", &[2, 2])).await;
-    node.container_started("b", "c1", "cid-b1").unwrap();
+    node.container_started("b", "c1", "cid-b1").await.unwrap();
     node.stop_devices().await;
     drop(node);
     let node = open(&config, &fixture("32em64t-2n8c+dax+nvme+mic+dimms")).await;

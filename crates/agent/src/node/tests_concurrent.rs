@@ -741,6 +741,21 @@ async fn concurrent_multi_container_admissions_without_extended_resources_decide
     .await;
 }
 
+/// The same with multi-container pods: init containers' GPUs reused by the app containers
+/// after them, and decisions deferred after a first container's memory was allocated
+/// (undone exactly: a release alone could move how a group's memory is split).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_multi_container_admissions_with_device_plugin_resources_decide_as_some_serial_order()
+ {
+    admit_concurrently_and_replay(
+        &[("best-effort", "pod"), ("restricted", "container")],
+        1..=4,
+        true,
+        true,
+    )
+    .await;
+}
+
 /// Pods asking GPUs too (0-3 per Guaranteed container, two GPUs per NUMA node, a plugin
 /// that offers its preferred allocation): decisions deferred for the plugin's answer and
 /// realized after the decision lock still give the decisions of some serial order.

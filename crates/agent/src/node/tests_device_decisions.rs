@@ -17,11 +17,7 @@ use super::{Admission, Node};
 /// The big pod (5 CPUs, 1200Mi and `wanted` of the `gpus` (their NUMA nodes), so that its
 /// only hint is {0,1}) on a 2-node machine, and the small pod (1 CPU, 100Mi) admitted while the big pod's plugin
 /// is held at `held`; then the plugin answers. Returns both outcomes and the plugin.
-async fn big_waits_small_passes(
-    gpus: &[i64],
-    wanted: usize,
-    held: Held,
-) -> (String, String, Arc<Node>, GatedPlugin) {
+async fn big_waits_small_passes(gpus: &[i64], wanted: usize, held: Held) -> Outcomes {
     let dir = tempfile::tempdir().unwrap();
     let config = config(dir.path(), "restricted", "container");
     let node = open(&config, &machine(2, 4, 1024, 0)).await;
@@ -37,10 +33,20 @@ async fn big_waits_small_passes(
         }
     });
     plugin.until_held().await;
-    let small = tokio::time::timeout(WAIT, node.admit(small_pod(), Vec::new()))
-        .await
-        .expect("the small pod's admission waited for the big pod's device plugin")
-        .unwrap();
+    let small = tokio::spawn({
+        let node = Arc::clone(&node);
+        async move { node.admit(small_pod(), Vec::new()).await }
+    });
+    // The small pod is decided now: admitted, or refused and then waiting for the big
+    // pod's allocation under way (a failure would free what the big pod holds).
+    let deadline = std::time::Instant::now() + WAIT;
+    while !small.is_finished() && node.realizing.waiting() == 0 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the small pod was never decided"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
     assert!(
         !big.is_finished(),
         "the big pod did not wait for its plugin"
@@ -51,9 +57,27 @@ async fn big_waits_small_passes(
         .expect("the big pod's admission ends")
         .unwrap()
         .unwrap();
-    // The temporary directory goes with the node's last use in the caller.
-    std::mem::forget(dir);
-    (outcome(&big), outcome(&small), node, plugin)
+    let small = tokio::time::timeout(WAIT, small)
+        .await
+        .expect("the small pod's admission ends")
+        .unwrap()
+        .unwrap();
+    Outcomes {
+        big: outcome(&big),
+        small: outcome(&small),
+        node,
+        plugin,
+        _dir: dir,
+    }
+}
+
+/// What [`big_waits_small_passes`] leaves.
+struct Outcomes {
+    big: String,
+    small: String,
+    node: Arc<Node>,
+    plugin: GatedPlugin,
+    _dir: tempfile::TempDir,
 }
 
 /// Issue 29 (the memory manager once allocated the big pod with the hint taken before the
@@ -62,7 +86,13 @@ async fn big_waits_small_passes(
 /// allocation`): the big pod's whole decision comes first, then the small pod's.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_pod_decided_while_another_waits_for_its_plugins_allocate_comes_after_it() {
-    let (big, small, node, plugin) = big_waits_small_passes(&[0, 1], 2, Held::Allocate).await;
+    let Outcomes {
+        big,
+        small,
+        node,
+        plugin,
+        _dir,
+    } = big_waits_small_passes(&[0, 1], 2, Held::Allocate).await;
     assert_eq!(big, "admitted", "small = {small}");
     assert_eq!(node.memory().memory_numa_nodes("big", "c0"), [0, 1].into());
     assert_eq!(plugin.allocations(), [vec!["gpu-0", "gpu-1"]]);
@@ -110,8 +140,13 @@ async fn assert_serial_with_gpus(gpus: &[i64], wanted: usize, got: (String, Stri
 /// and the big pod's second decision comes after.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_pod_decided_while_another_waits_for_its_plugins_preference_comes_before_it() {
-    let (big, small, node, plugin) =
-        big_waits_small_passes(&[0, 0, 1, 1], 3, Held::Preferred).await;
+    let Outcomes {
+        big,
+        small,
+        node,
+        plugin,
+        _dir,
+    } = big_waits_small_passes(&[0, 0, 1, 1], 3, Held::Preferred).await;
     assert_eq!(small, "admitted");
     if big == "admitted" {
         assert_eq!(node.memory().memory_numa_nodes("big", "c0"), [0, 1].into());

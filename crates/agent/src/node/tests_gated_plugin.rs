@@ -42,8 +42,6 @@ struct Gate {
     open: tokio::sync::watch::Sender<bool>,
     /// `Allocate` fails instead of answering.
     allocate_fails: bool,
-    /// The plugin offers `GetPreferredAllocation`.
-    preferred: bool,
 }
 
 impl Gate {
@@ -76,7 +74,7 @@ impl DevicePlugin for GatedService {
         &self,
         _: Request<Empty>,
     ) -> Result<Response<DevicePluginOptions>, Status> {
-        Ok(Response::new(options(self.gate.preferred)))
+        Ok(Response::new(options()))
     }
 
     async fn list_and_watch(
@@ -151,9 +149,9 @@ impl DevicePlugin for GatedService {
     }
 }
 
-fn options(preferred: bool) -> DevicePluginOptions {
+fn options() -> DevicePluginOptions {
     DevicePluginOptions {
-        get_preferred_allocation_available: preferred,
+        get_preferred_allocation_available: true,
         ..DevicePluginOptions::default()
     }
 }
@@ -174,17 +172,6 @@ impl GatedPlugin {
         held: Held,
         allocate_fails: bool,
     ) -> Self {
-        Self::start_with(node, numa, held, allocate_fails, true).await
-    }
-
-    /// [`GatedPlugin::start`], offering `GetPreferredAllocation` only when `preferred`.
-    pub(super) async fn start_with(
-        node: &Arc<Node>,
-        numa: &[i64],
-        held: Held,
-        allocate_fails: bool,
-        preferred: bool,
-    ) -> Self {
         let devices = numa
             .iter()
             .enumerate()
@@ -202,7 +189,6 @@ impl GatedPlugin {
             allocations: Mutex::default(),
             open: tokio::sync::watch::channel(false).0,
             allocate_fails,
-            preferred,
         });
         let service = GatedService {
             gate: Arc::clone(&gate),
@@ -227,7 +213,7 @@ impl GatedPlugin {
                 version: VERSION.into(),
                 endpoint: "gated.sock".to_owned(),
                 resource_name: GPU.to_owned(),
-                options: Some(options(gate.preferred)),
+                options: Some(options()),
             })
             .await
             .unwrap();

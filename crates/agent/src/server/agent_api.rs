@@ -140,12 +140,8 @@ impl Agent for AgentService {
                 crate::manifest::claim_from_document(document).map_err(invalid)
             })
             .collect::<Result<Vec<_>, _>>()?;
-        // Run to the end even when the client goes away and this handler is dropped: a
-        // decision is never cut between its reservation and its plugins' answer or commit.
-        let node = Arc::clone(&self.node);
-        let admission = tokio::spawn(async move { node.admit(pod, claims).await })
-            .await
-            .unwrap_or_else(|err| Err(anyhow::anyhow!("the admission task failed: {err}").into()));
+        // Runs to its end even when the client goes away (see `Node::admit`).
+        let admission = self.node.admit(pod, claims).await;
         let admission = admission.map_err(|err| match err {
             AdmitError::Internal(err) => internal(err),
             invalid => Status::invalid_argument(crate::error_text::error_chain(&invalid)),
@@ -173,6 +169,7 @@ impl Agent for AgentService {
         let r = request.into_inner();
         self.node
             .container_started(&r.pod_uid, &r.container_name, &r.container_id)
+            .await
             .map_err(|e| Status::failed_precondition(format!("{e:#}")))?;
         Ok(Response::new(api::ContainerStartedResponse {}))
     }
@@ -184,6 +181,7 @@ impl Agent for AgentService {
         let r = request.into_inner();
         self.node
             .container_removed(&r.container_id)
+            .await
             .map_err(internal)?;
         Ok(Response::new(api::ContainerRemovedResponse {}))
     }
@@ -193,11 +191,7 @@ impl Agent for AgentService {
         request: Request<api::PodRemovedRequest>,
     ) -> Result<Response<api::PodRemovedResponse>, Status> {
         let uid = request.into_inner().pod_uid;
-        let (node, releasing) = (Arc::clone(&self.node), uid.clone());
-        let released = tokio::spawn(async move { node.release(&releasing).await })
-            .await
-            .unwrap_or_else(|err| Err(anyhow::anyhow!("the release task failed: {err}")));
-        if !released.map_err(internal)? {
+        if !self.node.release(&uid).await.map_err(internal)? {
             return Err(Status::not_found(format!("pod {uid} was not admitted")));
         }
         Ok(Response::new(api::PodRemovedResponse {}))

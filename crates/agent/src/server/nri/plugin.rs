@@ -104,6 +104,7 @@ impl NodePlugin {
         if let Err(err) = self
             .node
             .container_started(&pod.uid, &container.name, &container.id)
+            .await
         {
             let why = crate::error_text::error_chain(err.as_ref());
             return Err(NriStatus::new(NriStatus::UNKNOWN, why));
@@ -143,13 +144,16 @@ impl NodePlugin {
         updates
     }
 
-    fn removed(&self, container_id: &str) -> Result<(), NriStatus> {
-        self.node.container_removed(container_id).map_err(|err| {
-            NriStatus::new(
-                NriStatus::UNKNOWN,
-                crate::error_text::error_chain(err.as_ref()),
-            )
-        })
+    async fn removed(&self, container_id: &str) -> Result<(), NriStatus> {
+        self.node
+            .container_removed(container_id)
+            .await
+            .map_err(|err| {
+                NriStatus::new(
+                    NriStatus::UNKNOWN,
+                    crate::error_text::error_chain(err.as_ref()),
+                )
+            })
     }
 }
 
@@ -176,7 +180,7 @@ impl NriPlugin for NodePlugin {
             };
             let state = container.state();
             if state == api::ContainerState::ContainerStopped {
-                self.removed(&container.id)?;
+                self.removed(&container.id).await?;
                 continue;
             }
             match self.admit(pod, container).await {
@@ -318,7 +322,7 @@ impl NriPlugin for NodePlugin {
                 let name = &container.name;
                 !self.node.cpu().exclusive_cpus(&uid, name).is_empty()
             });
-        self.removed(&container.id)?;
+        self.removed(&container.id).await?;
         // Exclusive CPUs went back to the pool: every container in it may use them.
         let update = if held {
             self.shared_pool_updates(&container.id)
@@ -332,7 +336,7 @@ impl NriPlugin for NodePlugin {
         match event.event() {
             Event::RemoveContainer => {
                 if let Some(container) = &event.container {
-                    self.removed(&container.id)?;
+                    self.removed(&container.id).await?;
                 }
             }
             Event::StopPodSandbox => {
@@ -342,7 +346,7 @@ impl NriPlugin for NodePlugin {
                     && let Some(admitted) = self.node.pods().get(&pod.uid)
                 {
                     for id in admitted.record.container_ids.values() {
-                        self.removed(id)?;
+                        self.removed(id).await?;
                     }
                 }
             }
