@@ -23,11 +23,13 @@ use super::{Node, pod_ref};
 
 /// How often a refused pod is decided again because an allocation under way when it was
 /// refused gave its decision back.
-const MAX_REDECISIONS: usize = 3;
+const MAX_REDECISIONS: usize = 2;
 
 /// How long a refused pod waits at most for the allocations under way when it was
-/// refused (each is bounded by its plugin's call deadline; this bounds the wait even so).
-const REALIZE_WAIT: Duration = Duration::from_secs(120);
+/// refused: a little over one plugin call's deadline (30 s by default). Plugins answer in
+/// milliseconds; only a slow or hostile one makes a refusal wait this long, once per
+/// re-decision — where the kubelet would hold every admission behind it.
+const REALIZE_WAIT: Duration = Duration::from_secs(35);
 
 /// What a decision that does not stand gives back before the decision lock is (see
 /// [`Node::decide`]).

@@ -484,6 +484,9 @@ impl Node {
         name: &str,
         container_id: &str,
     ) -> Result<()> {
+        // After any admission of the pod under way (a container joining it is marked in
+        // flight until it joins; the pod's record changes only then).
+        let _pod_lock = self.pod_locks.lock(pod_uid).await;
         let node = Arc::clone(self);
         let (pod_uid, name, container_id) =
             (pod_uid.to_owned(), name.to_owned(), container_id.to_owned());
@@ -527,6 +530,12 @@ impl Node {
     /// The container `container_id` was removed: its exclusive CPUs and memory go back
     /// (under the decision lock, as [`Self::container_started`]).
     pub(crate) async fn container_removed(self: &Arc<Self>, container_id: &str) -> Result<()> {
+        // After any admission of its pod under way, as a start.
+        let uid = self.pods.pod_of_container(container_id);
+        let _pod_lock = match &uid {
+            Some(uid) => Some(self.pod_locks.lock(uid).await),
+            None => None,
+        };
         let node = Arc::clone(self);
         let container_id = container_id.to_owned();
         let decision = self.decisions.acquire().await;
@@ -602,6 +611,8 @@ mod tests_concurrent;
 mod tests_containers;
 #[cfg(test)]
 mod tests_device_decisions;
+#[cfg(test)]
+mod tests_device_events;
 #[cfg(test)]
 mod tests_device_hostile;
 #[cfg(test)]

@@ -14,12 +14,9 @@ use corral_proto::deviceplugin::v1beta1::{
     AllocateRequest, AllocateResponse, ContainerAllocateResponse,
     ContainerPreferredAllocationResponse, Device as ApiDevice, DevicePluginOptions, Empty,
     ListAndWatchResponse, NumaNode, PreStartContainerRequest, PreStartContainerResponse,
-    PreferredAllocationRequest, PreferredAllocationResponse, RegisterRequest, TopologyInfo,
-    VERSION,
-    device_plugin_server::{DevicePlugin, DevicePluginServer},
-    registration_client::RegistrationClient,
+    PreferredAllocationRequest, PreferredAllocationResponse, TopologyInfo,
+    device_plugin_server::DevicePlugin,
 };
-use corral_proto::uds::{self, SocketOptions, UdsListener};
 use k8s_openapi::api::core::v1::Pod as K8sPod;
 use tonic::codegen::tokio_stream::{Stream, wrappers::UnboundedReceiverStream};
 use tonic::{Request, Response, Status};
@@ -27,6 +24,7 @@ use tonic::{Request, Response, Status};
 use super::Node;
 use super::tests::WAIT;
 use super::tests_concurrent::{big_pod, config, guaranteed, machine, open, outcome};
+use super::tests_gated_plugin::Served;
 
 const GPU: &str = "example.com/gpu";
 const NIC: &str = "example.com/nic";
@@ -224,8 +222,7 @@ fn last_ids(available: &[String], must: &[String], size: usize, _: usize) -> Vec
 
 struct Plugin {
     ctl: Arc<Ctl>,
-    stop: Option<tokio::sync::oneshot::Sender<()>>,
-    server: tokio::task::JoinHandle<()>,
+    served: Served,
 }
 
 impl Plugin {
@@ -249,37 +246,11 @@ impl Plugin {
             lists_tx,
         });
         let name = format!("adv-{}.sock", resource.replace(['/', '.'], "-"));
-        let socket = node.devices().config().plugin_dir.join(&name);
-        let listener = UdsListener::bind(&socket, &SocketOptions::default()).unwrap();
-        let router =
-            tonic::transport::Server::builder().add_service(DevicePluginServer::new(Hostile {
-                ctl: Arc::clone(&ctl),
-            }));
-        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-        let server = tokio::spawn(async move {
-            let stopped = async move {
-                let _ = stopped.await;
-            };
-            let _ = uds::serve(router, listener, stopped, Duration::from_millis(200)).await;
-        });
-        let channel = uds::connect(node.devices().socket_path(), WAIT)
-            .await
-            .unwrap();
-        RegistrationClient::new(channel)
-            .register(RegisterRequest {
-                version: VERSION.into(),
-                endpoint: name,
-                resource_name: resource.to_owned(),
-                options: Some(options()),
-            })
-            .await
-            .unwrap();
-        assert!(node.devices().wait_for_plugin(resource, WAIT).await);
-        Plugin {
-            ctl,
-            stop: Some(stop),
-            server,
-        }
+        let service = Hostile {
+            ctl: Arc::clone(&ctl),
+        };
+        let served = Served::start(node, &name, resource, options(), service).await;
+        Plugin { ctl, served }
     }
 
     fn questions(&self) -> Vec<Question> {
@@ -303,19 +274,27 @@ impl Plugin {
 
     async fn stop(mut self) {
         self.open();
-        if let Some(stop) = self.stop.take() {
-            let _ = stop.send(());
-        }
-        let _ = tokio::time::timeout(WAIT, &mut self.server).await;
-        self.server.abort();
+        self.served.stop().await;
     }
 }
 
 impl Drop for Plugin {
     fn drop(&mut self) {
         self.open();
-        self.server.abort();
     }
+}
+
+/// A node of 2 NUMA nodes × 4 CPUs and 1 GiB under `policy` at `scope`, with the hostile
+/// plugin serving a GPU on each NUMA node of `gpus`.
+async fn started(
+    policy: &str,
+    scope: &str,
+    gpus: &[i64],
+) -> (tempfile::TempDir, Arc<Node>, Plugin) {
+    let dir = tempfile::tempdir().unwrap();
+    let node = open(&config(dir.path(), policy, scope), &machine(2, 4, 1024, 0)).await;
+    let plugin = Plugin::start(&node, GPU, devices("gpu", gpus)).await;
+    (dir, node, plugin)
 }
 
 /// Poll `cond` (bounded by WAIT).
@@ -348,13 +327,7 @@ fn held(node: &Arc<Node>, uid: &str, container: &str, resource: &str) -> BTreeSe
 /// Big (5 CPUs, 1200Mi, 2 GPUs) then `b` (3 CPUs, 100Mi), one after the other, on a node
 /// whose plugin's `Allocate` always fails: (big, b).
 async fn serial_allocate_fails(big_first: bool) -> (String, String) {
-    let dir = tempfile::tempdir().unwrap();
-    let node = open(
-        &config(dir.path(), "restricted", "container"),
-        &machine(2, 4, 1024, 0),
-    )
-    .await;
-    let plugin = Plugin::start(&node, GPU, devices("gpu", &[0, 1])).await;
+    let (_dir, node, plugin) = started("restricted", "container", &[0, 1]).await;
     plugin.ctl.allocate_fail_every.store(1, Ordering::Relaxed);
     let b = || guaranteed("b", serde_json::json!({"cpu": "3", "memory": "100Mi"}));
     let big = || big_pod(serde_json::json!({GPU: "2"}));
@@ -376,13 +349,7 @@ async fn serial_allocate_fails(big_first: bool) -> (String, String) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_pod_refused_while_a_failing_allocate_was_under_way_is_decided_again() {
-    let dir = tempfile::tempdir().unwrap();
-    let node = open(
-        &config(dir.path(), "restricted", "container"),
-        &machine(2, 4, 1024, 0),
-    )
-    .await;
-    let plugin = Plugin::start(&node, GPU, devices("gpu", &[0, 1])).await;
+    let (_dir, node, plugin) = started("restricted", "container", &[0, 1]).await;
     plugin.ctl.hold_allocate.store(true, Ordering::Relaxed);
     plugin.ctl.allocate_fail_every.store(1, Ordering::Relaxed);
     let big = tokio::spawn({
@@ -443,19 +410,21 @@ fn init_pod(uid: &str, init: &str, app: &str) -> K8sPod {
     .unwrap()
 }
 
-/// The init container's devices of the decision given back (deferred for the app
-/// container's question) are reused by the init container in the pod's next decision,
-/// even after the plugin marked one of them unhealthy in between: a fresh decision would
-/// never choose an unhealthy device.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_deferred_decisions_init_reuse_does_not_outlive_it() {
-    let dir = tempfile::tempdir().unwrap();
-    let node = open(
-        &config(dir.path(), "best-effort", "container"),
-        &machine(2, 4, 1024, 0),
-    )
-    .await;
-    let plugin = Plugin::start(&node, GPU, devices("gpu", &[0, 0, 0, 0])).await;
+/// What happens to gpu-3 between a pod's decision given back and its next.
+#[derive(Clone, Copy)]
+enum Gpu3 {
+    /// The plugin marks it unhealthy.
+    Unhealthy,
+    /// The plugin no longer lists it.
+    Removed,
+}
+
+/// A pod's first decision gives its init container gpu-3 and is deferred for its app
+/// container's question; while the plugin answers, gpu-3 turns unhealthy or leaves the
+/// plugin's list. The pod's next decision starts from the devices left for reuse as they
+/// were before the first: gpu-3 is given to nobody and `Allocate` never names it.
+async fn a_deferred_decisions_init_reuse_does_not_outlive_it(gpu3: Gpu3) {
+    let (_dir, node, plugin) = started("best-effort", "container", &[0, 0, 0, 0]).await;
     // Hold the second question (the app container's, after the init container's).
     plugin.ctl.hold_preferred_from.store(1, Ordering::Relaxed);
     let pod = tokio::spawn({
@@ -466,12 +435,17 @@ async fn a_deferred_decisions_init_reuse_does_not_outlive_it() {
         plugin.questions().len() >= 2
     })
     .await;
-    // The init container got gpu-3 in the decision given back; it fails now.
-    let mut listed = devices("gpu", &[0, 0, 0, 0]);
-    listed[3].health = "Unhealthy".to_owned();
-    plugin.list(listed);
-    until("gpu-3 unhealthy", || {
-        !node.devices().device_healthy(GPU, "gpu-3")
+    match gpu3 {
+        Gpu3::Unhealthy => {
+            let mut listed = devices("gpu", &[0, 0, 0, 0]);
+            listed[3].health = "Unhealthy".to_owned();
+            plugin.list(listed);
+        }
+        Gpu3::Removed => plugin.list(devices("gpu", &[0, 0, 0])),
+    }
+    until("gpu-3 out of use", || {
+        node.devices()
+            .with_state(|s| !s.healthy_devices(GPU).contains("gpu-3"))
     })
     .await;
     plugin.open();
@@ -480,17 +454,31 @@ async fn a_deferred_decisions_init_reuse_does_not_outlive_it() {
         .unwrap()
         .unwrap()
         .unwrap();
-    let questions = plugin.questions();
     let init = held(&node, "p", "init", GPU);
     let app = held(&node, "p", "app", GPU);
+    let allocations = plugin.allocations();
     assert_eq!(in_flight(&node), (0, 0));
     plugin.stop().await;
     node.stop_devices().await;
     assert_eq!(outcome(&answer), "admitted");
     assert!(
         !init.contains("gpu-3") && !app.contains("gpu-3"),
-        "the unhealthy gpu-3 was allocated: init {init:?}, app {app:?}; questions {questions:?}"
+        "gpu-3 was allocated: init {init:?}, app {app:?}"
     );
+    assert!(
+        allocations.iter().flatten().all(|id| id != "gpu-3"),
+        "Allocate was asked for gpu-3: {allocations:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_deferred_decisions_init_reuse_never_hands_out_a_device_turned_unhealthy() {
+    a_deferred_decisions_init_reuse_does_not_outlive_it(Gpu3::Unhealthy).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_deferred_decisions_init_reuse_never_hands_out_a_removed_device() {
+    a_deferred_decisions_init_reuse_does_not_outlive_it(Gpu3::Removed).await;
 }
 
 // ---------------------------------------------------------------------------------------
@@ -562,13 +550,7 @@ fn hostile_mode(mode: usize) -> Answerer {
 }
 
 async fn hostile_round(mode: usize, fail_every: usize, empty: bool) {
-    let dir = tempfile::tempdir().unwrap();
-    let node = open(
-        &config(dir.path(), "best-effort", "container"),
-        &machine(2, 4, 1024, 0),
-    )
-    .await;
-    let plugin = Plugin::start(&node, GPU, devices("gpu", &[0, 0, 0, 0, 1, 1, 1, 1])).await;
+    let (_dir, node, plugin) = started("best-effort", "container", &[0, 0, 0, 0, 1, 1, 1, 1]).await;
     *plugin.ctl.answer.lock().unwrap() = hostile_mode(mode);
     plugin
         .ctl
@@ -744,13 +726,7 @@ async fn a_stuck_plugin_delays_no_pod_of_another_plugin() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn init_reuse_survives_questions_and_a_concurrent_pod() {
-    let dir = tempfile::tempdir().unwrap();
-    let node = open(
-        &config(dir.path(), "best-effort", "container"),
-        &machine(2, 4, 1024, 0),
-    )
-    .await;
-    let plugin = Plugin::start(&node, GPU, devices("gpu", &[0, 0, 0, 0, 1, 1, 1, 1])).await;
+    let (_dir, node, plugin) = started("best-effort", "container", &[0, 0, 0, 0, 1, 1, 1, 1]).await;
     plugin.ctl.hold_preferred_from.store(1, Ordering::Relaxed);
     let pod = tokio::spawn({
         let node = Arc::clone(&node);
@@ -817,54 +793,35 @@ async fn until_admitted(node: &Arc<Node>, uid: &str) {
     .await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_dropped_admission_ends_all_the_same_when_its_plugin_is_asked() {
-    let dir = tempfile::tempdir().unwrap();
-    let node = open(
-        &config(dir.path(), "best-effort", "container"),
-        &machine(2, 4, 1024, 0),
-    )
-    .await;
-    let plugin = Plugin::start(&node, GPU, devices("gpu", &[0, 0, 1, 1])).await;
-    plugin.ctl.hold_preferred_from.store(0, Ordering::Relaxed);
-    let pod = guaranteed(
-        "gone",
-        serde_json::json!({"cpu": "1", "memory": "100Mi", GPU: "1"}),
-    );
-    let mut admit = Box::pin(node.admit(pod, Vec::new()));
-    // Polled until the plugin is asked, then dropped.
-    tokio::select! {
-        _ = &mut admit => panic!("the admission ended before its plugin answered"),
-        () = until("the question", || !plugin.questions().is_empty()) => {}
-    }
-    drop(admit);
-    plugin.open();
-    until_admitted(&node, "gone").await;
-    until("nothing in flight", || in_flight(&node) == (0, 0)).await;
-    assert_eq!(held(&node, "gone", "c0", GPU).len(), 1);
-    plugin.stop().await;
-    node.stop_devices().await;
+/// Which plugin call an admission is dropped in.
+#[derive(Clone, Copy)]
+enum DroppedIn {
+    Question,
+    Allocate,
 }
 
-/// The same, dropped while its plugin answers `Allocate`.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_dropped_admission_ends_all_the_same_when_its_plugin_allocates() {
-    let dir = tempfile::tempdir().unwrap();
-    let node = open(
-        &config(dir.path(), "best-effort", "container"),
-        &machine(2, 4, 1024, 0),
-    )
-    .await;
-    let plugin = Plugin::start(&node, GPU, devices("gpu", &[0, 0, 1, 1])).await;
-    plugin.ctl.hold_allocate.store(true, Ordering::Relaxed);
+/// An admission of a 2-CPU, 1-GPU pod whose caller stops waiting while its plugin holds
+/// the call `dropped_in`: the pod is admitted all the same, with what it was given, and
+/// nothing stays in flight.
+async fn a_dropped_admission_ends_all_the_same(dropped_in: DroppedIn) {
+    let (_dir, node, plugin) = started("best-effort", "container", &[0, 0, 1, 1]).await;
+    match dropped_in {
+        DroppedIn::Question => plugin.ctl.hold_preferred_from.store(0, Ordering::Relaxed),
+        DroppedIn::Allocate => plugin.ctl.hold_allocate.store(true, Ordering::Relaxed),
+    }
     let pod = guaranteed(
         "gone",
         serde_json::json!({"cpu": "2", "memory": "100Mi", GPU: "1"}),
     );
     let mut admit = Box::pin(node.admit(pod, Vec::new()));
+    let called = || match dropped_in {
+        DroppedIn::Question => !plugin.questions().is_empty(),
+        DroppedIn::Allocate => !plugin.allocations().is_empty(),
+    };
+    // Polled until the plugin holds the call, then dropped.
     tokio::select! {
         _ = &mut admit => panic!("the admission ended before its plugin answered"),
-        () = until("Allocate", || !plugin.allocations().is_empty()) => {}
+        () = until("the plugin's call", called) => {}
     }
     drop(admit);
     plugin.open();
@@ -876,17 +833,21 @@ async fn a_dropped_admission_ends_all_the_same_when_its_plugin_allocates() {
     node.stop_devices().await;
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dropped_admission_ends_all_the_same_when_its_plugin_is_asked() {
+    a_dropped_admission_ends_all_the_same(DroppedIn::Question).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dropped_admission_ends_all_the_same_when_its_plugin_allocates() {
+    a_dropped_admission_ends_all_the_same(DroppedIn::Allocate).await;
+}
+
 /// A two-container pod whose second `Allocate` fails: the first container's commit is
 /// given back, and the device checkpoint does not name the pod.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_partly_realized_pod_leaves_no_checkpoint_entry() {
-    let dir = tempfile::tempdir().unwrap();
-    let node = open(
-        &config(dir.path(), "best-effort", "container"),
-        &machine(2, 4, 1024, 0),
-    )
-    .await;
-    let plugin = Plugin::start(&node, GPU, devices("gpu", &[0, 0, 1, 1])).await;
+    let (_dir, node, plugin) = started("best-effort", "container", &[0, 0, 1, 1]).await;
     plugin.ctl.allocate_fail_every.store(2, Ordering::Relaxed);
     let manifest: K8sPod = serde_json::from_value(serde_json::json!({
         "apiVersion": "v1", "kind": "Pod",
@@ -935,13 +896,7 @@ async fn a_partly_realized_pod_leaves_no_checkpoint_entry() {
 /// nothing stays; the next pod is decided normally.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_failing_preferred_allocation_refuses_and_leaks_nothing() {
-    let dir = tempfile::tempdir().unwrap();
-    let node = open(
-        &config(dir.path(), "best-effort", "container"),
-        &machine(2, 4, 1024, 0),
-    )
-    .await;
-    let plugin = Plugin::start(&node, GPU, devices("gpu", &[0, 0, 1, 1])).await;
+    let (_dir, node, plugin) = started("best-effort", "container", &[0, 0, 1, 1]).await;
     // The question is held; the plugin's server is then killed and its socket removed
     // (the held call ends at the device manager's 30 s RPC deadline).
     plugin.ctl.hold_preferred_from.store(0, Ordering::Relaxed);
@@ -955,7 +910,7 @@ async fn a_failing_preferred_allocation_refuses_and_leaks_nothing() {
     });
     until("the question", || !plugin.questions().is_empty()).await;
     // Kill the plugin's server while it holds the call.
-    plugin.server.abort();
+    plugin.served.abort();
     let _ = std::fs::remove_file(
         node.devices()
             .config()
@@ -977,13 +932,7 @@ async fn a_failing_preferred_allocation_refuses_and_leaks_nothing() {
 /// plugin is asked about both.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pod_scope_init_reuse_with_questions() {
-    let dir = tempfile::tempdir().unwrap();
-    let node = open(
-        &config(dir.path(), "best-effort", "pod"),
-        &machine(2, 4, 1024, 0),
-    )
-    .await;
-    let plugin = Plugin::start(&node, GPU, devices("gpu", &[0, 0, 0, 0, 1, 1, 1, 1])).await;
+    let (_dir, node, plugin) = started("best-effort", "pod", &[0, 0, 0, 0, 1, 1, 1, 1]).await;
     let p = tokio::time::timeout(WAIT, node.admit(init_pod("p", "2", "3"), Vec::new()))
         .await
         .unwrap()
@@ -1014,13 +963,7 @@ fn one_container(uid: &str, name: &str, limits: serde_json::Value) -> K8sPod {
 /// nothing and its pod keeps what it held.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_joining_container_whose_allocate_fails_holds_nothing() {
-    let dir = tempfile::tempdir().unwrap();
-    let node = open(
-        &config(dir.path(), "best-effort", "container"),
-        &machine(2, 4, 1024, 0),
-    )
-    .await;
-    let plugin = Plugin::start(&node, GPU, devices("gpu", &[0, 0, 1, 1])).await;
+    let (_dir, node, plugin) = started("best-effort", "container", &[0, 0, 1, 1]).await;
     plugin.ctl.allocate_fail_every.store(2, Ordering::Relaxed);
     let limits = serde_json::json!({"cpu": "2", "memory": "100Mi", GPU: "1"});
     let first = node
@@ -1057,13 +1000,7 @@ async fn a_joining_container_whose_allocate_fails_holds_nothing() {
 /// it (an `Allocate` error in the topology manager's admission: one request, one error).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_failed_preferred_allocation_is_counted_as_a_request_and_an_error() {
-    let dir = tempfile::tempdir().unwrap();
-    let node = open(
-        &config(dir.path(), "best-effort", "container"),
-        &machine(2, 4, 1024, 0),
-    )
-    .await;
-    let plugin = Plugin::start(&node, GPU, devices("gpu", &[0, 0, 1, 1])).await;
+    let (_dir, node, plugin) = started("best-effort", "container", &[0, 0, 1, 1]).await;
     plugin.ctl.preferred_fails.store(true, Ordering::Relaxed);
     let pod = guaranteed(
         "x",
@@ -1096,13 +1033,7 @@ async fn a_failed_preferred_allocation_is_counted_as_a_request_and_an_error() {
 /// decisions given back leave the pod's other container as it was.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_joining_container_deferred_leaves_its_pod_alone() {
-    let dir = tempfile::tempdir().unwrap();
-    let node = open(
-        &config(dir.path(), "best-effort", "container"),
-        &machine(2, 4, 1024, 0),
-    )
-    .await;
-    let plugin = Plugin::start(&node, GPU, devices("gpu", &[0, 0, 0, 0, 1, 1, 1, 1])).await;
+    let (_dir, node, plugin) = started("best-effort", "container", &[0, 0, 0, 0, 1, 1, 1, 1]).await;
     let c0 = serde_json::json!({"cpu": "2", "memory": "100Mi", GPU: "1"});
     let first = node
         .admit_container(one_container("jd", "c0", c0))
@@ -1200,48 +1131,4 @@ async fn a_refused_pod_leaves_the_state_files_as_they_were() {
             );
         }
     }
-}
-
-/// The same with gpu-3 gone from the plugin's list between the pod's two decisions: the
-/// init container is given (and `Allocate` is asked for) a device that no longer exists.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_deferred_decisions_init_reuse_never_hands_out_a_removed_device() {
-    let dir = tempfile::tempdir().unwrap();
-    let node = open(
-        &config(dir.path(), "best-effort", "container"),
-        &machine(2, 4, 1024, 0),
-    )
-    .await;
-    let plugin = Plugin::start(&node, GPU, devices("gpu", &[0, 0, 0, 0])).await;
-    plugin.ctl.hold_preferred_from.store(1, Ordering::Relaxed);
-    let pod = tokio::spawn({
-        let node = Arc::clone(&node);
-        async move { node.admit(init_pod("p", "1", "2"), Vec::new()).await }
-    });
-    until("the app container's question", || {
-        plugin.questions().len() >= 2
-    })
-    .await;
-    plugin.list(devices("gpu", &[0, 0, 0]));
-    until("gpu-3 gone", || {
-        node.devices()
-            .with_state(|s| !s.healthy_devices(GPU).contains("gpu-3"))
-    })
-    .await;
-    plugin.open();
-    let answer = tokio::time::timeout(WAIT, pod)
-        .await
-        .unwrap()
-        .unwrap()
-        .unwrap();
-    let init = held(&node, "p", "init", GPU);
-    let allocations = plugin.allocations();
-    assert_eq!(in_flight(&node), (0, 0));
-    plugin.stop().await;
-    node.stop_devices().await;
-    assert!(
-        !init.contains("gpu-3"),
-        "{}: init holds {init:?}; Allocate asked for {allocations:?}",
-        outcome(&answer)
-    );
 }

@@ -159,8 +159,7 @@ fn options() -> DevicePluginOptions {
 /// A running gated plugin; dropping it opens the gate and stops its server.
 pub(super) struct GatedPlugin {
     gate: Arc<Gate>,
-    stop: Option<tokio::sync::oneshot::Sender<()>>,
-    server: tokio::task::JoinHandle<()>,
+    served: Served,
 }
 
 impl GatedPlugin {
@@ -194,35 +193,8 @@ impl GatedPlugin {
             gate: Arc::clone(&gate),
             devices,
         };
-        let socket = node.devices().config().plugin_dir.join("gated.sock");
-        let listener = UdsListener::bind(&socket, &SocketOptions::default()).unwrap();
-        let router =
-            tonic::transport::Server::builder().add_service(DevicePluginServer::new(service));
-        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-        let server = tokio::spawn(async move {
-            let stopped = async move {
-                let _ = stopped.await;
-            };
-            let _ = uds::serve(router, listener, stopped, Duration::from_millis(200)).await;
-        });
-        let channel = uds::connect(node.devices().socket_path(), WAIT)
-            .await
-            .unwrap();
-        RegistrationClient::new(channel)
-            .register(RegisterRequest {
-                version: VERSION.into(),
-                endpoint: "gated.sock".to_owned(),
-                resource_name: GPU.to_owned(),
-                options: Some(options()),
-            })
-            .await
-            .unwrap();
-        assert!(node.devices().wait_for_plugin(GPU, WAIT).await);
-        GatedPlugin {
-            gate,
-            stop: Some(stop),
-            server,
-        }
+        let served = Served::start(node, "gated.sock", GPU, options(), service).await;
+        GatedPlugin { gate, served }
     }
 
     pub(super) fn questions(&self) -> Vec<(Vec<String>, Vec<String>)> {
@@ -258,6 +230,70 @@ impl GatedPlugin {
 
     pub(super) async fn stop(mut self) {
         self.open();
+        self.served.stop().await;
+    }
+}
+
+impl Drop for GatedPlugin {
+    fn drop(&mut self) {
+        self.open();
+    }
+}
+
+/// A device plugin's server on `<plugin dir>/<socket>`, registered with a node; stopped
+/// (gracefully, bounded) by [`Served::stop`], aborted when dropped.
+pub(super) struct Served {
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    server: tokio::task::JoinHandle<()>,
+}
+
+impl Served {
+    /// Serve `service` on `<plugin dir>/<socket>`, register it with `node` for `resource`
+    /// with `options`, and wait until its devices are listed.
+    pub(super) async fn start<S: DevicePlugin>(
+        node: &Arc<Node>,
+        socket: &str,
+        resource: &str,
+        options: DevicePluginOptions,
+        service: S,
+    ) -> Served {
+        let path = node.devices().config().plugin_dir.join(socket);
+        let listener = UdsListener::bind(&path, &SocketOptions::default()).unwrap();
+        let router =
+            tonic::transport::Server::builder().add_service(DevicePluginServer::new(service));
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let server = tokio::spawn(async move {
+            let stopped = async move {
+                let _ = stopped.await;
+            };
+            let _ = uds::serve(router, listener, stopped, Duration::from_millis(200)).await;
+        });
+        let channel = uds::connect(node.devices().socket_path(), WAIT)
+            .await
+            .unwrap();
+        RegistrationClient::new(channel)
+            .register(RegisterRequest {
+                version: VERSION.into(),
+                endpoint: socket.to_owned(),
+                resource_name: resource.to_owned(),
+                options: Some(options),
+            })
+            .await
+            .unwrap();
+        assert!(node.devices().wait_for_plugin(resource, WAIT).await);
+        Served {
+            stop: Some(stop),
+            server,
+        }
+    }
+
+    /// Kill the server at once (a plugin that crashes).
+    pub(super) fn abort(&self) {
+        self.server.abort();
+    }
+
+    /// Stop serving (bounded).
+    pub(super) async fn stop(&mut self) {
         if let Some(stop) = self.stop.take() {
             let _ = stop.send(());
         }
@@ -266,9 +302,8 @@ impl GatedPlugin {
     }
 }
 
-impl Drop for GatedPlugin {
+impl Drop for Served {
     fn drop(&mut self) {
-        self.open();
         self.server.abort();
     }
 }

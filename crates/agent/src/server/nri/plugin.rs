@@ -78,12 +78,27 @@ impl NodePlugin {
             Err(err) => return Err(NriStatus::new(NriStatus::INVALID_ARGUMENT, err.to_string())),
         };
         self.record_kubelet_devices(pod, container, qos).await;
-        // Run to the end even when the runtime's connection ends and this handler is
-        // dropped: a decision is never cut between its grant and its commit.
+        // Admitted and recorded with its id to the end even when the runtime's connection
+        // ends and this handler is dropped (an admitted container without its id could not
+        // be found by its removal).
         let node = Arc::clone(&self.node);
-        let admitted = tokio::spawn(async move { node.admit_container(manifest).await })
-            .await
-            .unwrap_or_else(|err| Err(anyhow::anyhow!("the admission task failed: {err}").into()));
+        let (uid, name, id) = (
+            pod.uid.clone(),
+            container.name.clone(),
+            container.id.clone(),
+        );
+        let task = tokio::spawn(async move {
+            let admitted = node.admit_container(manifest).await;
+            let started = match &admitted {
+                Ok(Admission::Admitted(_)) => Some(node.container_started(&uid, &name, &id).await),
+                _ => None,
+            };
+            (admitted, started)
+        });
+        let (admitted, started) = task.await.unwrap_or_else(|err| {
+            let failed = anyhow::anyhow!("the admission task failed: {err}");
+            (Err(failed.into()), None)
+        });
         match admitted {
             Ok(Admission::Admitted(_)) => {}
             Ok(Admission::Rejected { reason, message }) => {
@@ -101,11 +116,7 @@ impl NodePlugin {
                 return Err(NriStatus::new(NriStatus::UNKNOWN, why));
             }
         }
-        if let Err(err) = self
-            .node
-            .container_started(&pod.uid, &container.name, &container.id)
-            .await
-        {
+        if let Some(Err(err)) = started {
             let why = crate::error_text::error_chain(err.as_ref());
             return Err(NriStatus::new(NriStatus::UNKNOWN, why));
         }
