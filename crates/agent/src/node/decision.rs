@@ -190,17 +190,18 @@ impl Node {
                 tracing::info!(pod = pod_ref(pod), podUID = %pod.uid, "a pod refused while another pod's devices were allocated is decided again: that allocation failed and gave its holdings back");
                 continue;
             }
-            let Some(id) = decided.realize else {
-                return Ok(result);
-            };
-            let mut pending = Pending {
+            // Realized even with nothing for the plugins: the decision then stands as it is
+            // (what its init containers left for reuse included).
+            let mut pending = decided.realize.map(|id| Pending {
                 realizing: &self.realizing,
                 id,
                 given_back: false,
-            };
+            });
             if let Err(err) = self.devices.realize(&pod.uid).await {
                 self.give_back(pod, undo).await?;
-                pending.given_back = true;
+                if let Some(pending) = &mut pending {
+                    pending.given_back = true;
+                }
                 return Ok(self.devices_refused(err));
             }
             return Ok(result);
