@@ -12,10 +12,12 @@ mod config;
 mod error;
 mod metrics;
 mod reconcile;
+mod undo;
 
 pub use config::CpuManagerConfig;
 pub use error::CpuManagerError;
 pub use metrics::CpuManagerMetrics;
+pub use undo::PolicySnapshot;
 
 use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -88,10 +90,6 @@ impl Inner {
         self.containers.remove_by_container_ref(pod_uid, container);
     }
 }
-
-/// The CPU policy's own bookkeeping at one moment ([`CpuManager::policy_snapshot`]).
-#[derive(Debug)]
-pub struct PolicySnapshot(Option<Box<dyn Policy>>);
 
 /// The CPU manager.
 ///
@@ -386,24 +384,6 @@ impl CpuManager {
         // Errors are logged upstream; here the state is rolled back and kept.
         if self.remove_stale_state(&active, pending).is_ok() {
             self.lock().last_sweep = sweep;
-        }
-    }
-
-    /// A copy of the policy's own bookkeeping (the static policy's CPUs an init container
-    /// left for reuse), to put back with [`restore_policy`](Self::restore_policy).
-    pub fn policy_snapshot(&self) -> PolicySnapshot {
-        PolicySnapshot(self.lock().policy.snapshot())
-    }
-
-    /// Put back the policy's bookkeeping of `snapshot`. Releasing a container gives its
-    /// CPUs back exactly (the assignments are sets), but leaves what the policy noted for
-    /// reuse: a caller that undoes an allocation and wants the manager as it was before
-    /// it (corral's node, undoing a decision deferred for a device plugin's answer) puts
-    /// the policy back too. The assignments are not touched, so a stale-state sweep that
-    /// ran meanwhile (the reconcile loop's) stands.
-    pub fn restore_policy(&self, snapshot: PolicySnapshot) {
-        if let Some(policy) = snapshot.0 {
-            self.lock().policy = policy;
         }
     }
 

@@ -1,0 +1,115 @@
+//! Container starts and removals: what the managers hold for a container changes under
+//! the decision lock (every change of the managers' state is serialized with the
+//! decisions) and after any admission of its pod under way (the pod's lock), and the
+//! answer comes once it is durable.
+
+use std::sync::Arc;
+
+use anyhow::{Context, Result, anyhow};
+
+use super::Node;
+
+impl Node {
+    /// A container of an admitted pod started with `container_id`. The managers' part runs
+    /// under the decision lock (every change of the managers' state is serialized with the
+    /// decisions); the answer comes once it is durable (nothing to commit: no write).
+    pub(crate) async fn container_started(
+        self: &Arc<Self>,
+        pod_uid: &str,
+        name: &str,
+        container_id: &str,
+    ) -> Result<()> {
+        // After any admission of the pod under way (a container joining it is marked in
+        // flight until it joins; the pod's record changes only then).
+        let _pod_lock = self.pod_locks.lock(pod_uid).await;
+        let node = Arc::clone(self);
+        let (pod_uid, name, container_id) =
+            (pod_uid.to_owned(), name.to_owned(), container_id.to_owned());
+        let decision = self.decisions.acquire().await;
+        tokio::task::spawn_blocking(move || {
+            let _decision = decision;
+            node.container_started_now(&pod_uid, &name, &container_id)
+        })
+        .await
+        .context("the container start task failed")??;
+        self.commit().await
+    }
+
+    fn container_started_now(&self, pod_uid: &str, name: &str, container_id: &str) -> Result<()> {
+        let known = self.pods.update(pod_uid, |entry| {
+            let Some(admitted) = entry else {
+                return Err(anyhow!("pod {pod_uid} was not admitted"));
+            };
+            if admitted.pod.container(name).is_none() {
+                return Err(anyhow!("pod {pod_uid} has no container {name:?}"));
+            }
+            admitted
+                .record
+                .container_ids
+                .insert(name.to_owned(), container_id.to_owned());
+            Ok(())
+        })?;
+        known?;
+        self.cpu.add_container(pod_uid, name, container_id);
+        if let Some(admitted) = self.pods.get(pod_uid) {
+            self.memory
+                .container_started(&admitted.pod, name)
+                .context("releasing the memory of finished init containers")?;
+        }
+        self.topology
+            .store()
+            .add_container(pod_uid, name, container_id);
+        Ok(())
+    }
+
+    /// The container `container_id` was removed: its exclusive CPUs and memory go back
+    /// (under the decision lock, as [`Self::container_started`]).
+    pub(crate) async fn container_removed(self: &Arc<Self>, container_id: &str) -> Result<()> {
+        // After any admission of its pod under way, as a start.
+        let uid = self.pods.pod_of_container(container_id);
+        let _pod_lock = match &uid {
+            Some(uid) => Some(self.pod_locks.lock(uid).await),
+            None => None,
+        };
+        let node = Arc::clone(self);
+        let container_id = container_id.to_owned();
+        let decision = self.decisions.acquire().await;
+        tokio::task::spawn_blocking(move || {
+            let _decision = decision;
+            node.container_removed_now(&container_id)
+        })
+        .await
+        .context("the container removal task failed")??;
+        self.commit().await
+    }
+
+    fn container_removed_now(&self, container_id: &str) -> Result<()> {
+        self.cpu.remove_container(container_id)?;
+        self.topology.remove_container(container_id);
+        let Some(uid) = self.pods.pod_of_container(container_id) else {
+            return Ok(());
+        };
+        let names: Vec<String> = self
+            .pods
+            .get(&uid)
+            .map(|admitted| admitted.record.container_ids)
+            .unwrap_or_default()
+            .into_iter()
+            .filter(|(_, id)| id == container_id)
+            .map(|(name, _)| name)
+            .collect();
+        for name in &names {
+            self.memory.remove_container(&uid, name)?;
+        }
+        self.pods.update(&uid, |entry| {
+            if let Some(admitted) = entry {
+                admitted
+                    .record
+                    .container_ids
+                    .retain(|_, id| id != container_id);
+                admitted.record.removed_containers.extend(names);
+            }
+        })?;
+        Ok(())
+    }
+}
