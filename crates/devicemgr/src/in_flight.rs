@@ -155,6 +155,13 @@ impl DeviceState {
         self.in_flight.remove(pod_uid);
     }
 
+    /// Whether the pod's decision reserved devices not yet realized.
+    pub fn has_reservations(&self, pod_uid: &str) -> bool {
+        self.in_flight
+            .get(pod_uid)
+            .is_some_and(|a| !a.reserved.is_empty())
+    }
+
     /// Pods with an admission in flight.
     pub fn admissions_in_flight(&self) -> usize {
         self.in_flight.len()

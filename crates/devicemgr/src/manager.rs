@@ -366,11 +366,7 @@ impl DeviceManager {
     /// Whether the pod's decision reserved devices that [`realize`](Self::realize) will
     /// give to their plugins.
     pub fn has_reservations(&self, pod_uid: &str) -> bool {
-        self.shared
-            .state()
-            .in_flight
-            .get(pod_uid)
-            .is_some_and(|a| !a.reserved.is_empty())
+        self.shared.state().has_reservations(pod_uid)
     }
 
     /// The pod's admission is over (admitted, refused or abandoned): give back anything

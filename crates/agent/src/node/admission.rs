@@ -177,14 +177,10 @@ impl Node {
     async fn release_managers(self: &Arc<Self>, pod: &Pod, claims: bool) {
         self.pods.end_admitting(&pod.uid);
         let pod_uid = pod.uid.as_str();
-        let node = Arc::clone(self);
         let releasing = pod.clone();
-        let decision = self.decisions.acquire().await;
-        let released = tokio::task::spawn_blocking(move || {
-            let _decision = decision;
-            node.release_pod_from_managers(&releasing);
-        })
-        .await;
+        let released = self
+            .with_decision_lock(move |node| node.release_pod_from_managers(&releasing))
+            .await;
         if let Err(err) = released {
             tracing::error!(pod = pod_ref(pod), podUID = pod_uid, err = %err, "releasing the pod panicked");
         }

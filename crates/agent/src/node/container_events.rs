@@ -22,12 +22,9 @@ impl Node {
         // After any admission of the pod under way (a container joining it is marked in
         // flight until it joins; the pod's record changes only then).
         let _pod_lock = self.pod_locks.lock(pod_uid).await;
-        let node = Arc::clone(self);
         let (pod_uid, name, container_id) =
             (pod_uid.to_owned(), name.to_owned(), container_id.to_owned());
-        let decision = self.decisions.acquire().await;
-        tokio::task::spawn_blocking(move || {
-            let _decision = decision;
+        self.with_decision_lock(move |node| {
             node.container_started_now(&pod_uid, &name, &container_id)
         })
         .await
@@ -71,15 +68,10 @@ impl Node {
             Some(uid) => Some(self.pod_locks.lock(uid).await),
             None => None,
         };
-        let node = Arc::clone(self);
         let container_id = container_id.to_owned();
-        let decision = self.decisions.acquire().await;
-        tokio::task::spawn_blocking(move || {
-            let _decision = decision;
-            node.container_removed_now(&container_id)
-        })
-        .await
-        .context("the container removal task failed")??;
+        self.with_decision_lock(move |node| node.container_removed_now(&container_id))
+            .await
+            .context("the container removal task failed")??;
         self.commit().await
     }
 

@@ -119,14 +119,10 @@ impl Node {
     /// admitted; the rest of its pod keeps what it holds.
     async fn release_container(self: &Arc<Self>, pod: &Pod) {
         self.pods.end_admitting(&pod.uid);
-        let node = Arc::clone(self);
         let releasing = pod.clone();
-        let decision = self.decisions.acquire().await;
-        let released = tokio::task::spawn_blocking(move || {
-            let _decision = decision;
-            node.release_container_from_managers(&releasing);
-        })
-        .await;
+        let released = self
+            .with_decision_lock(move |node| node.release_container_from_managers(&releasing))
+            .await;
         if let Err(err) = released {
             tracing::error!(pod = pod_ref(pod), podUID = %pod.uid, err = %err, "releasing the container panicked");
         }

@@ -65,13 +65,13 @@ struct Seen {
 }
 
 /// One admitted decision's allocation under way; ends (not given back) when dropped.
-struct Pending<'a> {
+struct AllocationUnderWay<'a> {
     realizing: &'a Realizing,
     id: u64,
     given_back: bool,
 }
 
-impl Drop for Pending<'_> {
+impl Drop for AllocationUnderWay<'_> {
     fn drop(&mut self) {
         let (id, given_back) = (self.id, self.given_back);
         self.realizing.state.send_modify(|s| {
@@ -192,7 +192,7 @@ impl Node {
             }
             // Realized even with nothing for the plugins: the decision then stands as it is
             // (what its init containers left for reuse included).
-            let mut pending = decided.realize.map(|id| Pending {
+            let mut pending = decided.realize.map(|id| AllocationUnderWay {
                 realizing: &self.realizing,
                 id,
                 given_back: false,
@@ -208,6 +208,21 @@ impl Node {
         }
     }
 
+    /// Run `work` on the blocking pool with the decision lock held (taken first come,
+    /// first served): every change of the managers' state goes through here.
+    pub(super) async fn with_decision_lock<T: Send + 'static>(
+        self: &Arc<Self>,
+        work: impl FnOnce(&Node) -> T + Send + 'static,
+    ) -> Result<T, tokio::task::JoinError> {
+        let decision = self.decisions.acquire().await;
+        let node = Arc::clone(self);
+        tokio::task::spawn_blocking(move || {
+            let _decision = decision;
+            work(&node)
+        })
+        .await
+    }
+
     /// One decision under the lock; a refused or deferred one is given back before the
     /// lock is.
     async fn decide_once(
@@ -216,11 +231,8 @@ impl Node {
         undo: Undo,
     ) -> Result<Decided, tokio::task::JoinError> {
         self.pods.begin_admitting(pod);
-        let node = Arc::clone(self);
         let admitting = pod.clone();
-        let decision = self.decisions.acquire().await;
-        tokio::task::spawn_blocking(move || {
-            let _decision = decision;
+        self.with_decision_lock(move |node| {
             // A deferred decision is undone exactly, as if it had never been taken: a
             // release alone would move how a group's memory is split among its nodes and
             // leave the CPU policy's CPUs to reuse, which no serial order gives the
@@ -263,14 +275,9 @@ impl Node {
         pod: &Pod,
         undo: Undo,
     ) -> Result<(), tokio::task::JoinError> {
-        let node = Arc::clone(self);
         let pod = pod.clone();
-        let decision = self.decisions.acquire().await;
-        tokio::task::spawn_blocking(move || {
-            let _decision = decision;
-            node.undo_decision(&pod, undo);
-        })
-        .await
+        self.with_decision_lock(move |node| node.undo_decision(&pod, undo))
+            .await
     }
 
     /// What a decision that does not stand gives back, with the decision lock held.
