@@ -47,7 +47,7 @@ impl Node {
         .unwrap_or_else(|err| Err(anyhow!("the admission task failed: {err}").into()))
     }
 
-    async fn admit_uncommitted(
+    pub(super) async fn admit_uncommitted(
         self: &Arc<Self>,
         mut manifest: K8sPod,
         claims: Vec<K8sResourceClaim>,

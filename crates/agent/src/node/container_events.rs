@@ -9,11 +9,34 @@ use anyhow::{Context, Result, anyhow};
 
 use super::Node;
 
+/// A container a runtime created: its pod, its name and the runtime's id for it.
+#[derive(Debug, Clone)]
+pub(crate) struct StartedContainer {
+    /// The pod's uid.
+    pub(crate) pod_uid: String,
+    /// The container's name in the pod.
+    pub(crate) name: String,
+    /// The runtime's container id.
+    pub(crate) id: String,
+}
+
 impl Node {
     /// A container of an admitted pod started with `container_id`. The managers' part runs
     /// under the decision lock (every change of the managers' state is serialized with the
     /// decisions); the answer comes once it is durable (nothing to commit: no write).
     pub(crate) async fn container_started(
+        self: &Arc<Self>,
+        pod_uid: &str,
+        name: &str,
+        container_id: &str,
+    ) -> Result<()> {
+        self.container_started_uncommitted(pod_uid, name, container_id)
+            .await?;
+        self.commit().await
+    }
+
+    /// [`Self::container_started`] without its commit.
+    pub(super) async fn container_started_uncommitted(
         self: &Arc<Self>,
         pod_uid: &str,
         name: &str,
@@ -28,8 +51,7 @@ impl Node {
             node.container_started_now(&pod_uid, &name, &container_id)
         })
         .await
-        .context("the container start task failed")??;
-        self.commit().await
+        .context("the container start task failed")?
     }
 
     fn container_started_now(&self, pod_uid: &str, name: &str, container_id: &str) -> Result<()> {

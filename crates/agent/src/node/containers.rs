@@ -1,6 +1,6 @@
 //! Admitting a pod one container at a time, for front doors that see containers as they
 //! are created (NRI) rather than whole pods (the admission API, the kubelet): the first
-//! container admits the pod through [`Node::admit`]; each later one runs the same topology
+//! container admits the pod as [`Node::admit`] does; each later one runs the same topology
 //! admission on the pod as it stands now, a pod of that container alone, and joins the
 //! admitted pod. A rejected container leaves the pod and every other container as they
 //! were.
@@ -11,6 +11,7 @@ use anyhow::anyhow;
 use corral_topology::Pod;
 use k8s_openapi::api::core::v1::Pod as K8sPod;
 
+use super::container_events::StartedContainer;
 use super::{Admission, AdmitError, Node, pod_ref};
 use crate::manifest::pod_from_manifest;
 
@@ -18,14 +19,30 @@ impl Node {
     /// Admits the one container of `manifest` (a pod manifest with exactly one container)
     /// into its pod: the pod is admitted with it when new; a container the pod already
     /// holds answers what it holds.
+    #[cfg(test)]
     pub(crate) async fn admit_container(
         self: &Arc<Self>,
         manifest: K8sPod,
+    ) -> Result<Admission, AdmitError> {
+        self.admit_container_started(manifest, None).await
+    }
+
+    /// [`Self::admit_container`], and once admitted, the container recorded as started
+    /// with `started`'s id ([`Self::container_started`]): one commit for both (a runtime's
+    /// CreateContainer through NRI).
+    pub(crate) async fn admit_container_started(
+        self: &Arc<Self>,
+        manifest: K8sPod,
+        started: Option<StartedContainer>,
     ) -> Result<Admission, AdmitError> {
         let node = Arc::clone(self);
         // To its end, as an admission (see `Node::admit`).
         tokio::spawn(async move {
             let answer = node.admit_container_uncommitted(manifest).await;
+            if let (Ok(Admission::Admitted(_)), Some(c)) = (&answer, started) {
+                node.container_started_uncommitted(&c.pod_uid, &c.name, &c.id)
+                    .await?;
+            }
             node.commit().await?;
             answer
         })
@@ -43,7 +60,7 @@ impl Node {
         };
         let name = container.name.clone();
         if self.pods.get(&pod.uid).is_none() {
-            let admitted = self.admit(manifest.clone(), Vec::new()).await?;
+            let admitted = self.admit_uncommitted(manifest.clone(), Vec::new()).await?;
             // Another container of the pod may have admitted it first.
             match &admitted {
                 Admission::Admitted(view) if !view.has_container(&name) => {}

@@ -98,6 +98,11 @@ impl Node {
         self.journal.retire().context("retiring the state journal")
     }
 
+    /// The fsync and fdatasync calls the state journal made since the node opened it.
+    pub(crate) fn state_syncs(&self) -> u64 {
+        self.journal.syncs()
+    }
+
     /// Why the node cannot make its state durable (or its state files lag behind the
     /// journal), while that lasts: `/healthz` reports it.
     pub(crate) fn state_trouble(&self) -> Option<String> {

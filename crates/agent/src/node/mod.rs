@@ -52,6 +52,7 @@ use device_health::DeviceHealth;
 use device_metrics::DevicePluginMetrics;
 use locks::{DecisionLock, PodLocks};
 
+pub(crate) use container_events::StartedContainer;
 pub(crate) use kubelet_devices::{DeviceNumaNodes, KubeletDevices};
 pub(crate) use pods::{AdmittedPod, Affinity, HeldMemory, Holding, PodBook, PodRecord};
 pub(crate) use view::PodView;

@@ -13,8 +13,9 @@
 //! `kubelet_device_plugin_alloc_duration_seconds{resource_name}`;
 //! `dra_operations_duration_seconds{operation_name,is_error}` and
 //! `dra_resource_claims_in_use{driver_name}` (the `dra` subsystem has no `kubelet_` prefix
-//! upstream either); and corral's own `corral_admitted_pods` and
-//! `corral_topology_manager_approximate_decisions_total`.
+//! upstream either); and corral's own `corral_admitted_pods`,
+//! `corral_topology_manager_approximate_decisions_total` and
+//! `corral_state_journal_syncs_total`.
 //!
 //! The CPU gauges are computed from the CPU manager's state at each scrape, so they never
 //! drift from it (upstream applies deltas and drifts, kubernetes#141261), and
@@ -284,6 +285,12 @@ pub(crate) fn families(node: &Node) -> Vec<Family> {
         help: "Admissions whose topology decision ran out of its search budget (affinities best found, not proven upstream's)".to_owned(),
         kind: Kind::Counter,
         series: vec![Series::plain(count(&tm.approximate_decisions_total))],
+    });
+    families.push(Family {
+        name: "corral_state_journal_syncs_total".to_owned(),
+        help: "fsync and fdatasync calls the state journal made (one per committed change of state)".to_owned(),
+        kind: Kind::Counter,
+        series: vec![Series::plain(Value::Number(node.state_syncs() as f64))],
     });
     families
 }

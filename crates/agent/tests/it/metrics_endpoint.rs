@@ -15,6 +15,7 @@ use crate::support::{Reaped, STATIC_SINGLE_NUMA, WAIT, corral_run, log_file, sig
 /// from the start (the device and DRA histograms appear with their first observation).
 const AT_START: &[&str] = &[
     "corral_admitted_pods",
+    "corral_state_journal_syncs_total",
     "corral_topology_manager_approximate_decisions_total",
     "dra_resource_claims_in_use",
     "kubelet_container_aligned_compute_resources_count",

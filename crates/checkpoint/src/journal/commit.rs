@@ -68,7 +68,7 @@ impl Journal {
             let written = file.and_then(|mut f| {
                 if appends {
                     f.write_all(&bytes)?;
-                    f.sync_data()?;
+                    self.syncs.data(&f)?;
                 }
                 Ok(())
             });
@@ -116,7 +116,7 @@ impl Journal {
             let mut lagging = BTreeSet::new();
             let mut troubles = Vec::new();
             for (rel, data) in contents {
-                if let Err(err) = put(&self.root.join(&rel), data.as_deref(), false) {
+                if let Err(err) = put(&self.root.join(&rel), data.as_deref(), None) {
                     troubles.push(format!("{err}{}", cause(&err)));
                     lagging.insert(rel);
                 }
@@ -159,7 +159,7 @@ impl Journal {
     /// Rewrite the journal as a snapshot of the durable view, after a failure left its
     /// tail or its append handle in doubt.
     fn rewrite(&self, state: &mut State) -> Result<()> {
-        match Self::write_snapshot(&self.path, state.stamp, &state.view) {
+        match Self::write_snapshot(&self.path, state.stamp, &state.view, &self.syncs) {
             Ok((file, size)) => {
                 state.file = Some(file);
                 state.size = size;
@@ -182,7 +182,7 @@ impl Journal {
     /// committed on top of it later). A failure may leave the append handle on a replaced
     /// file: the next commit rewrites the journal first.
     fn compact(&self, state: &mut State) {
-        match Self::write_snapshot(&self.path, state.stamp, &state.view) {
+        match Self::write_snapshot(&self.path, state.stamp, &state.view, &self.syncs) {
             Ok((file, size)) => {
                 state.file = Some(file);
                 state.size = size;

@@ -6,6 +6,7 @@ use std::fs::{self, File, OpenOptions};
 use std::io::{self, Read, Write};
 use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
 use std::path::{Component, Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::error::{CheckpointError, Result, io_error};
 use crate::journal_error::JournalError;
@@ -161,15 +162,45 @@ pub(crate) fn parent(path: &Path) -> &Path {
         .unwrap_or(Path::new("."))
 }
 
-pub(crate) fn sync_dir(dir: &Path) -> Result<()> {
+/// The fsync and fdatasync calls a journal makes, counted (see [`Journal::syncs`]).
+///
+/// [`Journal::syncs`]: super::Journal::syncs
+#[derive(Debug, Default)]
+pub(crate) struct Syncs(AtomicU64);
+
+impl Syncs {
+    /// `fsync(file)`.
+    pub(crate) fn all(&self, file: &File) -> io::Result<()> {
+        self.0.fetch_add(1, Ordering::Relaxed);
+        file.sync_all()
+    }
+
+    /// `fdatasync(file)`.
+    pub(crate) fn data(&self, file: &File) -> io::Result<()> {
+        self.0.fetch_add(1, Ordering::Relaxed);
+        file.sync_data()
+    }
+
+    /// How many calls were made.
+    pub(crate) fn count(&self) -> u64 {
+        self.0.load(Ordering::Relaxed)
+    }
+}
+
+pub(crate) fn sync_dir(dir: &Path, syncs: &Syncs) -> Result<()> {
     File::open(dir)
-        .and_then(|d| d.sync_all())
+        .and_then(|d| syncs.all(&d))
         .map_err(io_error("fsync directory", dir))
 }
 
-/// Write `data` to `temp` and rename it onto `path`; with `durable`, fsync the file before
-/// and its directory after the rename.
-pub(crate) fn replace(path: &Path, temp: &Path, data: &[u8], durable: bool) -> Result<()> {
+/// Write `data` to `temp` and rename it onto `path`; `durable` (the journal's counter),
+/// fsync the file before and its directory after the rename.
+pub(crate) fn replace(
+    path: &Path,
+    temp: &Path,
+    data: &[u8],
+    durable: Option<&Syncs>,
+) -> Result<()> {
     let write = || -> io::Result<()> {
         let mut file = OpenOptions::new()
             .write(true)
@@ -178,8 +209,8 @@ pub(crate) fn replace(path: &Path, temp: &Path, data: &[u8], durable: bool) -> R
             .mode(0o600)
             .open(temp)?;
         file.write_all(data)?;
-        if durable {
-            file.sync_all()?;
+        if let Some(syncs) = durable {
+            syncs.all(&file)?;
         }
         Ok(())
     };
@@ -188,15 +219,15 @@ pub(crate) fn replace(path: &Path, temp: &Path, data: &[u8], durable: bool) -> R
         return Err(io_error("write", temp)(e));
     }
     fs::rename(temp, path).map_err(io_error("rename into place", path))?;
-    if durable {
-        sync_dir(parent(path))?;
+    if let Some(syncs) = durable {
+        sync_dir(parent(path), syncs)?;
     }
     Ok(())
 }
 
 /// Make the file at `path` hold `data` (`None`: absent), through the directory's
-/// [`APPLY_TEMP`]; with `durable`, so that it survives a power loss.
-pub(crate) fn put(path: &Path, data: Option<&[u8]>, durable: bool) -> Result<()> {
+/// [`APPLY_TEMP`]; `durable` (the journal's counter), so that it survives a power loss.
+pub(crate) fn put(path: &Path, data: Option<&[u8]>, durable: Option<&Syncs>) -> Result<()> {
     let dir = parent(path);
     match data {
         Some(data) => {
@@ -209,8 +240,8 @@ pub(crate) fn put(path: &Path, data: Option<&[u8]>, durable: bool) -> Result<()>
                 Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
                 Err(e) => return Err(io_error("remove", path)(e)),
             }
-            if durable {
-                sync_dir(dir)?;
+            if let Some(syncs) = durable {
+                sync_dir(dir, syncs)?;
             }
             Ok(())
         }

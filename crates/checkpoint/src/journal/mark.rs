@@ -8,11 +8,13 @@
 //!
 //! `crc` is CRC32-IEEE of the 20 bytes before it. Commit `seq` writes slot `seq % 2` in
 //! place (no fsync: the journal record it names is already durable), so a write torn by a
-//! power loss spoils one slot and the other still holds the commit before. The mark is
-//! made durably before the first record of a journal exists and removed after the
-//! journal, so a journal without its mark is never what a crash leaves. It is a lower
-//! bound: after a power loss it may name an older commit than the journal holds, never a
-//! newer one.
+//! power loss spoils one slot and the other still holds the commit before. A new journal's
+//! mark is made empty (or reads as zeros after a power loss: *unwritten*, no commit after
+//! the journal's snapshot known answered), in the journal's directory before the journal
+//! is renamed into place, and that directory's one fsync makes both durable: no data of
+//! the mark needs an fsync of its own. It is removed after the journal, so a journal with
+//! commits but without its mark is never what a crash leaves. It is a lower bound: after a
+//! power loss it may name an older commit than the journal holds, never a newer one.
 
 use std::fs::{File, OpenOptions};
 use std::os::unix::fs::FileExt;
@@ -61,26 +63,55 @@ fn slot_of(bytes: &[u8]) -> Option<Mark> {
     })
 }
 
-/// What a mark's bytes say: the newest valid slot, or why none is.
-pub(crate) fn decode(bytes: &[u8]) -> Result<Mark, &'static str> {
+/// What the mark beside a journal says.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Found {
+    /// There is no mark.
+    Missing,
+    /// Made, but no slot written durably yet (empty, or zeros): no commit after the
+    /// journal's snapshot is known answered.
+    Unwritten,
+    /// The last commit known answered.
+    Names(Mark),
+}
+
+/// What a mark's bytes say: unwritten, the newest valid slot, or why neither.
+pub(crate) fn decode(bytes: &[u8]) -> Result<Found, &'static str> {
+    if bytes.len() <= LEN && bytes.iter().all(|b| *b == 0) {
+        return Ok(Found::Unwritten);
+    }
+    if bytes.len() == SLOT {
+        // Only slot 0 was ever written (the first commit's number was even).
+        return slot_of(bytes)
+            .map(Found::Names)
+            .ok_or("its one slot is not valid");
+    }
     if bytes.len() != LEN {
         return Err("not the size of a commit mark");
     }
     let slots = [slot_of(&bytes[..SLOT]), slot_of(&bytes[SLOT..])];
-    match slots {
+    let mark = match slots {
         [None, None] => Err("neither of its slots is valid"),
         [Some(a), Some(b)] if a.journal_id != b.journal_id => {
             Err("its slots belong to different journals")
         }
         [Some(a), Some(b)] => Ok(if a.seq >= b.seq { a } else { b }),
         [Some(one), None] | [None, Some(one)] => Ok(one),
-    }
+    };
+    mark.map(Found::Names)
 }
 
-/// The initial bytes of the mark of a journal: both slots say `mark`.
-pub(crate) fn initial(mark: Mark) -> Vec<u8> {
-    let slot = slot_bytes(mark);
-    [slot, slot].concat()
+/// Make a new journal's mark at `path`: empty (see the module documentation), replacing
+/// any there.
+pub(crate) fn create_empty(path: &Path) -> std::io::Result<()> {
+    use std::os::unix::fs::OpenOptionsExt;
+    OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(path)
+        .map(drop)
 }
 
 /// An open mark, written in place after each commit.
@@ -114,22 +145,28 @@ impl MarkFile {
 mod tests {
     use super::*;
 
+    fn seq(found: Result<Found, &str>) -> u64 {
+        match found {
+            Ok(Found::Names(mark)) => mark.seq,
+            other => panic!("{other:?}"),
+        }
+    }
+
     #[test]
     fn the_newest_valid_slot_wins_and_one_torn_slot_leaves_the_other() {
         let id = 42;
-        let mut bytes = initial(Mark {
-            journal_id: id,
-            seq: 4,
-        });
-        bytes[SLOT..].copy_from_slice(&slot_bytes(Mark {
-            journal_id: id,
-            seq: 5,
-        }));
-        assert_eq!(decode(&bytes).unwrap().seq, 5);
+        let slot = |seq| {
+            slot_bytes(Mark {
+                journal_id: id,
+                seq,
+            })
+        };
+        let bytes = [slot(4), slot(5)].concat();
+        assert_eq!(seq(decode(&bytes)), 5);
         for at in SLOT..LEN {
             let mut torn = bytes.clone();
             torn[at] ^= 0x10;
-            assert_eq!(decode(&torn).unwrap().seq, 4, "damage at {at}");
+            assert_eq!(seq(decode(&torn)), 4, "damage at {at}");
         }
         for at in 0..SLOT {
             let mut both = bytes.clone();
@@ -138,5 +175,38 @@ mod tests {
             assert!(decode(&both).is_err(), "damage at {at}");
         }
         assert!(decode(&bytes[..LEN - 1]).is_err());
+    }
+
+    #[test]
+    fn a_new_mark_is_unwritten_until_a_slot_is() {
+        // Empty as made, or zeros: a size written before its data (a power loss).
+        for len in [0, 1, SLOT, LEN] {
+            assert_eq!(decode(&vec![0; len]), Ok(Found::Unwritten), "{len} zeros");
+        }
+        // The first commit wrote slot 0 (an even commit) or slot 1 (after zeros).
+        let slot = slot_bytes(Mark {
+            journal_id: 7,
+            seq: 2,
+        });
+        assert_eq!(seq(decode(&slot)), 2);
+        assert_eq!(
+            seq(decode(
+                &[
+                    [0; SLOT],
+                    slot_bytes(Mark {
+                        journal_id: 7,
+                        seq: 3
+                    })
+                ]
+                .concat()
+            )),
+            3
+        );
+        // Anything else is refused: a torn lone slot, a size no mark has, zeros too long.
+        let mut torn = slot;
+        torn[5] ^= 1;
+        assert!(decode(&torn).is_err());
+        assert!(decode(&[1u8; 3]).is_err());
+        assert!(decode(&[0; LEN + 1]).is_err());
     }
 }

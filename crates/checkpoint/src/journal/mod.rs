@@ -55,8 +55,8 @@ pub use crate::journal_error::JournalError;
 pub use files::Managed;
 
 use crate::error::{Result, io_error};
-use files::{parent, put, read_bounded, read_managed, relative, replace, sync_dir};
-use mark::{Mark, MarkFile};
+use files::{Syncs, parent, put, read_bounded, read_managed, relative, replace, sync_dir};
+use mark::MarkFile;
 use record::{Entry, Kind, Stamp};
 
 /// Journal settings.
@@ -139,6 +139,7 @@ pub struct Journal {
     options: JournalOptions,
     state: Mutex<State>,
     done: Condvar,
+    syncs: Syncs,
 }
 
 /// A journal id no other journal is likely to have.
@@ -208,6 +209,7 @@ impl Journal {
         }
         files::remove_leftovers(&root, &path, &managed)?;
         let mut recovery = Recovery::default();
+        let syncs = Syncs::default();
         let journal_bytes = read_bounded(&path, options.max_bytes)?;
         let mark_bytes = read_bounded(&mark_path, 4096)?;
         let mut stamp = Stamp {
@@ -216,12 +218,12 @@ impl Journal {
         };
         if let Some(bytes) = &journal_bytes {
             let mark = match &mark_bytes {
-                None => None,
-                Some(b) => Some(mark::decode(b).map_err(|why| JournalError::MarkUnusable {
+                None => mark::Found::Missing,
+                Some(b) => mark::decode(b).map_err(|why| JournalError::MarkUnusable {
                     path: path.clone(),
                     mark: mark_path.clone(),
                     why: why.to_owned(),
-                })?),
+                })?,
             };
             let replayed = replay::replay(&path, &mark_path, bytes, mark, &managed)?;
             recovery.replayed = true;
@@ -229,7 +231,8 @@ impl Journal {
             recovery.last_commit = replayed.stamp.seq;
             recovery.torn_tail = replayed.torn_tail;
             stamp = replayed.stamp;
-            Self::apply_replayed(&root, &replayed.view, &managed, &options, &mut recovery)?;
+            let replay = (managed.as_slice(), &options, &syncs);
+            Self::apply_replayed(&root, &replayed.view, replay, &mut recovery)?;
         } else {
             recovery.mark_without_journal = mark_bytes.is_some();
         }
@@ -243,7 +246,7 @@ impl Journal {
             state: Mutex::new(State {
                 file: None,
                 mark: None,
-                new_mark: journal_bytes.is_none(),
+                new_mark: journal_bytes.is_none() || mark_bytes.is_none(),
                 size: 0,
                 stamp,
                 view: BTreeMap::new(),
@@ -256,6 +259,7 @@ impl Journal {
                 trouble: None,
             }),
             done: Condvar::new(),
+            syncs,
         };
         Ok((journal, recovery))
     }
@@ -264,21 +268,20 @@ impl Journal {
     fn apply_replayed(
         root: &Path,
         view: &BTreeMap<PathBuf, Vec<u8>>,
-        managed: &[Managed],
-        options: &JournalOptions,
+        (managed, options, syncs): (&[Managed], &JournalOptions, &Syncs),
         recovery: &mut Recovery,
     ) -> Result<()> {
         let on_disk = read_managed(root, managed, options.max_bytes)?;
         for (rel, data) in view {
             if on_disk.get(rel) != Some(data) {
                 let path = root.join(rel);
-                put(&path, Some(data), true)?;
+                put(&path, Some(data), Some(syncs))?;
                 recovery.restored.push(path);
             }
         }
         for rel in on_disk.keys().filter(|p| !view.contains_key(*p)) {
             let path = root.join(rel);
-            put(&path, None, true)?;
+            put(&path, None, Some(syncs))?;
             recovery.removed.push(path);
         }
         Ok(())
@@ -290,13 +293,14 @@ impl Journal {
         path: &Path,
         stamp: Stamp,
         view: &BTreeMap<PathBuf, Vec<u8>>,
+        syncs: &Syncs,
     ) -> Result<(File, u64)> {
         let bytes = record::encode(
             Kind::Snapshot,
             stamp,
             view.iter().map(|(p, d)| (p, Some(d.as_slice()))),
         );
-        replace(path, &files::snapshot_temp(path), &bytes, true)?;
+        replace(path, &files::snapshot_temp(path), &bytes, Some(syncs))?;
         let file = OpenOptions::new()
             .append(true)
             .open(path)
@@ -312,16 +316,13 @@ impl Journal {
         let mut state = self.lock();
         let view = read_managed(&self.root, &self.managed, self.options.max_bytes)?;
         if state.new_mark {
-            // The mark exists, durably, before any journal that needs it.
-            let initial = mark::initial(Mark {
-                journal_id: state.stamp.journal_id,
-                seq: state.stamp.seq,
-            });
-            let temp = files::beside(&self.path, files::MARK_TEMP);
-            replace(&self.mark_path, &temp, &initial, true)?;
+            // The mark exists before any journal that needs it: made empty ("no commit
+            // after the snapshot answered yet", no data to make durable) in the journal's
+            // directory, whose fsync after the snapshot's rename makes both durable.
+            mark::create_empty(&self.mark_path).map_err(io_error("create", &self.mark_path))?;
             state.new_mark = false;
         }
-        let (file, size) = Self::write_snapshot(&self.path, state.stamp, &view)?;
+        let (file, size) = Self::write_snapshot(&self.path, state.stamp, &view, &self.syncs)?;
         state.mark =
             Some(MarkFile::open(&self.mark_path).map_err(io_error("open", &self.mark_path))?);
         state.file = Some(file);
@@ -404,7 +405,7 @@ impl Journal {
         for rel in state.view.keys() {
             let path = self.root.join(rel);
             match File::open(&path) {
-                Ok(file) => file.sync_all().map_err(io_error("fsync", &path))?,
+                Ok(file) => self.syncs.all(&file).map_err(io_error("fsync", &path))?,
                 Err(e) if e.kind() == io::ErrorKind::NotFound => {}
                 Err(e) => return Err(io_error("open", &path)(e)),
             }
@@ -417,21 +418,39 @@ impl Journal {
         }
         for dir in dirs {
             if dir.exists() {
-                sync_dir(&dir)?;
+                sync_dir(&dir, &self.syncs)?;
             }
         }
         state.file = None;
         state.mark = None;
         // The journal goes first: a mark without a journal is a clean stop cut short.
         fs::remove_file(&self.path).map_err(io_error("remove", &self.path))?;
-        sync_dir(parent(&self.path))?;
+        sync_dir(parent(&self.path), &self.syncs)?;
         match fs::remove_file(&self.mark_path) {
             Err(e) if e.kind() != io::ErrorKind::NotFound => {
                 return Err(io_error("remove", &self.mark_path)(e));
             }
             _ => {}
         }
-        sync_dir(parent(&self.mark_path))
+        sync_dir(parent(&self.mark_path), &self.syncs)
+    }
+
+    /// How many fsync and fdatasync calls this journal made since it was opened (replay,
+    /// snapshots, commits and retiring): one per commit, two for a snapshot.
+    ///
+    /// ```
+    /// use corral_checkpoint::{Journal, JournalOptions, Managed};
+    ///
+    /// let root = tempfile::tempdir()?;
+    /// let managed = [Managed::File("cpu_manager_state".into())];
+    /// let (journal, _) =
+    ///     Journal::open(root.path(), "state.journal", &managed, JournalOptions::default())?;
+    /// journal.activate()?; // the snapshot and its directory
+    /// assert_eq!(journal.syncs(), 2);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn syncs(&self) -> u64 {
+        self.syncs.count()
     }
 
     /// Whether [`activate`](Self::activate) ran (commits are possible).

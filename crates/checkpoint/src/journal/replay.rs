@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use super::files::{Managed, is_managed};
-use super::mark::Mark;
+use super::mark::Found;
 use super::record::{self, AfterDamage, Kind, MAGIC_V1, Stamp};
 use crate::journal_error::JournalError;
 
@@ -29,7 +29,7 @@ pub(crate) fn replay(
     path: &Path,
     mark_path: &Path,
     bytes: &[u8],
-    mark: Option<Mark>,
+    mark: Found,
     managed: &[Managed],
 ) -> Result<Replayed, JournalError> {
     let damaged = |offset: usize, why: String| JournalError::Damaged {
@@ -46,23 +46,31 @@ pub(crate) fn replay(
     if first.kind != Kind::Snapshot {
         return Err(damaged(0, "the first record is not a snapshot".to_owned()));
     }
-    let Some(mark) = mark else {
-        return Err(JournalError::MarkUnusable {
-            path: path.to_path_buf(),
-            mark: mark_path.to_path_buf(),
-            why: "is missing".to_owned(),
-        });
+    let answered = match mark {
+        // A first activation cut short before its directory was durable (a file system
+        // that kept the journal's rename but not the mark made before it): a journal of
+        // its first snapshot alone, which nothing was answered from.
+        Found::Missing if first.stamp.seq == 0 && first.next == bytes.len() => 0,
+        Found::Missing => {
+            return Err(JournalError::MarkUnusable {
+                path: path.to_path_buf(),
+                mark: mark_path.to_path_buf(),
+                why: "is missing".to_owned(),
+            });
+        }
+        Found::Unwritten => first.stamp.seq,
+        Found::Names(mark) if mark.journal_id != first.stamp.journal_id => {
+            return Err(JournalError::MarkUnusable {
+                path: path.to_path_buf(),
+                mark: mark_path.to_path_buf(),
+                why: format!(
+                    "belongs to another journal (id {:016x}, the journal's is {:016x})",
+                    mark.journal_id, first.stamp.journal_id
+                ),
+            });
+        }
+        Found::Names(mark) => mark.seq,
     };
-    if mark.journal_id != first.stamp.journal_id {
-        return Err(JournalError::MarkUnusable {
-            path: path.to_path_buf(),
-            mark: mark_path.to_path_buf(),
-            why: format!(
-                "belongs to another journal (id {:016x}, the journal's is {:016x})",
-                mark.journal_id, first.stamp.journal_id
-            ),
-        });
-    }
     let mut out = Replayed {
         stamp: first.stamp,
         view: BTreeMap::new(),
@@ -142,13 +150,13 @@ pub(crate) fn replay(
         }
         next = record::decode(bytes, at);
     }
-    if mark.seq > out.stamp.seq {
+    if answered > out.stamp.seq {
         return Err(JournalError::CommitsMissing {
             path: path.to_path_buf(),
             mark: mark_path.to_path_buf(),
             offset: at as u64,
             ends_at: out.stamp.seq,
-            answered: mark.seq,
+            answered,
         });
     }
     Ok(out)

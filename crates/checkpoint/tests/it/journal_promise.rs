@@ -285,6 +285,10 @@ proptest! {
             }
             Event::FlipMark(at, x) => {
                 let mut bytes = last.mark.clone();
+                if bytes.is_empty() {
+                    // A new journal's mark, unwritten: damage is a byte where none is.
+                    bytes.push(0);
+                }
                 let at = at.index(bytes.len());
                 bytes[at] ^= x;
                 fs::write(&mark_path, &bytes).unwrap();

@@ -20,7 +20,7 @@ const WAIT: Duration = Duration::from_secs(60);
 /// Upstream's families, from `pkg/kubelet/metrics/metrics.go` at v1.36.0 (Subsystem
 /// `kubelet`, except `DRASubsystem` `dra`; every one `StabilityLevel: metrics.ALPHA`, which
 /// component-base writes as `[ALPHA] ` before the help): name, type, help, label names.
-/// Plus corral's own `corral_admitted_pods` and
+/// Plus corral's own `corral_admitted_pods`, `corral_state_journal_syncs_total` and
 /// `corral_topology_manager_approximate_decisions_total`.
 const UPSTREAM: &[(&str, &str, &str, &[&str])] = &[
     (
@@ -117,6 +117,12 @@ const UPSTREAM: &[(&str, &str, &str, &[&str])] = &[
         "corral_topology_manager_approximate_decisions_total",
         "counter",
         "Admissions whose topology decision ran out of its search budget (affinities best found, not proven upstream's)",
+        &[],
+    ),
+    (
+        "corral_state_journal_syncs_total",
+        "counter",
+        "fsync and fdatasync calls the state journal made (one per committed change of state)",
         &[],
     ),
 ];

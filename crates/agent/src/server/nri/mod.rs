@@ -11,6 +11,8 @@ mod pod_resources;
 mod runtime;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_sync_cost;
 mod updates;
 
 use std::sync::Arc;

@@ -2,6 +2,7 @@
 //! releases through the same [`Node`] as the admission API, and each answer carries the
 //! cpuset the CPU manager decided.
 
+use std::collections::BTreeSet;
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -13,7 +14,7 @@ use corral_proto::nri::plugin::NriPlugin;
 use super::pod::{NriPodError, QosClass, container_manifest};
 use super::pod_resources::container_devices;
 use super::updates::{Cpuset, OnFailure, cpu_resources, cpuset_update};
-use crate::node::{Admission, AdmitError, INFEASIBLE, Node};
+use crate::node::{Admission, AdmitError, INFEASIBLE, Node, StartedContainer};
 
 /// The events corral acts on.
 pub(crate) const EVENTS: &[Event] = &[
@@ -65,13 +66,14 @@ impl NodePlugin {
         }
     }
 
-    /// Admits `container` of `pod` and records its id; the cpuset it runs with, or `None`
-    /// for a container that is not a kubelet pod's (left alone).
+    /// Admits `container` of `pod` and records its id; what the admission gave it (the
+    /// cpuset it runs with), or `None` for a container that is not a kubelet pod's (left
+    /// alone).
     async fn admit(
         &self,
         pod: &api::PodSandbox,
         container: &api::Container,
-    ) -> Result<Option<Cpuset>, NriStatus> {
+    ) -> Result<Option<Admitted>, NriStatus> {
         let (manifest, qos) = match container_manifest(pod, container) {
             Ok(derived) => derived,
             Err(NriPodError::NotKubelet { .. }) => return Ok(None),
@@ -81,26 +83,17 @@ impl NodePlugin {
         // Admitted and recorded with its id to the end even when the runtime's connection
         // ends and this handler is dropped (an admitted container without its id could not
         // be found by its removal).
-        let node = Arc::clone(&self.node);
-        let (uid, name, id) = (
-            pod.uid.clone(),
-            container.name.clone(),
-            container.id.clone(),
-        );
-        let task = tokio::spawn(async move {
-            let admitted = node.admit_container(manifest).await;
-            let started = match &admitted {
-                Ok(Admission::Admitted(_)) => Some(node.container_started(&uid, &name, &id).await),
-                _ => None,
-            };
-            (admitted, started)
-        });
-        let (admitted, started) = task.await.unwrap_or_else(|err| {
-            let failed = anyhow::anyhow!("the admission task failed: {err}");
-            (Err(failed.into()), None)
-        });
-        match admitted {
-            Ok(Admission::Admitted(_)) => {}
+        let started = StartedContainer {
+            pod_uid: pod.uid.clone(),
+            name: container.name.clone(),
+            id: container.id.clone(),
+        };
+        let admitted = self
+            .node
+            .admit_container_started(manifest, Some(started))
+            .await;
+        let view = match admitted {
+            Ok(Admission::Admitted(view)) => view,
             Ok(Admission::Rejected { reason, message }) => {
                 return Err(NriStatus::new(
                     NriStatus::UNKNOWN,
@@ -115,23 +108,36 @@ impl NodePlugin {
                 let why = crate::error_text::error_chain(&err);
                 return Err(NriStatus::new(NriStatus::UNKNOWN, why));
             }
-        }
-        if let Some(Err(err)) = started {
-            let why = crate::error_text::error_chain(err.as_ref());
+        };
+        let Some(given) = view
+            .containers
+            .into_iter()
+            .find(|c| c.name == container.name)
+        else {
+            let why = format!(
+                "the admission of pod {} has no container {:?}",
+                pod.uid, container.name
+            );
             return Err(NriStatus::new(NriStatus::UNKNOWN, why));
-        }
-        let cpus = self.node.cpu().cpu_affinity(&pod.uid, &container.name);
-        let mems: Vec<String> = self
-            .node
-            .memory()
-            .memory_numa_nodes(&pod.uid, &container.name)
+        };
+        let mems: BTreeSet<usize> = given
+            .memory
             .iter()
-            .map(usize::to_string)
+            .flat_map(|block| block.numa_affinity.iter().copied())
             .collect();
-        Ok(Some(Cpuset {
-            cpus: cpus.to_string(),
-            mems: mems.join(","),
-            quota: self.node.cpu().cfs_quota(&pod.uid, &container.name),
+        let mems: Vec<String> = mems.iter().map(usize::to_string).collect();
+        let quota = if given.cpu_quota_disabled {
+            CfsQuota::Unlimited
+        } else {
+            CfsQuota::Unchanged
+        };
+        Ok(Some(Admitted {
+            cpuset: Cpuset {
+                cpus: given.cpuset,
+                mems: mems.join(","),
+                quota,
+            },
+            exclusive: given.exclusive_cpus,
         }))
     }
 
@@ -168,6 +174,14 @@ impl NodePlugin {
     }
 }
 
+/// What an admission gave a container, as the runtime applies it.
+struct Admitted {
+    /// The cpuset, memory nodes and CFS quota it runs with.
+    cpuset: Cpuset,
+    /// Whether its CPUs are its own (the shared pool shrank).
+    exclusive: bool,
+}
+
 #[tonic::async_trait]
 impl NriPlugin for NodePlugin {
     async fn configure(&self, request: api::ConfigureRequest) -> Result<EventMask, NriStatus> {
@@ -195,9 +209,11 @@ impl NriPlugin for NodePlugin {
                 continue;
             }
             match self.admit(pod, container).await {
-                Ok(Some(cpuset)) => {
-                    update.push(cpuset_update(&container.id, cpuset, OnFailure::Ignore))
-                }
+                Ok(Some(admitted)) => update.push(cpuset_update(
+                    &container.id,
+                    admitted.cpuset,
+                    OnFailure::Ignore,
+                )),
                 Ok(None) => {}
                 Err(status) => {
                     tracing::warn!(container = %container.id, err = %status, "a running container could not be admitted; left as it runs");
@@ -239,14 +255,9 @@ impl NriPlugin for NodePlugin {
             let why = "CreateContainer without its pod or container";
             return Err(NriStatus::new(NriStatus::INVALID_ARGUMENT, why));
         };
-        let Some(cpuset) = self.admit(pod, container).await? else {
+        let Some(Admitted { cpuset, exclusive }) = self.admit(pod, container).await? else {
             return Ok(api::CreateContainerResponse::default());
         };
-        let exclusive = !self
-            .node
-            .cpu()
-            .exclusive_cpus(&pod.uid, &container.name)
-            .is_empty();
         let adjust = api::ContainerAdjustment {
             linux: Some(api::LinuxContainerAdjustment {
                 resources: Some(cpu_resources(cpuset)),
