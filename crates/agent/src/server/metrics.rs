@@ -288,7 +288,9 @@ pub(crate) fn families(node: &Node) -> Vec<Family> {
     });
     families.push(Family {
         name: "corral_state_journal_syncs_total".to_owned(),
-        help: "fsync and fdatasync calls the state journal made (one per committed change of state)".to_owned(),
+        help:
+            "fsync and fdatasync calls the state journal made (one per committed change of state)"
+                .to_owned(),
         kind: Kind::Counter,
         series: vec![Series::plain(Value::Number(node.state_syncs() as f64))],
     });

@@ -453,3 +453,69 @@ fn retiring_with_a_lagging_file_keeps_the_journal() {
     assert_eq!(recovery.restored, [dir.path().join("pods/a.json")]);
     assert_eq!(fs::read(dir.path().join("pods/a.json")).unwrap(), b"pod a");
 }
+
+/// A new journal costs two syncs (its snapshot and their directory; the mark is made
+/// empty), a commit one. Its mark is unwritten until a commit writes a slot, and a lone
+/// first snapshot whose mark is gone (a first activation cut short on a file system that
+/// kept the rename but not the mark made before it) is taken; a mark gone after commits
+/// were answered, or a mark of damaged bytes, is refused.
+#[test]
+fn a_new_journal_costs_two_syncs_and_its_empty_mark_holds_until_a_commit() {
+    let dir = tempfile::tempdir().unwrap();
+    let mark = dir.path().join("journal.mark");
+    let (journal, _) = open(dir.path(), 1 << 20);
+    assert_eq!(journal.syncs(), 2);
+    assert_eq!(fs::read(&mark).unwrap(), b"");
+    drop(journal);
+    // Unwritten: the lone snapshot is the state.
+    let (journal, recovery) = open(dir.path(), 1 << 20);
+    assert!(recovery.replayed);
+    assert_eq!(journal.syncs(), 2, "an unchanged replay writes no file");
+    drop(journal);
+    // The mark gone with only the first snapshot: a first activation cut short.
+    fs::remove_file(&mark).unwrap();
+    let (journal, recovery) = open(dir.path(), 1 << 20);
+    assert!(recovery.replayed);
+    let store = CheckpointStore::open(dir.path())
+        .unwrap()
+        .with_journal(Arc::clone(&journal));
+    store.write_bytes("cpu_manager_state", b"one").unwrap();
+    let before = journal.syncs();
+    journal.commit().unwrap();
+    assert_eq!(journal.syncs(), before + 1, "one fdatasync per commit");
+    assert!(
+        !fs::read(&mark).unwrap().is_empty(),
+        "the commit wrote a slot"
+    );
+    drop((store, journal));
+    // Commits answered, then the mark is gone: refused, as before.
+    let saved = fs::read(&mark).unwrap();
+    fs::remove_file(&mark).unwrap();
+    assert!(matches!(
+        try_open(dir.path(), 1 << 20),
+        Err(CheckpointError::Journal(JournalError::MarkUnusable { .. }))
+    ));
+    // Zeros where the slot was (its data lost with a power loss): the commits the journal
+    // holds stand, as a lower bound allows.
+    fs::write(&mark, vec![0; saved.len()]).unwrap();
+    let (_journal, recovery) = open(dir.path(), 1 << 20);
+    assert_eq!(recovery.records, 2);
+    assert_eq!(files(dir.path())[Path::new("cpu_manager_state")], b"one");
+}
+
+/// A mark of bytes no mark ever holds is refused, even short ones.
+#[test]
+fn a_mark_of_foreign_bytes_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    drop(open(dir.path(), 1 << 20));
+    for bytes in [&b"x"[..], &[0, 0, 1], &[7; 24]] {
+        fs::write(dir.path().join("journal.mark"), bytes).unwrap();
+        assert!(
+            matches!(
+                try_open(dir.path(), 1 << 20),
+                Err(CheckpointError::Journal(JournalError::MarkUnusable { .. }))
+            ),
+            "{bytes:?}"
+        );
+    }
+}
