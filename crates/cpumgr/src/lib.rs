@@ -75,6 +75,9 @@ pub use assignment::{
     CpuSortingStrategy, TakeError, UncoreCacheAlignment, take_by_topology_numa_distributed,
     take_by_topology_numa_packed,
 };
+/// The attribute a [`ContainerRuntime`] implementation takes (`#[corral_cpumgr::async_trait]`),
+/// so implementors need not depend on `async-trait` themselves.
+pub use async_trait::async_trait;
 pub use container_map::ContainerMap;
 pub use hints::{SocketAlignment, cpu_topology_hint_family, generate_cpu_topology_hints};
 pub use index::TopologyIndex;

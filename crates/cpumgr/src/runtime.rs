@@ -48,10 +48,15 @@ pub enum CpuQuotaPolicy {
     UnlimitedForExclusiveCpus,
 }
 
-/// The container runtime, as far as the CPU manager needs it.
+/// The container runtime, as far as the CPU manager needs it. Its call waits on I/O (a CRI
+/// or NRI round trip), so it is async: [`CpuManager::reconcile_once`] awaits it with no
+/// lock held, and a caller bounds it as it sees fit.
+///
+/// [`CpuManager::reconcile_once`]: crate::CpuManager::reconcile_once
+#[async_trait::async_trait]
 pub trait ContainerRuntime: Send + Sync {
     /// Restrict the running container `container_id` to `cpus`, with `quota`.
-    fn update_container_cpuset(
+    async fn update_container_cpuset(
         &self,
         container_id: &str,
         cpus: &CpuSet,

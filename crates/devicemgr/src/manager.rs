@@ -15,7 +15,7 @@ use corral_proto::deviceplugin::v1beta1::registration_server::RegistrationServer
 use corral_proto::uds::{self, SocketOptions, UdsListener};
 use corral_topology::{
     AffinityStore, AllocationError, Container, HintProvider, NumaMask, Pod, ProviderHints,
-    topologymanager::ProviderHintSets,
+    topologymanager::{Grant, ProviderHintSets},
 };
 use tokio_util::sync::CancellationToken;
 
@@ -435,10 +435,10 @@ impl HintProvider for DeviceManager {
         pod: &Pod,
         container: &Container,
         store: &AffinityStore,
-    ) -> Result<(), AllocationError> {
+    ) -> Result<Grant, AllocationError> {
         let affinity = store.affinity(&pod.uid, &container.name).numa_affinity;
         match self.shared.reserve(pod, container, affinity) {
-            Ok(Reserved::Done) => Ok(()),
+            Ok(Reserved::Done(granted)) => Ok(*granted),
             Ok(Reserved::Asking) => Err(AllocationError::Deferred),
             Err(err) => Err(AllocationError::unexpected(DeviceManagerError::from(err))),
         }

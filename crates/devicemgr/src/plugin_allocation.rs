@@ -14,6 +14,7 @@ use std::sync::atomic::Ordering;
 use std::time::Instant;
 
 use corral_proto::deviceplugin::v1beta1::ContainerAllocateResponse;
+use corral_topology::topologymanager::Grant;
 use corral_topology::{Container, NumaMask, Pod};
 
 use crate::allocation::{AllocationRequest, ToAllocate};
@@ -22,10 +23,10 @@ use crate::shared::Shared;
 use crate::state::{DeviceReuse, Reservation};
 
 /// What [`Shared::reserve`] did for a container.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Reserved {
-    /// Its devices are reserved (or it needs none).
-    Done,
+    /// Its devices are reserved (or it needs none): the devices newly reserved.
+    Done(Box<Grant>),
     /// A plugin must be asked its preferred allocation first; nothing was taken.
     Asking,
 }
@@ -153,9 +154,11 @@ impl Shared {
             }
             return Ok(Reserved::Asking);
         }
+        let mut granted = Grant::default();
         for reservation in reserved {
             tracing::debug!(resource = reservation.resource, pod = %pod.uid, container = %container.name,
                 devices = %reservation.devices.join(","), "devices reserved");
+            granted.merge(Grant::devices(&reservation.resource, &reservation.devices));
             state.hold(&pod.uid, &container.name, reservation);
         }
         state.finish_container(
@@ -163,7 +166,7 @@ impl Shared {
             &container.name,
             DeviceReuse::after(pod, &container.name),
         );
-        Ok(Reserved::Done)
+        Ok(Reserved::Done(Box::new(granted)))
     }
 
     /// Put the questions the pod's last decision noted to their plugins

@@ -7,14 +7,14 @@ use std::sync::Arc;
 
 use anyhow::{Result, anyhow};
 use corral_topology::Pod;
-use corral_topology::topologymanager::{PodAdmitResult, UNEXPECTED_ADMISSION_ERROR};
+use corral_topology::topologymanager::{PodAdmitResult, PodGrants, UNEXPECTED_ADMISSION_ERROR};
 use k8s_openapi::api::core::v1::Pod as K8sPod;
 use k8s_openapi::api::resource::v1::ResourceClaim as K8sResourceClaim;
 
 use super::decision::Undo;
 use super::{
     Admission, AdmitError, AdmittedPod, Affinity, Holding, Node, PodRecord, dra_claim, pod_claims,
-    pod_ref, restore_check,
+    pod_ref,
 };
 use crate::manifest::pod_from_manifest;
 
@@ -76,7 +76,7 @@ impl Node {
         let result = match self.decide(&pod, Undo::Pod).await {
             Ok(result) => result,
             Err(err) => {
-                self.release_managers(&pod, false).await;
+                self.release_managers(&pod).await;
                 return Err(anyhow!("the topology manager's admission panicked: {err}").into());
             }
         };
@@ -99,20 +99,20 @@ impl Node {
             if let Err(err) = prepared {
                 let err = crate::error_text::error_chain(&err);
                 tracing::info!(pod = pod_ref(&pod), podUID = %pod.uid, err = %err, "preparing claims failed; pod rejected");
-                self.release_managers(&pod, true).await;
+                self.release_pod(&pod).await;
                 return Ok(Admission::Rejected {
                     reason: UNEXPECTED_ADMISSION_ERROR.to_owned(),
                     message: format!("Allocate failed due to {err}, which is unexpected"),
                 });
             }
         }
-        let record = match self.record_of(&pod, &manifest, &claims) {
+        let record = match self.record_of(&pod, &manifest, &claims, &result.grants) {
             Ok(record) => PodRecord {
                 approximate: result.approximate,
                 ..record
             },
             Err(err) => {
-                self.release_managers(&pod, true).await;
+                self.release_pod(&pod).await;
                 return Err(err.into());
             }
         };
@@ -122,7 +122,7 @@ impl Node {
             pod: pod.clone(),
         };
         if let Err(err) = self.pods.update(&uid, |entry| *entry = Some(admitted)) {
-            self.release_managers(&pod, true).await;
+            self.release_pod(&pod).await;
             return Err(err
                 .context("persisting the admitted pod; the admission was undone")
                 .into());
@@ -132,12 +132,13 @@ impl Node {
     }
 
     /// What the pod's file records: its manifests, its containers' affinities and what the
-    /// managers gave each container.
+    /// managers gave each container (`grants`, as the decision answered them).
     pub(super) fn record_of(
         &self,
         pod: &Pod,
         manifest: &K8sPod,
         claims: &[K8sResourceClaim],
+        grants: &PodGrants,
     ) -> Result<PodRecord> {
         let mut affinities = BTreeMap::new();
         let mut holdings = BTreeMap::new();
@@ -151,7 +152,10 @@ impl Node {
                     preferred: hint.preferred,
                 },
             );
-            let holding = restore_check::holding_of(self, pod, kind, c);
+            let holding = grants
+                .get(&c.name)
+                .map(|grant| Holding::granted(kind, grant))
+                .unwrap_or_default();
             if holding != Holding::default() {
                 holdings.insert(c.name.clone(), holding);
             }
@@ -170,11 +174,17 @@ impl Node {
         })
     }
 
-    /// Release whatever the managers hold for `pod` (no longer admitted nor being
-    /// admitted): CPU assignments of pods neither admitted nor being admitted, the pod's
-    /// affinities, its devices, and (with `claims`) its prepared claims. The managers'
-    /// part runs under the decision lock; DRA drivers are called outside it.
-    async fn release_managers(self: &Arc<Self>, pod: &Pod, claims: bool) {
+    /// Release everything `pod` (no longer admitted nor being admitted) holds: what the
+    /// managers gave its containers (see [`Self::release_managers`]) and its prepared
+    /// claims, the drivers called outside the decision lock.
+    async fn release_pod(self: &Arc<Self>, pod: &Pod) {
+        self.release_managers(pod).await;
+        self.unprepare_claims(pod).await;
+    }
+
+    /// Release what the managers gave `pod`'s containers (no longer admitted nor being
+    /// admitted), its affinities and its devices, under the decision lock.
+    async fn release_managers(self: &Arc<Self>, pod: &Pod) {
         self.pods.end_admitting(&pod.uid);
         let pod_uid = pod.uid.as_str();
         let releasing = pod.clone();
@@ -184,9 +194,13 @@ impl Node {
         if let Err(err) = released {
             tracing::error!(pod = pod_ref(pod), podUID = pod_uid, err = %err, "releasing the pod panicked");
         }
-        if claims
-            && (!pod.resource_claims.is_empty()
-                || self.dra.pod_might_need_to_unprepare_resources(pod_uid))
+    }
+
+    /// Unprepare `pod`'s claims, if it may have any prepared (errors are logged).
+    async fn unprepare_claims(&self, pod: &Pod) {
+        let pod_uid = pod.uid.as_str();
+        if !pod.resource_claims.is_empty()
+            || self.dra.pod_might_need_to_unprepare_resources(pod_uid)
         {
             let started = std::time::Instant::now();
             let unprepared = self.dra.unprepare_resources(pod_uid).await;
@@ -198,21 +212,15 @@ impl Node {
     }
 
     /// The managers' part of a release, with the decision lock held (`pod` is neither
-    /// admitted nor being admitted): CPU and memory assignments of pods neither admitted
-    /// nor being admitted, the pod's affinities, and its devices (only when it holds some,
-    /// so the device checkpoint is not rewritten for pods that never touched it).
+    /// admitted nor being admitted): exactly what its containers hold — CPUs, memory,
+    /// affinities, and devices (only when it holds some, so the device checkpoint is not
+    /// rewritten for pods that never touched it).
     pub(super) fn release_pod_from_managers(&self, pod: &Pod) {
         let uid = pod.uid.as_str();
         let holds_devices = pod
             .all_containers()
             .any(|(_, c)| !self.devices.container_devices(uid, &c.name).is_empty());
-        let active = corral_cpumgr::PodSource::active_pods(self.pods.as_ref());
-        if let Err(err) = self.cpu.remove_stale_state(&active, None) {
-            tracing::error!(pod = pod_ref(pod), podUID = uid, err = %err, "releasing CPUs failed");
-        }
-        if let Err(err) = self.memory.remove_stale_state(&active) {
-            tracing::error!(pod = pod_ref(pod), podUID = uid, err = %err, "releasing memory failed");
-        }
+        self.release_containers_from_managers(pod);
         self.topology.store().remove_pod(uid);
         if holds_devices && let Err(err) = self.devices.remove_pod(uid) {
             tracing::error!(pod = pod_ref(pod), podUID = uid, err = %err, "releasing devices failed");
@@ -248,7 +256,7 @@ impl Node {
             uid: pod_uid.to_owned(),
             ..Pod::default()
         });
-        self.release_managers(&pod, true).await;
+        self.release_pod(&pod).await;
         if let Some(devices) = &self.kubelet_devices {
             devices.remove_pod(pod_uid);
         }

@@ -9,6 +9,7 @@ use std::sync::Arc;
 
 use anyhow::anyhow;
 use corral_topology::Pod;
+use corral_topology::topologymanager::PodAdmitResult;
 use k8s_openapi::api::core::v1::Pod as K8sPod;
 
 use super::container_events::StartedContainer;
@@ -94,7 +95,7 @@ impl Node {
                 message: super::admission::approximate_message(result.message, result.approximate),
             });
         }
-        if let Err(err) = self.join(&pod, &manifest, result.approximate) {
+        if let Err(err) = self.join(&pod, &manifest, &result) {
             self.release_container(&pod).await;
             return Err(err
                 .context("persisting the admitted container; its admission was undone")
@@ -104,10 +105,11 @@ impl Node {
         Ok(Admission::Admitted(self.view(&pod.uid)?))
     }
 
-    /// Adds the admitted one-container `pod` to the admitted pod of its uid, on disk first
-    /// (`approximate`: its decision ran out of its search budget).
-    fn join(&self, pod: &Pod, manifest: &K8sPod, approximate: bool) -> anyhow::Result<()> {
-        let addition = self.record_of(pod, manifest, &[])?;
+    /// Adds the admitted one-container `pod` to the admitted pod of its uid, on disk first,
+    /// with what `decided` granted it.
+    fn join(&self, pod: &Pod, manifest: &K8sPod, decided: &PodAdmitResult) -> anyhow::Result<()> {
+        let addition = self.record_of(pod, manifest, &[], &decided.grants)?;
+        let approximate = decided.approximate;
         let added = pod.containers.clone();
         self.pods.update(&pod.uid, |entry| {
             let Some(admitted) = entry else {
@@ -138,21 +140,21 @@ impl Node {
         self.pods.end_admitting(&pod.uid);
         let releasing = pod.clone();
         let released = self
-            .with_decision_lock(move |node| node.release_container_from_managers(&releasing))
+            .with_decision_lock(move |node| node.release_containers_from_managers(&releasing))
             .await;
         if let Err(err) = released {
             tracing::error!(pod = pod_ref(pod), podUID = %pod.uid, err = %err, "releasing the container panicked");
         }
     }
 
-    /// The managers' part of [`Self::release_container`], with the decision lock held: CPU
-    /// and memory assignments of containers neither admitted nor being admitted.
-    pub(super) fn release_container_from_managers(&self, pod: &Pod) {
-        let active = corral_cpumgr::PodSource::active_pods(self.pods.as_ref());
-        if let Err(err) = self.memory.remove_stale_state(&active) {
+    /// With the decision lock held: the CPUs and memory the containers of `pod` (a whole
+    /// pod, or the one container of [`Self::release_container`]) hold, exactly, and
+    /// nothing of its other containers.
+    pub(super) fn release_containers_from_managers(&self, pod: &Pod) {
+        if let Err(err) = self.memory.remove_pod_containers(pod) {
             tracing::error!(pod = pod_ref(pod), podUID = %pod.uid, err = %err, "releasing memory failed");
         }
-        if let Err(err) = self.cpu.remove_stale_state(&active, None) {
+        if let Err(err) = self.cpu.remove_pod_containers(pod) {
             tracing::error!(pod = pod_ref(pod), podUID = %pod.uid, err = %err, "releasing CPUs failed");
         }
     }

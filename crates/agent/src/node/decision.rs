@@ -286,7 +286,7 @@ impl Node {
         self.devices.cancel_reserved(&pod.uid);
         match undo {
             Undo::Pod => self.release_pod_from_managers(pod),
-            Undo::Container => self.release_container_from_managers(pod),
+            Undo::Container => self.release_containers_from_managers(pod),
         }
     }
 

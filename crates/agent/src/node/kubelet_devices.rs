@@ -10,8 +10,8 @@ use std::collections::BTreeMap;
 use std::sync::{Mutex, PoisonError};
 
 use corral_topology::topologymanager::{
-    AffinityStore, AllocationError, HintFamily, HintProvider, HintSet, Preferred, ProviderHintSets,
-    ProviderHints, hint_lists,
+    AffinityStore, AllocationError, Grant, HintFamily, HintProvider, HintSet, Preferred,
+    ProviderHintSets, ProviderHints, hint_lists,
 };
 use corral_topology::{Container, NumaIds, NumaMask, Pod};
 
@@ -111,8 +111,14 @@ impl HintProvider for KubeletDevices {
         self.hint_sets(&self.merged_for_pod(pod))
     }
 
-    fn allocate(&self, _: &Pod, _: &Container, _: &AffinityStore) -> Result<(), AllocationError> {
-        Ok(())
+    /// Nothing to allocate: the kubelet gave the devices (they only steer the hints).
+    fn allocate(
+        &self,
+        _: &Pod,
+        _: &Container,
+        _: &AffinityStore,
+    ) -> Result<Grant, AllocationError> {
+        Ok(Grant::default())
     }
 }
 

@@ -92,8 +92,9 @@ pub(crate) enum AdmitError {
 #[derive(Debug)]
 pub(crate) struct NoRuntime;
 
+#[corral_cpumgr::async_trait]
 impl ContainerRuntime for NoRuntime {
-    fn update_container_cpuset(
+    async fn update_container_cpuset(
         &self,
         container_id: &str,
         _: &CpuSet,

@@ -13,7 +13,8 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use anyhow::{Context, Result};
 use corral_checkpoint::Journal;
 use corral_cpumgr::{ContainerState, ContainerStatus, PodSource, PodStatus};
-use corral_topology::Pod;
+use corral_topology::topologymanager::Grant;
+use corral_topology::{ContainerKind, Pod};
 use serde::{Deserialize, Serialize};
 
 /// One admitted pod as persisted: its manifests (with the uid written in) and the ids of
@@ -63,6 +64,38 @@ pub(crate) struct Holding {
     /// sidecars (init containers' memory goes back once they ran).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub(crate) memory: BTreeMap<String, HeldMemory>,
+}
+
+impl Holding {
+    /// What a container of `kind` holds from what its decision granted it (an init
+    /// container's CPUs and memory are not recorded, see the fields).
+    pub(crate) fn granted(kind: ContainerKind, grant: &Grant) -> Holding {
+        let long_running = kind != ContainerKind::Init;
+        let exclusive_cpus = (long_running && !grant.exclusive_cpus.is_empty())
+            .then(|| grant.exclusive_cpus.to_string());
+        let memory = grant
+            .memory
+            .iter()
+            .filter(|_| long_running)
+            .map(|block| {
+                let held = HeldMemory {
+                    size: block.size,
+                    numa_affinity: block.numa_affinity.clone(),
+                };
+                (block.resource.clone(), held)
+            })
+            .collect();
+        let devices = grant
+            .devices
+            .iter()
+            .map(|(resource, ids)| (resource.clone(), ids.iter().cloned().collect()))
+            .collect();
+        Holding {
+            exclusive_cpus,
+            devices,
+            memory,
+        }
+    }
 }
 
 /// Bytes of one memory type pinned to NUMA nodes.

@@ -13,7 +13,7 @@ use corral_topology::{Pod, QosClass};
 use k8s_openapi::api::core::v1::Pod as K8sPod;
 use k8s_openapi::api::resource::v1::ResourceClaim as K8sResourceClaim;
 
-use super::{Admission, AdmitError, AdmittedPod, Node};
+use super::{Admission, AdmitError, AdmittedPod, Node, PodRecord};
 
 /// `v1.PodReasonInfeasible`.
 pub(crate) const INFEASIBLE: &str = "Infeasible";
@@ -87,7 +87,14 @@ impl Node {
                 message: message.to_owned(),
             }));
         }
-        let record = self.record_of(pod, manifest, claims)?;
+        // Nothing was granted anew: the pod keeps what it holds, its containers their ids.
+        let record = PodRecord {
+            holdings: held.record.holdings.clone(),
+            container_ids: held.record.container_ids.clone(),
+            removed_containers: held.record.removed_containers.clone(),
+            approximate: held.record.approximate,
+            ..self.record_of(pod, manifest, claims, &Default::default())?
+        };
         let resized = AdmittedPod {
             record,
             pod: pod.clone(),

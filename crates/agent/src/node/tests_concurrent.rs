@@ -295,9 +295,9 @@ fn decided(answer: &Admission) -> String {
     }
 }
 
-/// What every admitted pod holds must hold together: no exclusive CPU granted to two
-/// pods, every container's memory blocks covering its NUMA affinity, the memory
-/// manager's groups of nodes disjoint, and no node giving more than it has.
+/// What every admitted pod holds must hold together: no exclusive CPU granted to two pods, every container's
+/// memory blocks covering its NUMA affinity, the memory manager's groups of nodes disjoint,
+/// and no node giving more than it has.
 fn violations(node: &Arc<Node>, answers: &BTreeMap<String, Admission>) -> Vec<String> {
     let mut out = Vec::new();
     let mut owner: BTreeMap<usize, String> = BTreeMap::new();
@@ -314,6 +314,20 @@ fn violations(node: &Arc<Node>, answers: &BTreeMap<String, Admission>) -> Vec<St
             out.push(format!("{uid} admitted but not recorded"));
             continue;
         };
+        for (kind, container) in admitted.pod.all_containers() {
+            let name = &container.name;
+            let held = super::restore_check::holding_of(node, &admitted.pod, kind, container);
+            let holdings = admitted.record.holdings.as_ref();
+            let recorded = holdings
+                .and_then(|h| h.get(name))
+                .cloned()
+                .unwrap_or_default();
+            if held != recorded {
+                out.push(format!(
+                    "{uid}/{name} recorded as granted {recorded:?}, holds {held:?}"
+                ));
+            }
+        }
         for (name, affinity) in &admitted.record.affinities {
             let Some(numa) = &affinity.numa else { continue };
             for block in node.memory().container_memory(uid, name) {
@@ -375,6 +389,30 @@ fn violations(node: &Arc<Node>, answers: &BTreeMap<String, Admission>) -> Vec<St
             out.push(format!(
                 "{size} bytes of {resource} granted on {nodes:?}, which have {has}"
             ));
+        }
+    }
+    out
+}
+
+/// Admitted pods whose record (what their decision answered as granted) is not what the
+/// managers hold for them.
+fn misrecorded(node: &Arc<Node>) -> Vec<String> {
+    let mut out = Vec::new();
+    for admitted in node.pods().all() {
+        let uid = &admitted.pod.uid;
+        for (kind, container) in admitted.pod.all_containers() {
+            let name = &container.name;
+            let held = super::restore_check::holding_of(node, &admitted.pod, kind, container);
+            let holdings = admitted.record.holdings.as_ref();
+            let recorded = holdings
+                .and_then(|h| h.get(name))
+                .cloned()
+                .unwrap_or_default();
+            if held != recorded {
+                out.push(format!(
+                    "{uid}/{name} recorded as granted {recorded:?}, holds {held:?}"
+                ));
+            }
         }
     }
     out
@@ -610,6 +648,8 @@ async fn admit_concurrently_and_replay(
                 continue;
             }
             let broken = violations(&node, &answers);
+            let misrecorded = misrecorded(&node);
+            assert!(misrecorded.is_empty(), "{case}: {misrecorded:#?}");
             let observed: BTreeMap<String, String> = answers
                 .iter()
                 .map(|(uid, a)| (uid.clone(), decided(a)))

@@ -80,7 +80,7 @@ async fn event_during_allocate(removed: bool) {
     }
     // The reconcile loop's tick (outside the decision lock, as `server::reconcile_loop`).
     let cpu = Arc::clone(node.cpu());
-    tokio::task::spawn_blocking(move || cpu.reconcile_once())
+    tokio::spawn(async move { cpu.reconcile_once().await })
         .await
         .unwrap();
     plugin.open();

@@ -1,6 +1,6 @@
 //! The CPU manager's [`ContainerRuntime`] over CRI: each cpuset push is one
 //! `RuntimeService/UpdateContainerResources` call on `containerRuntimeEndpoint`, with a
-//! deadline, made from the reconcile loop's blocking thread.
+//! deadline, awaited by the reconcile loop.
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -9,7 +9,6 @@ use corral_cpumgr::{CfsQuota, ContainerRuntime, RuntimeError};
 use corral_proto::cri::v1 as cri;
 use corral_proto::cri::v1::runtime_service_client::RuntimeServiceClient;
 use corral_topology::CpuSet;
-use tokio::runtime::Handle;
 
 /// How long one CRI call may take (dial included).
 pub(crate) const CRI_DEADLINE: Duration = Duration::from_secs(2);
@@ -18,18 +17,18 @@ pub(crate) const CRI_DEADLINE: Duration = Duration::from_secs(2);
 #[derive(Debug)]
 pub(crate) struct CriRuntime {
     socket: PathBuf,
-    handle: Handle,
 }
 
 impl CriRuntime {
-    /// Calls go to `socket`, run on `handle`'s runtime.
-    pub(crate) fn new(socket: PathBuf, handle: Handle) -> Self {
-        Self { socket, handle }
+    /// Calls go to `socket`.
+    pub(crate) fn new(socket: PathBuf) -> Self {
+        Self { socket }
     }
 }
 
+#[corral_cpumgr::async_trait]
 impl ContainerRuntime for CriRuntime {
-    fn update_container_cpuset(
+    async fn update_container_cpuset(
         &self,
         container_id: &str,
         cpus: &CpuSet,
@@ -63,12 +62,12 @@ impl ContainerRuntime for CriRuntime {
                 })?;
             Ok(())
         };
-        self.handle.block_on(async {
-            tokio::time::timeout(CRI_DEADLINE, call).await.unwrap_or_else(|_| {
+        tokio::time::timeout(CRI_DEADLINE, call)
+            .await
+            .unwrap_or_else(|_| {
                 Err(RuntimeError::new(format!(
                     "UpdateContainerResources for {container_id} did not answer within {CRI_DEADLINE:?}"
                 )))
             })
-        })
     }
 }

@@ -57,13 +57,10 @@ pub(crate) async fn run(config: AgentConfig, demo_devices: usize) -> Result<()> 
     let node = {
         let config = config.clone();
         let nri_slot = nri_slot.clone();
-        let handle = tokio::runtime::Handle::current();
         let runtime: Arc<dyn corral_cpumgr::ContainerRuntime> =
             match (&config.nri, &config.container_runtime_endpoint) {
-                (NriMode::Plugin(_), _) => Arc::new(nri::NriRuntime::new(nri_slot.clone(), handle)),
-                (NriMode::Off, Some(socket)) => {
-                    Arc::new(cri::CriRuntime::new(socket.clone(), handle))
-                }
+                (NriMode::Plugin(_), _) => Arc::new(nri::NriRuntime::new(nri_slot.clone())),
+                (NriMode::Off, Some(socket)) => Arc::new(cri::CriRuntime::new(socket.clone())),
                 (NriMode::Off, None) => Arc::new(NoRuntime),
             };
         tokio::task::spawn_blocking(move || Node::open(&config, &topology, &memory, runtime))
@@ -186,7 +183,8 @@ async fn reconcile_loop(node: Arc<Node>, stop: impl std::future::Future<Output =
             _ = tick.tick() => {}
         }
         let cpu = Arc::clone(node.cpu());
-        match tokio::task::spawn_blocking(move || cpu.reconcile_once()).await {
+        // A task of its own: a panic ends the pass, not the loop.
+        match tokio::spawn(async move { cpu.reconcile_once().await }).await {
             Ok(report) => tracing::debug!(
                 success = report.success.len(),
                 failure = report.failure.len(),

@@ -1,7 +1,8 @@
 //! [`CpuManager`]: upstream's `cpumanager.manager` — policy, state, persistence, stale-state
-//! removal, allocation and queries behind one lock, and the topology manager's
-//! [`HintProvider`]. Beside it: its configuration (`config`), error (`error`), counters
-//! (`metrics`) and `reconcile_once` (`reconcile`).
+//! removal, allocation and queries behind one lock. Beside it: its configuration
+//! (`config`), error (`error`), counters (`metrics`), `reconcile_once` (`reconcile`), the
+//! policy's undo (`undo`) and the topology manager's
+//! [`HintProvider`](corral_topology::HintProvider) (`hint_provider`).
 //!
 //! Unlike upstream, every operation that changes the state writes the checkpoint once, after
 //! the whole change (upstream writes after each of its `Set…` calls, so a crash between the
@@ -10,6 +11,7 @@
 
 mod config;
 mod error;
+mod hint_provider;
 mod metrics;
 mod reconcile;
 mod undo;
@@ -19,15 +21,14 @@ pub use error::CpuManagerError;
 pub use metrics::CpuManagerMetrics;
 pub use undo::PolicySnapshot;
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
 use corral_topology::{
-    AffinityStore, AllocationError, Container, CpuSet, CpuTopology, HintProvider, Pod,
-    PodLevelResources, ProviderHints, TopologyHint,
-    topologymanager::{DECISION_STEPS, ProviderHintSets, bounded_apart},
+    Container, CpuSet, CpuTopology, Pod, PodLevelResources, TopologyHint,
+    topologymanager::{DECISION_STEPS, bounded_apart},
 };
 
 use self::config::CheckedPolicy;
@@ -83,6 +84,13 @@ impl Inner {
         Ok(())
     }
 
+    fn exclusive_cpus(&self, pod_uid: &str, container: &str) -> CpuSet {
+        self.state
+            .cpu_set(pod_uid, container)
+            .cloned()
+            .unwrap_or_default()
+    }
+
     fn remove_by_ref(&mut self, pod_uid: &str, container: &str) {
         self.policy
             .remove_container(&mut self.state, pod_uid, container);
@@ -105,8 +113,9 @@ impl Inner {
 ///     fn pod_status(&self, _: &str) -> Option<PodStatus> { None }
 /// }
 /// struct NoRuntime;
+/// #[corral_cpumgr::async_trait]
 /// impl ContainerRuntime for NoRuntime {
-///     fn update_container_cpuset(&self, _: &str, _: &CpuSet, _: CfsQuota) -> Result<(), RuntimeError> { Ok(()) }
+///     async fn update_container_cpuset(&self, _: &str, _: &CpuSet, _: CfsQuota) -> Result<(), RuntimeError> { Ok(()) }
 /// }
 ///
 /// // 1 socket, 4 cores × 2 threads; reserve 1 CPU.
@@ -252,8 +261,13 @@ impl CpuManager {
 
     /// Upstream `AllocatePod` (pod scope, a pod with pod-level resources, the gate on):
     /// the pod's budget aligned with `affinity`, partitioned among its containers, persisted
-    /// once; nothing changes on failure.
-    pub fn allocate_pod(&self, pod: &Pod, affinity: TopologyHint) -> Result<(), CpuManagerError> {
+    /// once; nothing changes on failure. Answers each container's exclusive CPUs (empty:
+    /// the pod's shared pool).
+    pub fn allocate_pod(
+        &self,
+        pod: &Pod,
+        affinity: TopologyHint,
+    ) -> Result<BTreeMap<String, CpuSet>, CpuManagerError> {
         self.remove_stale_from_source(Some(pod));
         let mut inner = self.lock();
         let before = inner.state.clone();
@@ -261,12 +275,16 @@ impl CpuManager {
         // A budget of its own (see `allocate`).
         let (result, _) =
             bounded_apart(DECISION_STEPS, || policy.allocate_pod(state, pod, affinity));
-        let result = result.map_err(CpuManagerError::from);
-        if result.is_err() {
+        if let Err(err) = result {
             inner.state = before;
-            return result;
+            return Err(err.into());
         }
-        inner.commit(before)
+        inner.commit(before)?;
+        let granted = pod
+            .all_containers()
+            .map(|(_, c)| (c.name.clone(), inner.exclusive_cpus(&pod.uid, &c.name)))
+            .collect();
+        Ok(granted)
     }
 
     fn lock(&self) -> MutexGuard<'_, Inner> {
@@ -421,14 +439,26 @@ impl CpuManager {
         inner.commit(before)
     }
 
+    /// Give back what every container of `pod` holds (an admission undone, a pod
+    /// released): exactly its containers' assignments, persisted once.
+    pub fn remove_pod_containers(&self, pod: &Pod) -> Result<(), CpuManagerError> {
+        let mut inner = self.lock();
+        let before = inner.state.clone();
+        for (_, container) in pod.all_containers() {
+            inner.remove_by_ref(&pod.uid, &container.name);
+        }
+        inner.commit(before)
+    }
+
     /// Upstream `Allocate`: remove stale state, then let the policy assign CPUs, aligned with
-    /// `affinity` (the topology manager's decision for this container).
+    /// `affinity` (the topology manager's decision for this container). Answers the
+    /// container's exclusive CPUs (empty: the shared pool).
     pub fn allocate(
         &self,
         pod: &Pod,
         container: &Container,
         affinity: TopologyHint,
-    ) -> Result<(), CpuManagerError> {
+    ) -> Result<CpuSet, CpuManagerError> {
         self.remove_stale_from_source(Some(pod));
         let mut inner = self.lock();
         let pinning = inner.policy.name() == "static" && guaranteed_cpus(pod, container) > 0;
@@ -475,7 +505,7 @@ impl CpuManager {
                 }
             }
         }
-        result
+        result.map(|()| inner.exclusive_cpus(&pod.uid, &container.name))
     }
 
     /// Upstream `AddContainer`: remember the container id, and that a newly created
@@ -510,11 +540,7 @@ impl CpuManager {
 
     /// Upstream `GetExclusiveCPUs`: the container's exclusive CPUs (empty if none).
     pub fn exclusive_cpus(&self, pod_uid: &str, container: &str) -> CpuSet {
-        self.lock()
-            .state
-            .cpu_set(pod_uid, container)
-            .cloned()
-            .unwrap_or_default()
+        self.lock().exclusive_cpus(pod_uid, container)
     }
 
     /// The CPUs a pod managed at pod level holds as a whole (its budget: its containers'
@@ -546,66 +572,5 @@ impl CpuManager {
     /// Upstream `GetAllCPUs`.
     pub fn all_cpus(&self) -> CpuSet {
         self.index.all_cpus().clone()
-    }
-}
-
-impl HintProvider for CpuManager {
-    /// Upstream `GetTopologyHints` (after removing stale state).
-    fn hints_for_container(&self, pod: &Pod, container: &Container) -> ProviderHints {
-        self.remove_stale_from_source(Some(pod));
-        let inner = self.lock();
-        inner
-            .policy
-            .hints_for_container(&inner.state, pod, container)
-    }
-
-    /// Upstream `GetPodTopologyHints` (after removing stale state).
-    fn hints_for_pod(&self, pod: &Pod) -> ProviderHints {
-        self.remove_stale_from_source(Some(pod));
-        let inner = self.lock();
-        inner.policy.hints_for_pod(&inner.state, pod)
-    }
-
-    /// [`hints_for_container`](HintProvider::hints_for_container) as a family: no walk over
-    /// every set of NUMA nodes.
-    fn hint_sets_for_container(&self, pod: &Pod, container: &Container) -> ProviderHintSets {
-        self.remove_stale_from_source(Some(pod));
-        let inner = self.lock();
-        inner
-            .policy
-            .hint_sets_for_container(&inner.state, pod, container)
-    }
-
-    /// [`hints_for_pod`](HintProvider::hints_for_pod) as a family.
-    fn hint_sets_for_pod(&self, pod: &Pod) -> ProviderHintSets {
-        self.remove_stale_from_source(Some(pod));
-        let inner = self.lock();
-        inner.policy.hint_sets_for_pod(&inner.state, pod)
-    }
-
-    fn allocate(
-        &self,
-        pod: &Pod,
-        container: &Container,
-        store: &AffinityStore,
-    ) -> Result<(), AllocationError> {
-        let affinity = store.affinity(&pod.uid, &container.name);
-        CpuManager::allocate(self, pod, container, affinity).map_err(allocation_error)
-    }
-
-    /// Upstream `AllocatePod`: the affinity stored for the pod's first container.
-    fn allocate_pod(&self, pod: &Pod, store: &AffinityStore) -> Result<(), AllocationError> {
-        let first = pod.all_containers().next().map(|(_, c)| c.name.as_str());
-        let affinity =
-            first.map_or_else(TopologyHint::default, |name| store.affinity(&pod.uid, name));
-        CpuManager::allocate_pod(self, pod, affinity).map_err(allocation_error)
-    }
-}
-
-/// A manager error as the topology manager reports it.
-fn allocation_error(e: CpuManagerError) -> AllocationError {
-    match e {
-        CpuManagerError::Allocate(a) => a.into(),
-        other => AllocationError::unexpected(other),
     }
 }

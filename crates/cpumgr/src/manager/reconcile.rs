@@ -10,7 +10,7 @@ impl CpuManager {
     /// when it differs from the last one pushed; skip waiting containers, report successes
     /// and failures. corral also returns the unreused CPUs of terminated init containers to
     /// the shared pool (upstream #112228). Does nothing before [`start`](Self::start).
-    pub fn reconcile_once(&self) -> ReconcileReport {
+    pub async fn reconcile_once(&self) -> ReconcileReport {
         let mut report = ReconcileReport::default();
         let Some((pods, runtime)) = self
             .lock()
@@ -85,7 +85,8 @@ impl CpuManager {
                 }
                 if cpus != last {
                     let quota = self.cfs_quota(&pod.uid, name);
-                    if runtime.update_container_cpuset(&id, &cpus, quota).is_err() {
+                    let pushed = runtime.update_container_cpuset(&id, &cpus, quota).await;
+                    if pushed.is_err() {
                         report.failure.push(entry(name, &id));
                         continue;
                     }

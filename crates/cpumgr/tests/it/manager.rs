@@ -57,8 +57,9 @@ struct Runtime {
     fail: Mutex<bool>,
 }
 
+#[corral_cpumgr::async_trait]
 impl ContainerRuntime for Runtime {
-    fn update_container_cpuset(
+    async fn update_container_cpuset(
         &self,
         id: &str,
         cpus: &CpuSet,
@@ -477,8 +478,8 @@ fn the_quota_is_kept_when_the_gate_is_off() {
 
 /// Upstream `TestReconcileState` shapes: running containers get their cpuset once, waiting
 /// ones are skipped, failed updates are reported and retried.
-#[test]
-fn reconcile_pushes_only_changes() {
+#[tokio::test]
+async fn reconcile_pushes_only_changes() {
     let (manager, pods, runtime) = start_static();
     let pod = make_pod("uid", "c", 2000, 2000);
     let shared = make_pod("uid2", "s", 500, 1000);
@@ -501,7 +502,7 @@ fn reconcile_pushes_only_changes() {
             ..PodStatus::default()
         },
     );
-    let report = manager.reconcile_once();
+    let report = manager.reconcile_once().await;
     assert_eq!(report.success.len(), 1);
     assert_eq!(report.failure.len(), 1);
     assert_eq!(
@@ -516,7 +517,7 @@ fn reconcile_pushes_only_changes() {
     assert_eq!(manager.cfs_quota("uid", "c"), CfsQuota::Unlimited);
     assert_eq!(manager.cfs_quota("uid2", "s"), CfsQuota::Unchanged);
     // Nothing changed: nothing pushed again.
-    manager.reconcile_once();
+    manager.reconcile_once().await;
     assert_eq!(runtime.updates.lock().unwrap().len(), 1);
     // The shared container starts; a failed update is reported, then retried.
     pods.statuses
@@ -527,10 +528,10 @@ fn reconcile_pushes_only_changes() {
         .container_statuses[0]
         .state = ContainerState::Running;
     *runtime.fail.lock().unwrap() = true;
-    let report = manager.reconcile_once();
+    let report = manager.reconcile_once().await;
     assert_eq!(report.failure[0].container_id, "sid");
     *runtime.fail.lock().unwrap() = false;
-    manager.reconcile_once();
+    manager.reconcile_once().await;
     assert_eq!(
         runtime.updates.lock().unwrap().last().unwrap(),
         &("sid".into(), "0,2-4,6-7".into())
@@ -541,7 +542,7 @@ fn reconcile_pushes_only_changes() {
     );
     // No status at all: the pod is reported.
     pods.statuses.lock().unwrap().remove("uid");
-    let report = manager.reconcile_once();
+    let report = manager.reconcile_once().await;
     assert!(
         report
             .failure
@@ -553,8 +554,8 @@ fn reconcile_pushes_only_changes() {
 /// Deviation from upstream #112228: an init container's CPUs that no later container reuses
 /// return to the shared pool once it terminated (upstream keeps them pinned for the pod's
 /// life).
-#[test]
-fn terminated_init_container_cpus_return_to_the_pool() {
+#[tokio::test]
+async fn terminated_init_container_cpus_return_to_the_pool() {
     let (manager, pods, _) = start_static();
     let pod = make_multi_container_pod("uid", &[(4000, 4000)], &[(2000, 2000)]);
     let store = AffinityStore::new();
@@ -581,7 +582,7 @@ fn terminated_init_container_cpus_return_to_the_pool() {
             container_statuses: vec![running("appContainer-0", "app")],
         },
     );
-    let report = manager.reconcile_once();
+    let report = manager.reconcile_once().await;
     assert_eq!(report.released_init_containers.len(), 1);
     assert_eq!(manager.state().default_cpu_set().to_string(), "0,2-4,6-7");
     assert_eq!(

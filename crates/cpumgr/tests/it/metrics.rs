@@ -30,8 +30,9 @@ impl PodSource for Pods {
 }
 
 struct NoRuntime;
+#[corral_cpumgr::async_trait]
 impl ContainerRuntime for NoRuntime {
-    fn update_container_cpuset(
+    async fn update_container_cpuset(
         &self,
         _: &str,
         _: &CpuSet,

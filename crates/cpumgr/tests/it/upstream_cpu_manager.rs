@@ -331,8 +331,8 @@ struct ReconcileRow {
 /// Upstream `TestReconcileState`, on its 8-CPU, 2-socket machine with a static policy and
 /// nothing reserved. The two "last update state" rows, which preset the manager's private
 /// last-update state, are in `reconcile_state_last_update`.
-#[test]
-fn reconcile_state() {
+#[tokio::test]
+async fn reconcile_state() {
     let running = ContainerState::Running;
     let app_status = |name: &str, state| PodStatus {
         container_statuses: vec![status(name, state)],
@@ -432,7 +432,7 @@ fn reconcile_state() {
             pods,
             runtime,
         );
-        let report = m.reconcile_once();
+        let report = m.reconcile_once().await;
         let d = row.description;
         assert_eq!(m.state(), row.want_state, "{d}");
         if !row.want_success.is_empty() {
@@ -464,8 +464,8 @@ fn reconcile_state() {
 /// `AddContainer` records the exclusive cpuset a new container starts with (current: no
 /// update is pushed), and a shared container whose pool shrank after its last push is not
 /// current (the new pool is pushed).
-#[test]
-fn reconcile_state_last_update() {
+#[tokio::test]
+async fn reconcile_state_last_update() {
     let pods = Arc::new(Pods::default());
     let pod = pod_named(&["fakeContainerName"], &[]);
     *pods.pods.lock().unwrap() = vec![pod];
@@ -483,7 +483,7 @@ fn reconcile_state_last_update() {
         runtime.clone(),
     );
     m.add_container("fakePodUID", "fakeContainerName", "fakeContainerID");
-    let report = m.reconcile_once();
+    let report = m.reconcile_once().await;
     assert_eq!(report.success.len(), 1);
     assert!(runtime.updates.lock().unwrap().is_empty());
     assert_eq!(m.state(), st);
@@ -497,7 +497,7 @@ fn reconcile_state_last_update() {
         pods.clone(),
         runtime.clone(),
     );
-    let report = m.reconcile_once();
+    let report = m.reconcile_once().await;
     assert_eq!(report.success[0].container_name, "fakeContainerName");
     let guaranteed = make_pod("other", "c", 2000, 2000);
     pods.pods.lock().unwrap().push(guaranteed.clone());
@@ -507,7 +507,7 @@ fn reconcile_state_last_update() {
         TopologyHint::default(),
     )
     .unwrap();
-    m.reconcile_once();
+    m.reconcile_once().await;
     let updates = runtime.updates.lock().unwrap().clone();
     assert_eq!(updates[0], ("fakeContainerID".into(), "0-7".into()));
     let shared = m.state().default_cpu_set().to_string();

@@ -5,13 +5,14 @@
 
 use crate::support::*;
 use corral_devicemgr::{DeviceManager, DeviceManagerConfig};
+use corral_topology::topologymanager::Grant;
 use corral_topology::{AffinityStore, HintProvider, Pod, ProviderHints};
 
 const GPU: &str = "example.com/gpu";
 
 /// What the topology manager asks of a provider for `pod` (its first container asks a
 /// GPU, its second nothing): container hints, pod hints, and the second's allocation.
-type Answers = (ProviderHints, ProviderHints, Result<(), String>);
+type Answers = (ProviderHints, ProviderHints, Result<Grant, String>);
 
 fn ask(manager: &DeviceManager, pod: &Pod) -> Answers {
     let store = AffinityStore::new();
@@ -65,7 +66,7 @@ fn hints_and_plain_allocation_need_no_runtime_thread() {
         expected.1.as_ref().is_some_and(|h| h[GPU].is_some()),
         "{expected:?}"
     );
-    assert_eq!(expected.2, Ok(()));
+    assert_eq!(expected.2, Ok(Grant::default()));
     for answers in ask_without_a_multi_thread_runtime(&manager, &pod) {
         assert_eq!(answers, expected);
     }
@@ -85,7 +86,11 @@ fn a_manager_that_never_started_answers_without_a_runtime() {
         // is no preference and nothing to allocate.
         assert_eq!(
             answers,
-            (Some(Default::default()), Some(Default::default()), Ok(()))
+            (
+                Some(Default::default()),
+                Some(Default::default()),
+                Ok(Grant::default())
+            )
         );
     }
 }

@@ -7,7 +7,7 @@ use std::sync::{Mutex, PoisonError};
 use corral_cpumgr::{CpuState, Policy as _};
 use corral_devicemgr::{AllocationRequest, DeviceState, Reservation, ToAllocate};
 use corral_topology::topologymanager::{
-    AffinityStore, AllocationError, HintProvider, ProviderHintSets, hint_lists,
+    AffinityStore, AllocationError, Grant, HintProvider, MemoryGrant, ProviderHintSets, hint_lists,
 };
 use corral_topology::{Container, Pod, ProviderHints};
 
@@ -38,13 +38,18 @@ impl HintProvider for Cpus {
         pod: &Pod,
         c: &Container,
         store: &AffinityStore,
-    ) -> Result<(), AllocationError> {
+    ) -> Result<Grant, AllocationError> {
         let mut g = lock(&self.0);
         let (policy, state) = &mut *g;
         let affinity = store.affinity(&pod.uid, &c.name);
         policy
             .allocate(state, pod, c, affinity)
-            .map_err(AllocationError::unexpected)
+            .map_err(AllocationError::unexpected)?;
+        let cpus = state
+            .cpu_set(&pod.uid, &c.name)
+            .cloned()
+            .unwrap_or_default();
+        Ok(Grant::cpus(cpus))
     }
 }
 
@@ -72,8 +77,9 @@ impl HintProvider for Devices {
         pod: &Pod,
         c: &Container,
         store: &AffinityStore,
-    ) -> Result<(), AllocationError> {
+    ) -> Result<Grant, AllocationError> {
         let mut state = lock(&self.state);
+        let mut granted = Grant::default();
         for (resource, n) in state.container_device_requests(c) {
             let request = AllocationRequest {
                 affinity: store.affinity(&pod.uid, &c.name).numa_affinity,
@@ -85,9 +91,10 @@ impl HintProvider for Devices {
             else {
                 return Err(AllocationError::unexpected("no devices"));
             };
+            granted.merge(Grant::devices(&resource, &reservation.devices));
             lock(&self.given).push((c.name.clone(), reservation));
         }
-        Ok(())
+        Ok(granted)
     }
 }
 
@@ -116,10 +123,17 @@ impl HintProvider for Memory {
         pod: &Pod,
         c: &Container,
         store: &AffinityStore,
-    ) -> Result<(), AllocationError> {
+    ) -> Result<Grant, AllocationError> {
         let affinity = store.affinity(&pod.uid, &c.name);
-        lock(&self.0)
+        let mut policy = lock(&self.0);
+        policy
             .allocate(pod, c, affinity)
-            .map_err(AllocationError::unexpected)
+            .map_err(AllocationError::unexpected)?;
+        let blocks = policy.blocks(&pod.uid, &c.name).unwrap_or_default();
+        let memory = blocks
+            .iter()
+            .map(|b| MemoryGrant::new(b.resource.clone(), b.size, b.numa_affinity.clone()))
+            .collect();
+        Ok(Grant::memory(memory))
     }
 }

@@ -1,6 +1,6 @@
 //! [`MemoryManager`]: upstream's `memorymanager.manager` — the policy (`None` or `Static`),
 //! its state persisted in `memory_manager_state`, allocation and release behind one lock,
-//! and the topology manager's [`HintProvider`]. Its configuration is in `config`, its error
+//! and the topology manager's [`HintProvider`](corral_topology::HintProvider) (`hint_provider`). Its configuration is in `config`, its error
 //! in `error`.
 //!
 //! Unlike upstream, a change is written once, after the whole change, and a failed write
@@ -10,6 +10,7 @@
 mod allocatable;
 mod config;
 mod error;
+mod hint_provider;
 
 pub use allocatable::{EvictionThreshold, node_allocatable_reservation};
 pub use config::{
@@ -25,15 +26,10 @@ use corral_checkpoint::{
     MemoryManagerCheckpointV2, MemoryManagerState, RestoreOrder, restore_memory_manager_state,
 };
 use corral_topology::memory::NumaMemory;
-use corral_topology::topologymanager::{
-    DECISION_STEPS, ProviderHintSets, TopologyHint, bounded_apart,
-};
-use corral_topology::{
-    AffinityStore, AllocationError, Container, HintProvider, Pod, PodLevelResources, ProviderHints,
-};
+use corral_topology::topologymanager::MemoryGrant;
+use corral_topology::{Pod, PodLevelResources};
 
 use crate::checkpoint::{from_checkpoint, from_pod_entries, to_checkpoint, to_pod_entries};
-use crate::error::AllocateError;
 use crate::machine_state::{Assignments, Block, MachineState, default_machine_state};
 use crate::static_policy::StaticPolicy;
 
@@ -135,6 +131,19 @@ impl Inner {
     }
 
     /// Persists the state if it changed since `before`; rolls back on failure.
+    /// The container's blocks, as a grant.
+    fn granted(&self, pod_uid: &str, container: &str) -> Vec<MemoryGrant> {
+        let blocks = self
+            .policy
+            .as_ref()
+            .and_then(|p| p.blocks(pod_uid, container));
+        blocks
+            .unwrap_or_default()
+            .iter()
+            .map(|b| MemoryGrant::new(b.resource.clone(), b.size, b.numa_affinity.clone()))
+            .collect()
+    }
+
     fn commit(
         &mut self,
         policy: MemoryPolicy,
@@ -356,6 +365,16 @@ impl MemoryManager {
         self.change(|policy| policy.remove_container(pod_uid, container))
     }
 
+    /// Give back what every container of `pod` holds (an admission undone, a pod
+    /// released), persisted once.
+    pub fn remove_pod_containers(&self, pod: &Pod) -> Result<(), MemoryManagerError> {
+        self.change(|policy| {
+            for (_, container) in pod.all_containers() {
+                policy.remove_container(&pod.uid, &container.name);
+            }
+        })
+    }
+
     /// Upstream `AddContainer`'s clean-up: once `container` starts, the regular init
     /// containers before it have finished, and their memory goes back to the nodes.
     pub fn container_started(&self, pod: &Pod, container: &str) -> Result<(), MemoryManagerError> {
@@ -454,110 +473,6 @@ fn allocatable_blocks(state: &MachineState) -> Vec<Block> {
                 })
         })
         .collect()
-}
-
-/// What the topology manager's allocation call answers.
-type Allocated = Result<(), AllocationError>;
-
-/// Hints as the topology manager takes them: `None` for no preference.
-fn provider_hints(hints: Option<crate::hints::MemoryHints>) -> ProviderHints {
-    hints.map(|hints| {
-        hints
-            .into_iter()
-            .map(|(resource, list)| (resource, Some(list)))
-            .collect()
-    })
-}
-
-/// Hint sets as the topology manager takes them.
-fn provider_hint_sets(hints: Option<crate::hints::MemoryHintSets>) -> ProviderHintSets {
-    hints.map(|hints| {
-        hints
-            .into_iter()
-            .map(|(resource, set)| (resource, Some(set)))
-            .collect()
-    })
-}
-
-impl HintProvider for MemoryManager {
-    fn hints_for_container(&self, pod: &Pod, container: &Container) -> ProviderHints {
-        let inner = self.lock();
-        provider_hints(inner.policy.as_ref()?.hints_for_container(pod, container))
-    }
-
-    fn hints_for_pod(&self, pod: &Pod) -> ProviderHints {
-        let inner = self.lock();
-        provider_hints(inner.policy.as_ref()?.hints_for_pod(pod))
-    }
-
-    /// The fitting sets of nodes as a family: never a walk over every set of nodes.
-    fn hint_sets_for_container(&self, pod: &Pod, container: &Container) -> ProviderHintSets {
-        let inner = self.lock();
-        provider_hint_sets(
-            inner
-                .policy
-                .as_ref()?
-                .hint_sets_for_container(pod, container),
-        )
-    }
-
-    fn hint_sets_for_pod(&self, pod: &Pod) -> ProviderHintSets {
-        let inner = self.lock();
-        provider_hint_sets(inner.policy.as_ref()?.hint_sets_for_pod(pod))
-    }
-
-    fn allocate(&self, pod: &Pod, container: &Container, store: &AffinityStore) -> Allocated {
-        let mut inner = self.lock();
-        let affinity = store.affinity(&pod.uid, &container.name);
-        if !inner.started {
-            return Err(AllocationError::unexpected(MemoryManagerError::NotStarted));
-        }
-        let before = inner.policy.clone();
-        if let Some(policy) = inner.policy.as_mut() {
-            // A budget of its own: the decision's hints may have used up theirs.
-            bounded_apart(DECISION_STEPS, || policy.allocate(pod, container, affinity))
-                .0
-                .map_err(allocation_error)?;
-        }
-        inner
-            .commit(self.policy, before)
-            .map_err(AllocationError::unexpected)
-    }
-
-    /// Upstream `AllocatePod`: the affinity stored for the pod's first container.
-    fn allocate_pod(&self, pod: &Pod, store: &AffinityStore) -> Allocated {
-        let mut inner = self.lock();
-        if !inner.started {
-            return Err(AllocationError::unexpected(MemoryManagerError::NotStarted));
-        }
-        let first = pod.all_containers().next().map(|(_, c)| c.name.clone());
-        let affinity = first.map_or_else(TopologyHint::default, |name| {
-            store.affinity(&pod.uid, &name)
-        });
-        let before = inner.policy.clone();
-        if let Some(policy) = inner.policy.as_mut()
-            && let (Err(err), _) =
-                bounded_apart(DECISION_STEPS, || policy.allocate_pod(pod, affinity))
-        {
-            inner.policy = before;
-            return Err(allocation_error(err));
-        }
-        inner
-            .commit(self.policy, before)
-            .map_err(AllocationError::unexpected)
-    }
-}
-
-/// A policy error as the topology manager reports it: an empty pod shared pool with
-/// upstream's `EmptyPodSharedPoolError` reason.
-fn allocation_error(err: AllocateError) -> AllocationError {
-    match err {
-        AllocateError::EmptyPodSharedPool(message) => AllocationError::Admission {
-            reason: EMPTY_POD_SHARED_POOL_ERROR.to_owned(),
-            message,
-        },
-        other => AllocationError::unexpected(other),
-    }
 }
 
 /// Upstream's reason for a pod whose spec leaves containers without memory.

@@ -173,6 +173,7 @@ fn replay(doc: &Value) {
                 let container = pod.container(&container_name).unwrap().clone();
                 manager
                     .allocate(&pod, &container, &store)
+                    .map(drop)
                     .map_err(|e| std::error::Error::source(&e).unwrap().to_string())
             }
             "add" => {

@@ -1,5 +1,6 @@
 //! Admission results (upstream `lifecycle.PodAdmitResult` and `admission.GetPodAdmitResult`).
 
+use super::grant::PodGrants;
 use super::provider::AllocationError;
 
 /// Upstream's reason for a pod rejected for lack of NUMA alignment.
@@ -27,6 +28,10 @@ pub struct PodAdmitResult {
     /// gives back what the decision took, gets the provider its answer (corral's device
     /// manager: `ask_plugins`) and admits the pod again.
     pub deferred: bool,
+    /// What the providers granted, by container: everything when admitted; what was
+    /// granted before the failure when not (upstream leaves it allocated; the caller gives
+    /// back exactly this).
+    pub grants: PodGrants,
 }
 
 impl PodAdmitResult {

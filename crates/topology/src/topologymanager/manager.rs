@@ -249,6 +249,7 @@ impl TopologyManager {
             store: &self.store,
             metrics: &self.metrics,
             pod_level: self.pod_level,
+            grants: Default::default(),
         };
         // One budget for the whole decision: every provider's hints, the merges and the
         // allocations.
@@ -257,6 +258,7 @@ impl TopologyManager {
             Some(ScopeName::Container) => admission.container_scope(pod),
             Some(ScopeName::Pod) => admission.pod_scope(pod),
         });
+        result.grants = admission.grants.take();
         if result.deferred {
             // Not a decision: the pod is admitted again once the provider has its answer.
             return result;

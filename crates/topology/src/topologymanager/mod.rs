@@ -5,6 +5,7 @@
 mod admission;
 mod budget;
 mod family;
+mod grant;
 mod hint;
 mod manager;
 mod merge;
@@ -26,6 +27,7 @@ pub use family::{
     Demand, HintFamily, HintSet, Preferred, ProviderHintSets, ResourceHintSets, SocketSpan,
     hint_lists, hint_sets, min_affinity_size,
 };
+pub use grant::{Grant, MemoryGrant, PodGrants};
 pub use hint::{ProviderHints, ResourceHints, TopologyHint};
 pub use manager::{TopologyManager, TopologyManagerConfig, TopologyManagerError};
 pub use metrics::{

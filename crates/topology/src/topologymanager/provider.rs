@@ -2,6 +2,7 @@
 //! `topologymanager.HintProvider`), and the error a provider's allocation may fail with.
 
 use super::family::{ProviderHintSets, hint_sets};
+use super::grant::{Grant, PodGrants};
 use super::hint::ProviderHints;
 use super::store::AffinityStore;
 use crate::{Container, Pod};
@@ -70,22 +71,26 @@ pub trait HintProvider: Send + Sync {
         hint_sets(self.hints_for_pod(pod))
     }
 
-    /// Allocate the container's resources, aligned with `store.affinity(pod uid, name)`.
+    /// Allocate the container's resources, aligned with `store.affinity(pod uid, name)`;
+    /// what it granted (empty: nothing of its own, e.g. a container in the shared pool).
     fn allocate(
         &self,
         pod: &Pod,
         container: &Container,
         store: &AffinityStore,
-    ) -> Result<(), AllocationError>;
+    ) -> Result<Grant, AllocationError>;
 
     /// Allocate the whole pod at once (upstream `AllocatePod`, called at pod scope for a pod
     /// with pod-level resources while `PodLevelResourceManagers` is on). The default
     /// allocates each container in admission order — what corral's device manager does,
     /// where upstream's does nothing here and allocates later, at container creation.
-    fn allocate_pod(&self, pod: &Pod, store: &AffinityStore) -> Result<(), AllocationError> {
+    /// Its grants by container name (containers granted nothing may be left out).
+    fn allocate_pod(&self, pod: &Pod, store: &AffinityStore) -> Result<PodGrants, AllocationError> {
+        let mut grants = PodGrants::new();
         for (_, container) in pod.all_containers() {
-            self.allocate(pod, container, store)?;
+            let grant = self.allocate(pod, container, store)?;
+            grants.insert(container.name.clone(), grant);
         }
-        Ok(())
+        Ok(grants)
     }
 }

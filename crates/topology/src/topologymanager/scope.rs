@@ -1,12 +1,14 @@
 //! The two topology manager scopes (upstream `scope_container.go`, `scope_pod.go`, and the
 //! none scope used with the `none` policy).
 
+use std::cell::RefCell;
 use std::str::FromStr;
 use std::sync::Arc;
 use std::sync::atomic::AtomicU64;
 
 use super::admission::PodAdmitResult;
 use super::family::ProviderHintSets;
+use super::grant::{PodGrants, merge_into};
 use super::metrics::ManagerMetrics;
 use super::metrics::inc;
 use super::policy::{MergeResult, Policy, PolicyConfigError};
@@ -99,16 +101,23 @@ pub(crate) struct Admission<'a> {
     pub(crate) store: &'a AffinityStore,
     pub(crate) metrics: &'a ManagerMetrics,
     pub(crate) pod_level: PodLevelResources,
+    /// What the providers granted so far.
+    pub(crate) grants: RefCell<PodGrants>,
 }
 
 impl Admission<'_> {
     /// Allocate one container with every provider, in order (upstream
-    /// `allocateAlignedResources`).
+    /// `allocateAlignedResources`), noting each grant.
     fn allocate(&self, pod: &Pod, container: &Container) -> Result<(), PodAdmitResult> {
         for provider in self.providers {
-            provider
+            let grant = provider
                 .allocate(pod, container, self.store)
                 .map_err(|e| PodAdmitResult::from_allocation_error(&e))?;
+            let mut grants = self.grants.borrow_mut();
+            grants
+                .entry(container.name.clone())
+                .or_default()
+                .merge(grant);
         }
         Ok(())
     }
@@ -196,10 +205,13 @@ impl Admission<'_> {
                 .set_affinity(&pod.uid, &container.name, merged.best_hint);
         }
         for provider in self.providers {
-            if let Err(err) = provider.allocate_pod(pod, self.store) {
-                let rejected = PodAdmitResult::from_allocation_error(&err);
-                self.count_error(&rejected);
-                return rejected;
+            match provider.allocate_pod(pod, self.store) {
+                Ok(grants) => merge_into(&mut self.grants.borrow_mut(), grants),
+                Err(err) => {
+                    let rejected = PodAdmitResult::from_allocation_error(&err);
+                    self.count_error(&rejected);
+                    return rejected;
+                }
             }
         }
         if guaranteed {

@@ -6,6 +6,7 @@
 mod error_sources;
 mod family_merge;
 mod fuzz;
+mod grants;
 mod merge_conformance;
 mod properties;
 #[cfg(feature = "sysfs")]

@@ -14,7 +14,7 @@ use std::sync::{Arc, Mutex};
 use crate::support::policy_cases::{h, p, two_nodes};
 use crate::support::recorder::Recorder;
 use corral_topology::topologymanager::{
-    AffinityStore, AllocationError, HintProvider, TopologyManager, TopologyManagerConfig,
+    AffinityStore, AllocationError, Grant, HintProvider, TopologyManager, TopologyManagerConfig,
     TopologyManagerError,
 };
 use corral_topology::{
@@ -145,9 +145,14 @@ impl HintProvider for Mock {
         self.asked.fetch_add(1, Ordering::Relaxed);
         self.hints.clone()
     }
-    fn allocate(&self, _: &Pod, _: &Container, _: &AffinityStore) -> Result<(), AllocationError> {
+    fn allocate(
+        &self,
+        _: &Pod,
+        _: &Container,
+        _: &AffinityStore,
+    ) -> Result<Grant, AllocationError> {
         self.allocated.fetch_add(1, Ordering::Relaxed);
-        Ok(())
+        Ok(Grant::default())
     }
 }
 

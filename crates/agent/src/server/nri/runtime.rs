@@ -10,7 +10,6 @@ use corral_proto::nri::plugin::RuntimeClient;
 use corral_topology::CpuSet;
 
 use super::updates::{Cpuset, OnFailure, cpuset_update};
-use tokio::runtime::Handle;
 
 /// How long one `UpdateContainers` may take.
 const UPDATE_DEADLINE: Duration = Duration::from_secs(2);
@@ -33,21 +32,21 @@ impl RuntimeSlot {
     }
 }
 
-/// Pushes cpusets through NRI; calls run on `handle`'s runtime.
+/// Pushes cpusets through NRI, on the connection in `slot`.
 #[derive(Debug)]
 pub(crate) struct NriRuntime {
     slot: RuntimeSlot,
-    handle: Handle,
 }
 
 impl NriRuntime {
-    pub(crate) fn new(slot: RuntimeSlot, handle: Handle) -> Self {
-        NriRuntime { slot, handle }
+    pub(crate) fn new(slot: RuntimeSlot) -> Self {
+        NriRuntime { slot }
     }
 }
 
+#[corral_cpumgr::async_trait]
 impl ContainerRuntime for NriRuntime {
-    fn update_container_cpuset(
+    async fn update_container_cpuset(
         &self,
         container_id: &str,
         cpus: &CpuSet,
@@ -70,19 +69,16 @@ impl ContainerRuntime for NriRuntime {
             )],
             evict: Vec::new(),
         };
-        let call = async move {
-            let answer = tokio::time::timeout(UPDATE_DEADLINE, client.update_containers(&request));
-            match answer.await {
-                Err(_) => Err(RuntimeError::new(format!(
-                    "UpdateContainers for {container_id} did not answer within {UPDATE_DEADLINE:?}"
-                ))),
-                Ok(Err(err)) => Err(RuntimeError::new(err)),
-                Ok(Ok(response)) if !response.failed.is_empty() => Err(RuntimeError::new(format!(
-                    "the runtime could not update container {container_id}"
-                ))),
-                Ok(Ok(_)) => Ok(()),
-            }
-        };
-        self.handle.block_on(call)
+        let answer = tokio::time::timeout(UPDATE_DEADLINE, client.update_containers(&request));
+        match answer.await {
+            Err(_) => Err(RuntimeError::new(format!(
+                "UpdateContainers for {container_id} did not answer within {UPDATE_DEADLINE:?}"
+            ))),
+            Ok(Err(err)) => Err(RuntimeError::new(err)),
+            Ok(Ok(response)) if !response.failed.is_empty() => Err(RuntimeError::new(format!(
+                "the runtime could not update container {container_id}"
+            ))),
+            Ok(Ok(_)) => Ok(()),
+        }
     }
 }

@@ -69,8 +69,9 @@ pub(crate) struct Runtime {
     pub(crate) updates: Mutex<Vec<(String, String)>>,
 }
 
+#[corral_cpumgr::async_trait]
 impl ContainerRuntime for Runtime {
-    fn update_container_cpuset(
+    async fn update_container_cpuset(
         &self,
         id: &str,
         cpus: &CpuSet,

@@ -9,8 +9,8 @@ use std::sync::Arc;
 
 use super::{Admission, container_hints, pod_hints};
 use crate::topologymanager::{
-    AffinityStore, AllocationError, HintProvider, NumaInfo, Policy, PolicyName, PolicyOptions,
-    ProviderHints, TopologyHint,
+    AffinityStore, AllocationError, Grant, HintProvider, NumaInfo, PodGrants, Policy, PolicyName,
+    PolicyOptions, ProviderHints, TopologyHint,
 };
 use crate::{Container, NumaMask, Pod};
 
@@ -24,8 +24,13 @@ impl HintProvider for Fixed {
     fn hints_for_pod(&self, _: &Pod) -> ProviderHints {
         self.0.clone()
     }
-    fn allocate(&self, _: &Pod, _: &Container, _: &AffinityStore) -> Result<(), AllocationError> {
-        Ok(())
+    fn allocate(
+        &self,
+        _: &Pod,
+        _: &Container,
+        _: &AffinityStore,
+    ) -> Result<Grant, AllocationError> {
+        Ok(Grant::default())
     }
 }
 
@@ -167,6 +172,7 @@ fn calculate_affinity() {
                 store: &store,
                 metrics: &metrics,
                 pod_level: crate::PodLevelResources::Unmanaged,
+                grants: Default::default(),
             };
             assert!(admit(&admission, &pod).admit, "{name}");
             assert_eq!(store.affinity("pod", "c"), merged, "{name}");
@@ -189,14 +195,19 @@ impl HintProvider for Counting {
     fn hints_for_pod(&self, _: &Pod) -> ProviderHints {
         self.hints.clone()
     }
-    fn allocate(&self, _: &Pod, _: &Container, _: &AffinityStore) -> Result<(), AllocationError> {
+    fn allocate(
+        &self,
+        _: &Pod,
+        _: &Container,
+        _: &AffinityStore,
+    ) -> Result<Grant, AllocationError> {
         self.containers
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        Ok(())
+        Ok(Grant::default())
     }
-    fn allocate_pod(&self, _: &Pod, _: &AffinityStore) -> Result<(), AllocationError> {
+    fn allocate_pod(&self, _: &Pod, _: &AffinityStore) -> Result<PodGrants, AllocationError> {
         self.pods.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        Ok(())
+        Ok(PodGrants::new())
     }
 }
 
@@ -243,6 +254,7 @@ fn pod_level_resources_are_allocated_once_per_pod() {
         store: &store,
         metrics: &metrics,
         pod_level: crate::PodLevelResources::Managed,
+        grants: Default::default(),
     };
     assert!(admission.pod_scope(&pod).admit);
     assert_eq!(fits.pods.load(Ordering::Relaxed), 1);

@@ -2,12 +2,13 @@
 
 use std::sync::Mutex;
 
-use corral_topology::topologymanager::{AffinityStore, AllocationError, HintProvider};
+use corral_topology::topologymanager::{AffinityStore, AllocationError, Grant, HintProvider};
 use corral_topology::{Container, Pod, ProviderHints, TopologyHint};
 
 /// A provider giving the same hints for a container and for the pod, recording the affinity
-/// the manager stored for each container it allocates (in order), and failing with
-/// "boom" for the container named `fail_on`.
+/// the manager stored for each container it allocates (in order), granting each the
+/// device `recorder/<container>`, and failing with "boom" for the container named
+/// `fail_on`.
 pub(crate) struct Recorder {
     pub(crate) hints: ProviderHints,
     pub(crate) seen: Mutex<Vec<(String, TopologyHint)>>,
@@ -43,7 +44,7 @@ impl HintProvider for Recorder {
         pod: &Pod,
         c: &Container,
         store: &AffinityStore,
-    ) -> Result<(), AllocationError> {
+    ) -> Result<Grant, AllocationError> {
         if self.fail_on == Some(c.name.as_str()) {
             return Err(AllocationError::Unexpected("boom".into()));
         }
@@ -51,6 +52,6 @@ impl HintProvider for Recorder {
             .lock()
             .expect("lock")
             .push((c.name.clone(), store.affinity(&pod.uid, &c.name)));
-        Ok(())
+        Ok(Grant::devices("recorder", [c.name.as_str()]))
     }
 }
