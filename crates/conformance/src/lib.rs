@@ -40,6 +40,7 @@
 //! read is an error, never a pass.
 
 mod error;
+mod mismatch;
 mod report;
 mod suites;
 

@@ -3,6 +3,8 @@
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
+use crate::mismatch::Mismatch;
+
 /// Outcome of one suite over one or more vector files.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub struct SuiteOutcome {
@@ -25,7 +27,7 @@ impl SuiteOutcome {
 
     /// Record one case: `Ok(())` passes, `Err(why)` fails with the file, the case label and
     /// the reason.
-    pub(crate) fn check(&mut self, case: impl std::fmt::Display, result: Result<(), String>) {
+    pub(crate) fn check(&mut self, case: impl std::fmt::Display, result: Result<(), Mismatch>) {
         match result {
             Ok(()) => self.passed += 1,
             Err(why) => self

@@ -4,6 +4,7 @@ use corral_topology::NumaMask;
 use serde_json::Value;
 
 use super::{check_each, list_of};
+use crate::mismatch::{Mismatch, bad_case, differs};
 use crate::report::SuiteOutcome;
 
 /// Check every case of one `bitmask` vector file.
@@ -14,27 +15,27 @@ pub(crate) fn run(doc: &Value, out: &mut SuiteOutcome) {
     check_each(doc, "errors", out, check_error);
 }
 
-fn ids(value: &Value) -> Result<Vec<i64>, String> {
+fn ids(value: &Value) -> Result<Vec<i64>, Mismatch> {
     list_of(value, "id", Value::as_i64)
 }
 
-fn mask(value: &Value) -> Result<NumaMask, String> {
-    NumaMask::from_signed(ids(value)?).map_err(|e| e.to_string())
+fn mask(value: &Value) -> Result<NumaMask, Mismatch> {
+    NumaMask::from_signed(ids(value)?).map_err(|e| bad_case!("{e}"))
 }
 
 fn bits(m: NumaMask) -> Vec<i64> {
     m.iter().map(|b| b as i64).collect()
 }
 
-fn eq<T: PartialEq + std::fmt::Debug>(what: &str, want: T, got: T) -> Result<(), String> {
+fn eq<T: PartialEq + std::fmt::Debug>(what: &str, want: T, got: T) -> Result<(), Mismatch> {
     if want == got {
         Ok(())
     } else {
-        Err(format!("{what}: expected {want:?}, got {got:?}"))
+        Err(differs!("{what}: expected {want:?}, got {got:?}"))
     }
 }
 
-fn check_mask(case: &Value) -> Result<(), String> {
+fn check_mask(case: &Value) -> Result<(), Mismatch> {
     let m = mask(&case["bits"])?;
     eq(
         "value_decimal",
@@ -60,7 +61,7 @@ fn check_mask(case: &Value) -> Result<(), String> {
     eq("is_empty", case["is_empty"].as_bool(), Some(m.is_empty()))
 }
 
-fn check_pair(case: &Value) -> Result<(), String> {
+fn check_pair(case: &Value) -> Result<(), Mismatch> {
     let a = mask(&case["a"])?;
     let b = mask(&case["b"])?;
     eq(
@@ -83,10 +84,10 @@ fn check_pair(case: &Value) -> Result<(), String> {
     eq("or", mask(&case["or"])?, a.or(b))
 }
 
-fn check_iterate(case: &Value) -> Result<(), String> {
+fn check_iterate(case: &Value) -> Result<(), Mismatch> {
     let input: Vec<usize> = ids(&case["bits"])?
         .into_iter()
-        .map(|b| usize::try_from(b).map_err(|_| format!("negative id {b}")))
+        .map(|b| usize::try_from(b).map_err(|_| bad_case!("negative id {b}")))
         .collect::<Result<_, _>>()?;
     let want: Vec<Vec<i64>> = case["masks_in_callback_order"]
         .as_array()
@@ -99,12 +100,13 @@ fn check_iterate(case: &Value) -> Result<(), String> {
     eq("masks_in_callback_order", want, got)
 }
 
-fn check_error(case: &Value) -> Result<(), String> {
+fn check_error(case: &Value) -> Result<(), Mismatch> {
     match NumaMask::from_signed(ids(&case["bits"])?) {
         Err(_) => Ok(()),
-        Ok(m) => Err(format!(
+        Ok(m) => Err(differs!(
             "expected error {}, got mask {:?}",
-            case["error"], m
+            case["error"],
+            m
         )),
     }
 }

@@ -17,6 +17,7 @@ use corral_checkpoint::{
 use serde_json::Value;
 
 use super::array;
+use crate::mismatch::{Mismatch, bad_case, differs};
 use crate::report::SuiteOutcome;
 
 /// Check every vector and negative of one `checkpoint_*.json` file.
@@ -38,14 +39,14 @@ fn label(case: &Value, index: usize) -> String {
         .map_or_else(|| format!("#{index}"), str::to_owned)
 }
 
-fn text<'a>(case: &'a Value, key: &str) -> Result<&'a str, String> {
+fn text<'a>(case: &'a Value, key: &str) -> Result<&'a str, Mismatch> {
     case[key]
         .as_str()
-        .ok_or_else(|| format!("vector has no string `{key}`"))
+        .ok_or_else(|| bad_case!("vector has no string `{key}`"))
 }
 
-fn err(e: CheckpointError) -> String {
-    e.to_string()
+fn err(e: CheckpointError) -> Mismatch {
+    bad_case!("{e}")
 }
 
 /// What writing the input produced.
@@ -82,7 +83,7 @@ macro_rules! written {
     }};
 }
 
-fn write(format: &str, input: &[u8]) -> Result<Written, String> {
+fn write(format: &str, input: &[u8]) -> Result<Written, Mismatch> {
     Ok(match format {
         "devicemanager_v2" => written!(DeviceManagerCheckpoint, input),
         "devicemanager_v1" => written!(DeviceManagerCheckpointV1, input),
@@ -129,7 +130,7 @@ fn write(format: &str, input: &[u8]) -> Result<Written, String> {
             }
         }
         "dra_v136" => written!(DraManagerCheckpoint, input),
-        other => return Err(format!("unknown checkpoint format {other:?}")),
+        other => return Err(bad_case!("unknown checkpoint format {other:?}")),
     })
 }
 
@@ -151,27 +152,27 @@ fn own_reader(format: &str) -> &'static str {
 
 /// `dra_health_state` has no checksum and no hashed string: writing the input gives the
 /// file, and reading the file gives the input.
-fn check_dra_health_write(vector: &Value) -> Result<(), String> {
-    let input = serde_json::to_vec(&vector["input"]).map_err(|e| e.to_string())?;
+fn check_dra_health_write(vector: &Value) -> Result<(), Mismatch> {
+    let input = serde_json::to_vec(&vector["input"]).map_err(|e| bad_case!("{e}"))?;
     let value = DraHealthState::decode(&input).map_err(err)?;
     let file = value.encode().map_err(err)?;
     let want = text(vector, "file")?;
     if file != want.as_bytes() {
-        return Err(format!(
+        return Err(differs!(
             "file: expected {want}, got {}",
             String::from_utf8_lossy(&file)
         ));
     }
     match DraHealthState::decode(want.as_bytes()) {
         Ok(back) if back == value => Ok(()),
-        Ok(back) => Err(format!("read back: {back:?} differs from {value:?}")),
-        Err(e) => Err(format!("read back refused: {e}")),
+        Ok(back) => Err(differs!("read back: {back:?} differs from {value:?}")),
+        Err(e) => Err(differs!("read back refused: {e}")),
     }
 }
 
 /// What Go writes back for a file it accepted (`remarshaled`, or `remarshal_error` when
 /// its `Marshal` fails): corral's encoding of what it decoded must be the same.
-fn check_dra_health_remarshal(bytes: &[u8], verdict: &Value) -> Result<(), String> {
+fn check_dra_health_remarshal(bytes: &[u8], verdict: &Value) -> Result<(), Mismatch> {
     let Ok(value) = DraHealthState::decode(bytes) else {
         return Ok(()); // check_reader reports the refusal
     };
@@ -181,36 +182,36 @@ fn check_dra_health_remarshal(bytes: &[u8], verdict: &Value) -> Result<(), Strin
         // first health update then panics on it); corral reads an empty map.
         (Some("null"), Ok(file)) if file == b"{}" => Ok(()),
         (Some(want), Ok(file)) if file == want.as_bytes() => Ok(()),
-        (Some(want), Ok(file)) => Err(format!(
+        (Some(want), Ok(file)) => Err(differs!(
             "remarshaled: expected {want}, got {}",
             String::from_utf8_lossy(file)
         )),
-        (Some(want), Err(e)) => Err(format!("remarshaled: expected {want}, got error {e}")),
+        (Some(want), Err(e)) => Err(differs!("remarshaled: expected {want}, got error {e}")),
         (None, Err(_)) if !verdict["remarshal_error"].is_null() => Ok(()),
-        (None, _) => Err(format!(
+        (None, _) => Err(differs!(
             "expected Go's Marshal to fail ({}), corral wrote the file",
             verdict["remarshal_error"]
         )),
     }
 }
 
-fn check_write(vector: &Value) -> Result<(), String> {
+fn check_write(vector: &Value) -> Result<(), Mismatch> {
     let format = text(vector, "format")?;
     if format == "dra_health" {
         return check_dra_health_write(vector);
     }
-    let input = serde_json::to_vec(&vector["input"]).map_err(|e| e.to_string())?;
+    let input = serde_json::to_vec(&vector["input"]).map_err(|e| bad_case!("{e}"))?;
     let written = write(format, &input)?;
     let want_file = text(vector, "file")?;
     if written.file != want_file.as_bytes() {
-        return Err(format!(
+        return Err(differs!(
             "file: expected {want_file}, got {}",
             String::from_utf8_lossy(&written.file)
         ));
     }
     let want_hash = text(vector, "hash_input")?;
     if written.hash_input != want_hash {
-        return Err(format!(
+        return Err(differs!(
             "hash_input: expected {want_hash}, got {}",
             written.hash_input
         ));
@@ -219,7 +220,7 @@ fn check_write(vector: &Value) -> Result<(), String> {
         .as_u64()
         .ok_or("vector has no checksum")?;
     if written.checksum != want_checksum {
-        return Err(format!(
+        return Err(differs!(
             "checksum: expected {want_checksum}, got {}",
             written.checksum
         ));
@@ -228,12 +229,12 @@ fn check_write(vector: &Value) -> Result<(), String> {
     match (own_accepts, written.read_back_matches) {
         (Some(true), Some(true)) | (Some(false), None) | (None, _) => Ok(()),
         (Some(true), Some(false)) => {
-            Err("read back: decoded value differs from the input".to_owned())
+            Err(differs!("read back: decoded value differs from the input"))
         }
-        (Some(true), None) => Err("read back: own reader refused the written file".to_owned()),
-        (Some(false), Some(_)) => {
-            Err("read back: own reader accepted a file upstream refuses".to_owned())
-        }
+        (Some(true), None) => Err(differs!("read back: own reader refused the written file")),
+        (Some(false), Some(_)) => Err(differs!(
+            "read back: own reader accepted a file upstream refuses"
+        )),
     }
 }
 
@@ -271,7 +272,7 @@ fn refusal(reader: &str, e: &CheckpointError) -> Refusal {
     }
 }
 
-fn read(reader: &str, family: &str, bytes: &[u8]) -> Result<Result<(), CheckpointError>, String> {
+fn read(reader: &str, family: &str, bytes: &[u8]) -> Result<Result<(), CheckpointError>, Mismatch> {
     Ok(match (reader, family) {
         ("as_v1", "devicemanager") => DeviceManagerCheckpointV1::decode(bytes).map(drop),
         ("as_v2", "devicemanager") => DeviceManagerCheckpoint::decode(bytes).map(drop),
@@ -287,23 +288,23 @@ fn read(reader: &str, family: &str, bytes: &[u8]) -> Result<Result<(), Checkpoin
         ("as_dra_health", _) => DraHealthState::decode(bytes).map(drop),
         // v1.36 reads the file with v1.32's code; only `Data`'s device gained `ShareID`.
         ("as_dra_v132" | "as_dra_v136", _) => DraManagerCheckpointFile::decode(bytes).map(drop),
-        _ => return Err(format!("unknown reader {reader} for {family}")),
+        _ => return Err(bad_case!("unknown reader {reader} for {family}")),
     })
 }
 
-fn check_reader(reader: &str, family: &str, bytes: &[u8], verdict: &Value) -> Result<(), String> {
+fn check_reader(reader: &str, family: &str, bytes: &[u8], verdict: &Value) -> Result<(), Mismatch> {
     let want_accepted = verdict["accepted"]
         .as_bool()
         .ok_or("verdict has no `accepted`")?;
     match (want_accepted, read(reader, family, bytes)?) {
         (true, Ok(())) => Ok(()),
-        (true, Err(e)) => Err(format!("expected accepted, got refused: {e}")),
-        (false, Ok(())) => Err(format!("expected refused ({verdict}), got accepted")),
+        (true, Err(e)) => Err(differs!("expected accepted, got refused: {e}")),
+        (false, Ok(())) => Err(differs!("expected refused ({verdict}), got accepted")),
         (false, Err(e)) => {
             let got = refusal(reader, &e);
             let want_unmarshal = !verdict["unmarshal_error"].is_null();
             if want_unmarshal != got.at_unmarshal {
-                return Err(format!(
+                return Err(differs!(
                     "expected {} error ({verdict}), got: {e}",
                     if want_unmarshal {
                         "unmarshal"
@@ -319,7 +320,7 @@ fn check_reader(reader: &str, family: &str, bytes: &[u8], verdict: &Value) -> Re
                 match got.corrupt {
                     Some(pair) if pair == (actual, expected) => {}
                     other => {
-                        return Err(format!(
+                        return Err(differs!(
                             "expected corrupt checksums actual={actual} expected={expected}, got {other:?}: {e}"
                         ));
                     }
@@ -332,7 +333,7 @@ fn check_reader(reader: &str, family: &str, bytes: &[u8], verdict: &Value) -> Re
 
 /// `restore_state_accepts_as` (k8s 1.32), `restore_v136`, `restore_v136_pod_level` and
 /// `restore_v137`: the version a kubelet's `restoreState` ends up reading the file as.
-fn check_restore(family: &str, reader: &str, bytes: &[u8], want: &str) -> Result<(), String> {
+fn check_restore(family: &str, reader: &str, bytes: &[u8], want: &str) -> Result<(), Mismatch> {
     let order = match reader {
         "restore_state_accepts_as" => RestoreOrder::V132,
         "restore_v136" => RestoreOrder::V136,
@@ -353,12 +354,13 @@ fn check_restore(family: &str, reader: &str, bytes: &[u8], want: &str) -> Result
     if got == want {
         Ok(())
     } else {
-        Err(format!("{reader}: expected {want}, got {got}"))
+        Err(differs!("{reader}: expected {want}, got {got}"))
     }
 }
 
-fn check_claim_list(bytes: &[u8], verdicts: &Value) -> Result<(), String> {
-    let file = DraManagerCheckpointFile::decode(bytes).map_err(|e| format!("file refused: {e}"))?;
+fn check_claim_list(bytes: &[u8], verdicts: &Value) -> Result<(), Mismatch> {
+    let file =
+        DraManagerCheckpointFile::decode(bytes).map_err(|e| bad_case!("file refused: {e}"))?;
     let decoded = file.claim_info_state_list();
     match (&verdicts["get_claim_info_state_list_error"], decoded) {
         (Value::Null, Ok(list)) => {
@@ -366,18 +368,18 @@ fn check_claim_list(bytes: &[u8], verdicts: &Value) -> Result<(), String> {
                 return Ok(());
             };
             let want_json = serde_json::json!({ "ClaimInfoStateList": want });
-            let want_bytes = serde_json::to_vec(&want_json).map_err(|e| e.to_string())?;
+            let want_bytes = serde_json::to_vec(&want_json).map_err(|e| bad_case!("{e}"))?;
             let want = DraManagerCheckpoint::from_go_json(&want_bytes).map_err(err)?;
             if want == list {
                 Ok(())
             } else {
-                Err(format!(
+                Err(differs!(
                     "decoded claim list: expected {want:?}, got {list:?}"
                 ))
             }
         }
-        (Value::Null, Err(e)) => Err(format!("expected the claim list to decode, got {e}")),
-        (want, Ok(_)) => Err(format!(
+        (Value::Null, Err(e)) => Err(differs!("expected the claim list to decode, got {e}")),
+        (want, Ok(_)) => Err(differs!(
             "expected GetClaimInfoStateList error {want}, got a list"
         )),
         (_, Err(_)) => Ok(()),
@@ -396,12 +398,12 @@ fn check_verdicts(case: &Value, name: &str, out: &mut SuiteOutcome) {
         format
     };
     let Some(file) = case["file"].as_str() else {
-        out.check(name, Err("case has no `file`".to_owned()));
+        out.check(name, Err(bad_case!("case has no `file`")));
         return;
     };
     let bytes = file.as_bytes();
     let Some(verdicts) = case["verdicts"].as_object() else {
-        out.check(name, Err("case has no `verdicts`".to_owned()));
+        out.check(name, Err(bad_case!("case has no `verdicts`")));
         return;
     };
     for (reader, verdict) in verdicts {

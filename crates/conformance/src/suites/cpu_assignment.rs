@@ -13,16 +13,17 @@ use corral_topology::{CpuInfo, CpuRecord, CpuSet, CpuTopology, TopologyCounts};
 use serde_json::Value;
 
 use super::array;
+use crate::mismatch::{Mismatch, bad_case, differs};
 use crate::report::SuiteOutcome;
 
-fn num(v: &Value, key: &str) -> Result<usize, String> {
+fn num(v: &Value, key: &str) -> Result<usize, Mismatch> {
     v[key]
         .as_u64()
         .and_then(|n| usize::try_from(n).ok())
-        .ok_or_else(|| format!("`{key}` is not a non-negative integer: {}", v[key]))
+        .ok_or_else(|| bad_case!("`{key}` is not a non-negative integer: {}", v[key]))
 }
 
-fn topology(t: &Value) -> Result<TopologyIndex, String> {
+fn topology(t: &Value) -> Result<TopologyIndex, Mismatch> {
     let records = t["cpus"]
         .as_array()
         .ok_or("topology without `cpus`")?
@@ -38,7 +39,7 @@ fn topology(t: &Value) -> Result<TopologyIndex, String> {
                 },
             })
         })
-        .collect::<Result<Vec<_>, String>>()?;
+        .collect::<Result<Vec<_>, Mismatch>>()?;
     let counts = TopologyCounts {
         num_cpus: num(t, "num_cpus")?,
         num_cores: num(t, "num_cores")?,
@@ -47,13 +48,13 @@ fn topology(t: &Value) -> Result<TopologyIndex, String> {
         num_uncore_caches: num(t, "num_uncore_cache")?,
     };
     let topo = CpuTopology::new(&records)
-        .map_err(|e| e.to_string())?
+        .map_err(|e| bad_case!("{e}"))?
         .with_counts(counts);
     Ok(TopologyIndex::new(&topo))
 }
 
 /// The file's `topologies`, by name (a topology that does not parse maps to its error).
-pub(super) fn topologies(doc: &Value) -> BTreeMap<String, Result<TopologyIndex, String>> {
+pub(super) fn topologies(doc: &Value) -> BTreeMap<String, Result<TopologyIndex, Mismatch>> {
     doc["topologies"]
         .as_array()
         .map(Vec::as_slice)
@@ -68,24 +69,24 @@ pub(super) fn topologies(doc: &Value) -> BTreeMap<String, Result<TopologyIndex, 
 
 /// The topology a case names.
 pub(super) fn topology_of<'a>(
-    topos: &'a BTreeMap<String, Result<TopologyIndex, String>>,
+    topos: &'a BTreeMap<String, Result<TopologyIndex, Mismatch>>,
     case: &Value,
-) -> Result<&'a TopologyIndex, String> {
+) -> Result<&'a TopologyIndex, Mismatch> {
     let name = case["topology"].as_str().ok_or("case without `topology`")?;
     topos
         .get(name)
-        .ok_or_else(|| format!("unknown topology {name:?}"))?
+        .ok_or_else(|| bad_case!("unknown topology {name:?}"))?
         .as_ref()
-        .map_err(|e| format!("topology {name:?}: {e}"))
+        .map_err(|e| bad_case!("topology {name:?}: {e}"))
 }
 
 /// A cpuset in list form.
-pub(super) fn cpuset(v: &Value, key: &str) -> Result<CpuSet, String> {
+pub(super) fn cpuset(v: &Value, key: &str) -> Result<CpuSet, Mismatch> {
     let text = v[key]
         .as_str()
-        .ok_or_else(|| format!("`{key}` is not a string"))?;
+        .ok_or_else(|| bad_case!("`{key}` is not a string"))?;
     text.parse()
-        .map_err(|e| format!("`{key}` {text:?} does not parse: {e}"))
+        .map_err(|e| bad_case!("`{key}` {text:?} does not parse: {e}"))
 }
 
 /// Check every case of one `cpu_assignment` vector file.
@@ -103,9 +104,9 @@ pub(crate) fn run(doc: &Value, out: &mut SuiteOutcome) {
 }
 
 fn check(
-    topos: &BTreeMap<String, Result<TopologyIndex, String>>,
+    topos: &BTreeMap<String, Result<TopologyIndex, Mismatch>>,
     case: &Value,
-) -> Result<(), String> {
+) -> Result<(), Mismatch> {
     let index = topology_of(topos, case)?;
     let available = cpuset(case, "available")?;
     let n = num(case, "num_cpus")?;
@@ -113,7 +114,7 @@ fn check(
         .as_str()
         .ok_or("no `cpu_sorting_strategy`")?
         .parse()
-        .map_err(|e| format!("{e}"))?;
+        .map_err(|e| bad_case!("{e}"))?;
     let started = Instant::now();
     let got = match case["algorithm"].as_str() {
         Some("takeByTopologyNUMAPacked") => take_by_topology_numa_packed(
@@ -137,24 +138,24 @@ fn check(
             num(case, "cpu_group_size")?,
             strategy,
         ),
-        other => return Err(format!("unknown algorithm {other:?}")),
+        other => return Err(bad_case!("unknown algorithm {other:?}")),
     };
     let took = started.elapsed();
     match (case["error"].as_str(), got) {
         (Some(e), got) if e.starts_with("TIMEOUT") => {
             if took >= Duration::from_secs(1) {
-                return Err(format!("took {took:?} (must return well under a second)"));
+                return Err(differs!("took {took:?} (must return well under a second)"));
             }
             match got {
-                Ok(set) if set.len() != n || !set.is_subset_of(&available) => Err(format!(
+                Ok(set) if set.len() != n || !set.is_subset_of(&available) => Err(differs!(
                     "expected an error or {n} CPUs from {available}, got {set}"
                 )),
                 _ => Ok(()),
             }
         }
         (Some(_), Err(_)) => Ok(()),
-        (Some(e), Ok(set)) => Err(format!("expected error {e:?}, got {set:?}")),
-        (None, Err(e)) => Err(format!(
+        (Some(e), Ok(set)) => Err(differs!("expected error {e:?}, got {set:?}")),
+        (None, Err(e)) => Err(differs!(
             "expected {:?}, got error {e}",
             case["result"].as_str().unwrap_or_default()
         )),
@@ -163,7 +164,7 @@ fn check(
             if set.to_string() == want {
                 Ok(())
             } else {
-                Err(format!("expected {want:?}, got {:?}", set.to_string()))
+                Err(differs!("expected {want:?}, got {:?}", set.to_string()))
             }
         }
     }

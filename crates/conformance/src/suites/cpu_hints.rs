@@ -6,6 +6,7 @@ use serde_json::Value;
 
 use super::array;
 use super::cpu_assignment::{cpuset, topologies, topology_of};
+use crate::mismatch::{Mismatch, bad_case, differs};
 use crate::report::SuiteOutcome;
 
 /// Check every case of one `cpu_hints` vector file.
@@ -26,7 +27,7 @@ pub(crate) fn run(doc: &Value, out: &mut SuiteOutcome) {
                 SocketAlignment::Ignore
             };
             // Upstream takes an `int`; every request <= 0 behaves as 0 (all masks fit).
-            let request = usize::try_from(request.max(0)).map_err(|e| e.to_string())?;
+            let request = usize::try_from(request.max(0)).map_err(|e| bad_case!("{e}"))?;
             let hints = generate_cpu_topology_hints(
                 index,
                 &cpuset(case, "available")?,
@@ -45,14 +46,14 @@ pub(crate) fn run(doc: &Value, out: &mut SuiteOutcome) {
             if got == want {
                 Ok(())
             } else {
-                Err(format!("expected {want:?}, got {got:?}"))
+                Err(differs!("expected {want:?}, got {got:?}"))
             }
         });
         out.check(label, result);
     }
 }
 
-fn expected(case: &Value) -> Result<Vec<(Vec<usize>, bool)>, String> {
+fn expected(case: &Value) -> Result<Vec<(Vec<usize>, bool)>, Mismatch> {
     case["hints"]
         .as_array()
         .ok_or("`hints` is not a list")?
@@ -65,9 +66,9 @@ fn expected(case: &Value) -> Result<Vec<(Vec<usize>, bool)>, String> {
                 .map(|x| {
                     x.as_u64()
                         .and_then(|n| usize::try_from(n).ok())
-                        .ok_or_else(|| format!("bad NUMA id {x}"))
+                        .ok_or_else(|| bad_case!("bad NUMA id {x}"))
                 })
-                .collect::<Result<Vec<_>, String>>()?;
+                .collect::<Result<Vec<_>, Mismatch>>()?;
             let preferred = h["preferred"]
                 .as_bool()
                 .ok_or("`preferred` is not a bool")?;

@@ -15,6 +15,7 @@ use corral_devicemgr::{
 use corral_topology::{NumaMask, TopologyHint};
 use serde_json::Value;
 
+use crate::mismatch::{Mismatch, bad_case, differs};
 use crate::report::SuiteOutcome;
 
 /// The pod and container upstream's oracle allocates for.
@@ -36,7 +37,7 @@ pub(crate) fn run(doc: &Value, out: &mut SuiteOutcome) {
     let groups = [
         (
             "hint_cases",
-            check_hints as fn(&Scenario, &Value) -> Result<(), String>,
+            check_hints as fn(&Scenario, &Value) -> Result<(), Mismatch>,
         ),
         ("filter_by_affinity_cases", check_filter),
         ("allocate_cases", check_allocate),
@@ -47,7 +48,7 @@ pub(crate) fn run(doc: &Value, out: &mut SuiteOutcome) {
             let label = format!("{group}[{i}] ({name})");
             let result = scenarios
                 .get(name)
-                .ok_or_else(|| format!("unknown scenario {name:?}"))
+                .ok_or_else(|| bad_case!("unknown scenario {name:?}"))
                 .and_then(|scenario| check(scenario, case));
             out.check(label, result);
         }
@@ -58,7 +59,7 @@ fn list(value: &Value) -> &[Value] {
     value.as_array().map(Vec::as_slice).unwrap_or_default()
 }
 
-fn strings(value: &Value) -> Result<Option<BTreeSet<String>>, String> {
+fn strings(value: &Value) -> Result<Option<BTreeSet<String>>, Mismatch> {
     match value {
         Value::Null => Ok(None),
         Value::Array(items) => items
@@ -66,19 +67,19 @@ fn strings(value: &Value) -> Result<Option<BTreeSet<String>>, String> {
             .map(|v| {
                 v.as_str()
                     .map(str::to_owned)
-                    .ok_or_else(|| format!("not a string: {v}"))
+                    .ok_or_else(|| bad_case!("not a string: {v}"))
             })
             .collect::<Result<BTreeSet<_>, _>>()
             .map(Some),
-        other => Err(format!("not a list of strings: {other}")),
+        other => Err(bad_case!("not a list of strings: {other}")),
     }
 }
 
-fn set(value: &Value) -> Result<BTreeSet<String>, String> {
+fn set(value: &Value) -> Result<BTreeSet<String>, Mismatch> {
     Ok(strings(value)?.unwrap_or_default())
 }
 
-fn mask(value: &Value) -> Result<Option<NumaMask>, String> {
+fn mask(value: &Value) -> Result<Option<NumaMask>, Mismatch> {
     match value {
         Value::Null => Ok(None),
         Value::Array(ids) => {
@@ -87,12 +88,12 @@ fn mask(value: &Value) -> Result<Option<NumaMask>, String> {
                 .map(|id| {
                     id.as_u64()
                         .map(|n| n as usize)
-                        .ok_or_else(|| format!("bad NUMA id {id}"))
+                        .ok_or_else(|| bad_case!("bad NUMA id {id}"))
                 })
                 .collect::<Result<Vec<_>, _>>()?;
-            NumaMask::new(ids).map(Some).map_err(|e| e.to_string())
+            NumaMask::new(ids).map(Some).map_err(|e| bad_case!("{e}"))
         }
-        other => Err(format!("bad affinity {other}")),
+        other => Err(bad_case!("bad affinity {other}")),
     }
 }
 
@@ -109,7 +110,7 @@ struct Scenario {
 }
 
 impl Scenario {
-    fn parse(s: &Value) -> Result<Scenario, String> {
+    fn parse(s: &Value) -> Result<Scenario, Mismatch> {
         let devices = list(&s["devices"])
             .iter()
             .map(|d| {
@@ -117,10 +118,10 @@ impl Scenario {
                     Value::Null => None,
                     Value::Array(ids) => Some(
                         ids.iter()
-                            .map(|id| id.as_i64().ok_or_else(|| format!("bad NUMA id {id}")))
+                            .map(|id| id.as_i64().ok_or_else(|| bad_case!("bad NUMA id {id}")))
                             .collect::<Result<Vec<_>, _>>()?,
                     ),
-                    other => return Err(format!("bad numa {other}")),
+                    other => return Err(bad_case!("bad numa {other}")),
                 };
                 Ok(Device {
                     id: d["id"].as_str().ok_or("device without id")?.to_owned(),
@@ -128,7 +129,7 @@ impl Scenario {
                     numa_nodes,
                 })
             })
-            .collect::<Result<Vec<_>, String>>()?;
+            .collect::<Result<Vec<_>, Mismatch>>()?;
         Ok(Scenario {
             resource: s["resource"].as_str().ok_or("no resource")?.to_owned(),
             numa_nodes: list(&s["numa_nodes"])
@@ -147,7 +148,7 @@ impl Scenario {
     }
 
     /// A fresh manager state as the oracle built it.
-    fn state(&self) -> Result<DeviceState, String> {
+    fn state(&self) -> Result<DeviceState, Mismatch> {
         let mut state = DeviceState::new(self.numa_nodes.clone());
         state.update_devices(&self.resource, &self.devices);
         if self.registered {
@@ -168,14 +169,14 @@ impl Scenario {
             state.record_allocation(POD, CONTAINER, &self.resource, allocation);
         }
         if state.available_devices(&self.resource) != self.available {
-            return Err(format!(
+            return Err(differs!(
                 "scenario state differs: available {:?}, expected {:?}",
                 state.available_devices(&self.resource),
                 self.available
             ));
         }
         if state.device_has_topology_alignment(&self.resource) != self.aligned {
-            return Err("device_has_topology_alignment differs".to_owned());
+            return Err(differs!("device_has_topology_alignment differs"));
         }
         Ok(state)
     }
@@ -189,7 +190,7 @@ fn hint_json(hint: &TopologyHint) -> String {
     )
 }
 
-fn check_hints(scenario: &Scenario, case: &Value) -> Result<(), String> {
+fn check_hints(scenario: &Scenario, case: &Value) -> Result<(), Mismatch> {
     let state = scenario.state()?;
     let available = set(&case["available"])?;
     let reusable = set(&case["reusable"])?;
@@ -202,14 +203,14 @@ fn check_hints(scenario: &Scenario, case: &Value) -> Result<(), String> {
                 h["preferred"].as_bool().unwrap_or(false),
             )))
         })
-        .collect::<Result<_, String>>()?;
+        .collect::<Result<_, Mismatch>>()?;
     let got: Vec<String> = state
         .generate_device_topology_hints(&scenario.resource, &available, &reusable, request)
         .iter()
         .map(hint_json)
         .collect();
     if got != want {
-        return Err(format!("hints: expected {want:?}, got {got:?}"));
+        return Err(differs!("hints: expected {want:?}, got {got:?}"));
     }
     let mut pool = state.available_devices(&scenario.resource);
     pool.extend(reusable);
@@ -218,14 +219,14 @@ fn check_hints(scenario: &Scenario, case: &Value) -> Result<(), String> {
         .as_bool()
         .unwrap_or(false);
     if calls != want_calls {
-        return Err(format!(
+        return Err(differs!(
             "get_topology_hints_calls_generate: expected {want_calls}, got {calls}"
         ));
     }
     Ok(())
 }
 
-fn check_filter(scenario: &Scenario, case: &Value) -> Result<(), String> {
+fn check_filter(scenario: &Scenario, case: &Value) -> Result<(), Mismatch> {
     let state = scenario.state()?;
     let split = state.filter_by_affinity(
         &scenario.resource,
@@ -239,13 +240,13 @@ fn check_filter(scenario: &Scenario, case: &Value) -> Result<(), String> {
     ] {
         let want = set(&case[name])?;
         if *got != want {
-            return Err(format!("{name}: expected {want:?}, got {got:?}"));
+            return Err(differs!("{name}: expected {want:?}, got {got:?}"));
         }
     }
     Ok(())
 }
 
-fn check_allocate(scenario: &Scenario, case: &Value) -> Result<(), String> {
+fn check_allocate(scenario: &Scenario, case: &Value) -> Result<(), Mismatch> {
     let mut state = scenario.state()?;
     let reusable = strings(&case["reusable"])?;
     let request = AllocationRequest {
@@ -262,24 +263,24 @@ fn check_allocate(scenario: &Scenario, case: &Value) -> Result<(), String> {
     if let Some(error) = case["error"].as_str() {
         return match outcome {
             Err(err) if err.to_string() == error => Ok(()),
-            other => Err(format!("expected error {error:?}, got {other:?}")),
+            other => Err(differs!("expected error {error:?}, got {other:?}")),
         };
     }
     let picked = match outcome {
-        Err(err) => return Err(format!("unexpected error: {err}")),
+        Err(err) => return Err(differs!("unexpected error: {err}")),
         Ok(ToAllocate::AskPlugin(ask)) => {
-            return Err(format!("unexpected plugin question {ask:?}"));
+            return Err(differs!("unexpected plugin question {ask:?}"));
         }
         Ok(ToAllocate::Nothing) => {
             return if case["result_is_nil"].as_bool() == Some(true) {
                 Ok(())
             } else {
-                Err("expected devices, got nothing to allocate".to_owned())
+                Err(differs!("expected devices, got nothing to allocate"))
             };
         }
         Ok(ToAllocate::Devices(reservation)) => {
             if case["result_is_nil"].as_bool() == Some(true) {
-                return Err(format!("expected nothing, got {:?}", reservation.devices));
+                return Err(differs!("expected nothing, got {:?}", reservation.devices));
             }
             reservation.devices.into_iter().collect::<BTreeSet<_>>()
         }
@@ -287,15 +288,15 @@ fn check_allocate(scenario: &Scenario, case: &Value) -> Result<(), String> {
     if case["deterministic"].as_bool() == Some(true) {
         let want = set(&case["picked"])?;
         if picked != want {
-            return Err(format!("picked: expected {want:?}, got {picked:?}"));
+            return Err(differs!("picked: expected {want:?}, got {picked:?}"));
         }
         let after = state.allocated_devices(&scenario.resource);
         match strings(&case["in_use_after"])? {
             Some(want) if want != after => {
-                return Err(format!("in_use_after: expected {want:?}, got {after:?}"));
+                return Err(differs!("in_use_after: expected {want:?}, got {after:?}"));
             }
             None if state.has_allocated_entry(&scenario.resource) => {
-                return Err("in_use_after: expected no entry".to_owned());
+                return Err(differs!("in_use_after: expected no entry"));
             }
             _ => {}
         }
@@ -305,11 +306,11 @@ fn check_allocate(scenario: &Scenario, case: &Value) -> Result<(), String> {
     let from = set(&case["choose_from"])?;
     let count = case["choose_count"].as_u64().ok_or("bad choose_count")? as usize;
     if !must.is_subset(&picked) {
-        return Err(format!("picked {picked:?} lacks must_include {must:?}"));
+        return Err(differs!("picked {picked:?} lacks must_include {must:?}"));
     }
     let chosen: BTreeSet<_> = picked.difference(&must).cloned().collect();
     if chosen.len() != count || !chosen.is_subset(&from) {
-        return Err(format!(
+        return Err(differs!(
             "picked {picked:?}: expected {must:?} plus {count} of {from:?}"
         ));
     }

@@ -12,6 +12,7 @@ mod topology_merge;
 
 use serde_json::Value;
 
+use crate::mismatch::{Mismatch, bad_case};
 use crate::report::SuiteOutcome;
 
 /// A suite's runner: checks every case of one vector file.
@@ -38,7 +39,7 @@ pub(crate) fn check_each(
     doc: &Value,
     key: &str,
     out: &mut SuiteOutcome,
-    check: impl Fn(&Value) -> Result<(), String>,
+    check: impl Fn(&Value) -> Result<(), Mismatch>,
 ) {
     for (i, case) in array(doc, key).iter().enumerate() {
         out.check(format!("{key}[{i}]"), check(case));
@@ -50,11 +51,11 @@ pub(crate) fn list_of<T>(
     value: &Value,
     what: &str,
     item: impl Fn(&Value) -> Option<T>,
-) -> Result<Vec<T>, String> {
+) -> Result<Vec<T>, Mismatch> {
     let list = value
         .as_array()
-        .ok_or_else(|| format!("expected a list, got {value}"))?;
-    let read = |v: &Value| item(v).ok_or_else(|| format!("bad {what} {v}"));
+        .ok_or_else(|| bad_case!("expected a list, got {value}"))?;
+    let read = |v: &Value| item(v).ok_or_else(|| bad_case!("bad {what} {v}"));
     list.iter().map(read).collect()
 }
 

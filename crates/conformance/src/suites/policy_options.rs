@@ -15,6 +15,7 @@ use corral_topology::{Feature, FeatureGates};
 use serde_json::{Value, json};
 
 use super::check_each;
+use crate::mismatch::{Mismatch, bad_case, differs};
 use crate::report::SuiteOutcome;
 
 /// Check every case of one `policy_options` file.
@@ -23,23 +24,24 @@ pub(crate) fn run(doc: &Value, out: &mut SuiteOutcome) {
     check_each(doc, "topology_manager", out, check_topology);
 }
 
-fn options(case: &Value) -> Result<BTreeMap<String, String>, String> {
-    serde_json::from_value(case["options"].clone()).map_err(|e| format!("bad options: {e}"))
+fn options(case: &Value) -> Result<BTreeMap<String, String>, Mismatch> {
+    serde_json::from_value(case["options"].clone()).map_err(|e| bad_case!("bad options: {e}"))
 }
 
 /// Compares an answer with the case's: the parsed flags, or the error.
-fn compare(case: &Value, got: Result<Value, String>) -> Result<(), String> {
+fn compare(case: &Value, got: Result<Value, impl std::fmt::Display>) -> Result<(), Mismatch> {
     let name = case["name"].as_str().unwrap_or("?");
     match (got, &case["parsed"]) {
         (Ok(flags), want) if !want.is_null() => {
             if &flags == want {
                 Ok(())
             } else {
-                Err(format!("{name}: parsed {flags}, expected {want}"))
+                Err(differs!("{name}: parsed {flags}, expected {want}"))
             }
         }
-        (Ok(flags), _) => Err(format!("{name}: accepted ({flags}), expected an error")),
+        (Ok(flags), _) => Err(differs!("{name}: accepted ({flags}), expected an error")),
         (Err(err), _) => {
+            let err = err.to_string();
             let allowed: Vec<&str> = match case["error"].as_str() {
                 Some(one) => vec![one],
                 None => case["error_one_of"]
@@ -50,7 +52,7 @@ fn compare(case: &Value, got: Result<Value, String>) -> Result<(), String> {
             if allowed.contains(&err.as_str()) {
                 Ok(())
             } else {
-                Err(format!(
+                Err(differs!(
                     "{name}: error {err:?}, expected one of {allowed:?}"
                 ))
             }
@@ -58,7 +60,7 @@ fn compare(case: &Value, got: Result<Value, String>) -> Result<(), String> {
     }
 }
 
-fn check_cpu(case: &Value) -> Result<(), String> {
+fn check_cpu(case: &Value) -> Result<(), Mismatch> {
     let mut gates = FeatureGates::default();
     for (gate, feature) in [
         (
@@ -73,32 +75,28 @@ fn check_cpu(case: &Value) -> Result<(), String> {
         if let Some(on) = case["gates"][gate].as_bool() {
             gates
                 .set(feature, on)
-                .map_err(|e| format!("gate {gate}: {e}"))?;
+                .map_err(|e| bad_case!("gate {gate}: {e}"))?;
         }
     }
-    let got = StaticPolicyOptions::from_map_gated(&options(case)?, &gates)
-        .map(|o| {
-            json!({
-                "full_pcpus_only": o.full_physical_cpus_only,
-                "distribute_cpus_across_numa": o.distribute_cpus_across_numa,
-                "align_by_socket": o.align_by_socket,
-                "distribute_cpus_across_cores": o.distribute_cpus_across_cores,
-                "strict_cpu_reservation": o.strict_cpu_reservation,
-                "prefer_align_cpus_by_uncorecache": o.prefer_align_by_uncore_cache,
-            })
+    let got = StaticPolicyOptions::from_map_gated(&options(case)?, &gates).map(|o| {
+        json!({
+            "full_pcpus_only": o.full_physical_cpus_only,
+            "distribute_cpus_across_numa": o.distribute_cpus_across_numa,
+            "align_by_socket": o.align_by_socket,
+            "distribute_cpus_across_cores": o.distribute_cpus_across_cores,
+            "strict_cpu_reservation": o.strict_cpu_reservation,
+            "prefer_align_cpus_by_uncorecache": o.prefer_align_by_uncore_cache,
         })
-        .map_err(|e| e.to_string());
+    });
     compare(case, got)
 }
 
-fn check_topology(case: &Value) -> Result<(), String> {
-    let got = PolicyOptions::from_map(&options(case)?)
-        .map(|o| {
-            json!({
-                "prefer_closest_numa_nodes": o.prefer_closest_numa,
-                "max_allowable_numa_nodes": o.max_allowable_numa_nodes,
-            })
+fn check_topology(case: &Value) -> Result<(), Mismatch> {
+    let got = PolicyOptions::from_map(&options(case)?).map(|o| {
+        json!({
+            "prefer_closest_numa_nodes": o.prefer_closest_numa,
+            "max_allowable_numa_nodes": o.max_allowable_numa_nodes,
         })
-        .map_err(|e| e.to_string());
+    });
     compare(case, got)
 }

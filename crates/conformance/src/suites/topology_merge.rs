@@ -9,6 +9,7 @@ use corral_topology::{
 };
 use serde_json::Value;
 
+use crate::mismatch::{Mismatch, bad_case, differs};
 use crate::report::SuiteOutcome;
 
 /// Check every scenario and policy variant of one `topology_merge` vector file.
@@ -22,7 +23,7 @@ pub(crate) fn run(doc: &Value, out: &mut SuiteOutcome) {
         let label = format!("scenarios[{i}] {name}");
         let parsed = parse_scenario(scenario);
         let Some(results) = scenario["results"].as_object() else {
-            out.check(&label, Err("no results object".to_owned()));
+            out.check(&label, Err(bad_case!("no results object")));
             continue;
         };
         for (variant, want) in results {
@@ -36,21 +37,21 @@ pub(crate) fn run(doc: &Value, out: &mut SuiteOutcome) {
     }
 }
 
-fn parse_scenario(scenario: &Value) -> Result<(Vec<NumaNode>, Vec<ProviderHints>), String> {
+fn parse_scenario(scenario: &Value) -> Result<(Vec<NumaNode>, Vec<ProviderHints>), Mismatch> {
     let distances = scenario["distances"].as_object();
     let nodes = scenario["numa_nodes"]
         .as_array()
         .ok_or("numa_nodes is not a list")?
         .iter()
         .map(|id| {
-            let id = id.as_u64().ok_or_else(|| format!("bad NUMA id {id}"))? as usize;
+            let id = id.as_u64().ok_or_else(|| bad_case!("bad NUMA id {id}"))? as usize;
             let row = distances
                 .and_then(|d| d.get(&id.to_string()))
                 .and_then(Value::as_array)
                 .map(|row| row.iter().map(|d| d.as_u64().unwrap_or(0)).collect());
             Ok(NumaNode { id, distances: row })
         })
-        .collect::<Result<Vec<_>, String>>()?;
+        .collect::<Result<Vec<_>, Mismatch>>()?;
     // `null` is a nil provider list: no providers at all.
     let providers = match &scenario["providers"] {
         Value::Null => &[][..],
@@ -62,11 +63,11 @@ fn parse_scenario(scenario: &Value) -> Result<(Vec<NumaNode>, Vec<ProviderHints>
     let providers = providers
         .iter()
         .map(parse_provider)
-        .collect::<Result<Vec<_>, String>>()?;
+        .collect::<Result<Vec<_>, Mismatch>>()?;
     Ok((nodes, providers))
 }
 
-fn parse_provider(provider: &Value) -> Result<ProviderHints, String> {
+fn parse_provider(provider: &Value) -> Result<ProviderHints, Mismatch> {
     let Some(map) = provider.as_object() else {
         return Ok(None);
     };
@@ -86,22 +87,22 @@ fn parse_provider(provider: &Value) -> Result<ProviderHints, String> {
     Ok(Some(resources))
 }
 
-fn parse_affinity(value: &Value) -> Result<Option<NumaMask>, String> {
+fn parse_affinity(value: &Value) -> Result<Option<NumaMask>, Mismatch> {
     match value.as_array() {
         None => Ok(None),
         Some(ids) => {
             let ids: Vec<i64> = ids
                 .iter()
-                .map(|v| v.as_i64().ok_or_else(|| format!("bad NUMA id {v}")))
+                .map(|v| v.as_i64().ok_or_else(|| bad_case!("bad NUMA id {v}")))
                 .collect::<Result<_, _>>()?;
             NumaMask::from_signed(ids)
                 .map(Some)
-                .map_err(|e| e.to_string())
+                .map_err(|e| bad_case!("{e}"))
         }
     }
 }
 
-fn parse_hint(hint: &Value) -> Result<TopologyHint, String> {
+fn parse_hint(hint: &Value) -> Result<TopologyHint, Mismatch> {
     Ok(TopologyHint::new(
         parse_affinity(&hint["affinity"])?,
         hint["preferred"]
@@ -115,23 +116,23 @@ fn check_variant(
     providers: &[ProviderHints],
     variant: &str,
     want: &Value,
-) -> Result<(), String> {
+) -> Result<(), Mismatch> {
     let (name, prefer_closest) = match variant.split_once('+') {
         None => (variant, false),
         Some((name, "prefer-closest-numa-nodes")) => (name, true),
-        Some((_, option)) => return Err(format!("unknown option {option:?} in variant")),
+        Some((_, option)) => return Err(bad_case!("unknown option {option:?} in variant")),
     };
-    let name: PolicyName = name.parse().map_err(|e| format!("{e}"))?;
+    let name: PolicyName = name.parse().map_err(|e| bad_case!("{e}"))?;
     let options = PolicyOptions {
         prefer_closest_numa: prefer_closest,
         ..PolicyOptions::default()
     };
-    let numa = NumaInfo::new(nodes, options.numa_distances()).map_err(|e| e.to_string())?;
+    let numa = NumaInfo::new(nodes, options.numa_distances()).map_err(|e| bad_case!("{e}"))?;
     let result = Policy::new(name, numa, options).merge(providers);
     let want_hint = parse_hint(&want["best_hint"])?;
     let want_admit = want["admit"].as_bool().ok_or("no admit")?;
     if result.best_hint != want_hint || result.admit != want_admit {
-        return Err(format!(
+        return Err(differs!(
             "expected {} admit={want_admit}, got {} admit={}",
             show(want_hint),
             show(result.best_hint),
