@@ -91,26 +91,40 @@ pub(crate) fn read_mask(path: &Path) -> Result<Option<CpuSet>, DiscoveryError> {
     };
     parse_mask(&text)
         .map(Some)
-        .map_err(|reason| parse_error(path, &text, reason))
+        .map_err(|e| parse_error(path, &text, e.to_string()))
+}
+
+/// Why a hex CPU mask does not parse.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub(crate) enum MaskError {
+    /// A comma-separated word that is empty or longer than 8 digits.
+    #[error("mask word {0:?} is not 1-8 hex digits")]
+    WordLength(String),
+    /// A word with a character that is no hex digit.
+    #[error("mask word {0:?} is not hex")]
+    NotHex(String),
+    /// A bit for a CPU id at or beyond [`CpuSet::DENSE_LIMIT`].
+    #[error("mask sets CPU {0}, beyond supported ids")]
+    BeyondSupported(usize),
 }
 
 /// Parse a hex CPU mask.
-pub(crate) fn parse_mask(text: &str) -> Result<CpuSet, String> {
+pub(crate) fn parse_mask(text: &str) -> Result<CpuSet, MaskError> {
     let mut set = CpuSet::new();
     if text.is_empty() {
         return Ok(set);
     }
     for (index, word) in text.rsplit(',').enumerate() {
         if word.is_empty() || word.len() > 8 {
-            return Err(format!("mask word {word:?} is not 1-8 hex digits"));
+            return Err(MaskError::WordLength(word.to_owned()));
         }
         let mut bits =
-            u32::from_str_radix(word, 16).map_err(|_| format!("mask word {word:?} is not hex"))?;
+            u32::from_str_radix(word, 16).map_err(|_| MaskError::NotHex(word.to_owned()))?;
         while bits != 0 {
             let bit = bits.trailing_zeros() as usize;
             let cpu = index * 32 + bit;
             if cpu >= CpuSet::DENSE_LIMIT {
-                return Err(format!("mask sets CPU {cpu}, beyond supported ids"));
+                return Err(MaskError::BeyondSupported(cpu));
             }
             set.insert(cpu);
             bits &= bits - 1;
