@@ -34,8 +34,33 @@ pub(crate) static CPUSET: GoType = GoType::Struct(&GoStruct {
     fields: &[GoField::plain("elems", &GoType::Map(&INT, &EMPTY_STRUCT))],
 });
 
+/// Why a CPU list does not parse, in Go's words (`cpuset.Parse`, `strconv.Atoi`).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub(crate) enum ParseError {
+    /// A number that is not an optionally signed run of decimal digits.
+    #[error("strconv.Atoi: parsing {0:?}: invalid syntax")]
+    Syntax(String),
+    /// A number beyond a 64-bit integer.
+    #[error("strconv.Atoi: parsing {0:?}: value out of range")]
+    OutOfRange(String),
+    /// A range `a-b` with `a > b`.
+    #[error("invalid range {range:?} ({start} > {end})")]
+    Reversed {
+        /// The range as written.
+        range: String,
+        /// Its start.
+        start: i64,
+        /// Its end.
+        end: i64,
+    },
+    /// A range that takes the set beyond [`MAX_ELEMENTS`] ids (corral's bound; see the
+    /// module docs).
+    #[error("range {0:?} makes the set larger than {max} CPUs", max = MAX_ELEMENTS)]
+    TooLarge(String),
+}
+
 /// Parses a Linux CPU list as `cpuset.Parse` does; the error says why, as Go's would.
-pub(crate) fn parse(text: &str) -> Result<BTreeSet<i64>, String> {
+pub(crate) fn parse(text: &str) -> Result<BTreeSet<i64>, ParseError> {
     let mut set = BTreeSet::new();
     if text.is_empty() {
         return Ok(set);
@@ -49,16 +74,18 @@ pub(crate) fn parse(text: &str) -> Result<BTreeSet<i64>, String> {
             Some((start, end)) => {
                 let (start, end) = (atoi(start)?, atoi(end)?);
                 if start > end {
-                    return Err(format!("invalid range {range:?} ({start} > {end})"));
+                    return Err(ParseError::Reversed {
+                        range: range.to_owned(),
+                        start,
+                        end,
+                    });
                 }
                 (start, end)
             }
         };
         let span = end.abs_diff(start).saturating_add(1);
         if usize::try_from(span).map_or(true, |n| n > MAX_ELEMENTS - set.len().min(MAX_ELEMENTS)) {
-            return Err(format!(
-                "range {range:?} makes the set larger than {MAX_ELEMENTS} CPUs"
-            ));
+            return Err(ParseError::TooLarge(range.to_owned()));
         }
         set.extend(start..=end);
     }
@@ -66,13 +93,13 @@ pub(crate) fn parse(text: &str) -> Result<BTreeSet<i64>, String> {
 }
 
 /// `strconv.Atoi` (decimal, optional sign, 64-bit), with its error text.
-fn atoi(text: &str) -> Result<i64, String> {
+fn atoi(text: &str) -> Result<i64, ParseError> {
     let digits = text.strip_prefix(['+', '-']).unwrap_or(text);
     if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
-        return Err(format!("strconv.Atoi: parsing {text:?}: invalid syntax"));
+        return Err(ParseError::Syntax(text.to_owned()));
     }
     text.parse()
-        .map_err(|_| format!("strconv.Atoi: parsing {text:?}: value out of range"))
+        .map_err(|_| ParseError::OutOfRange(text.to_owned()))
 }
 
 /// `CPUSet.String()`: ascending, runs of consecutive ids as `a-b`.
@@ -148,7 +175,10 @@ mod tests {
         for bad in ["a", "-1", "3-1", "1-", ",", "1,,2", " 1", "0-99999999999"] {
             assert!(parse(bad).is_err(), "{bad}");
         }
-        assert_eq!(parse("3-1").unwrap_err(), "invalid range \"3-1\" (3 > 1)");
+        assert_eq!(
+            parse("3-1").unwrap_err().to_string(),
+            "invalid range \"3-1\" (3 > 1)"
+        );
     }
 
     /// `9223372036854775807` (`MaxInt64`) as an id: it used to panic the printer with "attempt
@@ -188,7 +218,7 @@ mod tests {
         }
         assert_eq!(parse("0--0").unwrap(), BTreeSet::from([0]));
         assert_eq!(
-            parse("-9223372036854775809").unwrap_err(),
+            parse("-9223372036854775809").unwrap_err().to_string(),
             "strconv.Atoi: parsing \"\": invalid syntax"
         );
         let min = i64::MIN;
@@ -218,6 +248,7 @@ mod tests {
         assert!(
             parse("0-9223372036854775807")
                 .unwrap_err()
+                .to_string()
                 .contains("larger than")
         );
     }
