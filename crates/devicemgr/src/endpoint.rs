@@ -194,7 +194,7 @@ impl PluginClient {
         &self,
         poll: Duration,
         max_devices: usize,
-    ) -> Result<DeviceLists<Streaming<ListAndWatchResponse>>, String> {
+    ) -> Result<DeviceLists<Streaming<ListAndWatchResponse>>, StreamEnd> {
         let mut client = self.client.clone();
         match tokio::time::timeout(self.rpc_timeout, client.list_and_watch(Empty {})).await {
             Ok(Ok(response)) => Ok(DeviceLists::new(
@@ -204,13 +204,30 @@ impl PluginClient {
                 poll,
                 max_devices,
             )),
-            Ok(Err(status)) => Err(format!("ListAndWatch failed: {}", status.message())),
-            Err(_) => Err(format!(
-                "ListAndWatch did not answer within {:?}",
-                self.rpc_timeout
-            )),
+            Ok(Err(status)) => Err(StreamEnd::Refused(status.message().to_owned())),
+            Err(_) => Err(StreamEnd::NoAnswer(self.rpc_timeout)),
         }
     }
+}
+
+/// Why a plugin's `ListAndWatch` stream stopped, or never started.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub(crate) enum StreamEnd {
+    /// Opening the stream failed with this status message.
+    #[error("ListAndWatch failed: {0}")]
+    Refused(String),
+    /// The stream did not open within the RPC deadline.
+    #[error("ListAndWatch did not answer within {0:?}")]
+    NoAnswer(Duration),
+    /// The plugin ended the stream.
+    #[error("ListAndWatch stream ended")]
+    Ended,
+    /// The stream failed with this status message.
+    #[error("ListAndWatch ended unexpectedly: {0}")]
+    Failed(String),
+    /// The plugin's socket file is gone.
+    #[error("plugin socket {} disappeared", .0.display())]
+    SocketGone(PathBuf),
 }
 
 /// Most lists taken from a plugin's stream for one [`DeviceLists::next`].
@@ -231,7 +248,7 @@ pub(crate) struct DeviceLists<S> {
     ticker: tokio::time::Interval,
     max_devices: usize,
     /// Why the stream ended, when it ended behind lists not returned yet.
-    ended: Option<String>,
+    ended: Option<StreamEnd>,
 }
 
 impl<S> DeviceLists<S>
@@ -261,7 +278,7 @@ where
     /// The plugin's newest list: waits for a list, then takes the lists already received
     /// behind it and returns the newest. `Err` says why the stream stopped (it ended or
     /// failed, or the socket file disappeared) once every list before that was returned.
-    pub(crate) async fn next(&mut self) -> Result<ListAndWatchResponse, String> {
+    pub(crate) async fn next(&mut self) -> Result<ListAndWatchResponse, StreamEnd> {
         if let Some(why) = self.ended.take() {
             return Err(why);
         }
@@ -270,7 +287,7 @@ where
                 item = self.stream.next() => item,
                 _ = self.ticker.tick() => {
                     if std::fs::symlink_metadata(&self.socket).is_err() {
-                        return Err(format!("plugin socket {} disappeared", self.socket.display()));
+                        return Err(StreamEnd::SocketGone(self.socket.clone()));
                     }
                     continue;
                 }
@@ -311,13 +328,10 @@ where
     fn accept(
         &self,
         item: Option<Result<ListAndWatchResponse, tonic::Status>>,
-    ) -> Result<Option<ListAndWatchResponse>, String> {
+    ) -> Result<Option<ListAndWatchResponse>, StreamEnd> {
         match item {
-            None => Err("ListAndWatch stream ended".to_owned()),
-            Some(Err(status)) => Err(format!(
-                "ListAndWatch ended unexpectedly: {}",
-                status.message()
-            )),
+            None => Err(StreamEnd::Ended),
+            Some(Err(status)) => Err(StreamEnd::Failed(status.message().to_owned())),
             Some(Ok(list)) if list.devices.len() > self.max_devices => {
                 tracing::error!(
                     resource = %self.resource,
@@ -413,12 +427,12 @@ pub(crate) mod tests {
         let items = ["a", "b"].map(|id| Ok(list(id, 1))).to_vec();
         let mut lists = received(items, false, 10);
         assert_eq!(first_id(&lists.next().await.unwrap()), "b");
-        assert_eq!(lists.next().await.unwrap_err(), "ListAndWatch stream ended");
+        assert_eq!(lists.next().await.unwrap_err(), StreamEnd::Ended);
 
         let items = vec![Ok(list("a", 1)), Err(tonic::Status::unavailable("gone"))];
         let mut lists = received(items, true, 10);
         assert_eq!(first_id(&lists.next().await.unwrap()), "a");
-        let why = lists.next().await.unwrap_err();
+        let why = lists.next().await.unwrap_err().to_string();
         assert!(why.contains("ended unexpectedly: gone"), "{why}");
     }
 
@@ -430,7 +444,7 @@ pub(crate) mod tests {
         assert_eq!(first_id(&lists.next().await.unwrap()), "b");
         // A stream whose only list is too long gives no list; it ends with the stream.
         let mut lists = received(vec![Ok(list("long", 3))], false, 2);
-        assert_eq!(lists.next().await.unwrap_err(), "ListAndWatch stream ended");
+        assert_eq!(lists.next().await.unwrap_err(), StreamEnd::Ended);
     }
 
     #[tokio::test]
@@ -456,7 +470,7 @@ pub(crate) mod tests {
             Duration::from_secs(3600),
             10,
         );
-        let why = lists.next().await.unwrap_err();
+        let why = lists.next().await.unwrap_err().to_string();
         assert!(why.contains("gone.sock disappeared"), "{why}");
     }
 }

@@ -26,7 +26,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::config::DeviceManagerConfig;
 use crate::device::{Device, PluginOptions};
-use crate::endpoint::{DeviceLists, PluginCallError, PluginClient};
+use crate::endpoint::{DeviceLists, PluginCallError, PluginClient, StreamEnd};
 use crate::locks::lock;
 use crate::observer::ObserverSlot;
 use crate::registration::{RegistrationHandler, RegistrationLimit};
@@ -223,7 +223,7 @@ impl Hub {
                 () = cancel.cancelled() => return,
                 why = hub.follow(&*handler, &client, generation) => why,
             };
-            hub.on_stream_end(&*handler, &client.resource, generation, &why);
+            hub.on_stream_end(&*handler, &client.resource, generation, &why.to_string());
         });
         Ok(())
     }
@@ -234,7 +234,7 @@ impl Hub {
         handler: &impl ClientHandler,
         client: &PluginClient,
         generation: u64,
-    ) -> String {
+    ) -> StreamEnd {
         let poll = self.config.socket_poll_interval;
         let max = self.config.max_devices_per_plugin;
         let mut lists = match client.list_and_watch(poll, max).await {
@@ -302,7 +302,7 @@ async fn follow_lists<S>(
     lists: &mut DeviceLists<S>,
     turns: &tokio::sync::Mutex<()>,
     mut apply: impl FnMut(&ListAndWatchResponse),
-) -> String
+) -> StreamEnd
 where
     S: Stream<Item = Result<ListAndWatchResponse, tonic::Status>> + Unpin,
 {
@@ -434,7 +434,7 @@ mod tests {
             })
             .collect();
         for stream in streams {
-            assert_eq!(stream.await.unwrap(), "ListAndWatch stream ended");
+            assert_eq!(stream.await.unwrap(), StreamEnd::Ended);
         }
         let applied = lock(&applied).clone();
         assert_eq!(
