@@ -90,9 +90,9 @@ pub use options::{
     STRICT_CPU_RESERVATION, StaticPolicyOptions, option_maturity,
 };
 pub use policy::{
-    AllocateError, EMPTY_POD_SHARED_POOL_ERROR, NonePolicy, Policy, PolicyError,
-    SMT_ALIGNMENT_ERROR, SmtAlignmentError, StaticPolicy, ValidationError, guaranteed_cpus,
-    pod_guaranteed_cpus,
+    AllocateError, EMPTY_POD_SHARED_POOL_ERROR, EmptyPodSharedPoolError, NonePolicy, Policy,
+    PolicyError, SMT_ALIGNMENT_ERROR, SmtAlignmentError, StaticPolicy, ValidationError,
+    guaranteed_cpus, pod_guaranteed_cpus,
 };
 pub use runtime::{
     CfsQuota, ContainerIdError, ContainerRuntime, ContainerState, ContainerStatus, CpuQuotaPolicy,

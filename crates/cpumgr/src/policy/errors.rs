@@ -92,8 +92,34 @@ pub enum AllocateError {
     Take(#[from] TakeError),
     /// A pod managed at pod level whose spec leaves containers without CPUs (upstream's
     /// `EmptyPodSharedPoolError`, with its message).
-    #[error("{0}")]
-    EmptyPodSharedPool(String),
+    #[error(transparent)]
+    EmptyPodSharedPool(#[from] EmptyPodSharedPoolError),
+}
+
+/// Why a pod managed at pod level leaves a container without CPUs (upstream
+/// `validatePodScopeResources`'s messages).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum EmptyPodSharedPoolError {
+    /// An init container that is not a sidecar asks for more exclusive CPUs than the pod's
+    /// budget has beside the sidecars before it.
+    #[error(
+        "pod rejected, largest exclusive init container requests {requested} cpus, but only {available} available"
+    )]
+    InitContainerTooLarge {
+        /// The exclusive CPUs it asks for.
+        requested: usize,
+        /// The budget less the sidecars' exclusive CPUs.
+        available: usize,
+    },
+    /// A shared init container, with the budget all taken by sidecars.
+    #[error("pod rejected, pod has shared init containers but no cpus available for them")]
+    NoCpusForSharedInitContainers,
+    /// A shared container, with the budget all taken by exclusive ones.
+    #[error(
+        "pod rejected, sum of exclusive container cpu requests equals pod budget, leaving no cpus for shared containers"
+    )]
+    NoCpusForSharedContainers,
 }
 
 /// Upstream's reason for [`AllocateError::EmptyPodSharedPool`].
@@ -106,9 +132,9 @@ impl From<AllocateError> for AllocationError {
                 reason: SMT_ALIGNMENT_ERROR.to_owned(),
                 message: smt.to_string(),
             },
-            AllocateError::EmptyPodSharedPool(message) => AllocationError::Admission {
+            AllocateError::EmptyPodSharedPool(why) => AllocationError::Admission {
                 reason: EMPTY_POD_SHARED_POOL_ERROR.to_owned(),
-                message,
+                message: why.to_string(),
             },
             other => AllocationError::unexpected(other),
         }

@@ -9,8 +9,8 @@ mod requests;
 mod static_policy;
 
 pub use errors::{
-    AllocateError, EMPTY_POD_SHARED_POOL_ERROR, PolicyError, SMT_ALIGNMENT_ERROR,
-    SmtAlignmentError, ValidationError,
+    AllocateError, EMPTY_POD_SHARED_POOL_ERROR, EmptyPodSharedPoolError, PolicyError,
+    SMT_ALIGNMENT_ERROR, SmtAlignmentError, ValidationError,
 };
 pub use none::NonePolicy;
 pub use requests::{guaranteed_cpus, pod_guaranteed_cpus};

@@ -13,7 +13,9 @@
 
 use corral_topology::{Container, CpuSet, Pod, QosClass, TopologyHint};
 
-use super::{AllocateError, StaticPolicy, guaranteed_cpus, pod_guaranteed_cpus};
+use super::{
+    AllocateError, EmptyPodSharedPoolError, StaticPolicy, guaranteed_cpus, pod_guaranteed_cpus,
+};
 use crate::state::CpuState;
 
 /// `guaranteedCPUs` for a pod managed at pod level: 0 unless the container is equivalent
@@ -46,7 +48,7 @@ pub(super) fn pod_budget(pod: &Pod) -> usize {
 
 /// Why a pod's spec leaves a container without CPUs (upstream
 /// `validatePodScopeResources`'s messages).
-pub(super) fn validate_pod_scope_resources(pod: &Pod) -> Result<(), String> {
+pub(super) fn validate_pod_scope_resources(pod: &Pod) -> Result<(), EmptyPodSharedPoolError> {
     let budget = pod_budget(pod);
     let mut shared_long_running = false;
     let mut long_running_exclusive: usize = 0;
@@ -56,15 +58,13 @@ pub(super) fn validate_pod_scope_resources(pod: &Pod) -> Result<(), String> {
             if cpus > 0 {
                 let pool = budget.saturating_sub(long_running_exclusive);
                 if cpus > pool {
-                    return Err(format!(
-                        "pod rejected, largest exclusive init container requests {cpus} cpus, but only {pool} available"
-                    ));
+                    return Err(EmptyPodSharedPoolError::InitContainerTooLarge {
+                        requested: cpus,
+                        available: pool,
+                    });
                 }
             } else if long_running_exclusive >= budget {
-                return Err(
-                    "pod rejected, pod has shared init containers but no cpus available for them"
-                        .to_owned(),
-                );
+                return Err(EmptyPodSharedPoolError::NoCpusForSharedInitContainers);
             }
             continue;
         }
@@ -83,7 +83,7 @@ pub(super) fn validate_pod_scope_resources(pod: &Pod) -> Result<(), String> {
         }
     }
     if shared_long_running && long_running_exclusive >= budget {
-        return Err("pod rejected, sum of exclusive container cpu requests equals pod budget, leaving no cpus for shared containers".to_owned());
+        return Err(EmptyPodSharedPoolError::NoCpusForSharedContainers);
     }
     Ok(())
 }
@@ -119,7 +119,7 @@ impl StaticPolicy {
         if budget == 0 || state.pod_cpu_set(&pod.uid).is_some() {
             return Ok(());
         }
-        validate_pod_scope_resources(pod).map_err(AllocateError::EmptyPodSharedPool)?;
+        validate_pod_scope_resources(pod)?;
         self.enforce_smt_alignment(state, budget)?;
         let mut scratch = state.clone();
         let bubble =
@@ -219,7 +219,7 @@ mod tests {
         apps.push(container("shared", None, None));
         let full = pod(most, vec![], apps);
         assert_eq!(
-            validate_pod_scope_resources(&full).unwrap_err(),
+            validate_pod_scope_resources(&full).unwrap_err().to_string(),
             "pod rejected, sum of exclusive container cpu requests equals pod budget, leaving no cpus for shared containers"
         );
         let sidecars = (0..2001)
@@ -251,19 +251,23 @@ mod tests {
             vec![gu("a", 1000), gu("b", 1000), shared("c")],
         );
         assert_eq!(
-            validate_pod_scope_resources(&full).unwrap_err(),
+            validate_pod_scope_resources(&full).unwrap_err().to_string(),
             "pod rejected, sum of exclusive container cpu requests equals pod budget, leaving no cpus for shared containers"
         );
         let big_init = pod(2000, vec![gu("i", 3000)], vec![gu("a", 1000)]);
         assert_eq!(
-            validate_pod_scope_resources(&big_init).unwrap_err(),
+            validate_pod_scope_resources(&big_init)
+                .unwrap_err()
+                .to_string(),
             "pod rejected, largest exclusive init container requests 3 cpus, but only 2 available"
         );
         let mut sidecar = gu("s", 2000);
         sidecar.restart_policy = Some(corral_topology::ContainerRestartPolicy::Always);
         let starved = pod(2000, vec![sidecar, shared("i")], vec![]);
         assert_eq!(
-            validate_pod_scope_resources(&starved).unwrap_err(),
+            validate_pod_scope_resources(&starved)
+                .unwrap_err()
+                .to_string(),
             "pod rejected, pod has shared init containers but no cpus available for them"
         );
     }
