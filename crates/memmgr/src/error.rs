@@ -86,6 +86,40 @@ pub enum AllocateError {
     ViolatesNumaAllocation,
     /// A pod managed at pod level whose spec leaves containers without memory (upstream's
     /// `EmptyPodSharedPoolError`, with its message).
-    #[error("{0}")]
-    EmptyPodSharedPool(String),
+    #[error(transparent)]
+    EmptyPodSharedPool(#[from] EmptyPodSharedPoolError),
+}
+
+/// Why a pod managed at pod level leaves a container without memory (upstream
+/// `validatePodScopeResources`'s messages).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum EmptyPodSharedPoolError {
+    /// An init container that is not a sidecar asks for more of a resource than the pod's
+    /// budget has beside the sidecars before it.
+    #[error(
+        "pod rejected, largest exclusive init container requests {requested} of {resource}, but only {available} available"
+    )]
+    InitContainerTooLarge {
+        /// The resource.
+        resource: String,
+        /// How much it asks for.
+        requested: u64,
+        /// The budget less the sidecars' requests.
+        available: u64,
+    },
+    /// A shared init container, with the budget of a resource all taken by sidecars.
+    #[error("pod rejected, pod has shared init containers but no {resource} available for them")]
+    NoneForSharedInitContainers {
+        /// The resource.
+        resource: String,
+    },
+    /// A shared container, with the budget of a resource all taken by exclusive ones.
+    #[error(
+        "pod rejected, sum of exclusive container {resource} requests equals pod budget, leaving no memory for shared containers"
+    )]
+    NoneForSharedContainers {
+        /// The resource.
+        resource: String,
+    },
 }

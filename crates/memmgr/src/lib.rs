@@ -46,7 +46,7 @@ mod pod_level;
 mod restore;
 mod static_policy;
 
-pub use error::{AllocateError, MachineStateError, RestoreError};
+pub use error::{AllocateError, EmptyPodSharedPoolError, MachineStateError, RestoreError};
 pub use machine_state::{
     Assignments, Block, MEMORY, MachineState, MemoryTable, NodeState, SystemReserved,
     default_machine_state,

@@ -14,7 +14,7 @@
 use corral_topology::topologymanager::TopologyHint;
 use corral_topology::{Container, Pod, PodLevelResources, QosClass};
 
-use crate::error::AllocateError;
+use crate::error::{AllocateError, EmptyPodSharedPoolError};
 use crate::hints::{MemoryHints, Requested};
 use crate::machine_state::Block;
 use crate::static_policy::{StaticPolicy, requested};
@@ -103,10 +103,10 @@ impl StaticPolicy {
 
     /// Upstream `validatePodScopeResources`, with its messages (resources checked in name
     /// order where upstream walks a Go map): whether the pod's spec leaves memory for every
-    /// container that needs the pod's shared pool. Its error is the text of
-    /// [`AllocateError::EmptyPodSharedPool`], which [`allocate_pod`](Self::allocate_pod)
+    /// container that needs the pod's shared pool. Its error is what
+    /// [`AllocateError::EmptyPodSharedPool`] carries, which [`allocate_pod`](Self::allocate_pod)
     /// returns; it does not look at the pod's QoS class.
-    pub fn validate_pod_scope_resources(&self, pod: &Pod) -> Result<(), String> {
+    pub fn validate_pod_scope_resources(&self, pod: &Pod) -> Result<(), EmptyPodSharedPoolError> {
         let budget = pod_budget(pod);
         let mut shared_long_running = false;
         let mut long_running = Requested::new();
@@ -119,9 +119,11 @@ impl StaticPolicy {
                         let pool = total.saturating_sub(held(&long_running, resource));
                         let want = own.get(resource).copied().unwrap_or(0);
                         if want > pool {
-                            return Err(format!(
-                                "pod rejected, largest exclusive init container requests {want} of {resource}, but only {pool} available"
-                            ));
+                            return Err(EmptyPodSharedPoolError::InitContainerTooLarge {
+                                resource: resource.clone(),
+                                requested: want,
+                                available: pool,
+                            });
                         }
                     }
                 } else if let Some(resource) = budget
@@ -129,9 +131,9 @@ impl StaticPolicy {
                     .find(|(r, total)| held(&long_running, r) >= **total)
                     .map(|(r, _)| r)
                 {
-                    return Err(format!(
-                        "pod rejected, pod has shared init containers but no {resource} available for them"
-                    ));
+                    return Err(EmptyPodSharedPoolError::NoneForSharedInitContainers {
+                        resource: resource.clone(),
+                    });
                 }
                 continue;
             }
@@ -157,9 +159,9 @@ impl StaticPolicy {
                 .find(|(r, total)| held(&long_running, r) >= **total)
                 .map(|(r, _)| r)
         {
-            return Err(format!(
-                "pod rejected, sum of exclusive container {resource} requests equals pod budget, leaving no memory for shared containers"
-            ));
+            return Err(EmptyPodSharedPoolError::NoneForSharedContainers {
+                resource: resource.clone(),
+            });
         }
         Ok(())
     }
@@ -171,8 +173,7 @@ impl StaticPolicy {
             return Ok(());
         }
         let budget = pod_budget(pod);
-        self.validate_pod_scope_resources(pod)
-            .map_err(AllocateError::EmptyPodSharedPool)?;
+        self.validate_pod_scope_resources(pod)?;
         let bits = self.resolve_mask(&pod.uid, &budget, affinity)?.get_bits();
         let mut partition: Vec<(&str, Vec<Block>)> = Vec::new();
         let mut sidecars = Requested::new();
@@ -277,7 +278,10 @@ mod tests {
             vec![container("a", Some(2 << 30)), container("b", None)],
         );
         assert_eq!(
-            policy.validate_pod_scope_resources(&full).unwrap_err(),
+            policy
+                .validate_pod_scope_resources(&full)
+                .unwrap_err()
+                .to_string(),
             format!(
                 "pod rejected, sum of exclusive container {MEMORY} requests equals pod budget, leaving no memory for shared containers"
             )
@@ -301,7 +305,10 @@ mod tests {
         apps.push(container("shared", None));
         let full = pod(i64::MAX, apps);
         assert_eq!(
-            policy.validate_pod_scope_resources(&full).unwrap_err(),
+            policy
+                .validate_pod_scope_resources(&full)
+                .unwrap_err()
+                .to_string(),
             format!(
                 "pod rejected, sum of exclusive container {MEMORY} requests equals pod budget, leaving no memory for shared containers"
             )

@@ -123,9 +123,9 @@ impl HintProvider for MemoryManager {
 /// upstream's `EmptyPodSharedPoolError` reason.
 fn allocation_error(err: AllocateError) -> AllocationError {
     match err {
-        AllocateError::EmptyPodSharedPool(message) => AllocationError::Admission {
+        AllocateError::EmptyPodSharedPool(why) => AllocationError::Admission {
             reason: EMPTY_POD_SHARED_POOL_ERROR.to_owned(),
-            message,
+            message: why.to_string(),
         },
         other => AllocationError::unexpected(other),
     }
