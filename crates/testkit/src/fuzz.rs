@@ -39,13 +39,26 @@ pub const DEFAULT_FUZZ_CASES: u32 = 2000;
 /// The directory, in each crate, holding its targets' regression cases.
 pub const REGRESSIONS_DIR: &str = "fuzz-regressions";
 
+/// Why a regression case file does not hold a target's input (the cause is part of the
+/// message: a replay prints the message alone).
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum CaseError {
+    /// A text input's case that is not UTF-8.
+    #[error("not UTF-8: {0}")]
+    NotUtf8(std::string::FromUtf8Error),
+    /// A tuple input's case that is not its JSON.
+    #[error("not the target's JSON: {0}")]
+    NotJson(serde_json::Error),
+}
+
 /// A fuzz input as a regression case file: raw bytes for byte and text inputs, JSON for
 /// tuples.
 pub trait FuzzInput: Sized + Debug {
     /// The case file's content.
     fn to_case(&self) -> Vec<u8>;
     /// The input a case file holds.
-    fn from_case(bytes: &[u8]) -> Result<Self, String>;
+    fn from_case(bytes: &[u8]) -> Result<Self, CaseError>;
     /// The input as a failure message shows it.
     fn describe(&self) -> String {
         format!("{self:?}")
@@ -56,7 +69,7 @@ impl FuzzInput for Vec<u8> {
     fn to_case(&self) -> Vec<u8> {
         self.clone()
     }
-    fn from_case(bytes: &[u8]) -> Result<Self, String> {
+    fn from_case(bytes: &[u8]) -> Result<Self, CaseError> {
         Ok(bytes.to_vec())
     }
     fn describe(&self) -> String {
@@ -68,8 +81,8 @@ impl FuzzInput for String {
     fn to_case(&self) -> Vec<u8> {
         self.as_bytes().to_vec()
     }
-    fn from_case(bytes: &[u8]) -> Result<Self, String> {
-        String::from_utf8(bytes.to_vec()).map_err(|e| format!("not UTF-8: {e}"))
+    fn from_case(bytes: &[u8]) -> Result<Self, CaseError> {
+        String::from_utf8(bytes.to_vec()).map_err(CaseError::NotUtf8)
     }
 }
 
@@ -79,8 +92,8 @@ macro_rules! json_tuple_input {
             fn to_case(&self) -> Vec<u8> {
                 serde_json::to_vec(self).expect("a tuple of plain values serializes")
             }
-            fn from_case(bytes: &[u8]) -> Result<Self, String> {
-                serde_json::from_slice(bytes).map_err(|e| format!("not the target's JSON: {e}"))
+            fn from_case(bytes: &[u8]) -> Result<Self, CaseError> {
+                serde_json::from_slice(bytes).map_err(CaseError::NotJson)
             }
         }
     };
@@ -181,7 +194,7 @@ impl FuzzTarget {
         for path in paths {
             let outcome = std::fs::read(&path)
                 .map_err(|e| format!("unreadable: {e}"))
-                .and_then(|bytes| V::from_case(&bytes))
+                .and_then(|bytes| V::from_case(&bytes).map_err(|e| e.to_string()))
                 .and_then(
                     |input| match catch_unwind(AssertUnwindSafe(|| test(input))) {
                         Ok(Ok(())) => Ok(()),

@@ -47,14 +47,14 @@ pub mod upstream_topologies;
 use std::path::{Path, PathBuf};
 
 pub use fuzz::{
-    DEFAULT_FUZZ_CASES, DEFAULT_FUZZ_SEED, FUZZ_CASES_VAR, FUZZ_SAVE_VAR, FUZZ_SEED_VAR, FuzzInput,
-    FuzzTarget, REGRESSIONS_DIR, fuzz_cases, fuzz_seed,
+    CaseError, DEFAULT_FUZZ_CASES, DEFAULT_FUZZ_SEED, FUZZ_CASES_VAR, FUZZ_SAVE_VAR, FUZZ_SEED_VAR,
+    FuzzInput, FuzzTarget, REGRESSIONS_DIR, fuzz_cases, fuzz_seed,
 };
 pub use json_lines::object_keys_in_order;
 pub use peer::{PEER_TIMEOUT, PeerError, PythonPeer};
 pub use proptest::test_runner::TestCaseResult;
 pub use python_env::{PythonEnvError, ensure_python_env};
-pub use tmpfs::Tmpfs;
+pub use tmpfs::{MountError, Tmpfs};
 
 /// The workspace root (two levels above this crate).
 pub fn workspace_root() -> PathBuf {

@@ -1,7 +1,33 @@
 //! A small tmpfs mounted for one test (a disk that fills up), unmounted when dropped.
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::process::{Command, ExitStatus};
+
+/// Why a tmpfs cannot be mounted here (each cause is part of the message: a test that skips
+/// prints the message alone).
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum MountError {
+    /// The mount point cannot be created.
+    #[error("creating {}: {error}", dir.display())]
+    CreateDir {
+        /// The mount point.
+        dir: PathBuf,
+        /// Why.
+        error: std::io::Error,
+    },
+    /// `mount` cannot be run.
+    #[error("running mount: {0}")]
+    Spawn(std::io::Error),
+    /// `mount` failed (not root, no tmpfs).
+    #[error("mount -t tmpfs failed ({status}): {stderr}")]
+    Failed {
+        /// Its exit status.
+        status: ExitStatus,
+        /// What it said, trimmed.
+        stderr: String,
+    },
+}
 
 /// A tmpfs of a fixed size mounted on a directory, unmounted (lazily, so a process still
 /// holding a file in it cannot keep it) when dropped. Needs root (`CAP_SYS_ADMIN`).
@@ -19,8 +45,11 @@ impl Tmpfs {
     /// let disk = corral_testkit::Tmpfs::mount(&dir.path().join("disk"), 1 << 20).unwrap();
     /// std::fs::write(disk.path().join("f"), vec![0u8; 2 << 20]).unwrap_err(); // full
     /// ```
-    pub fn mount(dir: &Path, bytes: u64) -> Result<Tmpfs, String> {
-        std::fs::create_dir_all(dir).map_err(|e| format!("creating {}: {e}", dir.display()))?;
+    pub fn mount(dir: &Path, bytes: u64) -> Result<Tmpfs, MountError> {
+        std::fs::create_dir_all(dir).map_err(|error| MountError::CreateDir {
+            dir: dir.to_path_buf(),
+            error,
+        })?;
         let out = Command::new("mount")
             .args([
                 "-t",
@@ -31,13 +60,12 @@ impl Tmpfs {
             ])
             .arg(dir)
             .output()
-            .map_err(|e| format!("running mount: {e}"))?;
+            .map_err(MountError::Spawn)?;
         if !out.status.success() {
-            return Err(format!(
-                "mount -t tmpfs failed ({}): {}",
-                out.status,
-                String::from_utf8_lossy(&out.stderr).trim()
-            ));
+            return Err(MountError::Failed {
+                status: out.status,
+                stderr: String::from_utf8_lossy(&out.stderr).trim().to_owned(),
+            });
         }
         Ok(Tmpfs {
             dir: dir.to_path_buf(),
