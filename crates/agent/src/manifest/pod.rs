@@ -89,14 +89,14 @@ pub(crate) fn pod_from_manifest(
         why,
     };
     if let Err(why) = validate::dns_subdomain(&name) {
-        return Err(invalid("metadata.name", why));
+        return Err(invalid("metadata.name", why.to_string()));
     }
     if let Err(why) = validate::dns_label(&namespace) {
-        return Err(invalid("metadata.namespace", why));
+        return Err(invalid("metadata.namespace", why.to_string()));
     }
     let uid = match metadata.uid.clone().filter(|u| !u.is_empty()) {
         Some(uid) => {
-            validate::uid(&uid).map_err(|why| invalid("metadata.uid", why))?;
+            validate::uid(&uid).map_err(|why| invalid("metadata.uid", why.to_string()))?;
             uid
         }
         None => random_uid().map_err(|e| PodConversionError::Uid(full_name.clone(), e))?,
@@ -129,7 +129,7 @@ pub(crate) fn pod_from_manifest(
     };
     for (list, i, c) in all() {
         let field = format!("spec.{list}[{i}].name");
-        validate::dns_label(&c.name).map_err(|why| invalid(&field, why))?;
+        validate::dns_label(&c.name).map_err(|why| invalid(&field, why.to_string()))?;
         if !names.insert(c.name.as_str()) {
             return Err(invalid(&field, format!("Duplicate value: {:?}", c.name)));
         }

@@ -7,17 +7,48 @@ use std::collections::BTreeMap;
 
 use corral_topology::Quantity;
 
+/// Why the API server refuses a value: its `field.Error` without the field path, in its
+/// words.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub(crate) enum Refusal {
+    /// `field.Required`.
+    #[error("Required value")]
+    Required,
+    /// `field.Invalid`: the value as shown (quoted and escaped) and why.
+    #[error("Invalid value: {shown}: {why}")]
+    Invalid {
+        /// The value, quoted.
+        shown: String,
+        /// What is wrong with it.
+        why: String,
+    },
+    /// `field.NotSupported` for a pod-level resource name.
+    #[error("Unsupported value: {0:?}: supported values: \"cpu\", \"hugepages-\", \"memory\"")]
+    UnsupportedPodResource(String),
+}
+
+impl Refusal {
+    /// `field.Invalid` of `value` (shown as a Rust string literal, as Go's `%q` mostly does).
+    fn invalid(value: &str, why: impl std::fmt::Display) -> Refusal {
+        Refusal::Invalid {
+            shown: format!("{value:?}"),
+            why: why.to_string(),
+        }
+    }
+}
+
 /// RFC 1123 label (`metadata.namespace`, container names): at most 63 characters of
 /// `[a-z0-9-]`, starting and ending with an alphanumeric character.
-pub(crate) fn dns_label(value: &str) -> Result<(), String> {
+pub(crate) fn dns_label(value: &str) -> Result<(), Refusal> {
     const MESSAGE: &str = "a lowercase RFC 1123 label must consist of lower case alphanumeric \
         characters or '-', and must start and end with an alphanumeric character";
     if value.is_empty() {
-        return Err("Required value".to_owned());
+        return Err(Refusal::Required);
     }
     if value.len() > 63 {
-        return Err(format!(
-            "Invalid value: {value:?}: must be no more than 63 characters"
+        return Err(Refusal::invalid(
+            value,
+            "must be no more than 63 characters",
         ));
     }
     let bytes = value.as_bytes();
@@ -28,27 +59,28 @@ pub(crate) fn dns_label(value: &str) -> Result<(), String> {
     if ok {
         Ok(())
     } else {
-        Err(format!("Invalid value: {value:?}: {MESSAGE}"))
+        Err(Refusal::invalid(value, MESSAGE))
     }
 }
 
 /// RFC 1123 subdomain (`metadata.name`): at most 253 characters, dot-separated labels of
 /// `[a-z0-9-]` that start and end with an alphanumeric character.
-pub(crate) fn dns_subdomain(value: &str) -> Result<(), String> {
+pub(crate) fn dns_subdomain(value: &str) -> Result<(), Refusal> {
     const MESSAGE: &str = "a lowercase RFC 1123 subdomain must consist of lower case \
         alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character";
     if value.is_empty() {
-        return Err("Required value".to_owned());
+        return Err(Refusal::Required);
     }
     if value.len() > 253 {
-        return Err(format!(
-            "Invalid value: {value:?}: must be no more than 253 characters"
+        return Err(Refusal::invalid(
+            value,
+            "must be no more than 253 characters",
         ));
     }
     if is_dns_subdomain(value) {
         Ok(())
     } else {
-        Err(format!("Invalid value: {value:?}: {MESSAGE}"))
+        Err(Refusal::invalid(value, MESSAGE))
     }
 }
 
@@ -67,18 +99,18 @@ fn is_dns_subdomain(value: &str) -> bool {
 /// `metadata.uid`: the API server writes RFC 4122 uids; corral accepts any printable id of
 /// at most 128 bytes (ids from other sources, e.g. a runtime's sandbox), never a control
 /// character or NUL, which would corrupt logs and state files.
-pub(crate) fn uid(value: &str) -> Result<(), String> {
+pub(crate) fn uid(value: &str) -> Result<(), Refusal> {
     if value.len() > 128 {
-        return Err(format!(
-            "Invalid value: {:?}: must be no more than 128 bytes",
-            value.escape_debug().to_string()
+        return Err(Refusal::invalid(
+            &value.escape_debug().to_string(),
+            "must be no more than 128 bytes",
         ));
     }
     if value.chars().any(|c| c.is_control()) {
-        return Err(format!(
-            "Invalid value: \"{}\": must not contain control characters",
-            value.escape_debug()
-        ));
+        return Err(Refusal::Invalid {
+            shown: format!("\"{}\"", value.escape_debug()),
+            why: "must not contain control characters".to_owned(),
+        });
     }
     Ok(())
 }
@@ -115,7 +147,7 @@ pub(crate) fn resource_requirements(
         for (name, value) in list {
             // Escaped: the name is checked just below, a control character in it included.
             let field = format!("{path}.{kind}[{}]", name.escape_debug());
-            resource_name(name, level).map_err(|why| (field.clone(), why))?;
+            resource_name(name, level).map_err(|why| (field.clone(), why.to_string()))?;
             let quantity = milli(value);
             if is_extended_resource_name(name) && quantity % 1000 != 0 {
                 return Err((field, invalid(value, "must be an integer".into())));
@@ -210,9 +242,9 @@ const STANDARD_RESOURCES: &[&str] = &[
 ];
 
 /// Upstream `validateContainerResourceName` and `validatePodResourceName`.
-fn resource_name(name: &str, level: Level) -> Result<(), String> {
-    let invalid = |why: &str| format!("Invalid value: {name:?}: {why}");
-    qualified_name(name).map_err(|why| invalid(&why))?;
+fn resource_name(name: &str, level: Level) -> Result<(), Refusal> {
+    let invalid = |why: &str| Refusal::invalid(name, why);
+    qualified_name(name).map_err(|why| Refusal::invalid(name, why))?;
     let unprefixed = !name.contains('/');
     let standard = |name: &str| {
         STANDARD_RESOURCES.contains(&name)
@@ -239,9 +271,7 @@ fn resource_name(name: &str, level: Level) -> Result<(), String> {
         }
         Level::Pod => {
             if !(name == "cpu" || name == "memory" || name.starts_with(HUGE_PAGES_PREFIX)) {
-                return Err(format!(
-                    "Unsupported value: {name:?}: supported values: \"cpu\", \"hugepages-\", \"memory\""
-                ));
+                return Err(Refusal::UnsupportedPodResource(name.to_owned()));
             }
         }
     }
@@ -292,41 +322,67 @@ fn milli(value: &str) -> i128 {
     }
 }
 
+/// What a qualified name's name part must consist of.
+const QUALIFIED_NAME_RULE: &str = "must consist of alphanumeric characters, '-', '_' or '.', \
+    and must start and end with an alphanumeric character";
+
+/// Why a value is no qualified name (upstream `IsQualifiedName`'s messages).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+enum QualifiedNameError {
+    /// `/name`.
+    #[error("prefix part must be non-empty")]
+    EmptyPrefix,
+    /// A prefix over 253 characters.
+    #[error("prefix part must be no more than 253 characters")]
+    LongPrefix,
+    /// A prefix that is no DNS subdomain.
+    #[error(
+        "prefix part a lowercase RFC 1123 subdomain must consist of lower \
+        case alphanumeric characters, '-' or '.', and must start and end with an \
+        alphanumeric character"
+    )]
+    PrefixNotSubdomain,
+    /// More than one `/`.
+    #[error(
+        "a qualified name {rule}, with an optional DNS subdomain prefix and '/' (e.g. 'example.com/MyName')",
+        rule = QUALIFIED_NAME_RULE
+    )]
+    Malformed,
+    /// `prefix/`, or nothing.
+    #[error("name part must be non-empty")]
+    EmptyName,
+    /// A name over 63 characters.
+    #[error("name part must be no more than 63 characters")]
+    LongName,
+    /// A name with other characters, or not starting and ending with an alphanumeric one.
+    #[error("name part {rule}", rule = QUALIFIED_NAME_RULE)]
+    BadName,
+}
+
 /// Upstream `IsQualifiedName`: an optional DNS subdomain prefix and `/`, then a name of at
 /// most 63 characters of `[A-Za-z0-9-_.]` that starts and ends with an alphanumeric one.
-fn qualified_name(value: &str) -> Result<(), String> {
-    const NAME: &str = "must consist of alphanumeric characters, '-', '_' or '.', and must \
-        start and end with an alphanumeric character";
+fn qualified_name(value: &str) -> Result<(), QualifiedNameError> {
     let name = match value.split('/').collect::<Vec<_>>()[..] {
         [name] => name,
         [prefix, name] => {
             if prefix.is_empty() {
-                return Err("prefix part must be non-empty".into());
+                return Err(QualifiedNameError::EmptyPrefix);
             }
             if prefix.len() > 253 {
-                return Err("prefix part must be no more than 253 characters".into());
+                return Err(QualifiedNameError::LongPrefix);
             }
             if !is_dns_subdomain(prefix) {
-                return Err(
-                    "prefix part a lowercase RFC 1123 subdomain must consist of lower \
-                    case alphanumeric characters, '-' or '.', and must start and end with an \
-                    alphanumeric character"
-                        .into(),
-                );
+                return Err(QualifiedNameError::PrefixNotSubdomain);
             }
             name
         }
-        _ => {
-            return Err(format!(
-                "a qualified name {NAME}, with an optional DNS subdomain prefix and '/' (e.g. 'example.com/MyName')"
-            ));
-        }
+        _ => return Err(QualifiedNameError::Malformed),
     };
     if name.is_empty() {
-        return Err("name part must be non-empty".into());
+        return Err(QualifiedNameError::EmptyName);
     }
     if name.len() > 63 {
-        return Err("name part must be no more than 63 characters".into());
+        return Err(QualifiedNameError::LongName);
     }
     let bytes = name.as_bytes();
     let ok = bytes
@@ -337,7 +393,7 @@ fn qualified_name(value: &str) -> Result<(), String> {
     if ok {
         Ok(())
     } else {
-        Err(format!("name part {NAME}"))
+        Err(QualifiedNameError::BadName)
     }
 }
 
@@ -360,7 +416,7 @@ mod tests {
             assert!(dns_subdomain(bad).is_err(), "{bad:?}");
         }
         assert_eq!(uid("1d0b2a8c-0e4f-4b7a-9c1e-000000000001"), Ok(()));
-        let err = uid("a\0b").unwrap_err();
+        let err = uid("a\0b").unwrap_err().to_string();
         assert!(
             err.contains("control characters") && err.contains("a\\0b"),
             "{err}"
