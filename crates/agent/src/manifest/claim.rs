@@ -56,6 +56,32 @@ pub(crate) fn claim_from_document(document: serde_json::Value) -> Result<K8sReso
     }
 }
 
+/// Why a ResourceClaim is not one corral can prepare.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub(crate) enum ClaimError {
+    /// No `metadata.name`.
+    #[error("a ResourceClaim has no metadata.name")]
+    NoName,
+    /// No (or an empty) `metadata.uid`.
+    #[error("ResourceClaim {namespace}/{name} has no metadata.uid")]
+    NoUid {
+        /// Its namespace.
+        namespace: String,
+        /// Its name.
+        name: String,
+    },
+    /// No `status.allocation`: no scheduler here allocates it.
+    #[error(
+        "ResourceClaim {namespace}/{name} has no status.allocation: corral prepares only allocated claims"
+    )]
+    NotAllocated {
+        /// Its namespace.
+        namespace: String,
+        /// Its name.
+        name: String,
+    },
+}
+
 /// One allocated device of a claim.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct AllocatedDevice {
@@ -100,12 +126,8 @@ pub(crate) struct ClaimManifest {
 impl ClaimManifest {
     /// Read an allocated claim; a claim without a name, a uid or an allocation is refused
     /// (no scheduler here allocates it).
-    pub(crate) fn from_k8s(claim: &K8sResourceClaim) -> Result<Self, String> {
-        let name = claim
-            .metadata
-            .name
-            .clone()
-            .ok_or("a ResourceClaim has no metadata.name")?;
+    pub(crate) fn from_k8s(claim: &K8sResourceClaim) -> Result<Self, ClaimError> {
+        let name = claim.metadata.name.clone().ok_or(ClaimError::NoName)?;
         let namespace = claim
             .metadata
             .namespace
@@ -116,10 +138,14 @@ impl ClaimManifest {
             .uid
             .clone()
             .filter(|u| !u.is_empty())
-            .ok_or_else(|| format!("ResourceClaim {namespace}/{name} has no metadata.uid"))?;
+            .ok_or_else(|| ClaimError::NoUid {
+                namespace: namespace.clone(),
+                name: name.clone(),
+            })?;
         let status = claim.status.clone().unwrap_or_default();
-        let allocation = status.allocation.ok_or_else(|| {
-            format!("ResourceClaim {namespace}/{name} has no status.allocation: corral prepares only allocated claims")
+        let allocation = status.allocation.ok_or_else(|| ClaimError::NotAllocated {
+            namespace: namespace.clone(),
+            name: name.clone(),
         })?;
         let devices = allocation
             .devices

@@ -158,7 +158,9 @@ spec: {devices: {requests: []}}
 "#;
     let mut manifests = Manifests::default();
     manifests.add_text("c.yaml", unallocated).unwrap();
-    let err = ClaimManifest::from_k8s(&manifests.claims[0]).unwrap_err();
+    let err = ClaimManifest::from_k8s(&manifests.claims[0])
+        .unwrap_err()
+        .to_string();
     assert!(err.contains("no status.allocation"), "{err}");
 }
 
