@@ -9,26 +9,28 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+use anyhow::{Result, anyhow, bail};
+
 /// The bundle's directory under the workspace root.
 pub(crate) const BUNDLE_DIR: &str = "target/containerd-bundle";
 
 /// The bundle, prepared if it is not yet; `Err` with the reason it cannot be.
-pub(crate) fn ensure(root: &Path) -> Result<PathBuf, String> {
+pub(crate) fn ensure(root: &Path) -> Result<PathBuf> {
     let dir = root.join(BUNDLE_DIR);
     if dir.join("READY").exists() {
         return Ok(dir);
     }
     let uid = output(Command::new("id").arg("-u"))?;
     if uid.trim() != "0" {
-        return Err("containerd needs root to run containers (uid is not 0)".into());
+        bail!("containerd needs root to run containers (uid is not 0)");
     }
     let apt = dir.join("apt");
     for sub in ["lists/partial", "cache/archives/partial", "debs"] {
-        std::fs::create_dir_all(apt.join(sub)).map_err(|e| format!("creating {sub}: {e}"))?;
+        std::fs::create_dir_all(apt.join(sub)).map_err(|e| anyhow!("creating {sub}: {e}"))?;
     }
     let sources = apt.join("trixie.list");
     std::fs::write(&sources, "deb http://deb.debian.org/debian trixie main\n")
-        .map_err(|e| format!("writing {}: {e}", sources.display()))?;
+        .map_err(|e| anyhow!("writing {}: {e}", sources.display()))?;
     let trixie = [
         format!("-oDir::Etc::SourceList={}", sources.display()),
         "-oDir::Etc::SourceParts=/dev/null".to_owned(),
@@ -51,13 +53,13 @@ pub(crate) fn ensure(root: &Path) -> Result<PathBuf, String> {
         "runc",
     ]))?;
     let unpacked = dir.join("root");
-    for deb in std::fs::read_dir(&debs).map_err(|e| format!("reading {}: {e}", debs.display()))? {
-        let deb = deb.map_err(|e| e.to_string())?.path();
+    for deb in std::fs::read_dir(&debs).map_err(|e| anyhow!("reading {}: {e}", debs.display()))? {
+        let deb = deb?.path();
         output(Command::new("dpkg-deb").arg("-x").arg(&deb).arg(&unpacked))?;
     }
     let version = output(Command::new(unpacked.join("usr/bin/containerd")).arg("--version"))?;
     if !version.contains(" 1.7.") {
-        return Err(format!("expected containerd 1.7, got {}", version.trim()));
+        bail!("expected containerd 1.7, got {}", version.trim());
     }
     let image = dir.join("busybox.tar");
     output(
@@ -67,16 +69,16 @@ pub(crate) fn ensure(root: &Path) -> Result<PathBuf, String> {
             .arg(&image),
     )?;
     std::fs::write(dir.join("READY"), version)
-        .map_err(|e| format!("marking {} ready: {e}", dir.display()))?;
+        .map_err(|e| anyhow!("marking {} ready: {e}", dir.display()))?;
     Ok(dir)
 }
 
-fn output(command: &mut Command) -> Result<String, String> {
+fn output(command: &mut Command) -> Result<String> {
     let shown = format!("{command:?}");
-    let out = command.output().map_err(|e| format!("{shown}: {e}"))?;
+    let out = command.output().map_err(|e| anyhow!("{shown}: {e}"))?;
     if !out.status.success() {
         let stderr = String::from_utf8_lossy(&out.stderr);
-        return Err(format!("{shown} failed: {}", stderr.trim()));
+        bail!("{shown} failed: {}", stderr.trim());
     }
     Ok(String::from_utf8_lossy(&out.stdout).into_owned())
 }

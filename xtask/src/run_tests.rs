@@ -134,7 +134,7 @@ pub(crate) fn run(root: &Path, options: &TestOptions) -> Result<(TestTotals, boo
         }
         Err(why) => {
             println!("containerd tests will skip: {why}");
-            command.env("CORRAL_CONTAINERD_SKIP", why);
+            command.env("CORRAL_CONTAINERD_SKIP", why.to_string());
         }
     }
     // cargo's lines (which target runs, which failed) and libtest's in the order written.
