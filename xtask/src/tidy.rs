@@ -1,7 +1,8 @@
 //! Tidy checks over the source tree, run by plain `cargo test`: every Rust module opens with
 //! a `//!` doc, generated code says it is generated, no dumping-ground module names, only
-//! corral-proto knows prost, and no test is switched off (the `ignore` attribute) or asserts a panic (`should_panic`) instead
-//! of behaviour.
+//! corral-proto knows prost, no test is switched off (the `ignore` attribute) or asserts a
+//! panic (`should_panic`) instead of behaviour, and no product code fails with a bare
+//! `String` (`Result<_, String>`) where a typed error belongs.
 
 #[cfg(test)]
 mod tests {
@@ -118,6 +119,189 @@ mod tests {
                 !text.contains(needle),
                 "{} uses prost: protobuf encoding belongs in corral-proto",
                 path.display()
+            );
+        }
+    }
+
+    /// Product code: every `.rs` file under `crates/*/src` and `xtask/src` but test files
+    /// (under `tests/` or `benches/`, named `tests.rs` or `tests_*.rs`).
+    fn product_sources() -> Vec<PathBuf> {
+        let root = crate::workspace_root();
+        let mut dirs = vec![root.join("xtask/src")];
+        for krate in std::fs::read_dir(root.join("crates")).unwrap().flatten() {
+            dirs.push(krate.path().join("src"));
+        }
+        let mut files = Vec::new();
+        for dir in dirs {
+            rust_files(&dir, &mut files);
+        }
+        files.retain(|path| {
+            let name = path.file_name().unwrap().to_string_lossy();
+            let test_dir = path
+                .components()
+                .any(|c| c.as_os_str() == "tests" || c.as_os_str() == "benches");
+            !test_dir && name != "tests.rs" && !name.starts_with("tests_")
+        });
+        files
+    }
+
+    /// The product code of a file's text, line by line: everything before its
+    /// `#[cfg(test)]` module (a line starting `#[cfg(test)]` whose item is a `mod`), with
+    /// comment lines blanked. A `#[cfg(test)]` on any other item hides nothing.
+    fn product_code(text: &str) -> String {
+        let lines: Vec<&str> = text.lines().collect();
+        let mut kept = Vec::with_capacity(lines.len());
+        for (i, line) in lines.iter().enumerate() {
+            if let Some(rest) = line.strip_prefix("#[cfg(test)]") {
+                let item = std::iter::once(rest.trim())
+                    .chain(lines[i + 1..].iter().map(|l| l.trim()))
+                    .find(|l| !l.is_empty() && !l.starts_with("#[") && !l.starts_with("//"))
+                    .unwrap_or_default();
+                let item = item.strip_prefix("pub(crate) ").unwrap_or(item);
+                if item
+                    .strip_prefix("pub ")
+                    .unwrap_or(item)
+                    .starts_with("mod ")
+                {
+                    break;
+                }
+            }
+            kept.push(if line.trim_start().starts_with("//") {
+                ""
+            } else {
+                line
+            });
+        }
+        kept.join("\n")
+    }
+
+    /// The 1-based lines of `code` where a `Result<…, String>` starts: a `Result` type
+    /// (not `io::Result`'s one-argument form, not `FooResult`) whose last argument is
+    /// `String`, wherever it is written (signatures, aliases, map values, closures,
+    /// turbofish) and however it is wrapped over lines.
+    fn string_error_results(code: &str) -> Vec<usize> {
+        let mut found = Vec::new();
+        for (at, _) in code.match_indices("Result<") {
+            let before = code[..at].chars().next_back();
+            if before.is_some_and(|c| c.is_alphanumeric() || c == '_') {
+                continue;
+            }
+            let mut depth = 1;
+            let mut args = vec![String::new()];
+            let mut previous = '<';
+            for c in code[at + "Result<".len()..].chars() {
+                match c {
+                    '<' | '(' | '[' => depth += 1,
+                    '>' if previous != '-' => depth -= 1,
+                    ')' | ']' => depth -= 1,
+                    _ => {}
+                }
+                if depth == 0 {
+                    break;
+                }
+                if depth == 1 && c == ',' {
+                    args.push(String::new());
+                } else {
+                    args.last_mut().unwrap().push(c);
+                }
+                previous = c;
+            }
+            // A trailing comma leaves an empty last argument.
+            if args.len() > 1 && args.last().unwrap().trim().is_empty() {
+                args.pop();
+            }
+            let last = args.last().unwrap().trim();
+            if args.len() >= 2 && matches!(last, "String" | "std::string::String") {
+                found.push(code[..at].matches('\n').count() + 1);
+            }
+        }
+        found
+    }
+
+    /// Where product code still fails with a `String`, each with what it waits on:
+    /// changing them changes a caller in a module others are editing. Each entry must still
+    /// be found (so the list only shrinks).
+    const KNOWN_STRING_ERRORS: &[(&str, &str, &str)] = &[
+        (
+            "crates/agent/src/manifest/claim.rs",
+            "fn claim_from_document(",
+            "its caller in crates/agent/src/server/agent_api.rs takes the reason as a String",
+        ),
+        (
+            "crates/agent/src/config/layout.rs",
+            "fn new(root: Option<PathBuf>, kubelet_layout: bool)",
+            "its caller in crates/agent/src/config/mod.rs pushes the reason as a &str",
+        ),
+    ];
+
+    #[test]
+    fn the_string_error_detector_finds_them_however_written() {
+        let sample = "fn a() -> Result<(), String> {}\n\
+            type Checked = Result<Vec<(u8, u16)>, String>;\n\
+            let m: BTreeMap<String, Result<Index, std::string::String>> = x;\n\
+            let f = |v: &str| -> Result<\n    u8,\n    String,\n> { 0 };\n\
+            let r = xs.collect::<Result<Vec<_>, String>>();\n\
+            fn g(f: impl Fn(&V) -> Result<(), String>) {}\n";
+        assert_eq!(string_error_results(sample), vec![1, 2, 3, 4, 8, 9]);
+        let fine = "fn a() -> io::Result<String> {}\n\
+            fn b() -> Result<String, Error> {}\n\
+            fn c() -> Result<BTreeMap<String, String>, E> {}\n\
+            fn d() -> fmt::Result {}\n\
+            type E = IoResult<u8, String>;\n\
+            fn e() -> Result<fn() -> String, E> {}\n";
+        assert_eq!(string_error_results(fine), Vec::<usize>::new());
+        let file = "fn a() {}\n\
+            // fn doc() -> Result<(), String>\n\
+            #[cfg(test)]\n\
+            fn helper() -> Result<(), String> {}\n\
+            #[cfg(test)]\n\
+            mod tests {\n\
+            fn t() -> Result<(), String> {}\n\
+            }\n";
+        assert_eq!(string_error_results(&product_code(file)), vec![4]);
+    }
+
+    /// Product code fails with typed errors (thiserror enums per module, or anyhow where a
+    /// crate's layer already uses it), never a bare `String`: a `String` cannot be matched
+    /// on, and it loses the cause. Tests may use them.
+    #[test]
+    fn no_string_errors_outside_tests() {
+        let root = crate::workspace_root();
+        let files = product_sources();
+        assert!(
+            files.len() > 200,
+            "found only {} product files",
+            files.len()
+        );
+        let mut scanned_lines = 0;
+        let mut found = Vec::new();
+        let mut known_seen = vec![false; KNOWN_STRING_ERRORS.len()];
+        for path in &files {
+            let text = std::fs::read_to_string(path).unwrap();
+            let code = product_code(&text);
+            scanned_lines += code.lines().count();
+            let rel = path.strip_prefix(&root).unwrap_or(path).to_string_lossy();
+            for line in string_error_results(&code) {
+                let source = code.lines().nth(line - 1).unwrap_or_default();
+                let known = KNOWN_STRING_ERRORS
+                    .iter()
+                    .position(|(file, what, _)| rel == *file && source.contains(what));
+                match known {
+                    Some(i) => known_seen[i] = true,
+                    None => found.push(format!("{rel}:{line}: {}", source.trim())),
+                }
+            }
+        }
+        assert!(scanned_lines > 30_000, "scanned only {scanned_lines} lines");
+        assert!(
+            found.is_empty(),
+            "Result<_, String> in product code (give it a typed error):\n{}",
+            found.join("\n")
+        );
+        for ((file, what, _), seen) in KNOWN_STRING_ERRORS.iter().zip(known_seen) {
+            assert!(
+                seen,
+                "{file}: `{what}` no longer returns a String error: drop it from KNOWN_STRING_ERRORS"
             );
         }
     }
