@@ -37,6 +37,15 @@
 //!   overruled by a snapshot of the refused state. Without a journal file (a first start,
 //!   a clean stop, or the journal moved aside on purpose) the files on disk are taken as
 //!   they are.
+//! - **One process per journal**: opening takes an exclusive lock on `<journal>.lock`
+//!   before replaying (`JournalError::InUse` otherwise), so a second process on a root
+//!   never rolls the running one's files back.
+//! - **Retiring** (`Journal::retire`, a clean stop) fsyncs every file and removes the
+//!   journal and its mark, so the files alone are the state again: a kubelet taking over
+//!   is never overruled.
+//! - **Limit**: a journal and its mark put back together from an older copy (of this root
+//!   or another) are taken as the truth, as a database restored from a backup is; either
+//!   alone is refused.
 
 mod commit;
 mod files;
