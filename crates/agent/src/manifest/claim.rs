@@ -17,15 +17,42 @@ pub(crate) const CLAIM_API_VERSIONS: [&str; 3] = [
     "resource.k8s.io/v1beta1",
 ];
 
+/// Why a ResourceClaim document cannot be read.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum ClaimDocumentError {
+    /// It does not fit its version's schema.
+    #[error("not a {api_version} ResourceClaim: {misfit}")]
+    NotFitting {
+        /// Its `apiVersion`.
+        api_version: String,
+        /// What does not fit (shown in the message, which is all its callers pass on).
+        misfit: serde_json::Error,
+    },
+    /// Its version is not one corral reads.
+    #[error(
+        "apiVersion {api_version:?} is not one corral reads ResourceClaims in ({})",
+        CLAIM_API_VERSIONS.join(", ")
+    )]
+    UnknownVersion {
+        /// Its `apiVersion`.
+        api_version: String,
+    },
+}
+
 /// A ResourceClaim document (`apiVersion` one of [`CLAIM_API_VERSIONS`]) as v1; `Err` says
 /// what does not fit that version's schema, or that the version is not read.
-pub(crate) fn claim_from_document(document: serde_json::Value) -> Result<K8sResourceClaim, String> {
+pub(crate) fn claim_from_document(
+    document: serde_json::Value,
+) -> Result<K8sResourceClaim, ClaimDocumentError> {
     let api_version = document
         .get("apiVersion")
         .and_then(|v| v.as_str())
         .unwrap_or("")
         .to_owned();
-    let not_fitting = |e: serde_json::Error| format!("not a {api_version} ResourceClaim: {e}");
+    let not_fitting = |misfit| ClaimDocumentError::NotFitting {
+        api_version: api_version.clone(),
+        misfit,
+    };
     // An older version: checked against its schema, then its metadata and status as v1's.
     let as_v1 = |metadata, status: serde_json::Result<serde_json::Value>| {
         let status = status
@@ -49,10 +76,9 @@ pub(crate) fn claim_from_document(document: serde_json::Value) -> Result<K8sReso
                 serde_json::from_value(document).map_err(not_fitting)?;
             as_v1(claim.metadata, serde_json::to_value(claim.status))
         }
-        other => Err(format!(
-            "apiVersion {other:?} is not one corral reads ResourceClaims in ({})",
-            CLAIM_API_VERSIONS.join(", ")
-        )),
+        other => Err(ClaimDocumentError::UnknownVersion {
+            api_version: other.to_owned(),
+        }),
     }
 }
 

@@ -105,7 +105,7 @@ impl Manifests {
                 self.pods.push(pod);
             }
             ("ResourceClaim", version) if CLAIM_API_VERSIONS.contains(&version) => {
-                let claim = claim_from_document(document).map_err(invalid)?;
+                let claim = claim_from_document(document).map_err(|e| invalid(e.to_string()))?;
                 self.claims.push(claim);
             }
             ("List", "v1") => {

@@ -255,7 +255,7 @@ fn a_claim_that_does_not_fit_its_versions_schema_or_an_unknown_version_is_refuse
     }))
     .unwrap_err();
     assert_eq!(
-        err,
+        err.to_string(),
         "apiVersion \"resource.k8s.io/v1alpha3\" is not one corral reads ResourceClaims in \
          (resource.k8s.io/v1, resource.k8s.io/v1beta2, resource.k8s.io/v1beta1)"
     );

@@ -137,7 +137,7 @@ impl Agent for AgentService {
                 };
                 let document: serde_json::Value =
                     serde_json::from_slice(bytes).map_err(|e| invalid(e.to_string()))?;
-                crate::manifest::claim_from_document(document).map_err(invalid)
+                crate::manifest::claim_from_document(document).map_err(|e| invalid(e.to_string()))
             })
             .collect::<Result<Vec<_>, _>>()?;
         // Runs to its end even when the client goes away (see `Node::admit`).
