@@ -362,9 +362,10 @@ impl Journal {
     }
 
     /// Stage `target`'s new content (`None`: removed), to be written when the next
-    /// [`commit`](Self::commit) has made it durable. Before [`activate`](Self::activate)
-    /// (and after [`retire`](Self::retire)) nothing is journaled: `write_through` writes
-    /// the file at once. `target` must be one of the managed files under the root.
+    /// [`commit`](Self::commit) has made it durable; a write of the content it has as of
+    /// the last commit, with nothing staged for it since, is no change and stages nothing.
+    /// Before [`activate`](Self::activate) (and after [`retire`](Self::retire)) nothing is
+    /// journaled: `write_through` writes the file at once. `target` must be one of the managed files under the root.
     pub fn stage<E: From<JournalError>>(
         &self,
         target: &Path,
@@ -381,6 +382,15 @@ impl Journal {
         let mut state = self.lock();
         if state.file.is_none() {
             return write_through();
+        }
+        // A write of what the file already holds, durably, with nothing staged for it
+        // since (nor a commit under way, whose batch is out of `pending`): nothing to
+        // journal, and a commit then costs no fsync.
+        let unchanged = !state.committing
+            && state.view.get(rel).map(Vec::as_slice) == data
+            && !state.pending.iter().any(|(p, _)| p == rel);
+        if unchanged {
+            return Ok(());
         }
         state
             .pending

@@ -519,3 +519,28 @@ fn a_mark_of_foreign_bytes_is_refused() {
         );
     }
 }
+
+/// A write of what a file holds as of the last commit stages nothing: the commit after it
+/// costs no sync. A write back to it after another write is staged (the later one wins).
+#[test]
+fn a_write_that_changes_nothing_stages_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let (journal, _) = open(dir.path(), 1 << 20);
+    let store = CheckpointStore::open(dir.path())
+        .unwrap()
+        .with_journal(Arc::clone(&journal));
+    store.write_bytes("cpu_manager_state", b"one").unwrap();
+    journal.commit().unwrap();
+    let synced = journal.syncs();
+    store.write_bytes("cpu_manager_state", b"one").unwrap();
+    assert!(!journal.has_pending());
+    journal.commit().unwrap();
+    assert_eq!(journal.syncs(), synced);
+    // Changed, then back: both staged, the last wins.
+    store.write_bytes("cpu_manager_state", b"two").unwrap();
+    store.write_bytes("cpu_manager_state", b"one").unwrap();
+    assert!(journal.has_pending());
+    journal.commit().unwrap();
+    assert_eq!(journal.syncs(), synced + 1);
+    assert_eq!(files(dir.path())[Path::new("cpu_manager_state")], b"one");
+}
