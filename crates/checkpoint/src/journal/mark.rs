@@ -9,10 +9,12 @@
 //! `crc` is CRC32-IEEE of the 20 bytes before it. Commit `seq` writes slot `seq % 2` in
 //! place (no fsync: the journal record it names is already durable), so a write torn by a
 //! power loss spoils one slot and the other still holds the commit before. A new journal's
-//! mark is made empty (or reads as zeros after a power loss: *unwritten*, no commit after
-//! the journal's snapshot known answered), in the journal's directory before the journal
-//! is renamed into place, and that directory's one fsync makes both durable: no data of
-//! the mark needs an fsync of its own. It is removed after the journal, so a journal with
+//! mark names the journal and its snapshot, written in the journal's directory before the
+//! journal is renamed into place without an fsync of its own: that directory's one fsync
+//! makes its name durable with the journal's, and its bytes are the file system's to keep.
+//! After a power loss they may read empty or zeros (*unwritten*: no commit after the
+//! journal's snapshot known answered), which only then leaves a journal without its id to
+//! check against. It is removed after the journal, so a journal with
 //! commits but without its mark is never what a crash leaves. It is a lower bound: after a
 //! power loss it may name an older commit than the journal holds, never a newer one.
 
@@ -101,17 +103,20 @@ pub(crate) fn decode(bytes: &[u8]) -> Result<Found, &'static str> {
     mark.map(Found::Names)
 }
 
-/// Make a new journal's mark at `path`: empty (see the module documentation), replacing
-/// any there.
-pub(crate) fn create_empty(path: &Path) -> std::io::Result<()> {
+/// Make a new journal's mark at `path`, replacing any there: both slots name `mark` (the
+/// journal's id and its snapshot's commit), written without an fsync of their own (see
+/// the module documentation: after a power loss they may read as unwritten).
+pub(crate) fn create(path: &Path, mark: Mark) -> std::io::Result<()> {
+    use std::io::Write;
     use std::os::unix::fs::OpenOptionsExt;
+    let slot = slot_bytes(mark);
     OpenOptions::new()
         .write(true)
         .create(true)
         .truncate(true)
         .mode(0o600)
-        .open(path)
-        .map(drop)
+        .open(path)?
+        .write_all(&[slot, slot].concat())
 }
 
 /// An open mark, written in place after each commit.

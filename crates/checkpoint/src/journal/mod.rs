@@ -325,10 +325,14 @@ impl Journal {
         let mut state = self.lock();
         let view = read_managed(&self.root, &self.managed, self.options.max_bytes)?;
         if state.new_mark {
-            // The mark exists before any journal that needs it: made empty ("no commit
-            // after the snapshot answered yet", no data to make durable) in the journal's
-            // directory, whose fsync after the snapshot's rename makes both durable.
-            mark::create_empty(&self.mark_path).map_err(io_error("create", &self.mark_path))?;
+            // The mark exists before any journal that needs it, in the journal's directory,
+            // whose fsync after the snapshot's rename makes both durable (its bytes need no
+            // fsync: lost, they read as unwritten).
+            let initial = mark::Mark {
+                journal_id: state.stamp.journal_id,
+                seq: state.stamp.seq,
+            };
+            mark::create(&self.mark_path, initial).map_err(io_error("create", &self.mark_path))?;
             state.new_mark = false;
         }
         let (file, size) = Self::write_snapshot(&self.path, state.stamp, &view, &self.syncs)?;
