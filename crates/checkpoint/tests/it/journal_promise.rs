@@ -501,3 +501,225 @@ corral_testkit::fuzz! {
         open_crafted(&journal, mark.as_deref())?;
     }
 }
+
+/// A first activation and two commits, every artefact kept: the files and the journal's
+/// and mark's bytes at each point (before activation the journal and mark are absent).
+struct FirstRun {
+    /// The files before activation (`F0`), after commit 1 and after commit 2.
+    files: [Files; 3],
+    /// The journal after activation, commit 1 and commit 2.
+    journal: [Vec<u8>; 3],
+    /// The mark after activation, commit 1 and commit 2.
+    mark: [Vec<u8>; 3],
+}
+
+fn first_run(root: &Path) -> FirstRun {
+    fs::create_dir_all(root.join("corral/pods")).unwrap();
+    fs::write(root.join("cpu_manager_state"), b"f0").unwrap();
+    let (journal, _) = Journal::open(root, JOURNAL, &managed(), options(1 << 20)).unwrap();
+    journal.activate().unwrap();
+    let journal = Arc::new(journal);
+    let state = CheckpointStore::open(root)
+        .unwrap()
+        .with_journal(Arc::clone(&journal));
+    let pods = CheckpointStore::open(root.join("corral/pods"))
+        .unwrap()
+        .with_journal(Arc::clone(&journal));
+    let take = || {
+        (
+            files(root),
+            fs::read(root.join(JOURNAL)).unwrap(),
+            fs::read(root.join(MARK)).unwrap(),
+        )
+    };
+    let a = take();
+    state.write_bytes("cpu_manager_state", b"f1").unwrap();
+    pods.write_bytes("p1.json", b"pod one").unwrap();
+    journal.commit().unwrap();
+    let b = take();
+    state.write_bytes("cpu_manager_state", b"f2").unwrap();
+    pods.remove("p1.json").unwrap();
+    journal.commit().unwrap();
+    let c = take();
+    drop((state, pods, journal));
+    FirstRun {
+        files: [a.0, b.0, c.0],
+        journal: [a.1, b.1, c.1],
+        mark: [a.2, b.2, c.2],
+    }
+}
+
+/// What a power loss may leave of a mark written in place without an fsync: its bytes
+/// as written, nothing of them (the empty file made at activation), zeros of its size
+/// (a size made durable before its data), or the bytes an earlier commit left.
+fn lost_marks(written: &[u8], earlier: &[&[u8]]) -> Vec<Vec<u8>> {
+    let mut out = vec![written.to_vec(), Vec::new(), vec![0; written.len()]];
+    out.extend(earlier.iter().map(|m| m.to_vec()));
+    if written.len() == 48 {
+        out.push(vec![0; 24]);
+    }
+    out
+}
+
+/// A crash at every point of a first activation and of the first two commits: the mark
+/// made empty (or not yet, or not durably), the snapshot renamed or not, each commit's
+/// record cut at every offset, its mark slot written or lost (empty, zeros), its files
+/// renamed or not. Opening gives the state of the last answered commit, or of the one
+/// being made — never a refusal (a crash's leftovers) and never an older state.
+#[test]
+fn a_crash_at_every_point_of_a_first_activation_and_its_first_commits() {
+    let base = tempfile::tempdir().unwrap();
+    let run = first_run(&base.path().join("run"));
+    let [f0, f1, f2] = &run.files;
+    let case = |name: &str, journal: Option<&[u8]>, mark: Option<&[u8]>, on_disk: &Files,
+                ok: &[&Files]| {
+        let root = base.path().join("case");
+        let _ = fs::remove_dir_all(&root);
+        fs::create_dir_all(root.join("corral/pods")).unwrap();
+        set_files(&root, on_disk);
+        if let Some(journal) = journal {
+            fs::write(root.join(JOURNAL), journal).unwrap();
+        }
+        if let Some(mark) = mark {
+            fs::write(root.join(MARK), mark).unwrap();
+        }
+        let opened = open_files(&root, 1 << 20);
+        match opened {
+            Ok(now) => assert!(ok.contains(&&now), "{name}: an older or unknown state {now:?}"),
+            Err(err) => panic!("{name}: a crash's leftovers refused: {err}"),
+        }
+        // And the state opened is kept by a second start.
+        let again = open_files(&root, 1 << 20)
+            .unwrap_or_else(|err| panic!("{name}: refused on the second start: {err}"));
+        assert!(ok.contains(&&again), "{name}: the second start moved to {again:?}");
+    };
+    // Activation: before the mark, after it, snapshot renamed with or without the mark.
+    case("before activation", None, None, f0, &[f0]);
+    case("mark made, no journal", None, Some(b""), f0, &[f0]);
+    case("snapshot renamed, mark lost", Some(&run.journal[0]), None, f0, &[f0]);
+    case("activated", Some(&run.journal[0]), Some(b""), f0, &[f0]);
+    // Commit 1: its record cut at every offset (nothing answered yet, the mark empty);
+    // whole but its files or mark slot not (all) written.
+    let (j0, j1, j2) = (&run.journal[0], &run.journal[1], &run.journal[2]);
+    for keep in j0.len()..=j1.len() {
+        let ok: &[&Files] = if keep == j1.len() { &[f0, f1] } else { &[f0] };
+        for mark in [&b""[..], &[0; 24], &[0; 48]] {
+            for on_disk in [f0, f1] {
+                let name = format!("commit 1 cut at {keep}, mark {} bytes", mark.len());
+                case(&name, Some(&j1[..keep]), Some(mark), on_disk, ok);
+            }
+        }
+    }
+    // Commit 1 answered (its mark written, or lost with a power loss); commit 2 cut at
+    // every offset, with what its mark slot may be.
+    for mark in lost_marks(&run.mark[1], &[]) {
+        for on_disk in [f0, f1] {
+            let name = format!("commit 1 answered, mark {mark:?}");
+            case(&name, Some(j1), Some(&mark), on_disk, &[f1]);
+        }
+    }
+    for keep in j1.len()..=j2.len() {
+        let ok: &[&Files] = if keep == j2.len() { &[f1, f2] } else { &[f1] };
+        let marks = if keep == j2.len() {
+            lost_marks(&run.mark[2], &[&run.mark[1]])
+        } else {
+            lost_marks(&run.mark[1], &[])
+        };
+        for mark in marks {
+            for on_disk in [f0, f1, f2] {
+                let name = format!("commit 2 cut at {keep}, mark {mark:?}");
+                case(&name, Some(&j2[..keep]), Some(&mark), on_disk, ok);
+            }
+        }
+    }
+}
+
+/// One damage to a mark in each of its states — empty (a new journal's), one slot after
+/// zeros (after the first commit), two slots, and a lone 24-byte slot 0 — at every byte and
+/// with every cut: opening gives the last answered state, or refuses naming the journal.
+#[test]
+fn damage_at_every_byte_of_a_mark_in_each_of_its_states() {
+    let base = tempfile::tempdir().unwrap();
+    let run = first_run(&base.path().join("run"));
+    let lone_slot_0 = run.mark[2][..24].to_vec();
+    let states: [(&str, usize, Vec<u8>); 4] = [
+        ("empty", 0, run.mark[0].clone()),
+        ("after commit 1", 1, run.mark[1].clone()),
+        ("after commit 2", 2, run.mark[2].clone()),
+        ("slot 0 alone", 2, lone_slot_0),
+    ];
+    assert_eq!(run.mark[0].len(), 0);
+    assert_eq!(run.mark[1].len(), 48);
+    assert_eq!(&run.mark[1][..24], &[0; 24], "commit 1 wrote slot 1 only");
+    let case = |name: String, last: usize, mark: &[u8]| {
+        let root = base.path().join("case");
+        let _ = fs::remove_dir_all(&root);
+        fs::create_dir_all(root.join("corral/pods")).unwrap();
+        set_files(&root, &run.files[last]);
+        fs::write(root.join(JOURNAL), &run.journal[last]).unwrap();
+        fs::write(root.join(MARK), mark).unwrap();
+        let opened = open_files(&root, 1 << 20);
+        if let Ok(now) = &opened {
+            assert_eq!(now, &run.files[last], "{name}");
+        }
+        check(&root, opened, &[&run.files[last]], true);
+    };
+    for (state, last, mark) in &states {
+        for at in 0..mark.len() {
+            for x in [0x01, 0x10, 0x80, 0xff] {
+                let mut bytes = mark.clone();
+                bytes[at] ^= x;
+                case(format!("{state}: byte {at} ^ {x:#x}"), *last, &bytes);
+            }
+        }
+        for len in 0..mark.len() {
+            case(format!("{state}: cut to {len}"), *last, &mark[..len]);
+        }
+        for x in [0u8, 1, 0xff] {
+            let mut longer = mark.clone();
+            longer.push(x);
+            case(format!("{state}: a byte {x:#x} appended"), *last, &longer);
+        }
+    }
+}
+
+/// A journal put back from an older copy beside the current mark is refused, whatever
+/// state that mark is in — the module's "either alone is refused". A new journal's empty
+/// mark names no journal, so an older journal (of an earlier journal of this root, before
+/// a clean stop) beside it must not be taken as the truth.
+#[test]
+fn an_older_journal_beside_the_current_mark_is_refused() {
+    let base = tempfile::tempdir().unwrap();
+    let root = base.path().join("root");
+    let run = first_run(&root);
+    // Same journal: the older copies beside the mark of commit 2.
+    for older in [&run.journal[0], &run.journal[1]] {
+        fs::write(root.join(JOURNAL), older).unwrap();
+        fs::write(root.join(MARK), &run.mark[2]).unwrap();
+        set_files(&root, &run.files[2]);
+        check(&root, open_files(&root, 1 << 20), &[&run.files[2]], true);
+    }
+    // A clean stop, a new start: a new journal and its empty mark, state f2.
+    fs::write(root.join(JOURNAL), &run.journal[2]).unwrap();
+    fs::write(root.join(MARK), &run.mark[2]).unwrap();
+    set_files(&root, &run.files[2]);
+    let (journal, _) = Journal::open(&root, JOURNAL, &managed(), options(1 << 20)).unwrap();
+    journal.activate().unwrap();
+    journal.retire().unwrap();
+    drop(journal);
+    let (journal, _) = Journal::open(&root, JOURNAL, &managed(), options(1 << 20)).unwrap();
+    journal.activate().unwrap();
+    drop(journal);
+    assert_eq!(fs::read(root.join(MARK)).unwrap(), b"", "the new journal's mark");
+    assert_eq!(files(&root), run.files[2]);
+    // The older journal (of the journal before the clean stop, state f1) put back.
+    fs::write(root.join(JOURNAL), &run.journal[1]).unwrap();
+    let opened = open_files(&root, 1 << 20);
+    if let Ok(now) = &opened {
+        assert_eq!(
+            now, &run.files[2],
+            "an older journal beside a new journal's empty mark was taken: state f1 silently"
+        );
+    }
+    check(&root, opened, &[&run.files[2]], true);
+}
