@@ -110,6 +110,14 @@ enum Event {
     DeleteJournal,
     MoveRoot,
     CopyRoot,
+    /// A power loss lost the mark's unsynced data: it reads empty or as zeros of its size
+    /// (every answered record is durable in the journal).
+    MarkDataLost(bool),
+    /// The journal put back from the copy taken after an earlier answered commit, beside
+    /// the current mark.
+    OlderJournal(prop::sample::Index),
+    /// The mark cut to this fraction of its size.
+    CutMark(prop::sample::Index),
 }
 
 fn event() -> impl Strategy<Value = Event> {
@@ -128,6 +136,9 @@ fn event() -> impl Strategy<Value = Event> {
         Just(Event::DeleteJournal),
         Just(Event::MoveRoot),
         Just(Event::CopyRoot),
+        any::<bool>().prop_map(Event::MarkDataLost),
+        index().prop_map(Event::OlderJournal),
+        index().prop_map(Event::CutMark),
     ]
 }
 
@@ -294,6 +305,19 @@ proptest! {
                 fs::write(&mark_path, &bytes).unwrap();
             }
             Event::DeleteMark => fs::remove_file(&mark_path).unwrap(),
+            Event::MarkDataLost(empty) => {
+                let len = if *empty { 0 } else { last.mark.len() };
+                fs::write(&mark_path, vec![0; len]).unwrap();
+                check(&root, open_files(&root, compact_at), &[&last.files], false);
+                return Ok(());
+            }
+            Event::OlderJournal(which) => {
+                let older = &answered[which.index(n)];
+                write_journal(&older.journal);
+            }
+            Event::CutMark(at) => {
+                fs::write(&mark_path, &last.mark[..at.index(last.mark.len() + 1)]).unwrap();
+            }
             // The files hold every answered commit (a kill, not a power loss): taking them
             // as they are loses nothing.
             Event::DeleteJournal => fs::remove_file(&journal_path).unwrap(),
