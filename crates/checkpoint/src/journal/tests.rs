@@ -550,3 +550,61 @@ fn a_write_that_changes_nothing_stages_nothing() {
     assert_eq!(journal.syncs(), synced + 1);
     assert_eq!(files(dir.path())[Path::new("cpu_manager_state")], b"one");
 }
+
+/// `Journal::syncs` counts every fsync and fdatasync of a journal's life: a replay that
+/// restores and removes files, its activation, commits, compactions and its retiring. The
+/// number asserted was checked against the system calls the test makes
+/// (`strace -f -e trace=fsync,fdatasync`, see the commit message).
+#[test]
+fn syncs_counts_every_fsync_of_a_replay_commits_compactions_and_retiring() {
+    let dir = tempfile::tempdir().unwrap();
+    // A run that left files behind its journal: a kill after two commits, files rolled
+    // back (one changed, one gone, one extra).
+    let (journal, _) = open(dir.path(), 1 << 20);
+    let store = CheckpointStore::open(dir.path())
+        .unwrap()
+        .with_journal(Arc::clone(&journal));
+    store.write_bytes("cpu_manager_state", b"one").unwrap();
+    journal.commit().unwrap();
+    let pods = CheckpointStore::open(dir.path().join("pods"))
+        .unwrap()
+        .with_journal(Arc::clone(&journal));
+    pods.write_bytes("a.json", b"pod a").unwrap();
+    journal.commit().unwrap();
+    drop((store, pods, journal));
+    fs::write(dir.path().join("cpu_manager_state"), b"stale").unwrap();
+    fs::remove_file(dir.path().join("pods/a.json")).unwrap();
+    fs::write(dir.path().join("pods/extra.json"), b"extra").unwrap();
+    let (journal, recovery) = try_open(dir.path(), 300).unwrap();
+    assert_eq!(recovery.restored.len(), 2, "{recovery:?}");
+    assert_eq!(recovery.removed.len(), 1, "{recovery:?}");
+    // Restoring a file: its fsync and its directory's; removing one: its directory's.
+    let replayed = journal.syncs();
+    assert_eq!(replayed, 2 + 2 + 1, "the replay's");
+    journal.activate().unwrap();
+    assert_eq!(journal.syncs(), replayed + 2, "the activation's");
+    let journal = Arc::new(journal);
+    let store = CheckpointStore::open(dir.path())
+        .unwrap()
+        .with_journal(Arc::clone(&journal));
+    let mut sizes = Vec::new();
+    for i in 0..20u8 {
+        store.write_bytes("cpu_manager_state", &[i; 40]).unwrap();
+        let before = journal.syncs();
+        journal.commit().unwrap();
+        sizes.push(fs::metadata(journal.path()).unwrap().len());
+        let cost = journal.syncs() - before;
+        // A commit: its fdatasync; one that compacted: its snapshot's two more.
+        let compacted = i > 0 && sizes[i as usize] < sizes[i as usize - 1];
+        assert_eq!(cost, if compacted { 3 } else { 1 }, "commit {i}: {sizes:?}");
+    }
+    assert!(
+        sizes.windows(2).any(|w| w[1] < w[0]),
+        "compacted at least once: {sizes:?}"
+    );
+    let before = journal.syncs();
+    journal.retire().unwrap();
+    // Every file (2) and its directory (root, pods), then the journal's directory twice.
+    assert_eq!(journal.syncs() - before, 2 + 2 + 2, "the retiring's");
+    println!("syncs: {}", journal.syncs());
+}
