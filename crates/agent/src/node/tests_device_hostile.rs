@@ -1132,3 +1132,172 @@ async fn a_refused_pod_leaves_the_state_files_as_they_were() {
         }
     }
 }
+
+// ---------------------------------------------------------------------------------------
+// Grants and exact undo: after every admission, refusal, failed allocation, container
+// removal and release, the managers hold exactly what the admitted pods' records say, a
+// refused or released pod holds nothing, and a restart on the same root is accepted.
+// ---------------------------------------------------------------------------------------
+
+/// What differs between the managers and the admitted pods' records: each container holds
+/// what its record says it was granted (a container whose removal is recorded holds no
+/// CPUs nor memory), every pod and container of `gone` holds nothing, and the devices
+/// allocated are exactly those the records name.
+fn inexact(node: &Arc<Node>, gone: &[(&str, &str)]) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut recorded_gpus = BTreeSet::new();
+    for admitted in node.pods().all() {
+        let uid = &admitted.pod.uid;
+        for (kind, container) in admitted.pod.all_containers() {
+            let name = &container.name;
+            let held = super::restore_check::holding_of(node, &admitted.pod, kind, container);
+            let recorded = admitted
+                .record
+                .holdings
+                .as_ref()
+                .and_then(|h| h.get(name))
+                .cloned()
+                .unwrap_or_default();
+            recorded_gpus.extend(recorded.devices.get(GPU).cloned().unwrap_or_default());
+            if admitted.record.removed_containers.contains(name) {
+                if held.exclusive_cpus.is_some() || !held.memory.is_empty() {
+                    out.push(format!("{uid}/{name} was removed and still holds {held:?}"));
+                }
+                if !held.devices.is_empty() && held.devices != recorded.devices {
+                    out.push(format!(
+                        "{uid}/{name} was removed and holds devices {:?}, recorded {:?}",
+                        held.devices, recorded.devices
+                    ));
+                }
+            } else if held != recorded {
+                out.push(format!(
+                    "{uid}/{name} recorded as granted {recorded:?}, holds {held:?}"
+                ));
+            }
+        }
+    }
+    for (uid, name) in gone {
+        let cpus = node.cpu().exclusive_cpus(uid, name);
+        let memory = node.memory().container_memory(uid, name);
+        let devices = node.devices().container_devices(uid, name);
+        if !cpus.is_empty() || !memory.is_empty() || !devices.is_empty() {
+            out.push(format!(
+                "{uid}/{name} (refused or released) holds CPUs {cpus}, memory {memory:?}, devices {devices:?}"
+            ));
+        }
+    }
+    let allocated = node.devices().with_state(|s| s.allocated_devices(GPU));
+    let allocated: BTreeSet<String> = allocated.into_iter().collect();
+    if allocated != recorded_gpus {
+        out.push(format!(
+            "GPUs allocated {allocated:?}, the records name {recorded_gpus:?}"
+        ));
+    }
+    out
+}
+
+/// Init containers (one reusing its CPUs and GPU), a sidecar, containers joining their
+/// pod (one whose `Allocate` fails, one refused for more CPUs than the node has), a pod
+/// whose `Allocate` fails, a container removed, pods released: after each step the
+/// managers hold exactly what the records say, and a restart on the same root holds.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn grants_are_exact_through_failures_joins_removals_and_releases() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = config(dir.path(), "best-effort", "container");
+    let node = open(&config, &machine(2, 4, 1024, 0)).await;
+    let plugin = Plugin::start(&node, GPU, devices("gpu", &[0, 0, 0, 1, 1, 1])).await;
+    let limits = |cpu: &str, memory: &str, gpus: &str| {
+        serde_json::json!({"cpu": cpu, "memory": memory, GPU: gpus})
+    };
+    let with_init: K8sPod = serde_json::from_value(serde_json::json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": "ip", "namespace": "default", "uid": "ip"},
+        "spec": {
+            "initContainers": [
+                {"name": "init", "resources": {"limits": limits("2", "100Mi", "1")}},
+                {"name": "side", "restartPolicy": "Always",
+                 "resources": {"limits": limits("1", "50Mi", "1")}},
+            ],
+            "containers": [{"name": "app", "resources": {"limits": limits("2", "100Mi", "1")}}],
+        },
+    }))
+    .unwrap();
+    let mut gone: Vec<(&str, &str)> = Vec::new();
+    let step = |what: &str, node: &Arc<Node>, gone: &[(&str, &str)]| {
+        let wrong = inexact(node, gone);
+        assert!(wrong.is_empty(), "after {what}: {wrong:#?}");
+        assert_eq!(in_flight(node), (0, 0), "after {what}");
+    };
+    let answer = node.admit(with_init, Vec::new()).await.unwrap();
+    assert_eq!(outcome(&answer), "admitted");
+    step("a pod with an init container and a sidecar", &node, &gone);
+    // A pod whose Allocate fails.
+    plugin.ctl.allocate_fail_every.store(1, Ordering::Relaxed);
+    let refused = node
+        .admit(guaranteed("x", limits("1", "50Mi", "1")), Vec::new())
+        .await
+        .unwrap();
+    assert_ne!(outcome(&refused), "admitted");
+    gone.push(("x", "c0"));
+    step("a pod whose Allocate failed", &node, &gone);
+    // NRI: containers joining their pod one at a time.
+    plugin.ctl.allocate_fail_every.store(0, Ordering::Relaxed);
+    let first = node
+        .admit_container(one_container("jp", "c0", limits("1", "50Mi", "1")))
+        .await
+        .unwrap();
+    assert_eq!(outcome(&first), "admitted");
+    step("a first container", &node, &gone);
+    plugin.ctl.allocate_fail_every.store(1, Ordering::Relaxed);
+    let failed = node
+        .admit_container(one_container("jp", "c1", limits("1", "50Mi", "1")))
+        .await
+        .unwrap();
+    assert_ne!(outcome(&failed), "admitted");
+    plugin.ctl.allocate_fail_every.store(0, Ordering::Relaxed);
+    gone.push(("jp", "c1"));
+    step("a joining container whose Allocate failed", &node, &gone);
+    let huge = node
+        .admit_container(one_container("jp", "c2", limits("100", "50Mi", "1")))
+        .await
+        .unwrap();
+    assert_ne!(outcome(&huge), "admitted");
+    gone.push(("jp", "c2"));
+    step("a joining container refused for its CPUs", &node, &gone);
+    let joined = node
+        .admit_container(one_container("jp", "c3", limits("1", "50Mi", "1")))
+        .await
+        .unwrap();
+    assert_eq!(outcome(&joined), "admitted");
+    step("a second container joining", &node, &gone);
+    // Containers start; one of each pod is removed.
+    for (uid, name) in [("ip", "side"), ("ip", "app"), ("jp", "c0"), ("jp", "c3")] {
+        node.container_started(uid, name, &format!("{uid}-{name}"))
+            .await
+            .unwrap();
+    }
+    step("containers started", &node, &gone);
+    node.container_removed("ip-app").await.unwrap();
+    node.container_removed("jp-c3").await.unwrap();
+    step("a container of each pod removed", &node, &gone);
+    // A restart on the same root.
+    plugin.stop().await;
+    node.stop_devices().await;
+    drop(node);
+    // (`open` unwraps: a refused restart fails here.)
+    let node = open(&config, &machine(2, 4, 1024, 0)).await;
+    step("a restart", &node, &gone);
+    // Releases, the pod whose container was removed first.
+    assert!(node.release("ip").await.unwrap());
+    gone.extend([("ip", "init"), ("ip", "side"), ("ip", "app")]);
+    step("the pod with a removed container released", &node, &gone);
+    assert!(node.release("jp").await.unwrap());
+    gone.extend([("jp", "c0"), ("jp", "c3")]);
+    step("the joined pod released", &node, &gone);
+    assert!(node.pods().uids().is_empty());
+    node.stop_devices().await;
+    drop(node);
+    let node = open(&config, &machine(2, 4, 1024, 0)).await;
+    step("a restart after the releases", &node, &gone);
+    node.stop_devices().await;
+}
