@@ -266,8 +266,20 @@ impl Node {
         Ok(known)
     }
 
-    /// Release every admitted pod not in `active`; returns their uids.
+    /// Release every admitted pod not in `active`; returns their uids once the releases
+    /// are durable (one commit for all of them).
     pub(crate) async fn sync_active(self: &Arc<Self>, active: &[String]) -> Result<Vec<String>> {
+        let released = self.sync_active_uncommitted(active).await?;
+        self.commit().await?;
+        Ok(released)
+    }
+
+    /// [`Self::sync_active`] without its commit (each release runs to its end in a task of
+    /// its own, as [`Self::release`]).
+    pub(crate) async fn sync_active_uncommitted(
+        self: &Arc<Self>,
+        active: &[String],
+    ) -> Result<Vec<String>> {
         let stale: Vec<String> = self
             .pods
             .uids()
@@ -275,7 +287,10 @@ impl Node {
             .filter(|uid| !active.contains(uid))
             .collect();
         for uid in &stale {
-            self.release(uid).await?;
+            let (node, uid) = (Arc::clone(self), uid.clone());
+            tokio::spawn(async move { node.release_uncommitted(&uid).await })
+                .await
+                .unwrap_or_else(|err| Err(anyhow!("the release task failed: {err}")))?;
         }
         Ok(stale)
     }

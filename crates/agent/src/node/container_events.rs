@@ -82,8 +82,19 @@ impl Node {
     }
 
     /// The container `container_id` was removed: its exclusive CPUs and memory go back
-    /// (under the decision lock, as [`Self::container_started`]).
+    /// (under the decision lock, as [`Self::container_started`]); the answer comes once it
+    /// is durable.
     pub(crate) async fn container_removed(self: &Arc<Self>, container_id: &str) -> Result<()> {
+        self.container_removed_uncommitted(container_id).await?;
+        self.commit().await
+    }
+
+    /// [`Self::container_removed`] without its commit (an event that removes several
+    /// containers commits once).
+    pub(crate) async fn container_removed_uncommitted(
+        self: &Arc<Self>,
+        container_id: &str,
+    ) -> Result<()> {
         // After any admission of its pod under way, as a start.
         let uid = self.pods.pod_of_container(container_id);
         let _pod_lock = match &uid {
@@ -93,8 +104,7 @@ impl Node {
         let container_id = container_id.to_owned();
         self.with_decision_lock(move |node| node.container_removed_now(&container_id))
             .await
-            .context("the container removal task failed")??;
-        self.commit().await
+            .context("the container removal task failed")?
     }
 
     fn container_removed_now(&self, container_id: &str) -> Result<()> {

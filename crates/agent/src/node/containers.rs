@@ -19,32 +19,34 @@ use crate::manifest::pod_from_manifest;
 impl Node {
     /// Admits the one container of `manifest` (a pod manifest with exactly one container)
     /// into its pod: the pod is admitted with it when new; a container the pod already
-    /// holds answers what it holds.
+    /// holds answers what it holds. The answer comes once it is durable.
     #[cfg(test)]
     pub(crate) async fn admit_container(
         self: &Arc<Self>,
         manifest: K8sPod,
     ) -> Result<Admission, AdmitError> {
-        self.admit_container_started(manifest, None).await
+        let answer = self.admit_container_started(manifest, None).await;
+        self.commit().await?;
+        answer
     }
 
-    /// [`Self::admit_container`], and once admitted, the container recorded as started
-    /// with `started`'s id ([`Self::container_started`]): one commit for both (a runtime's
-    /// CreateContainer through NRI).
+    /// Admits the one container of `manifest` as [`Self::admit_container`] does, and once
+    /// admitted records it as started with `started`'s id ([`Self::container_started`]),
+    /// without the commit: the caller's (one per NRI event, however many containers it
+    /// admits), or the journal flusher's within its interval. Runs to its end in a task of
+    /// its own, as an admission.
     pub(crate) async fn admit_container_started(
         self: &Arc<Self>,
         manifest: K8sPod,
         started: Option<StartedContainer>,
     ) -> Result<Admission, AdmitError> {
         let node = Arc::clone(self);
-        // To its end, as an admission (see `Node::admit`).
         tokio::spawn(async move {
             let answer = node.admit_container_uncommitted(manifest).await;
             if let (Ok(Admission::Admitted(_)), Some(c)) = (&answer, started) {
                 node.container_started_uncommitted(&c.pod_uid, &c.name, &c.id)
                     .await?;
             }
-            node.commit().await?;
             answer
         })
         .await

@@ -1206,9 +1206,7 @@ async fn grants_are_exact_through_failures_joins_removals_and_releases() {
     let config = config(dir.path(), "best-effort", "container");
     let node = open(&config, &machine(2, 4, 1024, 0)).await;
     let plugin = Plugin::start(&node, GPU, devices("gpu", &[0, 0, 0, 1, 1, 1])).await;
-    let limits = |cpu: &str, memory: &str, gpus: &str| {
-        serde_json::json!({"cpu": cpu, "memory": memory, GPU: gpus})
-    };
+    let limits = |cpu: &str, memory: &str, gpus: &str| serde_json::json!({"cpu": cpu, "memory": memory, GPU: gpus});
     let with_init: K8sPod = serde_json::from_value(serde_json::json!({
         "apiVersion": "v1", "kind": "Pod",
         "metadata": {"name": "ip", "namespace": "default", "uid": "ip"},

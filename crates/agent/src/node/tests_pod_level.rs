@@ -100,12 +100,17 @@ async fn with_pod_level_resource_managers_the_budget_is_allocated_once() {
 
 /// The pod of [`pod_level_pod`] with an init container, a sidecar and, with `claim`, a
 /// ResourceClaim reserved for another pod (its preparation fails after the decision).
-fn pod_level_pod_with(uid: &str, claim: bool) -> (K8sPod, Vec<k8s_openapi::api::resource::v1::ResourceClaim>) {
+fn pod_level_pod_with(
+    uid: &str,
+    claim: bool,
+) -> (K8sPod, Vec<k8s_openapi::api::resource::v1::ResourceClaim>) {
     let mut pod = serde_json::to_value(pod_level_pod(uid)).unwrap();
-    let both = |cpu: &str, memory: &str| serde_json::json!({
-        "requests": {"cpu": cpu, "memory": memory},
-        "limits": {"cpu": cpu, "memory": memory},
-    });
+    let both = |cpu: &str, memory: &str| {
+        serde_json::json!({
+            "requests": {"cpu": cpu, "memory": memory},
+            "limits": {"cpu": cpu, "memory": memory},
+        })
+    };
     pod["spec"]["initContainers"] = serde_json::json!([
         {"name": "init", "resources": both("3", "1Gi")},
         {"name": "side", "restartPolicy": "Always", "resources": both("1", "512Mi")},
@@ -172,8 +177,16 @@ async fn a_pod_level_pod_refused_after_its_decision_or_released_holds_nothing() 
     // Refused by the claim's preparation, after the decision.
     assert_eq!(reason, "UnexpectedAdmissionError", "{message}");
     assert_eq!(held_by(&node, "p", &names), Vec::<String>::new());
-    assert_eq!(node.cpu().cpu_affinity("other", "c"), pool, "the shared pool is whole");
-    assert_eq!(super::tests::snapshot(dir.path()), before, "the state files as they were");
+    assert_eq!(
+        node.cpu().cpu_affinity("other", "c"),
+        pool,
+        "the shared pool is whole"
+    );
+    assert_eq!(
+        super::tests::snapshot(dir.path()),
+        before,
+        "the state files as they were"
+    );
     // Admitted without the claim: its holdings are its record's.
     let (pod, _) = pod_level_pod_with("p", false);
     let view = admitted(&node, pod).await;
@@ -197,7 +210,9 @@ async fn a_pod_level_pod_refused_after_its_decision_or_released_holds_nothing() 
     record_matches(&node);
     assert!(!node.cpu().pod_cpus("p").is_empty(), "{view:?}");
     for name in ["side", "exclusive", "shared"] {
-        node.container_started("p", name, &format!("id-{name}")).await.unwrap();
+        node.container_started("p", name, &format!("id-{name}"))
+            .await
+            .unwrap();
     }
     node.container_removed("id-exclusive").await.unwrap();
     record_matches(&node);
@@ -207,7 +222,11 @@ async fn a_pod_level_pod_refused_after_its_decision_or_released_holds_nothing() 
     record_matches(&node);
     assert!(node.release("p").await.unwrap());
     assert_eq!(held_by(&node, "p", &names), Vec::<String>::new());
-    assert_eq!(node.cpu().cpu_affinity("other", "c"), pool, "the shared pool is whole");
+    assert_eq!(
+        node.cpu().cpu_affinity("other", "c"),
+        pool,
+        "the shared pool is whole"
+    );
     node.stop_devices().await;
     drop(node);
     let node = open_on(&config, &fixture(MACHINE), &fixture_memory(MACHINE)).await;

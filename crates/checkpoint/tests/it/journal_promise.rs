@@ -574,7 +574,7 @@ fn first_run(root: &Path) -> FirstRun {
 }
 
 /// What a power loss may leave of a mark written in place without an fsync: its bytes
-/// as written, nothing of them (the empty file made at activation), zeros of its size
+/// as written, nothing of them (the file made at activation, its bytes lost), zeros of its size
 /// (a size made durable before its data), or the bytes an earlier commit left.
 fn lost_marks(written: &[u8], earlier: &[&[u8]]) -> Vec<Vec<u8>> {
     let mut out = vec![written.to_vec(), Vec::new(), vec![0; written.len()]];
@@ -586,7 +586,7 @@ fn lost_marks(written: &[u8], earlier: &[&[u8]]) -> Vec<Vec<u8>> {
 }
 
 /// A crash at every point of a first activation and of the first two commits: the mark
-/// made empty (or not yet, or not durably), the snapshot renamed or not, each commit's
+/// made (or not yet, or its bytes lost), the snapshot renamed or not, each commit's
 /// record cut at every offset, its mark slot written or lost (empty, zeros), its files
 /// renamed or not. Opening gives the state of the last answered commit, or of the one
 /// being made — never a refusal (a crash's leftovers) and never an older state.
@@ -595,7 +595,10 @@ fn a_crash_at_every_point_of_a_first_activation_and_its_first_commits() {
     let base = tempfile::tempdir().unwrap();
     let run = first_run(&base.path().join("run"));
     let [f0, f1, f2] = &run.files;
-    let case = |name: &str, journal: Option<&[u8]>, mark: Option<&[u8]>, on_disk: &Files,
+    let case = |name: &str,
+                journal: Option<&[u8]>,
+                mark: Option<&[u8]>,
+                on_disk: &Files,
                 ok: &[&Files]| {
         let root = base.path().join("case");
         let _ = fs::remove_dir_all(&root);
@@ -609,18 +612,30 @@ fn a_crash_at_every_point_of_a_first_activation_and_its_first_commits() {
         }
         let opened = open_files(&root, 1 << 20);
         match opened {
-            Ok(now) => assert!(ok.contains(&&now), "{name}: an older or unknown state {now:?}"),
+            Ok(now) => assert!(
+                ok.contains(&&now),
+                "{name}: an older or unknown state {now:?}"
+            ),
             Err(err) => panic!("{name}: a crash's leftovers refused: {err}"),
         }
         // And the state opened is kept by a second start.
         let again = open_files(&root, 1 << 20)
             .unwrap_or_else(|err| panic!("{name}: refused on the second start: {err}"));
-        assert!(ok.contains(&&again), "{name}: the second start moved to {again:?}");
+        assert!(
+            ok.contains(&&again),
+            "{name}: the second start moved to {again:?}"
+        );
     };
     // Activation: before the mark, after it, snapshot renamed with or without the mark.
     case("before activation", None, None, f0, &[f0]);
     case("mark made, no journal", None, Some(b""), f0, &[f0]);
-    case("snapshot renamed, mark lost", Some(&run.journal[0]), None, f0, &[f0]);
+    case(
+        "snapshot renamed, mark lost",
+        Some(&run.journal[0]),
+        None,
+        f0,
+        &[f0],
+    );
     case("activated", Some(&run.journal[0]), Some(b""), f0, &[f0]);
     // Commit 1: its record cut at every offset (nothing answered yet, the mark empty);
     // whole but its files or mark slot not (all) written.
@@ -658,23 +673,28 @@ fn a_crash_at_every_point_of_a_first_activation_and_its_first_commits() {
     }
 }
 
-/// One damage to a mark in each of its states — empty (a new journal's), one slot after
-/// zeros (after the first commit), two slots, and a lone 24-byte slot 0 — at every byte and
-/// with every cut: opening gives the last answered state, or refuses naming the journal.
+/// One damage to a mark in each of its states — a new journal's (both slots name its
+/// snapshot), after the first commit, after the second, and a lone 24-byte slot 0 — at
+/// every byte and with every cut: opening gives the last answered state, or refuses naming
+/// the journal.
 #[test]
 fn damage_at_every_byte_of_a_mark_in_each_of_its_states() {
     let base = tempfile::tempdir().unwrap();
     let run = first_run(&base.path().join("run"));
     let lone_slot_0 = run.mark[2][..24].to_vec();
     let states: [(&str, usize, Vec<u8>); 4] = [
-        ("empty", 0, run.mark[0].clone()),
+        ("new", 0, run.mark[0].clone()),
         ("after commit 1", 1, run.mark[1].clone()),
         ("after commit 2", 2, run.mark[2].clone()),
         ("slot 0 alone", 2, lone_slot_0),
     ];
-    assert_eq!(run.mark[0].len(), 0);
+    assert_eq!(run.mark[0].len(), 48, "a new journal's mark names it");
     assert_eq!(run.mark[1].len(), 48);
-    assert_eq!(&run.mark[1][..24], &[0; 24], "commit 1 wrote slot 1 only");
+    assert_eq!(
+        &run.mark[1][..24],
+        &run.mark[0][..24],
+        "commit 1 wrote slot 1 only"
+    );
     let case = |name: String, last: usize, mark: &[u8]| {
         let root = base.path().join("case");
         let _ = fs::remove_dir_all(&root);
@@ -708,9 +728,9 @@ fn damage_at_every_byte_of_a_mark_in_each_of_its_states() {
 }
 
 /// A journal put back from an older copy beside the current mark is refused, whatever
-/// state that mark is in — the module's "either alone is refused". A new journal's empty
-/// mark names no journal, so an older journal (of an earlier journal of this root, before
-/// a clean stop) beside it must not be taken as the truth.
+/// state that mark is in — the module's "either alone is refused". A new journal's mark
+/// names it, so an older journal (of an earlier journal of this root, before a clean stop)
+/// beside it is not taken as the truth.
 #[test]
 fn an_older_journal_beside_the_current_mark_is_refused() {
     let base = tempfile::tempdir().unwrap();
@@ -723,7 +743,7 @@ fn an_older_journal_beside_the_current_mark_is_refused() {
         set_files(&root, &run.files[2]);
         check(&root, open_files(&root, 1 << 20), &[&run.files[2]], true);
     }
-    // A clean stop, a new start: a new journal and its empty mark, state f2.
+    // A clean stop, a new start: a new journal and its mark, state f2.
     fs::write(root.join(JOURNAL), &run.journal[2]).unwrap();
     fs::write(root.join(MARK), &run.mark[2]).unwrap();
     set_files(&root, &run.files[2]);
@@ -734,7 +754,11 @@ fn an_older_journal_beside_the_current_mark_is_refused() {
     let (journal, _) = Journal::open(&root, JOURNAL, &managed(), options(1 << 20)).unwrap();
     journal.activate().unwrap();
     drop(journal);
-    assert_eq!(fs::read(root.join(MARK)).unwrap(), b"", "the new journal's mark");
+    assert_eq!(
+        fs::read(root.join(MARK)).unwrap().len(),
+        48,
+        "the new journal's mark names it"
+    );
     assert_eq!(files(&root), run.files[2]);
     // The older journal (of the journal before the clean stop, state f1) put back.
     fs::write(root.join(JOURNAL), &run.journal[1]).unwrap();
@@ -742,7 +766,7 @@ fn an_older_journal_beside_the_current_mark_is_refused() {
     if let Ok(now) = &opened {
         assert_eq!(
             now, &run.files[2],
-            "an older journal beside a new journal's empty mark was taken: state f1 silently"
+            "an older journal beside a new journal's mark was taken: state f1 silently"
         );
     }
     check(&root, opened, &[&run.files[2]], true);

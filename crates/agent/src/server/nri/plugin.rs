@@ -82,7 +82,7 @@ impl NodePlugin {
         self.record_kubelet_devices(pod, container, qos).await;
         // Admitted and recorded with its id to the end even when the runtime's connection
         // ends and this handler is dropped (an admitted container without its id could not
-        // be found by its removal).
+        // be found by its removal); durable with the event's commit.
         let started = StartedContainer {
             pod_uid: pod.uid.clone(),
             name: container.name.clone(),
@@ -161,9 +161,10 @@ impl NodePlugin {
         updates
     }
 
+    /// The container went away (durable with the event's [`Self::committed`]).
     async fn removed(&self, container_id: &str) -> Result<(), NriStatus> {
         self.node
-            .container_removed(container_id)
+            .container_removed_uncommitted(container_id)
             .await
             .map_err(|err| {
                 NriStatus::new(
@@ -171,6 +172,17 @@ impl NodePlugin {
                     crate::error_text::error_chain(err.as_ref()),
                 )
             })
+    }
+
+    /// Make what the event changed durable before it is answered: one commit per event,
+    /// however many containers or pods it changed (none when it changed nothing).
+    async fn committed(&self) -> Result<(), NriStatus> {
+        self.node.commit().await.map_err(|err| {
+            NriStatus::new(
+                NriStatus::UNKNOWN,
+                crate::error_text::error_chain(err.as_ref()),
+            )
+        })
     }
 }
 
@@ -223,13 +235,14 @@ impl NriPlugin for NodePlugin {
         // The whole state: corral_proto collects a synchronization sent in parts.
         let active: Vec<String> = request.pods.iter().map(|p| p.uid.clone()).collect();
         let node = Arc::clone(&self.node);
-        let synced = tokio::spawn(async move { node.sync_active(&active).await })
+        let synced = tokio::spawn(async move { node.sync_active_uncommitted(&active).await })
             .await
             .unwrap_or_else(|err| Err(anyhow::anyhow!("the synchronization task failed: {err}")));
         let released = synced.map_err(|err| {
             let why = crate::error_text::error_chain(err.as_ref());
             NriStatus::new(NriStatus::UNKNOWN, why)
         })?;
+        self.committed().await?;
         if !released.is_empty() {
             tracing::info!(pods = ?released, "pods the runtime no longer has released");
         }
@@ -255,7 +268,9 @@ impl NriPlugin for NodePlugin {
             let why = "CreateContainer without its pod or container";
             return Err(NriStatus::new(NriStatus::INVALID_ARGUMENT, why));
         };
-        let Some(Admitted { cpuset, exclusive }) = self.admit(pod, container).await? else {
+        let admitted = self.admit(pod, container).await;
+        self.committed().await?;
+        let Some(Admitted { cpuset, exclusive }) = admitted? else {
             return Ok(api::CreateContainerResponse::default());
         };
         let adjust = api::ContainerAdjustment {
@@ -345,6 +360,7 @@ impl NriPlugin for NodePlugin {
                 !self.node.cpu().exclusive_cpus(&uid, name).is_empty()
             });
         self.removed(&container.id).await?;
+        self.committed().await?;
         // Exclusive CPUs went back to the pool: every container in it may use them.
         let update = if held {
             self.shared_pool_updates(&container.id)
@@ -359,6 +375,7 @@ impl NriPlugin for NodePlugin {
             Event::RemoveContainer => {
                 if let Some(container) = &event.container {
                     self.removed(&container.id).await?;
+                    self.committed().await?;
                 }
             }
             Event::StopPodSandbox => {
@@ -370,6 +387,7 @@ impl NriPlugin for NodePlugin {
                     for id in admitted.record.container_ids.values() {
                         self.removed(id).await?;
                     }
+                    self.committed().await?;
                 }
             }
             Event::RemovePodSandbox => {

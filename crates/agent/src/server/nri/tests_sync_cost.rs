@@ -121,7 +121,13 @@ async fn the_nri_scenario_costs_one_sync_per_change_of_state() {
 /// A container of pod `n` named `name` with id `id`: `cpu` (shares, quota in CPUs; `None`
 /// for none) and a memory limit (`None` for none) — Guaranteed when both are set and the
 /// shares match the quota, Burstable with shares alone, BestEffort with neither.
-fn container_of(n: u8, name: &str, id: &str, cpus: Option<(u64, i64)>, memory: Option<i64>) -> api::Container {
+fn container_of(
+    n: u8,
+    name: &str,
+    id: &str,
+    cpus: Option<(u64, i64)>,
+    memory: Option<i64>,
+) -> api::Container {
     api::Container {
         id: id.into(),
         pod_sandbox_id: format!("sb-{n}"),
@@ -180,10 +186,17 @@ async fn repeated_unknown_and_refused_nri_events_cost_nothing() {
         container: c,
     };
     // Nothing known yet: events about unknown pods and containers.
-    plugin.synchronize(api::SynchronizeRequest::default()).await.unwrap();
+    plugin
+        .synchronize(api::SynchronizeRequest::default())
+        .await
+        .unwrap();
     cost("Synchronize, nothing", 0).await;
     plugin
-        .state_change(change(api::Event::RemoveContainer, 7, Some(guaranteed(7, "c", "c-unknown"))))
+        .state_change(change(
+            api::Event::RemoveContainer,
+            7,
+            Some(guaranteed(7, "c", "c-unknown")),
+        ))
         .await
         .unwrap();
     cost("RemoveContainer unknown", 0).await;
@@ -200,10 +213,16 @@ async fn repeated_unknown_and_refused_nri_events_cost_nothing() {
         cost(&format!("{event:?} unknown"), 0).await;
     }
     // A Guaranteed container, then the same CreateContainer again.
-    let created = plugin.create_container(create(0, guaranteed(0, "c", "c-0"))).await.unwrap();
+    let created = plugin
+        .create_container(create(0, guaranteed(0, "c", "c-0")))
+        .await
+        .unwrap();
     assert!(created.adjust.is_some());
     cost("CreateContainer 0", 1).await;
-    let again = plugin.create_container(create(0, guaranteed(0, "c", "c-0"))).await.unwrap();
+    let again = plugin
+        .create_container(create(0, guaranteed(0, "c", "c-0")))
+        .await
+        .unwrap();
     assert_eq!(again.adjust, created.adjust, "the same answer");
     cost("CreateContainer 0 again", 0).await;
     // The runtime's state as it is: nothing to do.
@@ -226,29 +245,71 @@ async fn repeated_unknown_and_refused_nri_events_cost_nothing() {
     plugin.update_container(update).await.unwrap();
     cost("UpdateContainer unchanged", 0).await;
     // A second container joining pod 0, then a refused one (more CPUs than exist).
-    plugin.create_container(create(0, guaranteed(0, "d", "d-0"))).await.unwrap();
+    plugin
+        .create_container(create(0, guaranteed(0, "d", "d-0")))
+        .await
+        .unwrap();
     cost("CreateContainer 0/d joins", 1).await;
-    let huge = container_of(0, "huge", "huge-0", Some((1024 * 1000, 100_000_000)), Some(64 << 20));
-    assert!(plugin.create_container(create(0, huge.clone())).await.is_err(), "refused");
+    let huge = container_of(
+        0,
+        "huge",
+        "huge-0",
+        Some((1024 * 1000, 100_000_000)),
+        Some(64 << 20),
+    );
+    assert!(
+        plugin
+            .create_container(create(0, huge.clone()))
+            .await
+            .is_err(),
+        "refused"
+    );
     cost("CreateContainer 0/huge refused", 0).await;
-    assert!(plugin.create_container(create(0, huge)).await.is_err(), "refused");
+    assert!(
+        plugin.create_container(create(0, huge)).await.is_err(),
+        "refused"
+    );
     cost("CreateContainer 0/huge refused again", 0).await;
-    let lone_huge = container_of(3, "c", "c-3", Some((1024 * 1000, 100_000_000)), Some(64 << 20));
-    assert!(plugin.create_container(create(3, lone_huge)).await.is_err(), "refused");
+    let lone_huge = container_of(
+        3,
+        "c",
+        "c-3",
+        Some((1024 * 1000, 100_000_000)),
+        Some(64 << 20),
+    );
+    assert!(
+        plugin.create_container(create(3, lone_huge)).await.is_err(),
+        "refused"
+    );
     cost("CreateContainer 3 (a new pod) refused", 0).await;
     // BestEffort and Burstable pods, each container twice.
     let best_effort = container_of(1, "c", "c-1", None, None);
-    plugin.create_container(create(1, best_effort.clone())).await.unwrap();
+    plugin
+        .create_container(create(1, best_effort.clone()))
+        .await
+        .unwrap();
     cost("CreateContainer 1 BestEffort", 1).await;
-    plugin.create_container(create(1, best_effort)).await.unwrap();
+    plugin
+        .create_container(create(1, best_effort))
+        .await
+        .unwrap();
     cost("CreateContainer 1 BestEffort again", 0).await;
     let burstable = container_of(2, "c", "c-2", Some((512, 0)), None);
-    plugin.create_container(create(2, burstable.clone())).await.unwrap();
+    plugin
+        .create_container(create(2, burstable.clone()))
+        .await
+        .unwrap();
     cost("CreateContainer 2 Burstable", 1).await;
-    plugin.create_container(create(2, burstable.clone())).await.unwrap();
+    plugin
+        .create_container(create(2, burstable.clone()))
+        .await
+        .unwrap();
     cost("CreateContainer 2 Burstable again", 0).await;
     let burstable_limited = container_of(2, "d", "d-2", Some((512, 200_000)), Some(64 << 20));
-    plugin.create_container(create(2, burstable_limited)).await.unwrap();
+    plugin
+        .create_container(create(2, burstable_limited))
+        .await
+        .unwrap();
     cost("CreateContainer 2/d Burstable joins", 1).await;
     // Stops and removals, each twice.
     for (n, c) in [(0, guaranteed(0, "c", "c-0")), (2, burstable)] {
@@ -260,7 +321,11 @@ async fn repeated_unknown_and_refused_nri_events_cost_nothing() {
                 })
                 .await
                 .unwrap();
-            cost(&format!("StopContainer {n}{again}"), if again.is_empty() { 1 } else { 0 }).await;
+            cost(
+                &format!("StopContainer {n}{again}"),
+                if again.is_empty() { 1 } else { 0 },
+            )
+            .await;
         }
         for again in ["", " again"] {
             plugin
@@ -287,7 +352,10 @@ async fn repeated_unknown_and_refused_nri_events_cost_nothing() {
     assert!(node.pods().uids().is_empty(), "every pod released");
     let costs = cost("the end", 0).await;
     let over: Vec<_> = costs.iter().filter(|(_, cost, most)| cost > most).collect();
-    assert!(over.is_empty(), "events over their cost: {over:?}\nall: {costs:?}");
+    assert!(
+        over.is_empty(),
+        "events over their cost: {over:?}\nall: {costs:?}"
+    );
 }
 
 /// A pod of two live containers stopped (`StopPodSandbox`), and a Synchronize after which
@@ -298,7 +366,13 @@ async fn one_event_that_changes_several_containers_costs_one_sync() {
         started("32em64t-2n8c+dax+nvme+mic+dimms", "best-effort", &[]).await;
     let plugin = NodePlugin::new(node.clone(), "/nonexistent/kubelet.sock".into());
     let guaranteed = |n: u8, name: &str| {
-        container_of(n, name, &format!("{name}-{n}"), Some((2048, 200_000)), Some(64 << 20))
+        container_of(
+            n,
+            name,
+            &format!("{name}-{n}"),
+            Some((2048, 200_000)),
+            Some(64 << 20),
+        )
     };
     for n in 0..3u8 {
         for name in ["a", "b"] {
