@@ -3,9 +3,12 @@
 //! then validated as a whole before anything starts. Every invalid value is reported with
 //! its key and the accepted values, all at once.
 
+mod cpu;
+mod errors;
 mod gates;
 mod layout;
 mod memory;
+mod nri;
 mod topology;
 
 use std::collections::BTreeMap;
@@ -13,7 +16,6 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use corral_cpumgr::{OptionsError, PolicyError};
 use corral_topology::topologymanager::TopologyManagerConfig;
 use corral_topology::{CpuSet, Feature, FeatureGates, PolicyName};
 use serde::Deserialize;
@@ -21,8 +23,11 @@ use serde::Deserialize;
 use crate::cli::ConfigArgs;
 
 pub(crate) use crate::duration::{GoDuration, parse_go_duration};
+pub(crate) use errors::ConfigErrors;
+use errors::options_text;
 pub(crate) use layout::Layout;
 pub(crate) use memory::{MemorySettings, ReservedMemoryEntry};
+pub(crate) use nri::{NriMode, NriSettings};
 
 /// The config file and the flags, as written (every key optional).
 #[derive(Debug, Clone, Default, Deserialize, PartialEq)]
@@ -294,85 +299,6 @@ impl ConfigSource {
             nri,
         })
     }
-
-    /// `nri`, `nriSocket`, `nriPluginIndex`: the NRI plugin corral runs as, when `nri`.
-    fn nri_mode(&self, errors: &mut ConfigErrors) -> NriMode {
-        if self.nri != Some(true) {
-            return NriMode::Off;
-        }
-        if self
-            .container_runtime_endpoint
-            .as_deref()
-            .is_some_and(|e| !e.is_empty())
-        {
-            errors.push(
-                "nri",
-                "true",
-                "false when containerRuntimeEndpoint is set (in NRI mode cpusets reach containers through NRI)",
-            );
-        }
-        let index = self
-            .nri_plugin_index
-            .as_deref()
-            .unwrap_or(DEFAULT_NRI_PLUGIN_INDEX);
-        let mut plugin = match corral_proto::nri::plugin::PluginConfig::new("corral", index) {
-            Ok(plugin) => plugin,
-            Err(_) => {
-                errors.push("nriPluginIndex", index, "two decimal digits, 00 to 99");
-                return NriMode::Off;
-            }
-        };
-        if let Some(socket) = &self.nri_socket {
-            if !socket.is_absolute() {
-                let text = socket.display().to_string();
-                errors.push(
-                    "nriSocket",
-                    &text,
-                    "an absolute path of the runtime's NRI socket",
-                );
-            }
-            plugin.socket = socket.clone();
-        }
-        let kubelet_pod_resources = match &self.kubelet_pod_resources_socket {
-            Some(socket) if !socket.is_absolute() => {
-                let text = socket.display().to_string();
-                errors.push("kubeletPodResourcesSocket", &text, "an absolute path");
-                socket.clone()
-            }
-            Some(socket) => socket.clone(),
-            None => PathBuf::from(DEFAULT_KUBELET_POD_RESOURCES_SOCKET),
-        };
-        NriMode::Plugin(NriSettings {
-            plugin,
-            kubelet_pod_resources,
-        })
-    }
-}
-
-/// The NRI plugin index corral registers with by default: after plugins that set up
-/// devices, before ones that only observe.
-pub(crate) const DEFAULT_NRI_PLUGIN_INDEX: &str = "50";
-
-/// The kubelet's podresources socket, where NRI mode reads the devices the kubelet gave.
-pub(crate) const DEFAULT_KUBELET_POD_RESOURCES_SOCKET: &str =
-    "/var/lib/kubelet/pod-resources/kubelet.sock";
-
-/// Whether corral runs as an NRI plugin, driven by the container runtime's events.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum NriMode {
-    /// No: pods arrive through the admission API only.
-    Off,
-    /// Yes.
-    Plugin(NriSettings),
-}
-
-/// How corral runs as an NRI plugin.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct NriSettings {
-    /// The plugin it registers as, and the runtime's socket.
-    pub(crate) plugin: corral_proto::nri::plugin::PluginConfig,
-    /// `kubeletPodResourcesSocket`: the kubelet's podresources API, for the devices it gave.
-    pub(crate) kubelet_pod_resources: PathBuf,
 }
 
 /// What one admission request may ask for (`maxContainersPerPod`, `maxManifestBytes`), and
@@ -483,208 +409,6 @@ pub(crate) struct AgentConfig {
     /// `maxResourcesPerDevicePlugin`: resources one device plugin may register.
     pub(crate) max_resources_per_device_plugin: usize,
 }
-
-/// One invalid value.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct ConfigError {
-    /// The key (or flag) that holds it.
-    pub(crate) key: String,
-    /// The value as given.
-    pub(crate) value: String,
-    /// What would have been accepted.
-    pub(crate) accepted: String,
-}
-
-/// Every invalid value of a configuration.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub(crate) struct ConfigErrors(pub(crate) Vec<ConfigError>);
-
-impl ConfigErrors {
-    fn one(key: &str, value: &str, accepted: &str) -> Self {
-        let mut errors = Self::default();
-        errors.push(key, value, accepted);
-        errors
-    }
-
-    fn push(&mut self, key: &str, value: &str, accepted: &str) {
-        self.0.push(ConfigError {
-            key: key.into(),
-            value: value.into(),
-            accepted: accepted.into(),
-        });
-    }
-
-    fn is_empty(&self) -> bool {
-        self.0.is_empty()
-    }
-
-    fn duration(&mut self, key: &str, value: Option<&str>, default: Duration) -> Duration {
-        match value {
-            None => default,
-            Some(text) => parse_go_duration(text).unwrap_or_else(|why| {
-                self.push(
-                    key,
-                    text,
-                    &format!("a duration like \"10s\" or \"1m30s\" ({why})"),
-                );
-                default
-            }),
-        }
-    }
-
-    fn positive(&mut self, key: &str, value: Option<u64>, default: usize) -> usize {
-        match value {
-            None => default,
-            Some(n) => match usize::try_from(n) {
-                Ok(n) if n > 0 => n,
-                _ => {
-                    self.push(key, &n.to_string(), "a positive whole number");
-                    default
-                }
-            },
-        }
-    }
-
-    /// `kubeReserved.cpu + systemReserved.cpu` in millicores (`None` when neither is set).
-    /// A sum past `i64::MAX` is an error on `systemReserved.cpu`: the kubelet adds the two
-    /// as arbitrary-precision quantities, and its `MilliValue` of the sum no longer fits.
-    fn reserved_cpu_sum(
-        &mut self,
-        kube: Option<i64>,
-        system: Option<i64>,
-        config: &ConfigSource,
-    ) -> Option<i64> {
-        if kube.is_none() && system.is_none() {
-            return None;
-        }
-        let sum = kube.unwrap_or(0).checked_add(system.unwrap_or(0));
-        if sum.is_none() {
-            let cpu = config
-                .system_reserved
-                .as_ref()
-                .and_then(|map| map.get("cpu"));
-            self.push(
-                "systemReserved.cpu",
-                cpu.map_or("", String::as_str),
-                "a CPU quantity whose sum with kubeReserved.cpu fits 64-bit millicores",
-            );
-        }
-        sum
-    }
-
-    /// `key.cpu` in millicores, `None` when the map has no `cpu`.
-    fn reserved_cpu(&mut self, key: &str, value: Option<&BTreeMap<String, String>>) -> Option<i64> {
-        let cpu = value.and_then(|map| map.get("cpu"))?;
-        match corral_topology::parse_cpu_millis(cpu) {
-            Ok(millis) if millis >= 0 => Some(millis),
-            Ok(_) => {
-                self.push(
-                    &format!("{key}.cpu"),
-                    cpu,
-                    "a non-negative CPU quantity like \"500m\" or \"1\"",
-                );
-                None
-            }
-            Err(err) => {
-                self.push(
-                    &format!("{key}.cpu"),
-                    cpu,
-                    &format!("a CPU quantity like \"500m\" or \"1\" ({err})"),
-                );
-                None
-            }
-        }
-    }
-
-    /// The CPU manager's own check of its configuration
-    /// ([`corral_cpumgr::CpuManagerConfig::validate`]), its error under the key that holds
-    /// the value, with the CPU manager's message (the one `run` would stop with).
-    fn cpu_manager(&mut self, config: &corral_cpumgr::CpuManagerConfig, source: &ConfigSource) {
-        let Err(err) = config.validate() else {
-            return;
-        };
-        let message = crate::error_text::error_chain(&err);
-        let cause = match &err {
-            corral_cpumgr::CpuManagerError::Policy { source, .. } => Some(source.as_ref()),
-            _ => None,
-        };
-        let options = || options_text(&config.policy_options);
-        let reservation = || {
-            let map = |m: Option<&BTreeMap<String, String>>| {
-                m.and_then(|m| m.get("cpu")).cloned().unwrap_or_default()
-            };
-            format!(
-                "{}/{}/{}",
-                source.reserved_system_cpus.as_deref().unwrap_or(""),
-                map(source.kube_reserved.as_ref()),
-                map(source.system_reserved.as_ref()),
-            )
-        };
-        let levels: Vec<String> = corral_cpumgr::ALL_OPTIONS
-            .iter()
-            .map(|name| match corral_cpumgr::option_maturity(name) {
-                Some(level) => format!("{name} ({level})"),
-                None => (*name).to_owned(),
-            })
-            .collect();
-        let options_accepted = format!(
-            "with the static policy: {} set to true or false, in compatible combinations, alpha ones only with featureGates CPUManagerPolicyAlphaOptions: true, beta ones not with CPUManagerPolicyBetaOptions: false; with the none policy: no option",
-            levels.join(", ")
-        );
-        let (key, value, accepted) = match cause {
-            Some(PolicyError::UnknownPolicy { .. }) => (
-                "cpuManagerPolicy",
-                config.policy.clone(),
-                "\"none\", \"static\"".to_owned(),
-            ),
-            Some(PolicyError::Options(OptionsError::AlignBySocketWithSingleNumaNode)) => (
-                "cpuManagerPolicyOptions/topologyManagerPolicy",
-                format!("{}/{}", options(), config.topology_manager_policy),
-                "align-by-socket with a topology manager policy other than single-numa-node"
-                    .to_owned(),
-            ),
-            Some(PolicyError::Options(_)) => ("cpuManagerPolicyOptions", options(), options_accepted),
-            Some(PolicyError::NoReservation | PolicyError::ZeroReservation) => (
-                "reservedSystemCPUs/kubeReserved.cpu/systemReserved.cpu",
-                reservation(),
-                "with the static policy, reserved CPUs: a reservedSystemCPUs set, or kubeReserved.cpu + systemReserved.cpu above zero".to_owned(),
-            ),
-            Some(PolicyError::Reservation { .. }) => (
-                "reservedSystemCPUs/kubeReserved.cpu/systemReserved.cpu",
-                reservation(),
-                "a reservedSystemCPUs set of as many CPUs as the reservation".to_owned(),
-            ),
-            _ => (
-                "cpuManagerPolicy",
-                config.policy.clone(),
-                "a configuration the CPU manager accepts".to_owned(),
-            ),
-        };
-        self.push(key, &value, &format!("{accepted} ({message})"));
-    }
-}
-
-/// Options as the kubelet's flag takes them: `name=value,name=value`.
-pub(super) fn options_text(options: &BTreeMap<String, String>) -> String {
-    let pairs: Vec<String> = options.iter().map(|(k, v)| format!("{k}={v}")).collect();
-    pairs.join(",")
-}
-
-impl std::fmt::Display for ConfigErrors {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        writeln!(f, "invalid configuration:")?;
-        for error in &self.0 {
-            writeln!(
-                f,
-                "  {}: {:?} is not valid; accepted: {}",
-                error.key, error.value, error.accepted
-            )?;
-        }
-        Ok(())
-    }
-}
-
-impl std::error::Error for ConfigErrors {}
 
 #[cfg(test)]
 mod tests;

@@ -1,5 +1,6 @@
 //! Tests of configuration loading, overlay and validation.
 
+use super::nri::{DEFAULT_KUBELET_POD_RESOURCES_SOCKET, DEFAULT_NRI_PLUGIN_INDEX};
 use super::*;
 
 fn source(yaml: &str) -> ConfigSource {

@@ -1,0 +1,87 @@
+//! `nri`, `nriSocket`, `nriPluginIndex`, `kubeletPodResourcesSocket`: whether corral runs as
+//! the container runtime's NRI plugin, and how.
+
+use std::path::PathBuf;
+
+use super::{ConfigErrors, ConfigSource};
+
+/// The NRI plugin index corral registers with by default: after plugins that set up
+/// devices, before ones that only observe.
+pub(crate) const DEFAULT_NRI_PLUGIN_INDEX: &str = "50";
+
+/// The kubelet's podresources socket, where NRI mode reads the devices the kubelet gave.
+pub(crate) const DEFAULT_KUBELET_POD_RESOURCES_SOCKET: &str =
+    "/var/lib/kubelet/pod-resources/kubelet.sock";
+
+/// Whether corral runs as an NRI plugin, driven by the container runtime's events.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum NriMode {
+    /// No: pods arrive through the admission API only.
+    Off,
+    /// Yes.
+    Plugin(NriSettings),
+}
+
+/// How corral runs as an NRI plugin.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct NriSettings {
+    /// The plugin it registers as, and the runtime's socket.
+    pub(crate) plugin: corral_proto::nri::plugin::PluginConfig,
+    /// `kubeletPodResourcesSocket`: the kubelet's podresources API, for the devices it gave.
+    pub(crate) kubelet_pod_resources: PathBuf,
+}
+
+impl ConfigSource {
+    /// `nri`, `nriSocket`, `nriPluginIndex`: the NRI plugin corral runs as, when `nri`.
+    pub(super) fn nri_mode(&self, errors: &mut ConfigErrors) -> NriMode {
+        if self.nri != Some(true) {
+            return NriMode::Off;
+        }
+        if self
+            .container_runtime_endpoint
+            .as_deref()
+            .is_some_and(|e| !e.is_empty())
+        {
+            errors.push(
+                "nri",
+                "true",
+                "false when containerRuntimeEndpoint is set (in NRI mode cpusets reach containers through NRI)",
+            );
+        }
+        let index = self
+            .nri_plugin_index
+            .as_deref()
+            .unwrap_or(DEFAULT_NRI_PLUGIN_INDEX);
+        let mut plugin = match corral_proto::nri::plugin::PluginConfig::new("corral", index) {
+            Ok(plugin) => plugin,
+            Err(_) => {
+                errors.push("nriPluginIndex", index, "two decimal digits, 00 to 99");
+                return NriMode::Off;
+            }
+        };
+        if let Some(socket) = &self.nri_socket {
+            if !socket.is_absolute() {
+                let text = socket.display().to_string();
+                errors.push(
+                    "nriSocket",
+                    &text,
+                    "an absolute path of the runtime's NRI socket",
+                );
+            }
+            plugin.socket = socket.clone();
+        }
+        let kubelet_pod_resources = match &self.kubelet_pod_resources_socket {
+            Some(socket) if !socket.is_absolute() => {
+                let text = socket.display().to_string();
+                errors.push("kubeletPodResourcesSocket", &text, "an absolute path");
+                socket.clone()
+            }
+            Some(socket) => socket.clone(),
+            None => PathBuf::from(DEFAULT_KUBELET_POD_RESOURCES_SOCKET),
+        };
+        NriMode::Plugin(NriSettings {
+            plugin,
+            kubelet_pod_resources,
+        })
+    }
+}
