@@ -21,6 +21,8 @@ mod module_cycles;
 mod python_env;
 mod run_tests;
 mod tidy;
+#[cfg(test)]
+mod tidy_limits;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
