@@ -524,8 +524,6 @@ mod tests_gated_plugin;
 #[cfg(test)]
 mod tests_hostile;
 #[cfg(test)]
-mod tests_large_machines;
-#[cfg(test)]
 mod tests_pod_level;
 #[cfg(test)]
 mod tests_resize;

@@ -1,5 +1,6 @@
 //! The agent's integration tests: the real `corral` binary, run as an operator and a
-//! kubelet would.
+//! kubelet would; and the whole admission in process (`in_process`, the harness the
+//! large-machine tests and `benches/whole_admission.rs` share) over the managers' cores.
 
 mod chaos;
 mod checkpoint_cpusets;
@@ -10,6 +11,8 @@ mod disk_full;
 mod dra;
 mod dra_health;
 mod e2e;
+mod in_process;
+mod large_machines;
 mod memory;
 mod metrics_endpoint;
 mod nri;

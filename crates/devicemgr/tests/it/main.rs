@@ -1,9 +1,9 @@
 //! The device manager's integration tests, one binary: real sockets and sample plugins
 //! (`end_to_end`, `failure_modes`, `registration_limits`, `restart`, `observer`,
 //! `foreign_plugin`, `hint_provider_threads`), upstream's manager and hint tests ported
-//! (`upstream_*`), checkpoint consistency, sparse NUMA ids, properties and whole-node
-//! admissions on large machines (`large_machines`, with the CPU and memory managers' cores). Shared setup
-//! lives in `support`.
+//! (`upstream_*`), checkpoint consistency, sparse NUMA ids and properties — the device
+//! manager alone (whole admissions with the CPU and memory managers are the agent's tests).
+//! Shared setup lives in `support`.
 
 #[macro_use]
 mod support;
@@ -13,8 +13,6 @@ mod end_to_end;
 mod failure_modes;
 mod foreign_plugin;
 mod hint_provider_threads;
-mod in_process;
-mod large_machines;
 mod observer;
 mod properties;
 mod registration_limits;
