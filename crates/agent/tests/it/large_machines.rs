@@ -129,8 +129,9 @@ fn memory_wider_than_a_node_is_admitted_best_effort() {
 // The whole agent on large machines: the real `corral run` over a sysfs tree written from
 // the machine's description, with the real CPU, device and memory managers.
 
-/// `root/sys/...` and `root/proc/...` as Linux shows `machine` (no caches: each socket is
-/// one uncore cache, as corral-testkit's machines have).
+/// `root/sys/devices/system/{cpu,node}` as Linux shows `machine`: online CPUs, each CPU's
+/// package, core and siblings, each node's CPUs, distances and memory (no caches: each
+/// socket is one uncore cache, as corral-testkit's machines have).
 fn write_sysfs(root: &Path, machine: &LargeMachine) {
     let write = |path: PathBuf, text: String| {
         std::fs::create_dir_all(path.parent().unwrap()).unwrap();
