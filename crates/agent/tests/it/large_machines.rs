@@ -8,8 +8,10 @@
 //! the memory manager, and gets all it asked from one node where the policy aligns. Through the real `corral run`
 //! on a sysfs tree written from the machine's description: the same on the GB200-like tray
 //! with the agent's own managers and demo GPUs, and a decision out of its search budget
-//! marked approximate in the answer, the status and the pod's record, across a restart.
+//! marked approximate in the answer, the status, the metric and the pod's record, across a
+//! restart.
 
+use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -19,6 +21,7 @@ use corral_topology::{NumaMask, PolicyName, ScopeName};
 use serde_json::Value;
 
 use crate::in_process::{GI, NodeConfig, Providers, guaranteed, holdings, node, release};
+use crate::metrics_endpoint;
 use crate::support::{self, RunningAgent, WAIT};
 
 /// Every topology policy, both scopes, with and without prefer-closest-numa-nodes, with
@@ -221,6 +224,28 @@ fn status_of(agent: &RunningAgent, uid: &str) -> Value {
         .unwrap_or_else(|| panic!("{uid} not in {pods}"))
 }
 
+/// The body of the agent's `/metrics`, served on the port it logged (`--metrics-addr` with
+/// port 0).
+fn metrics(agent: &RunningAgent) -> String {
+    let deadline = Instant::now() + WAIT;
+    let addr: SocketAddr = loop {
+        let log = agent.log();
+        let served = log
+            .lines()
+            .find(|l| l.contains("serving metrics"))
+            .and_then(|l| l.split("addr=").nth(1)?.split_whitespace().next())
+            .map(|addr| addr.parse().expect("a socket address"));
+        if let Some(addr) = served {
+            break addr;
+        }
+        assert!(Instant::now() < deadline, "no metrics address: {log}");
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let (status, _, body) = metrics_endpoint::get(addr, "/metrics").unwrap();
+    assert_eq!(status, "HTTP/1.1 200 OK", "{body}");
+    body
+}
+
 fn numbers(value: &Value) -> Vec<u64> {
     let list = value.as_array().unwrap_or_else(|| panic!("{value}"));
     list.iter().map(|n| n.as_u64().unwrap()).collect()
@@ -282,8 +307,8 @@ fn the_agent_admits_an_aligned_gpu_pod_on_a_gb200_tray() {
 /// 64 nodes of 4 CPUs at distances 20 or 21 (`corral_testkit::adversarial::near_ties`) under
 /// best-effort with prefer-closest-numa-nodes: the pod needs 16 of them, the closest 16 are
 /// out of the search budget's reach, and the decision says so — in the answer, in
-/// `corral status`, in the pod's record and so after a restart — while it stays admitted
-/// on 16 nodes as an exact decision would be.
+/// `corral status`, in the metric, in the pod's record and so after a restart — while it
+/// stays admitted on 16 nodes as an exact decision would be.
 #[test]
 fn the_agent_marks_a_decision_out_of_its_search_budget_approximate() {
     let ties = corral_testkit::adversarial::near_ties(64, 7);
@@ -317,13 +342,24 @@ fn the_agent_marks_a_decision_out_of_its_search_budget_approximate() {
                   topologyManagerPolicy: best-effort\n\
                   topologyManagerPolicyOptions: {max-allowable-numa-nodes: \"64\", prefer-closest-numa-nodes: \"true\"}\n";
     let dir = tempfile::tempdir().unwrap();
-    let agent = start_agent(dir.path(), &machine, config, &[]);
+    let agent = start_agent(
+        dir.path(),
+        &machine,
+        config,
+        &["--metrics-addr=127.0.0.1:0"],
+    );
     let answer = admit(&agent, "wide", r#"{cpu: "64", memory: 1Gi}"#);
     assert_eq!(answer["approximate"], true, "{answer}");
     let c0 = &answer["containers"][0];
     assert_eq!(c0["exclusiveCpus"], true, "{c0}");
     assert_eq!(numbers(&c0["numaAffinity"]).len(), 16, "{c0}");
     assert_eq!(status_of(&agent, "wide")["approximate"], true);
+    let metric = "corral_topology_manager_approximate_decisions_total";
+    let metrics = metrics(&agent);
+    assert!(
+        metrics.lines().any(|l| l == format!("{metric} 1")),
+        "{metrics}"
+    );
     let records: Vec<String> = std::fs::read_dir(agent.root.join("corral/pods"))
         .unwrap()
         .map(|entry| std::fs::read_to_string(entry.unwrap().path()).unwrap())

@@ -48,7 +48,7 @@ fn log(root: &Path) -> String {
 }
 
 /// `GET path`: the status line, the `Content-Type` and the body.
-fn get(addr: SocketAddr, path: &str) -> std::io::Result<(String, String, String)> {
+pub(crate) fn get(addr: SocketAddr, path: &str) -> std::io::Result<(String, String, String)> {
     let mut stream = TcpStream::connect_timeout(&addr, WAIT)?;
     stream.set_read_timeout(Some(WAIT))?;
     stream.set_write_timeout(Some(WAIT))?;
