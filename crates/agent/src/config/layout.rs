@@ -24,6 +24,11 @@ pub(crate) const KUBELET_ROOT: &str = "/var/lib/kubelet";
 /// The root used when none is given: a local directory, so the agent runs as any user.
 pub(crate) const DEFAULT_LOCAL_ROOT: &str = ".corral";
 
+/// A root given with the kubelet layout, other than the kubelet's root.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("either a root or the kubelet layout ({KUBELET_ROOT}), not both")]
+pub(crate) struct RootWithKubeletLayout;
+
 /// Paths of every socket and state file, derived from one root.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Layout {
@@ -33,12 +38,13 @@ pub(crate) struct Layout {
 impl Layout {
     /// `root` when given; `/var/lib/kubelet` with `kubelet_layout`; else `./.corral`.
     /// Giving both a root and the kubelet layout is a contradiction.
-    pub(crate) fn new(root: Option<PathBuf>, kubelet_layout: bool) -> Result<Self, String> {
+    pub(crate) fn new(
+        root: Option<PathBuf>,
+        kubelet_layout: bool,
+    ) -> Result<Self, RootWithKubeletLayout> {
         let root = match (root, kubelet_layout) {
             (Some(root), true) if root != Path::new(KUBELET_ROOT) => {
-                return Err(format!(
-                    "either a root or the kubelet layout ({KUBELET_ROOT}), not both"
-                ));
+                return Err(RootWithKubeletLayout);
             }
             (Some(root), _) => root,
             (None, true) => PathBuf::from(KUBELET_ROOT),

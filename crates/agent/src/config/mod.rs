@@ -233,7 +233,7 @@ impl ConfigSource {
                 errors.push(
                     "root/kubeletLayout",
                     &format!("{:?}/{:?}", self.root, self.kubelet_layout),
-                    &why,
+                    &why.to_string(),
                 );
                 None
             }
