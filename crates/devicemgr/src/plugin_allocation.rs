@@ -9,7 +9,7 @@
 //!    decided again with the answers), and the reserved devices are given to the plugins'
 //!    `Allocate` and committed — or everything taken for the pod is given back.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::Ordering;
 use std::time::Instant;
 
@@ -43,11 +43,10 @@ impl Shared {
         let mut waiting: BTreeMap<String, ()> = BTreeMap::new();
         for container in containers {
             let running = self.pods.already_running(pod, container);
-            for resource in self
-                .state()
-                .container_device_requests(container)
-                .into_keys()
-            {
+            // Read with the state lock, which is released before the hub's is taken (the
+            // hub calls into the state with its own lock held: that is the order).
+            let requests = self.state().container_device_requests(container);
+            for resource in requests.into_keys() {
                 if self.waits_for_plugin(&resource, running) {
                     waiting.insert(resource, ());
                 }
@@ -81,6 +80,13 @@ impl Shared {
             self.update_allocated_devices();
         }
         let running = self.pods.already_running(pod, container);
+        // Asked before the state lock is taken: the hub's lock comes first (see
+        // `wait_for_plugins`).
+        let waits: BTreeSet<&str> = requests
+            .keys()
+            .map(String::as_str)
+            .filter(|resource| self.waits_for_plugin(resource, running))
+            .collect();
         let mut state = self.state();
         state.save_reuse(&pod.uid);
         state.begin_pod(&pod.uid);
@@ -131,14 +137,12 @@ impl Shared {
                 },
                 Err(
                     AllocateError::Unregistered { .. } | AllocateError::NoHealthyDevices { .. },
-                ) if self.waits_for_plugin(resource, running) => {
-                    AllocateError::PluginNotRegistered {
-                        resource: resource.clone(),
-                        pod_uid: pod.uid.clone(),
-                        container: container.name.clone(),
-                        waited: self.config.registration_wait,
-                    }
-                }
+                ) if waits.contains(resource.as_str()) => AllocateError::PluginNotRegistered {
+                    resource: resource.clone(),
+                    pod_uid: pod.uid.clone(),
+                    container: container.name.clone(),
+                    waited: self.config.registration_wait,
+                },
                 Err(err) => err,
             };
             for reservation in &reserved {
