@@ -314,20 +314,6 @@ fn violations(node: &Arc<Node>, answers: &BTreeMap<String, Admission>) -> Vec<St
             out.push(format!("{uid} admitted but not recorded"));
             continue;
         };
-        for (kind, container) in admitted.pod.all_containers() {
-            let name = &container.name;
-            let held = super::restore_check::holding_of(node, &admitted.pod, kind, container);
-            let holdings = admitted.record.holdings.as_ref();
-            let recorded = holdings
-                .and_then(|h| h.get(name))
-                .cloned()
-                .unwrap_or_default();
-            if held != recorded {
-                out.push(format!(
-                    "{uid}/{name} recorded as granted {recorded:?}, holds {held:?}"
-                ));
-            }
-        }
         for (name, affinity) in &admitted.record.affinities {
             let Some(numa) = &affinity.numa else { continue };
             for block in node.memory().container_memory(uid, name) {

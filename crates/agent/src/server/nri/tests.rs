@@ -39,7 +39,8 @@ fn step() -> impl Strategy<Value = Step> {
     ]
 }
 
-fn pod(n: u8, qos: u8) -> api::PodSandbox {
+/// Pod `n`'s sandbox, of QoS class `qos` (0 Guaranteed, 1 Burstable, 2 BestEffort).
+pub(super) fn pod(n: u8, qos: u8) -> api::PodSandbox {
     let qos = ["", "/burstable", "/besteffort"][usize::from(qos)];
     api::PodSandbox {
         id: format!("sb-{n}"),

@@ -8,18 +8,9 @@ use corral_proto::nri::plugin::NriPlugin;
 use super::plugin::NodePlugin;
 use crate::node::tests::started;
 
+/// Guaranteed pod `n`'s sandbox.
 fn sandbox(n: u8) -> api::PodSandbox {
-    api::PodSandbox {
-        id: format!("sb-{n}"),
-        name: format!("p{n}"),
-        uid: format!("uid-{n}"),
-        namespace: "default".into(),
-        linux: Some(api::LinuxPodSandbox {
-            cgroup_parent: format!("/kubepods/poduid-{n}"),
-            ..Default::default()
-        }),
-        ..Default::default()
-    }
+    super::tests::pod(n, 0)
 }
 
 fn container(n: u8) -> api::Container {
