@@ -30,8 +30,9 @@ impl Node {
         answer
     }
 
-    /// Admits the one container of `manifest` as [`Self::admit_container`] does, and once
-    /// admitted records it as started with `started`'s id ([`Self::container_started`]),
+    /// Admits the one container of `manifest` (a pod manifest with exactly one container)
+    /// into its pod — the pod with it when new; a container the pod already holds answers
+    /// what it holds — and once admitted records it as started with `started`'s id ([`Self::container_started`]),
     /// without the commit: the caller's (one per NRI event, however many containers it
     /// admits), or the journal flusher's within its interval. Runs to its end in a task of
     /// its own, as an admission.

@@ -244,8 +244,9 @@ impl CpuManager {
 
     /// How pods with pod-level resources are treated (the `PodLevelResourceManagers`
     /// gate). [`PodLevelResources::Managed`] allocates their budget at pod scope
-    /// ([`HintProvider::allocate_pod`]), keeps the pods' CPUs in the state and writes
-    /// `cpu_manager_state` v3, as a v1.36 kubelet with the gate on does (v2 otherwise).
+    /// ([`HintProvider::allocate_pod`](corral_topology::HintProvider::allocate_pod)), keeps
+    /// the pods' CPUs in the state and writes `cpu_manager_state` v3, as a v1.36 kubelet
+    /// with the gate on does (v2 otherwise).
     pub fn with_pod_level_resources(self, mode: PodLevelResources) -> CpuManager {
         {
             let mut inner = self.lock();
