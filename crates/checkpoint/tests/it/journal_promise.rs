@@ -179,9 +179,29 @@ fn check(root: &Path, opened: Result<Files, CheckpointError>, ok: &[&Files], ref
 }
 
 fn open_files(root: &Path, compact_at: u64) -> Result<Files, CheckpointError> {
-    let (journal, _) = Journal::open(root, JOURNAL, &managed(), options(compact_at))?;
+    let (journal, _) = open_when_free(root, compact_at)?;
     journal.activate()?;
     Ok(files(root))
+}
+
+/// `Journal::open`, waiting (at most 30 s) while the journal's lock is held: a sibling
+/// test that forks a child (a `mount`, a `mkfifo`) hands it every open descriptor, this
+/// test's lock too, until the child execs.
+fn open_when_free(
+    root: &Path,
+    compact_at: u64,
+) -> Result<(Journal, corral_checkpoint::Recovery), CheckpointError> {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    loop {
+        match Journal::open(root, JOURNAL, &managed(), options(compact_at)) {
+            Err(CheckpointError::Journal(JournalError::InUse { .. }))
+                if std::time::Instant::now() < deadline =>
+            {
+                std::thread::sleep(std::time::Duration::from_millis(10));
+            }
+            opened => return opened,
+        }
+    }
 }
 
 proptest! {
@@ -195,7 +215,7 @@ proptest! {
     ) {
         let base = tempfile::tempdir().unwrap();
         let root = base.path().join("root");
-        let (journal, _) = Journal::open(&root, JOURNAL, &managed(), options(compact_at)).unwrap();
+        let (journal, _) = open_when_free(&root, compact_at).unwrap();
         journal.activate().unwrap();
         let journal = Arc::new(journal);
         let state = CheckpointStore::open(&root).unwrap().with_journal(Arc::clone(&journal));
@@ -540,7 +560,7 @@ struct FirstRun {
 fn first_run(root: &Path) -> FirstRun {
     fs::create_dir_all(root.join("corral/pods")).unwrap();
     fs::write(root.join("cpu_manager_state"), b"f0").unwrap();
-    let (journal, _) = Journal::open(root, JOURNAL, &managed(), options(1 << 20)).unwrap();
+    let (journal, _) = open_when_free(root, 1 << 20).unwrap();
     journal.activate().unwrap();
     let journal = Arc::new(journal);
     let state = CheckpointStore::open(root)
@@ -747,11 +767,11 @@ fn an_older_journal_beside_the_current_mark_is_refused() {
     fs::write(root.join(JOURNAL), &run.journal[2]).unwrap();
     fs::write(root.join(MARK), &run.mark[2]).unwrap();
     set_files(&root, &run.files[2]);
-    let (journal, _) = Journal::open(&root, JOURNAL, &managed(), options(1 << 20)).unwrap();
+    let (journal, _) = open_when_free(&root, 1 << 20).unwrap();
     journal.activate().unwrap();
     journal.retire().unwrap();
     drop(journal);
-    let (journal, _) = Journal::open(&root, JOURNAL, &managed(), options(1 << 20)).unwrap();
+    let (journal, _) = open_when_free(&root, 1 << 20).unwrap();
     journal.activate().unwrap();
     drop(journal);
     assert_eq!(
