@@ -17,6 +17,8 @@
 //! - [`CheckpointStore`]: upstream's `CheckpointManager` over a directory, with atomic and
 //!   durable writes (temp file, fsync, rename, fsync of the directory); opening one removes
 //!   the temporary files of writers that crashed mid-write;
+//! - [`StateFile`]: the one way a manager loads its state file at start and stages each
+//!   change (in a store, through its [`Journal`] if it has one, or in memory);
 //! - [`dump_for_hash`]: go-spew's `%#v` dump with `dump.ForHash` settings for any serde value
 //!   described by a [`GoType`], and [`fnv32a`] / [`crc32_ieee`];
 //! - a Go-compatible JSON layer: `encoding/json` output (escaping, key order, `omitempty`,
@@ -88,6 +90,7 @@ mod journal_error;
 mod map_order;
 mod schema_mismatch;
 mod spew;
+mod state_file;
 mod store;
 
 pub use checksum::kubelet_checksum;
@@ -121,4 +124,5 @@ pub use hash::{crc32_ieee, fnv32a};
 pub use inspect::{Inspected, inspect};
 pub use journal::{Journal, JournalError, JournalOptions, Managed, Recovery};
 pub use spew::dump_for_hash;
+pub use state_file::StateFile;
 pub use store::{CheckpointStore, StoreOptions, validate_key};
