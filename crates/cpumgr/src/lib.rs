@@ -11,8 +11,8 @@
 //! - [`StaticPolicyOptions`]: every static policy option with upstream's names, validation and
 //!   incompatibility errors.
 //! - [`Policy`], [`NonePolicy`], [`StaticPolicy`]: the policies over a [`CpuState`].
-//! - [`restore`] and [`StateBackend`] ([`CheckpointBackend`], [`MemoryBackend`]): the
-//!   `cpu_manager_state` checkpoint, byte-compatible with a kubelet's.
+//! - [`restore`] and [`CpuStateFile`]: the `cpu_manager_state` checkpoint, byte-compatible
+//!   with a kubelet's, read and staged through a [`StateFile`](corral_checkpoint::StateFile).
 //! - [`CpuManager`]: allocation, container lifecycle, stale-state removal, reconciliation
 //!   through a [`ContainerRuntime`], queries, and the topology manager's
 //!   [`HintProvider`](corral_topology::HintProvider).
@@ -22,7 +22,7 @@
 //!
 //! **Architecture Invariant:** the core (assignment, hints, policies, state validation) is
 //! synchronous and does no I/O; persistence and the runtime are edges behind
-//! [`StateBackend`] and [`ContainerRuntime`]. No tokio, no gRPC: the agent owns the periodic
+//! [`StateFile`](corral_checkpoint::StateFile) and [`ContainerRuntime`]. No tokio, no gRPC: the agent owns the periodic
 //! reconcile loop and adapts [`ContainerRuntime`] to CRI.
 //!
 //! Where upstream hurts users corral does better, each documented where it happens: init
@@ -99,6 +99,6 @@ pub use runtime::{
     PodSource, PodStatus, ReconcileReport, ReconciledContainer, RuntimeError,
 };
 pub use state::{
-    CheckpointBackend, ContainerCpuAssignments, CpuState, CpuStateFile, CpuStateFileVersion,
-    MemoryBackend, RestoreError, Restored, StateBackend, StateIoError, restore, restore_writing,
+    ContainerCpuAssignments, CpuState, CpuStateFile, CpuStateFileVersion, RestoreError, Restored,
+    StateIoError, restore, restore_writing,
 };

@@ -30,10 +30,11 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use anyhow::{Context, Result, anyhow};
-use corral_checkpoint::{CheckpointStore, Journal};
+use corral_checkpoint::{
+    CPU_MANAGER_FILE, CheckpointStore, Journal, MEMORY_MANAGER_FILE, StateFile,
+};
 use corral_cpumgr::{
-    CfsQuota, CheckpointBackend, ContainerMap, ContainerRuntime, CpuManager, CpuQuotaPolicy,
-    RuntimeError,
+    CfsQuota, ContainerMap, ContainerRuntime, CpuManager, CpuQuotaPolicy, RuntimeError,
 };
 use corral_devicemgr::{DeviceManager, DeviceManagerConfig, StartOptions};
 use corral_dra::{
@@ -261,7 +262,7 @@ impl Node {
             .with_context(|| format!("opening the state dir {}", state_dir.display()))?
             .with_journal(Arc::clone(&journal));
         cpu.start(
-            Box::new(CheckpointBackend::new(store.clone())),
+            StateFile::in_store(&store, CPU_MANAGER_FILE).context("the CPU manager state file")?,
             Arc::clone(&pods) as _,
             runtime,
             containers.clone(),
@@ -276,7 +277,10 @@ impl Node {
             MemoryManager::new(&memory_config, memory).context("building the memory manager")?,
         );
         memory
-            .start(Some(store.clone()))
+            .start(
+                StateFile::in_store(&store, MEMORY_MANAGER_FILE)
+                    .context("the memory manager state file")?,
+            )
             .context("starting the memory manager")?;
         let mut device_config =
             DeviceManagerConfig::for_topology(layout.device_plugins_dir(), topology);

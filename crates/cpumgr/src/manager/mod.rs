@@ -26,6 +26,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
+use corral_checkpoint::StateFile;
 use corral_topology::{
     Container, CpuSet, CpuTopology, Pod, PodLevelResources, TopologyHint,
     topologymanager::{DECISION_STEPS, bounded_apart},
@@ -36,7 +37,7 @@ use crate::container_map::ContainerMap;
 use crate::index::TopologyIndex;
 use crate::policy::{NonePolicy, Policy, StaticPolicy, ValidationError, guaranteed_cpus};
 use crate::runtime::{CfsQuota, ContainerRuntime, CpuQuotaPolicy, PodSource};
-use crate::state::{CpuState, CpuStateFileVersion, StateBackend, restore_writing};
+use crate::state::{CpuState, CpuStateFileVersion, restore_writing};
 
 /// Whether starting validates the restored state with the policy (upstream `Start`).
 enum Validation {
@@ -46,7 +47,7 @@ enum Validation {
 }
 
 struct Edges {
-    backend: Box<dyn StateBackend>,
+    state_file: StateFile,
     pods: Arc<dyn PodSource>,
     runtime: Arc<dyn ContainerRuntime>,
 }
@@ -77,7 +78,7 @@ impl Inner {
             return Ok(());
         };
         let file = self.state.to_file(self.policy.name(), self.file_version);
-        if let Err(e) = edges.backend.store(&file) {
+        if let Err(e) = crate::state::stage(&edges.state_file, &file) {
             self.state = before;
             return Err(CpuManagerError::Persist(e));
         }
@@ -103,8 +104,9 @@ impl Inner {
 ///
 /// ```
 /// use std::sync::Arc;
-/// use corral_cpumgr::{CfsQuota, ContainerMap, CpuManager, CpuManagerConfig, MemoryBackend, PodSource,
+/// use corral_cpumgr::{CfsQuota, ContainerMap, CpuManager, CpuManagerConfig, PodSource,
 ///     PodStatus, ContainerRuntime, RuntimeError};
+/// use corral_checkpoint::StateFile;
 /// use corral_topology::{Container, CpuInfo, CpuRecord, CpuSet, CpuTopology, Pod, TopologyHint};
 ///
 /// struct NoPods;
@@ -129,7 +131,7 @@ impl Inner {
 ///     ..CpuManagerConfig::default()
 /// };
 /// let manager = CpuManager::new(&config, &topology)?;
-/// manager.start(Box::new(MemoryBackend::new()), Arc::new(NoPods), Arc::new(NoRuntime), ContainerMap::new())?;
+/// manager.start(StateFile::in_memory(), Arc::new(NoPods), Arc::new(NoRuntime), ContainerMap::new())?;
 ///
 /// let mut app = Container::new("app");
 /// for list in [&mut app.resources.requests, &mut app.resources.limits] {
@@ -298,17 +300,17 @@ impl CpuManager {
     /// checkpoints and seeds the container map.
     pub fn start(
         &self,
-        mut backend: Box<dyn StateBackend>,
+        state_file: StateFile,
         pods: Arc<dyn PodSource>,
         runtime: Arc<dyn ContainerRuntime>,
         initial_containers: ContainerMap,
     ) -> Result<(), CpuManagerError> {
         let mut inner = self.lock();
         let name = inner.policy.name();
-        let file = backend.location();
+        let file = state_file.to_string();
         let version = inner.file_version;
         let restored = restore_writing(
-            backend.as_mut(),
+            &state_file,
             name,
             &|id| {
                 initial_containers
@@ -341,7 +343,7 @@ impl CpuManager {
         inner.state = state;
         inner.containers = initial_containers;
         inner.edges = Some(Edges {
-            backend,
+            state_file,
             pods,
             runtime,
         });

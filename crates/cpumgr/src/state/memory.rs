@@ -4,7 +4,7 @@ use std::collections::BTreeMap;
 
 use corral_checkpoint::{CpuManagerCheckpoint, CpuManagerCheckpointV3, PodCpuEntry};
 
-use super::backend::CpuStateFile;
+use super::file::CpuStateFile;
 
 /// Which `cpu_manager_state` version to write: the configuration decides (v3 while
 /// `PodLevelResourceManagers` is on, as upstream).

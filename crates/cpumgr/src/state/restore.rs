@@ -15,7 +15,9 @@ use corral_checkpoint::{
 };
 use corral_topology::{CpuSet, CpuSetParseError};
 
-use super::backend::{StateBackend, StateIoError};
+use corral_checkpoint::StateFile;
+
+use super::file::{self, StateIoError};
 use super::memory::{ContainerCpuAssignments, CpuState, CpuStateFileVersion};
 
 /// What [`restore`] found.
@@ -155,33 +157,38 @@ fn go_parse_message(e: &CpuSetParseError) -> String {
     }
 }
 
-/// Restore the state for `policy_name` from `backend` (upstream `NewCheckpointState` +
+/// Restore the state for `policy_name` from `state_file` (upstream `NewCheckpointState` +
 /// `restoreState`). `container_ref` resolves a container id to (pod UID, container name) for
 /// v1 checkpoints (upstream: the runtime's initial container list). With no checkpoint, an
 /// empty one is written.
 pub fn restore(
-    backend: &mut dyn StateBackend,
+    state_file: &StateFile,
     policy_name: &str,
     container_ref: &dyn Fn(&str) -> Option<(String, String)>,
 ) -> Result<Restored, RestoreError> {
-    restore_writing(backend, policy_name, container_ref, CpuStateFileVersion::V2)
+    restore_writing(
+        state_file,
+        policy_name,
+        container_ref,
+        CpuStateFileVersion::V2,
+    )
 }
 
 /// [`restore`], writing a fresh or migrated file in `version`.
 pub fn restore_writing(
-    backend: &mut dyn StateBackend,
+    state_file: &StateFile,
     policy_name: &str,
     container_ref: &dyn Fn(&str) -> Option<(String, String)>,
     version: CpuStateFileVersion,
 ) -> Result<Restored, RestoreError> {
-    let file = backend.location();
-    let Some(bytes) = backend.load().map_err(|source| RestoreError::Read {
+    let file = state_file.to_string();
+    let Some(bytes) = file::load(state_file).map_err(|source| RestoreError::Read {
         file: file.clone(),
         source: Box::new(source),
     })?
     else {
         let state = CpuState::default();
-        write(backend, &state, policy_name, version, &file)?;
+        write(state_file, &state, policy_name, version, &file)?;
         return Ok(Restored {
             state,
             fresh: true,
@@ -238,7 +245,7 @@ pub fn restore_writing(
             .all(|(_, containers)| containers.as_ref().is_none_or(|c| c.is_empty()));
         if checkpoint.policy_name == "none" && policy_name == "static" && no_entries {
             let state = CpuState::default();
-            write(backend, &state, policy_name, version, &file)?;
+            write(state_file, &state, policy_name, version, &file)?;
             return Ok(Restored {
                 state,
                 fresh: false,
@@ -298,18 +305,18 @@ fn split_pod_entries(
 }
 
 fn write(
-    backend: &mut dyn StateBackend,
+    state_file: &StateFile,
     state: &CpuState,
     policy_name: &str,
     version: CpuStateFileVersion,
     file: &str,
 ) -> Result<(), RestoreError> {
-    backend
-        .store(&state.to_file(policy_name, version))
-        .map_err(|source| RestoreError::Write {
+    file::stage(state_file, &state.to_file(policy_name, version)).map_err(|source| {
+        RestoreError::Write {
             file: file.to_owned(),
             source: Box::new(source),
-        })
+        }
+    })
 }
 
 fn parse(checkpoint: &CpuManagerCheckpoint, file: &str) -> Result<CpuState, RestoreError> {

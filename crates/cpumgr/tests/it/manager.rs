@@ -7,17 +7,16 @@
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 
-use corral_checkpoint::{CPU_MANAGER_FILE, CheckpointStore, CpuManagerCheckpoint};
+use corral_checkpoint::{CPU_MANAGER_FILE, CheckpointStore, CpuManagerCheckpoint, StateFile};
 use corral_cpumgr::{
-    CfsQuota, CheckpointBackend, ContainerMap, ContainerRuntime, ContainerState, ContainerStatus,
-    CpuManager, CpuManagerConfig, CpuManagerError, CpuQuotaPolicy, MemoryBackend, PodSource,
-    PodStatus, RuntimeError, restore,
+    CfsQuota, ContainerMap, ContainerRuntime, ContainerState, ContainerStatus, CpuManager,
+    CpuManagerConfig, CpuManagerError, CpuQuotaPolicy, PodSource, PodStatus, RuntimeError, restore,
 };
 use corral_testkit::conformance_topology::{load_testdata, vector_file};
 use corral_topology::{AffinityStore, CpuSet, CpuTopology, HintProvider, Pod, TopologyHint};
 use serde_json::Value;
 
-use crate::support::harness::FlakyBackend;
+use crate::support::harness::FlakyFile;
 use crate::support::*;
 
 /// upstream topoSingleSocketHT.
@@ -79,7 +78,7 @@ impl ContainerRuntime for Runtime {
 
 fn start(
     config: &CpuManagerConfig,
-    backend: Box<dyn corral_cpumgr::StateBackend>,
+    backend: StateFile,
     initial: ContainerMap,
 ) -> Result<(CpuManager, Arc<Pods>, Arc<Runtime>), CpuManagerError> {
     start_with_quota(config, backend, initial, CpuQuotaPolicy::default())
@@ -87,7 +86,7 @@ fn start(
 
 fn start_with_quota(
     config: &CpuManagerConfig,
-    backend: Box<dyn corral_cpumgr::StateBackend>,
+    backend: StateFile,
     initial: ContainerMap,
     quota: CpuQuotaPolicy,
 ) -> Result<(CpuManager, Arc<Pods>, Arc<Runtime>), CpuManagerError> {
@@ -102,7 +101,7 @@ fn start_with_quota(
 fn start_static() -> (CpuManager, Arc<Pods>, Arc<Runtime>) {
     start(
         &static_config(),
-        Box::new(MemoryBackend::new()),
+        StateFile::in_memory(),
         ContainerMap::new(),
     )
     .unwrap()
@@ -110,7 +109,7 @@ fn start_static() -> (CpuManager, Arc<Pods>, Arc<Runtime>) {
 
 /// A manager started with [`static_config`] on the checkpoint files of `store`.
 fn start_static_on(store: &CheckpointStore, initial: ContainerMap) -> CpuManager {
-    let backend = Box::new(CheckpointBackend::new(store.clone()));
+    let backend = StateFile::in_store(&store, CPU_MANAGER_FILE).unwrap();
     start(&static_config(), backend, initial).unwrap().0
 }
 
@@ -157,8 +156,8 @@ fn conformance_checkpoints_restore_as_upstream() {
             .ok()
             .and_then(|j| j["policyName"].as_str().map(str::to_owned))
             .unwrap_or_default();
-        let mut backend = MemoryBackend::with_bytes(file);
-        let got = restore(&mut backend, &policy, &|id| Some(("pod".into(), id.into())));
+        let backend = StateFile::in_memory_holding(file);
+        let got = restore(&backend, &policy, &|id| Some(("pod".into(), id.into())));
         match verdict {
             "error" => {
                 let e = got.expect_err(v["name"].as_str().unwrap());
@@ -231,7 +230,7 @@ fn policy_change_none_to_static_migrates() {
     // static → none is refused, naming the file and what to do.
     let err = start(
         &CpuManagerConfig::default(),
-        Box::new(CheckpointBackend::new(store)),
+        StateFile::in_store(&store, CPU_MANAGER_FILE).unwrap(),
         ContainerMap::new(),
     )
     .unwrap_err()
@@ -250,9 +249,9 @@ fn policy_change_none_to_static_migrates() {
 fn invalid_state_refuses_to_start_with_remedy() {
     let mut state = corral_cpumgr::CpuState::default();
     state.set_default_cpu_set("0-3".parse().unwrap()); // CPUs 4-7 vanished
-    let backend = MemoryBackend::new();
-    let mut b: Box<dyn corral_cpumgr::StateBackend> = Box::new(backend.clone());
-    b.store(&state.to_checkpoint("static").into()).unwrap();
+    let backend = StateFile::in_memory();
+    let b = backend.clone();
+    b.stage_checkpoint(&state.to_checkpoint("static")).unwrap();
     let err = error_chain(&start(&static_config(), b, ContainerMap::new()).unwrap_err());
     assert!(err.contains("doesn't match with CPUs in state"), "{err}");
     assert!(err.contains("the node's CPUs changed"), "{err}");
@@ -263,8 +262,8 @@ fn invalid_state_refuses_to_start_with_remedy() {
     state.set_default_cpu_set("0,3-7".parse().unwrap());
     state.set_cpu_set("a", "c", "1-2".parse().unwrap());
     state.set_cpu_set("b", "c", "2".parse().unwrap());
-    let mut b: Box<dyn corral_cpumgr::StateBackend> = Box::new(MemoryBackend::new());
-    b.store(&state.to_checkpoint("static").into()).unwrap();
+    let b = StateFile::in_memory();
+    b.stage_checkpoint(&state.to_checkpoint("static")).unwrap();
     let err = error_chain(&start(&static_config(), b, ContainerMap::new()).unwrap_err());
     assert!(
         err.contains("CPU 2 is assigned exclusively to both"),
@@ -304,7 +303,7 @@ fn configuration_errors() {
         reserved_cpu_millis: Some(1500),
         ..static_config()
     };
-    let (m, _, _) = start(&half, Box::new(MemoryBackend::new()), ContainerMap::new()).unwrap();
+    let (m, _, _) = start(&half, StateFile::in_memory(), ContainerMap::new()).unwrap();
     assert_eq!(m.allocatable_cpus().to_string(), "1-3,5-7");
 }
 
@@ -465,7 +464,7 @@ fn running(name: &str, id: &str) -> ContainerStatus {
 fn the_quota_is_kept_when_the_gate_is_off() {
     let (manager, _, _) = start_with_quota(
         &static_config(),
-        Box::new(MemoryBackend::new()),
+        StateFile::in_memory(),
         ContainerMap::new(),
         CpuQuotaPolicy::Enforce,
     )
@@ -628,7 +627,7 @@ fn stale_state_removal_keeps_the_pending_pod() {
 fn none_policy_manager() {
     let (manager, _, _) = start(
         &CpuManagerConfig::default(),
-        Box::new(MemoryBackend::new()),
+        StateFile::in_memory(),
         ContainerMap::new(),
     )
     .unwrap();
@@ -675,7 +674,7 @@ fn stale_state_is_swept_once_per_pod_source_generation_and_pending_pod() {
     let pods = Arc::new(CountedPods::default());
     manager
         .start(
-            Box::new(MemoryBackend::new()),
+            StateFile::in_memory(),
             pods.clone(),
             Arc::new(Runtime::default()),
             ContainerMap::new(),
@@ -730,30 +729,24 @@ fn errors_print_their_source_once() {
 
     let mut state = corral_cpumgr::CpuState::default();
     state.set_default_cpu_set("0-3".parse().unwrap()); // CPUs 4-7 vanished
-    let mut b: Box<dyn corral_cpumgr::StateBackend> = Box::new(MemoryBackend::new());
-    b.store(&state.to_checkpoint("static").into()).unwrap();
+    let b = StateFile::in_memory();
+    b.stage_checkpoint(&state.to_checkpoint("static")).unwrap();
     assert_no_repeated_source(&start(&static_config(), b, ContainerMap::new()).unwrap_err());
 
-    let damaged = MemoryBackend::with_bytes(b"{\"policyName\": ".to_vec());
-    let err = start(&static_config(), Box::new(damaged), ContainerMap::new()).unwrap_err();
+    let damaged = StateFile::in_memory_holding(b"{\"policyName\": ".to_vec());
+    let err = start(&static_config(), damaged, ContainerMap::new()).unwrap_err();
     assert!(error_chain(&err).contains("<memory>"), "{err}");
     assert_no_repeated_source(&err);
 
-    let backend = FlakyBackend::default();
-    let (manager, _, _) = start(
-        &static_config(),
-        Box::new(backend.clone()),
-        ContainerMap::new(),
-    )
-    .unwrap();
-    backend
-        .fail
-        .store(true, std::sync::atomic::Ordering::SeqCst);
+    let backend = FlakyFile::default();
+    let (manager, _, _) =
+        start(&static_config(), backend.file.clone(), ContainerMap::new()).unwrap();
+    backend.fail(true);
     let pod = make_pod("uid", "c", 2000, 2000);
     let err = manager
         .allocate(&pod, &pod.containers[0], TopologyHint::default())
         .unwrap_err();
-    assert!(error_chain(&err).contains("disk full"), "{err}");
+    assert!(error_chain(&err).contains("rename into place"), "{err}");
     assert_no_repeated_source(&err);
 }
 
@@ -788,7 +781,7 @@ fn a_distributed_allocation_has_a_bounded_budget_of_its_own() {
     let manager = CpuManager::new(&config, &CpuTopology::new(&records).unwrap()).unwrap();
     let pods = Arc::new(Pods::default());
     let runtime = Arc::new(Runtime::default());
-    let backend = Box::new(MemoryBackend::new());
+    let backend = StateFile::in_memory();
     manager
         .start(backend, pods, runtime, ContainerMap::new())
         .unwrap();

@@ -8,10 +8,11 @@ use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
+use corral_checkpoint::StateFile;
 use corral_cpumgr::test_util::topology_index;
 use corral_cpumgr::{
     CfsQuota, ContainerMap, ContainerRuntime, CpuManager, CpuManagerConfig, CpuManagerMetrics,
-    MemoryBackend, PodSource, PodStatus, RuntimeError,
+    PodSource, PodStatus, RuntimeError,
 };
 use corral_topology::{CpuSet, CpuTopology, Pod, TopologyHint};
 
@@ -63,7 +64,7 @@ fn manager(policy: &str, options: &[(&str, &str)]) -> (CpuManager, Arc<Pods>) {
     let pods = Arc::new(Pods::default());
     manager
         .start(
-            Box::new(MemoryBackend::new()),
+            StateFile::in_memory(),
             Arc::clone(&pods) as _,
             Arc::new(NoRuntime),
             ContainerMap::new(),

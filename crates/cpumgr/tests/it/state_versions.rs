@@ -6,10 +6,9 @@ use std::collections::BTreeMap;
 
 use corral_checkpoint::{
     Checkpoint, CpuManagerCheckpoint, CpuManagerCheckpointV3, CpuManagerCheckpointV4, PodCpuEntry,
+    StateFile,
 };
-use corral_cpumgr::{
-    CpuState, CpuStateFileVersion, MemoryBackend, RestoreError, restore, restore_writing,
-};
+use corral_cpumgr::{CpuState, CpuStateFileVersion, RestoreError, restore, restore_writing};
 
 fn no_v1(_: &str) -> Option<(String, String)> {
     None
@@ -34,18 +33,18 @@ fn v3_of(state: &CpuState) -> CpuManagerCheckpointV3 {
 
 #[test]
 fn a_fresh_file_is_written_in_the_configured_version() {
-    let backend = MemoryBackend::new();
-    let mut writer = backend.clone();
-    restore_writing(&mut writer, "static", &no_v1, CpuStateFileVersion::V3).unwrap();
-    let bytes = backend.bytes().unwrap();
+    let backend = StateFile::in_memory();
+    let writer = backend.clone();
+    restore_writing(&writer, "static", &no_v1, CpuStateFileVersion::V3).unwrap();
+    let bytes = backend.load().unwrap().unwrap();
     assert!(CpuManagerCheckpointV3::decode(&bytes).is_ok());
     // A v1.36 kubelet with the gate off (v2 reader) refuses it, as upstream's does.
     assert!(CpuManagerCheckpoint::decode(&bytes).is_err());
 
-    let backend = MemoryBackend::new();
-    let mut writer = backend.clone();
-    restore_writing(&mut writer, "static", &no_v1, CpuStateFileVersion::V2).unwrap();
-    assert!(CpuManagerCheckpoint::decode(&backend.bytes().unwrap()).is_ok());
+    let backend = StateFile::in_memory();
+    let writer = backend.clone();
+    restore_writing(&writer, "static", &no_v1, CpuStateFileVersion::V2).unwrap();
+    assert!(CpuManagerCheckpoint::decode(&backend.load().unwrap().unwrap()).is_ok());
 }
 
 #[test]
@@ -55,8 +54,8 @@ fn v3_and_v4_files_restore_to_the_same_state() {
         v3_of(&want).encode().unwrap(),
         CpuManagerCheckpointV4(v3_of(&want)).encode().unwrap(),
     ] {
-        let mut backend = MemoryBackend::with_bytes(bytes);
-        let restored = restore(&mut backend, "static", &no_v1).unwrap();
+        let backend = StateFile::in_memory_holding(bytes);
+        let restored = restore(&backend, "static", &no_v1).unwrap();
         assert_eq!(restored.state, want);
         assert!(!restored.fresh);
     }
@@ -75,8 +74,8 @@ fn pod_level_assignments_stop_the_restore_naming_the_pods() {
         v3.encode().unwrap(),
         CpuManagerCheckpointV4(v3.clone()).encode().unwrap(),
     ] {
-        let mut backend = MemoryBackend::with_bytes(bytes);
-        let err = restore(&mut backend, "static", &no_v1).unwrap_err();
+        let backend = StateFile::in_memory_holding(bytes);
+        let err = restore(&backend, "static", &no_v1).unwrap_err();
         assert!(
             matches!(&err, RestoreError::PodLevelAssignments { pods, .. } if pods == &["pod"]),
             "{err}"

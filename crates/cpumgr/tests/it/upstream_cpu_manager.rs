@@ -6,7 +6,6 @@
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
 
 use corral_cpumgr::{
     ContainerState, ContainerStatus, CpuManager, CpuManagerConfig, CpuManagerError, CpuState,
@@ -266,7 +265,7 @@ fn cpu_manager_remove() {
     m.remove_container("fakeID").unwrap();
 
     // A failed checkpoint write on removal.
-    let backend = FlakyBackend::default();
+    let backend = FlakyFile::default();
     let pod = make_pod("fakePod", "fakeContainer", 2000, 2000);
     let pods = Arc::new(Pods::default());
     *pods.pods.lock().unwrap() = vec![pod.clone()];
@@ -276,7 +275,7 @@ fn cpu_manager_remove() {
         std::time::Duration::from_secs(10),
     );
     m.start(
-        Box::new(backend.clone()),
+        backend.file.clone(),
         pods,
         Arc::new(Runtime::default()),
         corral_cpumgr::ContainerMap::new(),
@@ -286,14 +285,14 @@ fn cpu_manager_remove() {
         .unwrap();
     m.add_container("fakePod", "fakeContainer", "fakeID");
     let before = m.state();
-    backend.fail.store(true, Ordering::SeqCst);
+    backend.fail(true);
     let err = m.remove_container("fakeID").unwrap_err();
     assert!(matches!(err, CpuManagerError::Persist(_)), "{err}");
     // The cause is the error's source, printed once by whoever shows the chain.
     let chain = error_chain(&err);
-    assert!(chain.contains("disk full"), "{chain}");
+    assert!(chain.contains("rename into place"), "{chain}");
     assert_eq!(m.state(), before);
-    backend.fail.store(false, Ordering::SeqCst);
+    backend.fail(false);
     m.remove_container("fakeID").unwrap();
     assert_eq!(m.state().default_cpu_set(), &set("0-7"));
 }

@@ -7,8 +7,8 @@
 //! The checkpoint texts are upstream's, byte for byte, with the checksums upstream computed
 //! (its `MockCheckpoint` writes them unchanged): corral must accept and refuse exactly them.
 
-use corral_checkpoint::{CPU_MANAGER_FILE, CheckpointStore};
-use corral_cpumgr::{CheckpointBackend, CpuState, RestoreError, StateBackend, restore};
+use corral_checkpoint::{CPU_MANAGER_FILE, CheckpointStore, StateFile};
+use corral_cpumgr::{CpuState, RestoreError, restore};
 
 use corral_testkit::conformance_topology::{load_testdata, text};
 
@@ -70,8 +70,8 @@ fn checkpoint_state_restore() {
             None => Err(text(row, "error_contains")),
         };
         let (dir, store) = store_with(content);
-        let mut backend = CheckpointBackend::new(store);
-        let got = restore(&mut backend, policy, &initial_containers);
+        let backend = StateFile::in_store(&store, CPU_MANAGER_FILE).unwrap();
+        let got = restore(&backend, policy, &initial_containers);
         match (got, want) {
             (Ok(restored), Ok(want)) => assert_eq!(restored.state, want, "{description}"),
             (Err(e), Err(text)) => {
@@ -94,7 +94,12 @@ fn checkpoint_state_restore_invalid_checksum_is_typed() {
     let (_dir, store) = store_with(
         r#"{"policyName": "none", "defaultCPUSet": "4-6", "entries": {}, "checksum": 1337}"#,
     );
-    let err = restore(&mut CheckpointBackend::new(store), "none", &|_| None).unwrap_err();
+    let err = restore(
+        &StateFile::in_store(&store, CPU_MANAGER_FILE).unwrap(),
+        "none",
+        &|_| None,
+    )
+    .unwrap_err();
     assert!(matches!(err, RestoreError::Read { .. }), "{err}");
 }
 
@@ -110,11 +115,11 @@ fn checkpoint_state_store() {
     ];
     for (description, want) in rows {
         let (_dir, store) = store_with("");
-        let mut cs1 = CheckpointBackend::new(store.clone());
-        restore(&mut cs1, "none", &|_| None).unwrap();
-        cs1.store(&want.to_checkpoint("none").into()).unwrap();
-        let mut cs2 = CheckpointBackend::new(store);
-        let restored = restore(&mut cs2, "none", &|_| None).unwrap();
+        let cs1 = StateFile::in_store(&store, CPU_MANAGER_FILE).unwrap();
+        restore(&cs1, "none", &|_| None).unwrap();
+        cs1.stage_checkpoint(&want.to_checkpoint("none")).unwrap();
+        let cs2 = StateFile::in_store(&store, CPU_MANAGER_FILE).unwrap();
+        let restored = restore(&cs2, "none", &|_| None).unwrap();
         assert_eq!(restored.state, want, "{description}");
     }
 }
@@ -134,21 +139,21 @@ fn helper_rows() -> [(&'static str, &'static [(&'static str, &'static str)]); 3]
 fn checkpoint_state_helpers() {
     for (description, containers) in helper_rows() {
         let (_dir, store) = store_with("");
-        let mut backend = CheckpointBackend::new(store);
-        let mut st = restore(&mut backend, "none", &|_| None).unwrap().state;
+        let backend = StateFile::in_store(&store, CPU_MANAGER_FILE).unwrap();
+        let mut st = restore(&backend, "none", &|_| None).unwrap().state;
         st.set_default_cpu_set(set("0-8"));
         for (container, cpus) in containers {
             st.set_cpu_set("pod", container, set(cpus));
-            backend.store(&st.to_checkpoint("none").into()).unwrap();
-            let back = restore(&mut backend, "none", &|_| None).unwrap().state;
+            backend.stage_checkpoint(&st.to_checkpoint("none")).unwrap();
+            let back = restore(&backend, "none", &|_| None).unwrap().state;
             assert_eq!(
                 back.cpu_set("pod", container),
                 Some(&set(cpus)),
                 "{description}"
             );
             st.delete("pod", container);
-            backend.store(&st.to_checkpoint("none").into()).unwrap();
-            let back = restore(&mut backend, "none", &|_| None).unwrap().state;
+            backend.stage_checkpoint(&st.to_checkpoint("none")).unwrap();
+            let back = restore(&backend, "none", &|_| None).unwrap().state;
             assert_eq!(back.cpu_set("pod", container), None, "{description}");
         }
     }
@@ -158,8 +163,8 @@ fn checkpoint_state_helpers() {
 #[test]
 fn checkpoint_state_clear() {
     let (_dir, store) = store_with("");
-    let mut backend = CheckpointBackend::new(store);
-    let mut st = restore(&mut backend, "none", &|_| None).unwrap().state;
+    let backend = StateFile::in_store(&store, CPU_MANAGER_FILE).unwrap();
+    let mut st = restore(&backend, "none", &|_| None).unwrap().state;
     st.set_default_cpu_set(set("1,5,10"));
     st.set_assignments(
         state("", &[("pod", "container1", "1,4")])
@@ -167,8 +172,8 @@ fn checkpoint_state_clear() {
             .clone(),
     );
     st.clear();
-    backend.store(&st.to_checkpoint("none").into()).unwrap();
-    let back = restore(&mut backend, "none", &|_| None).unwrap().state;
+    backend.stage_checkpoint(&st.to_checkpoint("none")).unwrap();
+    let back = restore(&backend, "none", &|_| None).unwrap().state;
     assert!(back.default_cpu_set().is_empty());
     assert_eq!(back.cpu_set("pod", "container1"), None);
 }
@@ -205,11 +210,18 @@ fn state_compatibility_round_trip() {
         &[("pod", "container1", "4-6"), ("pod", "container2", "1-3")],
     );
     let (_dir, store) = store_with("");
-    let mut backend = CheckpointBackend::new(store.clone());
-    backend.store(&want.to_checkpoint("none").into()).unwrap();
+    let backend = StateFile::in_store(&store, CPU_MANAGER_FILE).unwrap();
+    backend
+        .stage_checkpoint(&want.to_checkpoint("none"))
+        .unwrap();
     let bytes = store.read_bytes(CPU_MANAGER_FILE).unwrap();
     let text = String::from_utf8(bytes).unwrap();
     assert!(text.contains("\"defaultCpuSet\":\"1-3\""), "{text}");
-    let restored = restore(&mut CheckpointBackend::new(store), "none", &|_| None).unwrap();
+    let restored = restore(
+        &StateFile::in_store(&store, CPU_MANAGER_FILE).unwrap(),
+        "none",
+        &|_| None,
+    )
+    .unwrap();
     assert_eq!(restored.state, want);
 }

@@ -22,8 +22,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use corral_checkpoint::{
-    CheckpointError, CheckpointStore, MEMORY_MANAGER_FILE, MemoryManagerCheckpoint,
-    MemoryManagerCheckpointV2, MemoryManagerState, RestoreOrder, restore_memory_manager_state,
+    CheckpointError, MEMORY_MANAGER_FILE, MemoryManagerCheckpoint, MemoryManagerCheckpointV2,
+    MemoryManagerState, RestoreOrder, StateFile, restore_memory_manager_state,
 };
 use corral_topology::memory::NumaMemory;
 use corral_topology::topologymanager::MemoryGrant;
@@ -57,7 +57,7 @@ use crate::static_policy::StaticPolicy;
 ///     ..MemoryManagerConfig::default()
 /// };
 /// let manager = MemoryManager::new(&config, &memory)?;
-/// manager.start(None)?;
+/// manager.start(corral_checkpoint::StateFile::in_memory())?;
 ///
 /// let mut app = Container::new("app");
 /// for list in [&mut app.resources.requests, &mut app.resources.limits] {
@@ -81,8 +81,8 @@ pub struct MemoryManager {
 struct Inner {
     /// The static policy's state (`None` with the `None` policy, or before `start`).
     policy: Option<StaticPolicy>,
-    /// Where the state is written; `None` keeps it in memory.
-    store: Option<CheckpointStore>,
+    /// Where the state is written (`None` before `start`).
+    state_file: Option<StateFile>,
     started: bool,
     /// What containers may have, per node and resource, as of `start` (upstream computes
     /// it once, at `Start`).
@@ -93,8 +93,8 @@ struct Inner {
 
 impl Inner {
     fn file(&self) -> String {
-        match &self.store {
-            Some(store) => store.dir().join(MEMORY_MANAGER_FILE).display().to_string(),
+        match &self.state_file {
+            Some(file) => file.to_string(),
             None => MEMORY_MANAGER_FILE.to_owned(),
         }
     }
@@ -107,7 +107,7 @@ impl Inner {
     }
 
     fn write(&self, policy: MemoryPolicy) -> Result<(), MemoryManagerError> {
-        let Some(store) = &self.store else {
+        let Some(state_file) = &self.state_file else {
             return Ok(());
         };
         let v1 = self.checkpoint(policy);
@@ -120,9 +120,9 @@ impl Inner {
                     entries: v1.entries,
                     pod_entries: Some(to_pod_entries(pod_blocks.into_iter().flatten())),
                 };
-                store.create(MEMORY_MANAGER_FILE, &v2)
+                state_file.stage_checkpoint(&v2)
             }
-            _ => store.create(MEMORY_MANAGER_FILE, &v1),
+            _ => state_file.stage_checkpoint(&v1),
         };
         written.map_err(|source| MemoryManagerError::Persist {
             file: self.file(),
@@ -235,23 +235,21 @@ impl MemoryManager {
         self.policy
     }
 
-    /// Upstream `Start`: restores `memory_manager_state` from `store` (or starts empty
-    /// when it has none, writing it; `None` keeps the state in memory only). A checkpoint
+    /// Upstream `Start`: restores `memory_manager_state` from `state_file` (or starts empty
+    /// when there is none, writing it; [`StateFile::in_memory`] keeps the state in memory
+    /// only). A checkpoint
     /// of another policy, a damaged one, or (`Static`) one whose machine state does not
     /// fit this machine and its reservations is an error and nothing starts.
-    pub fn start(&self, store: Option<CheckpointStore>) -> Result<(), MemoryManagerError> {
+    pub fn start(&self, state_file: StateFile) -> Result<(), MemoryManagerError> {
         let mut inner = self.lock();
-        inner.store = store;
-        inner.started = false;
-        let file = inner.file();
-        let stored = match &inner.store {
-            None => None,
-            Some(store) => match store.read_bytes(MEMORY_MANAGER_FILE) {
-                Ok(bytes) => Some(restored_v1(&bytes, &file, inner.pod_level)?),
-                Err(CheckpointError::NotFound { .. }) => None,
-                Err(source) => return Err(MemoryManagerError::Read { file, source }),
-            },
+        let file = state_file.to_string();
+        let stored = match state_file.load() {
+            Ok(Some(bytes)) => Some(restored_v1(&bytes, &file, inner.pod_level)?),
+            Ok(None) => None,
+            Err(source) => return Err(MemoryManagerError::Read { file, source }),
         };
+        inner.state_file = Some(state_file);
+        inner.started = false;
         let pod_blocks = stored
             .as_ref()
             .map(|(_, pods)| pods.clone())

@@ -3,11 +3,10 @@
 //! damaged, of another policy, or no longer fits the machine; the reservation checked
 //! against the node allocatable reservation with upstream's messages.
 
+use crate::support::state_file;
 use std::collections::BTreeMap;
 
-use corral_checkpoint::{
-    Checkpoint, CheckpointStore, MEMORY_MANAGER_FILE, MemoryManagerCheckpoint,
-};
+use corral_checkpoint::{Checkpoint, MEMORY_MANAGER_FILE, MemoryManagerCheckpoint};
 use corral_memmgr::{
     ConfigError, MEMORY, MemoryManager, MemoryManagerConfig, MemoryManagerError, MemoryPolicy,
     MemoryReservation, node_allocatable_reservation,
@@ -53,7 +52,7 @@ fn started(
     policy: MemoryPolicy,
 ) -> Result<MemoryManager, MemoryManagerError> {
     let manager = MemoryManager::new(&config(policy), &machine())?;
-    manager.start(Some(CheckpointStore::open(dir).unwrap()))?;
+    manager.start(state_file(dir))?;
     Ok(manager)
 }
 
@@ -186,9 +185,7 @@ fn a_state_the_machine_no_longer_matches_is_refused() {
     let mut smaller = machine();
     smaller.get_mut(&1).unwrap().memory_bytes = 8 * GI;
     let manager = MemoryManager::new(&config(MemoryPolicy::Static), &smaller).unwrap();
-    let err = manager
-        .start(Some(CheckpointStore::open(dir.path()).unwrap()))
-        .unwrap_err();
+    let err = manager.start(state_file(dir.path())).unwrap_err();
     assert!(
         matches!(err, MemoryManagerError::InvalidState { .. }),
         "{err}"

@@ -2,11 +2,12 @@
 //! `PodLevelResourceManagers` is on (as a v1.36 kubelet writes), v1, v2 and v1.37's v3 all
 //! restored; pod-level assignments restored with the gate on and refused with it off.
 
+use crate::support::state_file;
 use std::collections::BTreeMap;
 
 use corral_checkpoint::{
-    Block, Checkpoint, CheckpointStore, MEMORY_MANAGER_FILE, MemoryManagerCheckpoint,
-    MemoryManagerCheckpointV2, MemoryManagerCheckpointV3, PodMemoryEntry,
+    Block, Checkpoint, MEMORY_MANAGER_FILE, MemoryManagerCheckpoint, MemoryManagerCheckpointV2,
+    MemoryManagerCheckpointV3, PodMemoryEntry,
 };
 use corral_memmgr::{MemoryManager, MemoryManagerConfig, MemoryManagerError, MemoryPolicy};
 use corral_topology::PodLevelResources;
@@ -28,9 +29,7 @@ fn manager(version: PodLevelResources) -> MemoryManager {
 /// A manager writing `version` into `dir`, with pod `p1`'s container on node 1.
 fn with_one_container(dir: &std::path::Path, version: PodLevelResources) -> MemoryManager {
     let manager = manager(version);
-    manager
-        .start(Some(CheckpointStore::open(dir).unwrap()))
-        .unwrap();
+    manager.start(state_file(dir)).unwrap();
     let (pod, c) = guaranteed("p1", 2 * GI, 128);
     let store = AffinityStore::new();
     let hint = TopologyHint {
@@ -44,7 +43,7 @@ fn with_one_container(dir: &std::path::Path, version: PodLevelResources) -> Memo
 
 fn restarted(dir: &std::path::Path) -> Result<MemoryManager, MemoryManagerError> {
     let manager = manager(PodLevelResources::Unmanaged);
-    manager.start(Some(CheckpointStore::open(dir).unwrap()))?;
+    manager.start(state_file(dir))?;
     Ok(manager)
 }
 
@@ -145,8 +144,7 @@ fn pod_level_memory_is_allocated_once_and_survives_a_restart() {
     let dir = tempfile::tempdir().unwrap();
     let managed = || {
         let m = manager(PodLevelResources::Managed);
-        m.start(Some(CheckpointStore::open(dir.path()).unwrap()))
-            .unwrap();
+        m.start(state_file(dir.path())).unwrap();
         m
     };
     let first = managed();
@@ -198,8 +196,7 @@ fn pod_level_memory_is_allocated_once_and_survives_a_restart() {
 fn an_empty_pod_shared_pool_is_an_admission_error() {
     let dir = tempfile::tempdir().unwrap();
     let m = manager(PodLevelResources::Managed);
-    m.start(Some(CheckpointStore::open(dir.path()).unwrap()))
-        .unwrap();
+    m.start(state_file(dir.path())).unwrap();
     let before = file(dir.path());
     let mut pod = pod_level_pod();
     let resources = &mut pod.containers[0].resources;

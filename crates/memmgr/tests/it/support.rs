@@ -3,6 +3,7 @@
 
 use std::collections::BTreeMap;
 
+use corral_checkpoint::{CheckpointStore, MEMORY_MANAGER_FILE, StateFile};
 use corral_memmgr::{MEMORY, MachineState, StaticPolicy, SystemReserved, default_machine_state};
 use corral_topology::memory::{HugePages, NumaMemory};
 use corral_topology::topologymanager::TopologyHint;
@@ -106,4 +107,10 @@ pub(crate) fn free(policy: &StaticPolicy, node: usize, resource: &str) -> u64 {
 /// Reserved bytes of `resource` on `node`.
 pub(crate) fn reserved(policy: &StaticPolicy, node: usize, resource: &str) -> u64 {
     policy.machine_state()[&node].memory[resource].reserved
+}
+
+/// `memory_manager_state` in `dir`, written durably at once (no journal).
+pub(crate) fn state_file(dir: impl AsRef<std::path::Path>) -> StateFile {
+    let store = CheckpointStore::open(dir).expect("open the state dir");
+    StateFile::in_store(&store, MEMORY_MANAGER_FILE).expect("a valid key")
 }

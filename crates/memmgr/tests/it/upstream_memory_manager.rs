@@ -4,6 +4,7 @@
 //! checks and their messages, through `MemoryManagerConfig` and `MemoryManager::new`.
 //! `Q(n)` upstream is a decimal SI quantity of `n` (`"n"` here); `B(n)` binary SI (`"1Gi"`).
 
+use corral_checkpoint::StateFile;
 use std::collections::BTreeMap;
 
 use corral_memmgr::{
@@ -195,7 +196,7 @@ fn new_manager() {
 
 /// Each node's system-reserved `memory` in a started manager's machine state.
 fn created_state(manager: &MemoryManager) -> Vec<(usize, u64)> {
-    manager.start(None).unwrap();
+    manager.start(StateFile::in_memory()).unwrap();
     manager
         .machine_state()
         .unwrap()

@@ -17,11 +17,12 @@
 //!   corral-memmgr keeps no metrics. The split they count (containers with memory of their
 //!   own, containers of the pod's shared pool) is asserted through each container's blocks.
 
+use crate::support::state_file;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use corral_checkpoint::{
-    Checkpoint, CheckpointStore, MEMORY_MANAGER_FILE, MemoryManagerCheckpointV2, PodMemoryEntry,
+    Checkpoint, MEMORY_MANAGER_FILE, MemoryManagerCheckpointV2, PodMemoryEntry,
 };
 use corral_memmgr::{
     AllocateError, Assignments, Block, MEMORY, MachineState, MemoryManager, MemoryManagerConfig,
@@ -582,9 +583,7 @@ fn restore_config(gate_on: bool) -> MemoryManagerConfig {
 fn restore_manager(gate_on: bool, dir: &std::path::Path) -> MemoryManager {
     let machine = crate::support::numa_memory(2, 10 * GI, 1 << 20, 5);
     let manager = MemoryManager::new(&restore_config(gate_on), &machine).unwrap();
-    manager
-        .start(Some(CheckpointStore::open(dir).unwrap()))
-        .unwrap();
+    manager.start(state_file(dir)).unwrap();
     manager
 }
 

@@ -5,9 +5,10 @@
 //! fail the same steps with upstream's messages; a manager started on each upstream file
 //! restores and verifies it.
 
+use crate::support::state_file;
 use std::collections::BTreeMap;
 
-use corral_checkpoint::{CheckpointStore, MEMORY_MANAGER_FILE};
+use corral_checkpoint::MEMORY_MANAGER_FILE;
 use corral_memmgr::{MemoryManager, MemoryManagerConfig, MemoryPolicy, MemoryReservation};
 use corral_topology::memory::{HugePages, NumaMemory};
 use corral_topology::topologymanager::TopologyHint;
@@ -128,9 +129,7 @@ fn read(dir: &std::path::Path) -> String {
 /// A manager for `doc`'s machine started on the state in `dir`.
 fn started(doc: &Value, dir: &std::path::Path) -> MemoryManager {
     let manager = MemoryManager::new(&config(doc), &machine(doc)).unwrap();
-    manager
-        .start(Some(CheckpointStore::open(dir).unwrap()))
-        .unwrap();
+    manager.start(state_file(dir)).unwrap();
     manager
 }
 

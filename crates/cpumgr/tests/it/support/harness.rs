@@ -1,17 +1,15 @@
 //! `cpu_manager_test.go`'s doubles: a started manager around a state that is not validated
 //! (upstream's tests build a `manager` around a `mockState` and never call `Start`),
 //! upstream's `mockPolicy`, a pod source (`activePods` + `mockPodStatusProvider`), a runtime with a settable error
-//! (`mockRuntimeService`) and a backend whose writes can be made to fail.
+//! (`mockRuntimeService`) and a state file whose writes can be made to fail.
 
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use corral_checkpoint::CheckpointError;
+use corral_checkpoint::{CPU_MANAGER_FILE, CheckpointStore, StateFile};
 use corral_cpumgr::{
-    AllocateError, CfsQuota, ContainerMap, ContainerRuntime, CpuManager, CpuState, CpuStateFile,
-    MemoryBackend, PodSource, PodStatus, Policy, RuntimeError, StateBackend, StateIoError,
-    TakeError, TopologyIndex, ValidationError,
+    AllocateError, CfsQuota, ContainerMap, ContainerRuntime, CpuManager, CpuState, PodSource,
+    PodStatus, Policy, RuntimeError, TakeError, TopologyIndex, ValidationError,
 };
 use corral_topology::{Container, CpuSet, Pod, TopologyHint};
 
@@ -88,34 +86,36 @@ impl ContainerRuntime for Runtime {
     }
 }
 
-/// A memory backend whose writes fail while `fail` is set.
-#[derive(Debug, Clone, Default)]
-pub(crate) struct FlakyBackend {
-    /// The stored bytes.
-    pub(crate) inner: MemoryBackend,
-    /// Whether writes fail.
-    pub(crate) fail: Arc<AtomicBool>,
+/// A real `cpu_manager_state` in a temporary directory whose writes fail while a directory
+/// stands where the file goes (renaming a file onto a directory fails, also for root).
+#[derive(Debug)]
+pub(crate) struct FlakyFile {
+    /// The state file.
+    pub(crate) file: StateFile,
+    dir: tempfile::TempDir,
 }
 
-impl StateBackend for FlakyBackend {
-    fn load(&mut self) -> Result<Option<Vec<u8>>, StateIoError> {
-        self.inner.load()
-    }
-    fn store(&mut self, checkpoint: &CpuStateFile) -> Result<(), StateIoError> {
-        if self.fail.load(Ordering::SeqCst) {
-            return Err(StateIoError {
-                location: self.location(),
-                source: CheckpointError::Io {
-                    op: "write",
-                    path: "cpu_manager_state".into(),
-                    source: std::io::Error::other("disk full"),
-                },
-            });
+impl Default for FlakyFile {
+    fn default() -> Self {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let store = CheckpointStore::open(dir.path()).expect("store");
+        FlakyFile {
+            file: StateFile::in_store(&store, CPU_MANAGER_FILE).expect("key"),
+            dir,
         }
-        self.inner.store(checkpoint)
     }
-    fn location(&self) -> String {
-        "<flaky>".to_owned()
+}
+
+impl FlakyFile {
+    /// Make writes fail (`true`) or succeed again.
+    pub(crate) fn fail(&self, fail: bool) {
+        let target = self.dir.path().join(CPU_MANAGER_FILE);
+        if fail {
+            let _ = std::fs::remove_file(&target);
+            std::fs::create_dir(&target).expect("block the file");
+        } else {
+            std::fs::remove_dir(&target).expect("unblock the file");
+        }
     }
 }
 
@@ -129,15 +129,13 @@ pub(crate) fn manager_with_state(
     pods: Arc<Pods>,
     runtime: Arc<Runtime>,
 ) -> CpuManager {
-    let backend = MemoryBackend::new();
-    let mut writer: Box<dyn StateBackend> = Box::new(backend.clone());
-    writer
-        .store(&state.to_checkpoint(policy.name()).into())
+    let file = StateFile::in_memory();
+    file.stage_checkpoint(&state.to_checkpoint(policy.name()))
         .expect("memory store");
     let manager =
         CpuManager::with_policy(index, policy, Duration::from_secs(10)).without_start_validation();
     manager
-        .start(Box::new(backend), pods, runtime, ContainerMap::new())
+        .start(file, pods, runtime, ContainerMap::new())
         .expect("start");
     manager
 }
