@@ -3,22 +3,19 @@
 //! [`crate::checkpoint_state`] turns the result into the state.
 
 use corral_checkpoint::{
-    Checkpoint, CheckpointError, CheckpointStore, DEVICE_MANAGER_FILE, DeviceManagerCheckpoint,
-    DeviceManagerCheckpointV1,
+    Checkpoint, CheckpointError, DeviceManagerCheckpoint, DeviceManagerCheckpointV1, StateFile,
 };
 
 /// Read `kubelet_internal_checkpoint` in the current or the pre-1.20 format; `None` when
 /// there is none. A file neither format reads is an error naming the current format's
 /// problem, unless only the legacy format's checksum failed.
 pub(crate) fn read_checkpoint(
-    store: &CheckpointStore,
+    file: &StateFile,
 ) -> Result<Option<DeviceManagerCheckpoint>, CheckpointError> {
-    let bytes = match store.read_bytes(DEVICE_MANAGER_FILE) {
-        Ok(bytes) => bytes,
-        Err(CheckpointError::NotFound { .. }) => return Ok(None),
-        Err(err) => return Err(err),
+    let Some(bytes) = file.load()? else {
+        return Ok(None);
     };
-    let path = store.path_of(DEVICE_MANAGER_FILE)?;
+    let path = std::path::PathBuf::from(file.to_string());
     match DeviceManagerCheckpoint::decode(&bytes) {
         Ok(current) => Ok(Some(current)),
         Err(current_err) => match DeviceManagerCheckpointV1::decode(&bytes) {

@@ -6,7 +6,7 @@
 
 use std::sync::{Arc, Mutex};
 
-use corral_checkpoint::{CheckpointError, CheckpointStore, DEVICE_MANAGER_FILE};
+use corral_checkpoint::{CheckpointError, StateFile};
 use tokio::sync::{Notify, watch};
 use tokio_util::sync::CancellationToken;
 
@@ -25,7 +25,7 @@ struct Background {
 
 /// The checkpoint file of one manager and who writes it.
 pub(crate) struct CheckpointWriter {
-    store: CheckpointStore,
+    file: StateFile,
     state: Arc<Mutex<DeviceState>>,
     /// Serializes writes (each takes its own snapshot).
     serial: Mutex<()>,
@@ -39,10 +39,10 @@ pub(crate) struct CheckpointWriter {
 }
 
 impl CheckpointWriter {
-    /// A writer of `state` into `store`.
-    pub(crate) fn new(store: CheckpointStore, state: Arc<Mutex<DeviceState>>) -> CheckpointWriter {
+    /// A writer of `state` into `file`.
+    pub(crate) fn new(file: StateFile, state: Arc<Mutex<DeviceState>>) -> CheckpointWriter {
         CheckpointWriter {
-            store,
+            file,
             state,
             serial: Mutex::new(()),
             wanted: Notify::new(),
@@ -51,16 +51,16 @@ impl CheckpointWriter {
         }
     }
 
-    /// The checkpoint directory.
-    pub(crate) fn store(&self) -> &CheckpointStore {
-        &self.store
+    /// The checkpoint file.
+    pub(crate) fn file(&self) -> &StateFile {
+        &self.file
     }
 
     /// Write the checkpoint now, on this thread.
     pub(crate) fn write(&self) -> Result<(), CheckpointError> {
         let _serial = lock(&self.serial);
         let snapshot = lock(&self.state).to_checkpoint();
-        self.store.create(DEVICE_MANAGER_FILE, &snapshot)
+        self.file.stage_checkpoint(&snapshot)
     }
 
     /// [`write`](Self::write), logging a failure.
@@ -77,7 +77,7 @@ impl CheckpointWriter {
             Ok(result) => result,
             Err(join) => Err(CheckpointError::Io {
                 op: "write checkpoint",
-                path: self.store.dir().join(DEVICE_MANAGER_FILE),
+                path: self.file.to_string().into(),
                 source: std::io::Error::other(join.to_string()),
             }),
         }
@@ -167,6 +167,7 @@ impl Drop for Idle {
 mod tests {
     use super::*;
     use crate::device::{Device, PluginOptions};
+    use corral_checkpoint::DEVICE_MANAGER_FILE;
 
     /// On a current-thread runtime the background writer runs only when the test awaits,
     /// so what is written when depends on no clock.
@@ -174,8 +175,9 @@ mod tests {
     async fn flushed_waits_for_the_background_writes_asked_for() {
         let dir = tempfile::tempdir().unwrap();
         let state = Arc::new(Mutex::new(DeviceState::new(vec![0])));
-        let store = CheckpointStore::open(dir.path()).unwrap();
-        let writer = Arc::new(CheckpointWriter::new(store, Arc::clone(&state)));
+        let store = corral_checkpoint::CheckpointStore::open(dir.path()).unwrap();
+        let file = StateFile::in_store(&store, DEVICE_MANAGER_FILE).unwrap();
+        let writer = Arc::new(CheckpointWriter::new(file, Arc::clone(&state)));
         let (tasks, stop) = (Tasks::default(), CancellationToken::new());
         writer.start(&tasks, stop.clone());
         let path = dir.path().join(DEVICE_MANAGER_FILE);

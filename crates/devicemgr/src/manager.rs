@@ -10,7 +10,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use corral_checkpoint::{CheckpointStore, DEVICE_MANAGER_FILE};
+use corral_checkpoint::{CheckpointStore, DEVICE_MANAGER_FILE, StateFile};
 use corral_proto::deviceplugin::v1beta1::registration_server::RegistrationServer;
 use corral_proto::uds::{self, SocketOptions, UdsListener};
 use corral_topology::{
@@ -58,19 +58,17 @@ impl DeviceManager {
     /// served until [`start`](Self::start).
     pub fn new(config: DeviceManagerConfig) -> Result<DeviceManager, DeviceManagerError> {
         let store = CheckpointStore::open(&config.checkpoint_dir)?;
-        Self::with_checkpoint_store(config, store)
+        let file = StateFile::in_store(&store, DEVICE_MANAGER_FILE)?;
+        Ok(Self::with_state_file(config, file))
     }
 
-    /// A manager for `config` writing `kubelet_internal_checkpoint` through `store` (whose
-    /// directory should be `config.checkpoint_dir`), for instance a store whose writes a
-    /// [`Journal`](corral_checkpoint::Journal) makes durable.
-    pub fn with_checkpoint_store(
-        config: DeviceManagerConfig,
-        store: CheckpointStore,
-    ) -> Result<DeviceManager, DeviceManagerError> {
-        Ok(DeviceManager {
-            shared: Arc::new(Shared::new(config, store)),
-        })
+    /// A manager for `config` keeping `kubelet_internal_checkpoint` in `file` (normally
+    /// that file in `config.checkpoint_dir`, for instance through a store whose writes a
+    /// [`Journal`](corral_checkpoint::Journal) makes durable).
+    pub fn with_state_file(config: DeviceManagerConfig, file: StateFile) -> DeviceManager {
+        DeviceManager {
+            shared: Arc::new(Shared::new(config, file)),
+        }
     }
 
     /// Report registrations and Allocate latencies to `observer` (replacing any earlier one).
@@ -143,11 +141,11 @@ impl DeviceManager {
     /// specs given with [`set_pod_specs`](Self::set_pod_specs).
     fn restore(&self) -> Result<(), DeviceManagerError> {
         let shared = &self.shared;
-        let store = shared.checkpoints.store();
-        let Some(checkpoint) = read_checkpoint(store)? else {
+        let file = shared.checkpoints.file();
+        let Some(checkpoint) = read_checkpoint(file)? else {
             return Ok(());
         };
-        let path = store.path_of(DEVICE_MANAGER_FILE)?;
+        let path = std::path::PathBuf::from(file.to_string());
         let specs = shared.pods.pod_specs();
         let spec_of = |uid: &str| specs.as_ref().and_then(|specs| specs(uid));
         // Restored outside the lock: the pod-spec lookup is the caller's code.
@@ -243,11 +241,7 @@ impl DeviceManager {
     /// `kubelet_internal_checkpoint` (the node was likely recreated). Upstream asks whether
     /// the directory lists any file at all, which a socket or a stray file answers too.
     pub fn should_reset_extended_resource_capacity(&self) -> bool {
-        self.shared
-            .checkpoints
-            .store()
-            .path_of(DEVICE_MANAGER_FILE)
-            .is_ok_and(|path| !path.exists())
+        matches!(self.shared.checkpoints.file().load(), Ok(None))
     }
 
     /// The healthy devices of every registered resource (upstream

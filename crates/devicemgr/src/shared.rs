@@ -13,7 +13,7 @@
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-use corral_checkpoint::CheckpointStore;
+use corral_checkpoint::StateFile;
 use tokio_util::sync::CancellationToken;
 
 use crate::changes::Changes;
@@ -45,15 +45,15 @@ pub(crate) struct Shared {
 }
 
 impl Shared {
-    /// A stopped manager's shared state for `config`, writing its checkpoint into `store`.
-    pub(crate) fn new(config: DeviceManagerConfig, store: CheckpointStore) -> Shared {
+    /// A stopped manager's shared state for `config`, keeping its checkpoint in `file`.
+    pub(crate) fn new(config: DeviceManagerConfig, file: StateFile) -> Shared {
         let state = Arc::new(Mutex::new(
             DeviceState::new(config.numa_nodes.clone()).with_numa_ids(config.numa_ids.clone()),
         ));
         let tasks = Arc::new(Tasks::default());
         let observer = Arc::new(ObserverSlot::default());
         Shared {
-            checkpoints: Arc::new(CheckpointWriter::new(store, Arc::clone(&state))),
+            checkpoints: Arc::new(CheckpointWriter::new(file, Arc::clone(&state))),
             hub: Arc::new(Hub::new(
                 config.clone(),
                 Arc::clone(&tasks),

@@ -3,7 +3,7 @@
 //! - [`DraManager`]: prepares a pod's resource claims through their DRA drivers, tells which
 //!   CDI devices a container gets, and unprepares claims when their last pod is gone.
 //! - [`ClaimInfoCache`] / [`ClaimInfo`]: the claim cache, keyed by `namespace/claimName`,
-//!   checkpointed as the kubelet's `dra_manager_state` ([`FileStateStore`]), crash-consistent
+//!   checkpointed as the kubelet's `dra_manager_state` in a [`StateFile`](corral_checkpoint::StateFile), crash-consistent
 //!   (see [`DraManager`]'s module docs).
 //! - [`DriverClients`]: how the manager reaches drivers; [`PluginRegistry`] implements it
 //!   over gRPC: it watches a registration directory (upstream's
@@ -160,4 +160,3 @@ pub use plugin::{
     DraPluginClient, DraService, PluginRegistry, PluginStore, RegistrationError, RegistrationEvent,
     RegistryConfig, RegistryWatcher,
 };
-pub use state::{FileStateStore, MemoryStateStore, StateStore};

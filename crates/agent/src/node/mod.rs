@@ -31,15 +31,14 @@ use std::sync::Arc;
 
 use anyhow::{Context, Result, anyhow};
 use corral_checkpoint::{
-    CPU_MANAGER_FILE, CheckpointStore, Journal, MEMORY_MANAGER_FILE, StateFile,
+    CPU_MANAGER_FILE, CheckpointStore, DEVICE_MANAGER_FILE, DRA_MANAGER_FILE, Journal,
+    MEMORY_MANAGER_FILE, StateFile,
 };
 use corral_cpumgr::{
     CfsQuota, ContainerMap, ContainerRuntime, CpuManager, CpuQuotaPolicy, RuntimeError,
 };
 use corral_devicemgr::{DeviceManager, DeviceManagerConfig, StartOptions};
-use corral_dra::{
-    DraManagerConfig, FileStateStore, PluginRegistry, PodClaims, RegistryConfig, ResourceClaim,
-};
+use corral_dra::{DraManagerConfig, PluginRegistry, PodClaims, RegistryConfig, ResourceClaim};
 use corral_memmgr::MemoryManager;
 use corral_topology::memory::NumaMemory;
 use corral_topology::topologymanager::{TopologyHint, TopologyManager};
@@ -291,10 +290,11 @@ impl Node {
         let device_store = CheckpointStore::open(layout.device_plugins_dir())
             .context("opening the device-plugin directory")?
             .with_journal(Arc::clone(&journal));
-        let devices = Arc::new(
-            DeviceManager::with_checkpoint_store(device_config, device_store)
-                .context("building the device manager")?,
-        );
+        let devices = Arc::new(DeviceManager::with_state_file(
+            device_config,
+            StateFile::in_store(&device_store, DEVICE_MANAGER_FILE)
+                .context("the device manager state file")?,
+        ));
         let device_metrics = DevicePluginMetrics::default();
         devices.set_observer(Arc::new(device_metrics.clone()));
         // Providers allocate in this order: CPUs, then devices (as the kubelet).
@@ -334,7 +334,7 @@ impl Node {
         }
         let registry = PluginRegistry::new(RegistryConfig::new(layout.plugins_registry_dir()));
         let dra = DraManager::new(
-            FileStateStore::with_store(store.clone()),
+            StateFile::in_store(&store, DRA_MANAGER_FILE).context("the DRA manager state file")?,
             Arc::clone(&registry),
             DraManagerConfig::default(),
         )

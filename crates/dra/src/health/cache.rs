@@ -10,7 +10,7 @@ use std::time::{Duration, SystemTime};
 use corral_checkpoint::formats::dra_health::{HEALTHY, UNHEALTHY, UNKNOWN};
 use corral_checkpoint::{
     CheckpointError, CheckpointStore, DRA_HEALTH_FILE, DeviceHealth, DraHealthState,
-    DriverHealthState,
+    DriverHealthState, StateFile,
 };
 
 use super::error::HealthError;
@@ -108,11 +108,11 @@ struct Inner {
     messages: BTreeMap<String, BTreeMap<String, String>>,
 }
 
-/// The device health cache, optionally kept in a `dra_health_state` file.
+/// The device health cache, kept in a `dra_health_state` [`StateFile`] (or in memory).
 #[derive(Debug)]
 pub struct HealthCache {
     inner: Mutex<Inner>,
-    store: Option<CheckpointStore>,
+    file: StateFile,
 }
 
 /// `msg` cut to [`MAX_MESSAGE_LEN`] bytes: 1021 bytes (at a character boundary) and `...`.
@@ -143,7 +143,7 @@ impl HealthCache {
     pub fn in_memory() -> Self {
         HealthCache {
             inner: Mutex::new(Inner::default()),
-            store: None,
+            file: StateFile::in_memory(),
         }
     }
 
@@ -152,16 +152,25 @@ impl HealthCache {
     /// upstream, which logs and goes on: health is re-reported by the drivers, and the file
     /// is rewritten at the next change).
     pub fn open(state_dir: &Path) -> Result<(Self, Option<CheckpointError>), HealthError> {
-        let store = CheckpointStore::open(state_dir).map_err(|source| HealthError::Open {
-            dir: state_dir.to_path_buf(),
-            source,
-        })?;
-        let (state, damaged) = match store.read_bytes(DRA_HEALTH_FILE) {
-            Ok(bytes) => match DraHealthState::decode(&bytes) {
+        let file = CheckpointStore::open(state_dir)
+            .and_then(|store| StateFile::in_store(&store, DRA_HEALTH_FILE))
+            .map_err(|source| HealthError::Open {
+                dir: state_dir.to_path_buf(),
+                source,
+            })?;
+        Ok(Self::load(file))
+    }
+
+    /// Load the cache from `file`: a missing file is an empty cache; a file that cannot be
+    /// read is reported as the second value and the cache starts empty (see
+    /// [`open`](Self::open)).
+    pub fn load(file: StateFile) -> (Self, Option<CheckpointError>) {
+        let (state, damaged) = match file.load() {
+            Ok(Some(bytes)) => match DraHealthState::decode(&bytes) {
                 Ok(state) => (state, None),
                 Err(e) => (DraHealthState::default(), Some(e)),
             },
-            Err(CheckpointError::NotFound { .. }) => (DraHealthState::default(), None),
+            Ok(None) => (DraHealthState::default(), None),
             Err(e) => (DraHealthState::default(), Some(e)),
         };
         let cache = HealthCache {
@@ -169,14 +178,14 @@ impl HealthCache {
                 state,
                 messages: BTreeMap::new(),
             }),
-            store: Some(store),
+            file,
         };
-        Ok((cache, damaged))
+        (cache, damaged)
     }
 
     /// The file, when kept on disk.
     pub fn path(&self) -> Option<PathBuf> {
-        self.store.as_ref().map(|s| s.dir().join(DRA_HEALTH_FILE))
+        self.file.path()
     }
 
     fn lock(&self) -> MutexGuard<'_, Inner> {
@@ -184,14 +193,11 @@ impl HealthCache {
     }
 
     fn save(&self, inner: &Inner) -> Result<(), HealthError> {
-        let Some(store) = &self.store else {
-            return Ok(());
-        };
         let bytes = inner.state.encode().map_err(HealthError::Encode)?;
-        store
-            .write_bytes(DRA_HEALTH_FILE, &bytes)
+        self.file
+            .stage(&bytes)
             .map_err(|source| HealthError::Write {
-                path: store.dir().join(DRA_HEALTH_FILE),
+                path: PathBuf::from(self.file.to_string()),
                 source,
             })
     }

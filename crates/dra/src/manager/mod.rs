@@ -21,7 +21,9 @@ use crate::claim_cache::ClaimInfoCache;
 use crate::claim_info::{ClaimInfo, PreparedDevice};
 use crate::driver::DriverClients;
 use crate::error::DraManagerError;
-use crate::state::{FileStateStore, StateStore};
+use corral_checkpoint::{CheckpointStore, DRA_MANAGER_FILE, StateFile};
+
+use crate::state;
 
 mod checks;
 mod containers;
@@ -50,13 +52,14 @@ pub struct DraManagerConfig {
 
 struct Inner {
     cache: ClaimInfoCache,
-    store: Box<dyn StateStore>,
+    state_file: StateFile,
     faults: Faults,
 }
 
 impl Inner {
+    /// Stage the cache's checkpoint; [`DraManager::make_durable`] makes it durable.
     fn sync_to_checkpoint(&self) -> Result<(), DraManagerError> {
-        self.store.store(&self.cache.to_checkpoint())
+        state::stage(&self.state_file, &self.cache.to_checkpoint())
     }
 
     fn alive(&self) -> Result<(), DraManagerError> {
@@ -123,20 +126,25 @@ impl<D: DriverClients> DraManager<D> {
         state_dir: impl AsRef<std::path::Path>,
         drivers: D,
     ) -> Result<Self, DraManagerError> {
-        Self::new(
-            FileStateStore::open(state_dir)?,
-            drivers,
-            DraManagerConfig::default(),
-        )
+        let dir = state_dir.as_ref();
+        let file = CheckpointStore::open(dir)
+            .and_then(|store| StateFile::in_store(&store, DRA_MANAGER_FILE))
+            .map_err(|source| DraManagerError::Checkpoint {
+                path: dir.join(DRA_MANAGER_FILE),
+                source,
+            })?;
+        Self::new(file, drivers, DraManagerConfig::default())
     }
 
-    /// A manager restoring its cache from `store` (every claim unprepared).
+    /// A manager restoring its cache from `state_file` (every claim unprepared). Each change
+    /// is staged in the file and made durable ([`StateFile::commit`]) before a driver is
+    /// called and before the operation answers.
     pub fn new(
-        store: impl StateStore,
+        state_file: StateFile,
         drivers: D,
         config: DraManagerConfig,
     ) -> Result<Self, DraManagerError> {
-        let checkpoint = store.get_or_create()?;
+        let checkpoint = state::load_or_create(&state_file)?;
         let cache = ClaimInfoCache::from_checkpoint(&checkpoint);
         tracing::info!(claims = cache.len(), "DRA manager restored its claim cache");
         let faults = Faults::new(&config);
@@ -145,11 +153,18 @@ impl<D: DriverClients> DraManager<D> {
             config,
             inner: Mutex::new(Inner {
                 cache,
-                store: Box::new(store),
+                state_file,
                 faults,
             }),
             operations: tokio::sync::Mutex::new(()),
         })
+    }
+
+    /// Make what this operation staged durable, outside the cache lock (nothing to do
+    /// unless the file is journaled and something is pending).
+    async fn make_durable(&self) -> Result<(), DraManagerError> {
+        let file = self.lock().state_file.clone();
+        state::make_durable(&file).await
     }
 
     /// The drivers this manager calls.
@@ -229,6 +244,9 @@ impl<D: DriverClients> DraManager<D> {
             inner.faults.crash_if(CrashPoint::AfterRecord)?;
             plan
         };
+        // The record is durable before any driver prepares: a crash during the calls leaves
+        // a record to unprepare from.
+        self.make_durable().await?;
         if planned.is_empty() {
             tracing::debug!(pod = %pod_name, "all resource claims already prepared");
             return Ok(());
@@ -255,29 +273,34 @@ impl<D: DriverClients> DraManager<D> {
 
         // Record the outcome: devices of every driver that answered, and the prepared flag
         // for claims all of whose drivers succeeded.
-        let mut inner = self.lock();
-        inner.alive()?;
-        inner.faults.crash_if(CrashPoint::AfterPrepare)?;
-        for plan in &planned {
-            let Some(info) = inner.cache.get_mut(&plan.claim.name, &plan.claim.namespace) else {
-                continue;
-            };
-            if info.uid() != plan.claim.uid {
-                continue;
-            }
-            let mut complete = true;
-            for driver in &plan.drivers {
-                match devices.get(&(plan.claim.uid.clone(), driver.clone())) {
-                    Some(prepared) => info.set_devices(driver, prepared),
-                    None => complete = false,
+        let first_error = {
+            let mut inner = self.lock();
+            inner.alive()?;
+            inner.faults.crash_if(CrashPoint::AfterPrepare)?;
+            for plan in &planned {
+                let Some(info) = inner.cache.get_mut(&plan.claim.name, &plan.claim.namespace)
+                else {
+                    continue;
+                };
+                if info.uid() != plan.claim.uid {
+                    continue;
+                }
+                let mut complete = true;
+                for driver in &plan.drivers {
+                    match devices.get(&(plan.claim.uid.clone(), driver.clone())) {
+                        Some(prepared) => info.set_devices(driver, prepared),
+                        None => complete = false,
+                    }
+                }
+                if complete {
+                    info.set_prepared();
+                    tracing::info!(pod = %pod_name, claim = %plan.claim.key(), "resource claim prepared");
                 }
             }
-            if complete {
-                info.set_prepared();
-                tracing::info!(pod = %pod_name, claim = %plan.claim.key(), "resource claim prepared");
-            }
-        }
-        inner.sync_to_checkpoint()?;
+            inner.sync_to_checkpoint()?;
+            first_error
+        };
+        self.make_durable().await?;
         match first_error {
             Some(err) => Err(err),
             None => Ok(()),
@@ -360,6 +383,7 @@ impl<D: DriverClients> DraManager<D> {
                 inner.sync_to_checkpoint()?;
             }
         }
+        self.make_durable().await?;
         let Plan {
             batches,
             claims: planned,
@@ -388,39 +412,43 @@ impl<D: DriverClients> DraManager<D> {
             }
         }
 
-        let mut inner = self.lock();
-        inner.alive()?;
-        inner.faults.crash_if(CrashPoint::AfterUnprepare)?;
-        let mut first_error = call_errors.into_iter().next();
-        let mut changed = false;
-        for plan in &planned {
-            let mut done = true;
-            for driver in &plan.drivers {
-                match outcome.remove(&(plan.claim.uid.clone(), driver.clone())) {
-                    Some(Ok(())) => {}
-                    Some(Err(err)) => {
-                        done = false;
-                        first_error.get_or_insert(err);
+        let first_error = {
+            let mut inner = self.lock();
+            inner.alive()?;
+            inner.faults.crash_if(CrashPoint::AfterUnprepare)?;
+            let mut first_error = call_errors.into_iter().next();
+            let mut changed = false;
+            for plan in &planned {
+                let mut done = true;
+                for driver in &plan.drivers {
+                    match outcome.remove(&(plan.claim.uid.clone(), driver.clone())) {
+                        Some(Ok(())) => {}
+                        Some(Err(err)) => {
+                            done = false;
+                            first_error.get_or_insert(err);
+                        }
+                        None => done = false,
                     }
-                    None => done = false,
+                }
+                if !done {
+                    continue;
+                }
+                let key = plan.claim.key();
+                let still_ours = inner.cache.get_by_key(&key).is_some_and(|info| {
+                    info.uid() == plan.claim.uid && info.pod_uids().all(|p| p == pod_uid)
+                });
+                if still_ours {
+                    inner.cache.delete_by_key(&key);
+                    changed = true;
+                    tracing::info!(pod_uid, claim = %key, "resource claim unprepared");
                 }
             }
-            if !done {
-                continue;
+            if changed {
+                inner.sync_to_checkpoint()?;
             }
-            let key = plan.claim.key();
-            let still_ours = inner.cache.get_by_key(&key).is_some_and(|info| {
-                info.uid() == plan.claim.uid && info.pod_uids().all(|p| p == pod_uid)
-            });
-            if still_ours {
-                inner.cache.delete_by_key(&key);
-                changed = true;
-                tracing::info!(pod_uid, claim = %key, "resource claim unprepared");
-            }
-        }
-        if changed {
-            inner.sync_to_checkpoint()?;
-        }
+            first_error
+        };
+        self.make_durable().await?;
         match first_error {
             Some(err) => Err(err),
             None => Ok(()),

@@ -6,8 +6,9 @@
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
+use corral_checkpoint::StateFile;
 use corral_checkpoint::{Checkpoint, ClaimInfoState, DraManagerCheckpoint};
-use corral_dra::{DraManager, FileStateStore, MemoryStateStore, StateStore};
+use corral_dra::DraManager;
 use serde_json::Value;
 
 use crate::support::fake_driver::FakeDriver;
@@ -91,9 +92,9 @@ fn kubelet_files_restore() {
 
         // Written back in key order: identical bytes when the kubelet's list was sorted and
         // free of duplicates.
-        let store = MemoryStateStore::new();
+        let store = StateFile::in_memory();
         store
-            .store(&DraManagerCheckpoint {
+            .stage_checkpoint(&DraManagerCheckpoint {
                 claim_info_state_list: Some(got.into_values().collect()),
             })
             .unwrap();
@@ -117,7 +118,7 @@ fn kubelet_files_restore() {
         // corral writes v1.36's layout; a v1.32 file comes back with `"ShareID":null`.
         if sorted_input && vector["format"] == "dra_v136" {
             assert_eq!(
-                String::from_utf8(store.bytes().unwrap()).unwrap(),
+                String::from_utf8(store.load().unwrap().unwrap()).unwrap(),
                 file,
                 "{name}"
             );
@@ -139,7 +140,7 @@ fn refused_files_are_errors_not_empty_state() {
         let accepted = file_accepted(negative)
             && negative["verdicts"]["get_claim_info_state_list_error"].is_null();
         let dir = state_dir_with(negative["file"].as_str().unwrap());
-        let result = FileStateStore::open(dir.path()).unwrap().get_or_create();
+        let result = DraManager::open(dir.path(), FakeDriver::unregistered()).map(|_| ());
         assert_eq!(result.is_ok(), accepted, "{name}: {result:?}");
         if !accepted {
             refused += 1;

@@ -6,9 +6,7 @@
 use std::sync::Arc;
 
 use crate::support::*;
-use corral_dra::{
-    CrashPoint, DraManager, DraManagerConfig, DraManagerError, FileStateStore, PluginRegistry,
-};
+use corral_dra::{CrashPoint, DraManager, DraManagerConfig, DraManagerError, PluginRegistry};
 
 const DRIVER: &str = "gpu.example.com";
 const PREPARE: &str = "NodePrepareResources";
@@ -23,8 +21,10 @@ fn crashing(
         crash_at: Some(point),
         ..DraManagerConfig::default()
     };
+    let store = corral_checkpoint::CheckpointStore::open(dirs.state()).unwrap();
     DraManager::new(
-        FileStateStore::open(dirs.state()).unwrap(),
+        corral_checkpoint::StateFile::in_store(&store, corral_checkpoint::DRA_MANAGER_FILE)
+            .unwrap(),
         Arc::clone(registry),
         config,
     )

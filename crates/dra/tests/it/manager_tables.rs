@@ -4,9 +4,10 @@
 use std::collections::BTreeMap;
 use std::sync::atomic::Ordering;
 
+use corral_checkpoint::StateFile;
 use corral_dra::{
-    DraManager, DraManagerConfig, DraManagerError, DriverClients, MemoryStateStore, PodClaim,
-    PodClaims, PreparedDevice, ResourceClaim,
+    DraManager, DraManagerConfig, DraManagerError, DriverClients, PodClaim, PodClaims,
+    PreparedDevice, ResourceClaim,
 };
 use corral_topology::{Container, ContainerClaim};
 
@@ -48,8 +49,8 @@ fn container(claims: &[(&str, Option<&str>)]) -> Container {
     c
 }
 
-fn manager(driver: FakeDriver) -> (DraManager<FakeDriver>, MemoryStateStore) {
-    let store = MemoryStateStore::new();
+fn manager(driver: FakeDriver) -> (DraManager<FakeDriver>, StateFile) {
+    let store = StateFile::in_memory();
     let m = DraManager::new(store.clone(), driver, DraManagerConfig::default()).unwrap();
     (m, store)
 }
@@ -87,7 +88,7 @@ async fn prepare_unknown_driver() {
         "{err}"
     );
     assert!(m.claim_infos().is_empty());
-    let bytes = store.bytes().unwrap();
+    let bytes = store.load().unwrap().unwrap();
     assert!(
         String::from_utf8(bytes)
             .unwrap()
@@ -229,7 +230,7 @@ async fn prepare_claim_not_in_cache() {
     assert_eq!(info.uid(), CLAIM_UID);
     assert_eq!(info.pod_uids().collect::<Vec<_>>(), [POD_UID]);
     assert_eq!(info.cdi_devices(None), [CDI_ID]);
-    let file = String::from_utf8(store.bytes().unwrap()).unwrap();
+    let file = String::from_utf8(store.load().unwrap().unwrap()).unwrap();
     assert!(file.contains(r#"\"DriverState\":{\"test-driver\":{\"Devices\":[{\"PoolName\":\"worker-1-pool\",\"DeviceName\":\"dev-1\",\"ShareID\":null,\"RequestNames\":[\"test-request\"],\"CDIDeviceIDs\":[\"test-driver/test=claim-test-claim-uid\"]}]}}"#), "{file}");
 }
 
@@ -374,7 +375,7 @@ async fn get_resources_by_request() {
 // CDI annotations (upstream up to v1.30) when configured.
 #[tokio::test]
 async fn get_resources_with_annotations() {
-    let store = MemoryStateStore::new();
+    let store = StateFile::in_memory();
     let config = DraManagerConfig {
         cdi_annotations: true,
         ..DraManagerConfig::default()
@@ -398,7 +399,7 @@ async fn get_resources_with_annotations() {
 // devices (unlike upstream kubernetes#140471, which appends).
 #[tokio::test]
 async fn restart_reprepares_and_replaces_devices() {
-    let store = MemoryStateStore::new();
+    let store = StateFile::in_memory();
     let p = pod(POD_UID, &[CLAIM]);
     let c = claim(CLAIM, DRIVER, &[POD_UID]);
     {

@@ -5,10 +5,9 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
+use corral_checkpoint::StateFile;
 use corral_checkpoint::{Checkpoint, DraManagerCheckpoint};
-use corral_dra::{
-    DraManager, DraManagerConfig, MemoryStateStore, PodClaim, PodClaims, ResourceClaim,
-};
+use corral_dra::{DraManager, DraManagerConfig, PodClaim, PodClaims, ResourceClaim};
 use proptest::prelude::*;
 
 use crate::support::fake_driver::{Answer, FAKE_DRIVER, FakeDriver};
@@ -43,7 +42,7 @@ proptest! {
     fn cache_checkpoint_and_driver_agree(ops in proptest::collection::vec(op(), 1..25)) {
         let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
         let driver = Arc::new(FakeDriver::new(Answer::Devices));
-        let store = MemoryStateStore::new();
+        let store = StateFile::in_memory();
         let all: Vec<ResourceClaim> = (0..4).map(claim).collect();
         let mut model: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
         let mut manager = DraManager::new(store.clone(), Arc::clone(&driver), DraManagerConfig::default()).unwrap();
@@ -81,7 +80,7 @@ proptest! {
                 .map(|c| (c.key(), c.pod_uids().map(str::to_owned).collect()))
                 .collect();
             prop_assert_eq!(&cached, &model);
-            let file = DraManagerCheckpoint::decode(&store.bytes().unwrap()).unwrap();
+            let file = DraManagerCheckpoint::decode(&store.load().unwrap().unwrap()).unwrap();
             let in_file: BTreeSet<String> = file.claim_info_state_list.iter().flatten().map(|s| format!("{}/{}", s.namespace, s.claim_name)).collect();
             prop_assert_eq!(in_file, model.keys().cloned().collect::<BTreeSet<_>>());
             let held: BTreeSet<String> = driver.prepared.lock().unwrap().iter().map(|u| format!("ns/{}", u.trim_end_matches("-uid"))).collect();
