@@ -19,6 +19,7 @@ mod device_metrics;
 mod journal;
 mod kubelet_devices;
 mod locks;
+mod pod_files;
 mod pods;
 mod resize;
 pub(crate) use resize::INFEASIBLE;
@@ -228,12 +229,12 @@ impl Node {
         layout.create_dirs()?;
         let state_dir = layout.state_dir();
         let journal = journal::open(layout)?;
-        let pods = Arc::new(
-            PodBook::load(layout.pods_dir(), |record| {
-                pod_of_record(record, &config.pod_limits)
-            })?
-            .with_journal(Arc::clone(&journal)),
-        );
+        let pods_store = CheckpointStore::open(layout.pods_dir())
+            .with_context(|| format!("opening {}", layout.pods_dir().display()))?
+            .with_journal(Arc::clone(&journal));
+        let pods = Arc::new(PodBook::load(pods_store, |record| {
+            pod_of_record(record, &config.pod_limits)
+        })?);
         let gates = &config.feature_gates;
         let pod_level = gates.pod_level_resources();
         let mut manager =

@@ -1,21 +1,21 @@
 //! The admitted pods: kept in memory (the CPU manager's [`PodSource`]) and persisted one
-//! file per pod under `<root>/corral/pods/` (temp file, fsync, rename, fsync dir), so a
-//! restarted agent knows which pods it admitted, their manifests, started containers and
-//! affinities, and an admission rewrites only its own pod's file whatever the pod count.
-//! File names are the uid with every byte outside `[A-Za-z0-9_-]` percent-encoded: a uid
-//! from a manifest never names a path.
+//! file per pod under `<root>/corral/pods/` ([`PodFiles`]: a state file each, through the
+//! node's journal), so a restarted agent knows which pods it admitted, their manifests,
+//! started containers and affinities, and an admission rewrites only its own pod's file
+//! whatever the pod count.
 
 use std::collections::BTreeMap;
-use std::io::Write as _;
-use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::path::PathBuf;
+use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use anyhow::{Context, Result};
-use corral_checkpoint::Journal;
+use corral_checkpoint::CheckpointStore;
 use corral_cpumgr::{ContainerState, ContainerStatus, PodSource, PodStatus};
 use corral_topology::topologymanager::Grant;
 use corral_topology::{ContainerKind, Pod};
 use serde::{Deserialize, Serialize};
+
+use super::pod_files::PodFiles;
 
 /// One admitted pod as persisted: its manifests (with the uid written in) and the ids of
 /// its started containers.
@@ -129,10 +129,8 @@ pub(crate) struct AdmittedPod {
 /// The admitted pods, by uid, and the pods being admitted right now.
 #[derive(Debug)]
 pub(crate) struct PodBook {
-    dir: PathBuf,
+    files: PodFiles,
     pods: Mutex<Book>,
-    /// Writes go through the state journal when set (see `journal.rs`).
-    journal: Option<Arc<Journal>>,
 }
 
 #[derive(Debug, Default)]
@@ -146,91 +144,37 @@ struct Book {
 }
 
 impl PodBook {
-    /// Load every pod file in `dir` (missing = no pods); `convert` turns a record into the
-    /// managers' pod.
+    /// Load every pod record in `store`'s directory (written through the store's journal
+    /// from now on); `convert` turns a record into the managers' pod. Records an older
+    /// corral named its own way are renamed (see [`PodFiles`]).
     pub(crate) fn load(
-        dir: PathBuf,
+        store: CheckpointStore,
         convert: impl Fn(&PodRecord) -> Result<Pod>,
     ) -> Result<PodBook> {
+        let files = PodFiles::new(store);
         let mut pods = BTreeMap::new();
-        let entries = match std::fs::read_dir(&dir) {
-            Ok(entries) => entries.collect::<Result<Vec<_>, _>>()?,
-            Err(err) if err.kind() == std::io::ErrorKind::NotFound => Vec::new(),
-            Err(err) => return Err(err).with_context(|| format!("reading {}", dir.display())),
-        };
-        for entry in entries {
-            let path = entry.path();
-            let hidden = entry.file_name().as_encoded_bytes().starts_with(b".");
-            if hidden || path.extension().and_then(|e| e.to_str()) != Some("json") {
-                if is_own_temp_file(&path) {
-                    // Left by a write the process did not live to finish: the pod file
-                    // it would have replaced is still whole.
-                    std::fs::remove_file(&path)
-                        .with_context(|| format!("removing {}", path.display()))?;
-                }
-                continue;
-            }
-            let bytes =
-                std::fs::read(&path).with_context(|| format!("reading {}", path.display()))?;
-            let record: PodRecord = serde_json::from_slice(&bytes)
+        for entry in files.entries()? {
+            let path = &entry.path;
+            let record: PodRecord = serde_json::from_slice(&entry.bytes)
                 .with_context(|| format!("{}: not a corral pod record", path.display()))?;
             let pod = convert(&record).with_context(|| format!("{}", path.display()))?;
             // Only the record's own file counts: a copy under another name (a backup, a
             // file made behind corral's back) would bring back a pod its release removed.
-            let own = record_name(&pod.uid);
-            if entry.file_name() != own.as_str() {
-                anyhow::bail!(
-                    "{}: a record of pod {}, whose record is {own}: remove the file, or \
-                     rename it to {own} if it is the pod's only record",
-                    path.display(),
-                    pod.uid
-                );
-            }
+            files.check_name(&entry, &pod.uid)?;
             pods.insert(pod.uid.clone(), AdmittedPod { record, pod });
         }
         Ok(PodBook {
-            dir,
+            files,
             pods: Mutex::new(Book {
                 admitted: pods,
                 ..Book::default()
             }),
-            journal: None,
         })
     }
 
-    /// Write pod files through `journal`: renamed into place without fsyncs, durable at its
-    /// next commit.
-    pub(crate) fn with_journal(mut self, journal: Arc<Journal>) -> Self {
-        self.journal = Some(journal);
-        self
-    }
-
-    fn write(&self, uid: &str, bytes: &[u8]) -> Result<()> {
-        let path = self.file_of(uid);
-        match &self.journal {
-            Some(journal) => write_journaled(journal, &path, bytes),
-            None => write_atomically(&path, bytes),
-        }
-    }
-
-    fn remove(&self, uid: &str) -> Result<()> {
-        let path = self.file_of(uid);
-        match &self.journal {
-            Some(journal) => journal
-                .stage(&path, None, || -> Result<()> {
-                    match std::fs::remove_file(&path) {
-                        Err(err) if err.kind() != std::io::ErrorKind::NotFound => Err(err.into()),
-                        _ => Ok(()),
-                    }
-                })
-                .with_context(|| format!("removing {}", path.display())),
-            None => remove_durably(&path),
-        }
-    }
-
-    /// The file pod `uid` is persisted in.
-    pub(crate) fn file_of(&self, uid: &str) -> PathBuf {
-        self.dir.join(record_name(uid))
+    /// The file pod `uid`'s record is in.
+    pub(crate) fn record_path(&self, uid: &str) -> PathBuf {
+        self.files.path_of(uid)
     }
 
     fn lock(&self) -> MutexGuard<'_, Book> {
@@ -295,10 +239,12 @@ impl PodBook {
         let mut entry = before.cloned();
         let out = change(&mut entry);
         if entry.as_ref().map(|a| &a.record) != before.map(|b| &b.record) {
+            let file = self.files.file_of(uid)?;
             match &entry {
-                Some(admitted) => self.write(uid, &serde_json::to_vec(&admitted.record)?)?,
-                None => self.remove(uid)?,
+                Some(admitted) => file.stage(&serde_json::to_vec(&admitted.record)?),
+                None => file.remove(),
             }
+            .with_context(|| format!("writing the record of pod {uid}"))?;
         }
         // The pod is admitted (or released) now: its admission, if one ran, is over.
         book.admitting.remove(uid);
@@ -371,89 +317,6 @@ impl PodSource for PodBook {
     }
 }
 
-/// The temp file [`write_atomically`] writes `path` through.
-fn temp_file_of(path: &Path, dir: &Path) -> PathBuf {
-    dir.join(format!(
-        ".{}.tmp",
-        path.file_name().and_then(|n| n.to_str()).unwrap_or("pod")
-    ))
-}
-
-/// Whether `path` is a temp file [`write_atomically`] names (`.<name>.json.tmp`).
-fn is_own_temp_file(path: &Path) -> bool {
-    path.file_name()
-        .and_then(|n| n.to_str())
-        .is_some_and(|n| n.starts_with('.') && n.ends_with(".json.tmp"))
-}
-
-/// Write `bytes` to `path`: temp file in the same directory, fsync, rename, fsync the dir.
-pub(crate) fn write_atomically(path: &Path, bytes: &[u8]) -> Result<()> {
-    let dir = path
-        .parent()
-        .filter(|d| !d.as_os_str().is_empty())
-        .unwrap_or(Path::new("."));
-    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
-    let temp = temp_file_of(path, dir);
-    let write = || -> std::io::Result<()> {
-        let mut file = std::fs::File::create(&temp)?;
-        file.write_all(bytes)?;
-        file.sync_all()?;
-        std::fs::rename(&temp, path)?;
-        std::fs::File::open(dir)?.sync_all()
-    };
-    write().with_context(|| format!("writing {}", path.display()))
-}
-
-/// Write `bytes` to `path` through `journal`: staged, and renamed into place once the
-/// journal's commit made it durable (before the journal is active: written at once, made
-/// durable by the journal's first snapshot).
-fn write_journaled(journal: &Journal, path: &Path, bytes: &[u8]) -> Result<()> {
-    let dir = path
-        .parent()
-        .filter(|d| !d.as_os_str().is_empty())
-        .unwrap_or(Path::new("."));
-    let temp = temp_file_of(path, dir);
-    let write = || -> Result<()> {
-        std::fs::create_dir_all(dir)?;
-        std::fs::File::create(&temp)?.write_all(bytes)?;
-        std::fs::rename(&temp, path)?;
-        Ok(())
-    };
-    journal
-        .stage(path, Some(bytes), write)
-        .with_context(|| format!("writing {}", path.display()))
-}
-
-/// Remove `path` (gone already is fine) and fsync its directory.
-fn remove_durably(path: &Path) -> Result<()> {
-    match std::fs::remove_file(path) {
-        Ok(()) => {}
-        Err(err) if err.kind() == std::io::ErrorKind::NotFound => return Ok(()),
-        Err(err) => return Err(err).with_context(|| format!("removing {}", path.display())),
-    }
-    if let Some(dir) = path.parent() {
-        std::fs::File::open(dir)
-            .and_then(|d| d.sync_all())
-            .with_context(|| format!("syncing {}", dir.display()))?;
-    }
-    Ok(())
-}
-
-/// The name of pod `uid`'s record: the uid with every byte but `[A-Za-z0-9_-]` escaped
-/// (`%XX`), so no uid names a path or a hidden file, and `.json`.
-fn record_name(uid: &str) -> String {
-    let mut name = String::with_capacity(uid.len() + 5);
-    for byte in uid.bytes() {
-        if byte.is_ascii_alphanumeric() || byte == b'-' || byte == b'_' {
-            name.push(byte as char);
-        } else {
-            name.push_str(&format!("%{byte:02X}"));
-        }
-    }
-    name.push_str(".json");
-    name
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -471,47 +334,119 @@ mod tests {
         }
     }
 
-    #[test]
-    fn a_uid_never_names_a_path_and_pods_survive_a_reload() {
-        let dir = tempfile::tempdir().unwrap();
-        let pods_dir = dir.path().join("pods");
-        let book = PodBook::load(pods_dir.clone(), |_| Ok(Pod::default())).unwrap();
-        let evil = "../../escape";
-        book.update(evil, |e| *e = Some(record(evil))).unwrap();
-        book.update("plain-uid", |e| *e = Some(record("plain-uid")))
-            .unwrap();
-        let mut names: Vec<String> = std::fs::read_dir(&pods_dir)
+    fn uid_of(r: &PodRecord) -> Result<Pod> {
+        Ok(Pod {
+            uid: r.pod["metadata"]["uid"]
+                .as_str()
+                .unwrap_or_default()
+                .to_owned(),
+            ..Pod::default()
+        })
+    }
+
+    fn load(dir: &std::path::Path) -> Result<PodBook> {
+        PodBook::load(CheckpointStore::open(dir).unwrap(), uid_of)
+    }
+
+    fn names(dir: &std::path::Path) -> Vec<String> {
+        let mut names: Vec<String> = std::fs::read_dir(dir)
             .unwrap()
             .map(|e| e.unwrap().file_name().into_string().unwrap())
             .collect();
         names.sort();
-        assert_eq!(names, ["%2E%2E%2F%2E%2E%2Fescape.json", "plain-uid.json"]);
+        names
+    }
+
+    #[test]
+    fn a_uid_never_names_a_path_and_pods_survive_a_reload() {
+        let dir = tempfile::tempdir().unwrap();
+        let pods_dir = dir.path().join("pods");
+        let book = load(&pods_dir).unwrap();
+        let evil = "../../escape";
+        book.update(evil, |e| *e = Some(record(evil))).unwrap();
+        book.update("plain-uid", |e| *e = Some(record("plain-uid")))
+            .unwrap();
+        assert_eq!(
+            names(&pods_dir),
+            ["plain-uid.json", "u__2E_2E_2F_2E_2E_2Fescape.json"]
+        );
         assert!(!dir.path().join("escape.json").exists());
-        let uid_of = |r: &PodRecord| {
-            Ok(Pod {
-                uid: r.pod["metadata"]["uid"]
-                    .as_str()
-                    .unwrap_or_default()
-                    .to_owned(),
-                ..Pod::default()
-            })
-        };
-        let reloaded = PodBook::load(pods_dir.clone(), uid_of).unwrap();
+        let reloaded = load(&pods_dir).unwrap();
         assert!(reloaded.get(evil).is_some() && reloaded.get("plain-uid").is_some());
         reloaded.update(evil, Option::take).unwrap();
-        assert_eq!(std::fs::read_dir(&pods_dir).unwrap().count(), 1);
+        assert_eq!(names(&pods_dir), ["plain-uid.json"]);
 
         // A hidden copy of a record is not a record (a release would never remove it);
         // a copy under another name is refused, naming the file the record belongs in.
         let own = pods_dir.join("plain-uid.json");
         std::fs::copy(&own, pods_dir.join(".plain-uid.json")).unwrap();
-        let book = PodBook::load(pods_dir.clone(), uid_of).unwrap();
+        let book = load(&pods_dir).unwrap();
         assert_eq!(book.uids().len(), 1);
         std::fs::copy(&own, pods_dir.join("backup.json")).unwrap();
-        let err = PodBook::load(pods_dir.clone(), uid_of).err().unwrap();
+        let err = load(&pods_dir).err().unwrap();
         let err = format!("{err:#}");
         assert!(
             err.contains("backup.json") && err.contains("plain-uid.json"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn a_uid_too_long_to_name_a_record_is_an_error_that_changes_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let book = load(dir.path()).unwrap();
+        let long = "_".repeat(82);
+        let err = book
+            .update(&long, |e| *e = Some(record(&long)))
+            .unwrap_err();
+        assert!(format!("{err:#}").contains("too long"), "{err:#}");
+        assert!(book.get(&long).is_none());
+        assert!(names(dir.path()).is_empty());
+    }
+
+    /// Records corral up to 0.1.x wrote (`%XX` escapes, `_` kept) are renamed once; a
+    /// crash between writing the new name and removing the old one leaves two identical
+    /// files, and the next start removes the old; two different ones are refused.
+    #[test]
+    fn records_under_an_older_corrals_names_are_renamed_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let old = |uid: &str, name: &str| {
+            let bytes = serde_json::to_vec(&record(uid).record).unwrap();
+            std::fs::write(dir.path().join(name), &bytes).unwrap();
+            bytes
+        };
+        old("a_b", "a_b.json");
+        old("../x", "%2E%2E%2Fx.json");
+        old("0b5a7a3e-4f4c", "0b5a7a3e-4f4c.json");
+        let book = load(dir.path()).unwrap();
+        assert_eq!(book.uids().len(), 3);
+        assert_eq!(
+            names(dir.path()),
+            ["0b5a7a3e-4f4c.json", "u__2E_2E_2Fx.json", "u_a_5Fb.json"]
+        );
+        drop(book);
+        assert_eq!(load(dir.path()).unwrap().uids().len(), 3);
+
+        // Interrupted after the new name was written: the old one goes.
+        let bytes = old("a_b", "a_b.json");
+        assert_eq!(
+            std::fs::read(dir.path().join("u_a_5Fb.json")).unwrap(),
+            bytes
+        );
+        assert_eq!(load(dir.path()).unwrap().uids().len(), 3);
+        assert!(!dir.path().join("a_b.json").exists());
+
+        // An old record beside a different new one: neither is guessed at.
+        let mut changed = record("a_b");
+        changed.record.approximate = true;
+        std::fs::write(
+            dir.path().join("a_b.json"),
+            serde_json::to_vec(&changed.record).unwrap(),
+        )
+        .unwrap();
+        let err = format!("{:#}", load(dir.path()).err().unwrap());
+        assert!(
+            err.contains("a_b.json") && err.contains("u_a_5Fb.json") && err.contains("differ"),
             "{err}"
         );
     }

@@ -179,7 +179,7 @@ fn holdings_are_restored(node: &Node) -> Result<(), Box<InconsistentState>> {
                 pod: pod.uid.clone(),
                 namespace: pod.namespace.clone(),
                 name: pod.name.clone(),
-                record: node.pods.file_of(&pod.uid),
+                record: node.pods.record_path(&pod.uid),
                 what,
             })
         };
@@ -278,7 +278,7 @@ fn unrecorded_owners(node: &Node) -> Vec<UnrecordedPod> {
             let unrecorded = UnrecordedPod {
                 file: file.to_path_buf(),
                 pod: pod.to_owned(),
-                record: node.pods.file_of(pod),
+                record: node.pods.record_path(pod),
                 what,
             };
             found.insert(pod.to_owned(), unrecorded);

@@ -389,7 +389,7 @@ async fn sparse_numa_ids_above_63_are_admitted_reported_and_restored_as_real_ids
         [0, 1, 2, 33, 34, 45, 72],
         "real node ids, in upstream's order"
     );
-    let file = std::fs::read_to_string(node.pods().file_of("p6")).unwrap();
+    let file = std::fs::read_to_string(node.pods().record_path("p6")).unwrap();
     assert!(file.contains(r#""numa":[72]"#), "{file}");
     node.stop_devices().await;
     drop(node);

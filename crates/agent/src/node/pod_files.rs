@@ -1,0 +1,211 @@
+//! Where each admitted pod's record lives: one [`StateFile`] per pod in the pods directory's
+//! [`CheckpointStore`] (`<root>/corral/pods/`, through the node's journal), named after the
+//! pod's uid; and the read of that directory at start, which renames records an older
+//! corral wrote under its own naming.
+//!
+//! A record is `<uid>.json` when the uid is letters, digits and `-`, starting with a letter
+//! or a digit (every uid Kubernetes makes); any other uid is `u_` and the uid with every
+//! byte but `[A-Za-z0-9-]` written `_XX` (hex), then `.json`. So a uid never names a path
+//! or a hidden file, two uids never share a name (only escaped names hold `_`), and every
+//! name is a valid checkpoint key. A uid whose name would pass the key's 250 characters
+//! cannot be recorded: its admission fails with that said.
+//!
+//! corral up to 0.1.x escaped as `%XX` and kept `_`: such names are read once, written
+//! under the new name and removed ([`PodFiles::entries`]).
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result};
+use corral_checkpoint::{CheckpointStore, StateFile, validate_key};
+
+/// One record file found in the pods directory.
+#[derive(Debug)]
+pub(crate) struct Entry {
+    /// The file name.
+    pub(crate) name: String,
+    /// The file.
+    pub(crate) path: PathBuf,
+    /// Its bytes.
+    pub(crate) bytes: Vec<u8>,
+}
+
+/// The pods directory.
+#[derive(Debug)]
+pub(crate) struct PodFiles {
+    store: CheckpointStore,
+}
+
+impl PodFiles {
+    /// The records in `store`'s directory.
+    pub(crate) fn new(store: CheckpointStore) -> PodFiles {
+        PodFiles { store }
+    }
+
+    /// Pod `uid`'s record file; an error when the uid cannot name one.
+    pub(crate) fn file_of(&self, uid: &str) -> Result<StateFile> {
+        let name = record_name(uid).with_context(|| {
+            format!(
+                "pod uid {uid:?} is too long to name its record (at most 245 letters, digits \
+                 and '-', or 81 bytes of anything else)"
+            )
+        })?;
+        StateFile::in_store(&self.store, &name).context("naming the pod record")
+    }
+
+    /// The path pod `uid`'s record has (for messages).
+    pub(crate) fn path_of(&self, uid: &str) -> PathBuf {
+        self.store
+            .dir()
+            .join(record_name(uid).unwrap_or_else(|| escaped_name(uid)))
+    }
+
+    /// Every record file (names ending `.json` that do not start with `.`); temporary files
+    /// an older corral's interrupted write left are removed (the checkpoint store removes
+    /// its own at open).
+    pub(crate) fn entries(&self) -> Result<Vec<Entry>> {
+        let dir = self.store.dir();
+        let mut entries = Vec::new();
+        for entry in std::fs::read_dir(dir).with_context(|| format!("reading {}", dir.display()))? {
+            let entry = entry.with_context(|| format!("reading {}", dir.display()))?;
+            let path = entry.path();
+            let Some(name) = entry.file_name().to_str().map(str::to_owned) else {
+                anyhow::bail!("{}: not a corral pod record name", path.display());
+            };
+            if name.starts_with('.') {
+                if name.ends_with(".json.tmp") {
+                    std::fs::remove_file(&path)
+                        .with_context(|| format!("removing {}", path.display()))?;
+                }
+                continue;
+            }
+            if !name.ends_with(".json") {
+                continue;
+            }
+            let bytes =
+                std::fs::read(&path).with_context(|| format!("reading {}", path.display()))?;
+            entries.push(Entry { name, path, bytes });
+        }
+        entries.sort_by(|a, b| a.name.cmp(&b.name));
+        Ok(entries)
+    }
+
+    /// Whether `name` is the name pod `uid`'s record has; `Ok(false)` for the name an older
+    /// corral gave it, after writing the record under its name and removing the old file
+    /// (or only removing it when an identical record is there already); an error for any
+    /// other name, or an older name beside a different record.
+    pub(crate) fn check_name(&self, entry: &Entry, uid: &str) -> Result<bool> {
+        let own = self.path_of(uid);
+        if Some(entry.name.as_str()) == own.file_name().and_then(|n| n.to_str()) {
+            return Ok(true);
+        }
+        if entry.name != legacy_record_name(uid) {
+            anyhow::bail!(
+                "{}: a record of pod {uid}, whose record is {}: remove the file, or rename it \
+                 to that if it is the pod's only record",
+                entry.path.display(),
+                own.display()
+            );
+        }
+        match std::fs::read(&own) {
+            Ok(bytes) if bytes == entry.bytes => {}
+            Ok(_) => anyhow::bail!(
+                "{} and {} are both records of pod {uid} and differ: keep the right one, under \
+                 the second name",
+                entry.path.display(),
+                own.display()
+            ),
+            Err(err) if err.kind() == std::io::ErrorKind::NotFound => {
+                self.file_of(uid)?
+                    .stage(&entry.bytes)
+                    .with_context(|| format!("writing {}", own.display()))?;
+            }
+            Err(err) => return Err(err).with_context(|| format!("reading {}", own.display())),
+        }
+        remove_durably(&entry.path)?;
+        tracing::info!(from = %entry.path.display(), to = %own.display(),
+            "pod record renamed from an older corral's naming");
+        Ok(false)
+    }
+}
+
+/// Remove `path` and fsync its directory.
+fn remove_durably(path: &Path) -> Result<()> {
+    std::fs::remove_file(path).with_context(|| format!("removing {}", path.display()))?;
+    if let Some(dir) = path.parent() {
+        std::fs::File::open(dir)
+            .and_then(|d| d.sync_all())
+            .with_context(|| format!("syncing {}", dir.display()))?;
+    }
+    Ok(())
+}
+
+/// The name of pod `uid`'s record (see the module documentation); `None` when too long.
+fn record_name(uid: &str) -> Option<String> {
+    let plain = uid
+        .bytes()
+        .next()
+        .is_some_and(|b| b.is_ascii_alphanumeric())
+        && uid.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-');
+    let name = if plain {
+        format!("{uid}.json")
+    } else {
+        escaped_name(uid)
+    };
+    validate_key(&name).is_ok().then_some(name)
+}
+
+/// `u_`, the uid with every byte but `[A-Za-z0-9-]` as `_XX`, `.json`.
+fn escaped_name(uid: &str) -> String {
+    let mut name = String::with_capacity(uid.len() + 7);
+    name.push_str("u_");
+    for byte in uid.bytes() {
+        if byte.is_ascii_alphanumeric() || byte == b'-' {
+            name.push(byte as char);
+        } else {
+            name.push_str(&format!("_{byte:02X}"));
+        }
+    }
+    name.push_str(".json");
+    name
+}
+
+/// The name corral up to 0.1.x gave pod `uid`'s record: every byte but `[A-Za-z0-9_-]` as
+/// `%XX`, `.json`.
+fn legacy_record_name(uid: &str) -> String {
+    let mut name = String::with_capacity(uid.len() + 5);
+    for byte in uid.bytes() {
+        if byte.is_ascii_alphanumeric() || byte == b'-' || byte == b'_' {
+            name.push(byte as char);
+        } else {
+            name.push_str(&format!("%{byte:02X}"));
+        }
+    }
+    name.push_str(".json");
+    name
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn kubernetes_uids_keep_their_name_and_no_two_uids_share_one() {
+        let uid = "0b5a7a3e-4f4c-4d7e-9a8e-1c2b3d4e5f60";
+        assert_eq!(record_name(uid).unwrap(), format!("{uid}.json"));
+        assert_eq!(record_name(uid).unwrap(), legacy_record_name(uid));
+        let uids = [
+            "a_b", "a-b", "u_a", "-a", "_a", "", ".", "..", "a.json", "../x", "A", "a", "é",
+        ];
+        let names: std::collections::BTreeSet<String> =
+            uids.iter().map(|u| record_name(u).unwrap()).collect();
+        assert_eq!(names.len(), uids.len(), "{names:?}");
+        for name in &names {
+            validate_key(name).unwrap();
+        }
+        assert_eq!(record_name("../x").unwrap(), "u__2E_2E_2Fx.json");
+        assert_eq!(record_name(&"a".repeat(245)).unwrap().len(), 250);
+        assert_eq!(record_name(&"a".repeat(246)), None);
+        assert_eq!(record_name(&"_".repeat(81)).unwrap().len(), 250);
+        assert_eq!(record_name(&"_".repeat(82)), None);
+    }
+}
