@@ -109,7 +109,7 @@ fn start_static() -> (CpuManager, Arc<Pods>, Arc<Runtime>) {
 
 /// A manager started with [`static_config`] on the checkpoint files of `store`.
 fn start_static_on(store: &CheckpointStore, initial: ContainerMap) -> CpuManager {
-    let backend = StateFile::in_store(&store, CPU_MANAGER_FILE).unwrap();
+    let backend = StateFile::in_store(store, CPU_MANAGER_FILE).unwrap();
     start(&static_config(), backend, initial).unwrap().0
 }
 
