@@ -4,11 +4,10 @@
 //! corral wrote under its own naming.
 //!
 //! A record is `<uid>.json` when the uid is letters, digits and `-`, starting with a letter
-//! or a digit (every uid Kubernetes makes); any other uid is `u_` and the uid with every
-//! byte but `[A-Za-z0-9-]` written `_XX` (hex), then `.json`. So a uid never names a path
-//! or a hidden file, two uids never share a name (only escaped names hold `_`), and every
-//! name is a valid checkpoint key. A uid whose name would pass the key's 250 characters
-//! cannot be recorded: its admission fails with that said.
+//! or a digit (every uid Kubernetes makes); any other uid is `u_`, the uid's bytes in
+//! unpadded URL-safe base64, and `.json`. So a uid never names a path or a hidden file, two
+//! uids never share a name (only encoded names hold `_`), and every name is a valid
+//! checkpoint key: every uid admission accepts (at most 128 bytes) fits its 250 characters.
 //!
 //! corral up to 0.1.x escaped as `%XX` and kept `_`: such names are read once, written
 //! under the new name and removed ([`PodFiles::entries`]).
@@ -46,7 +45,7 @@ impl PodFiles {
         let name = record_name(uid).with_context(|| {
             format!(
                 "pod uid {uid:?} is too long to name its record (at most 245 letters, digits \
-                 and '-', or 81 bytes of anything else)"
+                 and '-', or 182 bytes of anything else)"
             )
         })?;
         StateFile::in_store(&self.store, &name).context("naming the pod record")
@@ -56,7 +55,7 @@ impl PodFiles {
     pub(crate) fn path_of(&self, uid: &str) -> PathBuf {
         self.store
             .dir()
-            .join(record_name(uid).unwrap_or_else(|| escaped_name(uid)))
+            .join(record_name(uid).unwrap_or_else(|| encoded_name(uid)))
     }
 
     /// Every record file (names ending `.json` that do not start with `.`); temporary files
@@ -149,24 +148,16 @@ fn record_name(uid: &str) -> Option<String> {
     let name = if plain {
         format!("{uid}.json")
     } else {
-        escaped_name(uid)
+        encoded_name(uid)
     };
     validate_key(&name).is_ok().then_some(name)
 }
 
-/// `u_`, the uid with every byte but `[A-Za-z0-9-]` as `_XX`, `.json`.
-fn escaped_name(uid: &str) -> String {
-    let mut name = String::with_capacity(uid.len() + 7);
-    name.push_str("u_");
-    for byte in uid.bytes() {
-        if byte.is_ascii_alphanumeric() || byte == b'-' {
-            name.push(byte as char);
-        } else {
-            name.push_str(&format!("_{byte:02X}"));
-        }
-    }
-    name.push_str(".json");
-    name
+/// `u_`, the uid in unpadded URL-safe base64, `.json`.
+fn encoded_name(uid: &str) -> String {
+    use base64::Engine as _;
+    let encoded = base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(uid);
+    format!("u_{encoded}.json")
 }
 
 /// The name corral up to 0.1.x gave pod `uid`'s record: every byte but `[A-Za-z0-9_-]` as
@@ -202,10 +193,12 @@ mod tests {
         for name in &names {
             validate_key(name).unwrap();
         }
-        assert_eq!(record_name("../x").unwrap(), "u__2E_2E_2Fx.json");
+        assert_eq!(record_name("../x").unwrap(), "u_Li4veA.json");
         assert_eq!(record_name(&"a".repeat(245)).unwrap().len(), 250);
         assert_eq!(record_name(&"a".repeat(246)), None);
-        assert_eq!(record_name(&"_".repeat(81)).unwrap().len(), 250);
-        assert_eq!(record_name(&"_".repeat(82)), None);
+        assert_eq!(record_name(&"_".repeat(182)).unwrap().len(), 250);
+        assert_eq!(record_name(&"_".repeat(183)), None);
+        // Every uid admission accepts (at most 128 bytes, see `validate::uid`) has a name.
+        assert!(record_name(&"\u{7f}".repeat(128)).is_some());
     }
 }
