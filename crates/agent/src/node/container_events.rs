@@ -69,6 +69,7 @@ impl Node {
             Ok(())
         })?;
         known?;
+        self.pods.mark_running(container_id);
         self.cpu.add_container(pod_uid, name, container_id);
         if let Some(admitted) = self.pods.get(pod_uid) {
             self.memory
@@ -107,7 +108,7 @@ impl Node {
             .context("the container removal task failed")?
     }
 
-    fn container_removed_now(&self, container_id: &str) -> Result<()> {
+    pub(super) fn container_removed_now(&self, container_id: &str) -> Result<()> {
         self.cpu.remove_container(container_id)?;
         self.topology.remove_container(container_id);
         let Some(uid) = self.pods.pod_of_container(container_id) else {
@@ -131,6 +132,63 @@ impl Node {
                     .record
                     .container_ids
                     .retain(|_, id| id != container_id);
+                admitted.record.removed_containers.extend(names);
+            }
+        })?;
+        Ok(())
+    }
+
+    /// The runtime stopped (or removed) the container `container_id` of a pod that goes on
+    /// (NRI's StopContainer and RemoveContainer). As the kubelet, whose `PostStopContainer`
+    /// only tells the topology manager: what the container holds stays its own while its
+    /// pod runs, so a restarted container gets the same CPUs and memory back; it goes when
+    /// the pod stops ([`Self::pod_stopped_uncommitted`]) or is released. Writes nothing.
+    pub(crate) async fn container_stopped_uncommitted(
+        self: &Arc<Self>,
+        container_id: &str,
+    ) -> Result<()> {
+        let Some(uid) = self.pods.pod_of_container(container_id) else {
+            return Ok(());
+        };
+        let _pod_lock = self.pod_locks.lock(&uid).await;
+        let container_id = container_id.to_owned();
+        self.with_decision_lock(move |node| {
+            node.topology.remove_container(&container_id);
+            // Nothing to write: the record keeps the id (the runtime tells a restarted
+            // agent again), the managers what the container holds.
+            node.pods.mark_stopped(&container_id);
+        })
+        .await
+        .context("the container stop task failed")
+    }
+
+    /// The runtime stopped pod `uid`'s sandbox (NRI's StopPodSandbox): the pod no longer
+    /// runs, so every container's exclusive CPUs and memory go back, exactly what each
+    /// holds (the kubelet frees them once the pod is no longer active). The pod stays
+    /// admitted until it is released; a container created in it again is admitted again
+    /// ([`Self::admit_container_started`]). Without the commit (the event's).
+    pub(crate) async fn pod_stopped_uncommitted(self: &Arc<Self>, uid: &str) -> Result<()> {
+        let _pod_lock = self.pod_locks.lock(uid).await;
+        let uid = uid.to_owned();
+        self.with_decision_lock(move |node| node.pod_stopped_now(&uid))
+            .await
+            .context("the pod stop task failed")?
+    }
+
+    fn pod_stopped_now(&self, uid: &str) -> Result<()> {
+        let Some(admitted) = self.pods.get(uid) else {
+            return Ok(());
+        };
+        for id in admitted.record.container_ids.values() {
+            self.topology.remove_container(id);
+        }
+        self.memory.remove_pod_containers(&admitted.pod)?;
+        self.cpu.remove_pod_containers(&admitted.pod)?;
+        let names = admitted.pod.all_containers().map(|(_, c)| c.name.clone());
+        let names: Vec<String> = names.collect();
+        self.pods.update(uid, |entry| {
+            if let Some(admitted) = entry {
+                admitted.record.container_ids.clear();
                 admitted.record.removed_containers.extend(names);
             }
         })?;

@@ -80,8 +80,14 @@ impl Node {
             .into());
         };
         if admitted.pod.container(&name).is_some() {
-            return Ok(Admission::Admitted(self.view(&pod.uid)?));
+            if !admitted.record.removed_containers.contains(&name) {
+                return Ok(Admission::Admitted(self.view(&pod.uid)?));
+            }
+            // What it held went back (its pod's sandbox stopped, and the runtime creates
+            // it again): it is admitted again, as a container joining the pod.
+            self.forget_container(&pod.uid, &name)?;
         }
+        self.release_finished_containers(&pod.uid).await?;
         let result = match self.decide(&pod, super::decision::Undo::Container).await {
             Ok(result) => result,
             Err(err) => {
@@ -106,6 +112,59 @@ impl Node {
         }
         tracing::info!(pod = pod_ref(&pod), podUID = %pod.uid, container = %name, "container admitted");
         Ok(Admission::Admitted(self.view(&pod.uid)?))
+    }
+
+    /// Before a container new to pod `uid` joins it: the pod's stopped containers give back
+    /// what they hold. The kubelet creates a pod's app containers only once every init
+    /// container ran, and never creates an init container again while the pod runs, so a
+    /// container stopped when a new one comes is an init container that finished (NRI does
+    /// not say which containers are init containers): its CPUs and memory are free for the
+    /// new one, as the kubelet reuses an init container's CPUs. (An app container that
+    /// stopped while its pod's containers were still being created gives back too, and is
+    /// admitted again when the runtime creates it again.)
+    async fn release_finished_containers(self: &Arc<Self>, uid: &str) -> anyhow::Result<()> {
+        let Some(admitted) = self.pods.get(uid) else {
+            return Ok(());
+        };
+        let stopped: Vec<String> = admitted
+            .record
+            .container_ids
+            .values()
+            .filter(|id| self.pods.is_stopped(id))
+            .cloned()
+            .collect();
+        if stopped.is_empty() {
+            return Ok(());
+        }
+        self.with_decision_lock(move |node| {
+            stopped
+                .iter()
+                .try_for_each(|id| node.container_removed_now(id))
+        })
+        .await
+        .map_err(|err| anyhow!("the release task failed: {err}"))?
+    }
+
+    /// Drops container `name`, which holds nothing any more, from the admitted pod `uid`
+    /// (its manifest, affinity, holdings), on disk first.
+    fn forget_container(&self, uid: &str, name: &str) -> anyhow::Result<()> {
+        self.pods.update(uid, |entry| {
+            let Some(admitted) = entry else {
+                return Err(anyhow!("pod {uid} is no longer admitted"));
+            };
+            let record = &mut admitted.record;
+            if let Some(containers) = record.pod["spec"]["containers"].as_array_mut() {
+                containers.retain(|c| c["name"].as_str() != Some(name));
+            }
+            record.affinities.remove(name);
+            if let Some(holdings) = record.holdings.as_mut() {
+                holdings.remove(name);
+            }
+            record.removed_containers.remove(name);
+            record.container_ids.remove(name);
+            admitted.pod.containers.retain(|c| c.name != name);
+            Ok(())
+        })?
     }
 
     /// Adds the admitted one-container `pod` to the admitted pod of its uid, on disk first,

@@ -141,6 +141,10 @@ struct Book {
     admitting: BTreeMap<String, Pod>,
     /// Changes whenever `admitted` or `admitting` does ([`PodSource::generation`]).
     generation: u64,
+    /// Ids of recorded containers the runtime stopped. Memory only: a stop changes no
+    /// decision (what a container holds stays its own while its pod runs), and the runtime
+    /// tells a restarted agent again (NRI's Synchronize).
+    stopped: std::collections::BTreeSet<String>,
 }
 
 impl PodBook {
@@ -246,6 +250,21 @@ impl PodBook {
             }
             .with_context(|| format!("writing the record of pod {uid}"))?;
         }
+        // Ids the record no longer has are no longer stopped containers of it.
+        let kept = |id: &String| {
+            entry
+                .as_ref()
+                .is_some_and(|a| a.record.container_ids.values().any(|i| i == id))
+        };
+        let gone: Vec<String> = before
+            .iter()
+            .flat_map(|b| b.record.container_ids.values())
+            .filter(|id| !kept(id))
+            .cloned()
+            .collect();
+        for id in gone {
+            book.stopped.remove(&id);
+        }
         // The pod is admitted (or released) now: its admission, if one ran, is over.
         book.admitting.remove(uid);
         match entry {
@@ -258,6 +277,21 @@ impl PodBook {
         }
         book.generation += 1;
         Ok(out)
+    }
+
+    /// The runtime stopped the recorded container `container_id` (nothing is written).
+    pub(crate) fn mark_stopped(&self, container_id: &str) {
+        self.lock().stopped.insert(container_id.to_owned());
+    }
+
+    /// The recorded container `container_id` runs (again: a runtime may reuse an id).
+    pub(crate) fn mark_running(&self, container_id: &str) {
+        self.lock().stopped.remove(container_id);
+    }
+
+    /// Whether the recorded container `container_id` is stopped.
+    pub(crate) fn is_stopped(&self, container_id: &str) -> bool {
+        self.lock().stopped.contains(container_id)
     }
 
     /// The uid of the pod whose container has `container_id`.
@@ -290,6 +324,7 @@ impl PodSource for PodBook {
         let admitted = book.admitted.get(pod_uid)?;
         let status = |name: &str| {
             let id = admitted.record.container_ids.get(name);
+            let id = id.filter(|id| !book.stopped.contains(*id));
             ContainerStatus {
                 name: name.to_owned(),
                 container_id: id.map(|id| format!("cri://{id}")).unwrap_or_default(),

@@ -182,8 +182,18 @@ async fn real_cgroups_follow_corrals_decisions_across_an_agent_sigkill() {
     assert_eq!(cgroup_cpus(&g_parent, &guaranteed), exclusive);
     assert_eq!(cgroup_cpus(&b_parent, &burstable), pool);
 
-    // The Guaranteed container stops: its CPU goes back to the shared pool.
+    // The Guaranteed container stops: its CPU stays its own while its pod runs (as the
+    // kubelet's: a restart gets it back).
     stop_container(&containerd, &guaranteed).await;
+    let state = std::fs::read_to_string(root.join("cpu_manager_state")).unwrap();
+    assert!(state.contains(&g_uid), "{state}");
+    // Its sandbox stops: the CPU goes back, and the reconcile gives the Burstable
+    // container the whole pool.
+    let mut client = containerd.cri().await;
+    let stop = cri::StopPodSandboxRequest {
+        pod_sandbox_id: g_sandbox.clone(),
+    };
+    client.stop_pod_sandbox(stop).await.unwrap();
     wait_for_cpus(&b_parent, &burstable, &all).await;
     remove_pods(&containerd, &[g_sandbox, b_sandbox]).await;
 }

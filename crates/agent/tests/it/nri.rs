@@ -247,13 +247,16 @@ async fn containers_get_exclusive_or_shared_cpus_and_survive_a_sigkill() {
     assert_eq!(updated(&synced.update, "pinned-1"), Some(exclusive.clone()));
     assert_eq!(updated(&synced.update, "shared-1"), Some(smaller.clone()));
 
-    // The Guaranteed container stops: its CPUs go back to the pool.
+    // The Guaranteed container stops: its CPUs stay its own while its pod runs (as the
+    // kubelet's: a restart gets them back), so the pool does not change.
     let stop = api::StopContainerRequest {
         pod: Some(guaranteed.clone()),
         container: Some(pinned.clone()),
     };
     let stopped: api::StopContainerResponse = conn.call("StopContainer", &stop).await.unwrap();
-    assert_eq!(updated(&stopped.update, "shared-1"), Some(pool.clone()));
+    assert_eq!(updated(&stopped.update, "shared-1"), None);
+    let state = std::fs::read_to_string(root.join("cpu_manager_state")).unwrap();
+    assert!(state.contains("g-uid"), "{state}");
     // A pod that names no cgroup parent is classed by its container's own values.
     let mut bare = pod("bare-uid", "");
     bare.linux = None;

@@ -12,6 +12,8 @@ mod runtime;
 #[cfg(test)]
 mod tests;
 #[cfg(test)]
+mod tests_restart;
+#[cfg(test)]
 mod tests_sync_cost;
 mod updates;
 

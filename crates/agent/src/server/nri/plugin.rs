@@ -148,7 +148,8 @@ impl NodePlugin {
         for admitted in self.node.pods().all() {
             let uid = &admitted.pod.uid;
             for (name, id) in &admitted.record.container_ids {
-                if id != except && cpu.exclusive_cpus(uid, name).is_empty() {
+                let runs = id != except && !self.node.pods().is_stopped(id);
+                if runs && cpu.exclusive_cpus(uid, name).is_empty() {
                     let cpuset = Cpuset {
                         cpus: cpu.cpu_affinity(uid, name).to_string(),
                         mems: String::new(),
@@ -161,29 +162,27 @@ impl NodePlugin {
         updates
     }
 
-    /// The container went away (durable with the event's [`Self::committed`]).
-    async fn removed(&self, container_id: &str) -> Result<(), NriStatus> {
+    /// The container stopped or went away (durable with the event's [`Self::committed`]).
+    async fn stopped(&self, container_id: &str) -> Result<(), NriStatus> {
         self.node
-            .container_removed_uncommitted(container_id)
+            .container_stopped_uncommitted(container_id)
             .await
-            .map_err(|err| {
-                NriStatus::new(
-                    NriStatus::UNKNOWN,
-                    crate::error_text::error_chain(err.as_ref()),
-                )
-            })
+            .map_err(|err| status_of(err.as_ref()))
     }
 
     /// Make what the event changed durable before it is answered: one commit per event,
     /// however many containers or pods it changed (none when it changed nothing).
     async fn committed(&self) -> Result<(), NriStatus> {
-        self.node.commit().await.map_err(|err| {
-            NriStatus::new(
-                NriStatus::UNKNOWN,
-                crate::error_text::error_chain(err.as_ref()),
-            )
-        })
+        self.node
+            .commit()
+            .await
+            .map_err(|err| status_of(err.as_ref()))
     }
+}
+
+/// An internal failure as the runtime is told it.
+fn status_of(err: &(dyn std::error::Error + 'static)) -> NriStatus {
+    NriStatus::new(NriStatus::UNKNOWN, crate::error_text::error_chain(err))
 }
 
 /// What an admission gave a container, as the runtime applies it.
@@ -217,7 +216,7 @@ impl NriPlugin for NodePlugin {
             };
             let state = container.state();
             if state == api::ContainerState::ContainerStopped {
-                self.removed(&container.id).await?;
+                self.stopped(&container.id).await?;
                 continue;
             }
             match self.admit(pod, container).await {
@@ -232,7 +231,18 @@ impl NriPlugin for NodePlugin {
                 }
             }
         }
-        // The whole state: corral_proto collects a synchronization sent in parts.
+        // The whole state: corral_proto collects a synchronization sent in parts. A
+        // recorded container the runtime no longer has is stopped (it keeps what it holds
+        // while its pod runs; no write).
+        let present: std::collections::BTreeSet<&str> =
+            request.containers.iter().map(|c| c.id.as_str()).collect();
+        for admitted in self.node.pods().all() {
+            for id in admitted.record.container_ids.values() {
+                if !present.contains(id.as_str()) {
+                    self.node.pods().mark_stopped(id);
+                }
+            }
+        }
         let active: Vec<String> = request.pods.iter().map(|p| p.uid.clone()).collect();
         let node = Arc::clone(&self.node);
         let synced = tokio::spawn(async move { node.sync_active_uncommitted(&active).await })
@@ -351,42 +361,30 @@ impl NriPlugin for NodePlugin {
         let Some(container) = &request.container else {
             return Ok(api::StopContainerResponse::default());
         };
-        let held = self
-            .node
-            .pods()
-            .pod_of_container(&container.id)
-            .is_some_and(|uid| {
-                let name = &container.name;
-                !self.node.cpu().exclusive_cpus(&uid, name).is_empty()
-            });
-        self.removed(&container.id).await?;
+        // What it holds stays its own while its pod runs (a restart gets it back), so the
+        // shared pool does not change.
+        self.stopped(&container.id).await?;
         self.committed().await?;
-        // Exclusive CPUs went back to the pool: every container in it may use them.
-        let update = if held {
-            self.shared_pool_updates(&container.id)
-        } else {
-            Vec::new()
-        };
-        Ok(api::StopContainerResponse { update })
+        Ok(api::StopContainerResponse::default())
     }
 
     async fn state_change(&self, event: api::StateChangeEvent) -> Result<(), NriStatus> {
         match event.event() {
             Event::RemoveContainer => {
                 if let Some(container) = &event.container {
-                    self.removed(&container.id).await?;
+                    self.stopped(&container.id).await?;
                     self.committed().await?;
                 }
             }
             Event::StopPodSandbox => {
-                // Its containers are stopped: their exclusive CPUs go back to the pool (the
-                // periodic reconcile pushes the larger pool); the pod stays until removed.
-                if let Some(pod) = &event.pod
-                    && let Some(admitted) = self.node.pods().get(&pod.uid)
-                {
-                    for id in admitted.record.container_ids.values() {
-                        self.removed(id).await?;
-                    }
+                // Its containers are stopped: their exclusive CPUs and memory go back to
+                // the pool (the periodic reconcile pushes the larger pool); the pod stays
+                // until removed.
+                if let Some(pod) = &event.pod {
+                    self.node
+                        .pod_stopped_uncommitted(&pod.uid)
+                        .await
+                        .map_err(|err| status_of(err.as_ref()))?;
                     self.committed().await?;
                 }
             }

@@ -1,7 +1,8 @@
 //! Random container lives through [`NodePlugin`], applied as a runtime applies NRI answers
 //! (each container's cpuset from its adjustment, then every update): no CPU is exclusive to
 //! two containers, and every live container runs on what the CPU manager decided — its
-//! exclusive CPUs, or exactly the shared pool.
+//! exclusive CPUs, or exactly the shared pool (a stopped container keeps its CPUs, so a stop
+//! changes no pool; a removed pod's CPUs reach the shared containers with the reconcile).
 
 use std::collections::BTreeMap;
 
@@ -183,6 +184,15 @@ async fn live(steps: Vec<Step>) {
                     container: None,
                 };
                 plugin.state_change(event).await.unwrap();
+                // The pod's CPUs went back to the pool; the CPU manager's reconcile (every
+                // `cpuManagerReconcilePeriod`, as the kubelet's) gives the shared
+                // containers the larger pool.
+                let pool = node.cpu().state().default_cpu_set().clone();
+                for (_, (uid, name, cpus)) in applied.iter_mut() {
+                    if node.cpu().exclusive_cpus(uid, name).is_empty() {
+                        *cpus = pool.clone();
+                    }
+                }
             }
         }
         // Invariants after every step.

@@ -9,7 +9,7 @@ use super::plugin::NodePlugin;
 use crate::node::tests::started;
 
 /// Guaranteed pod `n`'s sandbox.
-fn sandbox(n: u8) -> api::PodSandbox {
+pub(super) fn sandbox(n: u8) -> api::PodSandbox {
     super::tests::pod(n, 0)
 }
 
@@ -100,7 +100,9 @@ async fn the_nri_scenario_costs_one_sync_per_change_of_state() {
     let costs = cost("the end".into()).await;
     let want = |what: &str| match what.split(' ').next().unwrap() {
         "start-up" => 2,
-        "CreateContainer" | "StopContainer" | "RemovePodSandbox" => 1,
+        // A stopped container keeps what it holds while its pod runs (nothing to write);
+        // the stopped sandbox gives it back, the removed one drops the pod's record.
+        "CreateContainer" | "StopPodSandbox" | "RemovePodSandbox" => 1,
         _ => 0,
     };
     let wanted: Vec<(String, u64)> = costs.iter().map(|(w, _)| (w.clone(), want(w))).collect();
@@ -112,7 +114,7 @@ async fn the_nri_scenario_costs_one_sync_per_change_of_state() {
 /// A container of pod `n` named `name` with id `id`: `cpu` (shares, quota in CPUs; `None`
 /// for none) and a memory limit (`None` for none) — Guaranteed when both are set and the
 /// shares match the quota, Burstable with shares alone, BestEffort with neither.
-fn container_of(
+pub(super) fn container_of(
     n: u8,
     name: &str,
     id: &str,
