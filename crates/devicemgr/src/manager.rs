@@ -299,6 +299,18 @@ impl DeviceManager {
         Ok(())
     }
 
+    /// Forget what one container holds (corral's release of a container whose joining its
+    /// pod failed) and checkpoint.
+    pub fn remove_container(
+        &self,
+        pod_uid: &str,
+        container: &str,
+    ) -> Result<(), DeviceManagerError> {
+        self.shared.state().remove_container(pod_uid, container);
+        self.shared.checkpoints.write()?;
+        Ok(())
+    }
+
     /// Allocate the container's device-plugin resources (upstream `Allocate`), aligned
     /// with `affinity`, outside any topology decision: reserve, ask the plugins' preferred
     /// allocation where they offer one, and call their `Allocate`. An init container's

@@ -88,6 +88,16 @@ impl PodDevices {
         }
     }
 
+    /// Remove one container's allocations (and its pod when it held nothing else).
+    pub fn delete_container(&mut self, pod_uid: &str, container: &str) {
+        if let Some(containers) = self.pods.get_mut(pod_uid) {
+            containers.remove(container);
+            if containers.is_empty() {
+                self.pods.remove(pod_uid);
+            }
+        }
+    }
+
     /// The allocation of one container and resource.
     pub fn get(
         &self,

@@ -355,6 +355,18 @@ impl DeviceState {
         self.regenerate_allocated();
     }
 
+    /// Forget one container's allocations (corral's release of a container that joined
+    /// its pod, when the join failed): its devices are free again, and no later
+    /// container of the pod reuses them.
+    pub fn remove_container(&mut self, pod_uid: &str, container: &str) {
+        if let Some(reuse) = self.devices_to_reuse.get_mut(pod_uid) {
+            self.pod_devices
+                .remove_container_resources(pod_uid, container, reuse);
+        }
+        self.pod_devices.delete_container(pod_uid, container);
+        self.regenerate_allocated();
+    }
+
     /// Upstream `GetCapacity` at `now`: resources whose endpoint stopped more than `grace`
     /// ago (or that lost their endpoint) are removed and reported in
     /// [`Capacity::removed`]; the others report healthy (allocatable) and healthy plus

@@ -170,6 +170,13 @@ impl Node {
     /// Adds the admitted one-container `pod` to the admitted pod of its uid, on disk first,
     /// with what `decided` granted it.
     fn join(&self, pod: &Pod, manifest: &K8sPod, decided: &PodAdmitResult) -> anyhow::Result<()> {
+        #[cfg(test)]
+        if self
+            .fail_next_join
+            .swap(false, std::sync::atomic::Ordering::SeqCst)
+        {
+            return Err(anyhow!("injected: the record could not be written"));
+        }
         let addition = self.record_of(pod, manifest, &[], &decided.grants)?;
         let approximate = decided.approximate;
         let added = pod.containers.clone();
@@ -202,7 +209,16 @@ impl Node {
         self.pods.end_admitting(&pod.uid);
         let releasing = pod.clone();
         let released = self
-            .with_decision_lock(move |node| node.release_containers_from_managers(&releasing))
+            .with_decision_lock(move |node| {
+                node.release_containers_from_managers(&releasing);
+                // Devices too: the decision realized them before the join failed.
+                for container in &releasing.containers {
+                    let (uid, name) = (&releasing.uid, &container.name);
+                    if let Err(err) = node.devices.remove_container(uid, name) {
+                        tracing::error!(pod = pod_ref(&releasing), podUID = %uid, container = %name, err = %err, "releasing devices failed");
+                    }
+                }
+            })
             .await;
         if let Err(err) = released {
             tracing::error!(pod = pod_ref(pod), podUID = %pod.uid, err = %err, "releasing the container panicked");

@@ -153,6 +153,9 @@ pub(crate) struct Node {
     realizing: decision::Realizing,
     /// In NRI mode, the devices the kubelet gave each container (a hint provider).
     kubelet_devices: Option<Arc<KubeletDevices>>,
+    /// Fault injection: the next container joining its pod fails to be recorded.
+    #[cfg(test)]
+    fail_next_join: std::sync::atomic::AtomicBool,
 }
 
 impl std::fmt::Debug for Node {
@@ -369,6 +372,8 @@ impl Node {
             pod_locks: PodLocks::default(),
             realizing: decision::Realizing::default(),
             kubelet_devices,
+            #[cfg(test)]
+            fail_next_join: Default::default(),
         })
     }
 

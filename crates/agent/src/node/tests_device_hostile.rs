@@ -996,6 +996,47 @@ async fn a_joining_container_whose_allocate_fails_holds_nothing() {
     node.stop_devices().await;
 }
 
+/// NRI: a container joining its admitted pod whose devices were allocated, but whose
+/// record could not be written: its admission is undone whole — CPUs, memory and devices —
+/// and its pod keeps what it held.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_joining_container_not_recorded_gives_back_its_devices_too() {
+    let (_dir, node, plugin) = started("best-effort", "container", &[0, 0, 1, 1]).await;
+    let limits = serde_json::json!({"cpu": "2", "memory": "100Mi", GPU: "1"});
+    let first = node
+        .admit_container(one_container("jr", "c0", limits.clone()))
+        .await
+        .unwrap();
+    assert_eq!(outcome(&first), "admitted");
+    let c0_gpus = held(&node, "jr", "c0", GPU);
+    let c0_cpus = node.cpu().exclusive_cpus("jr", "c0");
+    node.fail_next_join
+        .store(true, std::sync::atomic::Ordering::SeqCst);
+    let err = node
+        .admit_container(one_container("jr", "c1", limits.clone()))
+        .await
+        .unwrap_err();
+    assert!(format!("{err:#}").contains("injected"), "{err:#}");
+    assert!(held(&node, "jr", "c1", GPU).is_empty());
+    assert!(node.cpu().exclusive_cpus("jr", "c1").is_empty());
+    assert!(node.memory().memory_numa_nodes("jr", "c1").is_empty());
+    assert_eq!(
+        node.devices().with_state(|s| s.allocated_devices(GPU)),
+        c0_gpus,
+        "only the pod's first container holds a GPU"
+    );
+    assert_eq!(node.cpu().exclusive_cpus("jr", "c0"), c0_cpus);
+    // The same container again, recorded this time: it gets a GPU.
+    let again = node
+        .admit_container(one_container("jr", "c1", limits))
+        .await
+        .unwrap();
+    assert_eq!(outcome(&again), "admitted");
+    assert_eq!(held(&node, "jr", "c1", GPU).len(), 1);
+    plugin.stop().await;
+    node.stop_devices().await;
+}
+
 /// A plugin whose `GetPreferredAllocation` fails: the pod is refused as upstream refuses
 /// it (an `Allocate` error in the topology manager's admission: one request, one error).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
