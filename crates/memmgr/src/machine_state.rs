@@ -73,6 +73,18 @@ pub struct Block {
     pub size: u64,
 }
 
+/// What the topology manager's admission reports a container was given: the block's
+/// resource, bytes and NUMA nodes.
+impl From<&Block> for corral_topology::topologymanager::MemoryGrant {
+    fn from(block: &Block) -> Self {
+        corral_topology::topologymanager::MemoryGrant::new(
+            block.resource.clone(),
+            block.size,
+            block.numa_affinity.clone(),
+        )
+    }
+}
+
 /// Pod uid → container name → blocks (upstream `state.ContainerMemoryAssignments`).
 pub type Assignments = BTreeMap<String, BTreeMap<String, Vec<Block>>>;
 

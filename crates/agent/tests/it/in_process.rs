@@ -150,7 +150,7 @@ impl HintProvider for Memory {
         let blocks = policy.blocks(&pod.uid, &c.name).unwrap_or_default();
         let memory = blocks
             .iter()
-            .map(|b| MemoryGrant::new(b.resource.clone(), b.size, b.numa_affinity.clone()))
+            .map(MemoryGrant::from)
             .collect();
         Ok(Grant::memory(memory))
     }

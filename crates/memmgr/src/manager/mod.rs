@@ -140,7 +140,7 @@ impl Inner {
         blocks
             .unwrap_or_default()
             .iter()
-            .map(|b| MemoryGrant::new(b.resource.clone(), b.size, b.numa_affinity.clone()))
+            .map(MemoryGrant::from)
             .collect()
     }
 
