@@ -14,26 +14,6 @@ use crate::topologymanager::{
 };
 use crate::{Container, NumaMask, Pod};
 
-/// Upstream's `mockHintProvider`: the same hints for the container and for the pod.
-struct Fixed(ProviderHints);
-
-impl HintProvider for Fixed {
-    fn hints_for_container(&self, _: &Pod, _: &Container) -> ProviderHints {
-        self.0.clone()
-    }
-    fn hints_for_pod(&self, _: &Pod) -> ProviderHints {
-        self.0.clone()
-    }
-    fn allocate(
-        &self,
-        _: &Pod,
-        _: &Container,
-        _: &AffinityStore,
-    ) -> Result<Grant, AllocationError> {
-        Ok(Grant::default())
-    }
-}
-
 fn h(ids: &[usize], preferred: bool) -> TopologyHint {
     TopologyHint::new(
         Some(NumaMask::new(ids.iter().copied()).expect("ids below 64")),
@@ -115,7 +95,7 @@ fn accumulate_cases() -> Vec<(&'static str, Vec<ProviderHints>)> {
 fn providers(hints: &[ProviderHints]) -> Vec<Arc<dyn HintProvider>> {
     hints
         .iter()
-        .map(|h| Arc::new(Fixed(h.clone())) as Arc<dyn HintProvider>)
+        .map(|h| Arc::new(Fixed::new(h.clone())) as Arc<dyn HintProvider>)
         .collect()
 }
 
@@ -180,15 +160,25 @@ fn calculate_affinity() {
     }
 }
 
-/// A provider counting its container and pod allocations.
+/// Upstream's `mockHintProvider`: the same hints for the container and for the pod;
+/// it counts its container and pod allocations.
 #[derive(Default)]
-struct Counting {
+struct Fixed {
     hints: ProviderHints,
     containers: std::sync::atomic::AtomicUsize,
     pods: std::sync::atomic::AtomicUsize,
 }
 
-impl HintProvider for Counting {
+impl Fixed {
+    fn new(hints: ProviderHints) -> Fixed {
+        Fixed {
+            hints,
+            ..Fixed::default()
+        }
+    }
+}
+
+impl HintProvider for Fixed {
     fn hints_for_container(&self, _: &Pod, _: &Container) -> ProviderHints {
         self.hints.clone()
     }
@@ -241,9 +231,9 @@ fn pod_level_resources_are_allocated_once_per_pod() {
     let mut resources = crate::ResourceRequirements::default();
     resources.requests.cpu_millis = Some(2000);
     pod.resources = Some(resources);
-    let fits = Arc::new(Counting {
+    let fits = Arc::new(Fixed {
         hints: p(&[("cpu", Some(vec![h(&[1], true)]))]),
-        ..Counting::default()
+        ..Fixed::default()
     });
     let providers: Vec<Arc<dyn HintProvider>> = vec![fits.clone()];
     let store = AffinityStore::new();
@@ -261,9 +251,9 @@ fn pod_level_resources_are_allocated_once_per_pod() {
     assert_eq!(fits.containers.load(Ordering::Relaxed), 0);
     assert_eq!(store.affinity("pod", "b"), h(&[1], true));
 
-    let spans = Arc::new(Counting {
+    let spans = Arc::new(Fixed {
         hints: p(&[("cpu", Some(vec![h(&[0, 1], true)]))]),
-        ..Counting::default()
+        ..Fixed::default()
     });
     let providers: Vec<Arc<dyn HintProvider>> = vec![spans.clone()];
     let admission = Admission {
