@@ -148,10 +148,7 @@ impl HintProvider for Memory {
             .allocate(pod, c, affinity)
             .map_err(AllocationError::unexpected)?;
         let blocks = policy.blocks(&pod.uid, &c.name).unwrap_or_default();
-        let memory = blocks
-            .iter()
-            .map(MemoryGrant::from)
-            .collect();
+        let memory = blocks.iter().map(MemoryGrant::from).collect();
         Ok(Grant::memory(memory))
     }
 }

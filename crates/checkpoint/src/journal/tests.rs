@@ -35,6 +35,13 @@ fn open(dir: &Path, compact_at: u64) -> (Arc<Journal>, Recovery) {
 }
 
 /// Every managed file's bytes, by path relative to `dir`.
+/// A store of `dir` writing through `journal`.
+fn journaled(dir: impl AsRef<Path>, journal: &Arc<Journal>) -> CheckpointStore {
+    CheckpointStore::open(dir)
+        .unwrap()
+        .with_journal(Arc::clone(journal))
+}
+
 fn files(dir: &Path) -> BTreeMap<PathBuf, Vec<u8>> {
     read_managed(dir, &managed(), 1 << 20).unwrap()
 }
@@ -74,12 +81,8 @@ fn a_first_open_takes_the_files_as_they_are() {
 fn uncommitted_writes_are_undone_committed_ones_kept() {
     let dir = tempfile::tempdir().unwrap();
     let (journal, _) = open(dir.path(), 1 << 20);
-    let store = CheckpointStore::open(dir.path())
-        .unwrap()
-        .with_journal(Arc::clone(&journal));
-    let pods = CheckpointStore::open(dir.path().join("pods"))
-        .unwrap()
-        .with_journal(Arc::clone(&journal));
+    let store = journaled(dir.path(), &journal);
+    let pods = journaled(dir.path().join("pods"), &journal);
     store.write_bytes("cpu_manager_state", b"v1").unwrap();
     pods.write_bytes("a.json", b"pod a").unwrap();
     assert!(journal.has_pending());
@@ -114,9 +117,7 @@ fn uncommitted_writes_are_undone_committed_ones_kept() {
 fn a_retired_journal_leaves_the_files_as_the_truth() {
     let dir = tempfile::tempdir().unwrap();
     let (journal, _) = open(dir.path(), 1 << 20);
-    let store = CheckpointStore::open(dir.path())
-        .unwrap()
-        .with_journal(Arc::clone(&journal));
+    let store = journaled(dir.path(), &journal);
     store.write_bytes("cpu_manager_state", b"mine").unwrap();
     journal.retire().unwrap();
     assert!(!journal.path().exists());
@@ -139,9 +140,7 @@ fn a_retired_journal_leaves_the_files_as_the_truth() {
 fn a_torn_tail_ends_the_replay_a_cut_answered_commit_or_a_damaged_head_is_refused() {
     let dir = tempfile::tempdir().unwrap();
     let (journal, _) = open(dir.path(), 1 << 20);
-    let store = CheckpointStore::open(dir.path())
-        .unwrap()
-        .with_journal(Arc::clone(&journal));
+    let store = journaled(dir.path(), &journal);
     store.write_bytes("cpu_manager_state", b"v1").unwrap();
     journal.commit().unwrap();
     let mark_after_v1 = fs::read(journal.mark_path()).unwrap();
@@ -202,9 +201,7 @@ fn a_torn_tail_ends_the_replay_a_cut_answered_commit_or_a_damaged_head_is_refuse
 fn concurrent_committers_share_fsyncs_and_all_become_durable() {
     let dir = tempfile::tempdir().unwrap();
     let (journal, _) = open(dir.path(), 1 << 20);
-    let pods = CheckpointStore::open(dir.path().join("pods"))
-        .unwrap()
-        .with_journal(Arc::clone(&journal));
+    let pods = journaled(dir.path().join("pods"), &journal);
     std::thread::scope(|s| {
         for t in 0..8 {
             let pods = pods.clone();
@@ -239,9 +236,7 @@ fn concurrent_committers_share_fsyncs_and_all_become_durable() {
 fn compaction_keeps_the_journal_small_and_the_state_whole() {
     let dir = tempfile::tempdir().unwrap();
     let (journal, _) = open(dir.path(), 4096);
-    let store = CheckpointStore::open(dir.path())
-        .unwrap()
-        .with_journal(Arc::clone(&journal));
+    let store = journaled(dir.path(), &journal);
     for i in 0..500u32 {
         store
             .write_bytes("cpu_manager_state", format!("v{i}").repeat(20).as_bytes())
@@ -300,8 +295,8 @@ proptest! {
     ) {
         let dir = tempfile::tempdir().unwrap();
         let (journal, _) = open(dir.path(), compact_at);
-        let state = CheckpointStore::open(dir.path()).unwrap().with_journal(Arc::clone(&journal));
-        let pods = CheckpointStore::open(dir.path().join("pods")).unwrap().with_journal(Arc::clone(&journal));
+        let state = journaled(dir.path(), &journal);
+        let pods = journaled(dir.path().join("pods"), &journal);
         let store_of = |f: u8| if f == 0 { (&state, key(0)) } else { (&pods, format!("p{f}.json")) };
         let mut model: BTreeMap<String, Vec<u8>> = BTreeMap::new();
         // Answered states, in order; the journal's place and the mark's bytes after each.
@@ -366,9 +361,7 @@ proptest! {
 fn a_failed_commit_is_retried_by_the_next_and_never_wedges() {
     let dir = tempfile::tempdir().unwrap();
     let (journal, _) = open(dir.path(), 1 << 20);
-    let store = CheckpointStore::open(dir.path())
-        .unwrap()
-        .with_journal(Arc::clone(&journal));
+    let store = journaled(dir.path(), &journal);
     store.write_bytes("cpu_manager_state", b"v1").unwrap();
     journal.commit().unwrap();
     store.write_bytes("cpu_manager_state", b"v2").unwrap();
@@ -388,9 +381,7 @@ fn a_failed_commit_is_retried_by_the_next_and_never_wedges() {
         fs::read(dir.path().join("cpu_manager_state")).unwrap(),
         b"v1"
     );
-    let pods = CheckpointStore::open(dir.path().join("pods"))
-        .unwrap()
-        .with_journal(Arc::clone(&journal));
+    let pods = journaled(dir.path().join("pods"), &journal);
     pods.write_bytes("a.json", b"pod a").unwrap();
     journal.commit().unwrap();
     assert!(journal.trouble().is_none());
@@ -412,9 +403,7 @@ fn a_failed_commit_is_retried_by_the_next_and_never_wedges() {
 /// go, so its rename cannot happen until [`unblock`] removes it.
 fn lagging_pod(dir: &Path) -> (Arc<Journal>, CheckpointStore) {
     let (journal, _) = open(dir, 1 << 20);
-    let pods = CheckpointStore::open(dir.join("pods"))
-        .unwrap()
-        .with_journal(Arc::clone(&journal));
+    let pods = journaled(dir.join("pods"), &journal);
     fs::create_dir(dir.join("pods").join(files::APPLY_TEMP)).unwrap();
     pods.write_bytes("a.json", b"pod a").unwrap();
     journal.commit().unwrap();
@@ -482,9 +471,7 @@ fn a_new_journal_costs_two_syncs_and_its_mark_holds_until_a_commit() {
     fs::remove_file(&mark).unwrap();
     let (journal, recovery) = open(dir.path(), 1 << 20);
     assert!(recovery.replayed);
-    let store = CheckpointStore::open(dir.path())
-        .unwrap()
-        .with_journal(Arc::clone(&journal));
+    let store = journaled(dir.path(), &journal);
     store.write_bytes("cpu_manager_state", b"one").unwrap();
     let before = journal.syncs();
     journal.commit().unwrap();
@@ -532,9 +519,7 @@ fn a_mark_of_foreign_bytes_is_refused() {
 fn a_write_that_changes_nothing_stages_nothing() {
     let dir = tempfile::tempdir().unwrap();
     let (journal, _) = open(dir.path(), 1 << 20);
-    let store = CheckpointStore::open(dir.path())
-        .unwrap()
-        .with_journal(Arc::clone(&journal));
+    let store = journaled(dir.path(), &journal);
     store.write_bytes("cpu_manager_state", b"one").unwrap();
     journal.commit().unwrap();
     let synced = journal.syncs();
@@ -561,14 +546,10 @@ fn syncs_counts_every_fsync_of_a_replay_commits_compactions_and_retiring() {
     // A run that left files behind its journal: a kill after two commits, files rolled
     // back (one changed, one gone, one extra).
     let (journal, _) = open(dir.path(), 1 << 20);
-    let store = CheckpointStore::open(dir.path())
-        .unwrap()
-        .with_journal(Arc::clone(&journal));
+    let store = journaled(dir.path(), &journal);
     store.write_bytes("cpu_manager_state", b"one").unwrap();
     journal.commit().unwrap();
-    let pods = CheckpointStore::open(dir.path().join("pods"))
-        .unwrap()
-        .with_journal(Arc::clone(&journal));
+    let pods = journaled(dir.path().join("pods"), &journal);
     pods.write_bytes("a.json", b"pod a").unwrap();
     journal.commit().unwrap();
     drop((store, pods, journal));
@@ -584,9 +565,7 @@ fn syncs_counts_every_fsync_of_a_replay_commits_compactions_and_retiring() {
     journal.activate().unwrap();
     assert_eq!(journal.syncs(), replayed + 2, "the activation's");
     let journal = Arc::new(journal);
-    let store = CheckpointStore::open(dir.path())
-        .unwrap()
-        .with_journal(Arc::clone(&journal));
+    let store = journaled(dir.path(), &journal);
     let mut sizes = Vec::new();
     for i in 0..20u8 {
         store.write_bytes("cpu_manager_state", &[i; 40]).unwrap();
