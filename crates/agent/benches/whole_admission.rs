@@ -17,8 +17,7 @@
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 
-use corral_testkit::large_machines::{LargeMachine, NodeSpec, gb200, synthetic64};
-use corral_testkit::upstream_topologies::CpuPlace;
+use corral_testkit::large_machines::{LargeMachine, gb200, synthetic64, two_socket_8numa};
 use corral_topology::{PolicyName, ScopeName};
 use criterion::{Criterion, criterion_group, criterion_main};
 
@@ -27,53 +26,6 @@ use criterion::{Criterion, criterion_group, criterion_main};
 #[path = "../tests/it/in_process.rs"]
 mod in_process;
 use in_process::{GI, Node, NodeConfig, Providers, guaranteed, holdings, node, release};
-
-/// 2 sockets × 4 NUMA nodes × 16 cores × 2 threads (256 CPUs; CPU `c` and `c + 128` are
-/// siblings), 64 GiB and one GPU per node; distances 10 local, 12 on the socket, 32 across.
-fn machine_256cpu_8numa() -> LargeMachine {
-    let cpus: Vec<CpuPlace> = (0..256)
-        .map(|cpu| {
-            let core = cpu % 128;
-            CpuPlace {
-                cpu,
-                core,
-                socket: core / 64,
-                numa: core / 16,
-                uncore: core / 16,
-            }
-        })
-        .collect();
-    let nodes = (0..8)
-        .map(|id| NodeSpec {
-            id,
-            memory_bytes: 64 * GI,
-            distances: (0..8)
-                .map(|b| match (id == b, id / 4 == b / 4) {
-                    (true, _) => 10,
-                    (false, true) => 12,
-                    (false, false) => 32,
-                })
-                .collect(),
-            cpus: cpus
-                .iter()
-                .filter(|c| c.numa == id)
-                .map(|c| c.cpu)
-                .collect(),
-        })
-        .collect();
-    let devices = (0..8)
-        .map(|gpu| corral_testkit::large_machines::DeviceSpec {
-            id: format!("gpu{gpu}"),
-            numa: gpu,
-        })
-        .collect();
-    LargeMachine {
-        cpus,
-        nodes,
-        resource: "example.com/gpu",
-        devices,
-    }
-}
 
 /// Check the pod got what it asked (4 CPUs, 1 GPU), then give it all back.
 fn check_and_release(node: &Node, machine: &LargeMachine, pod: &corral_topology::Pod) {
@@ -86,7 +38,7 @@ fn check_and_release(node: &Node, machine: &LargeMachine, pod: &corral_topology:
 fn admission(c: &mut Criterion) {
     let mut group = c.benchmark_group("admission");
     for (name, machine) in [
-        ("256cpu-8numa", machine_256cpu_8numa()),
+        ("256cpu-8numa", two_socket_8numa()),
         ("gb200-34numa", gb200()),
         ("synthetic64-64numa", synthetic64()),
     ] {

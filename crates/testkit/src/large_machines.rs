@@ -9,6 +9,9 @@
 //!   GPU memory behind it, 120 across, 80 among one GPU's nodes and 120 between GPUs.
 //! - [`synthetic64`]: 64 NUMA nodes on 4 sockets (16 per socket), 4 cores each (256 CPUs),
 //!   8 GiB per node, one GPU per 8 nodes; distances 10 local, 16 on the socket, 32 across.
+//! - [`two_socket_8numa`]: 2 sockets × 4 NUMA nodes × 16 cores × 2 threads (256 CPUs; CPU
+//!   `c` and `c + 128` are siblings), 64 GiB and one GPU per node; distances 10 local, 12
+//!   on the socket, 32 across.
 //!
 //! ```
 //! let tray = corral_testkit::large_machines::gb200();
@@ -63,6 +66,28 @@ pub struct LargeMachine {
     pub devices: Vec<DeviceSpec>,
 }
 
+/// `count` nodes of `memory(id)` bytes, distances `distance(a, b)`, each with the CPUs of
+/// `cpus` on it.
+fn nodes_of(
+    cpus: &[CpuPlace],
+    count: usize,
+    memory: impl Fn(usize) -> u64,
+    distance: impl Fn(usize, usize) -> u64,
+) -> Vec<NodeSpec> {
+    (0..count)
+        .map(|id| NodeSpec {
+            id,
+            memory_bytes: memory(id),
+            distances: (0..count).map(|b| distance(id, b)).collect(),
+            cpus: cpus
+                .iter()
+                .filter(|c| c.numa == id)
+                .map(|c| c.cpu)
+                .collect(),
+        })
+        .collect()
+}
+
 /// The GB200-like tray (see the module docs).
 pub fn gb200() -> LargeMachine {
     let cpus: Vec<CpuPlace> = (0..144)
@@ -92,18 +117,8 @@ pub fn gb200() -> LargeMachine {
             _ => 120,
         }
     };
-    let nodes = (0..34)
-        .map(|id| NodeSpec {
-            id,
-            memory_bytes: if id < 2 { 480 * GI } else { 23 * GI },
-            distances: (0..34).map(|b| distance(id, b)).collect(),
-            cpus: cpus
-                .iter()
-                .filter(|c| c.numa == id)
-                .map(|c| c.cpu)
-                .collect(),
-        })
-        .collect();
+    let memory = |id: usize| if id < 2 { 480 * GI } else { 23 * GI };
+    let nodes = nodes_of(&cpus, 34, memory, distance);
     let devices = (0..4)
         .map(|gpu| DeviceSpec {
             id: format!("gpu{gpu}"),
@@ -129,28 +144,50 @@ pub fn synthetic64() -> LargeMachine {
             uncore: cpu / 4,
         })
         .collect();
-    let nodes = (0..64)
-        .map(|id| NodeSpec {
-            id,
-            memory_bytes: 8 * GI,
-            distances: (0..64)
-                .map(|b| match (id == b, id / 16 == b / 16) {
-                    (true, _) => 10,
-                    (false, true) => 16,
-                    (false, false) => 32,
-                })
-                .collect(),
-            cpus: cpus
-                .iter()
-                .filter(|c| c.numa == id)
-                .map(|c| c.cpu)
-                .collect(),
-        })
-        .collect();
+    let distance = |a: usize, b: usize| match (a == b, a / 16 == b / 16) {
+        (true, _) => 10,
+        (false, true) => 16,
+        (false, false) => 32,
+    };
+    let nodes = nodes_of(&cpus, 64, |_| 8 * GI, distance);
     let devices = (0..8)
         .map(|gpu| DeviceSpec {
             id: format!("gpu{gpu}"),
             numa: gpu * 8,
+        })
+        .collect();
+    LargeMachine {
+        cpus,
+        nodes,
+        resource: "example.com/gpu",
+        devices,
+    }
+}
+
+/// The two-socket, 8-node machine (see the module docs).
+pub fn two_socket_8numa() -> LargeMachine {
+    let cpus: Vec<CpuPlace> = (0..256)
+        .map(|cpu| {
+            let core = cpu % 128;
+            CpuPlace {
+                cpu,
+                core,
+                socket: core / 64,
+                numa: core / 16,
+                uncore: core / 16,
+            }
+        })
+        .collect();
+    let distance = |a: usize, b: usize| match (a == b, a / 4 == b / 4) {
+        (true, _) => 10,
+        (false, true) => 12,
+        (false, false) => 32,
+    };
+    let nodes = nodes_of(&cpus, 8, |_| 64 * GI, distance);
+    let devices = (0..8)
+        .map(|gpu| DeviceSpec {
+            id: format!("gpu{gpu}"),
+            numa: gpu,
         })
         .collect();
     LargeMachine {
