@@ -10,7 +10,7 @@ use corral_checkpoint::{CheckpointError, StateFile};
 use tokio::sync::{Notify, watch};
 use tokio_util::sync::CancellationToken;
 
-use crate::locks::lock;
+use crate::locks::{Ordered, Rank, lock};
 use crate::state::DeviceState;
 use crate::tasks::Tasks;
 
@@ -26,9 +26,9 @@ struct Background {
 /// The checkpoint file of one manager and who writes it.
 pub(crate) struct CheckpointWriter {
     file: StateFile,
-    state: Arc<Mutex<DeviceState>>,
+    state: Arc<Ordered<DeviceState>>,
     /// Serializes writes (each takes its own snapshot).
-    serial: Mutex<()>,
+    serial: Ordered<()>,
     /// Wakes the background writer; repeated requests coalesce.
     wanted: Notify,
     /// Whether the background writer runs, and what it has left to do.
@@ -40,11 +40,11 @@ pub(crate) struct CheckpointWriter {
 
 impl CheckpointWriter {
     /// A writer of `state` into `file`.
-    pub(crate) fn new(file: StateFile, state: Arc<Mutex<DeviceState>>) -> CheckpointWriter {
+    pub(crate) fn new(file: StateFile, state: Arc<Ordered<DeviceState>>) -> CheckpointWriter {
         CheckpointWriter {
             file,
             state,
-            serial: Mutex::new(()),
+            serial: Ordered::new(Rank::CheckpointSerial, ()),
             wanted: Notify::new(),
             background: Mutex::new(Background::default()),
             busy: watch::Sender::new(false),
@@ -58,8 +58,8 @@ impl CheckpointWriter {
 
     /// Write the checkpoint now, on this thread.
     pub(crate) fn write(&self) -> Result<(), CheckpointError> {
-        let _serial = lock(&self.serial);
-        let snapshot = lock(&self.state).to_checkpoint();
+        let _serial = self.serial.lock();
+        let snapshot = self.state.lock().to_checkpoint();
         self.file.stage_checkpoint(&snapshot)
     }
 
@@ -174,7 +174,7 @@ mod tests {
     #[tokio::test]
     async fn flushed_waits_for_the_background_writes_asked_for() {
         let dir = tempfile::tempdir().unwrap();
-        let state = Arc::new(Mutex::new(DeviceState::new(vec![0])));
+        let state = Arc::new(Ordered::new(Rank::State, DeviceState::new(vec![0])));
         let store = corral_checkpoint::CheckpointStore::open(dir.path()).unwrap();
         let file = StateFile::in_store(&store, DEVICE_MANAGER_FILE).unwrap();
         let writer = Arc::new(CheckpointWriter::new(file, Arc::clone(&state)));
@@ -185,7 +185,7 @@ mod tests {
         assert!(!path.exists(), "nothing was asked for");
 
         {
-            let mut state = lock(&state);
+            let mut state = state.lock();
             state.plugin_connected("example.com/r", PluginOptions::default());
             state.update_devices("example.com/r", &[Device::new("dev-0", None)]);
         }

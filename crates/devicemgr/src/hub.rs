@@ -16,8 +16,8 @@
 //! its turn is applied after at most one list of each other plugin.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
 
 use corral_proto::deviceplugin::v1beta1::ListAndWatchResponse;
 use tokio::sync::watch;
@@ -27,7 +27,7 @@ use tokio_util::sync::CancellationToken;
 use crate::config::DeviceManagerConfig;
 use crate::device::{Device, PluginOptions};
 use crate::endpoint::{DeviceLists, PluginCallError, PluginClient, StreamEnd};
-use crate::locks::lock;
+use crate::locks::{Ordered, Rank};
 use crate::observer::ObserverSlot;
 use crate::registration::{RegistrationHandler, RegistrationLimit};
 use crate::tasks::Tasks;
@@ -58,9 +58,9 @@ struct LiveEndpoint {
 /// The connected plugins, one per resource, and the registrations being dialed.
 pub(crate) struct Hub {
     config: DeviceManagerConfig,
-    live: Mutex<BTreeMap<String, LiveEndpoint>>,
+    live: Ordered<BTreeMap<String, LiveEndpoint>>,
     /// Registrations being dialed: id → (resource, endpoint). They count against the caps.
-    registering: Mutex<BTreeMap<u64, (String, String)>>,
+    registering: Ordered<BTreeMap<u64, (String, String)>>,
     next_registration: AtomicU64,
     next_generation: AtomicU64,
     /// Turns of the streams applying a device list, first come, first served.
@@ -81,8 +81,8 @@ impl Hub {
     ) -> Hub {
         Hub {
             config,
-            live: Mutex::new(BTreeMap::new()),
-            registering: Mutex::new(BTreeMap::new()),
+            live: Ordered::new(Rank::HubPlugins, BTreeMap::new()),
+            registering: Ordered::new(Rank::HubRegistering, BTreeMap::new()),
             next_registration: AtomicU64::new(0),
             next_generation: AtomicU64::new(1),
             turns: tokio::sync::Mutex::new(()),
@@ -94,12 +94,12 @@ impl Hub {
 
     /// Whether the resource's plugin is connected and has listed its devices.
     pub(crate) fn plugin_ready(&self, resource: &str) -> bool {
-        lock(&self.live).get(resource).is_some_and(|e| e.listed)
+        self.live.lock().get(resource).is_some_and(|e| e.listed)
     }
 
     /// The client of the resource's connected plugin.
     pub(crate) fn client(&self, resource: &str) -> Option<PluginClient> {
-        lock(&self.live).get(resource).map(|e| e.client.clone())
+        self.live.lock().get(resource).map(|e| e.client.clone())
     }
 
     /// Wait until the stream tasks of plugins that are no longer connected — replaced,
@@ -109,7 +109,7 @@ impl Hub {
         let mut running = self.streams.subscribe();
         loop {
             {
-                let live = lock(&self.live);
+                let live = self.live.lock();
                 let retired = running
                     .borrow_and_update()
                     .iter()
@@ -126,7 +126,7 @@ impl Hub {
 
     /// Stop following every plugin (their streams end without a report).
     pub(crate) fn disconnect_all(&self) {
-        for endpoint in std::mem::take(&mut *lock(&self.live)).into_values() {
+        for endpoint in std::mem::take(&mut *self.live.lock()).into_values() {
             endpoint.cancel.cancel();
         }
     }
@@ -141,8 +141,8 @@ impl Hub {
         resource: &str,
         endpoint: &str,
     ) -> Result<RegistrationSlot, RegistrationLimit> {
-        let live = lock(&self.live);
-        let mut registering = lock(&self.registering);
+        let live = self.live.lock();
+        let mut registering = self.registering.lock();
         let mut owners: BTreeMap<&str, &str> = live
             .iter()
             .map(|(r, e)| (r.as_str(), e.endpoint.as_str()))
@@ -192,7 +192,7 @@ impl Hub {
         let generation = self.next_generation.fetch_add(1, Ordering::Relaxed);
         let cancel = CancellationToken::new();
         {
-            let mut live = lock(&self.live);
+            let mut live = self.live.lock();
             let previous = live.insert(
                 resource.to_owned(),
                 LiveEndpoint {
@@ -256,7 +256,7 @@ impl Hub {
         list: &ListAndWatchResponse,
     ) {
         let devices: Vec<Device> = list.devices.iter().map(Device::from).collect();
-        let mut live = lock(&self.live);
+        let mut live = self.live.lock();
         let Some(endpoint) = live
             .get_mut(resource)
             .filter(|e| e.generation == generation)
@@ -277,7 +277,7 @@ impl Hub {
         why: &str,
     ) {
         {
-            let mut live = lock(&self.live);
+            let mut live = self.live.lock();
             if live
                 .get(resource)
                 .is_none_or(|e| e.generation != generation)
@@ -353,7 +353,7 @@ pub(crate) struct RegistrationSlot {
 
 impl Drop for RegistrationSlot {
     fn drop(&mut self) {
-        lock(&self.hub.registering).remove(&self.id);
+        self.hub.registering.lock().remove(&self.id);
     }
 }
 
@@ -395,6 +395,7 @@ mod tests {
     use super::*;
     use crate::endpoint::MAX_LISTS_PER_TAKE;
     use crate::endpoint::tests::{Received, list};
+    use crate::locks::lock;
 
     /// A plugin's stream that has received `n` lists already (`<name>-<i>`, always ready,
     /// as a flooding plugin's stream is), then ends.

@@ -8,9 +8,10 @@
 //! first served lock), then the hub's plugins, then the hub's registrations in flight,
 //! then the checkpoint writer's serial lock, then the state; none is held across an
 //! `await`. The checkpoint writer's bookkeeping and the hub's running streams are leaves:
-//! nothing is locked while they are held.
+//! nothing is locked while they are held. The std locks of this order are
+//! [`Ordered`](crate::locks::Ordered): debug builds check the order on every acquisition.
 
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use corral_checkpoint::StateFile;
@@ -21,7 +22,7 @@ use crate::checkpoint_writer::CheckpointWriter;
 use crate::config::DeviceManagerConfig;
 use crate::device::{Device, PluginOptions};
 use crate::hub::{ClientHandler, Hub};
-use crate::locks::lock;
+use crate::locks::{Ordered, OrderedGuard, Rank};
 use crate::observer::ObserverSlot;
 use crate::pods::PodSources;
 use crate::state::DeviceState;
@@ -30,7 +31,7 @@ use crate::tasks::Tasks;
 /// State shared by the facade, the registration server and the plugin tasks.
 pub(crate) struct Shared {
     pub(crate) config: DeviceManagerConfig,
-    state: Arc<Mutex<DeviceState>>,
+    state: Arc<Ordered<DeviceState>>,
     pub(crate) checkpoints: Arc<CheckpointWriter>,
     pub(crate) hub: Arc<Hub>,
     pub(crate) pods: PodSources,
@@ -47,7 +48,8 @@ pub(crate) struct Shared {
 impl Shared {
     /// A stopped manager's shared state for `config`, keeping its checkpoint in `file`.
     pub(crate) fn new(config: DeviceManagerConfig, file: StateFile) -> Shared {
-        let state = Arc::new(Mutex::new(
+        let state = Arc::new(Ordered::new(
+            Rank::State,
             DeviceState::new(config.numa_nodes.clone()).with_numa_ids(config.numa_ids.clone()),
         ));
         let tasks = Arc::new(Tasks::default());
@@ -71,8 +73,8 @@ impl Shared {
     }
 
     /// The core state, locked.
-    pub(crate) fn state(&self) -> MutexGuard<'_, DeviceState> {
-        lock(&self.state)
+    pub(crate) fn state(&self) -> OrderedGuard<'_, DeviceState> {
+        self.state.lock()
     }
 
     /// Free devices of pods that are no longer active (upstream `UpdateAllocatedDevices`):
