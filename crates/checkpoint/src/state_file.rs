@@ -1,21 +1,4 @@
-//! [`StateFile`]: the one file a resource manager keeps its state in, and the one way every
-//! manager reads it at start and writes it afterwards.
-//!
-//! A state file is a key of a [`CheckpointStore`] (the kubelet's `cpu_manager_state`,
-//! `memory_manager_state`, `kubelet_internal_checkpoint`, `dra_manager_state`, …) or, for
-//! tests and embedders that persist nothing, bytes in memory. A manager
-//! [`load`](StateFile::load)s it once when it starts and [`stage`](StateFile::stage)s each
-//! change; what makes a staged change durable is the store's:
-//!
-//! - a store with a [`Journal`](crate::Journal) (the agent's): staging only records the
-//!   change; the journal's next commit — one fdatasync shared by every change staged since,
-//!   whoever asks for it — makes it durable and then writes the file;
-//! - a store without one: staging writes the file atomically and durably at once;
-//! - memory: staging replaces the bytes.
-//!
-//! [`commit`](StateFile::commit) asks for that durability now (it does nothing where
-//! staging was already durable), for a manager that must not go on before its change is
-//! safe — the DRA manager records a claim before a driver prepares it.
+//! [`StateFile`]: the one way a resource manager persists its state.
 
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -24,7 +7,24 @@ use crate::error::{CheckpointError, Result};
 use crate::formats::Checkpoint;
 use crate::store::{CheckpointStore, validate_key};
 
-/// One manager's state file (see the [module documentation](self)).
+/// The one file a resource manager keeps its state in, and the one way every manager reads
+/// it at start and writes it afterwards.
+///
+/// A state file is a key of a [`CheckpointStore`] (the kubelet's `cpu_manager_state`,
+/// `memory_manager_state`, `kubelet_internal_checkpoint`, `dra_manager_state`, …) or, for
+/// tests and embedders that persist nothing, bytes in memory. A manager
+/// [`load`](StateFile::load)s it once when it starts and [`stage`](StateFile::stage)s each
+/// change; what makes a staged change durable is the store's:
+///
+/// - a store with a [`Journal`](crate::Journal) (the agent's): staging only records the
+///   change; the journal's next commit — one fdatasync shared by every change staged since,
+///   whoever asks for it — makes it durable and then writes the file;
+/// - a store without one: staging writes the file atomically and durably at once;
+/// - memory: staging replaces the bytes.
+///
+/// [`commit`](StateFile::commit) asks for that durability now (it does nothing where
+/// staging was already durable), for a manager that must not go on before its change is
+/// safe — the DRA manager records a claim before a driver prepares it.
 ///
 /// Clones are the same file: a test keeps a clone of an in-memory one to look at what the
 /// manager wrote, or to start a second manager on it as a restart would.
@@ -121,7 +121,7 @@ impl StateFile {
     }
 
     /// Replace the file's content with `bytes`: durable when this returns, or, through a
-    /// journal, at its next commit (see the [module documentation](self)).
+    /// journal, at its next commit (see [`StateFile`]).
     pub fn stage(&self, bytes: &[u8]) -> Result<()> {
         match &self.backing {
             Backing::Store { store, key } => store.write_bytes(key, bytes),

@@ -1,6 +1,7 @@
 //! CPU manager state (upstream `cpumanager/state`): the in-memory [`CpuState`] the policies
-//! change, what it writes in its [`StateFile`](corral_checkpoint::StateFile), and [`restore`], which reads a
-//! kubelet-compatible `cpu_manager_state` back with upstream's rules.
+//! change, what it writes in its [`StateFile`](corral_checkpoint::StateFile)
+//! ([`CpuStateFile`]), and [`restore()`], which reads a kubelet-compatible
+//! `cpu_manager_state` back with upstream's rules.
 
 mod file;
 mod memory;
