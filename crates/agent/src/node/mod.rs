@@ -20,6 +20,7 @@ mod journal;
 mod kubelet_devices;
 mod locks;
 mod pod_files;
+mod pod_record;
 mod pods;
 mod resize;
 pub(crate) use resize::INFEASIBLE;
@@ -55,7 +56,8 @@ use locks::{DecisionLock, PodLocks};
 
 pub(crate) use container_events::StartedContainer;
 pub(crate) use kubelet_devices::{DeviceNumaNodes, KubeletDevices};
-pub(crate) use pods::{AdmittedPod, Affinity, HeldMemory, Holding, PodBook, PodRecord};
+pub(crate) use pod_record::{Affinity, HeldMemory, Holding, PodRecord};
+pub(crate) use pods::{AdmittedPod, PodBook};
 pub(crate) use view::PodView;
 
 /// The DRA manager as the agent runs it: drivers found through the plugin registry.

@@ -10,12 +10,15 @@
 //! checkpoint key: every uid admission accepts (at most 128 bytes) fits its 250 characters.
 //!
 //! corral up to 0.1.x escaped as `%XX` and kept `_`: such names are read once, written
-//! under the new name and removed ([`PodFiles::entries`]).
+//! under the new name and removed ([`PodFiles::settle`]).
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
 use corral_checkpoint::{CheckpointStore, StateFile, validate_key};
+
+use super::pod_record::{self, PodRecord, Stamp};
 
 /// One record file found in the pods directory.
 #[derive(Debug)]
@@ -88,43 +91,111 @@ impl PodFiles {
         Ok(entries)
     }
 
-    /// Whether `name` is the name pod `uid`'s record has; `Ok(false)` for the name an older
-    /// corral gave it, after writing the record under its name and removing the old file
-    /// (or only removing it when an identical record is there already); an error for any
-    /// other name, or an older name beside a different record.
-    pub(crate) fn check_name(&self, entry: &Entry, uid: &str) -> Result<bool> {
-        let own = self.path_of(uid);
-        if Some(entry.name.as_str()) == own.file_name().and_then(|n| n.to_str()) {
-            return Ok(true);
-        }
-        if entry.name != legacy_record_name(uid) {
-            anyhow::bail!(
-                "{}: a record of pod {uid}, whose record is {}: remove the file, or rename it \
-                 to that if it is the pod's only record",
-                entry.path.display(),
-                own.display()
-            );
-        }
-        match std::fs::read(&own) {
-            Ok(bytes) if bytes == entry.bytes => {}
-            Ok(_) => anyhow::bail!(
-                "{} and {} are both records of pod {uid} and differ: keep the right one, under \
-                 the second name",
-                entry.path.display(),
-                own.display()
-            ),
-            Err(err) if err.kind() == std::io::ErrorKind::NotFound => {
-                self.file_of(uid)?
-                    .stage(&entry.bytes)
-                    .with_context(|| format!("writing {}", own.display()))?;
+    /// Bring the records found at start to their own names, written with a checksum:
+    /// every name is first checked (a name that is neither the pod's nor the one an older
+    /// corral gave it is refused before anything is written); an older corral's name is
+    /// written under the new one and removed — in an order where no write lands on a file
+    /// another pod's record still occupies (an older name can be another uid's new name);
+    /// an older record beside the same record under its new name (a rename cut short) is
+    /// removed, beside a different one refused; a record without a checksum is written
+    /// again with one. Each step is a durable write then a durable removal, so a crash at
+    /// any point leaves every record whole under one of its names, and the next start goes
+    /// on from there.
+    pub(crate) fn settle(&self, found: &[Found<'_>]) -> Result<()> {
+        let mut at: BTreeMap<String, &str> = BTreeMap::new();
+        let mut own: BTreeMap<&str, &Found<'_>> = BTreeMap::new();
+        let mut older = Vec::new();
+        for f in found {
+            at.insert(f.entry.name.clone(), f.uid);
+            let own_path = self.path_of(f.uid);
+            if Some(f.entry.name.as_str()) == own_path.file_name().and_then(|n| n.to_str()) {
+                own.insert(f.uid, f);
+            } else if f.entry.name == legacy_record_name(f.uid) {
+                older.push(f);
+            } else {
+                anyhow::bail!(
+                    "{}: a record of pod {}, whose record is {}: remove the file, or rename \
+                     it to that if it is the pod's only record",
+                    f.entry.path.display(),
+                    f.uid,
+                    own_path.display()
+                );
             }
-            Err(err) => return Err(err).with_context(|| format!("reading {}", own.display())),
         }
-        remove_durably(&entry.path)?;
-        tracing::info!(from = %entry.path.display(), to = %own.display(),
-            "pod record renamed from an older corral's naming");
-        Ok(false)
+        // A rename cut short: the older file goes if the new one says the same.
+        let mut pending = Vec::new();
+        for f in older {
+            match own.get(f.uid) {
+                Some(new) if new.record == f.record => {
+                    remove_durably(&f.entry.path)?;
+                    at.remove(&f.entry.name);
+                }
+                Some(new) => anyhow::bail!(
+                    "{} and {} are both records of pod {} and differ: keep the right one, \
+                     under the second name",
+                    f.entry.path.display(),
+                    new.entry.path.display(),
+                    f.uid
+                ),
+                None => pending.push(f),
+            }
+        }
+        while !pending.is_empty() {
+            let before = pending.len();
+            let mut waiting = Vec::new();
+            for f in pending {
+                let target = self.path_of(f.uid);
+                let name = target
+                    .file_name()
+                    .and_then(|n| n.to_str())
+                    .unwrap_or_default();
+                if at.get(name).is_some_and(|uid| *uid != f.uid) {
+                    waiting.push(f);
+                    continue;
+                }
+                self.write(f.uid, f.record)?;
+                remove_durably(&f.entry.path)?;
+                at.remove(&f.entry.name);
+                at.insert(name.to_owned(), f.uid);
+                tracing::info!(from = %f.entry.path.display(), to = %target.display(),
+                    "pod record renamed from an older corral's naming");
+            }
+            anyhow::ensure!(
+                waiting.len() < before,
+                "pod records wait on each other's names: {}",
+                waiting
+                    .iter()
+                    .map(|f| f.entry.name.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            );
+            pending = waiting;
+        }
+        for f in own.values().filter(|f| f.stamp == Stamp::Unchecked) {
+            self.write(f.uid, f.record)?;
+        }
+        Ok(())
     }
+
+    /// Stage pod `uid`'s record.
+    pub(crate) fn write(&self, uid: &str, record: &PodRecord) -> Result<()> {
+        self.file_of(uid)?
+            .stage(&pod_record::encode(record)?)
+            .with_context(|| format!("writing the record of pod {uid}"))
+    }
+}
+
+/// A record found at start: its file, its pod's uid, what it says and how it was stored.
+#[derive(Debug)]
+pub(crate) struct Found<'a> {
+    /// The file.
+    pub(crate) entry: &'a Entry,
+    /// The pod's uid.
+    pub(crate) uid: &'a str,
+    /// The record.
+    pub(crate) record: &'a PodRecord,
+    /// With a checksum or not.
+    pub(crate) stamp: Stamp,
 }
 
 /// Remove `path` and fsync its directory.

@@ -11,111 +11,10 @@ use std::sync::{Mutex, MutexGuard, PoisonError};
 use anyhow::{Context, Result};
 use corral_checkpoint::CheckpointStore;
 use corral_cpumgr::{ContainerState, ContainerStatus, PodSource, PodStatus};
-use corral_topology::topologymanager::Grant;
-use corral_topology::{ContainerKind, Pod};
-use serde::{Deserialize, Serialize};
+use corral_topology::Pod;
 
-use super::pod_files::PodFiles;
-
-/// One admitted pod as persisted: its manifests (with the uid written in) and the ids of
-/// its started containers.
-#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
-#[serde(rename_all = "camelCase")]
-pub(crate) struct PodRecord {
-    /// The Pod manifest (JSON).
-    pub(crate) pod: serde_json::Value,
-    /// The ResourceClaim manifests it was admitted with (JSON).
-    #[serde(default)]
-    pub(crate) claims: Vec<serde_json::Value>,
-    /// Container name → container id, for started containers.
-    #[serde(default)]
-    pub(crate) container_ids: BTreeMap<String, String>,
-    /// Container name → the topology manager's decision at admission (the affinity store
-    /// is in memory only, as upstream's; a restart restores it from here).
-    #[serde(default)]
-    pub(crate) affinities: BTreeMap<String, Affinity>,
-    /// Container name → what the managers gave it at admission (exclusive CPUs, devices).
-    /// A restart checks every manager's restored state against it, so a lost or stale
-    /// state file is refused instead of handing the same CPUs or devices out twice.
-    /// Absent in records written before corral 0.1.1 (nothing is checked for those).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub(crate) holdings: Option<BTreeMap<String, Holding>>,
-    /// Containers the runtime removed (their exclusive CPUs went back to the pool).
-    #[serde(default, skip_serializing_if = "std::collections::BTreeSet::is_empty")]
-    pub(crate) removed_containers: std::collections::BTreeSet<String>,
-    /// A decision for the pod (or one of its containers) ran out of the topology
-    /// manager's search budget: its affinities are the best found, not proven upstream's.
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-    pub(crate) approximate: bool,
-}
-
-/// What one container was given at admission, as the managers' state files must still say.
-#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
-#[serde(rename_all = "camelCase")]
-pub(crate) struct Holding {
-    /// Exclusive CPUs (Linux list format), for app containers and sidecars; init
-    /// containers' CPUs may go back to the pool once they ran, so they are not recorded.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub(crate) exclusive_cpus: Option<String>,
-    /// Device-plugin resource → device ids.
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub(crate) devices: BTreeMap<String, Vec<String>>,
-    /// Memory type → what the static memory policy pinned, for app containers and
-    /// sidecars (init containers' memory goes back once they ran).
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub(crate) memory: BTreeMap<String, HeldMemory>,
-}
-
-impl Holding {
-    /// What a container of `kind` holds from what its decision granted it (an init
-    /// container's CPUs and memory are not recorded, see the fields).
-    pub(crate) fn granted(kind: ContainerKind, grant: &Grant) -> Holding {
-        let long_running = kind != ContainerKind::Init;
-        let exclusive_cpus = (long_running && !grant.exclusive_cpus.is_empty())
-            .then(|| grant.exclusive_cpus.to_string());
-        let memory = grant
-            .memory
-            .iter()
-            .filter(|_| long_running)
-            .map(|block| {
-                let held = HeldMemory {
-                    size: block.size,
-                    numa_affinity: block.numa_affinity.clone(),
-                };
-                (block.resource.clone(), held)
-            })
-            .collect();
-        let devices = grant
-            .devices
-            .iter()
-            .map(|(resource, ids)| (resource.clone(), ids.iter().cloned().collect()))
-            .collect();
-        Holding {
-            exclusive_cpus,
-            devices,
-            memory,
-        }
-    }
-}
-
-/// Bytes of one memory type pinned to NUMA nodes.
-#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
-#[serde(rename_all = "camelCase")]
-pub(crate) struct HeldMemory {
-    /// Bytes.
-    pub(crate) size: u64,
-    /// The NUMA nodes.
-    pub(crate) numa_affinity: Vec<usize>,
-}
-
-/// A persisted topology hint.
-#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
-pub(crate) struct Affinity {
-    /// The NUMA nodes; `None` for no constraint.
-    pub(crate) numa: Option<Vec<usize>>,
-    /// Whether the hint was preferred.
-    pub(crate) preferred: bool,
-}
+use super::pod_files::{Found, PodFiles};
+use super::pod_record::{self, PodRecord};
 
 /// An admitted pod: its record and its converted form.
 #[derive(Debug, Clone)]
@@ -156,15 +55,29 @@ impl PodBook {
         convert: impl Fn(&PodRecord) -> Result<Pod>,
     ) -> Result<PodBook> {
         let files = PodFiles::new(store);
+        let entries = files.entries()?;
+        let mut read = Vec::new();
+        for entry in &entries {
+            let path = entry.path.display();
+            let (record, stamp) = pod_record::decode(&entry.bytes)
+                .with_context(|| format!("{path}: refused as a pod record"))?;
+            let pod = convert(&record).with_context(|| format!("{path}"))?;
+            read.push((entry, record, stamp, pod));
+        }
+        let found: Vec<Found<'_>> = read
+            .iter()
+            .map(|(entry, record, stamp, pod)| Found {
+                entry,
+                uid: &pod.uid,
+                record,
+                stamp: *stamp,
+            })
+            .collect();
+        // Only the record's own file counts: a copy under another name (a backup, a
+        // file made behind corral's back) would bring back a pod its release removed.
+        files.settle(&found)?;
         let mut pods = BTreeMap::new();
-        for entry in files.entries()? {
-            let path = &entry.path;
-            let record: PodRecord = serde_json::from_slice(&entry.bytes)
-                .with_context(|| format!("{}: not a corral pod record", path.display()))?;
-            let pod = convert(&record).with_context(|| format!("{}", path.display()))?;
-            // Only the record's own file counts: a copy under another name (a backup, a
-            // file made behind corral's back) would bring back a pod its release removed.
-            files.check_name(&entry, &pod.uid)?;
+        for (_, record, _, pod) in read {
             pods.insert(pod.uid.clone(), AdmittedPod { record, pod });
         }
         Ok(PodBook {
@@ -243,12 +156,14 @@ impl PodBook {
         let mut entry = before.cloned();
         let out = change(&mut entry);
         if entry.as_ref().map(|a| &a.record) != before.map(|b| &b.record) {
-            let file = self.files.file_of(uid)?;
             match &entry {
-                Some(admitted) => file.stage(&serde_json::to_vec(&admitted.record)?),
-                None => file.remove(),
+                Some(admitted) => self.files.write(uid, &admitted.record)?,
+                None => self
+                    .files
+                    .file_of(uid)?
+                    .remove()
+                    .with_context(|| format!("removing the record of pod {uid}"))?,
             }
-            .with_context(|| format!("writing the record of pod {uid}"))?;
         }
         // Ids the record no longer has are no longer stopped containers of it.
         let kept = |id: &String| {
@@ -462,12 +377,16 @@ mod tests {
         drop(book);
         assert_eq!(load(dir.path()).unwrap().uids().len(), 3);
 
-        // Interrupted after the new name was written: the old one goes.
-        let bytes = old("a_b", "a_b.json");
+        // Written again with a checksum.
+        let new = std::fs::read(dir.path().join("u_YV9i.json")).unwrap();
+        let (read, stamp) = pod_record::decode(&new).unwrap();
         assert_eq!(
-            std::fs::read(dir.path().join("u_YV9i.json")).unwrap(),
-            bytes
+            (read, stamp),
+            (record("a_b").record, pod_record::Stamp::Checked)
         );
+
+        // Interrupted after the new name was written: the old one goes.
+        old("a_b", "a_b.json");
         assert_eq!(load(dir.path()).unwrap().uids().len(), 3);
         assert!(!dir.path().join("a_b.json").exists());
 
@@ -484,5 +403,50 @@ mod tests {
             err.contains("a_b.json") && err.contains("u_YV9i.json") && err.contains("differ"),
             "{err}"
         );
+    }
+
+    /// An older corral's name can be another pod's new name: pod `a_b`'s new name is
+    /// `u_YV9i.json`, where an older corral kept pod `u_YV9i`. That one moves first (to
+    /// `u_dV9ZVjlp.json`), then `a_b` takes its name; nothing is refused or lost, and a crash
+    /// after any step leaves what the next start finishes.
+    #[test]
+    fn an_older_name_that_is_another_pods_new_name_moves_first() {
+        let dir = tempfile::tempdir().unwrap();
+        let old = |uid: &str, name: &str| {
+            let bytes = serde_json::to_vec(&record(uid).record).unwrap();
+            std::fs::write(dir.path().join(name), &bytes).unwrap();
+        };
+        old("a_b", "a_b.json");
+        old("u_YV9i", "u_YV9i.json");
+        let book = load(dir.path()).unwrap();
+        assert!(book.get("a_b").is_some() && book.get("u_YV9i").is_some());
+        assert_eq!(names(dir.path()), ["u_YV9i.json", "u_dV9ZVjlp.json"]);
+        drop(book);
+        let book = load(dir.path()).unwrap();
+        let uid_in = |name: &str| {
+            let bytes = std::fs::read(dir.path().join(name)).unwrap();
+            pod_record::decode(&bytes).unwrap().0.pod["metadata"]["uid"].clone()
+        };
+        assert_eq!(uid_in("u_YV9i.json"), "a_b");
+        assert_eq!(uid_in("u_dV9ZVjlp.json"), "u_YV9i");
+        assert_eq!(book.uids().len(), 2);
+
+        // Cut short after the first move (u_YV9i written at its new name, its old file
+        // still there): the next start finishes.
+        let dir = tempfile::tempdir().unwrap();
+        let old = |uid: &str, name: &str| {
+            let bytes = serde_json::to_vec(&record(uid).record).unwrap();
+            std::fs::write(dir.path().join(name), &bytes).unwrap();
+        };
+        old("a_b", "a_b.json");
+        old("u_YV9i", "u_YV9i.json");
+        std::fs::write(
+            dir.path().join("u_dV9ZVjlp.json"),
+            pod_record::encode(&record("u_YV9i").record).unwrap(),
+        )
+        .unwrap();
+        let book = load(dir.path()).unwrap();
+        assert_eq!(book.uids().len(), 2);
+        assert_eq!(names(dir.path()), ["u_YV9i.json", "u_dV9ZVjlp.json"]);
     }
 }

@@ -292,7 +292,8 @@ fn recorded(root: &Path, key: &str) -> bool {
                 .ok()
                 .and_then(|b| serde_json::from_slice::<serde_json::Value>(&b).ok())
                 .is_some_and(|v| {
-                    v["holdings"]
+                    // `{"record": …, "checksum": …}`
+                    v["record"]["holdings"]
                         .as_object()
                         .is_some_and(|h| h.values().any(|c| c.get(key).is_some()))
                 })
