@@ -54,12 +54,19 @@ struct Inner {
     cache: ClaimInfoCache,
     state_file: StateFile,
     faults: Faults,
+    /// The last staging of the cache failed (a plain store's write): the cache holds
+    /// changes the file does not, so the next operation stages it again before anything
+    /// else — before a driver call, before answering — rather than taking what is only in
+    /// memory for recorded.
+    unstaged: bool,
 }
 
 impl Inner {
     /// Stage the cache's checkpoint; [`DraManager::make_durable`] makes it durable.
-    fn sync_to_checkpoint(&self) -> Result<(), DraManagerError> {
-        state::stage(&self.state_file, &self.cache.to_checkpoint())
+    fn sync_to_checkpoint(&mut self) -> Result<(), DraManagerError> {
+        let staged = state::stage(&self.state_file, &self.cache.to_checkpoint());
+        self.unstaged = staged.is_err();
+        staged
     }
 
     fn alive(&self) -> Result<(), DraManagerError> {
@@ -155,6 +162,7 @@ impl<D: DriverClients> DraManager<D> {
                 cache,
                 state_file,
                 faults,
+                unstaged: false,
             }),
             operations: tokio::sync::Mutex::new(()),
         })
@@ -238,7 +246,7 @@ impl<D: DriverClients> DraManager<D> {
                     changed = true;
                 }
             }
-            if changed {
+            if changed || inner.unstaged {
                 inner.sync_to_checkpoint()?;
             }
             inner.faults.crash_if(CrashPoint::AfterRecord)?;
@@ -379,7 +387,7 @@ impl<D: DriverClients> DraManager<D> {
                 }
                 plan.add(info);
             }
-            if changed {
+            if changed || inner.unstaged {
                 inner.sync_to_checkpoint()?;
             }
         }
@@ -443,7 +451,7 @@ impl<D: DriverClients> DraManager<D> {
                     tracing::info!(pod_uid, claim = %key, "resource claim unprepared");
                 }
             }
-            if changed {
+            if changed || inner.unstaged {
                 inner.sync_to_checkpoint()?;
             }
             first_error

@@ -7,6 +7,7 @@ mod checkpoint_restore;
 mod crash_consistency;
 mod foreign_driver;
 mod health;
+mod journaled;
 mod manager_tables;
 mod properties;
 mod registration;
