@@ -101,10 +101,13 @@ impl DriverClients for Probe {
 /// sibling test that spawns a child (a `mount`, the killed child) hands it every open
 /// descriptor, this test's lock too, until the child execs.
 fn open_journal(root: &Path) -> Arc<Journal> {
-    let managed = [Managed::File(DRA_MANAGER_FILE.into())];
+    open_journal_of(root, &[Managed::File(DRA_MANAGER_FILE.into())])
+}
+
+fn open_journal_of(root: &Path, managed: &[Managed]) -> Arc<Journal> {
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
-        match Journal::open(root, JOURNAL, &managed, JournalOptions::default()) {
+        match Journal::open(root, JOURNAL, managed, JournalOptions::default()) {
             Ok((journal, _)) => return Arc::new(journal),
             Err(CheckpointError::Journal(JournalError::InUse { .. }))
                 if Instant::now() < deadline =>
@@ -134,8 +137,12 @@ fn journaled(root: &Path) -> (Arc<DraManager<Probe>>, Arc<OnceLock<Hook>>, Arc<J
 /// removing `dra_manager_state`, so only the journal can bring it back — and the claim
 /// list read.
 fn replayed(root: &Path) -> Vec<ClaimInfoState> {
+    replayed_of(root, &[Managed::File(DRA_MANAGER_FILE.into())])
+}
+
+fn replayed_of(root: &Path, managed: &[Managed]) -> Vec<ClaimInfoState> {
     let _ = std::fs::remove_file(root.join(DRA_MANAGER_FILE));
-    let _journal = open_journal(root);
+    let _journal = open_journal_of(root, managed);
     let store = CheckpointStore::open(root).unwrap();
     StateFile::in_store(&store, DRA_MANAGER_FILE)
         .unwrap()
@@ -522,4 +529,117 @@ async fn a_failed_forget_write_fails_the_retry_too() {
         .claim_info_state_list
         .unwrap();
     assert!(the_claim(&list).is_none(), "{list:?}");
+}
+
+// ---- Concurrent operations and a concurrent committer ---------------------------------
+
+/// Pods preparing and unpreparing at once on a multi-threaded runtime, while another
+/// writer of the same journal stages and commits its own file all along (the agent's
+/// flusher and other managers): when each driver call is entered its claim is in the
+/// journal, and once every operation answered the journal holds exactly what the answers
+/// said.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_operations_beside_a_concurrent_committer_are_each_durable_first() {
+    const PODS: usize = 8;
+    let root = tempfile::tempdir().unwrap();
+    let managed = [
+        Managed::File(DRA_MANAGER_FILE.into()),
+        Managed::File("other".into()),
+    ];
+    let (journal, _) =
+        Journal::open(root.path(), JOURNAL, &managed, JournalOptions::default()).unwrap();
+    let journal = Arc::new(journal);
+    let store = CheckpointStore::open(root.path())
+        .unwrap()
+        .with_journal(Arc::clone(&journal));
+    let file = StateFile::in_store(&store, DRA_MANAGER_FILE).unwrap();
+    let (probe, hook) = Probe::new();
+    let manager = Arc::new(DraManager::new(file, probe, DraManagerConfig::default()).unwrap());
+    journal.activate().unwrap();
+
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let other = {
+        let (store, journal, stop) = (store.clone(), Arc::clone(&journal), Arc::clone(&stop));
+        std::thread::spawn(move || {
+            let mut n = 0u64;
+            while !stop.load(Ordering::SeqCst) {
+                n += 1;
+                store.write_bytes("other", &n.to_le_bytes()).unwrap();
+                journal.commit().unwrap();
+            }
+        })
+    };
+
+    let missing: Arc<Mutex<Vec<String>>> = Arc::default();
+    let (path, log) = (root.path().to_path_buf(), Arc::clone(&missing));
+    let _ = hook.set(Box::new(move |call, claims| {
+        // The mark first: a journal copied after it holds at least what it names.
+        let copy = tempfile::tempdir().unwrap();
+        let mark = format!("{JOURNAL}.mark");
+        std::fs::copy(path.join(&mark), copy.path().join(&mark)).unwrap();
+        std::fs::copy(path.join(JOURNAL), copy.path().join(JOURNAL)).unwrap();
+        let managed = [
+            Managed::File(DRA_MANAGER_FILE.into()),
+            Managed::File("other".into()),
+        ];
+        let (_j, _) =
+            Journal::open(copy.path(), JOURNAL, &managed, JournalOptions::default()).unwrap();
+        let list = StateFile::in_store(
+            &CheckpointStore::open(copy.path()).unwrap(),
+            DRA_MANAGER_FILE,
+        )
+        .unwrap()
+        .load_as::<DraManagerCheckpoint>()
+        .unwrap()
+        .and_then(|c| c.claim_info_state_list)
+        .unwrap_or_default();
+        for claim in claims {
+            if !list.iter().any(|s| s.claim_uid == claim.uid) {
+                log.lock().unwrap().push(format!("{call} {}", claim.uid));
+            }
+        }
+    }));
+
+    let mut tasks = Vec::new();
+    for i in 0..PODS {
+        let manager = Arc::clone(&manager);
+        tasks.push(tokio::spawn(async move {
+            let (uid, name) = (format!("pod-{i}"), format!("claim-{i}"));
+            let c = claim_in(
+                "default",
+                &name,
+                allocated("req", FAKE_DRIVER, "pool", "dev"),
+                &[&uid],
+            );
+            manager
+                .prepare_resources(&pod(&uid, &[&name]), &[c])
+                .await
+                .unwrap();
+            if i % 2 == 0 {
+                manager.unprepare_resources(&uid).await.unwrap();
+            }
+        }));
+    }
+    for task in tasks {
+        task.await.unwrap();
+    }
+    stop.store(true, Ordering::SeqCst);
+    other.join().unwrap();
+    assert!(
+        missing.lock().unwrap().is_empty(),
+        "{:?}",
+        missing.lock().unwrap()
+    );
+    drop((manager, store, journal));
+    let mut left: Vec<String> = replayed_of(root.path(), &managed)
+        .into_iter()
+        .filter(has_devices)
+        .map(|s| s.claim_name)
+        .collect();
+    left.sort();
+    let expected: Vec<String> = (0..PODS)
+        .filter(|i| i % 2 == 1)
+        .map(|i| format!("claim-{i}"))
+        .collect();
+    assert_eq!(left, expected);
 }
