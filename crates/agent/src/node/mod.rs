@@ -538,6 +538,8 @@ mod tests_hostile;
 #[cfg(test)]
 mod tests_pod_level;
 #[cfg(test)]
+mod tests_pod_records;
+#[cfg(test)]
 mod tests_resize;
 #[cfg(test)]
 mod tests_restore;
