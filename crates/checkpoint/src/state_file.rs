@@ -18,7 +18,8 @@ use crate::store::{CheckpointStore, validate_key};
 ///
 /// - a store with a [`Journal`](crate::Journal) (the agent's): staging only records the
 ///   change; the journal's next commit — one fdatasync shared by every change staged since,
-///   whoever asks for it — makes it durable and then writes the file;
+///   whoever asks for it — makes it durable and then writes the file (before the journal
+///   is activated, and after it retired, staging writes durably at once, as without one);
 /// - a store without one: staging writes the file atomically and durably at once;
 /// - memory: staging replaces the bytes.
 ///

@@ -267,8 +267,11 @@ impl CheckpointStore {
         }
     }
 
-    /// Write `data` to a temporary file and rename it onto `target`; durably (fsyncs)
-    /// unless the store is journaled (the journal's snapshot makes such writes durable).
+    /// Write `data` to a temporary file and rename it onto `target`, durably (fsyncs). A
+    /// journaled store writes at once only while its journal is not active (before
+    /// [`Journal::activate`], after [`Journal::retire`]): nothing makes such a write durable
+    /// later in time for a caller that relies on it (a record renamed at start whose old
+    /// name is then removed; a write after a clean stop), so it is durable on its own.
     fn write_now(&self, key: &str, target: &Path, data: &[u8]) -> Result<()> {
         self.ensure_dir()?;
         let (temp, file) = self.create_temp(key)?;
@@ -317,10 +320,6 @@ impl CheckpointStore {
         file.set_permissions(Permissions::from_mode(self.options.file_mode))
             .map_err(io_error("chmod temporary file", temp))?;
         file.write_all(data).map_err(io_error("write", temp))?;
-        if self.journal.is_some() {
-            drop(file);
-            return fs::rename(temp, target).map_err(io_error("rename into place", target));
-        }
         file.sync_all().map_err(io_error("fsync", temp))?;
         drop(file);
         fs::rename(temp, target).map_err(io_error("rename into place", target))?;

@@ -12,3 +12,4 @@ mod properties;
 mod store;
 mod upstream_cases;
 mod upstream_dra;
+mod write_through;
