@@ -113,21 +113,24 @@ pub(crate) struct Affinity {
 }
 
 /// A record as stored: the record and the CRC-32 (IEEE) of its JSON as written.
-#[derive(Serialize, Deserialize)]
+#[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct Stored {
     record: PodRecord,
     checksum: u32,
 }
 
-/// The bytes `record` is stored as.
+/// The bytes `record` is stored as: [`Stored`]'s JSON, the record serialized once.
 pub(crate) fn encode(record: &PodRecord) -> Result<Vec<u8>> {
     let json = serde_json::to_vec(record)?;
-    let stored = Stored {
-        record: record.clone(),
-        checksum: crc32_ieee(&json),
-    };
-    Ok(serde_json::to_vec(&stored)?)
+    let checksum = crc32_ieee(&json).to_string();
+    let mut bytes = Vec::with_capacity(json.len() + 32);
+    bytes.extend_from_slice(br#"{"record":"#);
+    bytes.extend_from_slice(&json);
+    bytes.extend_from_slice(br#","checksum":"#);
+    bytes.extend_from_slice(checksum.as_bytes());
+    bytes.push(b'}');
+    Ok(bytes)
 }
 
 /// How a record was stored.
@@ -195,6 +198,15 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn the_stored_bytes_are_the_json_of_the_record_and_its_checksum() {
+        let bytes = encode(&record()).unwrap();
+        let value: serde_json::Value = serde_json::from_slice(&bytes).unwrap();
+        let json = serde_json::to_vec(&record()).unwrap();
+        assert_eq!(value["checksum"], crc32_ieee(&json));
+        assert_eq!(value["record"], serde_json::to_value(record()).unwrap());
     }
 
     #[test]
