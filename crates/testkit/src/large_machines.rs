@@ -88,6 +88,16 @@ fn nodes_of(
         .collect()
 }
 
+/// `count` GPUs `gpu<n>`, GPU `n` on NUMA node `numa(n)`.
+fn gpus(count: usize, numa: impl Fn(usize) -> usize) -> Vec<DeviceSpec> {
+    (0..count)
+        .map(|gpu| DeviceSpec {
+            id: format!("gpu{gpu}"),
+            numa: numa(gpu),
+        })
+        .collect()
+}
+
 /// The GB200-like tray (see the module docs).
 pub fn gb200() -> LargeMachine {
     let cpus: Vec<CpuPlace> = (0..144)
@@ -119,17 +129,11 @@ pub fn gb200() -> LargeMachine {
     };
     let memory = |id: usize| if id < 2 { 480 * GI } else { 23 * GI };
     let nodes = nodes_of(&cpus, 34, memory, distance);
-    let devices = (0..4)
-        .map(|gpu| DeviceSpec {
-            id: format!("gpu{gpu}"),
-            numa: gpu / 2,
-        })
-        .collect();
     LargeMachine {
         cpus,
         nodes,
         resource: "nvidia.com/gpu",
-        devices,
+        devices: gpus(4, |gpu| gpu / 2),
     }
 }
 
@@ -150,17 +154,11 @@ pub fn synthetic64() -> LargeMachine {
         (false, false) => 32,
     };
     let nodes = nodes_of(&cpus, 64, |_| 8 * GI, distance);
-    let devices = (0..8)
-        .map(|gpu| DeviceSpec {
-            id: format!("gpu{gpu}"),
-            numa: gpu * 8,
-        })
-        .collect();
     LargeMachine {
         cpus,
         nodes,
         resource: "example.com/gpu",
-        devices,
+        devices: gpus(8, |gpu| gpu * 8),
     }
 }
 
@@ -184,16 +182,10 @@ pub fn two_socket_8numa() -> LargeMachine {
         (false, false) => 32,
     };
     let nodes = nodes_of(&cpus, 8, |_| 64 * GI, distance);
-    let devices = (0..8)
-        .map(|gpu| DeviceSpec {
-            id: format!("gpu{gpu}"),
-            numa: gpu,
-        })
-        .collect();
     LargeMachine {
         cpus,
         nodes,
         resource: "example.com/gpu",
-        devices,
+        devices: gpus(8, |gpu| gpu),
     }
 }

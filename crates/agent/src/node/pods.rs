@@ -298,6 +298,12 @@ mod tests {
         PodBook::load(CheckpointStore::open(dir).unwrap(), uid_of)
     }
 
+    /// Pod `uid`'s record as corral up to 0.1.x wrote it, under `name`.
+    fn write_older(dir: &std::path::Path, uid: &str, name: &str) {
+        let bytes = serde_json::to_vec(&record(uid).record).unwrap();
+        std::fs::write(dir.join(name), bytes).unwrap();
+    }
+
     fn names(dir: &std::path::Path) -> Vec<String> {
         let mut names: Vec<String> = std::fs::read_dir(dir)
             .unwrap()
@@ -360,11 +366,7 @@ mod tests {
     #[test]
     fn records_under_an_older_corrals_names_are_renamed_once() {
         let dir = tempfile::tempdir().unwrap();
-        let old = |uid: &str, name: &str| {
-            let bytes = serde_json::to_vec(&record(uid).record).unwrap();
-            std::fs::write(dir.path().join(name), &bytes).unwrap();
-            bytes
-        };
+        let old = |uid: &str, name: &str| write_older(dir.path(), uid, name);
         old("a_b", "a_b.json");
         old("../x", "%2E%2E%2Fx.json");
         old("0b5a7a3e-4f4c", "0b5a7a3e-4f4c.json");
@@ -412,10 +414,7 @@ mod tests {
     #[test]
     fn an_older_name_that_is_another_pods_new_name_moves_first() {
         let dir = tempfile::tempdir().unwrap();
-        let old = |uid: &str, name: &str| {
-            let bytes = serde_json::to_vec(&record(uid).record).unwrap();
-            std::fs::write(dir.path().join(name), &bytes).unwrap();
-        };
+        let old = |uid: &str, name: &str| write_older(dir.path(), uid, name);
         old("a_b", "a_b.json");
         old("u_YV9i", "u_YV9i.json");
         let book = load(dir.path()).unwrap();
@@ -434,10 +433,7 @@ mod tests {
         // Cut short after the first move (u_YV9i written at its new name, its old file
         // still there): the next start finishes.
         let dir = tempfile::tempdir().unwrap();
-        let old = |uid: &str, name: &str| {
-            let bytes = serde_json::to_vec(&record(uid).record).unwrap();
-            std::fs::write(dir.path().join(name), &bytes).unwrap();
-        };
+        let old = |uid: &str, name: &str| write_older(dir.path(), uid, name);
         old("a_b", "a_b.json");
         old("u_YV9i", "u_YV9i.json");
         std::fs::write(
