@@ -445,6 +445,10 @@ struct Search<'a> {
     gpus: bool,
     /// The replay node's plugin.
     plugin: Option<GatedPlugin>,
+    /// Pods admitted on the replay node since it was built (kept or given back): a pod
+    /// given back leaves state of its own behind in the managers, which only its next
+    /// admission reads (see [`Search::order`]).
+    tried: BTreeSet<String>,
     /// `(holdings, pods left)` from which no order was found.
     dead_ends: BTreeSet<(String, BTreeSet<String>)>,
     /// Admissions replayed so far, and at most.
@@ -470,6 +474,7 @@ impl Search<'_> {
     /// Admit `uid` on the replay node: whether it got what `observed` records.
     async fn admit(&mut self, uid: &str) -> (bool, Admission) {
         self.admissions += 1;
+        self.tried.insert(uid.to_owned());
         let answer =
             tokio::time::timeout(WAIT, self.node().admit(self.pods[uid].clone(), Vec::new()))
                 .await
@@ -486,6 +491,7 @@ impl Search<'_> {
         let (node, plugin) = open_with(&config, self.machine, self.gpus).await;
         self.replay = Some((node, dir));
         self.plugin = plugin;
+        self.tried.clear();
         for uid in placed {
             let (matches, _) = self.admit(uid).await;
             assert!(matches, "{uid}'s replay is not deterministic");
@@ -502,6 +508,16 @@ impl Search<'_> {
     /// admission that did not match is given back, and when that leaves the managers other
     /// than they were, the replay node is rebuilt from `placed`. A dead end is remembered by
     /// the managers' state and the pods left: the same state with the same pods left is one.
+    ///
+    /// A pod is never admitted twice on one replay node, as in the orders searched, where
+    /// each pod comes once: given back, it leaves what its init containers left for reuse
+    /// behind (the memory manager's reusable memory, the CPU manager's CPUs to reuse: kept,
+    /// as upstream, until another pod's container is allocated), which no holdings show and
+    /// which its next admission reads (memory it holds no more counted as reusable, so its
+    /// init container takes less). The search then missed orders that exist (a search
+    /// begun in some completion orders found none where others found one, best-effort/pod
+    /// seed 1). So a pod tried before on this node is tried on a node rebuilt from
+    /// `placed`.
     async fn order(&mut self, placed: &mut Vec<String>, left: &[String]) -> Option<bool> {
         if left.is_empty() {
             return Some(true);
@@ -514,6 +530,14 @@ impl Search<'_> {
         for (i, uid) in left.iter().enumerate() {
             if self.admissions >= self.budget {
                 return None;
+            }
+            if self.tried.contains(uid) {
+                self.rebuild(placed).await;
+                assert_eq!(
+                    holdings(self.node()),
+                    before,
+                    "the replay is not deterministic"
+                );
             }
             let (matches, answer) = self.admit(uid).await;
             if matches {
@@ -658,6 +682,7 @@ async fn admit_concurrently_and_replay(
                 pods: &pods,
                 observed: &observed,
                 replay: None,
+                tried: BTreeSet::new(),
                 dead_ends: BTreeSet::new(),
                 admissions: 0,
                 budget: 5000,
