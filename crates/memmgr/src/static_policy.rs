@@ -423,6 +423,20 @@ impl StaticPolicy {
         }
     }
 
+    /// The whole pod went (released, or its decision refused): forget what its init
+    /// containers left its later containers to reuse, so the same uid admitted again is
+    /// decided as for the first time. Upstream keeps it until another pod is allocated; a
+    /// kubelet never admits a uid twice.
+    pub fn forget_reusable(&mut self, pod_uid: &str) {
+        if self
+            .reusable
+            .as_ref()
+            .is_some_and(|(uid, _)| uid == pod_uid)
+        {
+            self.reusable = None;
+        }
+    }
+
     /// Upstream `updatePodReusableMemory`.
     fn update_reusable(&mut self, pod: &Pod, container: &Container, blocks: &[Block]) {
         if self

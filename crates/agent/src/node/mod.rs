@@ -540,6 +540,8 @@ mod tests_pod_level;
 #[cfg(test)]
 mod tests_pod_records;
 #[cfg(test)]
+mod tests_readmit;
+#[cfg(test)]
 mod tests_resize;
 #[cfg(test)]
 mod tests_restore;

@@ -408,7 +408,7 @@ fn misrecorded(node: &Arc<Node>) -> Vec<String> {
 /// and every NUMA node's state — how much of a group's memory each of its nodes gives too,
 /// as a container whose affinity is one node of a group is placed on that node alone when
 /// its free memory holds it (`StaticPolicy::resolve_mask`).
-fn holdings(node: &Arc<Node>) -> String {
+pub(super) fn holdings(node: &Arc<Node>) -> String {
     let devices: Vec<_> = node
         .pods()
         .uids()

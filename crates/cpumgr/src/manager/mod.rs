@@ -443,13 +443,15 @@ impl CpuManager {
     }
 
     /// Give back what every container of `pod` holds (an admission undone, a pod
-    /// released): exactly its containers' assignments, persisted once.
+    /// released): exactly its containers' assignments, persisted once; and forget what the
+    /// policy kept for the pod ([`Policy::forget_pod`](crate::Policy::forget_pod)).
     pub fn remove_pod_containers(&self, pod: &Pod) -> Result<(), CpuManagerError> {
         let mut inner = self.lock();
         let before = inner.state.clone();
         for (_, container) in pod.all_containers() {
             inner.remove_by_ref(&pod.uid, &container.name);
         }
+        inner.policy.forget_pod(&pod.uid);
         inner.commit(before)
     }
 

@@ -67,6 +67,11 @@ pub trait Policy: Send + Sync + std::fmt::Debug {
     }
     /// Release the container's exclusive CPUs (upstream `RemoveContainer`). Idempotent.
     fn remove_container(&mut self, state: &mut CpuState, pod_uid: &str, container: &str);
+    /// The whole pod went (released, or its decision refused): forget what the policy
+    /// keeps for the pod beyond its containers' CPUs (the static policy's CPUs to reuse),
+    /// so the same uid admitted again is decided as for the first time. Upstream keeps it
+    /// until another pod is allocated; a kubelet never admits a uid twice.
+    fn forget_pod(&mut self, _pod_uid: &str) {}
     /// Hints for one container (upstream `GetTopologyHints`). The default: no preference
     /// (upstream's `none` policy).
     fn hints_for_container(&self, _state: &CpuState, _pod: &Pod, _: &Container) -> ProviderHints {

@@ -444,6 +444,10 @@ impl Policy for StaticPolicy {
         self.allocate_pod_cpus(state, pod, affinity)
     }
 
+    fn forget_pod(&mut self, pod_uid: &str) {
+        self.cpus_to_reuse.remove(pod_uid);
+    }
+
     fn set_pod_level_resources(&mut self, mode: PodLevelResources) {
         self.pod_level = mode;
     }

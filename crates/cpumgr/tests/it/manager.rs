@@ -835,3 +835,31 @@ fn restoring_the_policy_keeps_the_assignments_made_since() {
     allocate_first(&manager, &pod);
     assert_eq!(manager.exclusive_cpus("x", "app"), fresh);
 }
+
+/// A pod given back whole and admitted again with the same uid is decided as on a fresh
+/// manager: the CPUs its init container left to reuse go with it (upstream keeps them
+/// until another pod is allocated; a kubelet never admits a uid twice).
+#[test]
+fn a_pod_given_back_and_admitted_again_is_decided_as_on_a_fresh_manager() {
+    let pod = make_multi_container_pod("uid", &[(4000, 4000)], &[(2000, 2000)]);
+    let store = AffinityStore::new();
+    let admit = |manager: &CpuManager| {
+        for (_, c) in pod.all_containers() {
+            HintProvider::allocate(manager, &pod, c, &store).unwrap();
+        }
+    };
+    let (again, _, _) = start_static();
+    admit(&again);
+    let reuse = |m: &CpuManager| {
+        let policy = m.policy_snapshot();
+        format!("{policy:?}")
+    };
+    assert!(reuse(&again).contains("\"uid\""), "{}", reuse(&again));
+    again.remove_pod_containers(&pod).unwrap();
+    assert!(!reuse(&again).contains("\"uid\""), "{}", reuse(&again));
+    admit(&again);
+    let (fresh, _, _) = start_static();
+    admit(&fresh);
+    assert_eq!(again.state(), fresh.state());
+    assert_eq!(reuse(&again), reuse(&fresh));
+}

@@ -364,12 +364,14 @@ impl MemoryManager {
     }
 
     /// Give back what every container of `pod` holds (an admission undone, a pod
-    /// released), persisted once.
+    /// released), persisted once, and forget what its init containers left to reuse
+    /// ([`StaticPolicy::forget_reusable`](crate::StaticPolicy::forget_reusable)).
     pub fn remove_pod_containers(&self, pod: &Pod) -> Result<(), MemoryManagerError> {
         self.change(|policy| {
             for (_, container) in pod.all_containers() {
                 policy.remove_container(&pod.uid, &container.name);
             }
+            policy.forget_reusable(&pod.uid);
         })
     }
 
