@@ -46,7 +46,7 @@ async fn a_pod_admitted_again_after_its_release_is_decided_as_on_a_fresh_node() 
     .await;
     let empty = holdings(&again);
     admitted(&again, with_init("r")).await;
-    assert!(again.release(&"r".to_owned()).await.unwrap());
+    assert!(again.release("r").await.unwrap());
     assert_eq!(holdings(&again), empty, "everything given back");
     admitted(&again, with_init("r")).await;
     admitted(&fresh, with_init("r")).await;
