@@ -12,7 +12,7 @@
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex, OnceLock, Weak};
 use std::time::{Duration, Instant};
 
@@ -20,12 +20,9 @@ use corral_checkpoint::{
     CheckpointError, CheckpointStore, ClaimInfoState, DRA_MANAGER_FILE, DraManagerCheckpoint,
     Journal, JournalError, JournalOptions, Managed, StateFile,
 };
-use corral_dra::{
-    ClaimRef, DraManager, DraManagerConfig, DriverCallError, DriverClients, PrepareResults,
-    UnprepareResults,
-};
+use corral_dra::{DraManager, DraManagerConfig};
 
-use crate::support::fake_driver::{FAKE_DRIVER, device_for};
+use crate::support::fake_driver::{Answer, FAKE_DRIVER, FakeDriver, Hook};
 use crate::support::{allocated, claim_in, pod};
 
 const JOURNAL: &str = "state.journal";
@@ -40,61 +37,11 @@ fn claim(pods: &[&str]) -> corral_dra::ResourceClaim {
     )
 }
 
-type Hook = Box<dyn Fn(&'static str, &[ClaimRef]) + Send + Sync>;
-
-/// A driver that answers like the fake one and first runs a hook (the test's look at the
-/// disk, or a child's wait to be killed).
-struct Probe {
-    hook: Arc<OnceLock<Hook>>,
-    prepare_calls: AtomicU32,
-    unprepare_calls: AtomicU32,
-}
-
-impl Probe {
-    fn new() -> (Probe, Arc<OnceLock<Hook>>) {
-        let hook = Arc::new(OnceLock::new());
-        let probe = Probe {
-            hook: Arc::clone(&hook),
-            prepare_calls: AtomicU32::new(0),
-            unprepare_calls: AtomicU32::new(0),
-        };
-        (probe, hook)
-    }
-
-    fn run_hook(&self, call: &'static str, claims: &[ClaimRef]) {
-        if let Some(hook) = self.hook.get() {
-            hook(call, claims);
-        }
-    }
-}
-
-impl DriverClients for Probe {
-    fn is_registered(&self, driver: &str) -> bool {
-        driver == FAKE_DRIVER
-    }
-
-    async fn node_prepare_resources(
-        &self,
-        _driver: &str,
-        claims: &[ClaimRef],
-    ) -> Result<PrepareResults, DriverCallError> {
-        self.prepare_calls.fetch_add(1, Ordering::SeqCst);
-        self.run_hook("prepare", claims);
-        Ok(claims
-            .iter()
-            .map(|c| (c.uid.clone(), Ok(vec![device_for(c)])))
-            .collect())
-    }
-
-    async fn node_unprepare_resources(
-        &self,
-        _driver: &str,
-        claims: &[ClaimRef],
-    ) -> Result<UnprepareResults, DriverCallError> {
-        self.unprepare_calls.fetch_add(1, Ordering::SeqCst);
-        self.run_hook("unprepare", claims);
-        Ok(claims.iter().map(|c| (c.uid.clone(), Ok(()))).collect())
-    }
+/// A fake driver (devices for every claim) and its hook.
+fn probe() -> (FakeDriver, Arc<OnceLock<Hook>>) {
+    let driver = FakeDriver::new(Answer::Devices);
+    let hook = Arc::clone(&driver.hook);
+    (driver, hook)
 }
 
 /// Open (replaying) `root`'s journal, waiting (at most 30 s) while its lock is held: a
@@ -121,13 +68,19 @@ fn open_journal_of(root: &Path, managed: &[Managed]) -> Arc<Journal> {
 
 /// A manager over `root`'s journaled `dra_manager_state`, the journal active (the agent's
 /// order: the manager restores, then the journal starts).
-fn journaled(root: &Path) -> (Arc<DraManager<Probe>>, Arc<OnceLock<Hook>>, Arc<Journal>) {
+fn journaled(
+    root: &Path,
+) -> (
+    Arc<DraManager<FakeDriver>>,
+    Arc<OnceLock<Hook>>,
+    Arc<Journal>,
+) {
     let journal = open_journal(root);
     let store = CheckpointStore::open(root)
         .unwrap()
         .with_journal(Arc::clone(&journal));
     let file = StateFile::in_store(&store, DRA_MANAGER_FILE).unwrap();
-    let (probe, hook) = Probe::new();
+    let (probe, hook) = probe();
     let manager = DraManager::new(file, probe, DraManagerConfig::default()).unwrap();
     journal.activate().unwrap();
     (Arc::new(manager), hook, journal)
@@ -178,7 +131,7 @@ fn has_devices(state: &ClaimInfoState) -> bool {
 
 /// Whether the manager's cache lock is free: read from another thread, bounded (a lock held
 /// by the caller's own thread would never come free).
-fn cache_lock_is_free(manager: &Weak<DraManager<Probe>>) -> bool {
+fn cache_lock_is_free(manager: &Weak<DraManager<FakeDriver>>) -> bool {
     let manager = manager
         .upgrade()
         .expect("the manager is alive during its call");
@@ -471,7 +424,7 @@ async fn a_failed_record_write_is_retried_before_any_driver_call() {
     let root = tempfile::tempdir().unwrap();
     let store = CheckpointStore::open(root.path()).unwrap();
     let file = StateFile::in_store(&store, DRA_MANAGER_FILE).unwrap();
-    let (probe, _hook) = Probe::new();
+    let (probe, _hook) = probe();
     let manager = DraManager::new(file.clone(), probe, DraManagerConfig::default()).unwrap();
     // The file's place is taken by a directory: every write of it fails.
     let path = root.path().join(DRA_MANAGER_FILE);
@@ -515,7 +468,7 @@ async fn a_failed_forget_write_fails_the_retry_too() {
     let root = tempfile::tempdir().unwrap();
     let store = CheckpointStore::open(root.path()).unwrap();
     let file = StateFile::in_store(&store, DRA_MANAGER_FILE).unwrap();
-    let (probe, _hook) = Probe::new();
+    let (probe, _hook) = probe();
     let manager = DraManager::new(file.clone(), probe, DraManagerConfig::default()).unwrap();
     manager
         .prepare_resources(&pod("pod-1", &["c1"]), &[claim(&["pod-1"])])
@@ -570,7 +523,7 @@ async fn concurrent_operations_beside_a_concurrent_committer_are_each_durable_fi
         .unwrap()
         .with_journal(Arc::clone(&journal));
     let file = StateFile::in_store(&store, DRA_MANAGER_FILE).unwrap();
-    let (probe, hook) = Probe::new();
+    let (probe, hook) = probe();
     let manager = Arc::new(DraManager::new(file, probe, DraManagerConfig::default()).unwrap());
     journal.activate().unwrap();
 

@@ -1,9 +1,10 @@
 //! An in-memory DRA driver ([`FakeDriver`]) for the manager tests: answers as told,
-//! counts its calls, and keeps the set of claims it holds prepared.
+//! counts its calls, keeps the set of claims it holds prepared, and runs a test's [`Hook`]
+//! inside each call.
 
 use std::collections::BTreeSet;
-use std::sync::Mutex;
 use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use corral_dra::{
     ClaimRef, DriverCallError, DriverClients, PrepareResults, PreparedDevice, UnprepareResults,
@@ -25,6 +26,10 @@ pub enum Answer {
     CallError(&'static str),
 }
 
+/// Run inside each call before it answers (`"prepare"` or `"unprepare"`, the claims): a
+/// test's look at the disk, or a child's wait to be killed.
+pub type Hook = Box<dyn Fn(&'static str, &[ClaimRef]) + Send + Sync>;
+
 pub struct FakeDriver {
     pub registered: Vec<&'static str>,
     pub prepare: Mutex<Answer>,
@@ -34,6 +39,8 @@ pub struct FakeDriver {
     /// The claim uids it holds prepared: those it answered a device list for and has not
     /// unprepared since.
     pub prepared: Mutex<BTreeSet<String>>,
+    /// Set at most once, by the test.
+    pub hook: Arc<OnceLock<Hook>>,
 }
 
 impl FakeDriver {
@@ -46,6 +53,7 @@ impl FakeDriver {
             prepare_calls: AtomicU32::new(0),
             unprepare_calls: AtomicU32::new(0),
             prepared: Mutex::default(),
+            hook: Arc::default(),
         }
     }
 
@@ -54,6 +62,14 @@ impl FakeDriver {
         FakeDriver {
             registered: vec![],
             ..Self::new(Answer::CallError("not registered"))
+        }
+    }
+}
+
+impl FakeDriver {
+    fn run_hook(&self, call: &'static str, claims: &[ClaimRef]) {
+        if let Some(hook) = self.hook.get() {
+            hook(call, claims);
         }
     }
 }
@@ -79,6 +95,7 @@ impl DriverClients for FakeDriver {
         claims: &[ClaimRef],
     ) -> Result<PrepareResults, DriverCallError> {
         self.prepare_calls.fetch_add(1, Ordering::SeqCst);
+        self.run_hook("prepare", claims);
         let answer = self.prepare.lock().unwrap().clone();
         let results: PrepareResults = match answer {
             Answer::Devices => claims
@@ -104,6 +121,7 @@ impl DriverClients for FakeDriver {
         claims: &[ClaimRef],
     ) -> Result<UnprepareResults, DriverCallError> {
         self.unprepare_calls.fetch_add(1, Ordering::SeqCst);
+        self.run_hook("unprepare", claims);
         let results: UnprepareResults = match self.unprepare.lock().unwrap().clone() {
             Some(map) => map,
             None => claims.iter().map(|c| (c.uid.clone(), Ok(()))).collect(),
