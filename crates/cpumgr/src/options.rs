@@ -204,7 +204,7 @@ impl StaticPolicyOptions {
     /// [`from_map_gated`](Self::from_map_gated) with every option's gate on.
     pub fn from_map(options: &BTreeMap<String, String>) -> Result<Self, OptionsError> {
         // Neither gate is locked, so setting them cannot fail.
-        let gates = FeatureGates::v1_36_defaults()
+        let gates = FeatureGates::v1_37_defaults()
             .with(Feature::CpuManagerPolicyAlphaOptions, true)
             .and_then(|gates| gates.with(Feature::CpuManagerPolicyBetaOptions, true))
             .unwrap_or_default();
@@ -221,7 +221,7 @@ impl StaticPolicyOptions {
     /// use corral_cpumgr::StaticPolicyOptions;
     /// use corral_topology::FeatureGates;
     ///
-    /// let gates = FeatureGates::v1_36_defaults();
+    /// let gates = FeatureGates::v1_37_defaults();
     /// let ga = BTreeMap::from([("strict-cpu-reservation".to_owned(), "true".to_owned())]);
     /// assert!(StaticPolicyOptions::from_map_gated(&ga, &gates)?.strict_cpu_reservation);
     /// let alpha = BTreeMap::from([("align-by-socket".to_owned(), "true".to_owned())]);

@@ -1,8 +1,11 @@
 //! Pod QoS class, derived as upstream's `ComputePodQOS` (`pkg/apis/core/v1/helper/qos`).
 //!
 //! Only `cpu` and `memory` count, and only quantities above zero. With pod-level resources
-//! (`Pod::resources` set) the class is computed from them alone, as upstream does when its
-//! `PodLevelResources` feature gate is on; corral has no gates and always applies that rule.
+//! (`Pod::resources` holding at least one request or limit) the class is computed from them
+//! alone, as upstream does when its `PodLevelResources` feature gate is on; empty pod-level
+//! resources (`{}`, `{requests: {}}`, `{limits: {}}`) do not count and the containers decide,
+//! as v1.37's `PodLevelResourcesFixKubeletQOSClass` (beta, on; k/k#137150) has it. corral
+//! takes no gates here and always applies both rules.
 //! Quantities are compared as converted integers (millicores, bytes), so two quantities that
 //! differ only below a millicore or a byte compare equal here.
 
@@ -65,7 +68,11 @@ impl Pod {
         let mut requests = Sums::default();
         let mut limits = Sums::default();
         let mut guaranteed = true;
-        if let Some(pod_level) = &self.resources {
+        let pod_level = self
+            .resources
+            .as_ref()
+            .filter(|r| !r.requests.is_empty() || !r.limits.is_empty());
+        if let Some(pod_level) = pod_level {
             requests.add(&pod_level.requests);
             if !pod_level.limits.is_empty() {
                 limits.add(&pod_level.limits);
@@ -211,7 +218,22 @@ mod tests {
         level.requests.memory_bytes = None;
         p.resources = Some(level);
         assert_eq!(p.qos_class(), QosClass::Burstable);
+        // k/k#137150 (PodLevelResourcesFixKubeletQOSClass, on in v1.37): empty pod-level
+        // resources leave the class to the containers; the pod in k/k#135082 (`resources: {}`
+        // beside a Guaranteed container) is Guaranteed, no longer BestEffort.
         p.resources = Some(ResourceRequirements::default());
+        assert_eq!(p.qos_class(), QosClass::Burstable);
+        let mut guaranteed = container((Some(100), Some(50 << 20)), (Some(100), Some(50 << 20)));
+        guaranteed.name = "pause".into();
+        let mut p = pod(vec![guaranteed]);
+        p.resources = Some(ResourceRequirements::default());
+        assert_eq!(p.qos_class(), QosClass::Guaranteed);
+        let mut only_other = ResourceRequirements::default();
+        only_other
+            .requests
+            .extended
+            .insert("hugepages-2Mi".into(), 2 << 20);
+        p.resources = Some(only_other);
         assert_eq!(p.qos_class(), QosClass::BestEffort);
         assert_eq!(QosClass::Guaranteed.to_string(), "Guaranteed");
     }

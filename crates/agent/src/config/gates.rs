@@ -17,7 +17,7 @@ impl ConfigSource {
     /// of the validation.
     pub(super) fn feature_gates(&self, errors: &mut ConfigErrors) -> FeatureGates {
         let Some(map) = &self.feature_gates else {
-            return FeatureGates::v1_36_defaults();
+            return FeatureGates::v1_37_defaults();
         };
         let gates = match FeatureGates::from_map(map) {
             Ok(gates) => gates,
@@ -29,7 +29,7 @@ impl ConfigSource {
                         "gates v1.36 knows, locked ones at their value, e.g. PodLevelResourceManagers: true ({err})"
                     ),
                 );
-                return FeatureGates::v1_36_defaults();
+                return FeatureGates::v1_37_defaults();
             }
         };
         let unsupported = Feature::InPlacePodVerticalScalingExclusiveCpus;

@@ -522,7 +522,7 @@ fn upstream_reserved_memory_configuration_rows() {
     }
 }
 
-/// `featureGates` is parsed as v1.36's kubelet does (upstream's refusals under the key), and
+/// `featureGates` is parsed as v1.37's kubelet does (upstream's refusals under the key), and
 /// the same gates decide which CPU and topology manager options are accepted.
 #[test]
 fn feature_gates_are_validated_and_drive_the_options() {
@@ -542,17 +542,25 @@ fn feature_gates_are_validated_and_drive_the_options() {
         "featureGates",
         "(cannot set feature gate CPUManagerPolicyOptions to false, feature is locked to true)",
     );
-    // TopologyManagerPolicyOptions off: options refused whatever the policy, upstream's text.
-    for policy in ["none", "single-numa-node"] {
+    // v1.37 locks these on; turning them off is refused under the key.
+    for gate in [
+        "TopologyManagerPolicyOptions",
+        "DisableCPUQuotaWithExclusiveCPUs",
+        "DRAExtendedResource",
+    ] {
         one(
-            &format!(
-                "featureGates: {{TopologyManagerPolicyOptions: false}}\ntopologyManagerPolicy: {policy}\ntopologyManagerPolicyOptions: {{prefer-closest-numa-nodes: \"true\"}}"
-            ),
-            "topologyManagerPolicyOptions",
-            "topology manager policy options map[prefer-closest-numa-nodes:true] require feature gates \"TopologyManagerPolicyOptions\" enabled",
+            &format!("featureGates: {{{gate}: false}}"),
+            "featureGates",
+            &format!("(cannot set feature gate {gate} to false, feature is locked to true)"),
         );
     }
-    // Both topology manager options are GA in v1.36: no beta gate needed.
+    // A gate on while one it depends on is off (v1.37's dependencies).
+    one(
+        "featureGates: {PodLevelResources: false}",
+        "featureGates",
+        "(PodLevelResourceManagers is enabled, but depends on features that are disabled: [PodLevelResources])",
+    );
+    // Both topology manager options are GA in v1.37: no beta gate needed.
     let config = source(
         "featureGates: {TopologyManagerPolicyBetaOptions: false, TopologyManagerPolicyAlphaOptions: false}\ntopologyManagerPolicy: restricted\ntopologyManagerPolicyOptions: {max-allowable-numa-nodes: \"16\", prefer-closest-numa-nodes: \"true\"}",
     )
@@ -565,7 +573,7 @@ fn feature_gates_are_validated_and_drive_the_options() {
             .feature_gates
             .enabled(corral_topology::Feature::TopologyManagerPolicyBetaOptions)
     );
-    // A refused map leaves v1.36's defaults for the rest of the check: the alpha option is
+    // A refused map leaves v1.37's defaults for the rest of the check: the alpha option is
     // still reported.
     let errors = refused(
         "featureGates: {TopologyManager: true}\ncpuManagerPolicy: static\nreservedSystemCPUs: \"0\"\ncpuManagerPolicyOptions: {align-by-socket: \"true\"}",

@@ -45,11 +45,6 @@ impl ConfigSource {
                         topology_scope.to_owned(),
                         "\"container\", \"pod\"",
                     ),
-                    PolicyConfigError::OptionsGateDisabled { .. } => (
-                        "topologyManagerPolicyOptions",
-                        options_text(topology_options),
-                        "no option while featureGates sets TopologyManagerPolicyOptions: false",
-                    ),
                     _ => (
                         "topologyManagerPolicyOptions",
                         options_text(topology_options),

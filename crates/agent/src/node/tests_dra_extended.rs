@@ -103,20 +103,3 @@ async fn the_claim_is_prepared_and_the_device_manager_never_sees_the_resource() 
     assert!(node.dra.claim_infos().is_empty());
     drop(driver);
 }
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn with_the_gate_off_the_status_is_not_read() {
-    let (_dir, node, driver) = node_with_driver(&[("DRAExtendedResource", false)]).await;
-    let (pod, claim) = pod_and_claim();
-    let answer = node.admit(pod, vec![claim]).await.unwrap();
-    // As v1.36 with the gate off: the claim is not the pod's, nothing is prepared, and the
-    // device manager, which has no plugin for `example.com/gpu`, skips it.
-    let Admission::Admitted(view) = answer else {
-        panic!("rejected: {answer:?}");
-    };
-    let c0 = &view.containers[0];
-    assert!(c0.claims.is_empty() && c0.cdi_devices.is_empty(), "{c0:?}");
-    assert!(c0.devices.is_empty(), "{c0:?}");
-    assert!(node.dra.claim_infos().is_empty());
-    drop(driver);
-}

@@ -140,7 +140,11 @@ async fn messages_need_their_gate_and_status_needs_its_own() {
     assert_eq!(status[0].resources[0].message, None);
     drop(driver);
 
-    let (_dir, node, driver) = node_with_driver(&[("ResourceHealthStatus", false)]).await;
+    let (_dir, node, driver) = node_with_driver(&[
+        ("ResourceHealthStatus", false),
+        ("ResourceHealthStatusMessage", false),
+    ])
+    .await;
     let (pod, claim) = pod_and_claim();
     node.admit(pod, vec![claim]).await.unwrap();
     driver.set_health(unhealthy());

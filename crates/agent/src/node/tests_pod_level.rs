@@ -45,7 +45,14 @@ async fn node_with(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn with_pod_level_resources_off_such_pods_are_refused() {
-    let (_dir, node) = node_with(&[("PodLevelResources", false)], "pod").await;
+    let (_dir, node) = node_with(
+        &[
+            ("PodLevelResources", false),
+            ("PodLevelResourceManagers", false),
+        ],
+        "pod",
+    )
+    .await;
     let answer = node.admit(pod_level_pod("p"), Vec::new()).await.unwrap();
     let Admission::Rejected { reason, message } = answer else {
         panic!("admitted: {answer:?}");
@@ -55,8 +62,8 @@ async fn with_pod_level_resources_off_such_pods_are_refused() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn by_default_such_pods_run_in_the_shared_pool() {
-    let (_dir, node) = node_with(&[], "pod").await;
+async fn with_pod_level_resource_managers_off_such_pods_run_in_the_shared_pool() {
+    let (_dir, node) = node_with(&[("PodLevelResourceManagers", false)], "pod").await;
     let view = admitted(&node, pod_level_pod("p")).await;
     assert!(
         view.containers.iter().all(|c| !c.exclusive_cpus),

@@ -775,14 +775,14 @@ fn config_check_prints_feature_gates() {
     let file = dir.path().join("gates.yaml");
     std::fs::write(
         &file,
-        "featureGates: {TopologyManagerPolicyOptions: false}\n",
+        "featureGates: {TopologyManagerPolicyOptions: true}\n",
     )
     .unwrap();
     let output = corral(&["config", "check", "-c", file.to_str().unwrap()]);
     assert!(output.status.success(), "{}", stderr(&output));
     assert!(
         stderr(&output).contains(
-            "Setting GA feature gate TopologyManagerPolicyOptions=false. It will be removed in a future release."
+            "Warning: setting GA feature gate. It will be removed in a future release. featureGate=\"TopologyManagerPolicyOptions\" value=true"
         ),
         "{}",
         stderr(&output)

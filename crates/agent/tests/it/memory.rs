@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use std::process::Output;
 use std::time::{Duration, Instant};
 
-use corral_checkpoint::{Checkpoint, MemoryManagerCheckpoint};
+use corral_checkpoint::MemoryManagerCheckpoint;
 use corral_proto::podresources::v1 as pr;
 use corral_proto::podresources::v1::pod_resources_lister_client::PodResourcesListerClient;
 
@@ -122,9 +122,17 @@ impl Agent {
         serde_json::from_slice(&output.stdout).unwrap()
     }
 
+    /// The container-level content of `memory_manager_state`, whichever version the agent
+    /// wrote (v1.37's restore order).
     fn state(&self) -> MemoryManagerCheckpoint {
+        use corral_checkpoint::{MemoryManagerState, RestoreOrder, restore_memory_manager_state};
         let bytes = std::fs::read(self.root.join("memory_manager_state")).unwrap();
-        MemoryManagerCheckpoint::decode(&bytes).unwrap()
+        match restore_memory_manager_state(&bytes, RestoreOrder::V137).unwrap() {
+            MemoryManagerState::V1(v1) => v1,
+            MemoryManagerState::V2(v2) => v2.without_pod_entries(),
+            MemoryManagerState::V3(v3) => v3.0.without_pod_entries(),
+            other => panic!("unexpected memory_manager_state {}", other.version()),
+        }
     }
 
     fn checkpoints(&self) -> BTreeMap<PathBuf, Vec<u8>> {

@@ -39,16 +39,15 @@ impl TopologyManagerConfig {
             policy,
             scope,
             Some(options),
-            &FeatureGates::v1_36_defaults(),
+            &FeatureGates::v1_37_defaults(),
         )
     }
 
     /// Parse kubelet config strings under the kubelet's feature gates. Both names are
-    /// validated whatever the policy (as kubelet's config validation does), and options
-    /// given (`Some`) with `TopologyManagerPolicyOptions` off are refused whatever the
-    /// policy ([`check_options_gate`](super::check_options_gate)); options are parsed, each
-    /// checked against its maturity's gate, only for policies other than `none`, which
-    /// upstream ignores them for.
+    /// validated whatever the policy (as kubelet's config validation does); options are
+    /// parsed, each checked against its maturity's gate, only for policies other than `none`,
+    /// which upstream ignores them for. (`TopologyManagerPolicyOptions` is locked on in
+    /// v1.37, so the kubelet's older refusal of any option with that gate off cannot happen.)
     ///
     /// ```
     /// use std::collections::BTreeMap;
@@ -56,13 +55,11 @@ impl TopologyManagerConfig {
     /// use corral_topology::{Feature, FeatureGates};
     ///
     /// let options = BTreeMap::from([("prefer-closest-numa-nodes".to_owned(), "true".to_owned())]);
-    /// let gates = FeatureGates::default().with(Feature::TopologyManagerPolicyOptions, false)?;
-    /// let err = TopologyManagerConfig::from_strings_gated("best-effort", "pod", Some(&options), &gates)
-    ///     .unwrap_err();
-    /// assert_eq!(
-    ///     err.to_string(),
-    ///     "topology manager policy options map[prefer-closest-numa-nodes:true] require feature gates \"TopologyManagerPolicyOptions\" enabled"
-    /// );
+    /// let gates = FeatureGates::default();
+    /// let config =
+    ///     TopologyManagerConfig::from_strings_gated("best-effort", "pod", Some(&options), &gates)?;
+    /// assert!(config.options.prefer_closest_numa);
+    /// assert!(FeatureGates::default().with(Feature::TopologyManagerPolicyOptions, false).is_err());
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn from_strings_gated(
@@ -73,7 +70,6 @@ impl TopologyManagerConfig {
     ) -> Result<TopologyManagerConfig, PolicyConfigError> {
         let policy: PolicyName = policy.parse()?;
         let scope: ScopeName = scope.parse()?;
-        super::check_options_gate(options, gates)?;
         let options = match options {
             Some(options) if policy != PolicyName::None => {
                 PolicyOptions::from_map_gated(options, gates)?

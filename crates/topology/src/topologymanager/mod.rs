@@ -38,7 +38,7 @@ pub use numa_info::{NumaDistances, NumaInfo, NumaInfoError, NumaNode};
 pub use policy::{
     DEFAULT_MAX_ALLOWABLE_NUMA_NODES, MAX_ALLOWABLE_NUMA_NODES, MergeResult,
     PREFER_CLOSEST_NUMA_NODES, Policy, PolicyConfigError, PolicyName, PolicyOptions,
-    check_option_level, check_options_gate, option_maturity,
+    check_option_level, option_maturity,
 };
 pub use policy::{reference_merge, reference_merge_sets};
 pub use provider::{AllocationError, HintProvider};

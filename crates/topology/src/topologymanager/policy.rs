@@ -83,15 +83,6 @@ pub enum PolicyConfigError {
     /// A beta option with `TopologyManagerPolicyBetaOptions` off (as above).
     #[error("Topology Manager Policy Beta-level Options not enabled, but option {0:?} provided")]
     BetaOptionsNotEnabled(String),
-    /// Options given with the `TopologyManagerPolicyOptions` gate off (the kubelet's
-    /// `cmd/kubelet/app/server.go` text; the options as Go prints a map, `map[a:b c:d]`).
-    #[error(
-        "topology manager policy options {options} require feature gates \"TopologyManagerPolicyOptions\" enabled"
-    )]
-    OptionsGateDisabled {
-        /// The options given, as Go's `%v` prints them.
-        options: String,
-    },
     /// `prefer-closest-numa-nodes` with a value Go's `strconv.ParseBool` rejects
     /// (upstream's wrapped error text).
     #[error(
@@ -189,7 +180,7 @@ impl PolicyOptions {
     pub fn from_map(
         options: &BTreeMap<String, String>,
     ) -> Result<PolicyOptions, PolicyConfigError> {
-        PolicyOptions::from_map_gated(options, &FeatureGates::v1_36_defaults())
+        PolicyOptions::from_map_gated(options, &FeatureGates::v1_37_defaults())
     }
 
     /// Parse the kubelet's `topologyManagerPolicyOptions` map under `gates` (upstream
@@ -285,25 +276,6 @@ pub fn check_option_level(
         }
         Some(_) => Ok(()),
     }
-}
-
-/// The kubelet's check before any option is parsed (`cmd/kubelet/app/server.go`): options
-/// given (`Some`, even an empty map, as upstream tests the map against nil) while
-/// `TopologyManagerPolicyOptions` is off are refused, whatever the policy.
-pub fn check_options_gate(
-    options: Option<&BTreeMap<String, String>>,
-    gates: &FeatureGates,
-) -> Result<(), PolicyConfigError> {
-    let Some(options) = options else {
-        return Ok(());
-    };
-    if gates.enabled(Feature::TopologyManagerPolicyOptions) {
-        return Ok(());
-    }
-    let pairs: Vec<String> = options.iter().map(|(k, v)| format!("{k}:{v}")).collect();
-    Err(PolicyConfigError::OptionsGateDisabled {
-        options: format!("map[{}]", pairs.join(" ")),
-    })
 }
 
 /// Go `strconv.Atoi` (optional sign, ASCII digits, 64-bit range); the error is whether the

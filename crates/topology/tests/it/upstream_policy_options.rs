@@ -11,7 +11,7 @@ use std::collections::BTreeMap;
 
 use corral_topology::topologymanager::{
     DEFAULT_MAX_ALLOWABLE_NUMA_NODES, MAX_ALLOWABLE_NUMA_NODES, PREFER_CLOSEST_NUMA_NODES,
-    TopologyManagerConfig, check_option_level, check_options_gate, option_maturity,
+    TopologyManagerConfig, check_option_level, option_maturity,
 };
 use corral_topology::{Feature, FeatureGates, Maturity, PolicyConfigError, PolicyOptions};
 
@@ -19,7 +19,7 @@ use corral_topology::{Feature, FeatureGates, Maturity, PolicyConfigError, Policy
 const FANCY_BETA_OPTION: &str = "fancy-new-option";
 const FANCY_ALPHA_OPTION: &str = "fancy-alpha-option";
 
-/// v1.36's defaults with `feature` set to `on`.
+/// v1.37's defaults with `feature` set to `on`.
 fn gates_with(feature: Feature, on: bool) -> FeatureGates {
     FeatureGates::default().with(feature, on).unwrap()
 }
@@ -195,48 +195,35 @@ fn policy_options_available() {
     }
 }
 
-/// The kubelet's `TopologyManagerPolicyOptions` check (`cmd/kubelet/app/server.go`): GA and
-/// on by default in v1.36, not locked; turned off, any options given are refused (whatever
-/// the policy), with the options printed as Go prints a map.
+/// `TopologyManagerPolicyOptions` is GA and locked on in v1.37 (kube_features.go at k/k
+/// 45b76a34: `{1.32 GA true LockToDefault}`, "remove in 1.37"), so the kubelet's refusal of
+/// options with the gate off (`cmd/kubelet/app/server.go`, v1.36) cannot happen: turning the
+/// gate off is refused instead, and options are taken under every policy.
 #[test]
 fn policy_options_feature_gate() {
-    let off = gates_with(Feature::TopologyManagerPolicyOptions, false);
+    let locked = FeatureGates::from_map(&BTreeMap::from([(
+        "TopologyManagerPolicyOptions".to_owned(),
+        false,
+    )]))
+    .unwrap_err();
+    assert_eq!(
+        locked.to_string(),
+        "cannot set feature gate TopologyManagerPolicyOptions to false, feature is locked to true"
+    );
     let map = BTreeMap::from([
         (PREFER_CLOSEST_NUMA_NODES.to_owned(), "true".to_owned()),
         (MAX_ALLOWABLE_NUMA_NODES.to_owned(), "8".to_owned()),
     ]);
-    let text = "topology manager policy options map[max-allowable-numa-nodes:8 prefer-closest-numa-nodes:true] require feature gates \"TopologyManagerPolicyOptions\" enabled";
-    assert_eq!(
-        check_options_gate(Some(&map), &off)
-            .unwrap_err()
-            .to_string(),
-        text
-    );
-    for policy in ["none", "best-effort", "restricted", "single-numa-node"] {
-        let err = TopologyManagerConfig::from_strings_gated(policy, "container", Some(&map), &off)
-            .unwrap_err();
-        assert_eq!(err.to_string(), text, "{policy}");
+    for policy in ["best-effort", "restricted", "single-numa-node"] {
+        let config = TopologyManagerConfig::from_strings_gated(
+            policy,
+            "pod",
+            Some(&map),
+            &FeatureGates::default(),
+        )
+        .unwrap();
+        assert_eq!(config.options, opts(true, 8), "{policy}");
     }
-    // Present but empty is still given (upstream tests the map against nil).
-    assert_eq!(
-        check_options_gate(Some(&BTreeMap::new()), &off)
-            .unwrap_err()
-            .to_string(),
-        "topology manager policy options map[] require feature gates \"TopologyManagerPolicyOptions\" enabled"
-    );
-    assert_eq!(check_options_gate(None, &off), Ok(()));
-    assert_eq!(
-        check_options_gate(Some(&map), &FeatureGates::default()),
-        Ok(())
-    );
-    let config = TopologyManagerConfig::from_strings_gated(
-        "best-effort",
-        "pod",
-        Some(&map),
-        &FeatureGates::default(),
-    )
-    .unwrap();
-    assert_eq!(config.options, opts(true, 8));
 }
 
 /// Facts of upstream `NewPolicyOptions` the tables above rely on: Go `strconv.ParseBool`
