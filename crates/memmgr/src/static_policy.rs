@@ -231,11 +231,11 @@ impl StaticPolicy {
 
     /// Upstream `GetPodTopologyHints` (pod scope): as
     /// [`hints_for_container`](Self::hints_for_container) for the pod's whole request
-    /// ([`pod_requested`]); the first container (init containers first) that holds blocks
-    /// decides, its blocks compared with the pod's request. A pod managed at pod level that
-    /// holds its pod-level blocks (after a restart) is hinted on them, as v1.37 does (v1.36
-    /// compares its first container's blocks with the pod's budget, and gives no hint unless
-    /// they are the whole budget).
+    /// ([`pod_requested`]). A pod that already holds memory (after a restart) is hinted on
+    /// what it holds, as v1.37 does (PR #141070): a pod managed at pod level on its
+    /// pod-level blocks, any other pod on its containers' blocks summed per resource, each
+    /// compared with the pod's request (v1.36 compares the first container holding blocks
+    /// with the pod's request, and gives a multi-container pod no hint).
     pub fn hints_for_pod(&self, pod: &Pod) -> Option<MemoryHints> {
         self.listed(&pod.uid, self.pod_plan(pod))
     }
@@ -260,6 +260,9 @@ impl StaticPolicy {
         if let Some(blocks) = self.pod_blocks.get(&pod.uid).filter(|_| managed) {
             return Plan::Done(regenerate_hints(blocks, &requested));
         }
+        if let Some(blocks) = self.pod_held_blocks(pod) {
+            return Plan::Done(regenerate_hints(&blocks, &requested));
+        }
         let held = pod
             .init_containers
             .iter()
@@ -269,6 +272,35 @@ impl StaticPolicy {
             return Plan::Done(regenerate_hints(blocks, &requested));
         }
         Plan::Calculate(requested)
+    }
+
+    /// What the containers of `pod` hold together, per resource one block of their summed
+    /// sizes — when each resource's blocks all sit on the same nodes, as a pod-scope
+    /// admission places them (upstream PR #141070: a multi-container pod's hints after a
+    /// restart come from the pod's whole allocation, not from its first container's blocks
+    /// compared with the pod's request). `None` when no container holds blocks, or a
+    /// resource's blocks are on different nodes (then the first container decides, as
+    /// v1.36).
+    fn pod_held_blocks(&self, pod: &Pod) -> Option<Vec<Block>> {
+        let mut summed: BTreeMap<&str, Block> = BTreeMap::new();
+        let held = pod
+            .init_containers
+            .iter()
+            .chain(&pod.containers)
+            .filter_map(|c| self.blocks(&pod.uid, &c.name));
+        for block in held.flatten() {
+            let sum = summed
+                .entry(block.resource.as_str())
+                .or_insert_with(|| Block {
+                    size: 0,
+                    ..block.clone()
+                });
+            if sum.numa_affinity != block.numa_affinity {
+                return None;
+            }
+            sum.size = sum.size.saturating_add(block.size);
+        }
+        (!summed.is_empty()).then(|| summed.into_values().collect())
     }
 
     fn reusable_for(&self, pod_uid: &str, mask: NumaMask, resource: &str) -> u64 {

@@ -13,3 +13,4 @@ mod upstream_pod_level;
 mod upstream_policy_static;
 mod upstream_state_checkpoint;
 mod upstream_v132_files;
+mod v138_fixes;

@@ -631,14 +631,10 @@ struct RestoreRow {
 /// and the gate on is allocated at pod level, any other pod container by container; the
 /// manager is restarted on the same directory; the pod's blocks, its containers' blocks and
 /// (v1.37) its memory hint are restored, and (v1.37) allocating the restored pod again
-/// changes nothing.
-///
-/// Deviation (v1.37 rows "Container-level pod, features enabled / disabled"): v1.37 expects
-/// the restored container-level pod a preferred hint on node 0; corral, as v1.36, compares
-/// the blocks of the pod's first container holding some (100 MiB) with the pod's request
-/// (200 MiB) and gives none (no preference; the pod keeps its blocks). How v1.37 regenerates
-/// a container-level pod's hints is not in the sources read; it is a container-level
-/// change, outside pod-level resource managers.
+/// changes nothing. The rows "Container-level pod, features enabled / disabled" expect the
+/// restored two-container pod (2 × 100 MiB) a preferred hint on node 0: its containers'
+/// blocks summed (PR #141070), where v1.36 compared its first container's 100 MiB with the
+/// pod's 200 MiB and gave none.
 #[test]
 fn memory_manager_restore_state() {
     const ONE: &[Spec] = &[own("container1", 100 * MI)];
@@ -683,7 +679,7 @@ fn memory_manager_restore_state() {
             budget: None,
             containers: TWO,
             allocation_affinity: None,
-            restored_hint: None,
+            restored_hint: Some(&[0]),
         },
         RestoreRow {
             name: "Container-level pod, features disabled",
@@ -691,7 +687,7 @@ fn memory_manager_restore_state() {
             budget: None,
             containers: TWO,
             allocation_affinity: None,
-            restored_hint: None,
+            restored_hint: Some(&[0]),
         },
     ];
     for row in rows {
