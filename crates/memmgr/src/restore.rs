@@ -30,7 +30,8 @@ pub fn restore_machine_state(
 
 /// [`restore_machine_state`] where the pods of `pod_blocks` (managed at pod level) count
 /// their pod's blocks instead of their containers', as upstream's `validateState` does while
-/// `PodLevelResourceManagers` is on.
+/// `PodLevelResourceManagers` is on — a pod with container entries only: the blocks of a
+/// pod without any hold nothing.
 pub fn restore_machine_state_with_pods(
     restored: &MachineState,
     assignments: &Assignments,
@@ -48,7 +49,12 @@ pub fn restore_machine_state_with_pods(
     }
     let mut expected = default;
     for (pod, containers) in assignments {
-        let of_pod = pod_blocks.get(pod).filter(|blocks| !blocks.is_empty());
+        // A pod's blocks count only with container entries: those of a pod listed with
+        // none are dropped at start (`StaticPolicy::restore_with_pods`), so counting them
+        // would let a reservation nobody holds pass (upstream PR #141994, open).
+        let of_pod = pod_blocks
+            .get(pod)
+            .filter(|blocks| !blocks.is_empty() && !containers.is_empty());
         let held: Vec<(&str, &Vec<Block>)> = match of_pod {
             Some(blocks) => vec![("", blocks)],
             None => containers.iter().map(|(c, b)| (c.as_str(), b)).collect(),

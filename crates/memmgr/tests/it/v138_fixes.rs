@@ -6,6 +6,7 @@
 //!   request.
 //! - PR #141077 (fixes #140906): `AllocatePod` of a restored pod changes nothing (no second
 //!   reservation, no extra `NumberOfAssignments`, no new nodes).
+//! - PR #141994 (open upstream, fixes #141993): a pod entry with no container entries.
 //!
 //! The machine is upstream's `returnMachineInfo()` set-up of `policy_static_restore_test.go`
 //! (two nodes, 1 GiB of memory reserved on each), as in `upstream_pod_level.rs`.
@@ -13,7 +14,10 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use corral_checkpoint::MEMORY_MANAGER_FILE;
+use corral_checkpoint::{
+    Block as CheckpointBlock, Checkpoint, MEMORY_MANAGER_FILE, MemoryManagerCheckpointV2,
+    PodMemoryEntry,
+};
 use corral_memmgr::{
     MEMORY, MemoryManager, MemoryManagerConfig, MemoryManagerError, MemoryPolicy, MemoryReservation,
 };
@@ -184,4 +188,51 @@ fn re_admitting_a_restored_pod_leaves_the_state_byte_identical() {
     assert_eq!(restarted.assignments(), assignments);
     assert_eq!(restarted.pod_memory(&pod.uid), pod_blocks);
     assert_eq!(state_bytes(dir.path()), written, "the checkpoint's bytes");
+}
+
+/// PR #141994 (open upstream; issue #141993: `validateState` rejects a pod entry without
+/// container entries). The file of the issue — a pod entry, no container entry, the machine
+/// state untouched — corral accepts, dropping the pod entry (`upstream_pod_level.rs`,
+/// `memory_manager_restore_partial_pod_checkpoint`). A variant did leak: the pod listed
+/// in `entries` with an empty container map and the machine state holding its 128 MiB.
+/// The pod's blocks were counted in the restore check (so the file passed it) and then
+/// dropped for having no container, so nothing owned the reservation and nothing ever
+/// gave it back. Now a pod's blocks count only with container entries: the reservation no
+/// container holds makes the machine state differ, and the file is refused at start, as
+/// any other state that does not add up.
+#[test]
+fn a_pod_entry_with_an_empty_container_map_never_leaks_its_reservation() {
+    let dir = tempfile::tempdir().unwrap();
+    let pod = two_container_pod(Some(128 * MI));
+    allocate_on_node_1(&started(dir.path()).unwrap(), &pod);
+
+    // The same file with the pod's container entries emptied (`"pod1": {}`).
+    let path = dir.path().join(MEMORY_MANAGER_FILE);
+    let mut v2 = MemoryManagerCheckpointV2::decode(&state_bytes(dir.path())).unwrap();
+    let entries = v2.entries.as_mut().unwrap();
+    entries.insert("pod1".to_owned(), Some(BTreeMap::new()));
+    assert_eq!(
+        v2.pod_entries.as_ref().unwrap()["pod1"],
+        PodMemoryEntry {
+            memory_blocks: Some(vec![CheckpointBlock {
+                numa_affinity: Some(vec![1]),
+                resource: MEMORY.into(),
+                size: 128 * MI,
+            }]),
+        }
+    );
+    std::fs::write(&path, v2.encode().unwrap()).unwrap();
+
+    match started(dir.path()) {
+        Err(MemoryManagerError::InvalidState { .. }) => {}
+        Err(other) => panic!("refused for another reason: {other}"),
+        Ok(manager) => {
+            let state = manager.machine_state().unwrap();
+            panic!(
+                "accepted, pod blocks {:?}, node 1 reserved {} MiB with no owner",
+                manager.pod_memory("pod1"),
+                state[&1].memory[MEMORY].reserved / MI
+            );
+        }
+    }
 }
