@@ -1,7 +1,8 @@
 //! The device manager's integration tests, one binary: real sockets and sample plugins
 //! (`end_to_end`, `failure_modes`, `registration_limits`, `restart`, `observer`,
 //! `foreign_plugin`, `hint_provider_threads`), upstream's manager and hint tests ported
-//! (`upstream_*`), checkpoint consistency, sparse NUMA ids and properties — the device
+//! (`upstream_*`), upstream's v1.38 fixes (`in_flight_race`: PR #137534), checkpoint
+//! consistency, sparse NUMA ids and properties — the device
 //! manager alone (whole admissions with the CPU and memory managers are the agent's tests).
 //! Shared setup lives in `support`.
 
@@ -13,6 +14,7 @@ mod end_to_end;
 mod failure_modes;
 mod foreign_plugin;
 mod hint_provider_threads;
+mod in_flight_race;
 mod observer;
 mod properties;
 mod registration_limits;
