@@ -5,7 +5,7 @@
 //! (`plugin_allocation`) and pre-start (`pre_start`). Plugin RPCs run outside every lock
 //! and under a deadline.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -384,7 +384,8 @@ impl DeviceManager {
     /// Upstream `GetDeviceRunContainerOptions`: call `PreStartContainer` where plugins ask
     /// for it, re-allocate a container the manager has no record of (a race on node
     /// restart), and return the merged run options (`None` when the container holds
-    /// nothing).
+    /// nothing). For a container some of whose extended resources DRA satisfies, use
+    /// [`run_container_options_beside_dra`](Self::run_container_options_beside_dra).
     pub async fn run_container_options(
         &self,
         pod: &Pod,
@@ -392,7 +393,26 @@ impl DeviceManager {
         affinity: Option<NumaMask>,
     ) -> Result<Option<RunContainerOptions>, DeviceManagerError> {
         self.shared
-            .run_container_options(pod, container, affinity)
+            .run_container_options(pod, container, affinity, &BTreeSet::new())
+            .await
+    }
+
+    /// [`run_container_options`](Self::run_container_options) for a container whose
+    /// extended resources `dra_backed` are satisfied by DRA (KEP-5004: the resources the
+    /// pod's `status.extendedResourceClaimStatus.requestMappings` map for this container):
+    /// they are left out of every device-plugin step — no `PreStartContainer`, no
+    /// re-allocation — and device-plugin state kept under their names for the container (a
+    /// name a device plugin served before) gives no run options (upstream PR #141426).
+    /// The container's other resources are handled as by `run_container_options`.
+    pub async fn run_container_options_beside_dra(
+        &self,
+        pod: &Pod,
+        container: &Container,
+        affinity: Option<NumaMask>,
+        dra_backed: &BTreeSet<String>,
+    ) -> Result<Option<RunContainerOptions>, DeviceManagerError> {
+        self.shared
+            .run_container_options(pod, container, affinity, dra_backed)
             .await
     }
 }

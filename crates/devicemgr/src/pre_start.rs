@@ -2,9 +2,12 @@
 //! `callPreStartContainerIfNeeded`): `PreStartContainer` where plugins ask for it, a
 //! re-allocation for a container the manager has no record of, and the merged run options.
 
+use std::collections::BTreeSet;
+
 use corral_topology::{Container, NumaMask, Pod};
 
 use crate::error::{AllocateError, DeviceManagerError};
+use crate::pod_devices::ResourceAllocations;
 use crate::run_options::RunContainerOptions;
 use crate::shared::Shared;
 
@@ -12,17 +15,21 @@ impl Shared {
     /// Upstream `GetDeviceRunContainerOptions`: call `PreStartContainer` where plugins ask
     /// for it, re-allocate a container the manager has no record of (a race on node
     /// restart), and return the merged run options (`None` when the container holds
-    /// nothing).
+    /// nothing). The resources of `dra_backed` are the container's extended resources DRA
+    /// satisfies (KEP-5004): they get none of this, and whatever the device-plugin state
+    /// holds under their names for the container gives no run options (upstream PR
+    /// #141426).
     pub(crate) async fn run_container_options(
         &self,
         pod: &Pod,
         container: &Container,
         affinity: Option<NumaMask>,
+        dra_backed: &BTreeSet<String>,
     ) -> Result<Option<RunContainerOptions>, DeviceManagerError> {
         let requests = self.state().container_device_requests(container);
         let mut reallocate = false;
         for (resource, n) in requests {
-            if n == 0 {
+            if n == 0 || dra_backed.contains(&resource) {
                 continue;
             }
             self.pre_start(pod, container, &resource).await?;
@@ -39,13 +46,41 @@ impl Shared {
             }
         }
         if reallocate {
-            self.allocate(pod, container, affinity).await?;
+            self.allocate_beside_dra(pod, container, affinity, dra_backed)
+                .await?;
         }
-        Ok(self
-            .state()
-            .pod_devices()
-            .container(&pod.uid, &container.name)
-            .map(RunContainerOptions::merge))
+        let state = self.state();
+        let Some(held) = state.pod_devices().container(&pod.uid, &container.name) else {
+            return Ok(None);
+        };
+        let of_plugins: ResourceAllocations = held
+            .iter()
+            .filter(|(resource, _)| !dra_backed.contains(*resource))
+            .map(|(resource, allocation)| (resource.clone(), allocation.clone()))
+            .collect();
+        Ok((!of_plugins.is_empty()).then(|| RunContainerOptions::merge(&of_plugins)))
+    }
+
+    /// The re-allocation of [`run_container_options`](Self::run_container_options): the
+    /// container's device-plugin resources only.
+    async fn allocate_beside_dra(
+        &self,
+        pod: &Pod,
+        container: &Container,
+        affinity: Option<NumaMask>,
+        dra_backed: &BTreeSet<String>,
+    ) -> Result<(), DeviceManagerError> {
+        if dra_backed.is_empty() {
+            return self.allocate(pod, container, affinity).await;
+        }
+        let mut of_plugins = container.clone();
+        for resources in [
+            &mut of_plugins.resources.limits.extended,
+            &mut of_plugins.resources.requests.extended,
+        ] {
+            resources.retain(|resource, _| !dra_backed.contains(resource));
+        }
+        self.allocate(pod, &of_plugins, affinity).await
     }
 
     /// `PreStartContainer` for one resource of the container, if its plugin asks for it.
