@@ -122,6 +122,7 @@ fn admit(c: &mut Criterion) {
                         let request = api::AdmitRequest {
                             pod_json: pod_json(&uid, cpu),
                             resource_claims_json: Vec::new(),
+                            resource_slices_json: Vec::new(),
                         };
                         let started = Instant::now();
                         let answer = client.admit(request).await.expect("admit").into_inner();

@@ -9,6 +9,11 @@ pub struct AdmitRequest {
     /// `resource.k8s.io/v1` ResourceClaim manifests (JSON) the pod's claims name.
     #[prost(bytes = "vec", repeated, tag = "2")]
     pub resource_claims_json: ::prost::alloc::vec::Vec<::prost::alloc::vec::Vec<u8>>,
+    /// `resource.k8s.io/v1` ResourceSlice manifests (JSON) that describe the claims' allocated
+    /// devices: a device whose slice gives `resource.kubernetes.io/numaNode` steers the pod's
+    /// CPUs and memory to that NUMA node (the kubelet's topology manager ignores DRA devices).
+    #[prost(bytes = "vec", repeated, tag = "3")]
+    pub resource_slices_json: ::prost::alloc::vec::Vec<::prost::alloc::vec::Vec<u8>>,
 }
 /// The verdict.
 #[derive(Clone, PartialEq, ::prost::Message)]

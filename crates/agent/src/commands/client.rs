@@ -258,6 +258,11 @@ pub(crate) fn admit(
         .iter()
         .map(serde_json::to_vec)
         .collect::<Result<_, _>>()?;
+    let slices: Vec<Vec<u8>> = manifests
+        .slices
+        .iter()
+        .map(serde_json::to_vec)
+        .collect::<Result<_, _>>()?;
     let mut requests = Vec::new();
     let mut names = Vec::new();
     for mut pod in manifests.pods {
@@ -267,6 +272,7 @@ pub(crate) fn admit(
         requests.push(api::AdmitRequest {
             pod_json: serde_json::to_vec(&pod)?,
             resource_claims_json: claims.clone(),
+            resource_slices_json: slices.clone(),
         });
     }
     if requests.is_empty() {

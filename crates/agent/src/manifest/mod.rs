@@ -5,6 +5,7 @@
 mod claim;
 mod extended_resources;
 mod pod;
+mod slice;
 mod validate;
 
 use k8s_openapi::api::core::v1::Pod as K8sPod;
@@ -12,6 +13,7 @@ use k8s_openapi::api::resource::v1::ResourceClaim as K8sResourceClaim;
 
 pub(crate) use claim::{CLAIM_API_VERSIONS, ClaimManifest, claim_from_document};
 pub(crate) use pod::{PodConversionError, pod_from_manifest};
+pub(crate) use slice::{SLICE_API_VERSION, claim_numa_nodes, slice_from_document};
 
 /// Why a manifest could not be used; names the document and what is wrong.
 #[derive(Debug, thiserror::Error)]
@@ -59,6 +61,8 @@ pub(crate) struct Manifests {
     pub(crate) pods: Vec<K8sPod>,
     /// ResourceClaims, in file order.
     pub(crate) claims: Vec<K8sResourceClaim>,
+    /// ResourceSlices (the NUMA nodes of the claims' devices), in file order.
+    pub(crate) slices: Vec<k8s_openapi::api::resource::v1::ResourceSlice>,
 }
 
 impl Manifests {
@@ -107,6 +111,10 @@ impl Manifests {
             ("ResourceClaim", version) if CLAIM_API_VERSIONS.contains(&version) => {
                 let claim = claim_from_document(document).map_err(|e| invalid(e.to_string()))?;
                 self.claims.push(claim);
+            }
+            ("ResourceSlice", SLICE_API_VERSION) => {
+                let slice = slice_from_document(document).map_err(|e| invalid(e.to_string()))?;
+                self.slices.push(slice);
             }
             ("List", "v1") => {
                 let items = document

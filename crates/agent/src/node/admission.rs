@@ -9,9 +9,10 @@ use anyhow::{Result, anyhow};
 use corral_topology::Pod;
 use corral_topology::topologymanager::{PodAdmitResult, PodGrants, UNEXPECTED_ADMISSION_ERROR};
 use k8s_openapi::api::core::v1::Pod as K8sPod;
-use k8s_openapi::api::resource::v1::ResourceClaim as K8sResourceClaim;
+use k8s_openapi::api::resource::v1::{ResourceClaim as K8sResourceClaim, ResourceSlice};
 
 use super::decision::Undo;
+use super::dra_devices::DeviceHints;
 use super::{
     Admission, AdmitError, AdmittedPod, Affinity, Holding, Node, PodRecord, dra_claim, pod_claims,
     pod_ref,
@@ -32,14 +33,26 @@ impl Node {
     /// The admission runs to its end in a task of its own, also when the caller stops
     /// waiting: a decision is never cut between its reservation and its plugins' answer,
     /// its undo or its commit.
+    #[cfg(test)]
     pub(crate) async fn admit(
         self: &Arc<Self>,
         manifest: K8sPod,
         claims: Vec<K8sResourceClaim>,
     ) -> Result<Admission, AdmitError> {
+        self.admit_with_slices(manifest, claims, Vec::new()).await
+    }
+
+    /// [`admit`](Self::admit), with the ResourceSlices that place the claims' devices on
+    /// NUMA nodes: such devices steer the pod's CPUs and memory (`dra_devices`).
+    pub(crate) async fn admit_with_slices(
+        self: &Arc<Self>,
+        manifest: K8sPod,
+        claims: Vec<K8sResourceClaim>,
+        slices: Vec<ResourceSlice>,
+    ) -> Result<Admission, AdmitError> {
         let node = Arc::clone(self);
         tokio::spawn(async move {
-            let answer = node.admit_uncommitted(manifest, claims).await;
+            let answer = node.admit_uncommitted(manifest, claims, &slices).await;
             node.commit().await?;
             answer
         })
@@ -51,6 +64,7 @@ impl Node {
         self: &Arc<Self>,
         mut manifest: K8sPod,
         claims: Vec<K8sResourceClaim>,
+        slices: &[ResourceSlice],
     ) -> Result<Admission, AdmitError> {
         let pod = pod_from_manifest(&manifest, &self.limits)?;
         manifest.metadata.uid = Some(pod.uid.clone());
@@ -67,6 +81,7 @@ impl Node {
             });
         }
         let _pod_lock = self.pod_locks.lock(&pod.uid).await;
+        let _device_hints = DeviceHints::give(&self.dra_devices, &pod, &claims, slices);
         if let Some(held) = self.pods.get(&pod.uid) {
             if let Some(refused) = self.resize(&held, &pod, &manifest, &claims)? {
                 return Ok(refused);

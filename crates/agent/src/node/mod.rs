@@ -17,6 +17,7 @@ mod device_health;
 mod device_metrics;
 
 mod journal;
+mod dra_devices;
 mod kubelet_devices;
 mod locks;
 mod pod_files;
@@ -155,6 +156,9 @@ pub(crate) struct Node {
     realizing: decision::Realizing,
     /// In NRI mode, the devices the kubelet gave each container (a hint provider).
     kubelet_devices: Option<Arc<KubeletDevices>>,
+    /// The DRA devices of the pod under decision that ResourceSlices place on NUMA nodes
+    /// (a hint provider; see `dra_devices`).
+    dra_devices: Arc<KubeletDevices>,
     /// Fault injection: the next container joining its pod fails to be recorded.
     #[cfg(test)]
     fail_next_join: std::sync::atomic::AtomicBool,
@@ -315,6 +319,9 @@ impl Node {
         if let Some(provider) = &kubelet_devices {
             manager.add_hint_provider(Arc::clone(provider) as _);
         }
+        // DRA devices their ResourceSlices place on a NUMA node (the kubelet has none).
+        let dra_devices = Arc::new(KubeletDevices::new(topology.numa_ids().clone()));
+        manager.add_hint_provider(Arc::clone(&dra_devices) as _);
         // Memory last, as the kubelet registers it after the CPU and device managers.
         manager.add_hint_provider(Arc::clone(&memory) as _);
         for admitted in pods.all() {
@@ -374,6 +381,7 @@ impl Node {
             pod_locks: PodLocks::default(),
             realizing: decision::Realizing::default(),
             kubelet_devices,
+            dra_devices,
             #[cfg(test)]
             fail_next_join: Default::default(),
         })

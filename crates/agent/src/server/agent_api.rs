@@ -140,8 +140,21 @@ impl Agent for AgentService {
                 crate::manifest::claim_from_document(document).map_err(|e| invalid(e.to_string()))
             })
             .collect::<Result<Vec<_>, _>>()?;
+        let slices = request
+            .resource_slices_json
+            .iter()
+            .enumerate()
+            .map(|(i, bytes)| {
+                let invalid = |why: String| {
+                    Status::invalid_argument(format!("resource_slices_json[{i}]: {why}"))
+                };
+                let document: serde_json::Value =
+                    serde_json::from_slice(bytes).map_err(|e| invalid(e.to_string()))?;
+                crate::manifest::slice_from_document(document).map_err(|e| invalid(e.to_string()))
+            })
+            .collect::<Result<Vec<_>, _>>()?;
         // Runs to its end even when the client goes away (see `Node::admit`).
-        let admission = self.node.admit(pod, claims).await;
+        let admission = self.node.admit_with_slices(pod, claims, slices).await;
         let admission = admission.map_err(|err| match err {
             AdmitError::Internal(err) => internal(err),
             invalid => Status::invalid_argument(crate::error_text::error_chain(&invalid)),

@@ -197,6 +197,7 @@ async fn worker(
             let call = client.admit(api::AdmitRequest {
                 pod_json: pod_json(&uid, cpus, gpus),
                 resource_claims_json: Vec::new(),
+                resource_slices_json: Vec::new(),
             });
             match tokio::time::timeout(RPC, call).await {
                 Ok(Ok(answer)) => {

@@ -230,6 +230,7 @@ async fn admit(root: &Path, uid: &str, cpu_limit: Option<&str>) -> String {
         .admit(api::AdmitRequest {
             pod_json: serde_json::to_vec(&pod).unwrap(),
             resource_claims_json: Vec::new(),
+            resource_slices_json: Vec::new(),
         })
         .await
         .unwrap()
