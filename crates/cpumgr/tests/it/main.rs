@@ -16,3 +16,4 @@ mod upstream_policy_static;
 mod upstream_policy_static_resv;
 mod upstream_state_checkpoint;
 mod upstream_topology_hints;
+mod upstream_v138;
