@@ -135,20 +135,63 @@ impl<'a> Accumulator<'a> {
         out
     }
 
-    /// Upstream `availableCPUSorter.sort()`: free CPU ids, packed (per sorted core) or spread
-    /// (per sorted socket, ascending ids).
+    /// Upstream `availableCPUSorter.sort()`: free CPU ids, packed (per sorted core), spread
+    /// (per sorted socket, round-robin over its cores) or spread by CPU id (per sorted socket,
+    /// ascending ids).
     pub(crate) fn sort_cpus(&self) -> Vec<usize> {
-        let mut out = Vec::new();
-        let (level, parents) = match self.strategy {
-            CpuSortingStrategy::Packed => (Level::Core, self.sort(Level::Core)),
-            CpuSortingStrategy::Spread => (Level::Socket, self.sort(Level::Socket)),
-        };
-        for parent in parents {
-            out.extend(
-                self.free
-                    .intersection(self.ix.group_cpus(level, parent))
-                    .iter(),
-            );
+        match self.strategy {
+            CpuSortingStrategy::Packed => {
+                let mut out = Vec::new();
+                for core in self.sort(Level::Core) {
+                    out.extend(
+                        self.free
+                            .intersection(self.ix.group_cpus(Level::Core, core))
+                            .iter(),
+                    );
+                }
+                out
+            }
+            CpuSortingStrategy::Spread => self.sort_cpus_spread(),
+            CpuSortingStrategy::SpreadByCpuId => {
+                let mut out = Vec::new();
+                for socket in self.sort(Level::Socket) {
+                    out.extend(
+                        self.free
+                            .intersection(self.ix.group_cpus(Level::Socket, socket))
+                            .iter(),
+                    );
+                }
+                out
+            }
+        }
+    }
+
+    /// Upstream `sortAvailableCPUsSpread` as of v1.38 (#140766, issue #140688): per sorted
+    /// socket, the socket's cores with free CPUs in upstream's core order (ascending free
+    /// CPUs, then id), then one CPU of each core per pass (ascending ids within a core) until
+    /// every free CPU is listed. v1.31–v1.37 listed a socket's CPUs by id, which spreads only
+    /// where firmware numbers every core's first thread before the second ones.
+    fn sort_cpus_spread(&self) -> Vec<usize> {
+        let mut out = Vec::with_capacity(self.free.len());
+        for socket in self.sort(Level::Socket) {
+            let in_socket = self
+                .free
+                .intersection(self.ix.group_cpus(Level::Socket, socket));
+            let mut cores = Vec::new();
+            self.push_sorted(&in_socket, Level::Core, None, &mut cores);
+            let threads: Vec<Vec<usize>> = cores
+                .iter()
+                .map(|&core| {
+                    in_socket
+                        .intersection(self.ix.group_cpus(Level::Core, core))
+                        .iter()
+                        .collect()
+                })
+                .collect();
+            let passes = threads.iter().map(Vec::len).max().unwrap_or(0);
+            for pass in 0..passes {
+                out.extend(threads.iter().filter_map(|cpus| cpus.get(pass).copied()));
+            }
         }
         out
     }

@@ -56,17 +56,34 @@ pub enum CpuSortingStrategy {
     /// Core by core (upstream `packed`, the default).
     #[default]
     Packed,
-    /// Socket by socket in CPU id order, spreading over cores (upstream `spread`, selected by
-    /// `distribute-cpus-across-cores`); whole cores are not taken first.
+    /// Socket by socket, one CPU of each of the socket's cores per pass (upstream `spread` as
+    /// of v1.38, #140766; selected by `distribute-cpus-across-cores`); whole cores are not
+    /// taken first.
     Spread,
+    /// Upstream `spread` of v1.31–v1.37: socket by socket, the socket's free CPUs in id
+    /// order — spreading over cores only where firmware numbers every core's first thread
+    /// before the second ones (upstream issue #140688). The static policy never selects it;
+    /// it replays decisions recorded from those releases (the conformance vectors are
+    /// v1.32's).
+    SpreadByCpuId,
 }
 
 impl CpuSortingStrategy {
-    /// Upstream's string (`packed`, `spread`).
+    /// Whether CPUs are spread over cores (either `spread` order): whole cores are then not
+    /// taken before single CPUs.
+    pub const fn spreads(self) -> bool {
+        matches!(
+            self,
+            CpuSortingStrategy::Spread | CpuSortingStrategy::SpreadByCpuId
+        )
+    }
+
+    /// Upstream's string (`packed`, `spread`); `spread-by-cpu-id` for the v1.31–v1.37 order.
     pub const fn as_str(self) -> &'static str {
         match self {
             CpuSortingStrategy::Packed => "packed",
             CpuSortingStrategy::Spread => "spread",
+            CpuSortingStrategy::SpreadByCpuId => "spread-by-cpu-id",
         }
     }
 }
@@ -84,6 +101,7 @@ impl FromStr for CpuSortingStrategy {
         match s {
             "packed" => Ok(CpuSortingStrategy::Packed),
             "spread" => Ok(CpuSortingStrategy::Spread),
+            "spread-by-cpu-id" => Ok(CpuSortingStrategy::SpreadByCpuId),
             other => Err(TakeError::UnknownStrategy {
                 name: other.to_owned(),
             }),

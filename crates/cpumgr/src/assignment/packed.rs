@@ -11,7 +11,7 @@ use crate::index::TopologyIndex;
 ///
 /// Steps, each skipped once the request is met: whole NUMA nodes or sockets (the level
 /// higher in the hierarchy first), whole uncore caches or a fitting part of one (with
-/// [`UncoreCacheAlignment::Prefer`]), whole cores (not with [`CpuSortingStrategy::Spread`]),
+/// [`UncoreCacheAlignment::Prefer`]), whole cores (not when the strategy [spreads](CpuSortingStrategy::spreads)),
 /// then single CPUs in the strategy's order.
 ///
 /// ```
@@ -51,10 +51,7 @@ pub fn take_by_topology_numa_packed(
             uncore_cache == UncoreCacheAlignment::Prefer,
             Accumulator::take_uncore_cache,
         ),
-        (
-            strategy != CpuSortingStrategy::Spread,
-            Accumulator::take_full_cores,
-        ),
+        (!strategy.spreads(), Accumulator::take_full_cores),
         (true, Accumulator::take_remaining_cpus),
     ];
     for (applies, step) in steps {

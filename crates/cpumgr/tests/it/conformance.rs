@@ -77,14 +77,39 @@ fn check_vectors(name: &str, check: impl Fn(&TopologyIndex, usize, &Value) -> Op
     );
 }
 
+/// The Kubernetes minor release a vector file was recorded from (`about.upstream_kubernetes`,
+/// "k8s.io/kubernetes v1.32.10 …").
+fn recorded_minor(doc: &Value) -> u32 {
+    let about = doc["about"]["upstream_kubernetes"]
+        .as_str()
+        .expect("about.upstream_kubernetes");
+    let version = about
+        .split_whitespace()
+        .find_map(|word| word.strip_prefix("v1."))
+        .expect("a v1.x version");
+    version
+        .split('.')
+        .next()
+        .and_then(|minor| minor.parse().ok())
+        .expect("a minor version")
+}
+
+/// The strategy a vector's `cpu_sorting_strategy` meant in the release it was recorded from:
+/// `spread` listed a socket's CPUs by id before v1.38 (#140766).
+fn strategy_as_recorded(name: &str, minor: u32) -> CpuSortingStrategy {
+    match name.parse().expect("known strategy") {
+        CpuSortingStrategy::Spread if minor < 38 => CpuSortingStrategy::SpreadByCpuId,
+        strategy => strategy,
+    }
+}
+
 #[test]
 fn cpu_assignment_vectors() {
+    let minor = recorded_minor(&load("cpu_assignment.json"));
     check_vectors("cpu_assignment.json", |index, i, case| {
         let available = set(&case["available"]);
         let n = num(case, "num_cpus");
-        let strategy: CpuSortingStrategy = text(case, "cpu_sorting_strategy")
-            .parse()
-            .expect("known strategy");
+        let strategy = strategy_as_recorded(text(case, "cpu_sorting_strategy"), minor);
         let uncore = if flag(case, "prefer_align_by_uncore_cache") {
             UncoreCacheAlignment::Prefer
         } else {

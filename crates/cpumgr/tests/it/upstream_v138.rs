@@ -7,11 +7,14 @@ use std::sync::mpsc;
 use std::time::Duration;
 
 use corral_cpumgr::test_util::topology_index;
-use corral_cpumgr::{CpuSortingStrategy, TopologyIndex, take_by_topology_numa_distributed};
+use corral_cpumgr::{
+    CpuSortingStrategy, TopologyIndex, UncoreCacheAlignment, take_by_topology_numa_distributed,
+    take_by_topology_numa_packed,
+};
 use corral_topology::CpuSet;
 use proptest::prelude::*;
 
-use crate::support::topologies::dual_socket_multi_numa_per_socket_ht;
+use crate::support::topologies::{dual_socket_multi_numa_per_socket_ht, quad_socket_four_way_ht};
 
 fn set(s: &str) -> CpuSet {
     s.parse().unwrap()
@@ -79,4 +82,83 @@ proptest! {
             prop_assert!(cpus.is_subset_of(&available), "{} not in {}", cpus, available);
         }
     }
+}
+
+/// The order the spread strategy hands out `available` in: taking `n` CPUs one more at a
+/// time, each step's new CPU (the packed algorithm with `spread` takes whole NUMA nodes and
+/// sockets first, which here are always a prefix of the order).
+fn spread_order(index: &TopologyIndex, available: &CpuSet) -> Vec<usize> {
+    let take = |n| {
+        take_by_topology_numa_packed(
+            index,
+            available,
+            n,
+            CpuSortingStrategy::Spread,
+            UncoreCacheAlignment::Ignore,
+        )
+        .unwrap()
+    };
+    (1..=available.len())
+        .map(|n| {
+            let new = take(n).difference(&take(n - 1));
+            assert_eq!(new.len(), 1, "taking {n} is not the order's prefix");
+            new.min().unwrap()
+        })
+        .collect()
+}
+
+/// One socket and NUMA node whose cores hold the CPUs `cores[i]`.
+fn one_socket(cores: &[&[usize]]) -> Arc<TopologyIndex> {
+    let cpus: Vec<[usize; 5]> = cores
+        .iter()
+        .enumerate()
+        .flat_map(|(core, cpus)| cpus.iter().map(move |&cpu| [cpu, core, 0, 0, 0]))
+        .collect();
+    topology_index(cpus.clone(), [cpus.len(), cores.len(), 1, 1, 1])
+}
+
+/// Upstream #140766 ("CPUMANAGER: spread CPUs across cores using topology", issue #140688):
+/// `distribute-cpus-across-cores` hands out one CPU per core per pass over each socket's
+/// sorted cores, not the socket's CPUs by id. Expectations from the PR
+/// (`TestCPUAccumulatorFreeCPUsSpreadRoundRobin`): contiguous siblings, siblings far apart,
+/// two sockets.
+#[test]
+fn spread_round_robins_over_cores_pr_140766() {
+    let contiguous = one_socket(&[&[0, 1], &[2, 3], &[4, 5], &[6, 7]]);
+    assert_eq!(
+        spread_order(&contiguous, contiguous.all_cpus()),
+        [0, 2, 4, 6, 1, 3, 5, 7]
+    );
+    let arbitrary = one_socket(&[&[0, 7], &[2, 11], &[5, 9], &[1, 14]]);
+    assert_eq!(
+        spread_order(&arbitrary, arbitrary.all_cpus()),
+        [0, 2, 5, 1, 7, 11, 9, 14]
+    );
+    // Two sockets (and NUMA nodes) of 4 cores with contiguous siblings.
+    let cpus = (0..16).map(|cpu| [cpu, cpu / 2, cpu / 8, cpu / 8, cpu / 8]);
+    let two_sockets = topology_index(cpus, [16, 8, 2, 2, 2]);
+    assert_eq!(
+        spread_order(&two_sockets, two_sockets.all_cpus()),
+        [0, 2, 4, 6, 1, 3, 5, 7, 8, 10, 12, 14, 9, 11, 13, 15]
+    );
+    // `TestTakeByTopologyWithSpreadPhysicalCPUsPreferredOption`'s row "take a socket of cpus
+    // from quad socket four way with HT, 12 cpus", as #140766 updated it (v1.37:
+    // "0-2,9-10,13-14,21-22,25-26,33", several threads of one core): 12 distinct cores.
+    let got = take_by_topology_numa_packed(
+        &quad_socket_four_way_ht(),
+        &set("0-287"),
+        12,
+        CpuSortingStrategy::Spread,
+        UncoreCacheAlignment::Ignore,
+    );
+    assert_eq!(
+        got.unwrap().to_string(),
+        "0,50,57-58,71-72,79-80,87-88,95-96"
+    );
+    // Partly available: the socket's cores in upstream's core order (fewest free CPUs
+    // first, then id), one CPU of each per pass — core {2,3} has only CPU 2 free.
+    assert_eq!(
+        spread_order(&contiguous, &set("0-2,4-7")),
+        [2, 0, 4, 6, 1, 5, 7]
+    );
 }
