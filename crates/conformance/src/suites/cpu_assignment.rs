@@ -1,6 +1,7 @@
 //! Suite `cpu_assignment`: upstream `takeByTopologyNUMAPacked` / `takeByTopologyNUMADistributed`
 //! against `corral_cpumgr`. `TIMEOUT` cases (upstream never returns) pass when corral returns
-//! within a second with an error or `num_cpus` CPUs drawn from `available`.
+//! within a second with an error or `num_cpus` CPUs drawn from `available`. `spread` means the
+//! order of the release the file was recorded from (by CPU id before v1.38).
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
@@ -89,9 +90,23 @@ pub(super) fn cpuset(v: &Value, key: &str) -> Result<CpuSet, Mismatch> {
         .map_err(|e| bad_case!("`{key}` {text:?} does not parse: {e}"))
 }
 
+/// The Kubernetes minor release a vector file was recorded from (`about.upstream_kubernetes`,
+/// "k8s.io/kubernetes v1.32.10 …"); `None` when the file does not say.
+fn recorded_minor(doc: &Value) -> Option<u32> {
+    doc["about"]["upstream_kubernetes"]
+        .as_str()?
+        .split_whitespace()
+        .find_map(|word| word.strip_prefix("v1."))?
+        .split('.')
+        .next()?
+        .parse()
+        .ok()
+}
+
 /// Check every case of one `cpu_assignment` vector file.
 pub(crate) fn run(doc: &Value, out: &mut SuiteOutcome) {
     let topos = topologies(doc);
+    let minor = recorded_minor(doc);
     for (i, case) in array(doc, "cases").iter().enumerate() {
         let label = format!(
             "cases[{i}] {} {} n={}",
@@ -99,13 +114,14 @@ pub(crate) fn run(doc: &Value, out: &mut SuiteOutcome) {
             case["algorithm"].as_str().unwrap_or("?"),
             case["num_cpus"]
         );
-        out.check(label, check(&topos, case));
+        out.check(label, check(&topos, case, minor));
     }
 }
 
 fn check(
     topos: &BTreeMap<String, Result<TopologyIndex, Mismatch>>,
     case: &Value,
+    minor: Option<u32>,
 ) -> Result<(), Mismatch> {
     let index = topology_of(topos, case)?;
     let available = cpuset(case, "available")?;
@@ -115,6 +131,14 @@ fn check(
         .ok_or("no `cpu_sorting_strategy`")?
         .parse()
         .map_err(|e| bad_case!("{e}"))?;
+    // `spread` listed a socket's CPUs by id before v1.38 (upstream #140766): a file recorded
+    // from an older release is checked against that order.
+    let strategy = match strategy {
+        CpuSortingStrategy::Spread if minor.is_some_and(|m| m < 38) => {
+            CpuSortingStrategy::SpreadByCpuId
+        }
+        strategy => strategy,
+    };
     let started = Instant::now();
     let got = match case["algorithm"].as_str() {
         Some("takeByTopologyNUMAPacked") => take_by_topology_numa_packed(
