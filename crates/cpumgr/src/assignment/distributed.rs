@@ -92,20 +92,86 @@ pub fn take_by_topology_numa_distributed(
     cpu_group_size: usize,
     strategy: CpuSortingStrategy,
 ) -> Result<CpuSet, TakeError> {
-    bounded(DECISION_STEPS, || {
-        take_distributed(index, available, num_cpus, cpu_group_size, strategy)
-    })
-    .0
+    take_by_topology_numa_distributed_over_at_least(
+        index,
+        available,
+        num_cpus,
+        cpu_group_size,
+        strategy,
+        0,
+    )
 }
 
-/// [`take_by_topology_numa_distributed`] on the budget open on this thread.
-fn take_distributed(
+/// [`take_by_topology_numa_distributed`] spreading over at least `min_numas` NUMA nodes
+/// (upstream v1.38's `minNUMAsFromHint`, #139456): the static policy passes the number of
+/// NUMA nodes of the topology manager's affinity, so a multi-NUMA affinity chosen for
+/// devices is kept rather than shrunk to the fewest nodes that hold the request.
+///
+/// The floor is ignored (0 behaves as [`take_by_topology_numa_distributed`]) when more
+/// nodes are asked for than `available` has CPUs on. A floor above the number of groups
+/// requested leaves no combination size to try, and the request is packed, as upstream's
+/// loop over sizes does.
+///
+/// ```
+/// use corral_cpumgr::{CpuSortingStrategy, take_by_topology_numa_distributed_over_at_least};
+/// use corral_cpumgr::{TopologyIndex};
+/// use corral_topology::{CpuInfo, CpuRecord, CpuSet, CpuTopology};
+///
+/// // Four NUMA nodes of 4 single-thread cores each.
+/// let records: Vec<CpuRecord> = (0..16)
+///     .map(|cpu| CpuRecord { cpu, info: CpuInfo { core: cpu, socket: 0, numa: cpu / 4, uncore: 0 } })
+///     .collect();
+/// let index = TopologyIndex::new(&CpuTopology::new(&records)?);
+/// let all = CpuSet::from_range(0, 15);
+/// // 4 CPUs fit one node; an affinity of all four nodes spreads them one per node.
+/// let got = take_by_topology_numa_distributed_over_at_least(
+///     &index, &all, 4, 1, CpuSortingStrategy::Packed, 4,
+/// )?;
+/// assert_eq!(got.to_string(), "0,4,8,12");
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub fn take_by_topology_numa_distributed_over_at_least(
     index: &TopologyIndex,
     available: &CpuSet,
     num_cpus: usize,
     cpu_group_size: usize,
     strategy: CpuSortingStrategy,
+    min_numas: usize,
 ) -> Result<CpuSet, TakeError> {
+    let request = Request {
+        num_cpus,
+        cpu_group_size,
+        strategy,
+        min_numas,
+    };
+    bounded(DECISION_STEPS, || {
+        take_distributed(index, available, request)
+    })
+    .0
+}
+
+/// One distributed request.
+#[derive(Clone, Copy)]
+struct Request {
+    num_cpus: usize,
+    cpu_group_size: usize,
+    strategy: CpuSortingStrategy,
+    /// The fewest NUMA nodes to spread over (0: no floor).
+    min_numas: usize,
+}
+
+/// [`take_by_topology_numa_distributed_over_at_least`] on the budget open on this thread.
+fn take_distributed(
+    index: &TopologyIndex,
+    available: &CpuSet,
+    request: Request,
+) -> Result<CpuSet, TakeError> {
+    let Request {
+        num_cpus,
+        cpu_group_size,
+        strategy,
+        min_numas: floor,
+    } = request;
     if cpu_group_size == 0 {
         return Err(TakeError::ZeroGroupSize);
     }
@@ -126,7 +192,12 @@ fn take_distributed(
         return Ok(CpuSet::new());
     };
     let numas = acc.sort(Level::Numa);
-    let (min_numas, max_numas) = range_numas_needed(&acc, cpu_group_size);
+    let (mut min_numas, max_numas) = range_numas_needed(&acc, cpu_group_size);
+    // Upstream v1.38 (#139456): the affinity's node count is the floor, unless `available`
+    // has CPUs on fewer nodes than that.
+    if floor <= index.dense_ids_of(&acc.free, Level::Numa).len() {
+        min_numas = min_numas.max(floor);
+    }
     // Free CPUs per NUMA node (dense index); the search does not take anything.
     let mut free = vec![0i64; index.groups(Level::Numa).ids.len()];
     for &numa in &numas {

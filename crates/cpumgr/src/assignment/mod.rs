@@ -29,7 +29,9 @@ mod distributed;
 mod error;
 mod packed;
 
-pub use distributed::take_by_topology_numa_distributed;
+pub use distributed::{
+    take_by_topology_numa_distributed, take_by_topology_numa_distributed_over_at_least,
+};
 pub use error::TakeError;
 pub use packed::take_by_topology_numa_packed;
 

@@ -22,14 +22,13 @@ use std::sync::Arc;
 
 use corral_topology::topologymanager::{HintSet, ProviderHintSets, ResourceHintSets};
 use corral_topology::{
-    Container, CpuSet, NumaMask, Pod, PodLevelResources, PolicyName, ProviderHints, TopologyHint,
+    Container, CpuSet, Pod, PodLevelResources, PolicyName, ProviderHints, TopologyHint,
 };
+
+mod assign;
 
 use super::pod_level::validate_pod_scope_resources;
 use super::{AllocateError, Policy, PolicyError, SmtAlignmentError, ValidationError};
-use crate::assignment::{
-    TakeError, take_by_topology_numa_distributed, take_by_topology_numa_packed,
-};
 use crate::hints::{cpu_topology_hint_family, generate_cpu_topology_hints};
 use crate::index::TopologyIndex;
 use crate::options::StaticPolicyOptions;
@@ -147,36 +146,6 @@ impl StaticPolicy {
         state.default_cpu_set().difference(&self.reserved)
     }
 
-    /// Upstream `takeByTopology`: the assignment algorithm the options select.
-    pub fn take_by_topology(
-        &self,
-        available: &CpuSet,
-        num_cpus: usize,
-    ) -> Result<CpuSet, TakeError> {
-        let strategy = self.options.sorting_strategy();
-        if self.options.distribute_cpus_across_numa {
-            let group = if self.options.full_physical_cpus_only {
-                self.cpu_group_size
-            } else {
-                1
-            };
-            return take_by_topology_numa_distributed(
-                &self.index,
-                available,
-                num_cpus,
-                group,
-                strategy,
-            );
-        }
-        take_by_topology_numa_packed(
-            &self.index,
-            available,
-            num_cpus,
-            strategy,
-            self.options.uncore_cache_alignment(),
-        )
-    }
-
     /// Upstream `generateCPUTopologyHints`.
     pub fn generate_hints(
         &self,
@@ -206,51 +175,6 @@ impl StaticPolicy {
             return;
         }
         reuse.difference_with(cpus);
-    }
-
-    /// Upstream `getAlignedCPUs`.
-    fn aligned_cpus(&self, mask: NumaMask, allocatable: &CpuSet) -> CpuSet {
-        let mut aligned = CpuSet::new();
-        if self.options.align_by_socket {
-            let mut sockets = CpuSet::new();
-            for numa in mask.iter() {
-                for cpu in &self.index.cpus_in_numa_node(numa) {
-                    if let Some(info) = self.index.topology().cpu(cpu) {
-                        sockets.insert(info.socket);
-                    }
-                }
-            }
-            for socket in &sockets {
-                aligned.union_with(&allocatable.intersection(&self.index.cpus_in_socket(socket)));
-            }
-            return aligned;
-        }
-        for numa in mask.iter() {
-            aligned.union_with(&allocatable.intersection(&self.index.cpus_in_numa_node(numa)));
-        }
-        aligned
-    }
-
-    /// Upstream `allocateCPUs`: aligned CPUs first, then the rest.
-    pub(super) fn allocate_cpus(
-        &self,
-        state: &mut CpuState,
-        num_cpus: usize,
-        affinity: Option<NumaMask>,
-        reusable: &CpuSet,
-    ) -> Result<CpuSet, TakeError> {
-        let allocatable = self.available_cpus(state).union(reusable);
-        let mut result = CpuSet::new();
-        if let Some(mask) = affinity {
-            let aligned = self.aligned_cpus(mask, &allocatable);
-            let n = num_cpus.min(aligned.len());
-            result.union_with(&self.take_by_topology(&aligned, n)?);
-        }
-        let rest =
-            self.take_by_topology(&allocatable.difference(&result), num_cpus - result.len())?;
-        result.union_with(&rest);
-        state.set_default_cpu_set(state.default_cpu_set().difference(&result));
-        Ok(result)
     }
 
     /// Whether pod-level resources leave `pod` to the shared pool (the gate off).

@@ -8,12 +8,14 @@ use std::time::Duration;
 
 use corral_cpumgr::test_util::topology_index;
 use corral_cpumgr::{
-    CpuSortingStrategy, TopologyIndex, UncoreCacheAlignment, take_by_topology_numa_distributed,
-    take_by_topology_numa_packed,
+    ContainerCpuAssignments, CpuSortingStrategy, CpuState, Policy, TopologyIndex,
+    UncoreCacheAlignment, take_by_topology_numa_distributed, take_by_topology_numa_packed,
 };
-use corral_topology::CpuSet;
+use corral_topology::{CpuSet, NumaMask, TopologyHint};
 use proptest::prelude::*;
 
+use crate::support::make_pod;
+use crate::support::static_cases::policy;
 use crate::support::topologies::{dual_socket_multi_numa_per_socket_ht, quad_socket_four_way_ht};
 
 fn set(s: &str) -> CpuSet {
@@ -161,4 +163,62 @@ fn spread_round_robins_over_cores_pr_140766() {
         spread_order(&contiguous, &set("0-2,4-7")),
         [2, 0, 4, 6, 1, 5, 7]
     );
+}
+
+/// CPUs per NUMA node of `cpus` on `index`, by NUMA id.
+fn per_numa(index: &TopologyIndex, cpus: &CpuSet) -> Vec<(usize, usize)> {
+    let mut counts = std::collections::BTreeMap::new();
+    for cpu in cpus {
+        *counts.entry(index.numa_of(cpu).unwrap()).or_insert(0) += 1;
+    }
+    counts.into_iter().collect()
+}
+
+/// The CPUs the static policy with `options` gives a container of `cpus` CPUs with the
+/// topology manager's affinity `hint` (none: no preference), from `default` free CPUs.
+fn allocate(
+    topo: Arc<TopologyIndex>,
+    options: &[(&str, &str)],
+    default: &str,
+    cpus: i64,
+    hint: Option<&[usize]>,
+) -> CpuSet {
+    let mut policy = policy(topo, 0, "", options);
+    let mut state = CpuState::new(set(default), ContainerCpuAssignments::new());
+    let pod = make_pod("pod", "c", cpus * 1000, cpus * 1000);
+    let hint = hint.map_or_else(TopologyHint::default, |bits| {
+        TopologyHint::new(Some(NumaMask::new(bits.iter().copied()).unwrap()), true)
+    });
+    policy
+        .allocate(&mut state, &pod, &pod.containers[0], hint)
+        .unwrap();
+    state.cpu_set("pod", "c").unwrap().clone()
+}
+
+/// Upstream #139456 ("Fix/cpumanager preserve numa affinity", issue #139430): with
+/// `distribute-cpus-across-numa`, the topology manager's affinity's NUMA node count is the
+/// floor of the distribution — an affinity of all 4 nodes (chosen for devices on all of
+/// them) keeps 8 CPUs on all 4 (v1.37: on the one node that holds them). Without an
+/// affinity, or with one of more nodes than have free CPUs, the fewest nodes, as before.
+#[test]
+fn distributed_keeps_the_affinitys_numa_nodes_pr_139456() {
+    let numa = &[("distribute-cpus-across-numa", "true")];
+    let topo = dual_socket_multi_numa_per_socket_ht;
+    let all_four = allocate(topo(), numa, "0-79", 8, Some(&[0, 1, 2, 3]));
+    assert_eq!(
+        per_numa(&topo(), &all_four),
+        [(0, 2), (1, 2), (2, 2), (3, 2)]
+    );
+    assert_eq!(all_four.to_string(), "0,10,20,30,40,50,60,70");
+    let two = allocate(topo(), numa, "0-79", 8, Some(&[0, 2]));
+    assert_eq!(per_numa(&topo(), &two), [(0, 4), (2, 4)]);
+    // No affinity: the fewest nodes.
+    let none = allocate(topo(), numa, "0-79", 8, None);
+    assert_eq!(per_numa(&topo(), &none), [(0, 8)]);
+    // The affinity names 4 nodes but only 0 and 1 have free CPUs: no floor.
+    let short = allocate(topo(), numa, "0-19,40-59", 8, Some(&[0, 1, 2, 3]));
+    assert_eq!(per_numa(&topo(), &short), [(0, 8)]);
+    // Packing is unchanged by an affinity's size.
+    let packed = allocate(topo(), &[], "0-79", 8, Some(&[0, 1, 2, 3]));
+    assert_eq!(per_numa(&topo(), &packed), [(0, 8)]);
 }
