@@ -72,8 +72,9 @@ mod state;
 pub mod test_util;
 
 pub use assignment::{
-    CpuSortingStrategy, TakeError, UncoreCacheAlignment, take_by_topology_numa_distributed,
-    take_by_topology_numa_distributed_over_at_least, take_by_topology_numa_packed,
+    CpuSortingStrategy, DistributedOptions, TakeError, UncoreCacheAlignment,
+    take_by_topology_numa_distributed, take_by_topology_numa_distributed_with,
+    take_by_topology_numa_packed,
 };
 /// The attribute a [`ContainerRuntime`] implementation takes (`#[corral_cpumgr::async_trait]`),
 /// so implementors need not depend on `async-trait` themselves.

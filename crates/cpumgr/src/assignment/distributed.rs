@@ -1,43 +1,19 @@
 //! Upstream `takeByTopologyNUMADistributed` (KEP-2902), with bounded remainder loops and a
 //! bounded combination search (see [`take_by_topology_numa_distributed`]).
 
-use std::cmp::Reverse;
-use std::collections::BinaryHeap;
-
 use corral_topology::CpuSet;
-use corral_topology::topologymanager::{DECISION_STEPS, bounded, spend};
+use corral_topology::topologymanager::{DECISION_STEPS, bounded};
 
+use self::search::{Combos, Reading, Search, Walk};
 use super::accumulator::Accumulator;
-use super::combinations::{GoSlices, Loop, SliceRef, iterate_combinations};
 use super::{CpuSortingStrategy, TakeError, UncoreCacheAlignment, take_by_topology_numa_packed};
+use crate::hints::SocketAlignment;
 use crate::index::{Level, TopologyIndex};
 
-/// Upstream `mean`: rounded to 1/1000.
-fn mean(xs: impl Iterator<Item = i64> + Clone) -> f64 {
-    let (mut sum, mut n) = (0.0f64, 0usize);
-    for x in xs {
-        sum += x as f64;
-        n += 1;
-    }
-    let m = sum / n as f64;
-    (m * 1000.0).round() / 1000.0
-}
-
-/// Upstream `standardDeviation`: rounded to 1/1000.
-fn standard_deviation(xs: impl Iterator<Item = i64> + Clone) -> f64 {
-    let m = mean(xs.clone());
-    let (mut sum, mut n) = (0.0f64, 0usize);
-    for x in xs {
-        let d = x as f64 - m;
-        sum += d * d;
-        n += 1;
-    }
-    let s = (sum / n as f64).sqrt();
-    (s * 1000.0).round() / 1000.0
-}
-
 /// `num_cpus` CPUs from `available`, spread evenly (in groups of `cpu_group_size`) over the
-/// fewest NUMA nodes that can hold them (upstream `takeByTopologyNUMADistributed`).
+/// fewest NUMA nodes that can hold them (upstream `takeByTopologyNUMADistributed` as of
+/// v1.32–v1.37, Go slice aliasing included: what the conformance vectors record; the static
+/// policy uses v1.38's [`take_by_topology_numa_distributed_with`]).
 ///
 /// Falls back to [`take_by_topology_numa_packed`] (without uncore preference) when the
 /// request is not a multiple of the group size or no NUMA combination balances.
@@ -92,29 +68,57 @@ pub fn take_by_topology_numa_distributed(
     cpu_group_size: usize,
     strategy: CpuSortingStrategy,
 ) -> Result<CpuSet, TakeError> {
-    take_by_topology_numa_distributed_over_at_least(
-        index,
-        available,
-        num_cpus,
-        cpu_group_size,
-        strategy,
-        0,
-    )
+    let options = DistributedOptions::new(cpu_group_size, strategy);
+    bounded(DECISION_STEPS, || {
+        take_distributed(index, available, num_cpus, options, Reading::GoAliased)
+    })
+    .0
 }
 
-/// [`take_by_topology_numa_distributed`] spreading over at least `min_numas` NUMA nodes
-/// (upstream v1.38's `minNUMAsFromHint`, #139456): the static policy passes the number of
-/// NUMA nodes of the topology manager's affinity, so a multi-NUMA affinity chosen for
-/// devices is kept rather than shrunk to the fewest nodes that hold the request.
-///
-/// The floor is ignored (0 behaves as [`take_by_topology_numa_distributed`]) when more
-/// nodes are asked for than `available` has CPUs on. A floor above the number of groups
-/// requested leaves no combination size to try, and the request is packed, as upstream's
-/// loop over sizes does.
+/// How [`take_by_topology_numa_distributed_with`] distributes, beyond the request's size:
+/// what upstream v1.38's static policy passes `takeByTopologyNUMADistributed`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DistributedOptions {
+    /// CPUs taken together (CPUs per core with `full-pcpus-only`, else 1).
+    pub cpu_group_size: usize,
+    /// How single CPUs are picked inside a NUMA node.
+    pub strategy: CpuSortingStrategy,
+    /// The fewest NUMA nodes to spread over (upstream v1.38's `minNUMAsFromHint`, #139456:
+    /// the static policy passes the topology manager's affinity's NUMA count, so an affinity
+    /// chosen for devices on several nodes is kept rather than shrunk to the fewest nodes
+    /// that hold the request). Ignored when `available` has CPUs on fewer nodes; above the
+    /// number of groups requested it leaves no combination size to try, and the request is
+    /// packed, as upstream's loop over sizes does. 0: no floor.
+    pub min_numas: usize,
+    /// With [`SocketAlignment::Prefer`] (`align-by-socket`), a combination of a size whose
+    /// nodes all lie on one socket beats every combination spanning sockets (upstream
+    /// v1.38, #139778 and #141238 / issue #141237).
+    pub socket_alignment: SocketAlignment,
+}
+
+impl DistributedOptions {
+    /// Groups of `cpu_group_size`, picked with `strategy`; no floor, sockets ignored.
+    pub const fn new(cpu_group_size: usize, strategy: CpuSortingStrategy) -> DistributedOptions {
+        DistributedOptions {
+            cpu_group_size,
+            strategy,
+            min_numas: 0,
+            socket_alignment: SocketAlignment::Ignore,
+        }
+    }
+}
+
+/// Upstream v1.38's `takeByTopologyNUMADistributed`: [`take_by_topology_numa_distributed`]
+/// with [`DistributedOptions`] (the NUMA floor, socket alignment), the best combination and
+/// remainder subset taken as they were scored — v1.38 copies them (#141238, issue #141237),
+/// where earlier releases read slices whose tails later candidates had overwritten, which
+/// could swap a node of the best combination for one of another socket.
 ///
 /// ```
-/// use corral_cpumgr::{CpuSortingStrategy, take_by_topology_numa_distributed_over_at_least};
-/// use corral_cpumgr::{TopologyIndex};
+/// use corral_cpumgr::{
+///     CpuSortingStrategy, DistributedOptions, TopologyIndex,
+///     take_by_topology_numa_distributed_with,
+/// };
 /// use corral_topology::{CpuInfo, CpuRecord, CpuSet, CpuTopology};
 ///
 /// // Four NUMA nodes of 4 single-thread cores each.
@@ -124,54 +128,41 @@ pub fn take_by_topology_numa_distributed(
 /// let index = TopologyIndex::new(&CpuTopology::new(&records)?);
 /// let all = CpuSet::from_range(0, 15);
 /// // 4 CPUs fit one node; an affinity of all four nodes spreads them one per node.
-/// let got = take_by_topology_numa_distributed_over_at_least(
-///     &index, &all, 4, 1, CpuSortingStrategy::Packed, 4,
-/// )?;
+/// let options = DistributedOptions {
+///     min_numas: 4,
+///     ..DistributedOptions::new(1, CpuSortingStrategy::Packed)
+/// };
+/// let got = take_by_topology_numa_distributed_with(&index, &all, 4, options)?;
 /// assert_eq!(got.to_string(), "0,4,8,12");
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
-pub fn take_by_topology_numa_distributed_over_at_least(
+pub fn take_by_topology_numa_distributed_with(
     index: &TopologyIndex,
     available: &CpuSet,
     num_cpus: usize,
-    cpu_group_size: usize,
-    strategy: CpuSortingStrategy,
-    min_numas: usize,
+    options: DistributedOptions,
 ) -> Result<CpuSet, TakeError> {
-    let request = Request {
-        num_cpus,
-        cpu_group_size,
-        strategy,
-        min_numas,
-    };
     bounded(DECISION_STEPS, || {
-        take_distributed(index, available, request)
+        take_distributed(index, available, num_cpus, options, Reading::AsScored)
     })
     .0
 }
 
-/// One distributed request.
-#[derive(Clone, Copy)]
-struct Request {
-    num_cpus: usize,
-    cpu_group_size: usize,
-    strategy: CpuSortingStrategy,
-    /// The fewest NUMA nodes to spread over (0: no floor).
-    min_numas: usize,
-}
-
-/// [`take_by_topology_numa_distributed_over_at_least`] on the budget open on this thread.
+/// The distributed take on the budget open on this thread, the walk's best pair read as
+/// `reading` says.
 fn take_distributed(
     index: &TopologyIndex,
     available: &CpuSet,
-    request: Request,
+    num_cpus: usize,
+    options: DistributedOptions,
+    reading: Reading,
 ) -> Result<CpuSet, TakeError> {
-    let Request {
-        num_cpus,
+    let DistributedOptions {
         cpu_group_size,
         strategy,
         min_numas: floor,
-    } = request;
+        socket_alignment,
+    } = options;
     if cpu_group_size == 0 {
         return Err(TakeError::ZeroGroupSize);
     }
@@ -203,15 +194,30 @@ fn take_distributed(
     for &numa in &numas {
         free[numa] = acc.free_in(Level::Numa, numa) as i64;
     }
+    // The socket of each NUMA node whose CPUs lie on one (dense indices).
+    let socket_of: Vec<Option<usize>> = (0..free.len())
+        .map(|numa| {
+            let sockets = index.sockets_of_numa(numa);
+            (sockets.len() == 1).then(|| sockets.min()).flatten()
+        })
+        .collect();
     let search = Search {
         numas: &numas,
         free: &free,
+        socket_of: &socket_of,
+        reading,
         num_cpus: num_cpus as i64,
         group: cpu_group_size as i64,
     };
+    let align = socket_alignment == SocketAlignment::Prefer;
     let mut chosen = None;
     for k in min_numas..=max_numas {
-        match search.best_combination(k) {
+        let combos = if align && search.first_fitting_in_one_socket(k).is_some() {
+            Combos::InOneSocket
+        } else {
+            Combos::Any
+        };
+        match search.best_combination(k, combos) {
             Walk::Finished(None) => {}
             Walk::Finished(Some(pair)) | Walk::Cut(Some(pair)) => {
                 chosen = Some(pair);
@@ -219,7 +225,10 @@ fn take_distributed(
             }
             Walk::Cut(None) => {
                 chosen = (k..=max_numas).find_map(|k| {
-                    let combo = search.first_fitting(k)?;
+                    let in_one_socket = align
+                        .then(|| search.first_fitting_in_one_socket(k))
+                        .flatten();
+                    let combo = in_one_socket.or_else(|| search.first_fitting(k))?;
                     let remainder_set = search.whole_remainder_set(&combo);
                     Some((combo, remainder_set))
                 });
@@ -302,278 +311,6 @@ fn range_numas_needed(acc: &Accumulator<'_>, group: usize) -> (usize, usize) {
     (min, max)
 }
 
-/// The combination search of one call.
-struct Search<'s> {
-    /// NUMA nodes with free CPUs, in upstream's sorted order (dense indices).
-    numas: &'s [usize],
-    /// Free CPUs per NUMA node (dense index).
-    free: &'s [i64],
-    num_cpus: i64,
-    group: i64,
-}
-
-/// A NUMA combination and the subset of it that takes the remainder.
-type Pair = (Vec<usize>, Vec<usize>);
-
-/// What the walk over the `k`-combinations found.
-enum Walk {
-    /// The walk finished: upstream's answer (as upstream reads it), `None` when no
-    /// combination fits.
-    Finished(Option<Pair>),
-    /// The step budget ran out: the best pair scored before, if any.
-    Cut(Option<Pair>),
-}
-
-/// One combination's score.
-struct Scored {
-    balance: f64,
-    /// The best remainder subset as upstream reads it after its walk.
-    remainder: Vec<usize>,
-    /// The remainder subset that was scored `balance`.
-    scored_remainder: Vec<usize>,
-}
-
-impl Search<'_> {
-    fn balance(&self, after: &[i64]) -> f64 {
-        standard_deviation(self.numas.iter().map(|&n| after[n]))
-    }
-
-    /// The steps scoring a combination, or visiting a remainder subset, of `len` nodes
-    /// draws: its work is a pass over it and, to score a balance, two over every node
-    /// (about 0.15 µs for 8 of 32 nodes, 0.2 µs for 18 of 64, on this project's CI
-    /// machines), so one step per 32 of them, at least one: about 0.07–0.12 µs a step, at
-    /// or below the budget's 0.1–0.3 µs, so a search that runs out took about 3 ms.
-    fn cost(&self, len: usize) -> u64 {
-        1 + ((len + self.numas.len()) / 32) as u64
-    }
-
-    /// CPUs each node of a `k`-combination gets before the remainder (upstream
-    /// `distribution`).
-    fn distribution(&self, k: usize) -> i64 {
-        (self.num_cpus / k as i64 / self.group) * self.group
-    }
-
-    /// The best `k`-combination of NUMA nodes and its remainder subset, as upstream reads
-    /// them after its iteration (tails possibly overwritten, see [`super::combinations`]);
-    /// cut short, the best pair scored before the budget ran out.
-    fn best_combination(&self, k: usize) -> Walk {
-        let mut slices = GoSlices::new();
-        let mut best_balance = f64::MAX;
-        let mut best_remainder: Vec<usize> = Vec::new();
-        let mut best_combo: Option<SliceRef> = None;
-        // The best pair as scored, for a walk cut short.
-        let mut scored: Option<Pair> = None;
-        let mut cut = false;
-        iterate_combinations(&mut slices, self.numas, k, &mut |slices, combo_ref| {
-            if best_balance == 0.0 {
-                return Loop::Break;
-            }
-            let combo = slices.get(combo_ref);
-            if !spend(self.cost(combo.len())) {
-                cut = true;
-                return Loop::Break;
-            }
-            let (score, finished) = self.score(combo);
-            if let Some(score) = score
-                && score.balance < best_balance
-            {
-                best_balance = score.balance;
-                best_remainder = score.remainder;
-                best_combo = Some(combo_ref);
-                scored = Some((combo.to_vec(), score.scored_remainder));
-            }
-            if !finished {
-                cut = true;
-                return Loop::Break;
-            }
-            Loop::Continue
-        });
-        if cut {
-            return Walk::Cut(scored);
-        }
-        Walk::Finished(best_combo.map(|r| (slices.get(r).to_vec(), best_remainder)))
-    }
-
-    /// Upstream's per-combination check and balance score: `None` when the combination
-    /// cannot take the request evenly, else the best balance and remainder subset; and
-    /// whether the remainder walk finished (else the score is the best found before the
-    /// budget ran out, `None` if none was).
-    fn score(&self, combo: &[usize]) -> (Option<Scored>, bool) {
-        let group = self.group;
-        if !self.fits(combo) {
-            return (None, true);
-        }
-        let distribution = self.distribution(combo.len());
-        let mut after = self.free.to_vec();
-        for &n in combo {
-            after[n] -= distribution;
-        }
-        let remainder = self.num_cpus - distribution * combo.len() as i64;
-        let remainder_combo: Vec<usize> = combo
-            .iter()
-            .copied()
-            .filter(|&n| after[n] >= group)
-            .collect();
-        let mut best_local = f64::MAX;
-        let mut best_local_remainder = Vec::new();
-        let mut scored_remainder = Vec::new();
-        if remainder == 0 {
-            best_local = self.balance(&after);
-        }
-        // The free CPUs left on the remainder nodes, largest first: subsets of a size whose
-        // largest ones cannot hold the remainder are all skipped by upstream's walk (as are
-        // those of every smaller size), so they are not visited.
-        let mut largest: Vec<i64> = remainder_combo.iter().map(|&n| after[n]).collect();
-        largest.sort_unstable_by(|a, b| b.cmp(a));
-        let mut size = remainder_combo.len();
-        let mut finished = true;
-        while remainder > 0 && size >= 1 && finished {
-            if largest[..size].iter().sum::<i64>() < remainder {
-                break;
-            }
-            let mut slices = GoSlices::new();
-            let mut best_here: Option<SliceRef> = None;
-            let mut scratch = after.clone();
-            iterate_combinations(&mut slices, &remainder_combo, size, &mut |slices, r| {
-                let subset = slices.get(r);
-                if !spend(self.cost(subset.len())) {
-                    finished = false;
-                    return Loop::Break;
-                }
-                if subset.iter().map(|&n| after[n]).sum::<i64>() < remainder {
-                    return Loop::Continue;
-                }
-                scratch.copy_from_slice(&after);
-                if !hand_out(&mut scratch, subset, remainder, group) {
-                    // Upstream loops forever here; this subset cannot take the remainder.
-                    return Loop::Continue;
-                }
-                let balance = self.balance(&scratch);
-                if balance < best_local {
-                    best_local = balance;
-                    best_here = Some(r);
-                    scored_remainder.clear();
-                    scored_remainder.extend_from_slice(subset);
-                }
-                Loop::Continue
-            });
-            if let Some(r) = best_here {
-                best_local_remainder = slices.get(r).to_vec();
-            }
-            size -= 1;
-        }
-        let score = (best_local < f64::MAX).then_some(Scored {
-            balance: best_local,
-            remainder: best_local_remainder,
-            scored_remainder,
-        });
-        (score, finished)
-    }
-
-    /// Upstream's test of a combination, before any balance: its nodes hold the request,
-    /// in whole groups, and each can give the even `distribution`. A combination that
-    /// passes always gets a score: its remainder nodes hold the remainder in groups.
-    fn fits(&self, combo: &[usize]) -> bool {
-        let group = self.group;
-        let total: i64 = combo.iter().map(|&n| self.free[n]).sum();
-        if total < self.num_cpus {
-            return false;
-        }
-        let groups: i64 = combo.iter().map(|&n| self.free[n] / group).sum();
-        if groups * group < self.num_cpus {
-            return false;
-        }
-        let distribution = self.distribution(combo.len());
-        combo.iter().all(|&n| self.free[n] >= distribution)
-    }
-
-    /// The first `k`-combination in upstream's walk order that [fits](Self::fits), without
-    /// walking: position by position, the first node after the last chosen one with which
-    /// some completion fits — the completion with the most groups, i.e. the nodes with the
-    /// most groups among those able to give the distribution (with the groups there, the
-    /// total follows). `O(k · n log n)` for `n` nodes.
-    fn first_fitting(&self, k: usize) -> Option<Vec<usize>> {
-        if k == 0 || k > self.numas.len() {
-            return None;
-        }
-        let group = self.group;
-        let distribution = self.distribution(k);
-        // The request is a multiple of the group size (checked before any search).
-        let groups_needed = self.num_cpus / group;
-        let groups: Vec<Option<i64>> = self
-            .numas
-            .iter()
-            .map(|&n| (self.free[n] >= distribution).then_some(self.free[n] / group))
-            .collect();
-        let n = self.numas.len();
-        let mut chosen = Vec::with_capacity(k);
-        let mut have = 0i64;
-        let mut start = 0;
-        let mut completion: Vec<Option<i64>> = vec![None; n];
-        for slot in 0..k {
-            let rest = k - slot - 1;
-            // completion[i]: the most groups `rest` usable nodes after position i hold.
-            let mut heap: BinaryHeap<Reverse<i64>> = BinaryHeap::with_capacity(rest + 1);
-            let mut sum = 0i64;
-            for i in (start..n).rev() {
-                completion[i] = (heap.len() == rest).then_some(sum);
-                if let Some(g) = groups[i] {
-                    heap.push(Reverse(g));
-                    sum += g;
-                    if heap.len() > rest
-                        && let Some(Reverse(smallest)) = heap.pop()
-                    {
-                        sum -= smallest;
-                    }
-                }
-            }
-            let pick = (start..n).find(|&i| {
-                groups[i]
-                    .zip(completion[i])
-                    .is_some_and(|(g, c)| have + g + c >= groups_needed)
-            })?;
-            chosen.push(self.numas[pick]);
-            have += groups[pick].unwrap_or(0);
-            start = pick + 1;
-        }
-        Some(chosen)
-    }
-
-    /// The nodes of `combo` that can still give a group after the distribution: the first
-    /// remainder subset upstream's walk tries, which always takes the remainder of a
-    /// combination that [fits](Self::fits).
-    fn whole_remainder_set(&self, combo: &[usize]) -> Vec<usize> {
-        let distribution = self.distribution(combo.len());
-        combo
-            .iter()
-            .copied()
-            .filter(|&n| self.free[n] - distribution >= self.group)
-            .collect()
-    }
-}
-
-/// Hand `remainder` CPUs out of `after` over `subset` in groups, round-robin, as upstream
-/// simulates it; `false` when a whole round hands out nothing (upstream never terminates).
-fn hand_out(after: &mut [i64], subset: &[usize], mut remainder: i64, group: i64) -> bool {
-    while remainder > 0 {
-        let mut progressed = false;
-        for &n in subset {
-            if remainder == 0 {
-                break;
-            }
-            if after[n] < group {
-                continue;
-            }
-            after[n] -= group;
-            remainder -= group;
-            progressed = true;
-        }
-        if !progressed {
-            return false;
-        }
-    }
-    true
-}
-
+mod search;
 #[cfg(test)]
 mod tests;

@@ -5,13 +5,16 @@
 //!   whole uncore caches (when preferred), whole cores, then single threads, each level
 //!   sorted by ascending free CPUs then id, exactly as upstream.
 //! - [`take_by_topology_numa_distributed`]: spread evenly over the fewest NUMA nodes, with
-//!   upstream's balance score (standard deviation rounded to 1/1000) and its tie-breaks.
+//!   upstream's balance score (standard deviation rounded to 1/1000) and its tie-breaks;
+//!   [`take_by_topology_numa_distributed_with`] adds v1.38's [`DistributedOptions`].
 //!
 //! Two upstream behaviours are reproduced on purpose because the conformance vectors record
 //! them: upstream's `iterateCombinations` hands its callback slices that share a backing
 //! array with later combinations (Go `append` aliasing), so a remembered "best" combination
 //! of 4, 6, 7 or 8 NUMA nodes can have its tail overwritten by later candidates — see
-//! [`combinations`]. And where upstream's distributed remainder loops never terminate (the
+//! [`combinations`]; v1.38 copies it (#141238), and so does
+//! [`take_by_topology_numa_distributed_with`], which the static policy uses, while
+//! [`take_by_topology_numa_distributed`] keeps the v1.32–v1.37 reading. And where upstream's distributed remainder loops never terminate (the
 //! `TIMEOUT` vectors), corral's loops are bounded: a candidate subset whose simulation stops
 //! making progress is skipped, and an allocation that stops making progress returns
 //! [`TakeError::RemainderStuck`].
@@ -30,7 +33,7 @@ mod error;
 mod packed;
 
 pub use distributed::{
-    take_by_topology_numa_distributed, take_by_topology_numa_distributed_over_at_least,
+    DistributedOptions, take_by_topology_numa_distributed, take_by_topology_numa_distributed_with,
 };
 pub use error::TakeError;
 pub use packed::take_by_topology_numa_packed;

@@ -222,3 +222,50 @@ fn distributed_keeps_the_affinitys_numa_nodes_pr_139456() {
     let packed = allocate(topo(), &[], "0-79", 8, Some(&[0, 1, 2, 3]));
     assert_eq!(per_numa(&topo(), &packed), [(0, 8)]);
 }
+
+/// Upstream issue #141237, fixed by #141238 ("Fix deep copy bestCombo in
+/// takeByTopologyNUMADistributed"): two sockets of 4 NUMA nodes of 32 single-thread cores
+/// (NUMA n: CPUs 32n..32n+31), the last 2 CPUs of NUMA 3 and of NUMA 7 taken, so
+/// 32/32/32/30 free per socket. 120 CPUs with `align-by-socket` fit socket 0 (126 free) and
+/// must all come from it. Upstream's distributed walk kept its best combination as a slice
+/// that later candidates overwrote, so socket 0's {0,1,2,3} was read as {0,1,3,6}.
+fn issue_141237(options: &[(&str, &str)], hint: Option<&[usize]>) -> CpuSet {
+    let cpus = (0..256).map(|cpu| [cpu, cpu, cpu / 128, cpu / 32, cpu / 32]);
+    let topo = topology_index(cpus, [256, 256, 2, 8, 8]);
+    allocate(topo, options, "0-125,128-253", 120, hint)
+}
+
+/// Upstream #141238 / issue #141237 with the issue's options, `distribute-cpus-across-cores`
+/// and `align-by-socket`: with the topology manager's socket-0 affinity, and without one.
+#[test]
+fn align_by_socket_keeps_a_fitting_request_on_one_socket_pr_141238() {
+    let options = &[
+        ("distribute-cpus-across-cores", "true"),
+        ("align-by-socket", "true"),
+    ];
+    let socket0 = set("0-127");
+    for hint in [Some(&[0, 1, 2, 3][..]), None] {
+        let got = issue_141237(options, hint);
+        assert_eq!(got.len(), 120);
+        assert!(got.is_subset_of(&socket0), "{hint:?}: {got}");
+    }
+}
+
+/// Issue #141237's result (NUMA 0,1,3,6: 30 CPUs on each of four nodes over both sockets)
+/// is the distributed algorithm's (the issue's "distributes CPUs evenly across NUMA
+/// nodes"): with `distribute-cpus-across-numa` and `align-by-socket` the request stays on
+/// socket 0 — v1.37 corral, ignoring sockets and reading the walk as Go did, took NUMA
+/// 0,1,2,6 without an affinity.
+#[test]
+fn align_by_socket_keeps_a_distributed_request_on_one_socket_pr_141238() {
+    let options = &[
+        ("distribute-cpus-across-numa", "true"),
+        ("align-by-socket", "true"),
+    ];
+    let socket0 = set("0-127");
+    for hint in [Some(&[0, 1, 2, 3][..]), None] {
+        let got = issue_141237(options, hint);
+        assert_eq!(got.len(), 120);
+        assert!(got.is_subset_of(&socket0), "{hint:?}: {got}");
+    }
+}

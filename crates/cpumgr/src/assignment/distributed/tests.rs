@@ -1,6 +1,8 @@
 //! The distributed take under the decision budget.
 
+use super::search::{Reading, hand_out, mean, standard_deviation};
 use super::*;
+use crate::assignment::combinations::{GoSlices, Loop, iterate_combinations};
 
 use crate::test_util::topology_index;
 
@@ -132,7 +134,8 @@ proptest::proptest! {
     ) {
         let num_cpus = num_cpus * group;
         let numas: Vec<usize> = (0..free.len()).filter(|&n| free[n] > 0).collect();
-        let search = Search { numas: &numas, free: &free, num_cpus, group };
+        let socket_of = vec![None; free.len()];
+        let search = Search { numas: &numas, free: &free, socket_of: &socket_of, reading: Reading::GoAliased, num_cpus, group };
         for k in 1..=numas.len() {
             let first = search.first_fitting(k);
             proptest::prop_assert_eq!(&first, &first_walked(&search, k), "k = {}", k);

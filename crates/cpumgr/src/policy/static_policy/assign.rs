@@ -5,7 +5,8 @@ use corral_topology::{CpuSet, NumaMask};
 
 use super::StaticPolicy;
 use crate::assignment::{
-    TakeError, take_by_topology_numa_distributed_over_at_least, take_by_topology_numa_packed,
+    DistributedOptions, TakeError, take_by_topology_numa_distributed_with,
+    take_by_topology_numa_packed,
 };
 use crate::state::CpuState;
 
@@ -21,8 +22,9 @@ impl StaticPolicy {
 
     /// [`Self::take_by_topology`] for CPUs aligned with an affinity of `min_numas` NUMA
     /// nodes: with `distribute-cpus-across-numa`, spread over at least that many nodes
-    /// (upstream v1.38's `minNUMAsFromHint`, #139456; see
-    /// [`take_by_topology_numa_distributed_over_at_least`]). Packing ignores it.
+    /// (upstream v1.38's `minNUMAsFromHint`, #139456), and with `align-by-socket` within one
+    /// socket where a combination of that size fits (#141238); see [`DistributedOptions`].
+    /// Packing ignores both.
     pub fn take_by_topology_over_at_least(
         &self,
         available: &CpuSet,
@@ -36,13 +38,16 @@ impl StaticPolicy {
             } else {
                 1
             };
-            return take_by_topology_numa_distributed_over_at_least(
+            let options = DistributedOptions {
+                min_numas,
+                socket_alignment: self.options.socket_alignment(),
+                ..DistributedOptions::new(group, strategy)
+            };
+            return take_by_topology_numa_distributed_with(
                 &self.index,
                 available,
                 num_cpus,
-                group,
-                strategy,
-                min_numas,
+                options,
             );
         }
         take_by_topology_numa_packed(
