@@ -264,7 +264,8 @@ impl CpuManager {
 
     /// Upstream `AllocatePod` (pod scope, a pod with pod-level resources, the gate on):
     /// the pod's budget aligned with `affinity`, partitioned among its containers, persisted
-    /// once; nothing changes on failure. Answers each container's exclusive CPUs (empty:
+    /// once; nothing changes on failure, except that a pod whose restored CPUs cannot hold
+    /// it gives them back (v1.38, #141041). Answers each container's exclusive CPUs (empty:
     /// the pod's shared pool).
     pub fn allocate_pod(
         &self,
@@ -279,7 +280,15 @@ impl CpuManager {
         let (result, _) =
             bounded_apart(DECISION_STEPS, || policy.allocate_pod(state, pod, affinity));
         if let Err(err) = result {
-            inner.state = before;
+            // v1.38 (#141041): a pod re-admitted from restored CPUs that cannot be gives
+            // them all back (the policy released them); anything else changes nothing.
+            let released = before.pod_cpu_set(&pod.uid).is_some()
+                && inner.state.pod_cpu_set(&pod.uid).is_none();
+            if released {
+                inner.commit(before)?;
+            } else {
+                inner.state = before;
+            }
             return Err(err.into());
         }
         inner.commit(before)?;

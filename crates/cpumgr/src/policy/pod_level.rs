@@ -11,11 +11,14 @@
 //! rest, and every other container runs on what is left (the pod's shared pool). Only a
 //! container whose CPU and memory requests equal their limits can be exclusive.
 
+use std::collections::BTreeMap;
+
 use corral_topology::{Container, CpuSet, Pod, QosClass, TopologyHint};
 
 use super::{
     AllocateError, EmptyPodSharedPoolError, StaticPolicy, guaranteed_cpus, pod_guaranteed_cpus,
 };
+use crate::assignment::TakeError;
 use crate::state::CpuState;
 
 /// `guaranteedCPUs` for a pod managed at pod level: 0 unless the container is equivalent
@@ -108,7 +111,9 @@ impl StaticPolicy {
     }
 
     /// Upstream `AllocatePod`: the bubble, then its partition (see the module docs). An
-    /// invalid spec is `EmptyPodSharedPoolError`; nothing is changed on any error.
+    /// invalid spec is `EmptyPodSharedPoolError`; nothing is changed on any error. A pod
+    /// whose CPUs are in the state (restored from the checkpoint) is re-admitted from them
+    /// (see [`Self::readmit_pod_cpus`]).
     pub(super) fn allocate_pod_cpus(
         &mut self,
         state: &mut CpuState,
@@ -116,48 +121,127 @@ impl StaticPolicy {
         affinity: TopologyHint,
     ) -> Result<(), AllocateError> {
         let budget = pod_budget(pod);
-        if budget == 0 || state.pod_cpu_set(&pod.uid).is_some() {
+        if budget == 0 {
             return Ok(());
+        }
+        if let Some(bubble) = state.pod_cpu_set(&pod.uid).cloned() {
+            return self.readmit_pod_cpus(state, pod, &bubble);
         }
         validate_pod_scope_resources(pod)?;
         self.enforce_smt_alignment(state, budget)?;
         let mut scratch = state.clone();
         let bubble =
             self.allocate_cpus(&mut scratch, budget, affinity.numa_affinity, &CpuSet::new())?;
-        let mut assigned: Vec<(&str, CpuSet)> = Vec::new();
+        let no_entries = BTreeMap::new();
+        for (name, cpus) in self.partition(pod, &bubble, &no_entries)? {
+            scratch.set_cpu_set(&pod.uid, &name, cpus);
+        }
+        scratch.set_pod_cpu_set(&pod.uid, bubble);
+        *state = scratch;
+        Ok(())
+    }
+
+    /// Upstream v1.38's restore path (#141041, issue #140989): a pod whose CPUs `bubble`
+    /// were restored keeps them and its containers' restored entries as they are; only the
+    /// containers without an entry (a partial checkpoint) are computed, from `bubble` with
+    /// the same partitioning. When that fails, every CPU of the pod goes back to the shared
+    /// pool with its entries (the pod is refused, and would otherwise hold them) and the
+    /// error is returned. v1.37 allocated a restored pod's budget again: refused as "not
+    /// enough cpus" on a full node, or moved, leaking the restored CPUs.
+    fn readmit_pod_cpus(
+        &mut self,
+        state: &mut CpuState,
+        pod: &Pod,
+        bubble: &CpuSet,
+    ) -> Result<(), AllocateError> {
+        let entries = state
+            .assignments()
+            .get(&pod.uid)
+            .cloned()
+            .unwrap_or_default();
+        if pod
+            .all_containers()
+            .all(|(_, c)| entries.contains_key(&c.name))
+        {
+            return Ok(());
+        }
+        let partition = validate_pod_scope_resources(pod)
+            .map_err(AllocateError::from)
+            .and_then(|()| Ok(self.partition(pod, bubble, &entries)?));
+        match partition {
+            Ok(assigned) => {
+                for (name, cpus) in assigned {
+                    if !entries.contains_key(&name) {
+                        state.set_cpu_set(&pod.uid, &name, cpus);
+                    }
+                }
+                Ok(())
+            }
+            Err(err) => {
+                for name in entries.keys() {
+                    state.delete(&pod.uid, name);
+                }
+                state.set_default_cpu_set(state.default_cpu_set().union(bubble));
+                state.delete_pod(&pod.uid);
+                Err(err)
+            }
+        }
+    }
+
+    /// The bubble's partition among the pod's containers (see the module docs), every
+    /// container's CPUs by name; a container with an entry in `entries` keeps it (and what
+    /// it holds is not handed to another).
+    fn partition(
+        &self,
+        pod: &Pod,
+        bubble: &CpuSet,
+        entries: &BTreeMap<String, CpuSet>,
+    ) -> Result<Vec<(String, CpuSet)>, TakeError> {
+        let mut assigned: Vec<(String, CpuSet)> = Vec::new();
         let mut sidecars = CpuSet::new();
         for container in &pod.init_containers {
             let cpus = container_cpus(pod, container);
             let runnable = bubble.difference(&sidecars);
-            if cpus > 0 {
-                let taken = self.take_by_topology(&runnable, cpus)?;
-                if container.is_restartable() {
-                    sidecars.union_with(&taken);
-                }
-                assigned.push((&container.name, taken));
-            } else if !container.is_restartable() {
-                assigned.push((&container.name, runnable));
+            let taken = match entries.get(&container.name) {
+                Some(kept) => kept.clone(),
+                None if cpus > 0 => self.take_by_topology(&runnable, cpus)?,
+                None if !container.is_restartable() => runnable,
+                // A shared sidecar runs on the pod's shared pool.
+                None => continue,
+            };
+            if cpus > 0 && container.is_restartable() {
+                sidecars.union_with(&taken);
             }
+            assigned.push((container.name.clone(), taken));
         }
         let mut pod_shared = bubble.difference(&sidecars);
+        // What exclusive app containers keep is no one else's.
         for container in &pod.containers {
-            let cpus = container_cpus(pod, container);
-            if cpus > 0 {
-                let taken = self.take_by_topology(&pod_shared, cpus)?;
-                pod_shared = pod_shared.difference(&taken);
-                assigned.push((&container.name, taken));
+            if container_cpus(pod, container) > 0
+                && let Some(kept) = entries.get(&container.name)
+            {
+                pod_shared.difference_with(kept);
             }
         }
+        for container in &pod.containers {
+            let cpus = container_cpus(pod, container);
+            if let Some(kept) = entries.get(&container.name) {
+                assigned.push((container.name.clone(), kept.clone()));
+            } else if cpus > 0 {
+                let taken = self.take_by_topology(&pod_shared, cpus)?;
+                pod_shared = pod_shared.difference(&taken);
+                assigned.push((container.name.clone(), taken));
+            }
+        }
+        let mut out = Vec::new();
         for (_, container) in pod.all_containers() {
             let cpus = assigned
                 .iter()
                 .find(|(name, _)| *name == container.name)
                 .map_or_else(|| pod_shared.clone(), |(_, cpus)| cpus.clone());
-            scratch.set_cpu_set(&pod.uid, &container.name, cpus);
+            out.push((container.name.clone(), cpus));
         }
-        scratch.set_pod_cpu_set(&pod.uid, bubble);
-        *state = scratch;
-        Ok(())
+        Ok(out)
     }
 
     /// Upstream `RemoveContainer` for a pod managed at pod level: the container's entry

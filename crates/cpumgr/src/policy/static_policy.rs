@@ -493,9 +493,19 @@ impl StaticPolicy {
         if requested == 0 || self.skips(pod) {
             return None;
         }
-        if pod.is_managed_at_pod_level(self.pod_level) && validate_pod_scope_resources(pod).is_err()
-        {
-            return cpu_hints(HintSet::List(Vec::new()));
+        if pod.is_managed_at_pod_level(self.pod_level) {
+            if validate_pod_scope_resources(pod).is_err() {
+                return cpu_hints(HintSet::List(Vec::new()));
+            }
+            // v1.38 (#141041): a pod whose CPUs were restored gets its hints from them (its
+            // containers' entries overlap and share the pod's pool), none if they are not
+            // its budget.
+            if let Some(pod_cpus) = state.pod_cpu_set(&pod.uid) {
+                if pod_cpus.len() != requested {
+                    return cpu_hints(HintSet::List(Vec::new()));
+                }
+                return cpu_hints(self.hint_set(form, pod_cpus, &CpuSet::new(), requested));
+            }
         }
         let mut assigned = CpuSet::new();
         for container in pod.init_containers.iter().chain(&pod.containers) {

@@ -6,17 +6,25 @@ use std::sync::Arc;
 use std::sync::mpsc;
 use std::time::Duration;
 
+use corral_checkpoint::{Checkpoint, CpuManagerCheckpointV3, StateFile};
 use corral_cpumgr::test_util::topology_index;
 use corral_cpumgr::{
-    ContainerCpuAssignments, CpuSortingStrategy, CpuState, Policy, TopologyIndex,
-    UncoreCacheAlignment, take_by_topology_numa_distributed, take_by_topology_numa_packed,
+    ContainerCpuAssignments, ContainerMap, CpuManager, CpuSortingStrategy, CpuState, CpuStateFile,
+    CpuStateFileVersion, Policy, StaticPolicy, TopologyIndex, UncoreCacheAlignment,
+    take_by_topology_numa_distributed, take_by_topology_numa_packed,
 };
-use corral_topology::{CpuSet, NumaMask, TopologyHint};
+use corral_topology::{
+    Container, CpuSet, NumaMask, Pod, PodLevelResources, ResourceRequirements, TopologyHint,
+};
 use proptest::prelude::*;
 
+use crate::support::harness::{Pods, Runtime};
 use crate::support::make_pod;
 use crate::support::static_cases::policy;
-use crate::support::topologies::{dual_socket_multi_numa_per_socket_ht, quad_socket_four_way_ht};
+use crate::support::topologies::{
+    dual_socket_ht, dual_socket_multi_numa_per_socket_ht, quad_socket_four_way_ht,
+    single_socket_four_cores_no_ht,
+};
 
 fn set(s: &str) -> CpuSet {
     s.parse().unwrap()
@@ -268,4 +276,205 @@ fn align_by_socket_keeps_a_distributed_request_on_one_socket_pr_141238() {
         assert_eq!(got.len(), 120);
         assert!(got.is_subset_of(&socket0), "{hint:?}: {got}");
     }
+}
+
+/// A container of a pod managed at pod level: exclusive when given CPUs (request = limit,
+/// with memory), else without resources (the pod's shared pool).
+fn pod_level_container(name: &str, cpus: Option<i64>) -> Container {
+    let mut c = Container::new(name);
+    if let Some(cpus) = cpus {
+        for list in [&mut c.resources.requests, &mut c.resources.limits] {
+            list.cpu_millis = Some(cpus * 1000);
+            list.memory_bytes = Some(1 << 30);
+        }
+    }
+    c
+}
+
+/// A Guaranteed pod with a pod-level budget of `cpus` CPUs and the app containers `apps`.
+fn pod_level(uid: &str, cpus: i64, apps: Vec<Container>) -> Pod {
+    let mut resources = ResourceRequirements::default();
+    for list in [&mut resources.requests, &mut resources.limits] {
+        list.cpu_millis = Some(cpus * 1000);
+        list.memory_bytes = Some(4 << 30);
+    }
+    Pod {
+        uid: uid.into(),
+        containers: apps,
+        resources: Some(resources),
+        ..Pod::default()
+    }
+}
+
+/// The static policy with `PodLevelResourceManagers` on, CPU 0 reserved.
+fn pod_level_policy(topo: Arc<TopologyIndex>) -> StaticPolicy {
+    let mut p = policy(topo, 1, "0", &[]);
+    p.set_pod_level_resources(PodLevelResources::Managed);
+    p
+}
+
+/// A restored state: the free CPUs, the pod's CPUs and its containers' entries.
+fn restored(default: &str, pod: &str, pod_cpus: &str, containers: &[(&str, &str)]) -> CpuState {
+    let mut state = CpuState::new(set(default), ContainerCpuAssignments::new());
+    state.set_pod_cpu_set(pod, set(pod_cpus));
+    for (name, cpus) in containers {
+        state.set_cpu_set(pod, name, set(cpus));
+    }
+    state
+}
+
+/// Upstream #141041 ("Fix CPU Manager re-allocations for pods using pod-level resources
+/// after kubelet restarts", issue #140989), its example: 4 CPUs, CPU 0 reserved, the pod's
+/// CPUs 1-2 restored from the checkpoint, 0,3 free. Re-admitting the pod reuses what was
+/// restored as-is — v1.37 upstream allocated the budget again and was refused "not enough
+/// cpus available" (or moved the pod, leaking its old CPUs).
+#[test]
+fn pod_level_state_is_restored_as_is_pr_141041() {
+    let mut p = pod_level_policy(single_socket_four_cores_no_ht());
+    let pod = pod_level(
+        "p",
+        2,
+        vec![
+            pod_level_container("a", Some(1)),
+            pod_level_container("b", None),
+        ],
+    );
+    let mut state = restored("0,3", "p", "1-2", &[("a", "1"), ("b", "2")]);
+    let before = state.clone();
+    p.allocate_pod(&mut state, &pod, TopologyHint::default())
+        .unwrap();
+    assert_eq!(state, before);
+}
+
+/// #141041 with a partial checkpoint: the pod's CPUs and one container's entry restored,
+/// the other's missing. Only the missing one is computed, from the restored pod CPUs with
+/// the same partitioning (here: the pod's shared pool, what the exclusive container does
+/// not hold). v1.37 corral left it without an entry.
+#[test]
+fn a_partial_pod_level_checkpoint_computes_only_the_missing_containers_pr_141041() {
+    let mut p = pod_level_policy(dual_socket_ht());
+    let pod = pod_level(
+        "p",
+        3,
+        vec![
+            pod_level_container("a", Some(1)),
+            pod_level_container("b", Some(1)),
+            pod_level_container("c", None),
+        ],
+    );
+    let mut state = restored("0-1,3,5,7-11", "p", "2,4,6", &[("b", "4")]);
+    p.allocate_pod(&mut state, &pod, TopologyHint::default())
+        .unwrap();
+    assert_eq!(
+        state.cpu_set("p", "b").map(ToString::to_string).as_deref(),
+        Some("4")
+    );
+    let a = state.cpu_set("p", "a").cloned().expect("a computed");
+    assert_eq!(a.len(), 1);
+    assert!(a.is_subset_of(&set("2,6")), "{a}");
+    let c = state.cpu_set("p", "c").cloned().expect("c computed");
+    assert_eq!(c, set("2,6").difference(&a));
+    // Nothing left the pod's CPUs, nothing else was taken.
+    assert_eq!(
+        state.pod_cpu_set("p").map(ToString::to_string).as_deref(),
+        Some("2,4,6")
+    );
+    assert_eq!(state.default_cpu_set().to_string(), "0-1,3,5,7-11");
+}
+
+/// #141041: when the restored pod CPUs cannot hold the pod's containers, every CPU of the
+/// pod goes back to the shared pool (and the pod is refused), rather than staying pinned
+/// to a pod that will not run.
+#[test]
+fn a_failed_pod_level_restore_releases_all_the_pods_cpus_pr_141041() {
+    let mut p = pod_level_policy(dual_socket_ht());
+    let pod = pod_level(
+        "p",
+        4,
+        vec![
+            pod_level_container("a", Some(2)),
+            pod_level_container("b", Some(1)),
+            pod_level_container("c", None),
+        ],
+    );
+    // A checkpoint that holds only 2 of the pod's 4 CPUs, "c" on one of them: "a" and "b"
+    // need 3.
+    let mut state = restored("0-1,3,5-11", "p", "2,4", &[("c", "4")]);
+    let got = p.allocate_pod(&mut state, &pod, TopologyHint::default());
+    assert!(got.is_err(), "{got:?}");
+    assert!(state.pod_cpu_set("p").is_none());
+    assert!(state.assignments().get("p").is_none());
+    assert_eq!(state.default_cpu_set().to_string(), "0-11");
+}
+
+/// #141041: pod-scope hints of a restored pod come from its restored CPUs (v1.37 compared
+/// each shared container's entry with its zero exclusive CPUs and answered no hint at all,
+/// which `restricted` refuses).
+#[test]
+fn pod_scope_hints_come_from_the_restored_pod_cpus_pr_141041() {
+    let p = pod_level_policy(dual_socket_ht());
+    let pod = pod_level(
+        "p",
+        2,
+        vec![
+            pod_level_container("a", Some(1)),
+            pod_level_container("b", None),
+        ],
+    );
+    // NUMA 0 is CPUs 0,2,4,6,8,10.
+    let state = restored("0-1,3,5-11", "p", "2,4", &[("a", "2"), ("b", "4")]);
+    let hints = p.hints_for_pod(&state, &pod).unwrap()["cpu"]
+        .clone()
+        .unwrap();
+    let numa0 = TopologyHint::new(Some(NumaMask::new([0]).unwrap()), true);
+    assert_eq!(hints.first(), Some(&numa0), "{hints:?}");
+    assert!(
+        hints
+            .iter()
+            .all(|h| h.numa_affinity.is_some_and(|m| m.is_set(0))),
+        "{hints:?}"
+    );
+}
+
+/// #141041 through the manager: the failed re-admission's release is kept and written (the
+/// manager otherwise undoes a failed allocation), so the refused pod holds nothing.
+#[test]
+fn the_manager_keeps_and_writes_a_failed_restores_release_pr_141041() {
+    let pod = pod_level(
+        "p",
+        4,
+        vec![
+            pod_level_container("a", Some(2)),
+            pod_level_container("b", Some(1)),
+            pod_level_container("c", None),
+        ],
+    );
+    let state = restored("0-1,3,5-11", "p", "2,4", &[("c", "4")]);
+    let CpuStateFile::V3(v3) = state.to_file("static", CpuStateFileVersion::V3) else {
+        panic!("a v3 file");
+    };
+    let file = StateFile::in_memory();
+    file.stage_checkpoint(&v3).unwrap();
+    let manager = CpuManager::with_policy(
+        dual_socket_ht(),
+        Box::new(pod_level_policy(dual_socket_ht())),
+        Duration::from_secs(10),
+    )
+    .with_pod_level_resources(PodLevelResources::Managed)
+    .without_start_validation();
+    let pods = Arc::new(Pods::default());
+    pods.pods.lock().unwrap().push(pod.clone());
+    manager
+        .start(
+            file.clone(),
+            pods,
+            Arc::new(Runtime::default()),
+            ContainerMap::new(),
+        )
+        .unwrap();
+    assert!(manager.allocate_pod(&pod, TopologyHint::default()).is_err());
+    assert_eq!(manager.state().default_cpu_set().to_string(), "0-11");
+    assert!(manager.state().pod_cpu_set("p").is_none());
+    let written = CpuManagerCheckpointV3::decode(&file.load().unwrap().unwrap()).unwrap();
+    assert_eq!(written.default_cpu_set, "0-11");
 }
