@@ -16,7 +16,7 @@ use corral_cpumgr::{
 };
 use corral_topology::{CpuSet, CpuTopology, Pod, TopologyHint};
 
-use crate::support::make_pod;
+use crate::support::{make_multi_container_pod, make_pod};
 
 /// The pods allocated so far, all active (so no stale-state sweep releases them).
 #[derive(Default)]
@@ -141,4 +141,71 @@ fn uncore_cache_alignment_counts_new_allocations_within_one_cache() {
 fn none_policy_counts_nothing() {
     let manager = manager("none", &[]);
     check_steps(&manager, &[("a", 4000, true, [0, 0, 0, 0, 0])]);
+}
+
+/// The CPU gauges as corral serves them (`crates/agent/src/server/metrics.rs`, computed from
+/// the manager's state at every scrape): `[shared_pool_size_millicores,
+/// exclusive_cpu_allocation_count, allocation_per_numa{numa_node="0"}]`.
+fn gauges(manager: &CpuManager) -> [usize; 3] {
+    let state = manager.state();
+    let exclusive = state.exclusive_cpus();
+    let shared = state
+        .default_cpu_set()
+        .intersection(&manager.allocatable_cpus());
+    let numa0 = manager
+        .topology()
+        .cpus_in_numa_node(0)
+        .intersection(&exclusive);
+    [shared.len() * 1000, exclusive.len(), numa0.len()]
+}
+
+/// Upstream #141261 ("kubelet: cpumanager: Fix exclusive allocation metrics accounting",
+/// issue #141262): v1.37 kept the exclusive-CPU and shared-pool gauges by per-event
+/// deltas, so an app container reusing its init container's CPUs was counted twice on
+/// allocation and once on release (a lasting residue), and a restart's recount disagreed
+/// with the run-time deltas. v1.38 computes them from the state. corral always did (the
+/// agent computes them at each scrape): after reuse, release and restart the gauges are
+/// what the state says, with no residue. 16 CPUs, 2 reserved.
+#[test]
+fn cpu_gauges_follow_the_state_through_init_reuse_and_restart_pr_141261() {
+    let file = StateFile::in_memory();
+    let started = || {
+        let config = CpuManagerConfig {
+            policy: "static".into(),
+            reserved_cpu_millis: Some(2000),
+            ..CpuManagerConfig::default()
+        };
+        let manager = CpuManager::new(&config, &topology()).unwrap();
+        let pods = Arc::new(Pods::default());
+        manager
+            .start(
+                file.clone(),
+                Arc::clone(&pods) as _,
+                Arc::new(NoRuntime),
+                ContainerMap::new(),
+            )
+            .unwrap();
+        (manager, pods)
+    };
+    let (manager, pods) = started();
+    assert_eq!(gauges(&manager), [14_000, 0, 0]);
+    // An init container of 4 CPUs, then an app container of 4 that reuses them.
+    let pod = make_multi_container_pod("p", &[(4000, 4000)], &[(4000, 4000)]);
+    pods.0.lock().unwrap().push(pod.clone());
+    for container in pod.init_containers.iter().chain(&pod.containers) {
+        manager
+            .allocate(&pod, container, TopologyHint::default())
+            .unwrap();
+    }
+    let init = manager.exclusive_cpus("p", "initContainer-0");
+    assert_eq!(manager.exclusive_cpus("p", "appContainer-0"), init);
+    assert_eq!(gauges(&manager), [10_000, 4, 4]);
+    // A restart reads the same state back: the same gauges.
+    drop(manager);
+    let (restarted, pods) = started();
+    pods.0.lock().unwrap().push(pod.clone());
+    assert_eq!(gauges(&restarted), [10_000, 4, 4]);
+    // Releasing the pod leaves nothing behind.
+    restarted.remove_pod_containers(&pod).unwrap();
+    assert_eq!(gauges(&restarted), [14_000, 0, 0]);
 }
