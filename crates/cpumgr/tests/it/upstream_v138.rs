@@ -10,8 +10,9 @@ use corral_checkpoint::{Checkpoint, CpuManagerCheckpointV3, StateFile};
 use corral_cpumgr::test_util::topology_index;
 use corral_cpumgr::{
     ContainerCpuAssignments, ContainerMap, CpuManager, CpuSortingStrategy, CpuState, CpuStateFile,
-    CpuStateFileVersion, Policy, StaticPolicy, TopologyIndex, UncoreCacheAlignment,
-    take_by_topology_numa_distributed, take_by_topology_numa_packed,
+    CpuStateFileVersion, DistributedOptions, Policy, SocketAlignment, StaticPolicy, TopologyIndex,
+    UncoreCacheAlignment, take_by_topology_numa_distributed,
+    take_by_topology_numa_distributed_with, take_by_topology_numa_packed,
 };
 use corral_topology::{
     Container, CpuSet, NumaMask, Pod, PodLevelResources, ResourceRequirements, TopologyHint,
@@ -65,8 +66,10 @@ proptest! {
 
     /// Upstream #140730's promise, attacked: with a group size of 2 (`full-pcpus-only` on
     /// 2-thread cores) the distributed algorithm returns for any availability — an error,
-    /// or exactly the request from the available CPUs. A call that had not answered within a
-    /// minute (it takes microseconds) fails the case instead of hanging the suite.
+    /// or exactly the request from the available CPUs — as v1.37 (`legacy`) and with any of
+    /// v1.38's options (a NUMA floor, #139456; socket alignment, #141238). A call that had
+    /// not answered within a minute (it takes microseconds) fails the case instead of
+    /// hanging the suite.
     #[test]
     fn distributed_with_groups_of_two_always_returns(
         sockets in 1usize..3,
@@ -75,15 +78,28 @@ proptest! {
         free in proptest::collection::vec(any::<bool>(), 96),
         groups in 0usize..24,
         spread in any::<bool>(),
+        legacy in any::<bool>(),
+        min_numas in 0usize..10,
+        align in any::<bool>(),
     ) {
         let index = ht_machine(sockets, numa_per_socket, cores_per_numa);
         let available: CpuSet = index.all_cpus().iter().filter(|&c| free[c]).collect();
         let n = 2 * groups;
         let strategy = if spread { CpuSortingStrategy::Spread } else { CpuSortingStrategy::Packed };
+        let options = DistributedOptions {
+            min_numas,
+            socket_alignment: if align { SocketAlignment::Prefer } else { SocketAlignment::Ignore },
+            ..DistributedOptions::new(2, strategy)
+        };
         let (tx, rx) = mpsc::channel();
         let (ix, avail) = (index.clone(), available.clone());
         std::thread::spawn(move || {
-            let _ = tx.send(take_by_topology_numa_distributed(&ix, &avail, n, 2, strategy));
+            let got = if legacy {
+                take_by_topology_numa_distributed(&ix, &avail, n, 2, strategy)
+            } else {
+                take_by_topology_numa_distributed_with(&ix, &avail, n, options)
+            };
+            let _ = tx.send(got);
         });
         let got = rx.recv_timeout(Duration::from_secs(60));
         prop_assert!(got.is_ok(), "no answer for {} of {}", n, available);
