@@ -106,3 +106,50 @@ pub(crate) fn claim_numa_nodes(
     }
     by_claim
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn document(api_version: &str, numa: serde_json::Value) -> serde_json::Value {
+        serde_json::json!({
+            "apiVersion": api_version, "kind": "ResourceSlice",
+            "metadata": {"name": "s"},
+            "spec": {
+                "driver": "d", "nodeName": "n",
+                "pool": {"name": "p", "generation": 1, "resourceSliceCount": 1},
+                "devices": [{"name": "dev", "attributes": {NUMA_NODE_ATTRIBUTE: numa}}],
+            },
+        })
+    }
+
+    #[test]
+    fn only_v1_integer_numa_nodes_place_devices() {
+        let slice = slice_from_document(document(SLICE_API_VERSION, serde_json::json!({"int": 3})))
+            .unwrap();
+        let key = ("d".to_owned(), "p".to_owned(), "dev".to_owned());
+        assert_eq!(device_numa_nodes(&[slice])[&key], 3);
+        // A negative or non-integer value places nothing.
+        for numa in [
+            serde_json::json!({"int": -1}),
+            serde_json::json!({"string": "1"}),
+        ] {
+            let slice = slice_from_document(document(SLICE_API_VERSION, numa)).unwrap();
+            assert!(device_numa_nodes(&[slice]).is_empty());
+        }
+        let err = slice_from_document(document("resource.k8s.io/v1beta2", serde_json::json!({})))
+            .unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "apiVersion \"resource.k8s.io/v1beta2\" is not one corral reads ResourceSlices in (resource.k8s.io/v1)"
+        );
+        let mut bad = document(SLICE_API_VERSION, serde_json::json!({"int": 1}));
+        bad["spec"]["devices"] = serde_json::json!("not a list");
+        assert!(
+            slice_from_document(bad)
+                .unwrap_err()
+                .to_string()
+                .starts_with("not a resource.k8s.io/v1 ResourceSlice: ")
+        );
+    }
+}

@@ -64,7 +64,9 @@ impl Node {
         };
         let name = container.name.clone();
         if self.pods.get(&pod.uid).is_none() {
-            let admitted = self.admit_uncommitted(manifest.clone(), Vec::new(), &[]).await?;
+            let admitted = self
+                .admit_uncommitted(manifest.clone(), Vec::new(), &[])
+                .await?;
             // Another container of the pod may have admitted it first.
             match &admitted {
                 Admission::Admitted(view) if !view.has_container(&name) => {}

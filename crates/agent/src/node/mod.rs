@@ -16,8 +16,8 @@ mod decision;
 mod device_health;
 mod device_metrics;
 
-mod journal;
 mod dra_devices;
+mod journal;
 mod kubelet_devices;
 mod locks;
 mod pod_files;
@@ -539,6 +539,8 @@ mod tests_device_hostile;
 mod tests_dra_extended;
 #[cfg(test)]
 mod tests_dra_health;
+#[cfg(test)]
+mod tests_dra_numa;
 #[cfg(test)]
 mod tests_gated_plugin;
 #[cfg(test)]

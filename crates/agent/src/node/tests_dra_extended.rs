@@ -13,7 +13,7 @@ use super::Admission;
 use super::tests::{WAIT, fixture, fixture_memory, gated_config, open_on};
 
 const MACHINE: &str = "32em64t-2n8c+dax+nvme+mic+dimms";
-const DRIVER: &str = "gpu.example.com";
+pub(super) const DRIVER: &str = "gpu.example.com";
 
 /// A pod whose container `c0` requests `example.com/gpu: 1`, which the scheduler mapped to
 /// request `container-0-request-0` of the generated claim `p-extended-resources-x`; and
@@ -53,7 +53,7 @@ fn pod_and_claim() -> (K8sPod, K8sResourceClaim) {
 }
 
 /// A node with the sample driver registered, under `gates`.
-async fn node_with_driver(
+pub(super) async fn node_with_driver(
     gates: &[(&str, bool)],
 ) -> (
     tempfile::TempDir,
