@@ -4,6 +4,7 @@
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
+use std::sync::atomic::Ordering;
 
 use anyhow::{Result, anyhow};
 use corral_topology::Pod;
@@ -88,6 +89,12 @@ impl Node {
             }
             return Ok(Admission::Admitted(self.view(&pod.uid)?));
         }
+        let pod_level = self.pod_level_managed && pod.has_pod_level_resources();
+        let cpu_refusals = self
+            .cpu
+            .metrics()
+            .pinning_errors_total
+            .load(Ordering::Relaxed);
         let result = match self.decide(&pod, Undo::Pod).await {
             Ok(result) => result,
             Err(err) => {
@@ -96,6 +103,15 @@ impl Node {
             }
         };
         approximate_note(&pod, None, &result);
+        if self
+            .cpu
+            .metrics()
+            .pinning_errors_total
+            .load(Ordering::Relaxed)
+            > cpu_refusals
+        {
+            self.resource_metrics.cpu_refused(pod_level);
+        }
         if !result.admit {
             // `decide` gave back what the managers took.
             tracing::info!(pod = pod_ref(&pod), podUID = %pod.uid, reason = %result.reason, detail = %result.message, "pod rejected");
@@ -142,6 +158,8 @@ impl Node {
                 .context("persisting the admitted pod; the admission was undone")
                 .into());
         }
+        self.resource_metrics
+            .admitted(&pod, &result.grants, pod_level);
         tracing::info!(pod = pod_ref(&pod), podUID = %uid, "pod admitted");
         Ok(Admission::Admitted(self.view(&uid)?))
     }

@@ -24,6 +24,7 @@ mod pod_files;
 mod pod_record;
 mod pods;
 mod resize;
+pub(crate) mod resource_metrics;
 pub(crate) use resize::INFEASIBLE;
 mod resource_status;
 mod restore_check;
@@ -159,6 +160,10 @@ pub(crate) struct Node {
     /// The DRA devices of the pod under decision that ResourceSlices place on NUMA nodes
     /// (a hint provider; see `dra_devices`).
     dra_devices: Arc<KubeletDevices>,
+    /// KEP-5526's `resource_manager_*` counters.
+    resource_metrics: resource_metrics::ResourceManagerMetrics,
+    /// Whether pods with pod-level resources are managed at pod level.
+    pod_level_managed: bool,
     /// Fault injection: the next container joining its pod fails to be recorded.
     #[cfg(test)]
     fail_next_join: std::sync::atomic::AtomicBool,
@@ -382,6 +387,8 @@ impl Node {
             realizing: decision::Realizing::default(),
             kubelet_devices,
             dra_devices,
+            resource_metrics: resource_metrics::ResourceManagerMetrics::default(),
+            pod_level_managed: pod_level == corral_topology::PodLevelResources::Managed,
             #[cfg(test)]
             fail_next_join: Default::default(),
         })
@@ -473,6 +480,10 @@ impl Node {
     }
 
     /// `device_plugin_registration_total`, `device_plugin_alloc_duration_seconds`.
+    pub(crate) fn resource_metrics(&self) -> &resource_metrics::ResourceManagerMetrics {
+        &self.resource_metrics
+    }
+
     pub(crate) fn device_metrics(&self) -> &DevicePluginMetrics {
         &self.device_metrics
     }

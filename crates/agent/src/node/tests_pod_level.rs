@@ -98,6 +98,15 @@ async fn with_pod_level_resource_managers_the_budget_is_allocated_once() {
     let pod_cpus = &v3.pod_entries.unwrap()["p"].cpu_set;
     let pod_cpus: corral_topology::CpuSet = pod_cpus.parse().unwrap();
     assert_eq!(pod_cpus.len(), 4);
+    // KEP-5526's counters: `exclusive` carved from the pod's CPUs, `shared` in its pool.
+    let metrics = node.resource_metrics();
+    let load =
+        |counter: &std::sync::atomic::AtomicU64| counter.load(std::sync::atomic::Ordering::Relaxed);
+    assert_eq!(load(&metrics.allocations[0][1]), 1, "cpu from the pod");
+    assert_eq!(load(&metrics.allocations[0][0]), 0, "cpu from the node");
+    assert_eq!(load(&metrics.assignments[0][1]), 1, "cpu pod_exclusive");
+    assert_eq!(load(&metrics.assignments[0][2]), 1, "cpu pod_shared");
+    assert_eq!(load(&metrics.assignments[0][0]), 0, "cpu node_exclusive");
 
     // Released: everything comes back.
     node.release("p").await.unwrap();

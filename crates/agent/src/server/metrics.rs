@@ -15,7 +15,9 @@
 //! `dra_resource_claims_in_use{driver_name}` (the `dra` subsystem has no `kubelet_` prefix
 //! upstream either); and corral's own `corral_admitted_pods`,
 //! `corral_topology_manager_approximate_decisions_total` and
-//! `corral_state_journal_syncs_total`.
+//! `corral_state_journal_syncs_total`; and v1.37's `resource_manager_allocations_total`,
+//! `…_allocation_errors_total` and `…_container_assignments` (KEP-5526; see
+//! `node::resource_metrics`).
 //!
 //! The CPU gauges are computed from the CPU manager's state at each scrape, so they never
 //! drift from it (upstream applies deltas and drifts, kubernetes#141261), and
@@ -123,6 +125,60 @@ const DRA_CLAIMS_IN_USE: Def = Def {
     help: "The number of ResourceClaims that are currently in use on the node, by driver name (driver_name label value) and across all drivers (special value <any> for driver_name). Note that the sum of all by-driver counts is not the total number of in-use ResourceClaims because the same ResourceClaim might use devices from different drivers. Instead, use the count for the <any> driver_name.",
     kind: Kind::Gauge,
 };
+
+const RESOURCE_MANAGER_ALLOCATIONS: Def = Def {
+    name: "resource_manager_allocations_total",
+    help: "Counts the total number of exclusive resource allocations performed by a manager, by the source of the resources (the node-level pool or a pod-level pool).",
+    kind: Kind::Counter,
+};
+const RESOURCE_MANAGER_ERRORS: Def = Def {
+    name: "resource_manager_allocation_errors_total",
+    help: "Counts errors encountered during exclusive resource allocation, by the intended source of the resources.",
+    kind: Kind::Counter,
+};
+const RESOURCE_MANAGER_ASSIGNMENTS: Def = Def {
+    name: "resource_manager_container_assignments",
+    help: "Cumulative number of containers granted a type of resource assignment (node_exclusive, pod_exclusive, pod_shared).",
+    kind: Kind::Counter,
+};
+
+/// KEP-5526's three families, every series present from the start.
+fn resource_manager_families(node: &Node) -> [Family; 3] {
+    use crate::node::resource_metrics::{ASSIGNMENTS, RESOURCES, SOURCES};
+    let metrics = node.resource_metrics();
+    let by = |counters: &[[AtomicU64; 2]; 2]| {
+        let mut series = Vec::new();
+        for (r, resource) in RESOURCES.iter().enumerate() {
+            for (s, source) in SOURCES.iter().enumerate() {
+                series.push(Series {
+                    labels: vec![
+                        ("resource_name".to_owned(), (*resource).to_owned()),
+                        ("source".to_owned(), (*source).to_owned()),
+                    ],
+                    value: count(&counters[r][s]),
+                });
+            }
+        }
+        series
+    };
+    let mut assignments = Vec::new();
+    for (r, resource) in RESOURCES.iter().enumerate() {
+        for (a, assignment) in ASSIGNMENTS.iter().enumerate() {
+            assignments.push(Series {
+                labels: vec![
+                    ("resource_name".to_owned(), (*resource).to_owned()),
+                    ("assignment_type".to_owned(), (*assignment).to_owned()),
+                ],
+                value: count(&metrics.assignments[r][a]),
+            });
+        }
+    }
+    [
+        alpha(&RESOURCE_MANAGER_ALLOCATIONS, by(&metrics.allocations)),
+        alpha(&RESOURCE_MANAGER_ERRORS, by(&metrics.errors)),
+        alpha(&RESOURCE_MANAGER_ASSIGNMENTS, assignments),
+    ]
+}
 
 /// An upstream (ALPHA) family: component-base writes the stability level before the help.
 fn alpha(def: &Def, series: Vec<Series>) -> Family {
@@ -251,6 +307,8 @@ pub(crate) fn families(node: &Node) -> Vec<Family> {
     }
     families.push(alpha(&ALIGNED, successes));
     families.push(alpha(&ALIGNED_FAILURES, failures));
+
+    families.extend(resource_manager_families(node));
 
     let devices = node.device_metrics();
     families.push(alpha(

@@ -28,6 +28,9 @@ const AT_START: &[&str] = &[
     "kubelet_topology_manager_admission_duration_ms",
     "kubelet_topology_manager_admission_errors_total",
     "kubelet_topology_manager_admission_requests_total",
+    "resource_manager_allocation_errors_total",
+    "resource_manager_allocations_total",
+    "resource_manager_container_assignments",
 ];
 
 /// The families upstream's metrics.go (v1.36) defines that appear with their first
@@ -166,6 +169,26 @@ fn the_agent_serves_kubelet_metrics_healthz_and_404() {
         assert!(
             families.iter().any(|f| f == family),
             "{family} missing:\n{body}"
+        );
+    }
+
+    // A Guaranteed admission (two containers with integer CPUs) counts in v1.37's resource-manager families.
+    let pod = crate::support::workspace().join("examples/pods/guaranteed.yaml");
+    let admitted = crate::support::corral()
+        .args(["admit", "-f", pod.to_str().unwrap(), "--root"])
+        .arg(&root)
+        .output()
+        .unwrap();
+    assert!(admitted.status.success(), "{admitted:?}");
+    let (_, _, body) = get(addr, "/metrics").unwrap();
+    for sample in [
+        "resource_manager_allocations_total{resource_name=\"cpu\",source=\"node\"} 2",
+        "resource_manager_container_assignments{assignment_type=\"node_exclusive\",resource_name=\"cpu\"} 2",
+        "resource_manager_allocation_errors_total{resource_name=\"cpu\",source=\"node\"} 0",
+    ] {
+        assert!(
+            body.lines().any(|l| l == sample),
+            "{sample} not in:\n{body}"
         );
     }
 

@@ -23,6 +23,26 @@ const WAIT: Duration = Duration::from_secs(60);
 /// Plus corral's own `corral_admitted_pods`, `corral_state_journal_syncs_total` and
 /// `corral_topology_manager_approximate_decisions_total`.
 const UPSTREAM: &[(&str, &str, &str, &[&str])] = &[
+    // v1.37 (KEP-5526, PodLevelResourceManagers on by default); the help texts are
+    // corral's: upstream's Go source was not readable here.
+    (
+        "resource_manager_allocations_total",
+        "counter",
+        "[ALPHA] Counts the total number of exclusive resource allocations performed by a manager, by the source of the resources (the node-level pool or a pod-level pool).",
+        &["resource_name", "source"],
+    ),
+    (
+        "resource_manager_allocation_errors_total",
+        "counter",
+        "[ALPHA] Counts errors encountered during exclusive resource allocation, by the intended source of the resources.",
+        &["resource_name", "source"],
+    ),
+    (
+        "resource_manager_container_assignments",
+        "counter",
+        "[ALPHA] Cumulative number of containers granted a type of resource assignment (node_exclusive, pod_exclusive, pod_shared).",
+        &["assignment_type", "resource_name"],
+    ),
     (
         "kubelet_topology_manager_admission_requests_total",
         "counter",
@@ -248,6 +268,27 @@ async fn scrape_values_follow_the_managers() {
         ),
         ("kubelet_cpu_manager_pinning_requests_total", "1"),
         ("kubelet_cpu_manager_pinning_errors_total", "0"),
+        // v1.37's KEP-5526 counters: one container pinned from the node's pool.
+        (
+            "resource_manager_allocations_total{resource_name=\"cpu\",source=\"node\"}",
+            "1",
+        ),
+        (
+            "resource_manager_allocations_total{resource_name=\"cpu\",source=\"pod\"}",
+            "0",
+        ),
+        (
+            "resource_manager_allocation_errors_total{resource_name=\"cpu\",source=\"node\"}",
+            "0",
+        ),
+        (
+            "resource_manager_container_assignments{assignment_type=\"node_exclusive\",resource_name=\"cpu\"}",
+            "1",
+        ),
+        (
+            "resource_manager_container_assignments{assignment_type=\"pod_shared\",resource_name=\"cpu\"}",
+            "0",
+        ),
         // 16 CPUs, CPU 0 reserved, 2 exclusive.
         ("kubelet_cpu_manager_shared_pool_size_millicores", "13000"),
         ("kubelet_cpu_manager_exclusive_cpu_allocation_count", "2"),
