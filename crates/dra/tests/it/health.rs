@@ -329,3 +329,46 @@ async fn an_unimplemented_stream_ends_for_good() {
     assert_eq!(monitor.active_stream(DRIVER), None);
     watcher.stop().await;
 }
+
+/// Upstream #140904 (v1.38, "dra: guard health cache against nil map from checkpoint"): a
+/// `dra_health_state` of JSON `null`, or a driver whose `Devices` is `null`, left Go's
+/// cache with nil maps and the next update panicked ("assignment to entry in nil map").
+/// corral never had it: such files read as empty maps, and the next report is taken and
+/// written back.
+#[test]
+fn a_health_file_with_null_maps_takes_the_next_report() {
+    for text in [
+        "null",
+        r#"{"driverA":{"Devices":null}}"#,
+        r#"{"driverA":null}"#,
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join(DRA_HEALTH_FILE), text).unwrap();
+        let (cache, damaged) = HealthCache::open(dir.path()).unwrap();
+        assert!(damaged.is_none(), "{text}: {damaged:?}");
+        let now = SystemTime::UNIX_EPOCH + Duration::from_secs(1_800_000_000);
+        let report = corral_dra::health::ReportedDevice {
+            pool_name: "pool".into(),
+            device_name: "dev".into(),
+            health: DeviceHealthStatus::Unhealthy,
+            timeout: None,
+            message: None,
+        };
+        let changes = cache.update("driverA", &[report], now).unwrap();
+        assert_eq!(changes.len(), 1, "{text}");
+        assert_eq!(
+            cache.health("driverA", "pool", "dev", now).health,
+            DeviceHealthStatus::Unhealthy,
+            "{text}"
+        );
+        let written = std::fs::read(dir.path().join(DRA_HEALTH_FILE)).unwrap();
+        let state = DraHealthState::decode(&written).unwrap();
+        assert!(
+            state.0["driverA"]
+                .devices
+                .as_ref()
+                .unwrap()
+                .contains_key("pool/dev")
+        );
+    }
+}
