@@ -111,6 +111,24 @@ pub(crate) fn device_ids(per_numa: &std::collections::BTreeMap<i64, Vec<String>>
     ids.into_iter().cloned().collect()
 }
 
+/// Each JSON document of a repeated `field`, read by `read`; the first that does not read is
+/// an `InvalidArgument` naming it (`field[i]: why`).
+fn documents<T, E: std::fmt::Display>(
+    field: &str,
+    list: &[Vec<u8>],
+    read: impl Fn(serde_json::Value) -> Result<T, E>,
+) -> Result<Vec<T>, Status> {
+    list.iter()
+        .enumerate()
+        .map(|(i, bytes)| {
+            let invalid = |why: String| Status::invalid_argument(format!("{field}[{i}]: {why}"));
+            let document: serde_json::Value =
+                serde_json::from_slice(bytes).map_err(|e| invalid(e.to_string()))?;
+            read(document).map_err(|e| invalid(e.to_string()))
+        })
+        .collect()
+}
+
 #[tonic::async_trait]
 impl Agent for AgentService {
     async fn admit(
@@ -127,32 +145,16 @@ impl Agent for AgentService {
                 "pod_json has no metadata.uid: the client assigns one, as the API server does",
             ));
         }
-        let claims = request
-            .resource_claims_json
-            .iter()
-            .enumerate()
-            .map(|(i, bytes)| {
-                let invalid = |why: String| {
-                    Status::invalid_argument(format!("resource_claims_json[{i}]: {why}"))
-                };
-                let document: serde_json::Value =
-                    serde_json::from_slice(bytes).map_err(|e| invalid(e.to_string()))?;
-                crate::manifest::claim_from_document(document).map_err(|e| invalid(e.to_string()))
-            })
-            .collect::<Result<Vec<_>, _>>()?;
-        let slices = request
-            .resource_slices_json
-            .iter()
-            .enumerate()
-            .map(|(i, bytes)| {
-                let invalid = |why: String| {
-                    Status::invalid_argument(format!("resource_slices_json[{i}]: {why}"))
-                };
-                let document: serde_json::Value =
-                    serde_json::from_slice(bytes).map_err(|e| invalid(e.to_string()))?;
-                crate::manifest::slice_from_document(document).map_err(|e| invalid(e.to_string()))
-            })
-            .collect::<Result<Vec<_>, _>>()?;
+        let claims = documents(
+            "resource_claims_json",
+            &request.resource_claims_json,
+            crate::manifest::claim_from_document,
+        )?;
+        let slices = documents(
+            "resource_slices_json",
+            &request.resource_slices_json,
+            crate::manifest::slice_from_document,
+        )?;
         // Runs to its end even when the client goes away (see `Node::admit`).
         let admission = self.node.admit_with_slices(pod, claims, slices).await;
         let admission = admission.map_err(|err| match err {
