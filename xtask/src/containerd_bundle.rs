@@ -1,22 +1,82 @@
-//! The real container runtime the NRI tests drive: Debian's containerd 1.7 (trixie), runc
-//! and busybox-static (the host's release, for its glibc; busybox is static), unpacked under
-//! `target/containerd-bundle/root`, and a one-layer OCI image of busybox
+//! The real container runtimes the NRI tests drive, one bundle per containerd release the
+//! tests cover: Debian's containerd 1.7 (trixie) and 2.1 (sid), each unpacked with runc and
+//! busybox-static under `target/containerd-bundle/<release>/root` (runc from the host's
+//! release, for its glibc; busybox is static), and a one-layer OCI image of busybox
 //! (`busybox.tar`, tagged `docker.io/library/busybox:corral`, `sleep` as its command, so
 //! it serves as the sandbox image too). Prepared by `cargo xtask test` before the tests,
-//! since tests reach no network; where it cannot be prepared (not root, no Debian archive)
-//! the reason is printed and the containerd tests skip, saying so.
+//! since tests reach no network; a release that cannot be prepared (not root, no Debian
+//! archive, the suite moved to another release) is printed with the reason and its tests
+//! skip, saying so, while the other release's tests run.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use anyhow::{Result, anyhow, bail};
 
-/// The bundle's directory under the workspace root.
+/// The bundles' directory under the workspace root.
 pub(crate) const BUNDLE_DIR: &str = "target/containerd-bundle";
 
-/// The bundle, prepared if it is not yet; `Err` with the reason it cannot be.
-pub(crate) fn ensure(root: &Path) -> Result<PathBuf> {
-    let dir = root.join(BUNDLE_DIR);
+/// A containerd release the real-runtime tests cover.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Release {
+    /// containerd 1.7 (Debian trixie): config version 2, NRI off unless enabled.
+    V1_7,
+    /// containerd 2.1 (Debian sid): config version 3, NRI on by default.
+    V2_1,
+}
+
+impl Release {
+    /// Every release, oldest first.
+    pub(crate) const ALL: [Release; 2] = [Release::V1_7, Release::V2_1];
+
+    /// `1.7`, `2.1`: the bundle's directory name, and what `containerd --version` shows.
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            Release::V1_7 => "1.7",
+            Release::V2_1 => "2.1",
+        }
+    }
+
+    /// The suffix of the environment variables that hand the bundle (or why there is none)
+    /// to the tests: `CORRAL_CONTAINERD_BUNDLE_1_7`, `CORRAL_CONTAINERD_SKIP_1_7`.
+    pub(crate) fn env_suffix(self) -> String {
+        self.name().replace('.', "_")
+    }
+
+    /// The Debian suite whose `containerd` package is this release.
+    fn suite(self) -> &'static str {
+        match self {
+            Release::V1_7 => "trixie",
+            Release::V2_1 => "sid",
+        }
+    }
+}
+
+/// Every release's bundle, each prepared if it is not yet, or the reason it cannot be.
+pub(crate) fn ensure_all(root: &Path) -> Vec<(Release, Result<PathBuf>)> {
+    forget_single_release_layout(&root.join(BUNDLE_DIR));
+    Release::ALL
+        .into_iter()
+        .map(|release| (release, ensure(root, release)))
+        .collect()
+}
+
+/// Before there was a bundle per release, the 1.7 bundle filled the whole directory; its
+/// files (about 200 MB) are removed, since nothing reads them any more.
+fn forget_single_release_layout(dir: &Path) {
+    if dir.join("READY").exists() {
+        for stale in ["root", "apt"] {
+            let _ = std::fs::remove_dir_all(dir.join(stale));
+        }
+        for stale in ["busybox.tar", "READY"] {
+            let _ = std::fs::remove_file(dir.join(stale));
+        }
+    }
+}
+
+/// `release`'s bundle, prepared if it is not yet; `Err` with the reason it cannot be.
+pub(crate) fn ensure(root: &Path, release: Release) -> Result<PathBuf> {
+    let dir = root.join(BUNDLE_DIR).join(release.name());
     if dir.join("READY").exists() {
         return Ok(dir);
     }
@@ -24,42 +84,28 @@ pub(crate) fn ensure(root: &Path) -> Result<PathBuf> {
     if uid.trim() != "0" {
         bail!("containerd needs root to run containers (uid is not 0)");
     }
-    let apt = dir.join("apt");
-    for sub in ["lists/partial", "cache/archives/partial", "debs"] {
-        std::fs::create_dir_all(apt.join(sub)).map_err(|e| anyhow!("creating {sub}: {e}"))?;
+    // What an earlier, unfinished attempt left would be unpacked with the new debs.
+    let (apt, unpacked) = (dir.join("apt"), dir.join("root"));
+    for stale in [&apt, &unpacked] {
+        if stale.exists() {
+            std::fs::remove_dir_all(stale)
+                .map_err(|e| anyhow!("removing {}: {e}", stale.display()))?;
+        }
     }
-    let sources = apt.join("trixie.list");
-    std::fs::write(&sources, "deb http://deb.debian.org/debian trixie main\n")
-        .map_err(|e| anyhow!("writing {}: {e}", sources.display()))?;
-    let trixie = [
-        format!("-oDir::Etc::SourceList={}", sources.display()),
-        "-oDir::Etc::SourceParts=/dev/null".to_owned(),
-        format!("-oDir::State::Lists={}", apt.join("lists").display()),
-        format!("-oDir::Cache={}", apt.join("cache").display()),
-        "-oAPT::Sandbox::User=root".to_owned(),
-    ];
     let debs = apt.join("debs");
-    output(Command::new("apt-get").args(&trixie).arg("update"))?;
-    output(
-        Command::new("apt-get")
-            .current_dir(&debs)
-            .args(&trixie)
-            .args(["download", "containerd", "busybox-static"]),
-    )?;
-    // runc from the host's own release: trixie's needs a newer glibc than bookworm has.
-    output(Command::new("apt-get").current_dir(&debs).args([
-        "-oAPT::Sandbox::User=root",
-        "download",
-        "runc",
-    ]))?;
-    let unpacked = dir.join("root");
+    download(&apt, release.suite(), &debs)?;
     for deb in std::fs::read_dir(&debs).map_err(|e| anyhow!("reading {}: {e}", debs.display()))? {
         let deb = deb?.path();
         output(Command::new("dpkg-deb").arg("-x").arg(&deb).arg(&unpacked))?;
     }
     let version = output(Command::new(unpacked.join("usr/bin/containerd")).arg("--version"))?;
-    if !version.contains(" 1.7.") {
-        bail!("expected containerd 1.7, got {}", version.trim());
+    if !version.contains(&format!(" {}.", release.name())) {
+        bail!(
+            "expected containerd {} from Debian {}, got {}",
+            release.name(),
+            release.suite(),
+            version.trim()
+        );
     }
     let image = dir.join("busybox.tar");
     output(
@@ -71,6 +117,47 @@ pub(crate) fn ensure(root: &Path) -> Result<PathBuf> {
     std::fs::write(dir.join("READY"), version)
         .map_err(|e| anyhow!("marking {} ready: {e}", dir.display()))?;
     Ok(dir)
+}
+
+/// Downloads `containerd` and `busybox-static` from Debian `suite` with a private apt
+/// state under `apt` (the system's sources and lists untouched), and the host release's
+/// `runc` (the newer suites' runc needs a newer glibc than bookworm has), into `debs`.
+/// The suite's package lists are removed afterwards: sid's are tens of MB.
+fn download(apt: &Path, suite: &str, debs: &Path) -> Result<()> {
+    for sub in ["lists/partial", "cache/archives/partial"] {
+        std::fs::create_dir_all(apt.join(sub)).map_err(|e| anyhow!("creating {sub}: {e}"))?;
+    }
+    std::fs::create_dir_all(debs).map_err(|e| anyhow!("creating {}: {e}", debs.display()))?;
+    let sources = apt.join(format!("{suite}.list"));
+    let line = format!("deb http://deb.debian.org/debian {suite} main\n");
+    std::fs::write(&sources, line).map_err(|e| anyhow!("writing {}: {e}", sources.display()))?;
+    let private = [
+        format!("-oDir::Etc::SourceList={}", sources.display()),
+        "-oDir::Etc::SourceParts=/dev/null".to_owned(),
+        format!("-oDir::State::Lists={}", apt.join("lists").display()),
+        format!("-oDir::Cache={}", apt.join("cache").display()),
+        "-oAPT::Sandbox::User=root".to_owned(),
+        // Lists kept compressed, no translations: a third of the disk.
+        "-oAcquire::GzipIndexes=true".to_owned(),
+        "-oAcquire::Languages=none".to_owned(),
+    ];
+    output(Command::new("apt-get").args(&private).arg("update"))?;
+    let fetched = output(
+        Command::new("apt-get")
+            .current_dir(debs)
+            .args(&private)
+            .args(["download", "containerd", "busybox-static"]),
+    );
+    for done in ["lists", "cache"] {
+        let _ = std::fs::remove_dir_all(apt.join(done));
+    }
+    fetched?;
+    output(Command::new("apt-get").current_dir(debs).args([
+        "-oAPT::Sandbox::User=root",
+        "download",
+        "runc",
+    ]))?;
+    Ok(())
 }
 
 fn output(command: &mut Command) -> Result<String> {

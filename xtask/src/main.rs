@@ -82,8 +82,8 @@ enum Command {
         /// Only targets named `fuzz_<FILTER>…`.
         filter: Option<String>,
     },
-    /// Prepare the real containerd the NRI tests drive (`target/containerd-bundle`; what
-    /// `cargo xtask test` does first).
+    /// Prepare the real containerd releases the NRI tests drive, 1.7 and 2.1
+    /// (`target/containerd-bundle/<release>`; what `cargo xtask test` does first).
     ContainerdBundle,
     /// Run every `*.json` conformance vector file in DIR, dispatching on its `suite` field.
     Conformance {
@@ -127,16 +127,19 @@ fn main() -> ExitCode {
             },
         )
         .map(|()| true),
-        Command::ContainerdBundle => match containerd_bundle::ensure(&workspace_root()) {
-            Ok(dir) => {
-                println!("{}", dir.display());
-                Ok(true)
+        Command::ContainerdBundle => {
+            let mut all = true;
+            for (release, bundle) in containerd_bundle::ensure_all(&workspace_root()) {
+                match bundle {
+                    Ok(dir) => println!("containerd {}: {}", release.name(), dir.display()),
+                    Err(why) => {
+                        eprintln!("cannot prepare containerd {}: {why}", release.name());
+                        all = false;
+                    }
+                }
             }
-            Err(why) => {
-                eprintln!("cannot prepare the containerd bundle: {why}");
-                Ok(false)
-            }
-        },
+            Ok(all)
+        }
         Command::Fuzz {
             cases,
             seed,

@@ -1,8 +1,8 @@
 //! `cargo xtask test [--stress] [ARGS…]`: the project's test command. Sets up the Python
-//! interop peer and the containerd bundle, runs `cargo test --workspace --no-fail-fast
-//! ARGS…` (unit, integration and doc tests: every test binary runs, whatever fails before
-//! it), then names every failed test by its package and target and closes with one line
-//! summing every binary's result: `tests: N passed, M failed`.
+//! interop peer and the containerd bundles (1.7 and 2.1), runs `cargo test --workspace
+//! --no-fail-fast ARGS…` (unit, integration and doc tests: every test binary runs, whatever
+//! fails before it), then names every failed test by its package and target and closes with
+//! one line summing every binary's result: `tests: N passed, M failed`.
 //!
 //! `--stress` runs the same suite while busy loops (two per core by default, `--hogs N`)
 //! keep every core overloaded, as on a shared CI runner or a laptop with a build going: the
@@ -128,13 +128,16 @@ pub(crate) fn stress_hogs() -> usize {
 pub(crate) fn run(root: &Path, options: &TestOptions) -> Result<(TestTotals, bool)> {
     let python = python_env::ensure(root)?;
     let mut command = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
-    match containerd_bundle::ensure(root) {
-        Ok(bundle) => {
-            command.env("CORRAL_CONTAINERD_BUNDLE", bundle);
-        }
-        Err(why) => {
-            println!("containerd tests will skip: {why}");
-            command.env("CORRAL_CONTAINERD_SKIP", why.to_string());
+    for (release, bundle) in containerd_bundle::ensure_all(root) {
+        let suffix = release.env_suffix();
+        match bundle {
+            Ok(dir) => {
+                command.env(format!("CORRAL_CONTAINERD_BUNDLE_{suffix}"), dir);
+            }
+            Err(why) => {
+                println!("containerd {} tests will skip: {why}", release.name());
+                command.env(format!("CORRAL_CONTAINERD_SKIP_{suffix}"), why.to_string());
+            }
         }
     }
     // cargo's lines (which target runs, which failed) and libtest's in the order written.

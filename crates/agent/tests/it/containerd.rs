@@ -2,21 +2,25 @@
 //! would, and each container's real cgroup checked — a Guaranteed container's `cpuset.cpus`
 //! is its exclusive CPUs, a Burstable one's the shared pool, updated when exclusive CPUs
 //! come and go, and both survive an agent SIGKILL and restart. The machine's own topology
-//! (`--host-root /`) decides, since the cgroups are real. Skipped, saying why, where the
-//! machine cannot run containerd (see `real_containerd.rs`).
+//! (`--host-root /`) decides, since the cgroups are real. Every scenario runs on each
+//! containerd release corral supports, 1.7 and 2.1: a module per scenario, a test per
+//! release (`…::containerd_1_7`, `…::containerd_2_1`). A release whose bundle the machine
+//! lacks is skipped, saying why (see `real_containerd.rs`).
 
 use std::path::Path;
 use std::time::Duration;
 
 use corral_proto::cri::v1 as cri;
 
-use crate::real_containerd::{Containerd, cgroup_cpus, container_config, sandbox_config};
+use crate::real_containerd::{
+    Bundle, Containerd, Version, cgroup_cpus, container_config, sandbox_config,
+};
 use crate::support::{Reaped, WAIT, corral, log_file};
 
-/// The bundle and this machine's CPUs, or `None` (the reason printed) where the test
-/// cannot run.
-fn runnable() -> Option<(std::path::PathBuf, corral_topology::CpuSet)> {
-    let bundle = Containerd::bundle()
+/// `version`'s bundle and this machine's CPUs, or `None` (the reason printed) where the
+/// test cannot run.
+fn runnable(version: Version) -> Option<(Bundle, corral_topology::CpuSet)> {
+    let bundle = Containerd::bundle(version)
         .map_err(|why| println!("skipped: {why}"))
         .ok()?;
     let topology = corral_topology::sysfs::discover(Path::new("/")).unwrap();
@@ -138,9 +142,32 @@ async fn wait_for_cpus(parent: &str, id: &str, want: &str) {
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn real_cgroups_follow_corrals_decisions_across_an_agent_sigkill() {
-    let Some((bundle, cpus)) = runnable() else {
+/// For each scenario `async fn name(Version)`, a module `name` with one test per release.
+macro_rules! on_each_containerd {
+    ($($scenario:ident),* $(,)?) => {$(
+        mod $scenario {
+            use crate::real_containerd::Version;
+
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn containerd_1_7() {
+                super::$scenario(Version::V1_7).await;
+            }
+
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn containerd_2_1() {
+                super::$scenario(Version::V2_1).await;
+            }
+        }
+    )*};
+}
+
+on_each_containerd!(
+    real_cgroups_follow_corrals_decisions_across_an_agent_sigkill,
+    cri_reconcile_pins_real_containers,
+);
+
+async fn real_cgroups_follow_corrals_decisions_across_an_agent_sigkill(version: Version) {
+    let Some((bundle, cpus)) = runnable(version) else {
         return;
     };
     let all = cpus.to_string();
@@ -150,7 +177,7 @@ async fn real_cgroups_follow_corrals_decisions_across_an_agent_sigkill() {
     let mut first = agent(&root, &containerd.nri_socket());
     containerd.wait_for_log_count(r#"\"50-corral\" connected"#, 1);
 
-    let suffix = std::process::id();
+    let suffix = format!("{}-{}", std::process::id(), version.label());
     let (b_uid, g_uid) = (format!("b{suffix}"), format!("g{suffix}"));
     let (b_parent, g_parent) = (
         format!("/kubepods/burstable/pod{b_uid}"),
@@ -266,9 +293,8 @@ fn pinned_config(request_milli: i64, limit_milli: i64, cpus: &str) -> cri::Conta
     config
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn cri_reconcile_pins_real_containers() {
-    let Some((bundle, cpus)) = runnable() else {
+async fn cri_reconcile_pins_real_containers(version: Version) {
+    let Some((bundle, cpus)) = runnable(version) else {
         return;
     };
     let dir = tempfile::tempdir().unwrap();
@@ -279,7 +305,7 @@ async fn cri_reconcile_pins_real_containers() {
     std::fs::write(&config, yaml).unwrap();
     let root = dir.path().join("corral");
     let _agent = agent_with(&root, &["-c".as_ref(), config.as_os_str()]);
-    let suffix = std::process::id();
+    let suffix = format!("{}-{}", std::process::id(), version.label());
     let (b_uid, g_uid) = (format!("rb{suffix}"), format!("rg{suffix}"));
     let (b_parent, g_parent) = (
         format!("/kubepods/burstable/pod{b_uid}"),

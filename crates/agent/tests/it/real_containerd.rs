@@ -1,9 +1,10 @@
-//! A real containerd (Debian's 1.7, with runc) for the tests: started on a config of its
-//! own under a temp dir — root, state and sockets there, NRI on with its socket there,
-//! cgroupfs, overlayfs, `restrict_oom_score_adj` (root here lacks CAP_SYS_RESOURCE) — with
-//! a busybox image imported, and driven through CRI. Stopped on drop, its shims and the
-//! pods' cgroups removed. The bundle comes from `cargo xtask containerd-bundle` (run by
-//! `cargo xtask test`); where it is missing, [`Containerd::bundle`] says why.
+//! A real containerd (Debian's 1.7 or 2.1, with runc) for the tests: started on a config of
+//! its own under a temp dir, in the release's format — root, state and sockets there, NRI on
+//! with its socket there, cgroupfs, overlayfs, `restrict_oom_score_adj` (root here lacks
+//! CAP_SYS_RESOURCE) — with a busybox image imported, and driven through CRI. Stopped on
+//! drop, its shims and the pods' cgroups removed. The bundles come from `cargo xtask
+//! containerd-bundle` (run by `cargo xtask test`), one per release; where one is missing,
+//! [`Containerd::bundle`] says why.
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -18,40 +19,98 @@ use crate::support::{WAIT, workspace};
 /// The image every container runs (its command is `sleep`).
 pub(crate) const IMAGE: &str = "docker.io/library/busybox:corral";
 
+/// A containerd release the real-runtime scenarios run on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Version {
+    /// containerd 1.7 (Debian trixie): a version-2 config, NRI enabled there.
+    V1_7,
+    /// containerd 2.1 (Debian sid): a version-3 config, the CRI plugin split in three.
+    V2_1,
+}
+
+impl Version {
+    /// `1.7`, `2.1`: the bundle's directory under `target/containerd-bundle`.
+    fn name(self) -> &'static str {
+        match self {
+            Version::V1_7 => "1.7",
+            Version::V2_1 => "2.1",
+        }
+    }
+
+    /// `1-7`, `2-1`: a suffix for the pods' names and uids (a valid DNS label).
+    pub(crate) fn label(self) -> &'static str {
+        match self {
+            Version::V1_7 => "1-7",
+            Version::V2_1 => "2-1",
+        }
+    }
+}
+
+/// A prepared bundle: a containerd release unpacked with runc, and the busybox image.
+pub(crate) struct Bundle {
+    version: Version,
+    dir: PathBuf,
+}
+
+/// Held by each running containerd: the real-runtime tests run one at a time, whichever
+/// release, since their pods share the QoS cgroups (`kubepods`, `kubepods/burstable`) each
+/// one's drop removes once they are empty — a pod of another test could be created there
+/// in between.
+static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 /// A running containerd.
 pub(crate) struct Containerd {
     child: Child,
     dir: PathBuf,
     /// Pod cgroup directories to remove at the end (relative to each controller).
     pub(crate) pod_cgroups: Vec<String>,
+    /// Released after the drop's clean-up (fields drop after `Drop::drop`).
+    _turn: std::sync::MutexGuard<'static, ()>,
 }
 
 impl Containerd {
-    /// The prepared bundle, or why there is none.
-    pub(crate) fn bundle() -> Result<PathBuf, String> {
-        if let Ok(why) = std::env::var("CORRAL_CONTAINERD_SKIP") {
-            return Err(why);
+    /// `version`'s prepared bundle, or why there is none.
+    pub(crate) fn bundle(version: Version) -> Result<Bundle, String> {
+        // `cargo xtask test` names the bundle, or why there is none, with these.
+        let suffix = version.label().replace('-', "_");
+        if let Ok(why) = std::env::var(format!("CORRAL_CONTAINERD_SKIP_{suffix}")) {
+            return Err(format!("containerd {}: {why}", version.name()));
         }
-        let dir = std::env::var_os("CORRAL_CONTAINERD_BUNDLE")
+        let dir = std::env::var_os(format!("CORRAL_CONTAINERD_BUNDLE_{suffix}"))
             .map(PathBuf::from)
-            .unwrap_or_else(|| workspace().join("target/containerd-bundle"));
-        if dir.join("READY").exists() {
-            Ok(dir)
+            .unwrap_or_else(|| {
+                workspace()
+                    .join("target/containerd-bundle")
+                    .join(version.name())
+            });
+        if let Ok(ready) = std::fs::read_to_string(dir.join("READY")) {
+            // What the bundle's `containerd --version` said when it was prepared.
+            let release = format!(" {}.", version.name());
+            assert!(ready.contains(&release), "{}: {ready}", dir.display());
+            Ok(Bundle { version, dir })
         } else {
             Err(format!(
-                "no containerd bundle at {} (run `cargo xtask containerd-bundle`)",
+                "no containerd {} bundle at {} (run `cargo xtask containerd-bundle`)",
+                version.name(),
                 dir.display()
             ))
         }
     }
 
     /// containerd from `bundle`, everything under `dir`, with the busybox image imported.
-    pub(crate) fn start(bundle: &Path, dir: &Path) -> Containerd {
-        for sub in ["nri-plugins", "nri-conf", "logs"] {
+    pub(crate) fn start(bundle: &Bundle, dir: &Path) -> Containerd {
+        let (version, bundle) = (bundle.version, bundle.dir.as_path());
+        // A test that failed holding it poisoned it; its clean-up ran all the same.
+        let turn = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+        for sub in ["nri-plugins", "nri-conf", "logs", "cni-bin", "cni-conf"] {
             std::fs::create_dir_all(dir.join(sub)).unwrap();
         }
         let config = dir.join("config.toml");
-        std::fs::write(&config, config_toml(bundle, dir)).unwrap();
+        let toml = match version {
+            Version::V1_7 => config_v2(bundle, dir),
+            Version::V2_1 => config_v3(bundle, dir),
+        };
+        std::fs::write(&config, toml).unwrap();
         let log = std::fs::File::create(dir.join("containerd.log")).unwrap();
         let child = Command::new(bundle.join("root/usr/bin/containerd"))
             .arg("--config")
@@ -66,6 +125,7 @@ impl Containerd {
             child,
             dir: dir.to_path_buf(),
             pod_cgroups: Vec::new(),
+            _turn: turn,
         };
         containerd.wait_for_log("containerd successfully booted");
         let import = Command::new(bundle.join("root/usr/bin/ctr"))
@@ -80,6 +140,9 @@ impl Containerd {
             "{}",
             String::from_utf8_lossy(&import.stderr)
         );
+        // CRI has taken the image in once it labels it the pinned sandbox image; a sandbox
+        // run before would try to pull it.
+        containerd.wait_for_log("io.cri-containerd.pinned");
         containerd
     }
 
@@ -263,7 +326,8 @@ fn path_with(bundle: &Path) -> String {
     )
 }
 
-fn config_toml(bundle: &Path, dir: &Path) -> String {
+/// containerd 1.7's config (version 2).
+fn config_v2(bundle: &Path, dir: &Path) -> String {
     let d = dir.display();
     let runc = bundle.join("root/usr/sbin/runc");
     format!(
@@ -285,7 +349,58 @@ state = "{d}/state"
       [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
         BinaryName = "{runc}"
         SystemdCgroup = false
-[plugins."io.containerd.nri.v1.nri"]
+{nri}"#,
+        runc = runc.display(),
+        nri = nri_section(dir),
+    )
+}
+
+/// containerd 2.1's config (version 3): images, runtime and streaming are separate CRI
+/// plugins; CDI off and CNI pointed at empty directories of its own (the pods use the
+/// host's network), so nothing of the host's runtime set-up is read.
+fn config_v3(bundle: &Path, dir: &Path) -> String {
+    let d = dir.display();
+    let runc = bundle.join("root/usr/sbin/runc");
+    format!(
+        r#"version = 3
+root = "{d}/root"
+state = "{d}/state"
+[grpc]
+  address = "{d}/containerd.sock"
+[ttrpc]
+  address = "{d}/containerd.sock.ttrpc"
+[plugins."io.containerd.cri.v1.images"]
+  snapshotter = "overlayfs"
+  [plugins."io.containerd.cri.v1.images".pinned_images]
+    sandbox = "{IMAGE}"
+[plugins."io.containerd.cri.v1.runtime"]
+  restrict_oom_score_adj = true
+  enable_cdi = false
+  [plugins."io.containerd.cri.v1.runtime".containerd]
+    default_runtime_name = "runc"
+    [plugins."io.containerd.cri.v1.runtime".containerd.runtimes.runc]
+      runtime_type = "io.containerd.runc.v2"
+      [plugins."io.containerd.cri.v1.runtime".containerd.runtimes.runc.options]
+        BinaryName = "{runc}"
+        SystemdCgroup = false
+  [plugins."io.containerd.cri.v1.runtime".cni]
+    bin_dirs = ["{d}/cni-bin"]
+    conf_dir = "{d}/cni-conf"
+[plugins."io.containerd.grpc.v1.cri"]
+  stream_server_address = "127.0.0.1"
+  stream_server_port = "0"
+{nri}"#,
+        runc = runc.display(),
+        nri = nri_section(dir),
+    )
+}
+
+/// The NRI section, the same in both formats: on (1.7's default is off), its socket and
+/// plugin directories under `dir`.
+fn nri_section(dir: &Path) -> String {
+    let d = dir.display();
+    format!(
+        r#"[plugins."io.containerd.nri.v1.nri"]
   disable = false
   disable_connections = false
   socket_path = "{d}/nri.sock"
@@ -294,8 +409,7 @@ state = "{d}/state"
   # Longer than corral takes to answer on a busy machine: no test here is about these.
   plugin_registration_timeout = "30s"
   plugin_request_timeout = "30s"
-"#,
-        runc = runc.display()
+"#
     )
 }
 
