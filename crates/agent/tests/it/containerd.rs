@@ -204,7 +204,8 @@ async fn real_cgroups_follow_corrals_decisions_across_an_agent_sigkill(version: 
     first.0.wait().unwrap();
     let _second = agent(&root, &containerd.nri_socket());
     // containerd logs this once the plugin is synchronized and the updates it answered
-    // with are applied: the cgroups below are what the new agent decided.
+    // with are applied (1.7: `plugin "50-corral" connected`, 2.1: `… connected and
+    // synchronized`, once per connection): the cgroups below are what the new agent decided.
     containerd.wait_for_log_count(r#"\"50-corral\" connected"#, 2);
     assert_eq!(cgroup_cpus(&g_parent, &guaranteed), exclusive);
     assert_eq!(cgroup_cpus(&b_parent, &burstable), pool);
