@@ -6,6 +6,9 @@ pub struct RegisterPluginRequest {
     pub plugin_name: ::prost::alloc::string::String,
     #[prost(string, tag = "2")]
     pub plugin_idx: ::prost::alloc::string::String,
+    /// v0.12: the NRI version the plugin was built with ("v0.12.2"), if known.
+    #[prost(string, tag = "3")]
+    pub nri_version: ::prost::alloc::string::String,
 }
 #[derive(Clone, PartialEq, ::prost::Message)]
 pub struct UpdateContainersRequest {
@@ -33,6 +36,10 @@ pub struct ConfigureRequest {
     pub registration_timeout: i64,
     #[prost(int64, tag = "5")]
     pub request_timeout: i64,
+    /// v0.12: the NRI version the runtime was built with ("v0.12.2"); empty from older
+    /// runtimes.
+    #[prost(string, tag = "6")]
+    pub nri_version: ::prost::alloc::string::String,
 }
 #[derive(Clone, Copy, PartialEq, Eq, Hash, ::prost::Message)]
 pub struct ConfigureResponse {
@@ -57,6 +64,56 @@ pub struct SynchronizeResponse {
     #[prost(bool, tag = "2")]
     pub more: bool,
 }
+/// v0.12.
+#[derive(Clone, PartialEq, ::prost::Message)]
+pub struct RunPodSandboxRequest {
+    #[prost(message, optional, tag = "1")]
+    pub pod: ::core::option::Option<PodSandbox>,
+}
+/// v0.12.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct RunPodSandboxResponse {}
+/// v0.10.
+#[derive(Clone, PartialEq, ::prost::Message)]
+pub struct UpdatePodSandboxRequest {
+    #[prost(message, optional, tag = "1")]
+    pub pod: ::core::option::Option<PodSandbox>,
+    #[prost(message, optional, tag = "2")]
+    pub overhead_linux_resources: ::core::option::Option<LinuxResources>,
+    /// The sum of the pod's containers' resources.
+    #[prost(message, optional, tag = "3")]
+    pub linux_resources: ::core::option::Option<LinuxResources>,
+}
+/// v0.10.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct UpdatePodSandboxResponse {}
+/// v0.12.
+#[derive(Clone, PartialEq, ::prost::Message)]
+pub struct PostUpdatePodSandboxRequest {
+    #[prost(message, optional, tag = "1")]
+    pub pod: ::core::option::Option<PodSandbox>,
+}
+/// v0.12.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct PostUpdatePodSandboxResponse {}
+/// v0.12.
+#[derive(Clone, PartialEq, ::prost::Message)]
+pub struct StopPodSandboxRequest {
+    #[prost(message, optional, tag = "1")]
+    pub pod: ::core::option::Option<PodSandbox>,
+}
+/// v0.12.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct StopPodSandboxResponse {}
+/// v0.12.
+#[derive(Clone, PartialEq, ::prost::Message)]
+pub struct RemovePodSandboxRequest {
+    #[prost(message, optional, tag = "1")]
+    pub pod: ::core::option::Option<PodSandbox>,
+}
+/// v0.12.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct RemovePodSandboxResponse {}
 #[derive(Clone, PartialEq, ::prost::Message)]
 pub struct CreateContainerRequest {
     #[prost(message, optional, tag = "1")]
@@ -73,6 +130,39 @@ pub struct CreateContainerResponse {
     #[prost(message, repeated, tag = "3")]
     pub evict: ::prost::alloc::vec::Vec<ContainerEviction>,
 }
+/// v0.12.
+#[derive(Clone, PartialEq, ::prost::Message)]
+pub struct PostCreateContainerRequest {
+    #[prost(message, optional, tag = "1")]
+    pub pod: ::core::option::Option<PodSandbox>,
+    #[prost(message, optional, tag = "2")]
+    pub container: ::core::option::Option<Container>,
+}
+/// v0.12.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct PostCreateContainerResponse {}
+/// v0.12.
+#[derive(Clone, PartialEq, ::prost::Message)]
+pub struct StartContainerRequest {
+    #[prost(message, optional, tag = "1")]
+    pub pod: ::core::option::Option<PodSandbox>,
+    #[prost(message, optional, tag = "2")]
+    pub container: ::core::option::Option<Container>,
+}
+/// v0.12.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct StartContainerResponse {}
+/// v0.12.
+#[derive(Clone, PartialEq, ::prost::Message)]
+pub struct PostStartContainerRequest {
+    #[prost(message, optional, tag = "1")]
+    pub pod: ::core::option::Option<PodSandbox>,
+    #[prost(message, optional, tag = "2")]
+    pub container: ::core::option::Option<Container>,
+}
+/// v0.12.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct PostStartContainerResponse {}
 #[derive(Clone, PartialEq, ::prost::Message)]
 pub struct UpdateContainerRequest {
     #[prost(message, optional, tag = "1")]
@@ -89,6 +179,17 @@ pub struct UpdateContainerResponse {
     #[prost(message, repeated, tag = "2")]
     pub evict: ::prost::alloc::vec::Vec<ContainerEviction>,
 }
+/// v0.12.
+#[derive(Clone, PartialEq, ::prost::Message)]
+pub struct PostUpdateContainerRequest {
+    #[prost(message, optional, tag = "1")]
+    pub pod: ::core::option::Option<PodSandbox>,
+    #[prost(message, optional, tag = "2")]
+    pub container: ::core::option::Option<Container>,
+}
+/// v0.12.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct PostUpdateContainerResponse {}
 #[derive(Clone, PartialEq, ::prost::Message)]
 pub struct StopContainerRequest {
     #[prost(message, optional, tag = "1")]
@@ -101,6 +202,17 @@ pub struct StopContainerResponse {
     #[prost(message, repeated, tag = "1")]
     pub update: ::prost::alloc::vec::Vec<ContainerUpdate>,
 }
+/// v0.12.
+#[derive(Clone, PartialEq, ::prost::Message)]
+pub struct RemoveContainerRequest {
+    #[prost(message, optional, tag = "1")]
+    pub pod: ::core::option::Option<PodSandbox>,
+    #[prost(message, optional, tag = "2")]
+    pub container: ::core::option::Option<Container>,
+}
+/// v0.12.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct RemoveContainerResponse {}
 #[derive(Clone, PartialEq, ::prost::Message)]
 pub struct StateChangeEvent {
     #[prost(enumeration = "Event", tag = "1")]
@@ -109,6 +221,42 @@ pub struct StateChangeEvent {
     pub pod: ::core::option::Option<PodSandbox>,
     #[prost(message, optional, tag = "3")]
     pub container: ::core::option::Option<Container>,
+}
+/// v0.10: the adjustment every plugin asked for a container being created, and who asked
+/// for what, for a validating plugin to accept or reject.
+#[derive(Clone, PartialEq, ::prost::Message)]
+pub struct ValidateContainerAdjustmentRequest {
+    #[prost(message, optional, tag = "1")]
+    pub pod: ::core::option::Option<PodSandbox>,
+    /// The container as created, before any adjustment.
+    #[prost(message, optional, tag = "2")]
+    pub container: ::core::option::Option<Container>,
+    #[prost(message, optional, tag = "3")]
+    pub adjust: ::core::option::Option<ContainerAdjustment>,
+    /// Updates to other containers the plugins asked for.
+    #[prost(message, repeated, tag = "4")]
+    pub update: ::prost::alloc::vec::Vec<ContainerUpdate>,
+    #[prost(message, optional, tag = "5")]
+    pub owners: ::core::option::Option<OwningPlugins>,
+    /// Every plugin asked.
+    #[prost(message, repeated, tag = "6")]
+    pub plugins: ::prost::alloc::vec::Vec<PluginInstance>,
+}
+/// v0.10.
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct PluginInstance {
+    #[prost(string, tag = "1")]
+    pub name: ::prost::alloc::string::String,
+    #[prost(string, tag = "2")]
+    pub index: ::prost::alloc::string::String,
+}
+/// v0.10.
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct ValidateContainerAdjustmentResponse {
+    #[prost(bool, tag = "1")]
+    pub reject: bool,
+    #[prost(string, tag = "2")]
+    pub reason: ::prost::alloc::string::String,
 }
 #[derive(Clone, Copy, PartialEq, Eq, Hash, ::prost::Message)]
 pub struct Empty {}
@@ -191,6 +339,37 @@ pub struct Container {
     pub pid: u32,
     #[prost(message, repeated, tag = "13")]
     pub rlimits: ::prost::alloc::vec::Vec<PosixRlimit>,
+    /// v0.10.
+    #[prost(int64, tag = "14")]
+    pub created_at: i64,
+    #[prost(int64, tag = "15")]
+    pub started_at: i64,
+    #[prost(int64, tag = "16")]
+    pub finished_at: i64,
+    #[prost(int32, tag = "17")]
+    pub exit_code: i32,
+    #[prost(string, tag = "18")]
+    pub status_reason: ::prost::alloc::string::String,
+    #[prost(string, tag = "19")]
+    pub status_message: ::prost::alloc::string::String,
+    #[prost(message, repeated, tag = "20")]
+    pub cdi_devices: ::prost::alloc::vec::Vec<CdiDevice>,
+    /// v0.11.
+    #[prost(message, optional, tag = "21")]
+    pub user: ::core::option::Option<User>,
+    /// v0.12.
+    #[prost(message, optional, tag = "22")]
+    pub image: ::core::option::Option<Image>,
+}
+/// v0.12.
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct Image {
+    #[prost(string, tag = "1")]
+    pub name: ::prost::alloc::string::String,
+    #[prost(string, tag = "2")]
+    pub digest: ::prost::alloc::string::String,
+    #[prost(string, tag = "3")]
+    pub config_digest: ::prost::alloc::string::String,
 }
 #[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
 pub struct Mount {
@@ -241,6 +420,28 @@ pub struct LinuxContainer {
     pub oom_score_adj: ::core::option::Option<OptionalInt>,
     #[prost(string, tag = "5")]
     pub cgroups_path: ::prost::alloc::string::String,
+    /// v0.10.
+    #[prost(message, optional, tag = "6")]
+    pub io_priority: ::core::option::Option<LinuxIoPriority>,
+    #[prost(message, optional, tag = "7")]
+    pub seccomp_profile: ::core::option::Option<SecurityProfile>,
+    #[prost(message, optional, tag = "8")]
+    pub seccomp_policy: ::core::option::Option<LinuxSeccomp>,
+    /// v0.11.
+    #[prost(map = "string, string", tag = "9")]
+    pub sysctl: ::std::collections::HashMap<
+        ::prost::alloc::string::String,
+        ::prost::alloc::string::String,
+    >,
+    #[prost(map = "string, message", tag = "10")]
+    pub net_devices: ::std::collections::HashMap<
+        ::prost::alloc::string::String,
+        LinuxNetDevice,
+    >,
+    #[prost(message, optional, tag = "11")]
+    pub scheduler: ::core::option::Option<LinuxScheduler>,
+    #[prost(message, optional, tag = "12")]
+    pub rdt: ::core::option::Option<LinuxRdt>,
 }
 #[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
 pub struct LinuxNamespace {
@@ -284,6 +485,16 @@ pub struct LinuxDeviceCgroup {
 pub struct CdiDevice {
     #[prost(string, tag = "1")]
     pub name: ::prost::alloc::string::String,
+}
+/// v0.11.
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct User {
+    #[prost(uint32, tag = "1")]
+    pub uid: u32,
+    #[prost(uint32, tag = "2")]
+    pub gid: u32,
+    #[prost(uint32, repeated, tag = "3")]
+    pub additional_gids: ::prost::alloc::vec::Vec<u32>,
 }
 #[derive(Clone, PartialEq, ::prost::Message)]
 pub struct LinuxResources {
@@ -351,6 +562,56 @@ pub struct HugepageLimit {
     #[prost(uint64, tag = "2")]
     pub limit: u64,
 }
+/// v0.10.
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct SecurityProfile {
+    #[prost(enumeration = "security_profile::ProfileType", tag = "1")]
+    pub profile_type: i32,
+    #[prost(string, tag = "2")]
+    pub localhost_ref: ::prost::alloc::string::String,
+}
+/// Nested message and enum types in `SecurityProfile`.
+pub mod security_profile {
+    #[derive(
+        Clone,
+        Copy,
+        Debug,
+        PartialEq,
+        Eq,
+        Hash,
+        PartialOrd,
+        Ord,
+        ::prost::Enumeration
+    )]
+    #[repr(i32)]
+    pub enum ProfileType {
+        RuntimeDefault = 0,
+        Unconfined = 1,
+        Localhost = 2,
+    }
+    impl ProfileType {
+        /// String value of the enum field names used in the ProtoBuf definition.
+        ///
+        /// The values are not transformed in any way and thus are considered stable
+        /// (if the ProtoBuf definition does not change) and safe for programmatic use.
+        pub fn as_str_name(&self) -> &'static str {
+            match self {
+                Self::RuntimeDefault => "RUNTIME_DEFAULT",
+                Self::Unconfined => "UNCONFINED",
+                Self::Localhost => "LOCALHOST",
+            }
+        }
+        /// Creates an enum from field names used in the ProtoBuf definition.
+        pub fn from_str_name(value: &str) -> ::core::option::Option<Self> {
+            match value {
+                "RUNTIME_DEFAULT" => Some(Self::RuntimeDefault),
+                "UNCONFINED" => Some(Self::Unconfined),
+                "LOCALHOST" => Some(Self::Localhost),
+                _ => None,
+            }
+        }
+    }
+}
 #[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
 pub struct PosixRlimit {
     #[prost(string, tag = "1")]
@@ -365,6 +626,38 @@ pub struct PosixRlimit {
 pub struct LinuxPids {
     #[prost(int64, tag = "1")]
     pub limit: i64,
+}
+/// v0.10.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct LinuxIoPriority {
+    #[prost(enumeration = "IoPrioClass", tag = "1")]
+    pub class: i32,
+    #[prost(int32, tag = "2")]
+    pub priority: i32,
+}
+/// v0.11.
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct LinuxNetDevice {
+    #[prost(string, tag = "1")]
+    pub name: ::prost::alloc::string::String,
+}
+/// v0.11.
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct LinuxScheduler {
+    #[prost(enumeration = "LinuxSchedulerPolicy", tag = "1")]
+    pub policy: i32,
+    #[prost(int32, tag = "2")]
+    pub nice: i32,
+    #[prost(int32, tag = "3")]
+    pub priority: i32,
+    #[prost(enumeration = "LinuxSchedulerFlag", repeated, tag = "4")]
+    pub flags: ::prost::alloc::vec::Vec<i32>,
+    #[prost(uint64, tag = "5")]
+    pub runtime: u64,
+    #[prost(uint64, tag = "6")]
+    pub deadline: u64,
+    #[prost(uint64, tag = "7")]
+    pub period: u64,
 }
 #[derive(Clone, PartialEq, ::prost::Message)]
 pub struct ContainerAdjustment {
@@ -386,6 +679,9 @@ pub struct ContainerAdjustment {
     /// v0.8; absent from v0.6.
     #[prost(message, repeated, tag = "8")]
     pub cdi_devices: ::prost::alloc::vec::Vec<CdiDevice>,
+    /// v0.10.
+    #[prost(string, repeated, tag = "9")]
+    pub args: ::prost::alloc::vec::Vec<::prost::alloc::string::String>,
 }
 #[derive(Clone, PartialEq, ::prost::Message)]
 pub struct LinuxContainerAdjustment {
@@ -398,6 +694,83 @@ pub struct LinuxContainerAdjustment {
     /// v0.8 (adjusting it); absent from v0.6.
     #[prost(message, optional, tag = "4")]
     pub oom_score_adj: ::core::option::Option<OptionalInt>,
+    /// v0.10.
+    #[prost(message, optional, tag = "5")]
+    pub io_priority: ::core::option::Option<LinuxIoPriority>,
+    #[prost(message, optional, tag = "6")]
+    pub seccomp_policy: ::core::option::Option<LinuxSeccomp>,
+    #[prost(message, repeated, tag = "7")]
+    pub namespaces: ::prost::alloc::vec::Vec<LinuxNamespace>,
+    /// v0.11.
+    #[prost(map = "string, string", tag = "8")]
+    pub sysctl: ::std::collections::HashMap<
+        ::prost::alloc::string::String,
+        ::prost::alloc::string::String,
+    >,
+    #[prost(map = "string, message", tag = "9")]
+    pub net_devices: ::std::collections::HashMap<
+        ::prost::alloc::string::String,
+        LinuxNetDevice,
+    >,
+    #[prost(message, optional, tag = "10")]
+    pub scheduler: ::core::option::Option<LinuxScheduler>,
+    #[prost(message, optional, tag = "11")]
+    pub rdt: ::core::option::Option<LinuxRdt>,
+    /// v0.12.
+    #[prost(message, optional, tag = "12")]
+    pub memory_policy: ::core::option::Option<LinuxMemoryPolicy>,
+}
+/// v0.10.
+#[derive(Clone, PartialEq, ::prost::Message)]
+pub struct LinuxSeccomp {
+    #[prost(string, tag = "1")]
+    pub default_action: ::prost::alloc::string::String,
+    #[prost(message, optional, tag = "2")]
+    pub default_errno: ::core::option::Option<OptionalUInt32>,
+    #[prost(string, repeated, tag = "3")]
+    pub architectures: ::prost::alloc::vec::Vec<::prost::alloc::string::String>,
+    #[prost(string, repeated, tag = "4")]
+    pub flags: ::prost::alloc::vec::Vec<::prost::alloc::string::String>,
+    #[prost(string, tag = "5")]
+    pub listener_path: ::prost::alloc::string::String,
+    #[prost(string, tag = "6")]
+    pub listener_metadata: ::prost::alloc::string::String,
+    #[prost(message, repeated, tag = "7")]
+    pub syscalls: ::prost::alloc::vec::Vec<LinuxSyscall>,
+}
+/// v0.10.
+#[derive(Clone, PartialEq, ::prost::Message)]
+pub struct LinuxSyscall {
+    #[prost(string, repeated, tag = "1")]
+    pub names: ::prost::alloc::vec::Vec<::prost::alloc::string::String>,
+    #[prost(string, tag = "2")]
+    pub action: ::prost::alloc::string::String,
+    #[prost(message, optional, tag = "3")]
+    pub errno_ret: ::core::option::Option<OptionalUInt32>,
+    #[prost(message, repeated, tag = "4")]
+    pub args: ::prost::alloc::vec::Vec<LinuxSeccompArg>,
+}
+/// v0.10.
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct LinuxSeccompArg {
+    #[prost(uint32, tag = "1")]
+    pub index: u32,
+    #[prost(uint64, tag = "2")]
+    pub value: u64,
+    #[prost(uint64, tag = "3")]
+    pub value_two: u64,
+    #[prost(string, tag = "4")]
+    pub op: ::prost::alloc::string::String,
+}
+/// v0.12.
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct LinuxMemoryPolicy {
+    #[prost(enumeration = "MpolMode", tag = "1")]
+    pub mode: i32,
+    #[prost(string, tag = "2")]
+    pub nodes: ::prost::alloc::string::String,
+    #[prost(enumeration = "MpolFlag", repeated, tag = "3")]
+    pub flags: ::prost::alloc::vec::Vec<i32>,
 }
 #[derive(Clone, PartialEq, ::prost::Message)]
 pub struct ContainerUpdate {
@@ -420,6 +793,19 @@ pub struct ContainerEviction {
     #[prost(string, tag = "2")]
     pub reason: ::prost::alloc::string::String,
 }
+/// v0.11.
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct LinuxRdt {
+    #[prost(message, optional, tag = "1")]
+    pub clos_id: ::core::option::Option<OptionalString>,
+    #[prost(message, optional, tag = "2")]
+    pub schemata: ::core::option::Option<OptionalRepeatedString>,
+    #[prost(message, optional, tag = "3")]
+    pub enable_monitoring: ::core::option::Option<OptionalBool>,
+    /// Marks the RDT configuration for removal.
+    #[prost(bool, tag = "4")]
+    pub remove: bool,
+}
 #[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
 pub struct KeyValue {
     #[prost(string, tag = "1")]
@@ -432,6 +818,12 @@ pub struct KeyValue {
 pub struct OptionalString {
     #[prost(string, tag = "1")]
     pub value: ::prost::alloc::string::String,
+}
+/// v0.11.
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct OptionalRepeatedString {
+    #[prost(string, repeated, tag = "1")]
+    pub value: ::prost::alloc::vec::Vec<::prost::alloc::string::String>,
 }
 #[derive(Clone, Copy, PartialEq, Eq, Hash, ::prost::Message)]
 pub struct OptionalInt {
@@ -468,6 +860,31 @@ pub struct OptionalFileMode {
     #[prost(uint32, tag = "1")]
     pub value: u32,
 }
+/// v0.10: which plugin set what. The key of each entry (annotation key, mount destination,
+/// device path, environment variable name, …) maps to the plugin that set it.
+#[derive(Clone, PartialEq, ::prost::Message)]
+pub struct CompoundFieldOwners {
+    #[prost(map = "string, string", tag = "1")]
+    pub owners: ::std::collections::HashMap<
+        ::prost::alloc::string::String,
+        ::prost::alloc::string::String,
+    >,
+}
+/// v0.10: which plugin set each field of one container, keyed by Field: `simple` for a
+/// field set whole, `compound` for one set entry by entry.
+#[derive(Clone, PartialEq, ::prost::Message)]
+pub struct FieldOwners {
+    #[prost(map = "int32, string", tag = "1")]
+    pub simple: ::std::collections::HashMap<i32, ::prost::alloc::string::String>,
+    #[prost(map = "int32, message", tag = "2")]
+    pub compound: ::std::collections::HashMap<i32, CompoundFieldOwners>,
+}
+/// v0.10: FieldOwners by container ID.
+#[derive(Clone, PartialEq, ::prost::Message)]
+pub struct OwningPlugins {
+    #[prost(map = "string, message", tag = "1")]
+    pub owners: ::std::collections::HashMap<::prost::alloc::string::String, FieldOwners>,
+}
 /// What a plugin subscribes to: bit (event - 1) of ConfigureResponse.events.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, ::prost::Enumeration)]
 #[repr(i32)]
@@ -484,7 +901,12 @@ pub enum Event {
     PostUpdateContainer = 9,
     StopContainer = 10,
     RemoveContainer = 11,
-    Last = 12,
+    /// v0.10; in v0.8 and v0.9, LAST = 12, and a runtime refuses a subscription to any later
+    /// event ("invalid plugin events").
+    UpdatePodSandbox = 12,
+    PostUpdatePodSandbox = 13,
+    ValidateContainerAdjustment = 14,
+    Last = 15,
 }
 impl Event {
     /// String value of the enum field names used in the ProtoBuf definition.
@@ -505,6 +927,9 @@ impl Event {
             Self::PostUpdateContainer => "POST_UPDATE_CONTAINER",
             Self::StopContainer => "STOP_CONTAINER",
             Self::RemoveContainer => "REMOVE_CONTAINER",
+            Self::UpdatePodSandbox => "UPDATE_POD_SANDBOX",
+            Self::PostUpdatePodSandbox => "POST_UPDATE_POD_SANDBOX",
+            Self::ValidateContainerAdjustment => "VALIDATE_CONTAINER_ADJUSTMENT",
             Self::Last => "LAST",
         }
     }
@@ -523,6 +948,9 @@ impl Event {
             "POST_UPDATE_CONTAINER" => Some(Self::PostUpdateContainer),
             "STOP_CONTAINER" => Some(Self::StopContainer),
             "REMOVE_CONTAINER" => Some(Self::RemoveContainer),
+            "UPDATE_POD_SANDBOX" => Some(Self::UpdatePodSandbox),
+            "POST_UPDATE_POD_SANDBOX" => Some(Self::PostUpdatePodSandbox),
+            "VALIDATE_CONTAINER_ADJUSTMENT" => Some(Self::ValidateContainerAdjustment),
             "LAST" => Some(Self::Last),
             _ => None,
         }
@@ -559,6 +987,344 @@ impl ContainerState {
             "CONTAINER_PAUSED" => Some(Self::ContainerPaused),
             "CONTAINER_RUNNING" => Some(Self::ContainerRunning),
             "CONTAINER_STOPPED" => Some(Self::ContainerStopped),
+            _ => None,
+        }
+    }
+}
+/// v0.10.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, ::prost::Enumeration)]
+#[repr(i32)]
+pub enum IoPrioClass {
+    IoprioClassNone = 0,
+    IoprioClassRt = 1,
+    IoprioClassBe = 2,
+    IoprioClassIdle = 3,
+}
+impl IoPrioClass {
+    /// String value of the enum field names used in the ProtoBuf definition.
+    ///
+    /// The values are not transformed in any way and thus are considered stable
+    /// (if the ProtoBuf definition does not change) and safe for programmatic use.
+    pub fn as_str_name(&self) -> &'static str {
+        match self {
+            Self::IoprioClassNone => "IOPRIO_CLASS_NONE",
+            Self::IoprioClassRt => "IOPRIO_CLASS_RT",
+            Self::IoprioClassBe => "IOPRIO_CLASS_BE",
+            Self::IoprioClassIdle => "IOPRIO_CLASS_IDLE",
+        }
+    }
+    /// Creates an enum from field names used in the ProtoBuf definition.
+    pub fn from_str_name(value: &str) -> ::core::option::Option<Self> {
+        match value {
+            "IOPRIO_CLASS_NONE" => Some(Self::IoprioClassNone),
+            "IOPRIO_CLASS_RT" => Some(Self::IoprioClassRt),
+            "IOPRIO_CLASS_BE" => Some(Self::IoprioClassBe),
+            "IOPRIO_CLASS_IDLE" => Some(Self::IoprioClassIdle),
+            _ => None,
+        }
+    }
+}
+/// v0.11.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, ::prost::Enumeration)]
+#[repr(i32)]
+pub enum LinuxSchedulerPolicy {
+    SchedNone = 0,
+    SchedOther = 1,
+    SchedFifo = 2,
+    SchedRr = 3,
+    SchedBatch = 4,
+    SchedIso = 5,
+    SchedIdle = 6,
+    SchedDeadline = 7,
+}
+impl LinuxSchedulerPolicy {
+    /// String value of the enum field names used in the ProtoBuf definition.
+    ///
+    /// The values are not transformed in any way and thus are considered stable
+    /// (if the ProtoBuf definition does not change) and safe for programmatic use.
+    pub fn as_str_name(&self) -> &'static str {
+        match self {
+            Self::SchedNone => "SCHED_NONE",
+            Self::SchedOther => "SCHED_OTHER",
+            Self::SchedFifo => "SCHED_FIFO",
+            Self::SchedRr => "SCHED_RR",
+            Self::SchedBatch => "SCHED_BATCH",
+            Self::SchedIso => "SCHED_ISO",
+            Self::SchedIdle => "SCHED_IDLE",
+            Self::SchedDeadline => "SCHED_DEADLINE",
+        }
+    }
+    /// Creates an enum from field names used in the ProtoBuf definition.
+    pub fn from_str_name(value: &str) -> ::core::option::Option<Self> {
+        match value {
+            "SCHED_NONE" => Some(Self::SchedNone),
+            "SCHED_OTHER" => Some(Self::SchedOther),
+            "SCHED_FIFO" => Some(Self::SchedFifo),
+            "SCHED_RR" => Some(Self::SchedRr),
+            "SCHED_BATCH" => Some(Self::SchedBatch),
+            "SCHED_ISO" => Some(Self::SchedIso),
+            "SCHED_IDLE" => Some(Self::SchedIdle),
+            "SCHED_DEADLINE" => Some(Self::SchedDeadline),
+            _ => None,
+        }
+    }
+}
+/// v0.11.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, ::prost::Enumeration)]
+#[repr(i32)]
+pub enum LinuxSchedulerFlag {
+    SchedFlagResetOnFork = 0,
+    SchedFlagReclaim = 1,
+    SchedFlagDlOverrun = 2,
+    SchedFlagKeepPolicy = 3,
+    SchedFlagKeepParams = 4,
+    SchedFlagUtilClampMin = 5,
+    SchedFlagUtilClampMax = 6,
+}
+impl LinuxSchedulerFlag {
+    /// String value of the enum field names used in the ProtoBuf definition.
+    ///
+    /// The values are not transformed in any way and thus are considered stable
+    /// (if the ProtoBuf definition does not change) and safe for programmatic use.
+    pub fn as_str_name(&self) -> &'static str {
+        match self {
+            Self::SchedFlagResetOnFork => "SCHED_FLAG_RESET_ON_FORK",
+            Self::SchedFlagReclaim => "SCHED_FLAG_RECLAIM",
+            Self::SchedFlagDlOverrun => "SCHED_FLAG_DL_OVERRUN",
+            Self::SchedFlagKeepPolicy => "SCHED_FLAG_KEEP_POLICY",
+            Self::SchedFlagKeepParams => "SCHED_FLAG_KEEP_PARAMS",
+            Self::SchedFlagUtilClampMin => "SCHED_FLAG_UTIL_CLAMP_MIN",
+            Self::SchedFlagUtilClampMax => "SCHED_FLAG_UTIL_CLAMP_MAX",
+        }
+    }
+    /// Creates an enum from field names used in the ProtoBuf definition.
+    pub fn from_str_name(value: &str) -> ::core::option::Option<Self> {
+        match value {
+            "SCHED_FLAG_RESET_ON_FORK" => Some(Self::SchedFlagResetOnFork),
+            "SCHED_FLAG_RECLAIM" => Some(Self::SchedFlagReclaim),
+            "SCHED_FLAG_DL_OVERRUN" => Some(Self::SchedFlagDlOverrun),
+            "SCHED_FLAG_KEEP_POLICY" => Some(Self::SchedFlagKeepPolicy),
+            "SCHED_FLAG_KEEP_PARAMS" => Some(Self::SchedFlagKeepParams),
+            "SCHED_FLAG_UTIL_CLAMP_MIN" => Some(Self::SchedFlagUtilClampMin),
+            "SCHED_FLAG_UTIL_CLAMP_MAX" => Some(Self::SchedFlagUtilClampMax),
+            _ => None,
+        }
+    }
+}
+/// v0.12.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, ::prost::Enumeration)]
+#[repr(i32)]
+pub enum MpolMode {
+    MpolDefault = 0,
+    MpolPreferred = 1,
+    MpolBind = 2,
+    MpolInterleave = 3,
+    MpolLocal = 4,
+    MpolPreferredMany = 5,
+    MpolWeightedInterleave = 6,
+}
+impl MpolMode {
+    /// String value of the enum field names used in the ProtoBuf definition.
+    ///
+    /// The values are not transformed in any way and thus are considered stable
+    /// (if the ProtoBuf definition does not change) and safe for programmatic use.
+    pub fn as_str_name(&self) -> &'static str {
+        match self {
+            Self::MpolDefault => "MPOL_DEFAULT",
+            Self::MpolPreferred => "MPOL_PREFERRED",
+            Self::MpolBind => "MPOL_BIND",
+            Self::MpolInterleave => "MPOL_INTERLEAVE",
+            Self::MpolLocal => "MPOL_LOCAL",
+            Self::MpolPreferredMany => "MPOL_PREFERRED_MANY",
+            Self::MpolWeightedInterleave => "MPOL_WEIGHTED_INTERLEAVE",
+        }
+    }
+    /// Creates an enum from field names used in the ProtoBuf definition.
+    pub fn from_str_name(value: &str) -> ::core::option::Option<Self> {
+        match value {
+            "MPOL_DEFAULT" => Some(Self::MpolDefault),
+            "MPOL_PREFERRED" => Some(Self::MpolPreferred),
+            "MPOL_BIND" => Some(Self::MpolBind),
+            "MPOL_INTERLEAVE" => Some(Self::MpolInterleave),
+            "MPOL_LOCAL" => Some(Self::MpolLocal),
+            "MPOL_PREFERRED_MANY" => Some(Self::MpolPreferredMany),
+            "MPOL_WEIGHTED_INTERLEAVE" => Some(Self::MpolWeightedInterleave),
+            _ => None,
+        }
+    }
+}
+/// v0.12.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, ::prost::Enumeration)]
+#[repr(i32)]
+pub enum MpolFlag {
+    MpolFStaticNodes = 0,
+    MpolFRelativeNodes = 1,
+    MpolFNumaBalancing = 2,
+}
+impl MpolFlag {
+    /// String value of the enum field names used in the ProtoBuf definition.
+    ///
+    /// The values are not transformed in any way and thus are considered stable
+    /// (if the ProtoBuf definition does not change) and safe for programmatic use.
+    pub fn as_str_name(&self) -> &'static str {
+        match self {
+            Self::MpolFStaticNodes => "MPOL_F_STATIC_NODES",
+            Self::MpolFRelativeNodes => "MPOL_F_RELATIVE_NODES",
+            Self::MpolFNumaBalancing => "MPOL_F_NUMA_BALANCING",
+        }
+    }
+    /// Creates an enum from field names used in the ProtoBuf definition.
+    pub fn from_str_name(value: &str) -> ::core::option::Option<Self> {
+        match value {
+            "MPOL_F_STATIC_NODES" => Some(Self::MpolFStaticNodes),
+            "MPOL_F_RELATIVE_NODES" => Some(Self::MpolFRelativeNodes),
+            "MPOL_F_NUMA_BALANCING" => Some(Self::MpolFNumaBalancing),
+            _ => None,
+        }
+    }
+}
+/// v0.10: the fields plugins can adjust, the keys of FieldOwners (values from Sysctl on:
+/// v0.11; MemoryPolicy: v0.12).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, ::prost::Enumeration)]
+#[repr(i32)]
+pub enum Field {
+    None = 0,
+    Annotations = 1,
+    Mounts = 2,
+    OciHooks = 3,
+    Devices = 4,
+    CdiDevices = 5,
+    Env = 6,
+    Args = 7,
+    MemLimit = 8,
+    MemReservation = 9,
+    MemSwapLimit = 10,
+    MemKernelLimit = 11,
+    MemTcpLimit = 12,
+    MemSwappiness = 13,
+    MemDisableOomKiller = 14,
+    MemUseHierarchy = 15,
+    CpuShares = 16,
+    CpuQuota = 17,
+    CpuPeriod = 18,
+    CpuRealtimeRuntime = 19,
+    CpuRealtimePeriod = 20,
+    CpuSetCpUs = 21,
+    CpuSetMems = 22,
+    PidsLimit = 23,
+    HugepageLimits = 24,
+    BlockioClass = 25,
+    RdtClass = 26,
+    CgroupsUnified = 27,
+    CgroupsPath = 28,
+    OomScoreAdj = 29,
+    Rlimits = 30,
+    IoPriority = 31,
+    SeccompPolicy = 32,
+    Namespace = 33,
+    Sysctl = 34,
+    LinuxNetDevices = 35,
+    /// Not LinuxScheduler: the message of that name shares the scope.
+    LinuxSched = 36,
+    RdtClosId = 37,
+    RdtSchemata = 38,
+    RdtEnableMonitoring = 39,
+    MemoryPolicy = 40,
+}
+impl Field {
+    /// String value of the enum field names used in the ProtoBuf definition.
+    ///
+    /// The values are not transformed in any way and thus are considered stable
+    /// (if the ProtoBuf definition does not change) and safe for programmatic use.
+    pub fn as_str_name(&self) -> &'static str {
+        match self {
+            Self::None => "None",
+            Self::Annotations => "Annotations",
+            Self::Mounts => "Mounts",
+            Self::OciHooks => "OciHooks",
+            Self::Devices => "Devices",
+            Self::CdiDevices => "CdiDevices",
+            Self::Env => "Env",
+            Self::Args => "Args",
+            Self::MemLimit => "MemLimit",
+            Self::MemReservation => "MemReservation",
+            Self::MemSwapLimit => "MemSwapLimit",
+            Self::MemKernelLimit => "MemKernelLimit",
+            Self::MemTcpLimit => "MemTCPLimit",
+            Self::MemSwappiness => "MemSwappiness",
+            Self::MemDisableOomKiller => "MemDisableOomKiller",
+            Self::MemUseHierarchy => "MemUseHierarchy",
+            Self::CpuShares => "CPUShares",
+            Self::CpuQuota => "CPUQuota",
+            Self::CpuPeriod => "CPUPeriod",
+            Self::CpuRealtimeRuntime => "CPURealtimeRuntime",
+            Self::CpuRealtimePeriod => "CPURealtimePeriod",
+            Self::CpuSetCpUs => "CPUSetCPUs",
+            Self::CpuSetMems => "CPUSetMems",
+            Self::PidsLimit => "PidsLimit",
+            Self::HugepageLimits => "HugepageLimits",
+            Self::BlockioClass => "BlockioClass",
+            Self::RdtClass => "RdtClass",
+            Self::CgroupsUnified => "CgroupsUnified",
+            Self::CgroupsPath => "CgroupsPath",
+            Self::OomScoreAdj => "OomScoreAdj",
+            Self::Rlimits => "Rlimits",
+            Self::IoPriority => "IoPriority",
+            Self::SeccompPolicy => "SeccompPolicy",
+            Self::Namespace => "Namespace",
+            Self::Sysctl => "Sysctl",
+            Self::LinuxNetDevices => "LinuxNetDevices",
+            Self::LinuxSched => "LinuxSched",
+            Self::RdtClosId => "RdtClosID",
+            Self::RdtSchemata => "RdtSchemata",
+            Self::RdtEnableMonitoring => "RdtEnableMonitoring",
+            Self::MemoryPolicy => "MemoryPolicy",
+        }
+    }
+    /// Creates an enum from field names used in the ProtoBuf definition.
+    pub fn from_str_name(value: &str) -> ::core::option::Option<Self> {
+        match value {
+            "None" => Some(Self::None),
+            "Annotations" => Some(Self::Annotations),
+            "Mounts" => Some(Self::Mounts),
+            "OciHooks" => Some(Self::OciHooks),
+            "Devices" => Some(Self::Devices),
+            "CdiDevices" => Some(Self::CdiDevices),
+            "Env" => Some(Self::Env),
+            "Args" => Some(Self::Args),
+            "MemLimit" => Some(Self::MemLimit),
+            "MemReservation" => Some(Self::MemReservation),
+            "MemSwapLimit" => Some(Self::MemSwapLimit),
+            "MemKernelLimit" => Some(Self::MemKernelLimit),
+            "MemTCPLimit" => Some(Self::MemTcpLimit),
+            "MemSwappiness" => Some(Self::MemSwappiness),
+            "MemDisableOomKiller" => Some(Self::MemDisableOomKiller),
+            "MemUseHierarchy" => Some(Self::MemUseHierarchy),
+            "CPUShares" => Some(Self::CpuShares),
+            "CPUQuota" => Some(Self::CpuQuota),
+            "CPUPeriod" => Some(Self::CpuPeriod),
+            "CPURealtimeRuntime" => Some(Self::CpuRealtimeRuntime),
+            "CPURealtimePeriod" => Some(Self::CpuRealtimePeriod),
+            "CPUSetCPUs" => Some(Self::CpuSetCpUs),
+            "CPUSetMems" => Some(Self::CpuSetMems),
+            "PidsLimit" => Some(Self::PidsLimit),
+            "HugepageLimits" => Some(Self::HugepageLimits),
+            "BlockioClass" => Some(Self::BlockioClass),
+            "RdtClass" => Some(Self::RdtClass),
+            "CgroupsUnified" => Some(Self::CgroupsUnified),
+            "CgroupsPath" => Some(Self::CgroupsPath),
+            "OomScoreAdj" => Some(Self::OomScoreAdj),
+            "Rlimits" => Some(Self::Rlimits),
+            "IoPriority" => Some(Self::IoPriority),
+            "SeccompPolicy" => Some(Self::SeccompPolicy),
+            "Namespace" => Some(Self::Namespace),
+            "Sysctl" => Some(Self::Sysctl),
+            "LinuxNetDevices" => Some(Self::LinuxNetDevices),
+            "LinuxSched" => Some(Self::LinuxSched),
+            "RdtClosID" => Some(Self::RdtClosId),
+            "RdtSchemata" => Some(Self::RdtSchemata),
+            "RdtEnableMonitoring" => Some(Self::RdtEnableMonitoring),
+            "MemoryPolicy" => Some(Self::MemoryPolicy),
             _ => None,
         }
     }

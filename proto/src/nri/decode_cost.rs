@@ -5,22 +5,23 @@
 //! `PodSandbox` is 2 bytes on the wire (`0a 00`) and 1,496 bytes decoded, so 4 MiB of them
 //! would take 3 GB. [`decode_cost`] bounds the decoded size without decoding, from where NRI's
 //! messages can repeat: only a request's or response's own repeated fields hold large
-//! messages (`PodSandbox`, `Container`, `ContainerUpdate`, at most 1,496 bytes); every
-//! message nested deeper that can repeat is small (`Mount`, `LinuxDevice`, a map entry…, at
-//! most 96 bytes), and a singular field that repeats on the wire is merged, not allocated
-//! again. So a length-delimited field whose bytes read as a message (an empty one does) is
+//! messages (`PodSandbox`, `Container`, `ContainerUpdate`, `PluginInstance`, at most 1,520
+//! bytes); every message nested deeper that can repeat is small (`Mount`, `LinuxDevice`,
+//! `LinuxSyscall`, a map entry…, at most 120 bytes: an `OwningPlugins` entry), and a
+//! singular field that repeats on the wire is merged, not allocated again (the test
+//! `the_charges_cover_every_message_that_can_repeat` holds the charges to these sizes). So a length-delimited field whose bytes read as a message (an empty one does) is
 //! charged [`TOP_NODE_COST`] at the request's top level and [`NODE_COST`] deeper (twice the
 //! largest, for a `Vec`'s spare capacity); any other length-delimited field (a string,
 //! bytes) [`FIELD_COST`] plus its length; any other field [`FIELD_COST`] / 4 (a scalar in a
 //! `Vec`). Nesting deeper than [`MAX_DEPTH`] is charged by its length only (NRI's messages
 //! nest less deeply). The work is at most [`MAX_DEPTH`] passes over the bytes.
 
-/// The charge of a message at a request's top level: twice the largest NRI message that
-/// can repeat there (`PodSandbox`, 1,496 bytes).
+/// The charge of a message at a request's top level: at least twice the largest NRI
+/// message that can repeat there (`Container`, 1,520 bytes).
 pub const TOP_NODE_COST: u64 = 3 << 10;
-/// The charge of a message nested deeper: twice the largest NRI message that can repeat
-/// there (`Mount`, 96 bytes).
-pub const NODE_COST: u64 = 192;
+/// The charge of a message nested deeper: at least twice the largest NRI message that can
+/// repeat there (an `OwningPlugins` map entry, a `String` and a `FieldOwners`, 120 bytes).
+pub const NODE_COST: u64 = 256;
 /// The charge of one string or bytes field besides its length (a `String` in a `Vec` with
 /// spare capacity, and the allocator's rounding).
 pub const FIELD_COST: u64 = 64;
@@ -209,6 +210,50 @@ mod tests {
         let decoded = 100 * std::mem::size_of::<api::PodSandbox>()
             + 100 * std::mem::size_of::<api::Container>();
         assert!(decode_cost(&bytes, TOP_LEVEL) >= decoded as u64);
+    }
+
+    /// Every message that can repeat at a request's top level, and every one nested deeper
+    /// (a repeated field's or a map's entry, NRI v0.12.2), fits half its charge.
+    #[test]
+    fn the_charges_cover_every_message_that_can_repeat() {
+        use std::mem::size_of;
+        let top = [
+            ("PodSandbox", size_of::<api::PodSandbox>()),
+            ("Container", size_of::<api::Container>()),
+            ("ContainerUpdate", size_of::<api::ContainerUpdate>()),
+            ("ContainerEviction", size_of::<api::ContainerEviction>()),
+            ("PluginInstance", size_of::<api::PluginInstance>()),
+        ];
+        for (name, size) in top {
+            assert!(2 * size as u64 <= TOP_NODE_COST, "{name}: {size} bytes");
+        }
+        let deeper = [
+            ("Mount", size_of::<api::Mount>()),
+            ("LinuxDevice", size_of::<api::LinuxDevice>()),
+            ("LinuxNamespace", size_of::<api::LinuxNamespace>()),
+            ("Hook", size_of::<api::Hook>()),
+            ("POSIXRlimit", size_of::<api::PosixRlimit>()),
+            ("KeyValue", size_of::<api::KeyValue>()),
+            ("LinuxDeviceCgroup", size_of::<api::LinuxDeviceCgroup>()),
+            ("HugepageLimit", size_of::<api::HugepageLimit>()),
+            ("CDIDevice", size_of::<api::CdiDevice>()),
+            ("LinuxSyscall", size_of::<api::LinuxSyscall>()),
+            ("LinuxSeccompArg", size_of::<api::LinuxSeccompArg>()),
+            ("string entry", size_of::<(String, String)>()),
+            (
+                "net device entry",
+                size_of::<(String, api::LinuxNetDevice)>(),
+            ),
+            ("owners entry", size_of::<(String, api::FieldOwners)>()),
+            (
+                "compound entry",
+                size_of::<(i32, api::CompoundFieldOwners)>(),
+            ),
+            ("simple entry", size_of::<(i32, String)>()),
+        ];
+        for (name, size) in deeper {
+            assert!(2 * size as u64 <= NODE_COST, "{name}: {size} bytes");
+        }
     }
 
     /// A realistic synchronization of 50 pods costs a small multiple of its bytes.

@@ -21,6 +21,9 @@ impl NriStatus {
     pub const DEADLINE_EXCEEDED: i32 = 4;
     /// `ResourceExhausted` (8): a message over ttrpc's size limit.
     pub const RESOURCE_EXHAUSTED: i32 = 8;
+    /// `FailedPrecondition` (9): the peer cannot do what is asked in its state (a runtime
+    /// that knows none of the events a plugin subscribes to).
+    pub const FAILED_PRECONDITION: i32 = 9;
     /// `Unimplemented` (12): an unknown service or method.
     pub const UNIMPLEMENTED: i32 = 12;
 

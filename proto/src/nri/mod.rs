@@ -1,7 +1,8 @@
-//! NRI, the Node Resource Interface of containerd and CRI-O (`containerd/nri` v0.8), spoken
-//! from Rust: the API messages ([`api`]), ttrpc ([`ttrpc`]) over NRI's connection
-//! multiplexer ([`mux`]), and both ends of a plugin connection — the plugin ([`plugin`]) and
-//! the runtime ([`runtime`], what containerd does; for tests and Rust runtimes).
+//! NRI, the Node Resource Interface of containerd and CRI-O (`containerd/nri` v0.6 to
+//! v0.12), spoken from Rust: the API messages ([`api`], as of v0.12.2), ttrpc ([`ttrpc`])
+//! over NRI's connection multiplexer ([`mux`]), both ends of a plugin connection — the
+//! plugin ([`plugin`]) and the runtime ([`runtime`], what containerd does; for tests and
+//! Rust runtimes) — and which events a runtime's release knows ([`version`]).
 //!
 //! One unix stream (the *trunk*) carries two ttrpc connections: the plugin serves the
 //! `Plugin` service on connection [`mux::PLUGIN_SERVICE_CONN`] and calls the runtime's
@@ -41,6 +42,7 @@ pub mod mux;
 pub mod plugin;
 pub mod runtime;
 pub mod ttrpc;
+pub mod version;
 
 pub use api::EventMask;
 pub use error::{NriError, NriStatus};

@@ -1,6 +1,12 @@
 //! The plugin's end of an NRI connection (upstream `pkg/stub`): dial the runtime, serve the
 //! `Plugin` service through an [`NriPlugin`], register, and call the runtime's
 //! `UpdateContainers` when containers must change outside an event.
+//!
+//! It speaks to runtimes of NRI v0.6 to v0.12: the plugin's subscription is cut to the
+//! events the runtime knows ([`super::version`]), so a plugin that handles v0.10's events
+//! still registers with a v0.8 runtime, which would drop it otherwise; v0.12's dedicated
+//! RPCs of the events older runtimes send through `StateChange` reach
+//! [`NriPlugin::state_change`] alike.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -14,6 +20,7 @@ use super::decode_cost::{TOP_LEVEL, decode_cost};
 use super::error::{NriError, NriStatus};
 use super::mux::{Mux, PLUGIN_SERVICE_CONN, RUNTIME_SERVICE_CONN};
 use super::ttrpc::{self, Client, decode_request as decode};
+use super::version::{NriVersion, runtime_nri_version};
 
 /// The environment variable a runtime that launches a plugin names it in.
 pub const PLUGIN_NAME_ENV: &str = "NRI_PLUGIN_NAME";
@@ -117,9 +124,29 @@ pub trait NriPlugin: Send + Sync + 'static {
         Ok(api::StopContainerResponse::default())
     }
 
-    /// Any other subscribed event (pod sandbox lifecycle, container start, removal…).
+    /// Any other subscribed event (pod sandbox lifecycle, container start, removal…),
+    /// whether the runtime sent it through `StateChange` or, from v0.12, its dedicated RPC
+    /// (`RunPodSandbox`, `RemoveContainer`, …).
     async fn state_change(&self, _event: api::StateChangeEvent) -> Result<(), NriStatus> {
         Ok(())
+    }
+
+    /// A pod's resources are being updated (NRI v0.10: the kubelet's
+    /// `UpdatePodSandboxResources`, an in-place pod resize). An error fails the update.
+    async fn update_pod_sandbox(
+        &self,
+        _request: api::UpdatePodSandboxRequest,
+    ) -> Result<(), NriStatus> {
+        Ok(())
+    }
+
+    /// Every plugin's adjustment of a container being created, to accept or reject (NRI
+    /// v0.10). A rejection fails the container's creation; the default accepts.
+    async fn validate_container_adjustment(
+        &self,
+        _request: api::ValidateContainerAdjustmentRequest,
+    ) -> Result<api::ValidateContainerAdjustmentResponse, NriStatus> {
+        Ok(api::ValidateContainerAdjustmentResponse::default())
     }
 
     /// The runtime is shutting the plugin down.
@@ -206,6 +233,7 @@ impl PluginStub {
         let register = api::RegisterPluginRequest {
             plugin_name: self.config.name.clone(),
             plugin_idx: self.config.index.clone(),
+            nri_version: String::new(),
         };
         let registered: Result<api::Empty, _> = self
             .runtime
@@ -319,6 +347,105 @@ impl RuntimeClient {
     }
 }
 
+/// The events of `wanted` the runtime of NRI `version` knows: what the plugin subscribes
+/// to. A mask of none is upstream's "every event" and is passed on as it is; a plugin that
+/// wants only events the runtime does not know is refused (`FailedPrecondition`), where an
+/// empty subscription would subscribe it to everything.
+fn subscription(wanted: EventMask, version: Option<NriVersion>) -> Result<EventMask, NriStatus> {
+    let known = NriVersion::known_events(version);
+    let events = wanted.intersection(known);
+    let dropped = wanted.difference(known);
+    if dropped.bits() != 0 {
+        let version = version.map_or_else(|| "unknown".to_owned(), |v| format!("{v:?}"));
+        tracing::info!(nri_version = %version, dropped = format!("{:#x}", dropped.bits()), "NRI: the runtime does not know some events; not subscribed to them");
+        if events.bits() == 0 {
+            let why = format!(
+                "the runtime (NRI {version}) knows none of the events the plugin subscribes to ({:#x})",
+                wanted.bits()
+            );
+            return Err(NriStatus::new(NriStatus::FAILED_PRECONDITION, why));
+        }
+    }
+    Ok(events)
+}
+
+/// The v0.12 runtime's dedicated RPCs of the events older runtimes send through
+/// `StateChange` (upstream funnels them into `StateChange` for a plugin that answers
+/// `Unimplemented`, with a deprecation warning).
+const DEDICATED_EVENTS: &[&str] = &[
+    "RunPodSandbox",
+    "PostUpdatePodSandbox",
+    "StopPodSandbox",
+    "RemovePodSandbox",
+    "PostCreateContainer",
+    "StartContainer",
+    "PostStartContainer",
+    "PostUpdateContainer",
+    "RemoveContainer",
+];
+
+fn is_dedicated_event(method: &str) -> bool {
+    DEDICATED_EVENTS.contains(&method)
+}
+
+/// The `StateChange` event a dedicated RPC `method` (one of [`DEDICATED_EVENTS`]) carries
+/// in `payload`.
+fn dedicated_event(method: &str, payload: &[u8]) -> Result<api::StateChangeEvent, NriStatus> {
+    use api::Event as E;
+    let pod_event = |event: E, pod| api::StateChangeEvent {
+        event: event as i32,
+        pod,
+        container: None,
+    };
+    let container_event = |event: E, pod, container| api::StateChangeEvent {
+        event: event as i32,
+        pod,
+        container,
+    };
+    Ok(match method {
+        "RunPodSandbox" => {
+            let r: api::RunPodSandboxRequest = decode(payload)?;
+            pod_event(E::RunPodSandbox, r.pod)
+        }
+        "PostUpdatePodSandbox" => {
+            let r: api::PostUpdatePodSandboxRequest = decode(payload)?;
+            pod_event(E::PostUpdatePodSandbox, r.pod)
+        }
+        "StopPodSandbox" => {
+            let r: api::StopPodSandboxRequest = decode(payload)?;
+            pod_event(E::StopPodSandbox, r.pod)
+        }
+        "RemovePodSandbox" => {
+            let r: api::RemovePodSandboxRequest = decode(payload)?;
+            pod_event(E::RemovePodSandbox, r.pod)
+        }
+        "PostCreateContainer" => {
+            let r: api::PostCreateContainerRequest = decode(payload)?;
+            container_event(E::PostCreateContainer, r.pod, r.container)
+        }
+        "StartContainer" => {
+            let r: api::StartContainerRequest = decode(payload)?;
+            container_event(E::StartContainer, r.pod, r.container)
+        }
+        "PostStartContainer" => {
+            let r: api::PostStartContainerRequest = decode(payload)?;
+            container_event(E::PostStartContainer, r.pod, r.container)
+        }
+        "PostUpdateContainer" => {
+            let r: api::PostUpdateContainerRequest = decode(payload)?;
+            container_event(E::PostUpdateContainer, r.pod, r.container)
+        }
+        "RemoveContainer" => {
+            let r: api::RemoveContainerRequest = decode(payload)?;
+            container_event(E::RemoveContainer, r.pod, r.container)
+        }
+        other => {
+            let why = format!("{other} is not an event's RPC");
+            return Err(NriStatus::new(NriStatus::UNIMPLEMENTED, why));
+        }
+    })
+}
+
 /// An [`NriPlugin`] as the ttrpc `Plugin` service.
 struct PluginService<P> {
     plugin: Arc<P>,
@@ -375,9 +502,10 @@ impl<P: NriPlugin> ttrpc::Service for PluginService<P> {
             "Configure" => {
                 let request: api::ConfigureRequest = decode(&payload)?;
                 self.request_timeout.adopt(request.request_timeout);
-                let events = p.configure(request).await?;
+                let version = runtime_nri_version(&request);
+                let wanted = p.configure(request).await?;
                 api::ConfigureResponse {
-                    events: events.bits(),
+                    events: subscription(wanted, version)?.bits(),
                 }
                 .encode_to_vec()
             }
@@ -395,6 +523,20 @@ impl<P: NriPlugin> ttrpc::Service for PluginService<P> {
             "StateChange" => {
                 p.state_change(decode(&payload)?).await?;
                 api::Empty {}.encode_to_vec()
+            }
+            "UpdatePodSandbox" => {
+                p.update_pod_sandbox(decode(&payload)?).await?;
+                api::UpdatePodSandboxResponse {}.encode_to_vec()
+            }
+            "ValidateContainerAdjustment" => p
+                .validate_container_adjustment(decode(&payload)?)
+                .await?
+                .encode_to_vec(),
+            dedicated if is_dedicated_event(dedicated) => {
+                p.state_change(dedicated_event(dedicated, &payload)?)
+                    .await?;
+                // Each of these answers an empty message: no bytes.
+                Vec::new()
             }
             "Shutdown" => {
                 p.shutdown().await;

@@ -9,7 +9,7 @@ use prost::Message;
 use tokio::net::UnixStream;
 use tokio::sync::oneshot;
 
-use super::api;
+use super::api::{self, EventMask};
 use super::error::{NriError, NriStatus};
 use super::mux::{Mux, PLUGIN_SERVICE_CONN, RUNTIME_SERVICE_CONN};
 use super::ttrpc::{self, Client, decode_request as decode};
@@ -114,6 +114,32 @@ impl PluginConnection {
         request: &Req,
     ) -> Result<Resp, NriError> {
         self.plugin.call(method, request, self.timeout).await
+    }
+
+    /// Configures the plugin as a runtime that knows the events `knows` does (upstream's
+    /// `plugin.configure`; [`EventMask::V0_8`] for a v0.8 runtime, [`EventMask::V0_10`] for
+    /// v0.10 to v0.12): answers the events it subscribed to, all of `knows` for none. A
+    /// subscription to an event the runtime does not know fails, and the connection is
+    /// closed, as upstream drops such a plugin ("invalid plugin events").
+    pub async fn configure(
+        &self,
+        request: &api::ConfigureRequest,
+        knows: EventMask,
+    ) -> Result<EventMask, NriError> {
+        let configured: api::ConfigureResponse = self.call("Configure", request).await?;
+        let events = EventMask::from_bits(configured.events);
+        if events.bits() == 0 {
+            return Ok(knows);
+        }
+        let unknown = events.difference(knows);
+        if unknown.bits() != 0 {
+            self.close();
+            return Err(NriError::Protocol(format!(
+                "invalid plugin events: {:#x}",
+                unknown.bits()
+            )));
+        }
+        Ok(events)
     }
 
     /// Closes the connection, as a runtime that goes away.

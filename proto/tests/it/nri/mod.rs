@@ -11,4 +11,5 @@ mod memory;
 mod queue_bound;
 mod raw_trunk;
 mod round_trip;
+mod versions;
 mod wire;
