@@ -292,6 +292,11 @@ pub(crate) struct ConfigArgs {
     /// /var/lib/kubelet/pod-resources/kubelet.sock).
     #[arg(long, value_name = "PATH")]
     pub(crate) kubelet_pod_resources_socket: Option<PathBuf>,
+    /// `nriGuardPinnedCpusets`: in NRI mode, reject another NRI plugin's change of the cpuset
+    /// CPUs or memory nodes corral gave a pinned container (the container is not created;
+    /// needs an NRI v0.10 runtime: containerd 2.2, CRI-O 1.34). Default true.
+    #[arg(long, value_name = "BOOL")]
+    pub(crate) nri_guard_pinned_cpusets: Option<bool>,
 }
 
 /// The pairs of one `KEY=VALUE,KEY=VALUE` flag value, in order.

@@ -27,7 +27,7 @@ pub(crate) use errors::ConfigErrors;
 use errors::options_text;
 pub(crate) use layout::Layout;
 pub(crate) use memory::{MemorySettings, ReservedMemoryEntry};
-pub(crate) use nri::{NriMode, NriSettings};
+pub(crate) use nri::{NriMode, NriSettings, PinnedCpusets};
 
 /// The config file and the flags, as written (every key optional).
 #[derive(Debug, Clone, Default, Deserialize, PartialEq)]
@@ -65,6 +65,7 @@ pub(crate) struct ConfigSource {
     pub(crate) nri_socket: Option<PathBuf>,
     pub(crate) nri_plugin_index: Option<String>,
     pub(crate) kubelet_pod_resources_socket: Option<PathBuf>,
+    pub(crate) nri_guard_pinned_cpusets: Option<bool>,
     /// Keys corral does not read (a full KubeletConfiguration has many): warned about.
     #[serde(flatten)]
     pub(crate) other: BTreeMap<String, serde_json::Value>,
@@ -127,7 +128,8 @@ impl ConfigSource {
             nri,
             nri_socket,
             nri_plugin_index,
-            kubelet_pod_resources_socket
+            kubelet_pod_resources_socket,
+            nri_guard_pinned_cpusets
         );
         self
     }
@@ -365,6 +367,7 @@ pub(crate) fn load(args: &ConfigArgs) -> Result<(AgentConfig, Vec<String>), Conf
         nri_socket: args.nri_socket.clone(),
         nri_plugin_index: args.nri_plugin_index.clone(),
         kubelet_pod_resources_socket: args.kubelet_pod_resources_socket.clone(),
+        nri_guard_pinned_cpusets: args.nri_guard_pinned_cpusets,
         ..ConfigSource::default()
     };
     let config = file.overlay(flags).validate()?;

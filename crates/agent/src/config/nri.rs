@@ -1,5 +1,6 @@
-//! `nri`, `nriSocket`, `nriPluginIndex`, `kubeletPodResourcesSocket`: whether corral runs as
-//! the container runtime's NRI plugin, and how.
+//! `nri`, `nriSocket`, `nriPluginIndex`, `kubeletPodResourcesSocket`,
+//! `nriGuardPinnedCpusets`: whether corral runs as the container runtime's NRI plugin, and
+//! how.
 
 use std::path::PathBuf;
 
@@ -29,6 +30,22 @@ pub(crate) struct NriSettings {
     pub(crate) plugin: corral_proto::nri::plugin::PluginConfig,
     /// `kubeletPodResourcesSocket`: the kubelet's podresources API, for the devices it gave.
     pub(crate) kubelet_pod_resources: PathBuf,
+    /// `nriGuardPinnedCpusets`: whether another plugin may change the cpuset of a
+    /// container corral pinned.
+    pub(crate) pinned_cpusets: PinnedCpusets,
+}
+
+/// Whether corral, as an NRI validator (v0.10 runtimes on), rejects another plugin's
+/// adjustment that changes the cpuset CPUs or memory nodes corral gave a pinned container
+/// (`nriGuardPinnedCpusets`, on by default).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) enum PinnedCpusets {
+    /// Rejected: the container is not created (subscribes to
+    /// `VALIDATE_CONTAINER_ADJUSTMENT`).
+    #[default]
+    Guarded,
+    /// Let through: corral does not validate.
+    Open,
 }
 
 impl ConfigSource {
@@ -79,9 +96,14 @@ impl ConfigSource {
             Some(socket) => socket.clone(),
             None => PathBuf::from(DEFAULT_KUBELET_POD_RESOURCES_SOCKET),
         };
+        let pinned_cpusets = match self.nri_guard_pinned_cpusets {
+            Some(false) => PinnedCpusets::Open,
+            Some(true) | None => PinnedCpusets::Guarded,
+        };
         NriMode::Plugin(NriSettings {
             plugin,
             kubelet_pod_resources,
+            pinned_cpusets,
         })
     }
 }

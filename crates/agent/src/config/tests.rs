@@ -1,6 +1,6 @@
 //! Tests of configuration loading, overlay and validation.
 
-use super::nri::{DEFAULT_KUBELET_POD_RESOURCES_SOCKET, DEFAULT_NRI_PLUGIN_INDEX};
+use super::nri::{DEFAULT_KUBELET_POD_RESOURCES_SOCKET, DEFAULT_NRI_PLUGIN_INDEX, PinnedCpusets};
 use super::*;
 
 fn source(yaml: &str) -> ConfigSource {
@@ -393,6 +393,33 @@ fn nri_keys_choose_the_plugin_and_are_checked() {
         let errors = source(yaml).validate().unwrap_err();
         assert_eq!(errors.0[0].key, key, "{yaml}");
     }
+}
+
+#[test]
+fn the_pinned_cpuset_guard_is_on_unless_turned_off() {
+    let guard = |yaml: &str| match source(yaml).validate().unwrap().nri {
+        NriMode::Plugin(settings) => settings.pinned_cpusets,
+        NriMode::Off => panic!("NRI mode not on: {yaml}"),
+    };
+    assert_eq!(guard("nri: true\n"), PinnedCpusets::Guarded);
+    assert_eq!(
+        guard("nri: true\nnriGuardPinnedCpusets: true\n"),
+        PinnedCpusets::Guarded
+    );
+    assert_eq!(
+        guard("nri: true\nnriGuardPinnedCpusets: false\n"),
+        PinnedCpusets::Open
+    );
+    // A flag overrides the file.
+    let file = source("nri: true\nnriGuardPinnedCpusets: true\n");
+    let flags = ConfigSource {
+        nri_guard_pinned_cpusets: Some(false),
+        ..ConfigSource::default()
+    };
+    let NriMode::Plugin(settings) = file.overlay(flags).validate().unwrap().nri else {
+        panic!("NRI mode not on");
+    };
+    assert_eq!(settings.pinned_cpusets, PinnedCpusets::Open);
 }
 
 /// `memoryManagerPolicy`, `reservedMemory` and `evictionHard.memory.available` are checked

@@ -67,6 +67,15 @@ impl Node {
         Ok(self.infeasible(&held.pod).map_or(Ok(()), Err))
     }
 
+    /// Upstream's refusal of any resize of the admitted pod `uid` (a Guaranteed pod under a
+    /// static CPU or memory policy), as [`Node::check_resize`] refuses one; `None` when it
+    /// may be resized or corral does not hold it. For a front door that sees that a pod is
+    /// resized but not its containers' new resources (NRI's `UpdatePodSandbox`).
+    pub(crate) fn pod_resize_refusal(&self, uid: &str) -> Option<&'static str> {
+        let held = self.pods.get(uid)?;
+        self.infeasible(&held.pod)
+    }
+
     /// Answers an admission of the already admitted `held` pod as `pod`: `None` when
     /// nothing changed or the resize was taken (the record now holds `manifest`), else the
     /// refusal.

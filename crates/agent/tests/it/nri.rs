@@ -40,8 +40,20 @@ fn start_with(root: &Path, socket: &Path, more: &[&str]) -> Reaped {
     ))
 }
 
-/// Accepts corral's connection, waits for its registration and configures it.
+/// Accepts corral's connection, waits for its registration and configures it as a v0.8
+/// runtime (containerd 2.0) does: one that names no NRI release and refuses a subscription
+/// to any event past v0.8's.
 async fn connect(listener: &UnixListener) -> PluginConnection {
+    connect_as(listener, "", EventMask::V0_8).await.0
+}
+
+/// [`connect`] as a runtime that names its NRI release `nri_version` (empty: none) and
+/// knows the events `knows`; answers the events corral subscribed to too.
+async fn connect_as(
+    listener: &UnixListener,
+    nri_version: &str,
+    knows: EventMask,
+) -> (PluginConnection, EventMask) {
     let updates = Arc::new(IgnoreUpdates);
     let mut conn = PluginConnection::next(listener, updates, WAIT)
         .await
@@ -59,10 +71,10 @@ async fn connect(listener: &UnixListener) -> PluginConnection {
         // Milliseconds the agent's own calls to this runtime may take (the default is 2 s):
         // longer than any answer takes on a busy machine.
         request_timeout: 60_000,
+        nri_version: nri_version.into(),
         ..Default::default()
     };
-    let configured: api::ConfigureResponse = conn.call("Configure", &configure).await.unwrap();
-    let mask = EventMask::from_bits(configured.events);
+    let mask = conn.configure(&configure, knows).await.unwrap();
     for event in [
         Event::CreateContainer,
         Event::StopContainer,
@@ -70,7 +82,12 @@ async fn connect(listener: &UnixListener) -> PluginConnection {
     ] {
         assert!(mask.contains(event), "{event:?} not subscribed");
     }
-    conn
+    // v0.10's pod resize only from a runtime that knows it.
+    assert_eq!(
+        mask.contains(Event::UpdatePodSandbox),
+        knows.contains(Event::UpdatePodSandbox)
+    );
+    (conn, mask)
 }
 
 fn pod(uid: &str, qos_dir: &str) -> api::PodSandbox {
@@ -479,4 +496,138 @@ async fn a_guaranteed_containers_memory_nodes_are_its_cpus_node() {
     let adjust = created.adjust.as_ref().unwrap();
     let cpu = adjust.linux.as_ref().unwrap().resources.as_ref().unwrap();
     assert_eq!(cpu.cpu.as_ref().unwrap().mems, "");
+}
+
+/// NRI v0.10 through a v0.12 runtime: corral subscribes to `UpdatePodSandbox` and
+/// `ValidateContainerAdjustment`; a pinned pod's resize is refused as a container's is;
+/// another plugin's cpuset for the pinned container (as its adjustment, or as an update
+/// while another container is created) is rejected with the reason the runtime fails the
+/// creation with, and a non-pinned container's is accepted. Turned off
+/// (`--nri-guard-pinned-cpusets false`), corral does not validate and accepts.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_v0_12_runtime_gets_pod_resizes_followed_and_pinned_cpusets_guarded() {
+    let (_dir, root, socket, listener) = runtime_socket();
+    let agent = start(&root, &socket);
+    let (conn, events) = connect_as(&listener, "v0.12.2", EventMask::V0_10).await;
+    assert!(events.contains(Event::ValidateContainerAdjustment));
+    let _: api::SynchronizeResponse = conn
+        .call("Synchronize", &api::SynchronizeRequest::default())
+        .await
+        .unwrap();
+    let guaranteed = pod("g-uid", "");
+    let pinned = container(&guaranteed, "pinned-1", 2000, 2000);
+    let granted = adjusted_cpus(&create(&conn, &guaranteed, &pinned).await.unwrap());
+    let burstable = pod("b-uid", "/burstable");
+    let shared = container(&burstable, "shared-1", 500, 0);
+    create(&conn, &burstable, &shared).await.unwrap();
+
+    // The kubelet resizes the pinned pod: refused.
+    let pod_resize = |pod: &api::PodSandbox, c: &api::Container, milli: u64| {
+        let before = c.linux.as_ref().and_then(|l| l.resources.clone());
+        let after = container(pod, &c.id, milli, milli).linux.unwrap().resources;
+        let mut pod = pod.clone();
+        pod.linux.as_mut().unwrap().pod_resources = before;
+        api::UpdatePodSandboxRequest {
+            pod: Some(pod),
+            overhead_linux_resources: None,
+            linux_resources: after,
+        }
+    };
+    let refused: Result<api::UpdatePodSandboxResponse, _> = conn
+        .call("UpdatePodSandbox", &pod_resize(&guaranteed, &pinned, 3000))
+        .await;
+    match refused {
+        Err(NriError::Status { source, .. }) => assert_eq!(
+            source.message,
+            "Infeasible: Resize is infeasible for Guaranteed Pods alongside CPU Manager static policy"
+        ),
+        other => panic!("{other:?}"),
+    }
+    let _: api::UpdatePodSandboxResponse = conn
+        .call("UpdatePodSandbox", &pod_resize(&burstable, &shared, 700))
+        .await
+        .unwrap();
+
+    // Another plugin ("60-tuner") moves the pinned container to CPUs 8-15.
+    let validation = |c: &api::Container, cpus: &str, update: Option<(&str, &str)>| {
+        let set_cpus = |cpus: &str| {
+            Some(api::LinuxResources {
+                cpu: Some(api::LinuxCpu {
+                    cpus: cpus.into(),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            })
+        };
+        let owned_by_tuner = || api::FieldOwners {
+            simple: [(api::Field::CpuSetCpUs as i32, "60-tuner".to_owned())].into(),
+            compound: Default::default(),
+        };
+        let mut owners = std::collections::HashMap::new();
+        owners.insert(c.id.clone(), owned_by_tuner());
+        let update: Vec<api::ContainerUpdate> = update
+            .map(|(id, cpus)| {
+                owners.insert(id.to_owned(), owned_by_tuner());
+                api::ContainerUpdate {
+                    container_id: id.into(),
+                    linux: Some(api::LinuxContainerUpdate {
+                        resources: set_cpus(cpus),
+                    }),
+                    ignore_failure: false,
+                }
+            })
+            .into_iter()
+            .collect();
+        api::ValidateContainerAdjustmentRequest {
+            container: Some(c.clone()),
+            adjust: Some(api::ContainerAdjustment {
+                linux: Some(api::LinuxContainerAdjustment {
+                    resources: set_cpus(cpus),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            }),
+            update,
+            owners: Some(api::OwningPlugins { owners }),
+            ..Default::default()
+        }
+    };
+    let validate = async |conn: &PluginConnection, request| {
+        let answer: api::ValidateContainerAdjustmentResponse = conn
+            .call("ValidateContainerAdjustment", &request)
+            .await
+            .unwrap();
+        answer
+    };
+    let answer = validate(&conn, validation(&pinned, "8-15", None)).await;
+    assert!(answer.reject);
+    assert_eq!(
+        answer.reason,
+        format!(
+            "corral pinned container name-pinned-1 of pod default/g-uid to cpuset.cpus {granted}; \
+             plugin 60-tuner sets it to \"8-15\" (nriGuardPinnedCpusets)"
+        )
+    );
+    let answer = validate(
+        &conn,
+        validation(&shared, "8-15", Some(("pinned-1", "0-15"))),
+    )
+    .await;
+    assert!(answer.reject, "the update of the pinned container");
+    let answer = validate(&conn, validation(&shared, "8-15", None)).await;
+    assert_eq!(answer, api::ValidateContainerAdjustmentResponse::default());
+    drop((conn, agent));
+
+    // The guard off: not subscribed, and accepted if asked anyway.
+    let (_dir, root, socket, listener) = runtime_socket();
+    let _agent = start_with(&root, &socket, &["--nri-guard-pinned-cpusets", "false"]);
+    let (conn, events) = connect_as(&listener, "v0.12.2", EventMask::V0_10).await;
+    assert!(!events.contains(Event::ValidateContainerAdjustment));
+    let _: api::SynchronizeResponse = conn
+        .call("Synchronize", &api::SynchronizeRequest::default())
+        .await
+        .unwrap();
+    create(&conn, &guaranteed, &pinned).await.unwrap();
+    let answer = validate(&conn, validation(&pinned, "8-15", None)).await;
+    assert_eq!(answer, api::ValidateContainerAdjustmentResponse::default());
 }

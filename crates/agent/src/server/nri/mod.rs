@@ -15,7 +15,10 @@ mod tests;
 mod tests_restart;
 #[cfg(test)]
 mod tests_sync_cost;
+#[cfg(test)]
+mod tests_v0_10;
 mod updates;
+mod validate;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -50,8 +53,7 @@ pub(crate) async fn serve(
 ) -> NriEnd {
     tokio::pin!(stop);
     let config = &settings.plugin;
-    let plugin =
-        || plugin::NodePlugin::new(Arc::clone(&node), settings.kubelet_pod_resources.clone());
+    let plugin = || plugin::NodePlugin::new(Arc::clone(&node), &settings);
     match PluginStub::from_runtime_env() {
         Ok(Some(stub)) => {
             slot.set(Some(stub.runtime()));

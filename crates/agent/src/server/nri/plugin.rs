@@ -11,12 +11,15 @@ use corral_proto::nri::NriStatus;
 use corral_proto::nri::api::{self, Event, EventMask};
 use corral_proto::nri::plugin::NriPlugin;
 
-use super::pod::{NriPodError, QosClass, container_manifest};
+use super::pod::{NriPodError, QosClass, container_manifest, pod_resized};
 use super::pod_resources::container_devices;
 use super::updates::{Cpuset, OnFailure, cpu_resources, cpuset_update};
+use super::validate;
+use crate::config::{NriSettings, PinnedCpusets};
 use crate::node::{Admission, AdmitError, INFEASIBLE, Node, StartedContainer};
 
-/// The events corral acts on.
+/// The events corral acts on (a runtime older than NRI v0.10 gets no `UpdatePodSandbox`:
+/// corral_proto subscribes only to what the runtime knows).
 pub(crate) const EVENTS: &[Event] = &[
     Event::CreateContainer,
     Event::UpdateContainer,
@@ -24,6 +27,7 @@ pub(crate) const EVENTS: &[Event] = &[
     Event::RemoveContainer,
     Event::StopPodSandbox,
     Event::RemovePodSandbox,
+    Event::UpdatePodSandbox,
 ];
 
 /// corral's [`NriPlugin`].
@@ -31,13 +35,20 @@ pub(crate) struct NodePlugin {
     node: Arc<Node>,
     /// The kubelet's podresources socket.
     pod_resources: PathBuf,
+    /// Whether other plugins' changes of pinned cpusets are rejected.
+    pinned_cpusets: PinnedCpusets,
+    /// The name the runtime knows corral by (`<index>-<name>`), as `owners` name plugins.
+    runtime_name: String,
 }
 
 impl NodePlugin {
-    pub(crate) fn new(node: Arc<Node>, pod_resources: PathBuf) -> Self {
+    pub(crate) fn new(node: Arc<Node>, settings: &NriSettings) -> Self {
+        let plugin = &settings.plugin;
         NodePlugin {
             node,
-            pod_resources,
+            pod_resources: settings.kubelet_pod_resources.clone(),
+            pinned_cpusets: settings.pinned_cpusets,
+            runtime_name: format!("{}-{}", plugin.index, plugin.name),
         }
     }
 
@@ -196,8 +207,14 @@ struct Admitted {
 #[tonic::async_trait]
 impl NriPlugin for NodePlugin {
     async fn configure(&self, request: api::ConfigureRequest) -> Result<EventMask, NriStatus> {
-        tracing::info!(runtime = %request.runtime_name, version = %request.runtime_version, "NRI runtime configured corral");
-        Ok(EventMask::of(EVENTS))
+        let nri = corral_proto::nri::version::runtime_nri_version(&request)
+            .map_or_else(|| "unknown".to_owned(), |v| format!("{v:?}"));
+        tracing::info!(runtime = %request.runtime_name, version = %request.runtime_version, nri = %nri, "NRI runtime configured corral");
+        let mut events = EVENTS.to_vec();
+        if self.pinned_cpusets == PinnedCpusets::Guarded {
+            events.push(Event::ValidateContainerAdjustment);
+        }
+        Ok(EventMask::of(&events))
     }
 
     /// The runtime's pods and containers: containers corral does not know are admitted
@@ -352,6 +369,48 @@ impl NriPlugin for NodePlugin {
             update: vec![cpuset_update(&container.id, cpuset, OnFailure::Ignore)],
             evict: Vec::new(),
         })
+    }
+
+    /// The kubelet resizes a pod (`UpdatePodSandboxResources`, NRI v0.10): refused as a
+    /// container's resize is (`Infeasible`) when corral pinned the pod's resources and the
+    /// pod's CPU, memory or huge page values change; nothing is written.
+    async fn update_pod_sandbox(
+        &self,
+        request: api::UpdatePodSandboxRequest,
+    ) -> Result<(), NriStatus> {
+        let (Some(pod), Some(after)) = (&request.pod, &request.linux_resources) else {
+            return Ok(());
+        };
+        let before = pod.linux.as_ref().and_then(|l| l.pod_resources.as_ref());
+        if !pod_resized(before, after) {
+            return Ok(());
+        }
+        let Some(message) = self.node.pod_resize_refusal(&pod.uid) else {
+            return Ok(());
+        };
+        tracing::info!(pod = %format!("{}/{}", pod.namespace, pod.name), detail = message, "pod resize refused");
+        Err(NriStatus::new(
+            NriStatus::UNKNOWN,
+            format!("{INFEASIBLE}: {message}"),
+        ))
+    }
+
+    /// Another plugin's change of a pinned container's cpuset is rejected
+    /// (`nriGuardPinnedCpusets`, [`validate`]); nothing is written.
+    async fn validate_container_adjustment(
+        &self,
+        request: api::ValidateContainerAdjustmentRequest,
+    ) -> Result<api::ValidateContainerAdjustmentResponse, NriStatus> {
+        if self.pinned_cpusets == PinnedCpusets::Open {
+            return Ok(api::ValidateContainerAdjustmentResponse::default());
+        }
+        let answer = validate::verdict(&request, &self.runtime_name, |id| {
+            validate::pinned(&self.node, id)
+        });
+        if answer.reject {
+            tracing::warn!(reason = %answer.reason, "NRI: another plugin's cpuset change rejected");
+        }
+        Ok(answer)
     }
 
     async fn stop_container(

@@ -185,6 +185,46 @@ pub(crate) fn container_manifest(
     Ok((manifest, qos))
 }
 
+/// Whether `after` (an `UpdatePodSandbox`'s pod resources) sets other CPU, memory or huge
+/// page values for the pod than `before` (the pod's resources as the runtime had them),
+/// which only a pod resize does; a pod whose earlier resources the runtime did not send
+/// counts as resized (the kubelet updates a pod's resources only to resize it).
+pub(crate) fn pod_resized(
+    before: Option<&api::LinuxResources>,
+    after: &api::LinuxResources,
+) -> bool {
+    let Some(before) = before else {
+        return true;
+    };
+    type Values = (
+        Option<u64>,
+        Option<i64>,
+        Option<u64>,
+        Option<i64>,
+        Vec<(String, u64)>,
+    );
+    let values = |r: &api::LinuxResources| -> Values {
+        let cpu = r.cpu.as_ref();
+        let mut huge_pages: Vec<(String, u64)> = r
+            .hugepage_limits
+            .iter()
+            .map(|l| (l.page_size.clone(), l.limit))
+            .collect();
+        huge_pages.sort();
+        (
+            cpu.and_then(|c| c.shares.as_ref()).map(|v| v.value),
+            cpu.and_then(|c| c.quota.as_ref()).map(|v| v.value),
+            cpu.and_then(|c| c.period.as_ref()).map(|v| v.value),
+            r.memory
+                .as_ref()
+                .and_then(|m| m.limit.as_ref())
+                .map(|v| v.value),
+            huge_pages,
+        )
+    };
+    values(before) != values(after)
+}
+
 /// The kubelet's resource name of a huge page size as the runtime spells it (`2MB`,
 /// `1GB`, `64KB`: binary units, the kubelet's `HugePageUnitSizeFromByteSize`):
 /// `hugepages-2Mi`, `hugepages-1Gi`, `hugepages-64Ki`.

@@ -12,6 +12,7 @@ use corral_topology::CpuSet;
 use proptest::prelude::*;
 
 use super::plugin::NodePlugin;
+use crate::config::PinnedCpusets;
 use crate::node::tests::started;
 
 #[derive(Debug, Clone)]
@@ -38,6 +39,16 @@ fn step() -> impl Strategy<Value = Step> {
         1 => (0u8..4, 0u8..3).prop_map(|(pod, container)| Step::Stop { pod, container }),
         1 => (0u8..4).prop_map(|pod| Step::RemovePod { pod }),
     ]
+}
+
+/// What `corral run --nri` runs with (index 50, the kubelet's podresources socket absent),
+/// with `pinned_cpusets`.
+pub(super) fn settings(pinned_cpusets: PinnedCpusets) -> crate::config::NriSettings {
+    crate::config::NriSettings {
+        plugin: corral_proto::nri::plugin::PluginConfig::new("corral", "50").unwrap(),
+        kubelet_pod_resources: "/nonexistent/kubelet.sock".into(),
+        pinned_cpusets,
+    }
 }
 
 /// Pod `n`'s sandbox, of QoS class `qos` (0 Guaranteed, 1 Burstable, 2 BestEffort).
@@ -110,7 +121,10 @@ fn apply(applied: &mut Applied, updates: &[api::ContainerUpdate]) {
 async fn live(steps: Vec<Step>) {
     let (_dir, _config, node) =
         started("32em64t-2n8c+dax+nvme+mic+dimms", "best-effort", &[]).await;
-    let plugin = NodePlugin::new(node.clone(), "/nonexistent/kubelet.sock".into());
+    let plugin = NodePlugin::new(
+        node.clone(),
+        &super::tests::settings(PinnedCpusets::Guarded),
+    );
     // The QoS a pod was created with: a pod's containers share it, as in Kubernetes.
     let mut pods: BTreeMap<u8, u8> = BTreeMap::new();
     let mut applied = Applied::new();

@@ -10,6 +10,7 @@ use corral_topology::CpuSet;
 
 use super::plugin::NodePlugin;
 use super::tests_sync_cost::{container_of, sandbox};
+use crate::config::PinnedCpusets;
 use crate::node::tests::started;
 
 fn guaranteed(n: u8, id: &str) -> api::Container {
@@ -51,7 +52,10 @@ fn cpus(answer: &api::CreateContainerResponse) -> CpuSet {
 async fn a_restarted_guaranteed_container_gets_its_own_cpus_back() {
     let (_dir, _config, node) =
         started("32em64t-2n8c+dax+nvme+mic+dimms", "best-effort", &[]).await;
-    let plugin = NodePlugin::new(node.clone(), "/nonexistent/kubelet.sock".into());
+    let plugin = NodePlugin::new(
+        node.clone(),
+        &super::tests::settings(PinnedCpusets::Guarded),
+    );
     let first = plugin
         .create_container(create(0, guaranteed(0, "c-0")))
         .await
@@ -103,7 +107,10 @@ async fn a_restarted_guaranteed_container_gets_its_own_cpus_back() {
 async fn a_container_created_again_after_its_sandbox_stopped_is_admitted_again() {
     let (_dir, _config, node) =
         started("32em64t-2n8c+dax+nvme+mic+dimms", "best-effort", &[]).await;
-    let plugin = NodePlugin::new(node.clone(), "/nonexistent/kubelet.sock".into());
+    let plugin = NodePlugin::new(
+        node.clone(),
+        &super::tests::settings(PinnedCpusets::Guarded),
+    );
     let all = node.cpu().state().default_cpu_set().clone();
     let first = plugin
         .create_container(create(0, guaranteed(0, "c-0")))
@@ -154,7 +161,10 @@ async fn a_container_created_again_after_its_sandbox_stopped_is_admitted_again()
 async fn a_synchronize_tells_which_recorded_containers_no_longer_run() {
     let (_dir, _config, node) =
         started("32em64t-2n8c+dax+nvme+mic+dimms", "best-effort", &[]).await;
-    let plugin = NodePlugin::new(node.clone(), "/nonexistent/kubelet.sock".into());
+    let plugin = NodePlugin::new(
+        node.clone(),
+        &super::tests::settings(PinnedCpusets::Guarded),
+    );
     let own = cpus(
         &plugin
             .create_container(create(0, guaranteed(0, "c-0")))
@@ -201,7 +211,10 @@ async fn a_synchronize_tells_which_recorded_containers_no_longer_run() {
 async fn a_finished_init_containers_cpus_go_to_the_app_container() {
     let (_dir, _config, node) =
         started("32em64t-2n8c+dax+nvme+mic+dimms", "best-effort", &[]).await;
-    let plugin = NodePlugin::new(node.clone(), "/nonexistent/kubelet.sock".into());
+    let plugin = NodePlugin::new(
+        node.clone(),
+        &super::tests::settings(PinnedCpusets::Guarded),
+    );
     let init = container_of(0, "init", "init-0", Some((2048, 200_000)), Some(64 << 20));
     let app = container_of(0, "app", "app-0", Some((2048, 200_000)), Some(64 << 20));
     let init_cpus = cpus(

@@ -6,6 +6,7 @@ use corral_proto::nri::api;
 use corral_proto::nri::plugin::NriPlugin;
 
 use super::plugin::NodePlugin;
+use crate::config::PinnedCpusets;
 use crate::node::tests::started;
 
 /// Guaranteed pod `n`'s sandbox.
@@ -46,7 +47,10 @@ async fn the_nri_scenario_costs_one_sync_per_change_of_state() {
         started("32em64t-2n8c+dax+nvme+mic+dimms", "best-effort", &[]).await;
     // Start-up: the journal's first snapshot and its directory (the mark needs none).
     let mut costs = vec![("start-up".to_owned(), node.state_syncs())];
-    let plugin = NodePlugin::new(node.clone(), "/nonexistent/kubelet.sock".into());
+    let plugin = NodePlugin::new(
+        node.clone(),
+        &super::tests::settings(PinnedCpusets::Guarded),
+    );
     let mut seen = node.state_syncs();
     // What the event cost, once all it wrote is durable.
     let mut cost = async |what: String| {
@@ -69,6 +73,30 @@ async fn the_nri_scenario_costs_one_sync_per_change_of_state() {
         let created = plugin.create_container(request).await.unwrap();
         assert!(created.adjust.is_some(), "container {n} admitted");
         cost(format!("CreateContainer {n}")).await;
+        // NRI v0.10: the runtime validates corral's own adjustment (accepted), and the
+        // pod's resources are updated to what they are.
+        let validate = api::ValidateContainerAdjustmentRequest {
+            pod: Some(sandbox(n)),
+            container: Some(container(n)),
+            adjust: created.adjust.clone(),
+            ..Default::default()
+        };
+        let answer = plugin
+            .validate_container_adjustment(validate)
+            .await
+            .unwrap();
+        assert!(!answer.reject, "{}", answer.reason);
+        cost(format!("ValidateContainerAdjustment {n}")).await;
+        let resources = container(n).linux.and_then(|l| l.resources);
+        let mut pod = sandbox(n);
+        pod.linux.as_mut().unwrap().pod_resources = resources.clone();
+        let update = api::UpdatePodSandboxRequest {
+            pod: Some(pod),
+            overhead_linux_resources: None,
+            linux_resources: resources,
+        };
+        plugin.update_pod_sandbox(update).await.unwrap();
+        cost(format!("UpdatePodSandbox {n}")).await;
     }
     for n in 0..2u8 {
         let request = api::StopContainerRequest {
@@ -154,7 +182,10 @@ pub(super) fn container_of(
 async fn repeated_unknown_and_refused_nri_events_cost_nothing() {
     let (_dir, _config, node) =
         started("32em64t-2n8c+dax+nvme+mic+dimms", "best-effort", &[]).await;
-    let plugin = NodePlugin::new(node.clone(), "/nonexistent/kubelet.sock".into());
+    let plugin = NodePlugin::new(
+        node.clone(),
+        &super::tests::settings(PinnedCpusets::Guarded),
+    );
     node.commit().await.unwrap();
     let mut seen = node.state_syncs();
     let mut costs: Vec<(String, u64, u64)> = Vec::new();
@@ -357,7 +388,10 @@ async fn repeated_unknown_and_refused_nri_events_cost_nothing() {
 async fn one_event_that_changes_several_containers_costs_one_sync() {
     let (_dir, _config, node) =
         started("32em64t-2n8c+dax+nvme+mic+dimms", "best-effort", &[]).await;
-    let plugin = NodePlugin::new(node.clone(), "/nonexistent/kubelet.sock".into());
+    let plugin = NodePlugin::new(
+        node.clone(),
+        &super::tests::settings(PinnedCpusets::Guarded),
+    );
     let guaranteed = |n: u8, name: &str| {
         container_of(
             n,
