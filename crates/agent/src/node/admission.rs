@@ -24,16 +24,7 @@ use crate::manifest::pod_from_manifest;
 const POD_LEVEL_RESOURCES_NOT_SUPPORTED: &str = "PodLevelResourcesNotSupported";
 
 impl Node {
-    /// Admit a pod: the kubelet's admission sequence, all-or-nothing. A pod already
-    /// admitted (same uid) answers what it holds, or, asking for other resources, is a
-    /// resize (see `resize`); a second admission of a pod whose
-    /// admission is under way waits for it. Admissions of different pods run their
-    /// decisions one at a time, but not while a device plugin or a DRA driver answers.
-    ///
-    /// The answer comes once what the admission wrote is durable (one journal commit).
-    /// The admission runs to its end in a task of its own, also when the caller stops
-    /// waiting: a decision is never cut between its reservation and its plugins' answer,
-    /// its undo or its commit.
+    /// [`admit_with_slices`](Self::admit_with_slices) without ResourceSlices (tests).
     #[cfg(test)]
     pub(crate) async fn admit(
         self: &Arc<Self>,
@@ -43,8 +34,18 @@ impl Node {
         self.admit_with_slices(manifest, claims, Vec::new()).await
     }
 
-    /// [`admit`](Self::admit), with the ResourceSlices that place the claims' devices on
-    /// NUMA nodes: such devices steer the pod's CPUs and memory (`dra_devices`).
+    /// Admit a pod: the kubelet's admission sequence, all-or-nothing. A pod already
+    /// admitted (same uid) answers what it holds, or, asking for other resources, is a
+    /// resize (see `resize`); a second admission of a pod whose
+    /// admission is under way waits for it. Admissions of different pods run their
+    /// decisions one at a time, but not while a device plugin or a DRA driver answers.
+    /// `slices` are the ResourceSlices that place the claims' devices on NUMA nodes: such
+    /// devices steer the pod's CPUs and memory (`dra_devices`).
+    ///
+    /// The answer comes once what the admission wrote is durable (one journal commit).
+    /// The admission runs to its end in a task of its own, also when the caller stops
+    /// waiting: a decision is never cut between its reservation and its plugins' answer,
+    /// its undo or its commit.
     pub(crate) async fn admit_with_slices(
         self: &Arc<Self>,
         manifest: K8sPod,

@@ -1,6 +1,6 @@
 //! Admitting a pod one container at a time, for front doors that see containers as they
 //! are created (NRI) rather than whole pods (the admission API, the kubelet): the first
-//! container admits the pod as [`Node::admit`] does; each later one runs the same topology
+//! container admits the pod as [`Node::admit_with_slices`] does; each later one runs the same topology
 //! admission on the pod as it stands now, a pod of that container alone, and joins the
 //! admitted pod. A rejected container leaves the pod and every other container as they
 //! were.
