@@ -1,6 +1,6 @@
 //! The workspace's dependency rules, checked on `cargo metadata`'s resolved graph:
-//! the foundation crates (`corral-topology`, `corral-checkpoint`, and `corral-memmgr`, whose
-//! core must be usable without tokio) pull in no async runtime
+//! the foundation crates (`corral-topology`, `corral-checkpoint`, `corral-nrt`, and
+//! `corral-memmgr`, whose core must be usable without tokio) pull in no async runtime
 //! and no gRPC/protobuf stack through their normal (non-dev) dependencies, with default
 //! features; no crate of ours depends on one above it in the layering; every crate of ours
 //! has its row in the layering; and the test-support crates (`corral-testkit`, a leaf, and
@@ -14,7 +14,12 @@ use anyhow::{Context, Result, bail};
 use serde_json::Value;
 
 /// Crates that must stay free of the heavy stack.
-const FOUNDATION: &[&str] = &["corral-topology", "corral-checkpoint", "corral-memmgr"];
+const FOUNDATION: &[&str] = &[
+    "corral-topology",
+    "corral-checkpoint",
+    "corral-memmgr",
+    "corral-nrt",
+];
 /// Packages the foundation crates must not reach.
 const FORBIDDEN_IN_FOUNDATION: &[&str] = &["tokio", "tonic", "prost", "hyper", "h2"];
 /// Allowed internal edges: crate → crates of ours it may depend on (normal deps).
@@ -22,6 +27,7 @@ const LAYERS: &[(&str, &[&str])] = &[
     ("corral-topology", &[]),
     ("corral-checkpoint", &[]),
     ("corral-proto", &[]),
+    ("corral-nrt", &[]),
     ("corral-cpumgr", &["corral-topology", "corral-checkpoint"]),
     ("corral-memmgr", &["corral-topology", "corral-checkpoint"]),
     (
@@ -42,6 +48,7 @@ const LAYERS: &[(&str, &[&str])] = &[
             "corral-memmgr",
             "corral-devicemgr",
             "corral-dra",
+            "corral-nrt",
         ],
     ),
     // Test support: the testkit is a leaf (plain data, no corral type); the conformance

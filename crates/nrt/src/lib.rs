@@ -1,0 +1,17 @@
+//! `corral-nrt`: NodeResourceTopology (`topology.node.k8s.io/v1alpha2`), the object through
+//! which topology-aware scheduling (the scheduler plugin `NodeResourceTopologyMatch` of
+//! kubernetes-sigs/scheduler-plugins) sees what each NUMA node of a node has free.
+//!
+//! - [`NodeResourceTopology`] and its parts, serialised exactly as the CRD stores them.
+//!
+//! No I/O and no async: the caller fetches and writes the object with whatever Kubernetes client
+//! it uses (corral's agent uses kube-rs).
+
+mod object;
+
+pub use object::{
+    API_VERSION, ATTRIBUTE_FINGERPRINT, ATTRIBUTE_FINGERPRINT_METHOD, ATTRIBUTE_POLICY,
+    ATTRIBUTE_SCOPE, AttributeInfo, CostInfo, GROUP, KIND, NodeResourceTopology, ObjectMeta,
+    PLURAL, Quantity, ResourceInfo, VERSION, ZONE_TYPE_NODE, Zone, find_attribute,
+    numa_id_of_zone, numa_zone_name,
+};
