@@ -145,8 +145,17 @@ async fn live(steps: Vec<Step>) {
                     pod: Some(sandbox.clone()),
                     container: Some(ctr.clone()),
                 };
+                let pool_before = node.cpu().state().default_cpu_set().clone();
                 // A refusal (no room) is a valid answer: the container is not created.
-                if let Ok(answer) = plugin.create_container(request).await {
+                let answer = plugin.create_container(request).await;
+                // The pod's stopped containers gave back their CPUs before the decision; a
+                // pool that only grew is not pushed with the answer (a refusal carries
+                // nothing) but by the reconcile, as after a pod's removal.
+                let pool = node.cpu().state().default_cpu_set().clone();
+                if pool != pool_before && pool_before.is_subset_of(&pool) {
+                    reconcile(&node, &mut applied);
+                }
+                if let Ok(answer) = answer {
                     let adjust = answer.adjust.as_ref().and_then(|a| a.linux.as_ref());
                     let cpus = cpus_of(adjust.and_then(|l| l.resources.as_ref())).unwrap();
                     applied.insert(
@@ -201,12 +210,7 @@ async fn live(steps: Vec<Step>) {
                 // The pod's CPUs went back to the pool; the CPU manager's reconcile (every
                 // `cpuManagerReconcilePeriod`, as the kubelet's) gives the shared
                 // containers the larger pool.
-                let pool = node.cpu().state().default_cpu_set().clone();
-                for (_, (uid, name, cpus)) in applied.iter_mut() {
-                    if node.cpu().exclusive_cpus(uid, name).is_empty() {
-                        *cpus = pool.clone();
-                    }
-                }
+                reconcile(&node, &mut applied);
             }
         }
         // Invariants after every step.
@@ -229,6 +233,17 @@ async fn live(steps: Vec<Step>) {
                     "{id}: {exclusive} also in the pool"
                 );
             }
+        }
+    }
+}
+
+/// The CPU manager's reconcile (every `cpuManagerReconcilePeriod`, as the kubelet's): the
+/// shared containers run on the pool as it is.
+fn reconcile(node: &crate::node::Node, applied: &mut Applied) {
+    let pool = node.cpu().state().default_cpu_set().clone();
+    for (uid, name, cpus) in applied.values_mut() {
+        if node.cpu().exclusive_cpus(uid, name).is_empty() {
+            *cpus = pool.clone();
         }
     }
 }
