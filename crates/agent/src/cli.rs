@@ -297,6 +297,15 @@ pub(crate) struct ConfigArgs {
     /// needs an NRI v0.10 runtime: containerd 2.2, CRI-O 1.34). Default true.
     #[arg(long, value_name = "BOOL")]
     pub(crate) nri_guard_pinned_cpusets: Option<bool>,
+    /// `kubeconfig`: the API server to publish the node's NodeResourceTopology to (the
+    /// kubelet's flag). In a pod, the service account is used when this is not set.
+    #[arg(long, value_name = "FILE")]
+    pub(crate) kubeconfig: Option<PathBuf>,
+    /// `nodeName`: the node's name, and its NodeResourceTopology's (the kubelet's
+    /// `--hostname-override`; in a DaemonSet `--node-name=$(NODE_NAME)` from the downward
+    /// API). Unset: nothing is published.
+    #[arg(long, value_name = "NAME")]
+    pub(crate) node_name: Option<String>,
 }
 
 /// The pairs of one `KEY=VALUE,KEY=VALUE` flag value, in order.

@@ -13,6 +13,7 @@ mod fuzz_tests;
 mod logging;
 mod manifest;
 mod node;
+mod nrt;
 mod output;
 mod server;
 

@@ -108,3 +108,13 @@ mod tests {
         );
     }
 }
+
+/// One resource's devices as its plugin last listed them, and the ids pods hold
+/// ([`DeviceManager::device_inventory`](crate::DeviceManager::device_inventory)).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ResourceInventory {
+    /// Every device, healthy or not, with its NUMA nodes.
+    pub devices: Vec<Device>,
+    /// The ids of the devices pods hold.
+    pub allocated: std::collections::BTreeSet<String>,
+}

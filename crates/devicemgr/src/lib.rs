@@ -95,7 +95,7 @@ pub use config::{
     DEFAULT_ENDPOINT_STOP_GRACE, DEFAULT_MAX_RESOURCES, DEFAULT_MAX_RESOURCES_PER_PLUGIN,
     DeviceManagerConfig,
 };
-pub use device::{Device, PluginOptions};
+pub use device::{Device, PluginOptions, ResourceInventory};
 pub use error::{AllocateError, DeviceManagerError, DeviceOwner, DoubleAssignment};
 pub use in_flight::MAX_QUESTIONS_PER_RESOURCE;
 pub use manager::DeviceManager;

@@ -21,7 +21,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::checkpoint_legacy::read_checkpoint;
 use crate::config::DeviceManagerConfig;
-use crate::device::Device;
+use crate::device::{Device, ResourceInventory};
 use crate::error::DeviceManagerError;
 use crate::hub::HubRegistrations;
 use crate::locks::lock;
@@ -260,6 +260,25 @@ impl DeviceManager {
                     .filter(|d| healthy.contains(&d.id))
                     .collect();
                 (r, devices)
+            })
+            .collect()
+    }
+
+    /// Every registered resource's devices as its plugin last listed them (healthy or not,
+    /// with their NUMA nodes), and which of them pods hold: what a NodeResourceTopology
+    /// publishes per NUMA node.
+    pub fn device_inventory(&self) -> BTreeMap<String, ResourceInventory> {
+        let state = self.shared.state();
+        state
+            .resources()
+            .into_iter()
+            .filter(|r| state.is_registered(r))
+            .map(|r| {
+                let inventory = ResourceInventory {
+                    devices: state.all_devices(&r),
+                    allocated: state.allocated_devices(&r),
+                };
+                (r, inventory)
             })
             .collect()
     }

@@ -23,6 +23,13 @@ pub trait DeviceManagerObserver: Send + Sync {
     fn allocate_rpc_finished(&self, resource: &str, duration: Duration) {
         let _ = (resource, duration);
     }
+
+    /// A plugin connected, listed its devices (a change of health included) or
+    /// disconnected: what [`DeviceManager::device_inventory`](crate::DeviceManager::device_inventory)
+    /// answers may have changed (corral's agent republishes its NodeResourceTopology).
+    fn devices_changed(&self, resource: &str) {
+        let _ = resource;
+    }
 }
 
 /// Upstream's histogram buckets for `device_plugin_alloc_duration_seconds`

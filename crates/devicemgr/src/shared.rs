@@ -102,18 +102,27 @@ impl Shared {
         self.checkpoints.request();
         self.changes.bump();
     }
+
+    /// `resource`'s devices changed: tell the observer (outside the state's lock).
+    fn devices_changed(&self, resource: &str) {
+        if let Some(observer) = self.observer.get() {
+            observer.devices_changed(resource);
+        }
+    }
 }
 
 impl ClientHandler for Shared {
     fn plugin_connected(&self, resource: &str, options: PluginOptions) {
         self.state().plugin_connected(resource, options);
         self.changes.bump();
+        self.devices_changed(resource);
     }
 
     /// All the plugin's devices become unhealthy at once and its grace period starts.
     fn plugin_disconnected(&self, resource: &str) {
         self.state().plugin_disconnected(resource, Instant::now());
         self.changed();
+        self.devices_changed(resource);
     }
 
     fn plugin_list_and_watch_receive(&self, resource: &str, devices: &[Device]) {
@@ -141,5 +150,6 @@ impl ClientHandler for Shared {
             }
         }
         self.changed();
+        self.devices_changed(resource);
     }
 }

@@ -9,6 +9,7 @@ mod gates;
 mod layout;
 mod memory;
 mod nri;
+mod nrt;
 mod topology;
 
 use std::collections::BTreeMap;
@@ -28,6 +29,7 @@ use errors::options_text;
 pub(crate) use layout::Layout;
 pub(crate) use memory::{MemorySettings, ReservedMemoryEntry};
 pub(crate) use nri::{NriMode, NriSettings, PinnedCpusets};
+pub(crate) use nrt::{Credentials, NrtSettings};
 
 /// The config file and the flags, as written (every key optional).
 #[derive(Debug, Clone, Default, Deserialize, PartialEq)]
@@ -66,6 +68,13 @@ pub(crate) struct ConfigSource {
     pub(crate) nri_plugin_index: Option<String>,
     pub(crate) kubelet_pod_resources_socket: Option<PathBuf>,
     pub(crate) nri_guard_pinned_cpusets: Option<bool>,
+    pub(crate) kubeconfig: Option<PathBuf>,
+    pub(crate) node_name: Option<String>,
+    pub(crate) node_resource_topology_resync_period: Option<String>,
+    /// Whether corral runs in a pod (`KUBERNETES_SERVICE_HOST` is set): then without a
+    /// kubeconfig it reaches the API server with the pod's service account. Not a key.
+    #[serde(skip)]
+    pub(crate) in_cluster: bool,
     /// Keys corral does not read (a full KubeletConfiguration has many): warned about.
     #[serde(flatten)]
     pub(crate) other: BTreeMap<String, serde_json::Value>,
@@ -129,8 +138,12 @@ impl ConfigSource {
             nri_socket,
             nri_plugin_index,
             kubelet_pod_resources_socket,
-            nri_guard_pinned_cpusets
+            nri_guard_pinned_cpusets,
+            kubeconfig,
+            node_name,
+            node_resource_topology_resync_period
         );
+        self.in_cluster |= flags.in_cluster;
         self
     }
 
@@ -277,6 +290,7 @@ impl ConfigSource {
         );
         let nri = self.nri_mode(&mut errors);
         let memory_manager = self.memory_settings(&mut errors);
+        let nrt = self.nrt_settings(&mut errors);
         if !errors.is_empty() {
             return Err(errors);
         }
@@ -299,6 +313,7 @@ impl ConfigSource {
             max_connections_per_socket,
             max_resources_per_device_plugin,
             nri,
+            nrt,
         })
     }
 }
@@ -368,6 +383,9 @@ pub(crate) fn load(args: &ConfigArgs) -> Result<(AgentConfig, Vec<String>), Conf
         nri_plugin_index: args.nri_plugin_index.clone(),
         kubelet_pod_resources_socket: args.kubelet_pod_resources_socket.clone(),
         nri_guard_pinned_cpusets: args.nri_guard_pinned_cpusets,
+        kubeconfig: args.kubeconfig.clone(),
+        node_name: args.node_name.clone(),
+        in_cluster: std::env::var_os("KUBERNETES_SERVICE_HOST").is_some_and(|h| !h.is_empty()),
         ..ConfigSource::default()
     };
     let config = file.overlay(flags).validate()?;
@@ -411,6 +429,9 @@ pub(crate) struct AgentConfig {
     pub(crate) max_connections_per_socket: usize,
     /// `maxResourcesPerDevicePlugin`: resources one device plugin may register.
     pub(crate) max_resources_per_device_plugin: usize,
+    /// `nodeName`, `kubeconfig`, `nodeResourceTopologyResyncPeriod`: where the node's
+    /// NodeResourceTopology is published (none: nothing talks to an API server).
+    pub(crate) nrt: Option<NrtSettings>,
 }
 
 #[cfg(test)]

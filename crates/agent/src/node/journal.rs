@@ -88,7 +88,9 @@ impl Node {
             .context(
                 "the state journal could not make the answer durable, so none is given: the \
                  decision is kept and becomes durable with the next commit (retry the request)",
-            )
+            )?;
+        self.changes.bump();
+        Ok(())
     }
 
     /// A clean stop: commit, make every state file durable on its own and remove the

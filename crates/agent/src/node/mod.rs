@@ -28,6 +28,7 @@ pub(crate) mod resource_metrics;
 pub(crate) use resize::INFEASIBLE;
 mod resource_status;
 mod restore_check;
+mod state_changes;
 mod view;
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -60,6 +61,7 @@ pub(crate) use container_events::StartedContainer;
 pub(crate) use kubelet_devices::{DeviceNumaNodes, KubeletDevices};
 pub(crate) use pod_record::{Affinity, HeldMemory, Holding, PodRecord};
 pub(crate) use pods::{AdmittedPod, PodBook};
+pub(crate) use state_changes::StateChanges;
 pub(crate) use view::PodView;
 
 /// The DRA manager as the agent runs it: drivers found through the plugin registry.
@@ -164,6 +166,10 @@ pub(crate) struct Node {
     resource_metrics: resource_metrics::ResourceManagerMetrics,
     /// Whether pods with pod-level resources are managed at pod level.
     pod_level_managed: bool,
+    /// Bumped after every committed change and every device list or health change.
+    changes: StateChanges,
+    /// The NUMA nodes' memory and huge pages as sysfs gave them (empty when not read).
+    numa_memory: BTreeMap<usize, NumaMemory>,
     /// Fault injection: the next container joining its pod fails to be recorded.
     #[cfg(test)]
     fail_next_join: std::sync::atomic::AtomicBool,
@@ -282,6 +288,7 @@ impl Node {
             containers.clone(),
         )
         .context("starting the CPU manager")?;
+        let numa_memory = memory.clone();
         let mut memory_config = config
             .memory_manager
             .manager_config(memory)
@@ -311,7 +318,11 @@ impl Node {
                 .context("the device manager state file")?,
         ));
         let device_metrics = DevicePluginMetrics::default();
-        devices.set_observer(Arc::new(device_metrics.clone()));
+        let changes = StateChanges::default();
+        devices.set_observer(Arc::new(state_changes::DeviceObserver {
+            metrics: device_metrics.clone(),
+            changes: changes.clone(),
+        }));
         // Providers allocate in this order: CPUs, then devices (as the kubelet).
         let decisions = Arc::new(DecisionLock::new());
         manager.add_hint_provider(Arc::clone(&cpu) as _);
@@ -389,6 +400,8 @@ impl Node {
             dra_devices,
             resource_metrics: resource_metrics::ResourceManagerMetrics::default(),
             pod_level_managed: pod_level == corral_topology::PodLevelResources::Managed,
+            changes,
+            numa_memory,
             #[cfg(test)]
             fail_next_join: Default::default(),
         })
@@ -434,6 +447,17 @@ impl Node {
     /// Stop serving device plugins.
     pub(crate) async fn stop_devices(&self) {
         self.devices.stop().await;
+    }
+
+    /// The change counter a watcher of the node's state subscribes to.
+    pub(crate) fn changes(&self) -> &StateChanges {
+        &self.changes
+    }
+
+    /// The NUMA nodes' memory and huge pages as sysfs gave them at start (empty when they
+    /// were not read).
+    pub(crate) fn numa_memory(&self) -> &BTreeMap<usize, NumaMemory> {
+        &self.numa_memory
     }
 
     /// In NRI mode, where the kubelet's device allocations are recorded for alignment.

@@ -90,6 +90,12 @@ pub(crate) async fn run(config: AgentConfig, demo_devices: usize) -> Result<()> 
     let pushes_cpusets = config.container_runtime_endpoint.is_some() || config.nri != NriMode::Off;
     let reconcile =
         pushes_cpusets.then(|| tokio::spawn(reconcile_loop(Arc::clone(&node), stopped())));
+    let nrt_publisher = match &config.nrt {
+        Some(settings) => {
+            Some(crate::nrt::spawn(Arc::clone(&node), settings, &config, stopped()).await?)
+        }
+        None => None,
+    };
     let nri_plugin = match &config.nri {
         NriMode::Plugin(settings) => Some(tokio::spawn(nri::serve(
             Arc::clone(&node),
@@ -158,6 +164,14 @@ pub(crate) async fn run(config: AgentConfig, demo_devices: usize) -> Result<()> 
     }
     if let Some(task) = nri_plugin {
         task.await?;
+    }
+    if let Some((task, stats)) = nrt_publisher {
+        task.await?;
+        tracing::info!(
+            writes = stats.writes(),
+            failed = stats.failures(),
+            "stopped publishing the NodeResourceTopology"
+        );
     }
     if let Some(plugin) = demo {
         plugin.stop().await;

@@ -1,0 +1,253 @@
+//! What the node's NodeResourceTopology says: one zone per NUMA node, read from the managers'
+//! state as it is now (so it is exact at the moment it is taken, unlike exporters that rebuild
+//! it from the kubelet's podresources API).
+//!
+//! The accounting rule, per zone (documented against upstream in `docs/nrt.md`):
+//! - `cpu`: capacity is the NUMA node's online CPUs; allocatable leaves out the reserved CPUs
+//!   (`reservedSystemCPUs`, or those the static policy set aside for `kubeReserved` +
+//!   `systemReserved`); available further leaves out the CPUs held exclusively (containers'
+//!   and pod-level exclusive sets). Shared-pool use is not subtracted: the pool's CPUs stay
+//!   available to an exclusive request, exactly as the static policy takes them. With the
+//!   `none` CPU policy nothing is held exclusively and the reservation is spread evenly.
+//! - `memory` and `hugepages-<size>`: with the static memory policy, the memory manager's
+//!   machine state (total, allocatable, free) per NUMA node; otherwise what sysfs gave, all
+//!   of it allocatable and available (no policy holds memory per NUMA node).
+//! - device resources: a device plugin's devices on this NUMA node (on each of its nodes
+//!   when it names several); capacity counts them all, allocatable the healthy ones,
+//!   available the healthy ones no pod holds. Devices without topology are in no zone.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use corral_nrt::{
+    ATTRIBUTE_POLICY, ATTRIBUTE_SCOPE, AttributeInfo, CostInfo, NodeResourceTopology, ResourceInfo,
+    Zone, numa_zone_name,
+};
+use corral_topology::CpuSet;
+use corral_topology::topologymanager::{PolicyName, ScopeName};
+
+use crate::node::Node;
+
+/// How one node's NodeResourceTopology is taken from its managers.
+#[derive(Clone, Debug)]
+pub(crate) struct Accounting {
+    /// The object's name: the node's.
+    node_name: String,
+    /// The CPUs the configuration reserves, as a whole count (rounded up, as the static
+    /// policy takes them): what the `none` policy's zones leave out of allocatable.
+    reserved_cpus: usize,
+}
+
+impl Accounting {
+    /// The accounting of node `node_name` under `cpu` (the CPU manager's configuration).
+    pub(crate) fn new(node_name: &str, cpu: &corral_cpumgr::CpuManagerConfig) -> Self {
+        let reserved_cpus = if cpu.reserved_system_cpus.is_empty() {
+            cpu.reserved_cpu_millis.map_or(0, |millis| {
+                usize::try_from(millis.max(0))
+                    .unwrap_or(usize::MAX)
+                    .div_ceil(1000)
+            })
+        } else {
+            cpu.reserved_system_cpus.len()
+        };
+        Self {
+            node_name: node_name.to_owned(),
+            reserved_cpus,
+        }
+    }
+
+    /// The node's name.
+    pub(crate) fn node_name(&self) -> &str {
+        &self.node_name
+    }
+
+    /// The object as the node's managers hold it now.
+    pub(crate) fn take(&self, node: &Node) -> NodeResourceTopology {
+        node_resource_topology(node, &self.node_name, self.reserved_cpus)
+    }
+}
+
+fn node_resource_topology(
+    node: &Node,
+    node_name: &str,
+    reserved_cpus: usize,
+) -> NodeResourceTopology {
+    let mut nrt = NodeResourceTopology::named(node_name);
+    let policy = node.topology().policy().name();
+    let scope = node.topology().scope().unwrap_or(ScopeName::Container);
+    nrt.topology_policies = vec![legacy_policy(policy, scope).to_owned()];
+    nrt.attributes = vec![
+        AttributeInfo::new(ATTRIBUTE_POLICY, policy.as_str()),
+        AttributeInfo::new(ATTRIBUTE_SCOPE, scope.as_str()),
+    ];
+    let cpus = cpu_counts(node, reserved_cpus);
+    let memory = memory_tables(node);
+    let devices = device_counts(node);
+    let ids: BTreeSet<usize> = cpus.keys().chain(memory.keys()).copied().collect();
+    let topology = node.cpu().topology().topology();
+    for &id in &ids {
+        let mut zone = Zone::numa_node(id);
+        zone.costs = ids
+            .iter()
+            .filter_map(|&to| {
+                let value = topology.numa_distance(id, to)?;
+                Some(CostInfo {
+                    name: numa_zone_name(to),
+                    value: i64::try_from(value).unwrap_or(i64::MAX),
+                })
+            })
+            .collect();
+        if let Some(counts) = cpus.get(&id) {
+            zone.resources.push(counts.resource("cpu"));
+        }
+        for (name, counts) in memory.get(&id).into_iter().flatten() {
+            zone.resources.push(counts.resource(name));
+        }
+        for (name, per_node) in &devices {
+            if let Some(counts) = per_node.get(&id) {
+                zone.resources.push(counts.resource(name));
+            }
+        }
+        nrt.zones.push(zone);
+    }
+    nrt
+}
+
+/// The deprecated `topologyPolicies` value for a policy and scope
+/// (noderesourcetopology-api's `TopologyManagerPolicy` constants).
+fn legacy_policy(policy: PolicyName, scope: ScopeName) -> &'static str {
+    match (policy, scope) {
+        (PolicyName::SingleNumaNode, ScopeName::Container) => "SingleNUMANodeContainerLevel",
+        (PolicyName::SingleNumaNode, ScopeName::Pod) => "SingleNUMANodePodLevel",
+        (PolicyName::Restricted, ScopeName::Container) => "RestrictedContainerLevel",
+        (PolicyName::Restricted, ScopeName::Pod) => "RestrictedPodLevel",
+        (PolicyName::BestEffort, ScopeName::Container) => "BestEffortContainerLevel",
+        (PolicyName::BestEffort, ScopeName::Pod) => "BestEffortPodLevel",
+        _ => "None",
+    }
+}
+
+/// Capacity, allocatable and available of one resource in one zone.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Counts {
+    pub(crate) capacity: u64,
+    pub(crate) allocatable: u64,
+    pub(crate) available: u64,
+}
+
+impl Counts {
+    fn resource(self, name: &str) -> ResourceInfo {
+        ResourceInfo::new(name, self.capacity, self.allocatable, self.available)
+    }
+}
+
+/// Per NUMA node: its CPUs, those pods may have, those still free for exclusive use.
+fn cpu_counts(node: &Node, reserved_cpus: usize) -> BTreeMap<usize, Counts> {
+    let cpu = node.cpu();
+    let index = cpu.topology();
+    let all = cpu.all_cpus();
+    let allocatable = cpu.allocatable_cpus();
+    let state = cpu.state();
+    let mut held = state.exclusive_cpus();
+    for cpus in state.pod_cpu_sets().values() {
+        held.union_with(cpus);
+    }
+    // The `none` policy has no allocatable set: its reservation (a count, by the CPU
+    // manager's config) is spread over the NUMA nodes, remainder to the lowest ids.
+    let policy_none = allocatable.is_empty();
+    let reserved_none = if policy_none {
+        reserved_cpus.min(all.len())
+    } else {
+        0
+    };
+    let ids = index.numa_node_ids();
+    ids.iter()
+        .enumerate()
+        .map(|(at, &id)| {
+            let on_node: CpuSet = index.cpus_in_numa_node(id);
+            let capacity = on_node.len() as u64;
+            let allocatable_here = if policy_none {
+                let share = reserved_none / ids.len() + usize::from(at < reserved_none % ids.len());
+                capacity.saturating_sub(share as u64)
+            } else {
+                on_node.intersection(&allocatable).len() as u64
+            };
+            let held_here = on_node.intersection(&held).len() as u64;
+            let counts = Counts {
+                capacity,
+                allocatable: allocatable_here,
+                available: allocatable_here.saturating_sub(held_here),
+            };
+            (id, counts)
+        })
+        .collect()
+}
+
+/// Per NUMA node, per memory resource (`memory`, `hugepages-2Mi`, …).
+fn memory_tables(node: &Node) -> BTreeMap<usize, BTreeMap<String, Counts>> {
+    if let Some(machine) = node.memory().machine_state() {
+        return machine
+            .iter()
+            .map(|(&id, state)| {
+                let tables = state
+                    .memory
+                    .iter()
+                    .map(|(name, table)| {
+                        let counts = Counts {
+                            capacity: table.total,
+                            allocatable: table.allocatable,
+                            available: table.free,
+                        };
+                        (name.clone(), counts)
+                    })
+                    .collect();
+                (id, tables)
+            })
+            .collect();
+    }
+    node.numa_memory()
+        .iter()
+        .map(|(&id, numa)| {
+            let whole = |bytes: u64| Counts {
+                capacity: bytes,
+                allocatable: bytes,
+                available: bytes,
+            };
+            let mut tables = BTreeMap::from([("memory".to_owned(), whole(numa.memory_bytes))]);
+            for pages in &numa.huge_pages {
+                let bytes = pages
+                    .count
+                    .saturating_mul(pages.page_size_kib.saturating_mul(1024));
+                tables.insert(pages.resource_name(), whole(bytes));
+            }
+            (id, tables)
+        })
+        .collect()
+}
+
+/// Per device resource, per NUMA node.
+fn device_counts(node: &Node) -> BTreeMap<String, BTreeMap<usize, Counts>> {
+    let mut out: BTreeMap<String, BTreeMap<usize, Counts>> = BTreeMap::new();
+    for (resource, inventory) in node.devices().device_inventory() {
+        let per_node = out.entry(resource).or_default();
+        for device in &inventory.devices {
+            let numa: BTreeSet<usize> = device
+                .numa_nodes
+                .iter()
+                .flatten()
+                .filter_map(|&id| usize::try_from(id).ok())
+                .collect();
+            for id in numa {
+                let counts = per_node.entry(id).or_default();
+                counts.capacity += 1;
+                if device.healthy {
+                    counts.allocatable += 1;
+                    if !inventory.allocated.contains(&device.id) {
+                        counts.available += 1;
+                    }
+                }
+            }
+        }
+    }
+    out.retain(|_, per_node| !per_node.is_empty());
+    out
+}

@@ -1,0 +1,358 @@
+//! The publisher against scripted API servers: what it writes, when, and how it rides out
+//! conflicts, 429s, error storms and a server that never answers — the node's admissions
+//! never waiting for any of it.
+
+use std::collections::VecDeque;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use corral_nrt::{ATTRIBUTE_POLICY, ATTRIBUTE_SCOPE, NodeResourceTopology};
+use tokio::sync::{Notify, watch};
+
+use super::accounting::Accounting;
+use super::api::{ApiError, NrtApi};
+use super::publisher::{Publisher, PublisherStats};
+use crate::node::Node;
+use crate::node::tests::{WAIT, fixture, open_on, pod};
+
+const MACHINE: &str = "32em64t-2n8c+dax+nvme+mic+dimms";
+
+/// What the scripted server does with the next call.
+#[derive(Debug)]
+enum Scripted {
+    /// Answer with this error.
+    Fail(fn() -> ApiError),
+    /// Wait until `release` is notified, then behave normally.
+    Hold,
+}
+
+/// An API server holding one object, with resourceVersions and optimistic concurrency.
+struct FakeServer {
+    object: Mutex<Option<NodeResourceTopology>>,
+    version: Mutex<u64>,
+    script: Mutex<VecDeque<Scripted>>,
+    release: Notify,
+    /// While true, every call hangs (then fails as a timed-out call does).
+    hang: watch::Sender<bool>,
+    writes: Mutex<u64>,
+}
+
+impl Default for FakeServer {
+    fn default() -> Self {
+        Self {
+            object: Mutex::default(),
+            version: Mutex::default(),
+            script: Mutex::default(),
+            release: Notify::new(),
+            hang: watch::channel(false).0,
+            writes: Mutex::default(),
+        }
+    }
+}
+
+impl FakeServer {
+    fn object(&self) -> Option<NodeResourceTopology> {
+        self.object.lock().unwrap().clone()
+    }
+
+    fn script(&self, steps: impl IntoIterator<Item = Scripted>) {
+        self.script.lock().unwrap().extend(steps);
+    }
+
+    /// Someone else changes the object (bumping its version).
+    fn tamper(&self, change: impl FnOnce(&mut NodeResourceTopology)) {
+        let mut object = self.object.lock().unwrap();
+        let object = object.as_mut().expect("an object to tamper with");
+        change(object);
+        let mut version = self.version.lock().unwrap();
+        *version += 1;
+        object.metadata.resource_version = Some(version.to_string());
+    }
+
+    async fn before_call(&self) -> Result<(), ApiError> {
+        if *self.hang.borrow() {
+            let mut hang = self.hang.subscribe();
+            let _ = hang.wait_for(|h| !*h).await;
+            return Err(ApiError::Timeout(Duration::from_secs(10)));
+        }
+        let step = self.script.lock().unwrap().pop_front();
+        match step {
+            Some(Scripted::Fail(error)) => Err(error()),
+            Some(Scripted::Hold) => {
+                self.release.notified().await;
+                Ok(())
+            }
+            None => Ok(()),
+        }
+    }
+
+    fn store(&self, nrt: &NodeResourceTopology) -> NodeResourceTopology {
+        let mut version = self.version.lock().unwrap();
+        *version += 1;
+        let mut stored = nrt.clone();
+        stored.metadata.resource_version = Some(version.to_string());
+        *self.object.lock().unwrap() = Some(stored.clone());
+        *self.writes.lock().unwrap() += 1;
+        stored
+    }
+}
+
+#[async_trait::async_trait]
+impl NrtApi for Arc<FakeServer> {
+    async fn get(&self, _name: &str) -> Result<Option<NodeResourceTopology>, ApiError> {
+        self.before_call().await?;
+        Ok(self.object())
+    }
+
+    async fn create(&self, nrt: &NodeResourceTopology) -> Result<NodeResourceTopology, ApiError> {
+        self.before_call().await?;
+        if self.object().is_some() {
+            return Err(ApiError::Conflict);
+        }
+        Ok(self.store(nrt))
+    }
+
+    async fn replace(&self, nrt: &NodeResourceTopology) -> Result<NodeResourceTopology, ApiError> {
+        self.before_call().await?;
+        let current = self.object().ok_or(ApiError::NotFound)?;
+        if current.metadata.resource_version != nrt.metadata.resource_version {
+            return Err(ApiError::Conflict);
+        }
+        Ok(self.store(nrt))
+    }
+}
+
+/// A started node (static CPU policy, CPU 0 reserved, `single-numa-node`) and a publisher
+/// for it on `server`, resyncing every `resync`.
+struct Harness {
+    _dir: tempfile::TempDir,
+    node: Arc<Node>,
+    accounting: Accounting,
+    server: Arc<FakeServer>,
+    stats: Arc<PublisherStats>,
+    stop: watch::Sender<bool>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Harness {
+    async fn start(resync: Duration) -> Self {
+        Self::start_with(resync, Arc::new(FakeServer::default())).await
+    }
+
+    async fn start_with(resync: Duration, server: Arc<FakeServer>) -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let config = crate::node::tests::config(dir.path(), "single-numa-node", &[]);
+        let node = open_on(&config, &fixture(MACHINE), &Default::default()).await;
+        let accounting = Accounting::new("worker-1", &config.cpu_manager);
+        let publisher = Publisher::new(Arc::clone(&server), accounting.clone(), resync)
+            .with_backoff(Duration::from_millis(10), Duration::from_millis(200));
+        let stats = publisher.stats();
+        let (stop, mut stopped) = watch::channel(false);
+        let task = tokio::spawn(publisher.run(Arc::clone(&node), async move {
+            let _ = stopped.wait_for(|s| *s).await;
+        }));
+        Self {
+            _dir: dir,
+            node,
+            accounting,
+            server,
+            stats,
+            stop,
+            task,
+        }
+    }
+
+    /// Wait until the server's object says what the node holds.
+    async fn converged(&self) -> NodeResourceTopology {
+        let deadline = tokio::time::Instant::now() + WAIT;
+        loop {
+            let want = self.accounting.take(&self.node);
+            if let Some(have) = self.server.object()
+                && have.same_content(&want)
+            {
+                return have;
+            }
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "the server's object never matched the node's state: {:?}",
+                self.server.object()
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    async fn admit(&self, uid: &str, cpus: &[u32]) {
+        let answer = tokio::time::timeout(WAIT, self.node.admit(pod(uid, cpus), vec![]))
+            .await
+            .expect("the admission waits for nothing the API server does")
+            .unwrap();
+        assert!(
+            matches!(answer, crate::node::Admission::Admitted(_)),
+            "{answer:?}"
+        );
+    }
+
+    async fn stop(self) {
+        self.server.release.notify_one();
+        self.server.hang.send_replace(false);
+        let _ = self.stop.send(true);
+        tokio::time::timeout(WAIT, self.task)
+            .await
+            .unwrap()
+            .unwrap();
+    }
+}
+
+fn available_cpus(nrt: &NodeResourceTopology) -> Vec<(String, String)> {
+    nrt.zones
+        .iter()
+        .map(|z| {
+            (
+                z.name.clone(),
+                z.resource("cpu").unwrap().available.0.clone(),
+            )
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn the_object_has_a_node_zone_per_numa_node_and_the_policy() {
+    let harness = Harness::start(Duration::from_secs(3600)).await;
+    let nrt = harness.converged().await;
+    assert_eq!(nrt.metadata.name, "worker-1");
+    let names: Vec<_> = nrt
+        .zones
+        .iter()
+        .map(|z| (z.name.as_str(), z.zone_type.as_str()))
+        .collect();
+    assert_eq!(names, [("node-0", "Node"), ("node-1", "Node")]);
+    assert_eq!(nrt.attribute(ATTRIBUTE_POLICY), Some("single-numa-node"));
+    assert_eq!(nrt.attribute(ATTRIBUTE_SCOPE), Some("container"));
+    assert_eq!(nrt.topology_policies, ["SingleNUMANodeContainerLevel"]);
+    // 8 CPUs a node; CPU 0 (node 0) reserved.
+    let cpu = |zone: usize| nrt.zones[zone].resource("cpu").unwrap().clone();
+    assert_eq!(
+        (cpu(0).capacity.0.as_str(), cpu(0).allocatable.0.as_str()),
+        ("8", "7")
+    );
+    assert_eq!(
+        (cpu(1).capacity.0.as_str(), cpu(1).allocatable.0.as_str()),
+        ("8", "8")
+    );
+    // Distances from the fixture's SLIT.
+    let costs: Vec<_> = nrt.zones[0]
+        .costs
+        .iter()
+        .map(|c| (c.name.as_str(), c.value))
+        .collect();
+    assert_eq!(costs, [("node-0", 10), ("node-1", 21)]);
+    assert_eq!(harness.stats.writes(), 1);
+    harness.stop().await;
+}
+
+#[tokio::test]
+async fn an_exclusive_admission_lowers_its_zone_and_costs_one_write() {
+    let harness = Harness::start(Duration::from_secs(3600)).await;
+    let before = harness.converged().await;
+    let writes = harness.stats.writes();
+    harness.admit("p1", &[4]).await;
+    let after = harness.converged().await;
+    let total = |nrt: &NodeResourceTopology| -> u64 {
+        available_cpus(nrt)
+            .iter()
+            .map(|(_, n)| n.parse::<u64>().unwrap())
+            .sum()
+    };
+    assert_eq!(total(&before) - total(&after), 4);
+    // The admission's commit and nothing else: one write (nothing else changes the object).
+    tokio::time::sleep(super::publisher::COALESCE * 3).await;
+    assert_eq!(harness.stats.writes(), writes + 1);
+    // The release gives them back.
+    assert!(harness.node.release("p1").await.unwrap());
+    let released = harness.converged().await;
+    assert_eq!(total(&released), total(&before));
+    harness.stop().await;
+}
+
+#[tokio::test]
+async fn a_burst_of_admissions_during_a_write_is_one_more_write() {
+    let harness = Harness::start(Duration::from_secs(3600)).await;
+    harness.converged().await;
+    let writes = harness.stats.writes();
+    // The next call waits until released: the first admission's write is in flight while
+    // the others are decided.
+    harness.server.script([Scripted::Hold]);
+    harness.admit("p0", &[1]).await;
+    for i in 1..6 {
+        harness.admit(&format!("p{i}"), &[1]).await;
+    }
+    harness.server.release.notify_one();
+    harness.converged().await;
+    let written = harness.stats.writes() - writes;
+    assert!(written <= 2, "{written} writes for a burst of 6 admissions");
+    harness.stop().await;
+}
+
+#[tokio::test]
+async fn someone_elses_change_is_overwritten_on_conflict_and_on_resync() {
+    let harness = Harness::start(Duration::from_secs(1)).await;
+    harness.converged().await;
+    // Changed behind corral's back: the next write meets a conflict, reads, rewrites.
+    harness.server.tamper(|nrt| nrt.zones[0].resources.clear());
+    harness.admit("p1", &[2]).await;
+    harness.converged().await;
+    // Changed again with nothing to write: the resync (1 s) finds and repairs it.
+    harness.server.tamper(|nrt| nrt.attributes.clear());
+    harness.converged().await;
+    // Deleted: recreated by the resync.
+    *harness.server.object.lock().unwrap() = None;
+    harness.converged().await;
+    harness.stop().await;
+}
+
+#[tokio::test]
+async fn error_storms_and_429s_are_retried_until_the_object_is_right() {
+    let server = Arc::new(FakeServer::default());
+    server.script((0..6).map(|i| {
+        Scripted::Fail(if i % 2 == 0 {
+            || ApiError::Status {
+                status: 503,
+                message: "etcd leader changed".into(),
+            }
+        } else {
+            || ApiError::TooManyRequests {
+                retry_after: Some(Duration::from_millis(1)),
+            }
+        })
+    }));
+    let harness = Harness::start_with(Duration::from_secs(3600), server).await;
+    harness.converged().await;
+    assert_eq!(harness.stats.failures(), 6);
+    // One episode: logged when it started and when it ended, not per failure.
+    assert_eq!(
+        harness
+            .stats
+            .episodes
+            .load(std::sync::atomic::Ordering::Relaxed),
+        1
+    );
+    harness.stop().await;
+}
+
+#[tokio::test]
+async fn a_server_that_never_answers_delays_no_admission_or_release() {
+    let harness = Harness::start(Duration::from_secs(3600)).await;
+    harness.converged().await;
+    harness.server.hang.send_replace(true);
+    for i in 0..4 {
+        harness.admit(&format!("p{i}"), &[2]).await;
+    }
+    let released = tokio::time::timeout(WAIT, harness.node.release("p0"))
+        .await
+        .expect("the release waits for nothing the API server does");
+    assert!(released.unwrap());
+    // The server answers again: the object catches up.
+    harness.server.hang.send_replace(false);
+    harness.converged().await;
+    harness.stop().await;
+}
