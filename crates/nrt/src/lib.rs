@@ -3,15 +3,21 @@
 //! kubernetes-sigs/scheduler-plugins) sees what each NUMA node of a node has free.
 //!
 //! - [`NodeResourceTopology`] and its parts, serialised exactly as the CRD stores them.
+//! - [`PodFingerprint`]: the pod fingerprint attribute, byte-identical to podfingerprint's.
 //!
 //! No I/O and no async: the caller fetches and writes the object with whatever Kubernetes client
 //! it uses (corral's agent uses kube-rs).
 
+mod fingerprint;
 mod object;
 
+pub use fingerprint::{
+    FINGERPRINT_ANNOTATION, FINGERPRINT_PREFIX, FINGERPRINT_VERSION, FingerprintError,
+    FingerprintMethod, METHOD_ALL, METHOD_WITH_EXCLUSIVE_RESOURCES, PodFingerprint,
+};
 pub use object::{
     API_VERSION, ATTRIBUTE_FINGERPRINT, ATTRIBUTE_FINGERPRINT_METHOD, ATTRIBUTE_POLICY,
     ATTRIBUTE_SCOPE, AttributeInfo, CostInfo, GROUP, KIND, NodeResourceTopology, ObjectMeta,
-    PLURAL, Quantity, ResourceInfo, VERSION, ZONE_TYPE_NODE, Zone, find_attribute,
-    numa_id_of_zone, numa_zone_name,
+    PLURAL, Quantity, ResourceInfo, VERSION, ZONE_TYPE_NODE, Zone, find_attribute, numa_id_of_zone,
+    numa_zone_name,
 };
