@@ -89,6 +89,71 @@ mod tests {
             .find(|m| m.mount_path == "/host/sys")
             .expect("the host's sysfs is mounted");
         assert_eq!(sys.read_only, Some(true), "sysfs is mounted read-only");
+        // The node's name reaches `--node-name` from the downward API, and the pod runs as
+        // the service account deploy/rbac.yaml lets write NodeResourceTopologies.
+        let args = container.args.as_ref().unwrap();
+        let at = args
+            .iter()
+            .position(|a| a == "--node-name")
+            .expect("--node-name");
+        assert_eq!(args[at + 1], "$(NODE_NAME)");
+        let env = container
+            .env
+            .iter()
+            .flatten()
+            .find(|e| e.name == "NODE_NAME");
+        let field = env
+            .and_then(|e| e.value_from.as_ref())
+            .and_then(|v| v.field_ref.as_ref())
+            .map(|f| f.field_path.as_str());
+        assert_eq!(field, Some("spec.nodeName"));
+        assert_eq!(pod.service_account_name.as_deref(), Some("corral"));
+    }
+
+    #[test]
+    fn the_crd_and_rbac_let_corral_keep_its_noderesourcetopology() {
+        use k8s_openapi::api::core::v1::ServiceAccount;
+        use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
+        use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+
+        let crd: CustomResourceDefinition =
+            serde_saphyr::from_str(&workspace_file("deploy/crd/noderesourcetopologies.yaml"))
+                .unwrap();
+        assert_eq!(
+            crd.metadata.name.as_deref(),
+            Some(format!("{}.{}", corral_nrt::PLURAL, corral_nrt::GROUP).as_str())
+        );
+        assert_eq!(crd.spec.group, corral_nrt::GROUP);
+        assert_eq!(crd.spec.scope, "Cluster");
+        assert_eq!(crd.spec.names.kind, corral_nrt::KIND);
+        let stored: Vec<_> = crd.spec.versions.iter().filter(|v| v.storage).collect();
+        assert_eq!(stored.len(), 1);
+        assert_eq!(stored[0].name, corral_nrt::VERSION);
+        // A *.k8s.io group's CRD is refused without the API review annotation.
+        let annotations = crd.metadata.annotations.unwrap_or_default();
+        assert!(annotations.contains_key("api-approved.kubernetes.io"));
+
+        let text = workspace_file("deploy/rbac.yaml");
+        let docs: Vec<serde_json::Value> = serde_saphyr::from_multiple(&text).unwrap();
+        let account: ServiceAccount = of_kind(&docs, "ServiceAccount");
+        let role: ClusterRole = of_kind(&docs, "ClusterRole");
+        let binding: ClusterRoleBinding = of_kind(&docs, "ClusterRoleBinding");
+        let rule = &role.rules.unwrap()[0];
+        assert_eq!(
+            rule.api_groups.as_deref(),
+            Some(&[corral_nrt::GROUP.to_owned()][..])
+        );
+        assert_eq!(
+            rule.resources.as_deref(),
+            Some(&[corral_nrt::PLURAL.to_owned()][..])
+        );
+        for verb in ["get", "create", "update"] {
+            assert!(rule.verbs.iter().any(|v| v == verb), "{verb}");
+        }
+        assert_eq!(binding.role_ref.name, role.metadata.name.unwrap());
+        let subject = &binding.subjects.unwrap()[0];
+        assert_eq!(Some(&subject.name), account.metadata.name.as_ref());
+        assert_eq!(subject.namespace, account.metadata.namespace);
     }
 
     #[test]
