@@ -561,7 +561,7 @@ fn pod_ref(pod: &Pod) -> Option<String> {
 #[cfg(test)]
 pub(crate) mod tests;
 #[cfg(test)]
-mod tests_concurrent;
+pub(crate) mod tests_concurrent;
 #[cfg(test)]
 mod tests_containers;
 #[cfg(test)]
@@ -577,7 +577,7 @@ mod tests_dra_health;
 #[cfg(test)]
 mod tests_dra_numa;
 #[cfg(test)]
-mod tests_gated_plugin;
+pub(crate) mod tests_gated_plugin;
 #[cfg(test)]
 mod tests_hostile;
 #[cfg(test)]

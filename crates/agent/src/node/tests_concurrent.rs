@@ -35,7 +35,7 @@ const MI: u64 = 1 << 20;
 
 /// A machine of `nodes` NUMA nodes of `cpus_per_node` CPUs (no SMT, one socket per node) and
 /// `memory_mib` MiB each, with `huge_pages` 2 MiB pages on every node.
-pub(super) fn machine(
+pub(crate) fn machine(
     nodes: usize,
     cpus_per_node: usize,
     memory_mib: u64,
@@ -72,7 +72,7 @@ pub(super) fn machine(
 
 /// The static CPU policy (CPU 0 reserved), the static memory policy (the kubelet's default
 /// eviction threshold, 100Mi, reserved on node 0), `policy` at `scope`.
-pub(super) fn config(root: &Path, policy: &str, scope: &str) -> AgentConfig {
+pub(crate) fn config(root: &Path, policy: &str, scope: &str) -> AgentConfig {
     let source: ConfigSource = serde_json::from_value(serde_json::json!({
         "cpuManagerPolicy": "static",
         "reservedSystemCPUs": "0",
@@ -90,7 +90,7 @@ pub(super) fn config(root: &Path, policy: &str, scope: &str) -> AgentConfig {
     .unwrap()
 }
 
-pub(super) async fn open(
+pub(crate) async fn open(
     config: &AgentConfig,
     machine: &(CpuTopology, BTreeMap<usize, NumaMemory>),
 ) -> Arc<Node> {
@@ -100,7 +100,7 @@ pub(super) async fn open(
 }
 
 /// A Guaranteed pod of one container with `limits`.
-pub(super) fn guaranteed(uid: &str, limits: serde_json::Value) -> K8sPod {
+pub(crate) fn guaranteed(uid: &str, limits: serde_json::Value) -> K8sPod {
     serde_json::from_value(serde_json::json!({
         "apiVersion": "v1", "kind": "Pod",
         "metadata": {"name": uid, "namespace": "default", "uid": uid},

@@ -22,11 +22,11 @@ use tonic::{Request, Response, Status};
 use super::Node;
 use super::tests::WAIT;
 
-pub(super) const GPU: &str = "example.com/gpu";
+pub(crate) const GPU: &str = "example.com/gpu";
 
 /// Which plugin call waits for the test.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Held {
+pub(crate) enum Held {
     Preferred,
     Allocate,
 }
@@ -157,7 +157,7 @@ fn options() -> DevicePluginOptions {
 }
 
 /// A running gated plugin; dropping it opens the gate and stops its server.
-pub(super) struct GatedPlugin {
+pub(crate) struct GatedPlugin {
     gate: Arc<Gate>,
     served: Served,
 }
@@ -165,7 +165,7 @@ pub(super) struct GatedPlugin {
 impl GatedPlugin {
     /// Serve `GPU`, device `gpu-i` on NUMA node `numa[i]`, holding `held`, and register
     /// with `node`.
-    pub(super) async fn start(
+    pub(crate) async fn start(
         node: &Arc<Node>,
         numa: &[i64],
         held: Held,
@@ -224,11 +224,11 @@ impl GatedPlugin {
         }
     }
 
-    pub(super) fn open(&self) {
+    pub(crate) fn open(&self) {
         self.gate.open.send_replace(true);
     }
 
-    pub(super) async fn stop(mut self) {
+    pub(crate) async fn stop(mut self) {
         self.open();
         self.served.stop().await;
     }

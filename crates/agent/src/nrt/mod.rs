@@ -14,6 +14,8 @@ mod publisher;
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_accounting;
 
 use std::sync::Arc;
 
