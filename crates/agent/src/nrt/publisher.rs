@@ -17,6 +17,7 @@ use tokio::time::Instant;
 
 use super::accounting::Accounting;
 use super::api::{ApiError, NrtApi};
+use crate::exposition::{Family, Kind, Series, Value};
 use crate::node::Node;
 
 /// How long after a change the publisher waits for more before it writes.
@@ -52,6 +53,35 @@ impl PublisherStats {
     /// Failed attempts so far.
     pub(crate) fn failures(&self) -> u64 {
         self.failures.load(Ordering::Relaxed)
+    }
+
+    /// corral's `corral_node_resource_topology_*` counters.
+    pub(crate) fn families(&self) -> Vec<Family> {
+        let counter = |name: &str, help: &str, value: &AtomicU64| Family {
+            name: format!("corral_node_resource_topology_{name}_total"),
+            help: help.to_owned(),
+            kind: Kind::Counter,
+            series: vec![Series::plain(Value::Number(
+                value.load(Ordering::Relaxed) as f64
+            ))],
+        };
+        vec![
+            counter(
+                "writes",
+                "NodeResourceTopology creates and replaces the API server accepted",
+                &self.writes,
+            ),
+            counter(
+                "write_failures",
+                "NodeResourceTopology calls that failed (each retry counts)",
+                &self.failures,
+            ),
+            counter(
+                "reads",
+                "Reads of the API server's NodeResourceTopology (at start, on resync, after a conflict or a failure)",
+                &self.reads,
+            ),
+        ]
     }
 }
 

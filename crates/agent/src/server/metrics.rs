@@ -355,9 +355,20 @@ pub(crate) fn families(node: &Node) -> Vec<Family> {
     families
 }
 
-/// The body of `GET /metrics`.
+/// Families that live outside the node (the NodeResourceTopology publisher's counters).
+pub(crate) type ExtraFamilies = Arc<dyn Fn() -> Vec<Family> + Send + Sync>;
+
+/// The body of `GET /metrics` (the node's families only).
+#[cfg(test)]
 pub(crate) fn render(node: &Node) -> String {
     exposition::encode(&families(node))
+}
+
+/// The body of `GET /metrics` with `extra`'s families after the node's.
+fn render_with(node: &Node, extra: &ExtraFamilies) -> String {
+    let mut all = families(node);
+    all.extend(extra());
+    exposition::encode(&all)
 }
 
 /// Bind the metrics address; the error names it.
@@ -372,6 +383,7 @@ pub(crate) async fn bind(addr: SocketAddr) -> Result<TcpListener> {
 pub(crate) async fn serve(
     listener: TcpListener,
     node: Arc<Node>,
+    extra: ExtraFamilies,
     shutdown: impl Future<Output = ()>,
 ) {
     if let Ok(addr) = listener.local_addr() {
@@ -396,8 +408,9 @@ pub(crate) async fn serve(
             continue;
         };
         let node = Arc::clone(&node);
+        let extra = Arc::clone(&extra);
         tokio::spawn(async move {
-            let _ = tokio::time::timeout(CONNECTION_DEADLINE, answer(stream, &node)).await;
+            let _ = tokio::time::timeout(CONNECTION_DEADLINE, answer(stream, &node, &extra)).await;
             drop(slot);
         });
     }
@@ -425,7 +438,7 @@ impl Reply {
 }
 
 /// The answer to one request head (`GET /path HTTP/1.1 …`).
-fn route(head: &[u8], node: &Node) -> Reply {
+fn route(head: &[u8], node: &Node, extra: &ExtraFamilies) -> Reply {
     let line = head.split(|b| *b == b'\r').next().unwrap_or_default();
     let line = String::from_utf8_lossy(line);
     let mut words = line.split(' ');
@@ -466,13 +479,13 @@ fn route(head: &[u8], node: &Node) -> Reply {
         }
     }
     if path == "/metrics" {
-        reply.body = render(node);
+        reply.body = render_with(node, extra);
     }
     reply
 }
 
 /// Read one request head from `stream` and answer it.
-async fn answer(mut stream: TcpStream, node: &Node) {
+async fn answer(mut stream: TcpStream, node: &Node, extra: &ExtraFamilies) {
     let mut head = Vec::with_capacity(1024);
     let mut buf = [0u8; 1024];
     while !head.windows(4).any(|w| w == b"\r\n\r\n") {
@@ -485,7 +498,7 @@ async fn answer(mut stream: TcpStream, node: &Node) {
         }
     }
     let reply = if head.windows(4).any(|w| w == b"\r\n\r\n") {
-        route(&head, node)
+        route(&head, node, extra)
     } else {
         Reply::text(
             "431 Request Header Fields Too Large",

@@ -96,6 +96,21 @@ pub(crate) async fn run(config: AgentConfig, demo_devices: usize) -> Result<()> 
         }
         None => None,
     };
+    let extra: metrics::ExtraFamilies = match &nrt_publisher {
+        Some((_, stats)) => {
+            let stats = Arc::clone(stats);
+            Arc::new(move || stats.families())
+        }
+        None => Arc::new(Vec::new),
+    };
+    let metrics_server = metrics_listener.map(|listener| {
+        tokio::spawn(metrics::serve(
+            listener,
+            Arc::clone(&node),
+            extra,
+            stopped(),
+        ))
+    });
     let nri_plugin = match &config.nri {
         NriMode::Plugin(settings) => Some(tokio::spawn(nri::serve(
             Arc::clone(&node),
@@ -117,8 +132,7 @@ pub(crate) async fn run(config: AgentConfig, demo_devices: usize) -> Result<()> 
         },
     )
     .with_context(|| format!("binding {}", pr_socket.display()))?;
-    let metrics_server = metrics_listener
-        .map(|listener| tokio::spawn(metrics::serve(listener, Arc::clone(&node), stopped())));
+
     // A request larger than maxManifestBytes (plus the message's framing) is refused by
     // the decoder with RESOURCE_EXHAUSTED before anything is parsed.
     let agent = tonic::transport::Server::builder().add_service(

@@ -453,9 +453,14 @@ async fn endpoint() -> (
     let listener = super::bind("127.0.0.1:0".parse().unwrap()).await.unwrap();
     let addr = listener.local_addr().unwrap();
     let (stop, stopped) = oneshot::channel::<()>();
-    tokio::spawn(super::serve(listener, node, async move {
-        let _ = stopped.await;
-    }));
+    tokio::spawn(super::serve(
+        listener,
+        node,
+        Arc::new(Vec::new),
+        async move {
+            let _ = stopped.await;
+        },
+    ));
     (addr, (stop, dir))
 }
 
