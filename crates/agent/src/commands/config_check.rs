@@ -71,11 +71,31 @@ pub(crate) fn run(args: &ConfigArgs) -> Result<ExitCode> {
                     reserved.join("; ")
                 }
             );
+            match &config.nrt {
+                Some(nrt) => {
+                    outln!("  nodeName:                   {}", nrt.node_name);
+                    outln!(
+                        "  kubeconfig:                 {}",
+                        match &nrt.credentials {
+                            config::Credentials::Kubeconfig(path) => path.display().to_string(),
+                            config::Credentials::InCluster =>
+                                "- (the pod's service account)".to_owned(),
+                        }
+                    );
+                    outln!(
+                        "  nodeResourceTopologyResyncPeriod: {}",
+                        GoDuration(nrt.resync_period)
+                    );
+                }
+                None => {
+                    outln!("  nodeName:                   - (no NodeResourceTopology is published)")
+                }
+            }
             let gates = &config.feature_gates;
             for warning in gates.warnings() {
                 eprintln!("corral: warning: {warning}");
             }
-            outln!("  featureGates (in force; v1.36 maturity and default):");
+            outln!("  featureGates (in force; v1.37 maturity and default):");
             for feature in corral_topology::FEATURES {
                 outln!(
                     "    {:<40}{:<6} {:<5} since {}{}{}",

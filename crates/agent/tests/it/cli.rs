@@ -728,7 +728,7 @@ fn admit_and_status_speak_yaml_and_wide() {
     }
 }
 
-/// `config check` prints the feature gates in force with their v1.36 maturity, the names
+/// `config check` prints the feature gates in force with their v1.37 maturity, the names
 /// corral does not read, upstream's GA warning, and refuses what v1.36 refuses.
 #[test]
 fn config_check_prints_feature_gates() {
