@@ -64,6 +64,9 @@ impl KubeNrtApi {
             }
             Credentials::InCluster => kube::Config::incluster().map_err(ClientError::InCluster)?,
         };
+        // The publisher retries with its own backoff (honouring `Retry-After`, logging each
+        // episode once); kube-rs' retry of 429/503 would hide both inside one call.
+        config.default_retry = false;
         config.connect_timeout = Some(CALL_TIMEOUT);
         config.read_timeout = Some(CALL_TIMEOUT);
         config.write_timeout = Some(CALL_TIMEOUT);
@@ -72,6 +75,13 @@ impl KubeNrtApi {
             client,
             timeout: CALL_TIMEOUT,
         })
+    }
+
+    /// The same client with another deadline per call (tests shorten it).
+    #[cfg(test)]
+    pub(crate) fn with_timeout(mut self, timeout: Duration) -> Self {
+        self.timeout = timeout;
+        self
     }
 
     async fn call(

@@ -16,6 +16,8 @@ mod publisher;
 mod tests;
 #[cfg(test)]
 mod tests_accounting;
+#[cfg(test)]
+mod tests_hostile;
 
 use std::sync::Arc;
 
