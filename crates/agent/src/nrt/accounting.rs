@@ -15,16 +15,20 @@
 //! - device resources: a device plugin's devices on this NUMA node (on each of its nodes
 //!   when it names several); capacity counts them all, allocatable the healthy ones,
 //!   available the healthy ones no pod holds. Devices without topology are in no zone.
+//! - attributes: the topology manager's policy and scope, and the pod fingerprint over the
+//!   admitted pods holding exclusive resources (see `pods_fingerprint`).
 
 use std::collections::{BTreeMap, BTreeSet};
 
 use corral_nrt::{
-    ATTRIBUTE_POLICY, ATTRIBUTE_SCOPE, AttributeInfo, CostInfo, NodeResourceTopology, ResourceInfo,
+    ATTRIBUTE_FINGERPRINT, ATTRIBUTE_FINGERPRINT_METHOD, ATTRIBUTE_POLICY, ATTRIBUTE_SCOPE,
+    AttributeInfo, CostInfo, METHOD_WITH_EXCLUSIVE_RESOURCES, NodeResourceTopology, ResourceInfo,
     Zone, numa_zone_name,
 };
 use corral_topology::CpuSet;
 use corral_topology::topologymanager::{PolicyName, ScopeName};
 
+use super::pods_fingerprint::exclusive_pods_fingerprint;
 use crate::node::Node;
 
 /// How one node's NodeResourceTopology is taken from its managers.
@@ -109,6 +113,25 @@ fn node_resource_topology(
         }
         nrt.zones.push(zone);
     }
+    let listed: BTreeSet<String> = nrt
+        .zones
+        .iter()
+        .flat_map(|z| z.resources.iter().map(|r| r.name.clone()))
+        .collect();
+    let pods: Vec<_> = node
+        .pods()
+        .all()
+        .into_iter()
+        .map(|admitted| admitted.pod)
+        .collect();
+    nrt.attributes.push(AttributeInfo::new(
+        ATTRIBUTE_FINGERPRINT,
+        &exclusive_pods_fingerprint(&pods, &listed),
+    ));
+    nrt.attributes.push(AttributeInfo::new(
+        ATTRIBUTE_FINGERPRINT_METHOD,
+        METHOD_WITH_EXCLUSIVE_RESOURCES,
+    ));
     nrt
 }
 

@@ -10,6 +10,7 @@
 mod accounting;
 mod api;
 mod kube_api;
+mod pods_fingerprint;
 mod publisher;
 
 #[cfg(test)]

@@ -229,6 +229,15 @@ async fn the_object_has_a_node_zone_per_numa_node_and_the_policy() {
     assert_eq!(nrt.attribute(ATTRIBUTE_POLICY), Some("single-numa-node"));
     assert_eq!(nrt.attribute(ATTRIBUTE_SCOPE), Some("container"));
     assert_eq!(nrt.topology_policies, ["SingleNUMANodeContainerLevel"]);
+    // No pod yet: the fingerprint of the empty set.
+    assert_eq!(
+        nrt.attribute(corral_nrt::ATTRIBUTE_FINGERPRINT),
+        Some(corral_nrt::PodFingerprint::new().sign().as_str())
+    );
+    assert_eq!(
+        nrt.attribute(corral_nrt::ATTRIBUTE_FINGERPRINT_METHOD),
+        Some("with-exclusive-resources")
+    );
     // 8 CPUs a node; CPU 0 (node 0) reserved.
     let cpu = |zone: usize| nrt.zones[zone].resource("cpu").unwrap().clone();
     assert_eq!(
@@ -257,6 +266,12 @@ async fn an_exclusive_admission_lowers_its_zone_and_costs_one_write() {
     let writes = harness.stats.writes();
     harness.admit("p1", &[4]).await;
     let after = harness.converged().await;
+    let mut with_p1 = corral_nrt::PodFingerprint::new();
+    with_p1.add("default", "p1");
+    assert_eq!(
+        after.attribute(corral_nrt::ATTRIBUTE_FINGERPRINT),
+        Some(with_p1.sign().as_str())
+    );
     let total = |nrt: &NodeResourceTopology| -> u64 {
         available_cpus(nrt)
             .iter()
