@@ -226,6 +226,7 @@ mod tests {
                 {"id": "t", "name": "corral-topology"},
                 {"id": "c", "name": "corral-checkpoint"},
                 {"id": "mm", "name": "corral-memmgr"},
+                {"id": "nrt", "name": "corral-nrt"},
                 {"id": "m", "name": "mid"},
                 {"id": "k", "name": "tokio"},
             ],
@@ -234,6 +235,7 @@ mod tests {
                 {"id": "m", "deps": [{"pkg": "k", "dep_kinds": [{"kind": null}]}]},
                 {"id": "c", "deps": [{"pkg": "k", "dep_kinds": [{"kind": "dev"}]}]},
                 {"id": "mm", "deps": []},
+                {"id": "nrt", "deps": []},
                 {"id": "k", "deps": []},
             ]},
         });
@@ -255,9 +257,10 @@ mod tests {
                 {"id": "f", "name": "corral-conformance"},
                 {"id": "n", "name": "corral-nri"},
                 {"id": "mm", "name": "corral-memmgr"},
+                {"id": "nrt", "name": "corral-nrt"},
                 {"id": "x", "name": "xtask"},
             ],
-            "workspace_members": ["t", "c", "k", "f", "n", "mm", "x"],
+            "workspace_members": ["t", "c", "k", "f", "n", "mm", "nrt", "x"],
             "resolve": {"nodes": [
                 {"id": "t", "deps": [{"pkg": "k", "dep_kinds": dev}]},
                 {"id": "c", "deps": [{"pkg": "f", "dep_kinds": normal}]},
@@ -265,6 +268,7 @@ mod tests {
                 {"id": "f", "deps": [{"pkg": "t", "dep_kinds": normal}]},
                 {"id": "n", "deps": []},
                 {"id": "mm", "deps": []},
+                {"id": "nrt", "deps": []},
                 {"id": "x", "deps": [
                     {"pkg": "f", "dep_kinds": normal},
                     {"pkg": "k", "dep_kinds": normal},
