@@ -1,6 +1,7 @@
 //! The publisher: keeps the node's NodeResourceTopology on the API server equal to what the
 //! managers hold. It wakes on the node's [`StateChanges`](crate::node::StateChanges) (a burst
-//! within [`COALESCE`] is one write) and every resync period (the server's copy is read and
+//! within [`COALESCE`] is one write, and writes after changes are [`MIN_WRITE_INTERVAL`]
+//! apart) and every resync period (the server's copy is read and
 //! rewritten if anyone changed it), writes only when the content differs from what the server
 //! has, and retries failures with a doubling backoff that honours `Retry-After`.
 //!
@@ -22,6 +23,10 @@ use crate::node::Node;
 
 /// How long after a change the publisher waits for more before it writes.
 pub(crate) const COALESCE: Duration = Duration::from_millis(100);
+/// The shortest time between two writes after changes: a state that keeps changing (a
+/// flapping device plugin, a stream of admissions) costs the API server one write a second,
+/// as resource-topology-exporter's rate limit.
+pub(crate) const MIN_WRITE_INTERVAL: Duration = Duration::from_secs(1);
 /// The first retry's delay after a failure; it doubles up to [`MAX_BACKOFF`].
 pub(crate) const FIRST_BACKOFF: Duration = Duration::from_millis(250);
 /// The longest delay between retries (a `Retry-After` is honoured up to [`MAX_RETRY_AFTER`]).
@@ -141,15 +146,23 @@ impl<A: NrtApi> Publisher<A> {
         // The first pass reads the server's copy (a restart finds its own object).
         let mut resync_due = Instant::now();
         let mut retry_at: Option<Instant> = None;
+        // No write after a change before this (a write after a resync counts too).
+        let mut not_before = Instant::now();
         let mut dirty = true;
         loop {
             let now = Instant::now();
-            let due = dirty && retry_at.is_none_or(|at| at <= now) || resync_due <= now;
+            let due = dirty && retry_at.is_none_or(|at| at <= now) && not_before <= now
+                || resync_due <= now;
             if due {
                 changes.borrow_and_update();
                 let resync = resync_due <= now;
                 let desired = self.accounting.take(&node);
-                match self.publish(desired, resync).await {
+                let writes = self.stats.writes();
+                let published = self.publish(desired, resync).await;
+                if self.stats.writes() != writes {
+                    not_before = Instant::now() + MIN_WRITE_INTERVAL;
+                }
+                match published {
                     Ok(()) => {
                         self.episode_ended();
                         dirty = false;
@@ -180,8 +193,9 @@ impl<A: NrtApi> Publisher<A> {
                 continue;
             }
             let wake_at = match (dirty, retry_at) {
-                (true, Some(at)) => at.min(resync_due),
-                _ => resync_due,
+                (true, Some(at)) => at.max(not_before).min(resync_due),
+                (true, None) => not_before.min(resync_due),
+                (false, _) => resync_due,
             };
             tokio::select! {
                 () = &mut stop => return,

@@ -309,6 +309,28 @@ async fn a_burst_of_admissions_during_a_write_is_one_more_write() {
 }
 
 #[tokio::test]
+async fn a_state_that_keeps_changing_costs_one_write_a_second() {
+    let harness = Harness::start(Duration::from_secs(3600)).await;
+    harness.converged().await;
+    let writes = harness.stats.writes();
+    let started = std::time::Instant::now();
+    for i in 0..30 {
+        let uid = format!("flap{i}");
+        harness.admit(&uid, &[1]).await;
+        assert!(harness.node.release(&uid).await.unwrap());
+    }
+    harness.admit("last", &[1]).await;
+    harness.converged().await;
+    let elapsed = started.elapsed();
+    let written = harness.stats.writes() - writes;
+    // However slow the machine: at most one write per started second of changes, plus the
+    // last one.
+    let bound = elapsed.as_secs() + 2;
+    assert!(written <= bound, "{written} writes in {elapsed:?}");
+    harness.stop().await;
+}
+
+#[tokio::test]
 async fn someone_elses_change_is_overwritten_on_conflict_and_on_resync() {
     let harness = Harness::start(Duration::from_secs(1)).await;
     harness.converged().await;
