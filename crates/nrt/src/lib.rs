@@ -10,6 +10,7 @@
 
 mod fingerprint;
 mod object;
+mod quantity;
 
 pub use fingerprint::{
     FINGERPRINT_ANNOTATION, FINGERPRINT_PREFIX, FINGERPRINT_VERSION, FingerprintError,
@@ -21,3 +22,4 @@ pub use object::{
     PLURAL, Quantity, ResourceInfo, VERSION, ZONE_TYPE_NODE, Zone, find_attribute, numa_id_of_zone,
     numa_zone_name,
 };
+pub use quantity::{Amount, QuantityError};
