@@ -10,6 +10,7 @@
 
 mod fingerprint;
 mod object;
+mod policy;
 mod quantity;
 
 pub use fingerprint::{
@@ -21,5 +22,9 @@ pub use object::{
     ATTRIBUTE_SCOPE, AttributeInfo, CostInfo, GROUP, KIND, NodeResourceTopology, ObjectMeta,
     PLURAL, Quantity, ResourceInfo, VERSION, ZONE_TYPE_NODE, Zone, find_attribute, numa_id_of_zone,
     numa_zone_name,
+};
+pub use policy::{
+    ATTRIBUTE_MAX_NUMA_NODES, DEFAULT_MAX_NUMA_NODES, LIMIT_MAX_NUMA_NODES, Policy, Scope,
+    TopologyManagerConfig,
 };
 pub use quantity::{Amount, QuantityError};
