@@ -19,6 +19,8 @@ mod tests;
 mod tests_accounting;
 #[cfg(test)]
 mod tests_hostile;
+#[cfg(test)]
+mod tests_scheduler;
 
 use std::sync::Arc;
 
