@@ -158,7 +158,11 @@ impl<A: NrtApi> Publisher<A> {
                 let resync = resync_due <= now;
                 let desired = self.accounting.take(&node);
                 let writes = self.stats.writes();
-                let published = self.publish(desired, resync).await;
+                // A stop does not wait for a slow server (a call may take its whole deadline).
+                let published = tokio::select! {
+                    () = &mut stop => return,
+                    published = self.publish(desired, resync) => published,
+                };
                 if self.stats.writes() != writes {
                     not_before = Instant::now() + MIN_WRITE_INTERVAL;
                 }

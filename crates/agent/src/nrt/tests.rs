@@ -34,6 +34,8 @@ struct FakeServer {
     release: Notify,
     /// While true, every call hangs (then fails as a timed-out call does).
     hang: watch::Sender<bool>,
+    /// Calls that found the server hanging.
+    hung: std::sync::atomic::AtomicUsize,
     writes: Mutex<u64>,
 }
 
@@ -45,6 +47,7 @@ impl Default for FakeServer {
             script: Mutex::default(),
             release: Notify::new(),
             hang: watch::channel(false).0,
+            hung: std::sync::atomic::AtomicUsize::new(0),
             writes: Mutex::default(),
         }
     }
@@ -71,6 +74,7 @@ impl FakeServer {
 
     async fn before_call(&self) -> Result<(), ApiError> {
         if *self.hang.borrow() {
+            self.hung.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
             let mut hang = self.hang.subscribe();
             let _ = hang.wait_for(|h| !*h).await;
             return Err(ApiError::Timeout(Duration::from_secs(10)));
@@ -374,6 +378,33 @@ async fn error_storms_and_429s_are_retried_until_the_object_is_right() {
         1
     );
     harness.stop().await;
+}
+
+#[tokio::test]
+async fn a_stop_does_not_wait_for_a_server_that_never_answers() {
+    let harness = Harness::start(Duration::from_secs(3600)).await;
+    harness.converged().await;
+    harness.server.hang.send_replace(true);
+    harness.admit("p0", &[1]).await;
+    // The publisher is inside a call that will not end while the server hangs.
+    let deadline = tokio::time::Instant::now() + WAIT;
+    while harness
+        .server
+        .hung
+        .load(std::sync::atomic::Ordering::SeqCst)
+        == 0
+    {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the publisher never called"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let _ = harness.stop.send(true);
+    tokio::time::timeout(WAIT, harness.task)
+        .await
+        .expect("the publisher stopped without its call's answer")
+        .unwrap();
 }
 
 #[tokio::test]
