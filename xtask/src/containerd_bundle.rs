@@ -13,6 +13,8 @@ use std::process::Command;
 
 use anyhow::{Result, anyhow, bail};
 
+use crate::debian::{self, PrivateApt, output};
+
 /// The bundles' directory under the workspace root.
 pub(crate) const BUNDLE_DIR: &str = "target/containerd-bundle";
 
@@ -86,18 +88,11 @@ pub(crate) fn ensure(root: &Path, release: Release) -> Result<PathBuf> {
     }
     // What an earlier, unfinished attempt left would be unpacked with the new debs.
     let (apt, unpacked) = (dir.join("apt"), dir.join("root"));
-    for stale in [&apt, &unpacked] {
-        if stale.exists() {
-            std::fs::remove_dir_all(stale)
-                .map_err(|e| anyhow!("removing {}: {e}", stale.display()))?;
-        }
-    }
+    debian::remove_stale(&apt)?;
+    debian::remove_stale(&unpacked)?;
     let debs = apt.join("debs");
     download(&apt, release.suite(), &debs)?;
-    for deb in std::fs::read_dir(&debs).map_err(|e| anyhow!("reading {}: {e}", debs.display()))? {
-        let deb = deb?.path();
-        output(Command::new("dpkg-deb").arg("-x").arg(&deb).arg(&unpacked))?;
-    }
+    debian::unpack_all(&debs, &unpacked)?;
     let version = output(Command::new(unpacked.join("usr/bin/containerd")).arg("--version"))?;
     if !version.contains(&format!(" {}.", release.name())) {
         bail!(
@@ -120,54 +115,14 @@ pub(crate) fn ensure(root: &Path, release: Release) -> Result<PathBuf> {
 }
 
 /// Downloads `containerd` and `busybox-static` from Debian `suite` with a private apt
-/// state under `apt` (the system's sources and lists untouched), and the host release's
-/// `runc` (the newer suites' runc needs a newer glibc than bookworm has), into `debs`.
-/// The suite's package lists are removed afterwards: sid's are tens of MB.
+/// state under `apt`, and the host release's `runc` (the newer suites' runc needs a newer
+/// glibc than bookworm has), into `debs`. The suite's package lists are removed afterwards.
 fn download(apt: &Path, suite: &str, debs: &Path) -> Result<()> {
-    for sub in ["lists/partial", "cache/archives/partial"] {
-        std::fs::create_dir_all(apt.join(sub)).map_err(|e| anyhow!("creating {sub}: {e}"))?;
-    }
-    std::fs::create_dir_all(debs).map_err(|e| anyhow!("creating {}: {e}", debs.display()))?;
-    let sources = apt.join(format!("{suite}.list"));
-    let line = format!("deb http://deb.debian.org/debian {suite} main\n");
-    std::fs::write(&sources, line).map_err(|e| anyhow!("writing {}: {e}", sources.display()))?;
-    let private = [
-        format!("-oDir::Etc::SourceList={}", sources.display()),
-        "-oDir::Etc::SourceParts=/dev/null".to_owned(),
-        format!("-oDir::State::Lists={}", apt.join("lists").display()),
-        format!("-oDir::Cache={}", apt.join("cache").display()),
-        "-oAPT::Sandbox::User=root".to_owned(),
-        // Lists kept compressed, no translations: a third of the disk.
-        "-oAcquire::GzipIndexes=true".to_owned(),
-        "-oAcquire::Languages=none".to_owned(),
-    ];
-    output(Command::new("apt-get").args(&private).arg("update"))?;
-    let fetched = output(
-        Command::new("apt-get")
-            .current_dir(debs)
-            .args(&private)
-            .args(["download", "containerd", "busybox-static"]),
-    );
-    for done in ["lists", "cache"] {
-        let _ = std::fs::remove_dir_all(apt.join(done));
-    }
+    let private = PrivateApt::update(apt, suite)?;
+    let fetched = private.download(&["containerd".into(), "busybox-static".into()], debs);
+    private.forget();
     fetched?;
-    output(Command::new("apt-get").current_dir(debs).args([
-        "-oAPT::Sandbox::User=root",
-        "download",
-        "runc",
-    ]))?;
-    Ok(())
-}
-
-fn output(command: &mut Command) -> Result<String> {
-    let shown = format!("{command:?}");
-    let out = command.output().map_err(|e| anyhow!("{shown}: {e}"))?;
-    if !out.status.success() {
-        let stderr = String::from_utf8_lossy(&out.stderr);
-        bail!("{shown} failed: {}", stderr.trim());
-    }
-    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+    debian::download_from_host_release(&["runc"], debs)
 }
 
 /// Writes an OCI image archive of one layer: busybox and its applets `sh`, `sleep`, `cat`.

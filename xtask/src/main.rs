@@ -6,14 +6,18 @@
 //! - `cargo xtask test [--stress] [ARGS…]` is the test command (Python peer set-up +
 //!   `cargo test --no-fail-fast`, every failed test named; `--stress` under busy loops).
 //! - `cargo xtask ci` runs everything `.ci/run` checks.
+//! - `cargo xtask containerd-bundle`, `cargo xtask apiserver-bundle` prepare the real
+//!   programs the tests drive (containerd releases; etcd, a CRD API server and kubectl).
 //! - `cargo xtask conformance DIR` runs every upstream conformance vector file in `DIR`.
 //! - `cargo xtask fuzz [--cases N] [--seed S] [FILTER]` explores every parser's fuzz target
 //!   with N inputs from a new seed, saving failures as regression cases.
 
+mod apiserver_bundle;
 mod bench;
 mod ci;
 mod codegen;
 mod containerd_bundle;
+mod debian;
 mod dependency_rules;
 mod fuzz;
 #[cfg(test)]
@@ -85,6 +89,9 @@ enum Command {
     /// Prepare the real containerd releases the NRI tests drive, 1.7 and 2.1
     /// (`target/containerd-bundle/<release>`; what `cargo xtask test` does first).
     ContainerdBundle,
+    /// Prepare the real CRD API server, etcd and kubectl the NodeResourceTopology tests
+    /// drive, from Debian sid (`target/apiserver-bundle`; what `cargo xtask test` does first).
+    ApiserverBundle,
     /// Run every `*.json` conformance vector file in DIR, dispatching on its `suite` field.
     Conformance {
         /// Directory holding vector files (default: testdata/conformance).
@@ -140,6 +147,16 @@ fn main() -> ExitCode {
             }
             Ok(all)
         }
+        Command::ApiserverBundle => match apiserver_bundle::ensure(&workspace_root()) {
+            Ok(dir) => {
+                println!("apiserver bundle: {}", dir.display());
+                Ok(true)
+            }
+            Err(why) => {
+                eprintln!("cannot prepare the apiserver bundle: {why:#}");
+                Ok(false)
+            }
+        },
         Command::Fuzz {
             cases,
             seed,

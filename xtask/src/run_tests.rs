@@ -1,5 +1,5 @@
 //! `cargo xtask test [--stress] [ARGS…]`: the project's test command. Sets up the Python
-//! interop peer and the containerd bundles (1.7 and 2.1), runs `cargo test --workspace
+//! interop peer, the containerd bundles (1.7 and 2.1) and the API server bundle, runs `cargo test --workspace
 //! --no-fail-fast ARGS…` (unit, integration and doc tests: every test binary runs, whatever
 //! fails before it), then names every failed test by its package and target and closes with
 //! one line summing every binary's result: `tests: N passed, M failed`.
@@ -16,7 +16,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use anyhow::{Context, Result};
 
-use crate::{containerd_bundle, python_env};
+use crate::{apiserver_bundle, containerd_bundle, python_env};
 
 /// Totals over every `test result:` line cargo printed.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
@@ -138,6 +138,15 @@ pub(crate) fn run(root: &Path, options: &TestOptions) -> Result<(TestTotals, boo
                 println!("containerd {} tests will skip: {why}", release.name());
                 command.env(format!("CORRAL_CONTAINERD_SKIP_{suffix}"), why.to_string());
             }
+        }
+    }
+    match apiserver_bundle::ensure(root) {
+        Ok(dir) => {
+            command.env("CORRAL_APISERVER_BUNDLE", dir);
+        }
+        Err(why) => {
+            println!("API server tests will skip: {why:#}");
+            command.env("CORRAL_APISERVER_SKIP", format!("{why:#}"));
         }
     }
     // cargo's lines (which target runs, which failed) and libtest's in the order written.
