@@ -9,6 +9,10 @@
 //! - [`fuzz!`]: declares the `fuzz_*` targets beside each parser of untrusted bytes
 //!   ([`FuzzTarget`]: saved regression cases first, then [`FUZZ_CASES_VAR`] inputs from a
 //!   fixed seed, [`FUZZ_SEED_VAR`]).
+//! - [`ApiServer`]: a real Kubernetes CRD API server (etcd and `apiextensions-apiserver`
+//!   from [`ApiServerBundle`], which `cargo xtask apiserver-bundle` prepares from Debian's
+//!   packages) on loopback, with its CA and a `system:masters` client certificate; it can be
+//!   stopped and restarted while etcd keeps the data.
 //! - [`Tmpfs`]: a small tmpfs mounted for one test, to fill a disk (root only).
 //! - [`object_keys_in_order`]: a JSON log line's keys in written order.
 //! - Upstream fixtures as plain data: [`upstream_topologies`] (the CPU manager tests'
@@ -32,6 +36,7 @@
 //! # }
 //! ```
 
+mod apiserver;
 mod fuzz;
 mod json_lines;
 mod peer;
@@ -46,6 +51,10 @@ pub mod upstream_topologies;
 
 use std::path::{Path, PathBuf};
 
+pub use apiserver::{
+    APISERVER_READY_TIMEOUT, ApiServer, ApiServerBundle, ApiServerError, CRD_SERVED_TIMEOUT,
+    NoBundle,
+};
 pub use fuzz::{
     CaseError, DEFAULT_FUZZ_CASES, DEFAULT_FUZZ_SEED, FUZZ_CASES_VAR, FUZZ_SAVE_VAR, FUZZ_SEED_VAR,
     FuzzInput, FuzzTarget, REGRESSIONS_DIR, fuzz_cases, fuzz_seed,
