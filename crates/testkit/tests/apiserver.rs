@@ -92,3 +92,30 @@ fn an_object_outlives_an_apiserver_restart() {
     assert_eq!(read["spec"]["size"], 3);
     assert_eq!(server.url(), url);
 }
+
+/// The project's own NodeResourceTopology CRD (`deploy/crd/`) is accepted by a real API
+/// server, and its storage version's list is served.
+#[test]
+fn the_projects_nrt_crd_is_served() {
+    let bundle = match ApiServerBundle::locate() {
+        Ok(bundle) => bundle,
+        Err(why) => {
+            eprintln!("skipped: {why}");
+            return;
+        }
+    };
+    let server = ApiServer::start(&bundle).unwrap();
+    let crd = corral_testkit::workspace_root().join("deploy/crd/noderesourcetopologies.yaml");
+    server.apply_crd(&crd).unwrap();
+    let list: Value = serde_json::from_str(
+        &server
+            .kubectl(&[
+                "get",
+                "--raw",
+                "/apis/topology.node.k8s.io/v1alpha2/noderesourcetopologies",
+            ])
+            .unwrap(),
+    )
+    .unwrap();
+    assert_eq!(list["kind"], "NodeResourceTopologyList");
+}
