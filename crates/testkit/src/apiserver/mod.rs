@@ -499,19 +499,41 @@ impl CrdNames {
     }
 }
 
-/// Three distinct free loopback ports (each bound until all are found).
+/// Where the fixture's ports are drawn from: below Linux's default ephemeral range
+/// (32768-60999), so no client connection's source port and no other `bind(0)` takes the
+/// API server's port while it is stopped between a `stop_apiserver` and a `start_apiserver`.
+const PORTS: std::ops::Range<u16> = 20000..32768;
+
+/// Three distinct free loopback ports from [`PORTS`], drawn at random (each held bound until
+/// all are found, so parallel fixtures rarely draw the same).
 fn free_ports() -> Result<[u16; 3], ApiServerError> {
-    let bind =
-        || TcpListener::bind("127.0.0.1:0").map_err(|source| io_error("127.0.0.1:0", source));
-    let listeners = [bind()?, bind()?, bind()?];
-    let mut ports = [0; 3];
-    for (port, listener) in ports.iter_mut().zip(&listeners) {
-        *port = listener
-            .local_addr()
-            .map_err(|source| io_error("127.0.0.1:0", source))?
-            .port();
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default()
+        .subsec_nanos();
+    let mut state = u64::from(nanos) << 20 ^ u64::from(std::process::id()) | 1;
+    let mut held = Vec::with_capacity(3);
+    let mut last_error = None;
+    for _ in 0..1000 {
+        // xorshift64: any spread will do.
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        let span = u64::from(PORTS.end - PORTS.start);
+        let port = PORTS.start + u16::try_from(state % span).expect("below the span");
+        match TcpListener::bind(("127.0.0.1", port)) {
+            Ok(listener) => held.push((port, listener)),
+            Err(err) => last_error = Some(err),
+        }
+        if held.len() == 3 {
+            return Ok([held[0].0, held[1].0, held[2].0]);
+        }
     }
-    Ok(ports)
+    let source = last_error.unwrap_or_else(|| std::io::Error::other("no port drawn"));
+    Err(io_error(
+        format!("127.0.0.1:{}-{}", PORTS.start, PORTS.end - 1),
+        source,
+    ))
 }
 
 /// `GET /health` of etcd at `address` (HTTP/1.0, bounded by socket timeouts); the body.

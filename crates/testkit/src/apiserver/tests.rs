@@ -48,3 +48,18 @@ fn the_kubeconfig_names_the_server_and_the_client_certificate() {
     assert_eq!(config["users"][0]["user"]["client-key"], "/d/client.key");
     assert_eq!(config["current-context"], "corral-test");
 }
+
+#[test]
+fn ports_are_distinct_free_and_below_the_ephemeral_range() {
+    for _ in 0..20 {
+        let ports = free_ports().unwrap();
+        assert!(ports.iter().all(|port| PORTS.contains(port)), "{ports:?}");
+        assert!(
+            ports[0] != ports[1] && ports[1] != ports[2] && ports[0] != ports[2],
+            "{ports:?}"
+        );
+        for port in ports {
+            drop(TcpListener::bind(("127.0.0.1", port)).unwrap());
+        }
+    }
+}
