@@ -152,6 +152,25 @@ pub enum ApiServerError {
 }
 
 /// A running etcd and API server; dropping it kills and reaps both and removes its files.
+///
+/// # Example
+///
+/// ```no_run
+/// use corral_testkit::{ApiServer, ApiServerBundle};
+///
+/// let bundle = match ApiServerBundle::locate() {
+///     Ok(bundle) => bundle,
+///     Err(why) => return eprintln!("skipped: {why}"),
+/// };
+/// let mut server = ApiServer::start(&bundle).unwrap();
+/// let crd = corral_testkit::workspace_root().join("deploy/crd/noderesourcetopologies.yaml");
+/// server.apply_crd(&crd).unwrap();
+/// // A client reads `server.kubeconfig_path()`; the server can crash and come back.
+/// server.stop_apiserver().unwrap();
+/// server.start_apiserver().unwrap();
+/// let list = "/apis/topology.node.k8s.io/v1alpha2/noderesourcetopologies";
+/// assert!(server.kubectl(&["get", "--raw", list]).unwrap().contains("NodeResourceTopologyList"));
+/// ```
 #[derive(Debug)]
 pub struct ApiServer {
     bundle: ApiServerBundle,
