@@ -16,6 +16,7 @@ mod large_machines;
 mod memory;
 mod metrics_endpoint;
 mod nri;
+mod nrt_apiserver;
 mod one_agent_per_root;
 mod pod_level;
 mod python_agent;
