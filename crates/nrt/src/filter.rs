@@ -378,7 +378,7 @@ fn align_pod(
 ) -> Result<Fit, Refusal> {
     match fit_one_zone(zones, node, pod.qos, &pod.effective_request()) {
         Ok(numa) => Ok(Fit::Pod { numa }),
-        Err(resource) => Err(Refusal::Pod { resource }),
+        Err(Unfit(resource)) => Err(Refusal::Pod { resource }),
     }
 }
 
@@ -388,7 +388,7 @@ fn align_containers(
     pod: &PodRequests,
 ) -> Result<Fit, Refusal> {
     for init in &pod.init_containers {
-        if let Err(resource) = fit_one_zone(&zones, node, pod.qos, &init.requests) {
+        if let Err(Unfit(resource)) = fit_one_zone(&zones, node, pod.qos, &init.requests) {
             let kind = if init.sidecar {
                 ContainerKind::Sidecar
             } else {
@@ -403,18 +403,22 @@ fn align_containers(
     }
     let mut placed = Vec::with_capacity(pod.containers.len());
     for app in &pod.containers {
-        let numa = fit_one_zone(&zones, node, pod.qos, &app.requests).map_err(|resource| {
-            Refusal::Container {
-                kind: ContainerKind::App,
-                name: app.name.clone(),
-                resource,
-            }
-        })?;
+        let numa =
+            fit_one_zone(&zones, node, pod.qos, &app.requests).map_err(|Unfit(resource)| {
+                Refusal::Container {
+                    kind: ContainerKind::App,
+                    name: app.name.clone(),
+                    resource,
+                }
+            })?;
         take_from_zone(&mut zones, numa, pod.qos, &app.requests)?;
         placed.push(numa);
     }
     Ok(Fit::Containers(placed))
 }
+
+/// The first resource (in name order) that rules out every zone.
+struct Unfit(String);
 
 /// Upstream's `resourcesAvailableInAnyNUMANodes`: the lowest NUMA id that can give every
 /// requested resource, or the first resource (in name order) that rules out every zone.
@@ -423,7 +427,7 @@ fn fit_one_zone(
     node: &NodeAllocatable,
     qos: QosClass,
     requests: &ResourceList,
-) -> Result<usize, String> {
+) -> Result<usize, Unfit> {
     // One bit per NUMA id 0..63, all set: upstream's bitmask.Fill().
     let mut candidates = u64::MAX;
     for (resource, amount) in requests {
@@ -431,7 +435,7 @@ fn fit_one_zone(
             continue;
         }
         if !node.contains(resource) {
-            return Err(resource.clone());
+            return Err(Unfit(resource.clone()));
         }
         let mut listed = false;
         let mut fitting = 0u64;
@@ -450,7 +454,7 @@ fn fit_one_zone(
         }
         candidates &= fitting;
         if candidates == 0 {
-            return Err(resource.clone());
+            return Err(Unfit(resource.clone()));
         }
     }
     Ok(candidates.trailing_zeros() as usize)
