@@ -10,6 +10,7 @@
 use std::sync::Arc;
 
 use corral_nrt::{Amount, Container, Fit, NodeAllocatable, PodRequests, QosClass, filter};
+use corral_testkit::adversarial::XorShift;
 use k8s_openapi::api::core::v1::Pod as K8sPod;
 
 use super::accounting::Accounting;
@@ -17,18 +18,6 @@ use crate::node::tests_concurrent::{config, machine, open};
 use crate::node::{Admission, Node};
 
 const MI: i64 = 1 << 20;
-
-/// xorshift64*: a fixed seed gives the same pods everywhere.
-struct Rng(u64);
-
-impl Rng {
-    fn below(&mut self, n: u64) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d) % n
-    }
-}
 
 /// One container's ask: whole CPUs, memory and 2 MiB huge pages in MiB.
 #[derive(Clone, Copy, Debug)]
@@ -38,7 +27,7 @@ struct Ask {
     huge_mib: i64,
 }
 
-fn random_pod(rng: &mut Rng) -> (bool, Vec<Ask>) {
+fn random_pod(rng: &mut XorShift) -> (bool, Vec<Ask>) {
     let guaranteed = rng.below(5) != 0;
     let containers = 1 + rng.below(2) as usize;
     let asks = (0..containers)
@@ -115,7 +104,7 @@ async fn replay(scope: &str, seed: u64, steps: usize) -> (usize, usize) {
     // 3 NUMA nodes × 4 CPUs (CPU 0 reserved), 1 GiB and 32 huge pages each.
     let node: Arc<Node> = open(&config, &machine(3, 4, 1024, 32)).await;
     let accounting = Accounting::new("n", &config.cpu_manager);
-    let mut rng = Rng(seed);
+    let mut rng = XorShift::new(seed);
     let mut admitted: Vec<String> = Vec::new();
     let (mut fits, mut refusals) = (0, 0);
     for step in 0..steps {

@@ -10,6 +10,7 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use corral_nrt::{ATTRIBUTE_FINGERPRINT, ATTRIBUTE_POLICY, NodeResourceTopology, PodFingerprint};
+use corral_testkit::adversarial::XorShift;
 use corral_testkit::{ApiServer, ApiServerBundle};
 
 use crate::support::{MACHINE, RunningAgent, WAIT, stderr, stdout, workspace};
@@ -178,18 +179,6 @@ fn corral_keeps_its_nrt_on_a_real_api_server() {
     assert!(warnings <= 1, "one episode, logged once: {log}");
 }
 
-/// xorshift64*.
-struct Rng(u64);
-
-impl Rng {
-    fn below(&mut self, n: u64) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d) % n
-    }
-}
-
 /// Per NUMA node, the CPUs held exclusively as `corral status` shows them.
 fn exclusive_per_numa(agent: &RunningAgent) -> BTreeMap<usize, u64> {
     let topology =
@@ -229,7 +218,7 @@ fn after_a_chaos_of_restarts_the_nrt_equals_the_state() {
         .iter()
         .map(|z| z.resource("cpu").unwrap().allocatable.0.parse().unwrap())
         .collect();
-    let mut rng = Rng(0x5eed_c0ff_ee00_0032);
+    let mut rng = XorShift::new(0x5eed_c0ff_ee00_0032);
     let mut admitted: Vec<String> = Vec::new();
     // Admissions, releases, API server stops, starts, agent SIGKILLs.
     let mut done = [0usize; 5];
