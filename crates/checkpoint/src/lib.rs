@@ -2,14 +2,14 @@
 //!
 //! The kubelet's resource managers remember their assignments in JSON files under its state
 //! directory, each protected by a checksum. This crate writes and reads those files byte for
-//! byte as the kubelet does (Kubernetes v1.32, plus the legacy layouts still found on nodes),
+//! byte as the kubelet does (Kubernetes v1.37, plus the older layouts still found on nodes),
 //! so corral and a kubelet can take over each other's state:
 //!
 //! | file | type | checksum |
 //! |---|---|---|
 //! | `kubelet_internal_checkpoint` | [`DeviceManagerCheckpoint`] (legacy: [`DeviceManagerCheckpointV1`]) | FNV-32a of a go-spew dump |
-//! | `cpu_manager_state` | [`CpuManagerCheckpoint`] (legacy: [`CpuManagerCheckpointV1`]) | FNV-32a of a go-spew dump, 0 accepted |
-//! | `memory_manager_state` | [`MemoryManagerCheckpoint`] | FNV-32a of a go-spew dump |
+//! | `cpu_manager_state` | [`CpuManagerCheckpointV4`] (v1.37), [`CpuManagerCheckpointV3`] (v1.36 with pod entries), [`CpuManagerCheckpoint`] (v2), [`CpuManagerCheckpointV1`] | FNV-32a of a go-spew dump (v1, v2: 0 accepted; v4: of its `data` string) |
+//! | `memory_manager_state` | [`MemoryManagerCheckpointV3`] (v1.37), [`MemoryManagerCheckpointV2`] (v1.36 with pod entries), [`MemoryManagerCheckpoint`] (v1) | FNV-32a of a go-spew dump (v3: of its `data` string) |
 //! | `dra_manager_state` | [`DraManagerCheckpoint`] (v1.26–1.30: [`DraManagerCheckpointV130`]) | CRC32 of the `Data` string |
 //! | `dra_health_state` | [`DraHealthState`] | none (plain JSON) |
 //!
@@ -49,7 +49,7 @@
 //! };
 //! store.create(CPU_MANAGER_FILE, &state)?;
 //!
-//! // The exact bytes a v1.32 kubelet writes, and reads back.
+//! // The exact v2 bytes a v1.32–v1.36 kubelet writes (v1.37 still reads them), and reads back.
 //! let bytes = store.read_bytes(CPU_MANAGER_FILE)?;
 //! assert!(bytes.starts_with(br#"{"policyName":"static","defaultCpuSet":"0-1,4-7","entries":"#));
 //! let back: CpuManagerCheckpoint = store.get(CPU_MANAGER_FILE)?;

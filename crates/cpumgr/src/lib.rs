@@ -1,5 +1,5 @@
 //! `corral-cpumgr`: the kubelet CPU manager as a library (upstream
-//! `pkg/kubelet/cm/cpumanager`, Kubernetes v1.32).
+//! `pkg/kubelet/cm/cpumanager`, Kubernetes v1.37).
 //!
 //! - [`take_by_topology_numa_packed`] / [`take_by_topology_numa_distributed`]: upstream's CPU
 //!   assignment, decision for decision (checked against upstream's own outputs), with the

@@ -9,7 +9,7 @@
 //!   queries the CPU manager packs with; [`discover`] reads it from a host root's sysfs
 //!   (feature `sysfs`, on by default).
 //! - The pod vocabulary: [`Pod`], [`Container`], [`QosClass`], [`Quantity`].
-//! - [`FeatureGates`]: the kubelet's feature gates the managers read, with v1.36's defaults
+//! - [`FeatureGates`]: the kubelet's feature gates the managers read, with v1.37's defaults
 //!   and [`Maturity`], parsed from a `featureGates` map with upstream's refusals.
 //! - [`topologymanager`]: hints, the four policies and their options, the hint merge, the two
 //!   scopes, the affinity store and admission.
