@@ -164,6 +164,68 @@ impl NumaIds {
     pub fn os_ids_of(&self, mask: NumaMask) -> Result<Vec<usize>, NumaIdsError> {
         mask.iter().map(|bit| self.os_id(bit)).collect()
     }
+
+    /// `mask` for a log line or a message, saying what its bits stand for: upstream's binary
+    /// string ([`NumaMask`]'s `Display`) alone in the identity, where bit *i* is node *i*; in
+    /// a dense table the same bits followed by the OS ids they stand for, so a reader never
+    /// takes a dense bit for a node id. A bit that stands for no node prints as `bit N?`.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use corral_topology::{NumaIds, NumaMask};
+    ///
+    /// let mask = NumaMask::new([0, 3])?;
+    /// assert_eq!(NumaIds::new([0, 1, 2, 3])?.show(mask).to_string(), "1001");
+    ///
+    /// // Bits 0 and 3 of a machine numbered 0-2,33-34,45,72-73 are nodes 0 and 33.
+    /// let sparse = NumaIds::new([0, 1, 2, 33, 34, 45, 72, 73])?;
+    /// assert_eq!(sparse.show(mask).to_string(), "1001 (dense bits: NUMA nodes 0,33)");
+    /// assert_eq!(
+    ///     sparse.show(NumaMask::new([9])?).to_string(),
+    ///     "1000000000 (dense bits: NUMA nodes bit 9?)"
+    /// );
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn show(&self, mask: NumaMask) -> impl fmt::Display + '_ {
+        ShowMask { ids: self, mask }
+    }
+
+    /// The suffix [`show`](Self::show) puts after a mask: empty in the identity, otherwise
+    /// ` (dense bits: NUMA nodes …)`.
+    pub(crate) fn write_dense_suffix(
+        &self,
+        f: &mut fmt::Formatter<'_>,
+        mask: NumaMask,
+    ) -> fmt::Result {
+        if !self.dense {
+            return Ok(());
+        }
+        f.write_str(" (dense bits: NUMA nodes ")?;
+        for (i, bit) in mask.iter().enumerate() {
+            if i > 0 {
+                f.write_str(",")?;
+            }
+            match self.os_id(bit) {
+                Ok(id) => write!(f, "{id}")?,
+                Err(_) => write!(f, "bit {bit}?")?,
+            }
+        }
+        f.write_str(")")
+    }
+}
+
+/// What [`NumaIds::show`] returns.
+struct ShowMask<'a> {
+    ids: &'a NumaIds,
+    mask: NumaMask,
+}
+
+impl fmt::Display for ShowMask<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.mask)?;
+        self.ids.write_dense_suffix(f, self.mask)
+    }
 }
 
 impl fmt::Debug for NumaIds {

@@ -199,6 +199,10 @@ impl NumaMask {
 impl fmt::Display for NumaMask {
     /// Upstream `String`: binary, zero-padded to the smallest even width whose top pair
     /// covers the value, with upstream's strict `>` comparison (so `4` prints as `100`).
+    ///
+    /// A mask does not know what its bits stand for: on a machine whose NUMA ids reach 64
+    /// they are dense bits, not node ids, and [`NumaIds::show`](crate::NumaIds::show) prints
+    /// the mask with the node ids it holds.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let grouping = 2;
         let mut shift = 64 - grouping;

@@ -1,8 +1,9 @@
 //! [`TopologyHint`] and the shapes hint providers return.
 
 use std::collections::BTreeMap;
+use std::fmt;
 
-use crate::NumaMask;
+use crate::{NumaIds, NumaMask};
 
 /// A NUMA affinity with a preference flag (upstream `topologymanager.TopologyHint`).
 ///
@@ -40,6 +41,65 @@ impl TopologyHint {
         }
         let mine = self.numa_affinity.unwrap_or_default();
         mine.is_narrower_than(other.numa_affinity.unwrap_or_default())
+    }
+}
+
+impl fmt::Display for TopologyHint {
+    /// As the kubelet logs a hint: upstream's `TopologyHint` has no `String` method, and its
+    /// structured log (`"Best TopologyHint" bestHint=…`) renders the struct as JSON, the
+    /// mask as its integer value and a nil mask as `null` (as kubelet log lines quoted in
+    /// kubernetes/kubernetes#136431 show). For what the bits stand for on a machine with
+    /// dense NUMA bits, use [`show`](Self::show).
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.numa_affinity {
+            Some(mask) => write!(f, "{{\"NUMANodeAffinity\":{}", mask.as_u64())?,
+            None => f.write_str("{\"NUMANodeAffinity\":null")?,
+        }
+        write!(f, ",\"Preferred\":{}}}", self.preferred)
+    }
+}
+
+impl TopologyHint {
+    /// The hint as its `Display` prints it, followed on a
+    /// machine with dense NUMA bits by the OS ids of its nodes (as [`NumaIds::show`]).
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use corral_topology::{NumaIds, NumaMask, TopologyHint};
+    ///
+    /// let hint = TopologyHint::new(Some(NumaMask::new([0, 1])?), true);
+    /// assert_eq!(hint.to_string(), r#"{"NUMANodeAffinity":3,"Preferred":true}"#);
+    /// assert_eq!(hint.show(&NumaIds::new([0, 1])?).to_string(), hint.to_string());
+    ///
+    /// let sparse = NumaIds::new([0, 72])?;
+    /// assert_eq!(
+    ///     hint.show(&sparse).to_string(),
+    ///     r#"{"NUMANodeAffinity":3,"Preferred":true} (dense bits: NUMA nodes 0,72)"#
+    /// );
+    /// // "Any node" has nothing to translate.
+    /// let any = TopologyHint::new(None, false);
+    /// assert_eq!(any.show(&sparse).to_string(), r#"{"NUMANodeAffinity":null,"Preferred":false}"#);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn show<'a>(&'a self, ids: &'a NumaIds) -> impl fmt::Display + 'a {
+        ShowHint { hint: self, ids }
+    }
+}
+
+/// What [`TopologyHint::show`] returns.
+struct ShowHint<'a> {
+    hint: &'a TopologyHint,
+    ids: &'a NumaIds,
+}
+
+impl fmt::Display for ShowHint<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.hint)?;
+        match self.hint.numa_affinity {
+            Some(mask) => self.ids.write_dense_suffix(f, mask),
+            None => Ok(()),
+        }
     }
 }
 
