@@ -24,6 +24,8 @@ const WORD_BITS: usize = 64;
 /// Iteration is ascending. Equality, hashing and every operation are independent of how the
 /// set was built.
 ///
+/// # Example
+///
 /// ```
 /// use corral_topology::CpuSet;
 ///

@@ -36,6 +36,16 @@ use crate::CpuSet;
 pub const MAX_SPARSE_RANGE: usize = 1 << 16;
 
 /// Why a CPU list did not parse.
+///
+/// # Example
+///
+/// ```
+/// use corral_topology::{CpuSet, CpuSetParseError};
+///
+/// let err = "0-3,x".parse::<CpuSet>().unwrap_err();
+/// assert!(matches!(err, CpuSetParseError::InvalidNumber { .. }));
+/// assert!(err.to_string().contains("0-3,x"), "the message names the input: {err}");
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum CpuSetParseError {

@@ -9,6 +9,27 @@
 use crate::{CpuInfo, CpuSet, CpuTopology};
 
 /// A view of some CPUs of a [`CpuTopology`] (upstream `CPUDetails`).
+///
+/// # Example
+///
+/// ```
+/// use corral_topology::{CpuInfo, CpuRecord, CpuSet, CpuTopology};
+///
+/// // Two sockets (one NUMA node each) of 2 cores × 2 threads.
+/// let records: Vec<CpuRecord> = (0..8)
+///     .map(|cpu| CpuRecord {
+///         cpu,
+///         info: CpuInfo { core: cpu % 4, socket: (cpu % 4) / 2, numa: (cpu % 4) / 2, uncore: (cpu % 4) / 2 },
+///     })
+///     .collect();
+/// let topo = CpuTopology::new(&records)?;
+/// let free = topo.details().keep_only(&"1-3,5,7".parse()?);
+/// assert_eq!(free.len(), 5);
+/// assert_eq!(free.numa_nodes(), CpuSet::from_iter([0, 1]));
+/// assert_eq!(free.cpus_in_numa_nodes([1]), "2-3,7".parse()?);
+/// assert_eq!(free.get(0), None, "CPU 0 is not in the view");
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CpuDetails<'a> {
     topo: &'a CpuTopology,

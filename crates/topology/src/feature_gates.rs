@@ -67,6 +67,15 @@
 use std::collections::BTreeMap;
 
 /// A feature gate's (or a policy option's) maturity, upstream `featuregate.prerelease`.
+///
+/// # Example
+///
+/// ```
+/// use corral_topology::{Feature, Maturity};
+///
+/// assert_eq!(Feature::TopologyManagerPolicyAlphaOptions.maturity(), Maturity::Alpha);
+/// assert_eq!(Feature::TopologyManagerPolicyOptions.maturity().to_string(), "GA");
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 #[non_exhaustive]
 pub enum Maturity {
@@ -100,6 +109,19 @@ impl std::fmt::Display for Maturity {
 }
 
 /// A kubelet feature gate corral models (the table is in [the module docs](crate::feature_gates)).
+///
+/// # Example
+///
+/// ```
+/// use corral_topology::{Feature, Maturity};
+///
+/// let gate = Feature::from_name("PodLevelResourceManagers").expect("a modelled gate");
+/// assert_eq!(gate, Feature::PodLevelResourceManagers);
+/// assert!(gate.default_enabled());
+/// assert_eq!(gate.depends_on(), &[Feature::PodLevelResources]);
+/// assert_eq!(Feature::from_name("NoSuchGate"), None);
+/// assert!(Feature::CpuManagerPolicyOptions.locked());
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 #[non_exhaustive]
 pub enum Feature {
@@ -294,6 +316,8 @@ pub enum FeatureGateError {
 }
 
 /// The feature gates in force: v1.37's defaults, overridden by a `featureGates` map.
+///
+/// # Example
 ///
 /// ```
 /// use std::collections::BTreeMap;

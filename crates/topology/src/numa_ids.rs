@@ -49,6 +49,8 @@ pub enum NumaIdsError {
 /// Either the identity (bit *i* = node *i*, upstream's only numbering, used whenever every id
 /// is below 64) or a dense numbering of at most 64 nodes in ascending id order.
 ///
+/// # Example
+///
 /// ```
 /// use corral_topology::{NumaIds, NumaMask};
 ///

@@ -24,6 +24,8 @@ pub enum NumaMaskError {
 /// Ordering as upstream: [`is_narrower_than`](Self::is_narrower_than) compares the number of
 /// bits first, then the integer value; [`is_less_than`](Self::is_less_than) the integer value.
 ///
+/// # Example
+///
 /// ```
 /// use corral_topology::NumaMask;
 ///

@@ -96,6 +96,24 @@ pub enum ContainerKind {
 }
 
 /// One container of a pod.
+///
+/// # Example
+///
+/// ```
+/// use corral_topology::{Container, ContainerRestartPolicy};
+///
+/// let mut app = Container::new("app");
+/// app.resources.requests.cpu_millis = Some(2000);
+/// app.resources.requests.extended.insert("example.com/gpu".into(), 1);
+/// assert_eq!(app.resources.requests.get("cpu"), Some(2000));
+/// assert_eq!(app.resources.requests.get("example.com/gpu"), Some(1));
+/// assert!(!app.is_restartable());
+///
+/// // An init container with `restartPolicy: Always` is a sidecar.
+/// let mut sidecar = Container::new("proxy");
+/// sidecar.restart_policy = Some(ContainerRestartPolicy::Always);
+/// assert!(sidecar.is_restartable());
+/// ```
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize))]
 pub struct Container {
@@ -125,6 +143,8 @@ impl Container {
 }
 
 /// A pod: the few fields the managers read.
+///
+/// # Example
 ///
 /// ```
 /// use corral_topology::{Container, Pod, QosClass};

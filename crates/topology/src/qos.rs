@@ -12,6 +12,28 @@
 use crate::pod::{Container, Pod, ResourceList};
 
 /// A pod's quality-of-service class.
+///
+/// Computed by [`Pod::qos_class`](crate::Pod::qos_class).
+///
+/// # Example
+///
+/// ```
+/// use corral_topology::{Container, Pod, QosClass};
+///
+/// let pod_of = |container: Container| Pod { uid: "u".into(), containers: vec![container], ..Pod::default() };
+/// let mut app = Container::new("app");
+/// assert_eq!(pod_of(app.clone()).qos_class(), QosClass::BestEffort);
+///
+/// app.resources.requests.cpu_millis = Some(500);
+/// assert_eq!(pod_of(app.clone()).qos_class(), QosClass::Burstable);
+///
+/// app.resources.limits.cpu_millis = Some(500);
+/// app.resources.requests.memory_bytes = Some(1 << 30);
+/// app.resources.limits.memory_bytes = Some(1 << 30);
+/// let pod = pod_of(app);
+/// assert_eq!(pod.qos_class(), QosClass::Guaranteed);
+/// assert_eq!(pod.qos_class().to_string(), "Guaranteed");
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize))]
 pub enum QosClass {

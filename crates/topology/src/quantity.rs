@@ -38,6 +38,22 @@ pub enum QuantityError {
 }
 
 /// A parsed quantity: `sign × mantissa × 10^exp10 × 2^exp2`, exactly.
+///
+/// # Example
+///
+/// ```
+/// use corral_topology::{Quantity, QuantityError};
+///
+/// let cpu: Quantity = "1.5".parse()?;
+/// assert_eq!(cpu.milli_value()?, 1500);
+/// let memory = Quantity::parse("4Gi")?;
+/// assert_eq!(memory.value()?, 4 << 30);
+/// assert_eq!(memory.to_string(), "4Gi", "printed as written");
+/// // Upstream rounds up: a tenth of a millicore is one millicore.
+/// assert_eq!(Quantity::parse("0.0001")?.milli_value()?, 1);
+/// assert!(matches!(Quantity::parse("4Gb"), Err(QuantityError::Suffix(_))));
+/// # Ok::<(), QuantityError>(())
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Quantity {
     text: String,
@@ -189,16 +205,42 @@ impl fmt::Display for Quantity {
 }
 
 /// Parse a CPU quantity into millicores (`"500m"` → 500, `"1.5"` → 1500).
+///
+/// # Example
+///
+/// ```
+/// assert_eq!(corral_topology::parse_cpu_millis("500m")?, 500);
+/// assert_eq!(corral_topology::parse_cpu_millis("2")?, 2000);
+/// assert!(corral_topology::parse_cpu_millis("two").is_err());
+/// # Ok::<(), corral_topology::QuantityError>(())
+/// ```
 pub fn parse_cpu_millis(text: &str) -> Result<i64, QuantityError> {
     Quantity::parse(text)?.milli_value()
 }
 
 /// Parse a memory quantity into bytes (`"4Gi"` → 4294967296, `"1e3"` → 1000).
+///
+/// # Example
+///
+/// ```
+/// assert_eq!(corral_topology::parse_bytes("4Gi")?, 4_294_967_296);
+/// assert_eq!(corral_topology::parse_bytes("1e3")?, 1000);
+/// assert_eq!(corral_topology::parse_bytes("1M")?, 1_000_000, "M is decimal, Mi binary");
+/// # Ok::<(), corral_topology::QuantityError>(())
+/// ```
 pub fn parse_bytes(text: &str) -> Result<i64, QuantityError> {
     Quantity::parse(text)?.value()
 }
 
 /// Parse an extended-resource quantity into a count (`"2"` → 2, `"100k"` → 100000).
+///
+/// # Example
+///
+/// ```
+/// assert_eq!(corral_topology::parse_count("2")?, 2);
+/// assert_eq!(corral_topology::parse_count("100k")?, 100_000);
+/// # Ok::<(), corral_topology::QuantityError>(())
+/// ```
 pub fn parse_count(text: &str) -> Result<i64, QuantityError> {
     Quantity::parse(text)?.value()
 }

@@ -47,6 +47,8 @@ impl Quantity {
 /// A sum of whole quantities as upstream's `Quantity.Add` keeps it: the value and the
 /// format it prints in.
 ///
+/// # Example
+///
 /// ```
 /// use corral_topology::{Quantity, QuantityFormat, QuantitySum};
 ///

@@ -115,6 +115,8 @@ pub enum TopologyError {
 
 /// A machine's CPU topology (upstream `CPUTopology` with its `CPUDetails`).
 ///
+/// # Example
+///
 /// ```
 /// use corral_topology::{CpuInfo, CpuRecord, CpuSet, CpuTopology};
 ///

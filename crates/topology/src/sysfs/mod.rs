@@ -80,11 +80,65 @@ struct RawCpu {
 }
 
 /// Discover the running machine's topology (`discover("/")`).
+///
+/// # Example
+///
+/// ```no_run
+/// let topology = corral_topology::discover_host()?;
+/// println!("{} CPUs on {} NUMA nodes", topology.num_cpus(), topology.num_numa_nodes());
+/// # Ok::<(), corral_topology::DiscoveryError>(())
+/// ```
 pub fn discover_host() -> Result<CpuTopology, DiscoveryError> {
     discover(Path::new("/"))
 }
 
 /// Discover the topology of the machine whose filesystem root is `root`.
+///
+/// `root` is a host root (`/`, or `/host` in a container that mounts it) or a copy of one's
+/// `sys/` and `proc/` (the dumps in the repository's `testdata/sysfs`).
+///
+/// # Example
+///
+/// A machine of 4 CPUs (2 cores × 2 threads, one per NUMA node), written as sysfs would
+/// show it:
+///
+/// ```
+/// use std::{fs, path::Path};
+/// use corral_topology::{CpuSet, discover};
+///
+/// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let root = tempfile::tempdir()?;
+/// let write = |path: &str, text: &str| -> std::io::Result<()> {
+///     let path = root.path().join(path);
+///     fs::create_dir_all(path.parent().unwrap())?;
+///     fs::write(path, format!("{text}\n"))
+/// };
+/// write("sys/devices/system/cpu/online", "0-3")?;
+/// for cpu in 0..4 {
+///     let (core, siblings) = if cpu % 2 == 0 { (0, "0,2") } else { (1, "1,3") };
+///     let topo = format!("sys/devices/system/cpu/cpu{cpu}/topology");
+///     write(&format!("{topo}/thread_siblings_list"), siblings)?;
+///     write(&format!("{topo}/core_siblings_list"), "0-3")?;
+///     write(&format!("{topo}/physical_package_id"), "0")?;
+///     write(&format!("{topo}/core_id"), &core.to_string())?;
+/// }
+/// write("sys/devices/system/node/node0/cpulist", "0,2")?;
+/// write("sys/devices/system/node/node0/distance", "10 21")?;
+/// write("sys/devices/system/node/node1/cpulist", "1,3")?;
+/// write("sys/devices/system/node/node1/distance", "21 10")?;
+///
+/// let topology = discover(root.path())?;
+/// assert_eq!((topology.num_cpus(), topology.num_cores(), topology.num_sockets()), (4, 2, 1));
+/// assert_eq!(topology.numa_nodes(), &[0, 1]);
+/// assert_eq!(topology.details().cpus_in_numa_nodes([1]), CpuSet::from_iter([1, 3]));
+/// assert_eq!(topology.numa_distance(0, 1), Some(21));
+///
+/// // A root without sysfs is an error naming the file, never an empty machine.
+/// let err = discover(Path::new("/nonexistent-root")).unwrap_err();
+/// assert!(err.to_string().contains("/nonexistent-root"), "{err}");
+/// # Ok(())
+/// # }
+/// ```
 pub fn discover(root: &Path) -> Result<CpuTopology, DiscoveryError> {
     let cpu_dir = root.join("sys/devices/system/cpu");
     let online = online_cpus(&cpu_dir)?;

@@ -11,6 +11,36 @@ pub const TOPOLOGY_AFFINITY_MESSAGE: &str = "Resources cannot be allocated with 
 pub const UNEXPECTED_ADMISSION_ERROR: &str = "UnexpectedAdmissionError";
 
 /// Whether a pod is admitted, and why not.
+///
+/// # Example
+///
+/// Upstream's reasons and messages, and what a manager answers:
+///
+/// ```
+/// use std::collections::BTreeMap;
+/// use corral_topology::{
+///     AllocationError, Container, NumaNode, Pod, PodAdmitResult, TopologyManager,
+///     TopologyManagerConfig,
+/// };
+///
+/// let refused = PodAdmitResult::topology_affinity_error();
+/// assert!(!refused.admit);
+/// assert_eq!(refused.reason, "TopologyAffinityError");
+/// assert_eq!(refused.message, "Resources cannot be allocated with Topology locality");
+/// let failed = PodAdmitResult::from_allocation_error(&AllocationError::unexpected("disk full"));
+/// assert_eq!(failed.reason, "UnexpectedAdmissionError");
+/// assert!(failed.message.contains("disk full"), "{}", failed.message);
+///
+/// let config = TopologyManagerConfig::from_strings("single-numa-node", "container", &BTreeMap::new())?;
+/// let manager = TopologyManager::new(&config, &[0, 1].map(|id| NumaNode { id, distances: None }))?;
+/// let pod = Pod { uid: "u".into(), containers: vec![Container::new("c")], ..Pod::default() };
+/// let admitted = manager.admit(&pod);
+/// assert!(admitted.admit && admitted.reason.is_empty(), "no provider: nothing to align");
+/// assert!(admitted.grants.values().all(|grant| grant.is_empty()), "and nothing granted");
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+///
+/// [`HintProvider`](super::HintProvider)'s example shows a refusal by the policy.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct PodAdmitResult {
     /// Admitted.

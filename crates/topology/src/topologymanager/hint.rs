@@ -10,6 +10,22 @@ use crate::{NumaIds, NumaMask};
 /// `numa_affinity: None` is upstream's nil mask: "any NUMA node". The zero value
 /// (`TopologyHint::default()`, nil and not preferred) is what upstream's store returns for a
 /// container it has no affinity for.
+///
+/// # Example
+///
+/// ```
+/// use corral_topology::{NumaMask, TopologyHint};
+///
+/// let node0 = TopologyHint::new(Some(NumaMask::new([0])?), true);
+/// let both = TopologyHint::new(Some(NumaMask::new([0, 1])?), true);
+/// let any = TopologyHint::new(None, true);
+/// assert!(node0.less_than(&both), "narrower sorts first");
+/// assert!(both.less_than(&TopologyHint::new(Some(NumaMask::new([0])?), false)), "preferred first");
+/// // Printed as the kubelet logs it.
+/// assert_eq!(node0.to_string(), r#"{"NUMANodeAffinity":1,"Preferred":true}"#);
+/// assert_eq!(any.to_string(), r#"{"NUMANodeAffinity":null,"Preferred":true}"#);
+/// # Ok::<(), corral_topology::NumaMaskError>(())
+/// ```
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize))]
 pub struct TopologyHint {

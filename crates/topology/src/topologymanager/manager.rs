@@ -17,6 +17,20 @@ use super::store::AffinityStore;
 use crate::{FeatureGates, Pod, PodLevelResources};
 
 /// The topology manager's configuration, as kubelet config gives it.
+///
+/// # Example
+///
+/// ```
+/// use std::collections::BTreeMap;
+/// use corral_topology::{PolicyName, ScopeName, TopologyManagerConfig};
+///
+/// let options = BTreeMap::from([("prefer-closest-numa-nodes".to_owned(), "true".to_owned())]);
+/// let config = TopologyManagerConfig::from_strings("restricted", "pod", &options)?;
+/// assert_eq!((config.policy, config.scope), (PolicyName::Restricted, ScopeName::Pod));
+/// assert!(config.options.prefer_closest_numa);
+/// assert!(TopologyManagerConfig::from_strings("strict", "pod", &BTreeMap::new()).is_err());
+/// # Ok::<(), corral_topology::PolicyConfigError>(())
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TopologyManagerConfig {
     /// `topologyManagerPolicy`.
@@ -28,7 +42,7 @@ pub struct TopologyManagerConfig {
 }
 
 impl TopologyManagerConfig {
-    /// [`from_strings_gated`](Self::from_strings_gated) under v1.36's default gates, the
+    /// [`from_strings_gated`](Self::from_strings_gated) under v1.37's default gates, the
     /// options given.
     pub fn from_strings(
         policy: &str,
@@ -107,6 +121,8 @@ pub enum TopologyManagerError {
 }
 
 /// The topology manager.
+///
+/// # Example
 ///
 /// ```
 /// use corral_topology::topologymanager::{TopologyManagerConfig, TopologyManager};

@@ -73,6 +73,29 @@ pub enum NumaDistances {
 }
 
 /// The NUMA nodes of the machine and, when `prefer-closest-numa-nodes` is on, their distances.
+///
+/// # Example
+///
+/// ```
+/// use corral_topology::{NumaDistances, NumaInfo, NumaMask, NumaNode};
+///
+/// let info = NumaInfo::from_ids([0, 1, 2])?;
+/// assert_eq!(info.nodes(), &[0, 1, 2]);
+/// assert_eq!(info.default_affinity(), NumaMask::new([0, 1, 2])?);
+///
+/// // With distances, `closest` prefers the pair of nodes nearer to each other.
+/// let rows = [vec![10, 11, 20], vec![11, 10, 20], vec![20, 20, 10]];
+/// let nodes: Vec<NumaNode> = rows
+///     .iter()
+///     .enumerate()
+///     .map(|(id, row)| NumaNode { id, distances: Some(row.clone()) })
+///     .collect();
+/// let info = NumaInfo::new(&nodes, NumaDistances::Require)?;
+/// let near = NumaMask::new([0, 1])?;
+/// let far = NumaMask::new([0, 2])?;
+/// assert_eq!(info.closest(far, near), near);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct NumaInfo {
     nodes: Vec<usize>,

@@ -29,6 +29,18 @@ use super::numa_info::{NumaDistances, NumaInfo};
 use crate::{Feature, FeatureGates, Maturity};
 
 /// The policy names kubelet config uses.
+///
+/// # Example
+///
+/// ```
+/// use corral_topology::PolicyName;
+///
+/// let name: PolicyName = "single-numa-node".parse()?;
+/// assert_eq!(name, PolicyName::SingleNumaNode);
+/// assert_eq!(name.as_str(), "single-numa-node");
+/// assert!("strict".parse::<PolicyName>().is_err());
+/// # Ok::<(), corral_topology::PolicyConfigError>(())
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 #[non_exhaustive]
 pub enum PolicyName {
@@ -137,6 +149,25 @@ pub const MAX_ALLOWABLE_NUMA_NODES: &str = "max-allowable-numa-nodes";
 pub const DEFAULT_MAX_ALLOWABLE_NUMA_NODES: usize = 8;
 
 /// Parsed topology manager policy options (upstream `PolicyOptions`).
+///
+/// # Example
+///
+/// ```
+/// use std::collections::BTreeMap;
+/// use corral_topology::PolicyOptions;
+///
+/// assert_eq!(PolicyOptions::default().max_allowable_numa_nodes, 8);
+/// let map = BTreeMap::from([
+///     ("prefer-closest-numa-nodes".to_owned(), "true".to_owned()),
+///     ("max-allowable-numa-nodes".to_owned(), "16".to_owned()),
+/// ]);
+/// let options = PolicyOptions::from_map(&map)?;
+/// assert!(options.prefer_closest_numa);
+/// assert_eq!(options.max_allowable_numa_nodes, 16);
+/// let unknown = BTreeMap::from([("no-such-option".to_owned(), "true".to_owned())]);
+/// assert!(PolicyOptions::from_map(&unknown).is_err());
+/// # Ok::<(), corral_topology::PolicyConfigError>(())
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct PolicyOptions {
     /// `prefer-closest-numa-nodes`.
@@ -175,8 +206,8 @@ impl PolicyOptions {
         }
     }
 
-    /// [`from_map_gated`](Self::from_map_gated) under v1.36's default gates (which accept
-    /// both v1.36 options).
+    /// [`from_map_gated`](Self::from_map_gated) under v1.37's default gates (which accept
+    /// both of v1.37's options).
     pub fn from_map(
         options: &BTreeMap<String, String>,
     ) -> Result<PolicyOptions, PolicyConfigError> {
@@ -293,6 +324,22 @@ fn parse_go_int(value: &str) -> Result<i64, bool> {
 }
 
 /// The result of a merge: the best hint and whether the policy admits it.
+///
+/// # Example
+///
+/// ```
+/// use std::collections::BTreeMap;
+/// use corral_topology::{NumaInfo, NumaMask, Policy, PolicyName, PolicyOptions, TopologyHint};
+///
+/// // The CPUs fit only on both nodes together: restricted takes the hint, but refuses it.
+/// let both = TopologyHint::new(Some(NumaMask::new([0, 1])?), false);
+/// let cpu = BTreeMap::from([("cpu".to_owned(), Some(vec![both]))]);
+/// let policy = Policy::new(PolicyName::Restricted, NumaInfo::from_ids([0, 1])?, PolicyOptions::default());
+/// let result = policy.merge(&[Some(cpu)]);
+/// assert_eq!(result.best_hint, both);
+/// assert!(!result.admit);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct MergeResult {
     /// The merged hint (upstream's first return value).
@@ -302,6 +349,8 @@ pub struct MergeResult {
 }
 
 /// A topology manager policy bound to a machine's NUMA nodes.
+///
+/// # Example
 ///
 /// ```
 /// use corral_topology::{NumaInfo, NumaMask, Policy, PolicyName, PolicyOptions, TopologyHint};

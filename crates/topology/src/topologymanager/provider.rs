@@ -50,6 +50,70 @@ impl AllocationError {
 ///
 /// Calls are synchronous and made in admission order; `allocate` runs after the topology
 /// manager stored the container's affinity, which the provider reads from `store`.
+///
+/// # Example
+///
+/// A provider of `example.com/gpu` devices, one on each of two NUMA nodes, under the
+/// `single-numa-node` policy: a container asking one device gets the node it prefers, one
+/// asking two cannot be aligned and is refused.
+///
+/// ```
+/// use std::collections::BTreeMap;
+/// use std::sync::Arc;
+/// use corral_topology::topologymanager::{Grant, ProviderHints, TOPOLOGY_AFFINITY_ERROR};
+/// use corral_topology::{
+///     AffinityStore, AllocationError, Container, HintProvider, NumaMask, NumaNode, Pod,
+///     TopologyHint, TopologyManager, TopologyManagerConfig,
+/// };
+///
+/// const GPU: &str = "example.com/gpu";
+///
+/// /// GPU `gpu-N` sits on NUMA node N.
+/// struct Gpus;
+///
+/// impl HintProvider for Gpus {
+///     fn hints_for_container(&self, _pod: &Pod, container: &Container) -> ProviderHints {
+///         let wanted = container.resources.requests.get(GPU)?;
+///         let hint = |ids: &[usize]| TopologyHint::new(NumaMask::new(ids.iter().copied()).ok(), ids.len() as i64 == wanted);
+///         let hints = match wanted {
+///             1 => vec![hint(&[0]), hint(&[1])],
+///             2 => vec![hint(&[0, 1])],
+///             _ => vec![],
+///         };
+///         Some(BTreeMap::from([(GPU.to_owned(), Some(hints))]))
+///     }
+///
+///     fn hints_for_pod(&self, _pod: &Pod) -> ProviderHints {
+///         None
+///     }
+///
+///     fn allocate(&self, pod: &Pod, container: &Container, store: &AffinityStore) -> Result<Grant, AllocationError> {
+///         let affinity = store.affinity(&pod.uid, &container.name).numa_affinity;
+///         let ids = affinity.map(|mask| mask.get_bits()).unwrap_or_default();
+///         Ok(Grant::devices(GPU, ids.iter().map(|node| format!("gpu-{node}"))))
+///     }
+/// }
+///
+/// let config = TopologyManagerConfig::from_strings("single-numa-node", "container", &BTreeMap::new())?;
+/// let mut manager = TopologyManager::new(&config, &[0, 1].map(|id| NumaNode { id, distances: None }))?;
+/// manager.add_hint_provider(Arc::new(Gpus));
+///
+/// let pod_asking = |uid: &str, gpus| {
+///     let mut app = Container::new("app");
+///     app.resources.requests.extended.insert(GPU.to_owned(), gpus);
+///     Pod { uid: uid.into(), containers: vec![app], ..Pod::default() }
+/// };
+///
+/// let one = manager.admit(&pod_asking("one", 1));
+/// assert!(one.admit);
+/// assert_eq!(manager.affinity("one", "app").to_string(), r#"{"NUMANodeAffinity":1,"Preferred":true}"#);
+/// assert!(one.grants["app"].devices[GPU].contains("gpu-0"));
+///
+/// let two = manager.admit(&pod_asking("two", 2));
+/// assert!(!two.admit);
+/// assert_eq!(two.reason, TOPOLOGY_AFFINITY_ERROR);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 pub trait HintProvider: Send + Sync {
     /// Hints for one container: `None` (or an empty map) = no preference for anything; per
     /// resource, `None` = no preference, `Some(vec![])` = cannot be satisfied.

@@ -23,6 +23,17 @@ const POD_LEVEL_POD_SCOPE: &str =
     "pod with pod-level resources failed admission under pod-scope topology manager";
 
 /// The scope names kubelet config uses.
+///
+/// # Example
+///
+/// ```
+/// use corral_topology::ScopeName;
+///
+/// assert_eq!("pod".parse::<ScopeName>()?, ScopeName::Pod);
+/// assert_eq!(ScopeName::Container.to_string(), "container");
+/// assert!("node".parse::<ScopeName>().is_err());
+/// # Ok::<(), corral_topology::PolicyConfigError>(())
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum ScopeName {

@@ -16,6 +16,24 @@ struct Inner {
 }
 
 /// Thread-safe affinity store, keyed by pod uid and container name.
+///
+/// What a [`HintProvider`](super::HintProvider) reads in `allocate` (upstream `Store`).
+///
+/// # Example
+///
+/// ```
+/// use corral_topology::{AffinityStore, NumaMask, TopologyHint};
+///
+/// let store = AffinityStore::new();
+/// let node1 = TopologyHint::new(Some(NumaMask::new([1])?), true);
+/// store.set_affinity("pod-uid", "app", node1);
+/// assert_eq!(store.affinity("pod-uid", "app"), node1);
+/// // Unknown containers get upstream's zero value: any node, not preferred.
+/// assert_eq!(store.affinity("pod-uid", "other"), TopologyHint::default());
+/// store.remove_pod("pod-uid");
+/// assert_eq!(store.pod_count(), 0);
+/// # Ok::<(), corral_topology::NumaMaskError>(())
+/// ```
 #[derive(Debug, Default)]
 pub struct AffinityStore {
     inner: Mutex<Inner>,
