@@ -8,6 +8,23 @@ use crate::format::Format;
 ///
 /// Reading never falls back to a default: a missing file, unparsable JSON, a value of the
 /// wrong shape and a checksum mismatch are each their own variant.
+///
+/// # Example
+///
+/// ```
+/// use corral_checkpoint::{Checkpoint, CheckpointError, CpuManagerCheckpoint};
+///
+/// // A v1.32 kubelet's file (`cpumanager_v2/static_default_only`) with one CPU more.
+/// let edited = br#"{"policyName":"static","defaultCpuSet":"0-8","checksum":14413152}"#;
+/// match CpuManagerCheckpoint::decode(edited) {
+///     Err(CheckpointError::ChecksumMismatch { expected, actual, .. }) => {
+///         assert_eq!(expected, 14413152, "what the file records");
+///         assert_ne!(actual, expected, "what its content hashes to");
+///     }
+///     other => panic!("not a checksum mismatch: {other:?}"),
+/// }
+/// assert!(CpuManagerCheckpoint::decode(b"[]").unwrap_err().is_decode_error());
+/// ```
 #[non_exhaustive]
 #[derive(Debug, thiserror::Error)]
 pub enum CheckpointError {

@@ -1,6 +1,16 @@
 //! The checkpoint formats this crate reads and writes, and their upstream file names.
 
 /// A kubelet checkpoint format.
+///
+/// # Example
+///
+/// ```
+/// use corral_checkpoint::{Format, CPU_MANAGER_FILE};
+///
+/// assert_eq!(Format::CpuManagerV4.file_name(), CPU_MANAGER_FILE);
+/// assert_eq!(Format::CpuManagerV4.to_string(), "cpumanager_v4");
+/// assert_eq!(Format::DraHealth.file_name(), "dra_health_state");
+/// ```
 #[non_exhaustive]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Format {

@@ -182,6 +182,29 @@ fn candidates_from_content(bytes: &[u8]) -> Result<Candidates> {
 /// [`CheckpointError::TooDeep`]). When no
 /// candidate verifies, the current format's error is returned, unless only an older
 /// format got as far as a checksum mismatch.
+///
+/// # Example
+///
+/// ```
+/// use corral_checkpoint::{CheckpointValue, ChecksumVerification, Format, inspect};
+///
+/// // Conformance vector `cpumanager_v1_legacy/static_two_containers`: a pre-1.20 file, which
+/// // the v2 reader cannot take and the v1 reader verifies.
+/// let old = br#"{"policyName":"static","defaultCpuSet":"0-1,6-7","entries":{"containerID1":"2-3","containerID2":"4-5"},"checksum":736149614}"#;
+/// let found = inspect(old, Some("/var/lib/kubelet/cpu_manager_state"))?;
+/// assert_eq!(found.format, Format::CpuManagerV1);
+/// assert_eq!(found.verification, ChecksumVerification::Verified);
+/// assert_eq!(found.checksum_summary(), "checksum 736149614 (verified)");
+/// let CheckpointValue::CpuManagerV1(state) = found.value else { panic!("{:?}", found.value) };
+/// assert_eq!(state.entries.unwrap()["containerID2"], "4-5");
+///
+/// // Without a file name the keys decide; a health file has no checksum to verify.
+/// let health = br#"{"gpu.example.com":{"Devices":{}}}"#;
+/// let found = inspect(health, Some("dra_health_state"))?;
+/// assert_eq!(found.format, Format::DraHealth);
+/// assert!(!found.verification.is_verified());
+/// # Ok::<(), corral_checkpoint::CheckpointError>(())
+/// ```
 pub fn inspect(bytes: &[u8], file_name: Option<&str>) -> Result<Inspected> {
     let by_name = match file_name.and_then(|name| Path::new(name).file_name()?.to_str()) {
         Some(name) => candidates_for_file(name, bytes).map_err(|err| with_name(err, file_name))?,

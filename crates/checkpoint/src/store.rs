@@ -72,6 +72,38 @@ impl Default for StoreOptions {
 }
 
 /// Checkpoints stored as files in one directory, one file per key.
+///
+/// # Example
+///
+/// ```
+/// use std::collections::BTreeMap;
+/// use corral_checkpoint::{CheckpointStore, MemoryManagerCheckpoint, MEMORY_MANAGER_FILE};
+///
+/// # fn main() -> Result<(), corral_checkpoint::CheckpointError> {
+/// let dir = tempfile::tempdir().expect("temp dir");
+/// // A writer that died mid-write left its temporary file: opening removes it.
+/// let leftover = format!(".memory_manager_state.tmp.{}.0", std::process::id());
+/// std::fs::write(dir.path().join(&leftover), b"{").unwrap();
+/// let store = CheckpointStore::open(dir.path())?;
+/// assert_eq!(store.removed_at_open(), [dir.path().join(&leftover)]);
+///
+/// // Maps empty, never nil, as the kubelet's constructor makes them.
+/// let state = MemoryManagerCheckpoint {
+///     policy_name: "None".into(),
+///     machine_state: Some(BTreeMap::new()),
+///     entries: Some(BTreeMap::new()),
+/// };
+/// store.create(MEMORY_MANAGER_FILE, &state)?;
+/// assert_eq!(store.list()?, [MEMORY_MANAGER_FILE]);
+/// assert_eq!(store.get::<MemoryManagerCheckpoint>(MEMORY_MANAGER_FILE)?, state);
+///
+/// store.remove(MEMORY_MANAGER_FILE)?;
+/// let missing = store.get::<MemoryManagerCheckpoint>(MEMORY_MANAGER_FILE).unwrap_err();
+/// assert!(missing.to_string().contains(MEMORY_MANAGER_FILE), "{missing}");
+/// assert!(store.get::<MemoryManagerCheckpoint>("../escape").is_err(), "keys are validated");
+/// # Ok(())
+/// # }
+/// ```
 #[derive(Debug, Clone)]
 pub struct CheckpointStore {
     dir: PathBuf,
@@ -82,6 +114,16 @@ pub struct CheckpointStore {
 
 /// Checks a key as upstream's `ValidateKey`: 1–250 characters of `[-A-Za-z0-9_.]`, the
 /// first and last a letter or digit.
+///
+/// # Example
+///
+/// ```
+/// use corral_checkpoint::validate_key;
+///
+/// assert!(validate_key("cpu_manager_state").is_ok());
+/// assert!(validate_key("../etc/passwd").is_err());
+/// assert!(validate_key("_leading").is_err());
+/// ```
 pub fn validate_key(key: &str) -> Result<()> {
     let bytes = key.as_bytes();
     let ext = |b: &u8| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.');

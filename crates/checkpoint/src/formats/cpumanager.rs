@@ -33,6 +33,25 @@ use crate::spew::dump_for_hash;
 pub type CpuEntries = BTreeMap<String, Option<BTreeMap<String, String>>>;
 
 /// The CPU manager's checkpoint, v2 (`state.CPUManagerCheckpoint`, without its checksum).
+///
+/// # Example
+///
+/// The bytes a v1.32 kubelet writes (conformance vector `cpumanager_v2/static_default_only`,
+/// from the Go oracle built on upstream's sources), decoded, verified and written back alike:
+///
+/// ```
+/// use corral_checkpoint::{Checkpoint, CpuManagerCheckpoint, CpuManagerCheckpointV1};
+///
+/// let kubelet = br#"{"policyName":"static","defaultCpuSet":"0-7","checksum":14413152}"#;
+/// let state = CpuManagerCheckpoint::decode(kubelet)?;
+/// assert_eq!((state.policy_name.as_str(), state.default_cpu_set.as_str()), ("static", "0-7"));
+/// assert_eq!(state.checksum()?, 14413152);
+/// assert_eq!(state.encode()?, kubelet);
+///
+/// // The v1 reader hashes under another type name: the same bytes are corrupt to it.
+/// assert!(CpuManagerCheckpointV1::decode(kubelet).unwrap_err().is_checksum_mismatch());
+/// # Ok::<(), corral_checkpoint::CheckpointError>(())
+/// ```
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct CpuManagerCheckpoint {
     /// `none` or `static`.

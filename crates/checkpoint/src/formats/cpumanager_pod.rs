@@ -46,6 +46,28 @@ pub struct PodCpuEntry {
 pub type PodCpuEntries = BTreeMap<String, PodCpuEntry>;
 
 /// The CPU manager's checkpoint v3 (without its checksum): v2 plus pod entries.
+///
+/// # Example
+///
+/// ```
+/// use std::collections::BTreeMap;
+/// use corral_checkpoint::{Checkpoint, CpuManagerCheckpointV3, PodCpuEntry};
+///
+/// // Conformance vector `cpumanager_v3/none_policy_empty`: v1.36's bytes.
+/// let kubelet = br#"{"policyName":"none","defaultCpuSet":"","checksum":642675224}"#;
+/// assert_eq!(CpuManagerCheckpointV3::decode(kubelet)?.policy_name, "none");
+///
+/// let state = CpuManagerCheckpointV3 {
+///     policy_name: "static".into(),
+///     default_cpu_set: "0-1".into(),
+///     entries: Some(BTreeMap::new()), // never nil in the kubelet
+///     pod_entries: Some(BTreeMap::from([("pod-uid".into(), PodCpuEntry { cpu_set: "2-3".into() })])),
+/// };
+/// let bytes = state.encode()?;
+/// assert!(bytes.windows(9).any(|w| w == b"podEntrie"), "pod entries are written");
+/// assert_eq!(CpuManagerCheckpointV3::decode(&bytes)?, state);
+/// # Ok::<(), corral_checkpoint::CheckpointError>(())
+/// ```
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct CpuManagerCheckpointV3 {
     /// `none` or `static`.
@@ -63,6 +85,26 @@ pub struct CpuManagerCheckpointV3 {
 }
 
 /// The CPU manager's checkpoint v4 (k8s 1.37): the same content as v3, stored as `data`.
+///
+/// # Example
+///
+/// What v1.37 writes (conformance vector `cpumanager_v4/none_policy_empty`): the v3 fields at
+/// the top level with checksum 0 for older readers, then `data` and its own checksum.
+///
+/// ```
+/// use corral_checkpoint::{Checkpoint, CpuManagerCheckpointV4};
+///
+/// let kubelet = br#"{"policyName":"none","defaultCpuSet":"","checksum":0,"data":"{\"policyName\":\"none\",\"defaultCpuSet\":\"\"}","dataChecksum":3028111495}"#;
+/// let state = CpuManagerCheckpointV4::decode(kubelet)?;
+/// assert_eq!(state.0.policy_name, "none");
+/// assert_eq!(state.data()?, r#"{"policyName":"none","defaultCpuSet":""}"#);
+/// assert_eq!(state.encode()?, kubelet);
+///
+/// // Only `data` and `dataChecksum` are read back: a changed `data` is caught.
+/// let tampered = String::from_utf8(kubelet.to_vec())?.replacen(r#"\"none\""#, r#"\"static\""#, 1);
+/// assert!(CpuManagerCheckpointV4::decode(tampered.as_bytes()).unwrap_err().is_checksum_mismatch());
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct CpuManagerCheckpointV4(pub CpuManagerCheckpointV3);
 

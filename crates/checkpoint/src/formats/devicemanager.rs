@@ -48,6 +48,23 @@ go_struct! {
 
 go_struct! {
     /// The device manager's checkpointed state (`checkpoint.checkpointData`).
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use corral_checkpoint::{Checkpoint, DeviceManagerCheckpoint};
+    ///
+    /// // Conformance vector `devicemanager_v2/single_entry`: a v1.32 kubelet's bytes.
+    /// let kubelet = br#"{"Data":{"PodDeviceEntries":[{"PodUID":"pod1","ContainerName":"con1","ResourceName":"domain1.com/resource1","DeviceIDs":{"0":["dev1","dev2"]},"AllocResp":"AQID"}],"RegisteredDevices":{"domain1.com/resource1":["dev1","dev2"]}},"Checksum":151920155}"#;
+    /// let state = DeviceManagerCheckpoint::decode(kubelet)?;
+    /// let entry = &state.pod_device_entries.as_ref().unwrap()[0];
+    /// assert_eq!((entry.pod_uid.as_str(), entry.container_name.as_str()), ("pod1", "con1"));
+    /// let on_node_0 = entry.device_ids.as_ref().unwrap()[&0].as_deref().unwrap();
+    /// assert_eq!(on_node_0, ["dev1", "dev2"]);
+    /// assert_eq!(entry.alloc_resp.as_deref(), Some(&[1u8, 2, 3][..]), "base64 in the file");
+    /// assert_eq!(state.encode()?, kubelet);
+    /// # Ok::<(), corral_checkpoint::CheckpointError>(())
+    /// ```
     #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
     pub struct DeviceManagerCheckpoint in pub static DATA = "checkpoint.checkpointData" {
         /// Allocations.

@@ -89,6 +89,39 @@ go_struct! {
 }
 
 /// The DRA manager's checkpointed claim list (`CheckpointData` without its type meta).
+///
+/// # Example
+///
+/// ```
+/// use std::collections::{BTreeMap, BTreeSet};
+/// use corral_checkpoint::{Checkpoint, ClaimInfoState, Device, DraManagerCheckpoint, DriverState};
+///
+/// // Conformance vector `dra_v132/empty_list`: the `Data` string and its CRC32.
+/// let kubelet = br#"{"Data":"{\"kind\":\"DRACheckpoint\",\"apiVersion\":\"checkpoint.dra.kubelet.k8s.io/v1\",\"ClaimInfoStateList\":[]}","Checksum":2361995144}"#;
+/// assert_eq!(DraManagerCheckpoint::decode(kubelet)?.claim_info_state_list, Some(vec![]));
+///
+/// let claim = ClaimInfoState {
+///     claim_uid: "claim-uid".into(),
+///     claim_name: "gpu".into(),
+///     namespace: "default".into(),
+///     pod_uids: Some(BTreeSet::from(["pod-uid".into()])),
+///     driver_state: Some(BTreeMap::from([(
+///         "gpu.example.com".into(),
+///         DriverState {
+///             devices: Some(vec![Device {
+///                 pool_name: "node-1".into(),
+///                 device_name: "gpu-0".into(),
+///                 share_id: None,
+///                 request_names: Some(vec!["gpu".into()]),
+///                 cdi_device_ids: Some(vec!["gpu.example.com/gpu=gpu-0".into()]),
+///             }]),
+///         },
+///     )])),
+/// };
+/// let state = DraManagerCheckpoint { claim_info_state_list: Some(vec![claim]) };
+/// assert_eq!(DraManagerCheckpoint::decode(&state.encode()?)?, state);
+/// # Ok::<(), corral_checkpoint::CheckpointError>(())
+/// ```
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct DraManagerCheckpoint {
     /// Prepared claims.

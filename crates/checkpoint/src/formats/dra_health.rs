@@ -108,6 +108,28 @@ static DEVICES_HEALTH_MAP_READ: GoType = GoType::Named(
 );
 
 /// The whole `dra_health_state` file: each driver's devices.
+///
+/// # Example
+///
+/// ```
+/// use corral_checkpoint::DraHealthState;
+/// use corral_checkpoint::formats::dra_health::HEALTHY;
+///
+/// // Conformance vector `one_healthy_default_timeout`: plain JSON, no checksum.
+/// let kubelet = br#"{"gpu.example.com":{"Devices":{"node-1/gpu-0":{"PoolName":"node-1","DeviceName":"gpu-0","Health":"Healthy","LastUpdated":"2025-11-25T08:30:00Z","HealthCheckTimeout":0}}}}"#;
+/// let state = DraHealthState::decode(kubelet)?;
+/// let device = &state.0["gpu.example.com"].devices.as_ref().unwrap()["node-1/gpu-0"];
+/// assert_eq!(device.health, HEALTHY);
+/// assert_eq!(device.key(), "node-1/gpu-0");
+/// assert_eq!(device.timeout(), None, "0: the kubelet's default applies");
+/// assert!(device.last_updated_time().is_some());
+/// assert_eq!(state.encode()?, kubelet);
+///
+/// // Not an RFC 3339 time: an error, as Go's `time.Time` makes it.
+/// let bad = String::from_utf8(kubelet.to_vec()).unwrap().replace("2025-11-25T08:30:00Z", "yesterday");
+/// assert!(DraHealthState::decode(bad.as_bytes()).is_err());
+/// # Ok::<(), corral_checkpoint::CheckpointError>(())
+/// ```
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(transparent)]
 pub struct DraHealthState(pub BTreeMap<String, DriverHealthState>);

@@ -76,6 +76,31 @@ pub type ContainerMemoryAssignments =
     BTreeMap<String, Option<BTreeMap<String, Option<Vec<Block>>>>>;
 
 /// The memory manager's checkpoint (`state.MemoryManagerCheckpoint`, without its checksum).
+///
+/// # Example
+///
+/// ```
+/// use corral_checkpoint::{Checkpoint, MemoryManagerCheckpoint};
+///
+/// use corral_checkpoint::CheckpointError;
+///
+/// // Conformance vector `memorymanager/random_05`: a v1.32 kubelet's bytes.
+/// let kubelet = br#"{"policyName":"Static","machineState":null,"entries":{"3198f970-e588-dec6-483d-7f0b041700aa":{},"596f9873-e6de-f26d-d365-a3ecdf9b4fa4":{"h8hbhli":[{"numaAffinity":[2],"type":"memory","size":6124988922},{"numaAffinity":[3],"type":"hugepages-2Mi","size":2131735295}]}},"checksum":2681773060}"#;
+/// let state = MemoryManagerCheckpoint::decode(kubelet)?;
+/// let pod = state.entries.as_ref().unwrap()["596f9873-e6de-f26d-d365-a3ecdf9b4fa4"].as_ref().unwrap();
+/// let blocks = pod["h8hbhli"].as_deref().unwrap();
+/// assert_eq!((blocks[1].resource.as_str(), blocks[1].size), ("hugepages-2Mi", 2131735295));
+/// assert_eq!(state.encode()?, kubelet);
+///
+/// // `memorymanager/nil_maps`: written from nil maps, the kubelet's own reader refuses it
+/// // (it reads into empty maps, whose dump differs) and names the same two checksums.
+/// let nil_maps = br#"{"policyName":"Static","machineState":null,"checksum":2701266525}"#;
+/// match MemoryManagerCheckpoint::decode(nil_maps) {
+///     Err(CheckpointError::ChecksumMismatch { expected: 2701266525, actual: 3824511554, .. }) => {}
+///     other => panic!("{other:?}"),
+/// }
+/// # Ok::<(), corral_checkpoint::CheckpointError>(())
+/// ```
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct MemoryManagerCheckpoint {
     /// `None` or `Static`.

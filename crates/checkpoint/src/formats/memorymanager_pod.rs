@@ -67,6 +67,20 @@ pub struct MemoryManagerCheckpointV2 {
 }
 
 /// The memory manager's checkpoint v3 (k8s 1.37): the v2 content, stored as `data`.
+///
+/// # Example
+///
+/// ```
+/// use corral_checkpoint::{Checkpoint, MemoryManagerCheckpointV3};
+///
+/// // Conformance vector `memorymanager_v3/none_empty`: v1.37's bytes, v1's checksum at the
+/// // top level and the `data` string's own.
+/// let kubelet = br#"{"policyName":"None","machineState":{},"checksum":4236770233,"data":"{\"policyName\":\"None\",\"machineState\":{}}","dataChecksum":3093843326}"#;
+/// let state = MemoryManagerCheckpointV3::decode(kubelet)?;
+/// assert_eq!(state.data()?, r#"{"policyName":"None","machineState":{}}"#);
+/// assert_eq!(state.encode()?, kubelet);
+/// # Ok::<(), corral_checkpoint::CheckpointError>(())
+/// ```
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct MemoryManagerCheckpointV3(pub MemoryManagerCheckpointV2);
 

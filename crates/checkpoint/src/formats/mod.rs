@@ -37,6 +37,27 @@ use memorymanager::MemoryManagerCheckpoint;
 use memorymanager_pod::{MemoryManagerCheckpointV2, MemoryManagerCheckpointV3};
 
 /// A checkpoint format's typed content, as the kubelet writes and reads it.
+///
+/// # Example
+///
+/// ```
+/// use std::collections::BTreeMap;
+/// use corral_checkpoint::{Checkpoint, CpuManagerCheckpoint, Format};
+///
+/// // The kubelet's constructor makes `Entries` an empty map, never nil.
+/// let state = CpuManagerCheckpoint {
+///     policy_name: "none".into(),
+///     default_cpu_set: String::new(),
+///     entries: Some(BTreeMap::new()),
+/// };
+/// let bytes = state.encode()?;
+/// // Conformance vector `cpumanager_v2/none_policy_empty`: a v1.32 kubelet's very bytes.
+/// assert_eq!(bytes, br#"{"policyName":"none","defaultCpuSet":"","checksum":1353318690}"#);
+/// assert_eq!(CpuManagerCheckpoint::decode(&bytes)?, state);
+/// assert_eq!(CpuManagerCheckpoint::FORMAT, Format::CpuManagerV2);
+/// assert!(CpuManagerCheckpoint::decode(b"{\"policyName\":").unwrap_err().is_decode_error());
+/// # Ok::<(), corral_checkpoint::CheckpointError>(())
+/// ```
 pub trait Checkpoint: Sized {
     /// The format this type reads and writes.
     const FORMAT: Format;

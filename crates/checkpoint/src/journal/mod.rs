@@ -137,6 +137,35 @@ struct State {
 }
 
 /// A write-ahead journal over a set of files (see the module documentation).
+///
+/// # Example
+///
+/// A commit is durable, a write not committed when the process dies is not: opening the
+/// journal again puts the files back as of the last commit.
+///
+/// ```
+/// use std::sync::Arc;
+/// use corral_checkpoint::{CheckpointStore, Journal, JournalOptions, Managed};
+///
+/// let root = tempfile::tempdir()?;
+/// let managed = [Managed::File("cpu_manager_state".into())];
+/// let open = || Journal::open(root.path(), "state.journal", &managed, JournalOptions::default());
+/// {
+///     let (journal, recovery) = open()?;
+///     assert!(!recovery.replayed, "a new journal");
+///     journal.activate()?;
+///     let journal = Arc::new(journal);
+///     let store = CheckpointStore::open(root.path())?.with_journal(Arc::clone(&journal));
+///     store.write_bytes("cpu_manager_state", b"committed")?;
+///     journal.commit()?;
+///     store.write_bytes("cpu_manager_state", b"never committed")?;
+///     // The process dies here.
+/// }
+/// let (_journal, recovery) = open()?;
+/// assert!(recovery.replayed);
+/// assert_eq!(std::fs::read(root.path().join("cpu_manager_state"))?, b"committed");
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[derive(Debug)]
 pub struct Journal {
     /// `<journal>.lock`, locked (`flock`, exclusive) for as long as the journal is open.

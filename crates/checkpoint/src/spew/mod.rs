@@ -52,6 +52,24 @@ use value::ValueSer;
 ///
 /// Pass a [`GoType::Ptr`] to dump through a pointer (`dump.ForHash(&cp)` prints
 /// `(*state.CPUManagerCheckpoint){…}`).
+///
+/// # Example
+///
+/// ```
+/// use corral_checkpoint::{DeviceManagerCheckpoint, dump_for_hash, fnv32a, kubelet_checksum};
+/// use corral_checkpoint::formats::devicemanager::DATA;
+///
+/// let empty = DeviceManagerCheckpoint { pod_device_entries: None, registered_devices: None };
+/// let dump = dump_for_hash(&empty, &DATA)?;
+/// // What a v1.32 kubelet's `dump.ForHash(cp.Data)` prints (`devicemanager_v2/empty_nil_nil`).
+/// assert_eq!(
+///     dump,
+///     "(checkpoint.checkpointData){PodDeviceEntries:([]checkpoint.PodDevicesEntry)<nil> \
+///      RegisteredDevices:(map[string][]string)<nil>}"
+/// );
+/// assert_eq!(u64::from(fnv32a(dump.as_bytes())), kubelet_checksum(&empty, &DATA)?);
+/// # Ok::<(), corral_checkpoint::CheckpointError>(())
+/// ```
 pub fn dump_for_hash<T: Serialize + ?Sized>(
     value: &T,
     ty: &'static GoType,
