@@ -13,6 +13,21 @@ use crate::formats::{CheckpointValue, ChecksumVerification, read_checked};
 use crate::gojson::{TopLevel, top_level};
 
 /// What [`inspect`] found.
+///
+/// # Example
+///
+/// ```
+/// use corral_checkpoint::{ChecksumVerification, Format, inspect};
+///
+/// // A `cpu_manager_state` recording 0: the kubelet accepts it without checking anything.
+/// let unchecked = br#"{"policyName":"none","defaultCpuSet":"","checksum":0}"#;
+/// let found = inspect(unchecked, Some("cpu_manager_state"))?;
+/// assert_eq!(found.format, Format::CpuManagerV2);
+/// assert_eq!(found.verification, ChecksumVerification::NotRecorded);
+/// assert_eq!((found.recorded_checksum, found.checksum), (0, 1353318690));
+/// assert!(found.checksum_summary().contains("content not verified"), "{}", found.checksum_summary());
+/// # Ok::<(), corral_checkpoint::CheckpointError>(())
+/// ```
 #[non_exhaustive]
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Inspected {

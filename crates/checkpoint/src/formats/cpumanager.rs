@@ -66,6 +66,19 @@ pub struct CpuManagerCheckpoint {
 }
 
 /// The CPU manager's checkpoint, v1 (`state.CPUManagerCheckpointV1`, without its checksum).
+///
+/// # Example
+///
+/// ```
+/// use corral_checkpoint::{Checkpoint, CpuManagerCheckpointV1};
+///
+/// // Conformance vector `cpumanager_v1_legacy/static_two_containers`: entries by container id.
+/// let old = br#"{"policyName":"static","defaultCpuSet":"0-1,6-7","entries":{"containerID1":"2-3","containerID2":"4-5"},"checksum":736149614}"#;
+/// let state = CpuManagerCheckpointV1::decode(old)?;
+/// assert_eq!(state.entries.as_ref().unwrap()["containerID1"], "2-3");
+/// assert_eq!(state.encode()?, old);
+/// # Ok::<(), corral_checkpoint::CheckpointError>(())
+/// ```
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct CpuManagerCheckpointV1 {
     /// `none` or `static`.

@@ -73,6 +73,18 @@ pub trait Checkpoint: Sized {
 }
 
 /// How a checkpoint's recorded checksum was accepted.
+///
+/// # Example
+///
+/// ```
+/// use corral_checkpoint::{ChecksumVerification, inspect};
+///
+/// let verified = br#"{"policyName":"none","defaultCpuSet":"","checksum":1353318690}"#;
+/// assert_eq!(inspect(verified, None)?.verification, ChecksumVerification::Verified);
+/// assert!(ChecksumVerification::Verified.is_verified());
+/// assert!(!ChecksumVerification::NoChecksum.is_verified());
+/// # Ok::<(), corral_checkpoint::CheckpointError>(())
+/// ```
 #[non_exhaustive]
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ChecksumVerification {
@@ -149,6 +161,20 @@ pub(crate) fn verify_unless_zero(
 }
 
 /// A verified checkpoint of any known format.
+///
+/// # Example
+///
+/// ```
+/// use corral_checkpoint::{CheckpointValue, inspect};
+///
+/// // Conformance vector `devicemanager_v2/empty_nil_nil`.
+/// let bytes = br#"{"Data":{"PodDeviceEntries":null,"RegisteredDevices":null},"Checksum":1944006890}"#;
+/// match inspect(bytes, Some("kubelet_internal_checkpoint"))?.value {
+///     CheckpointValue::DeviceManager(state) => assert_eq!(state.pod_device_entries, None),
+///     other => panic!("{other:?}"),
+/// }
+/// # Ok::<(), corral_checkpoint::CheckpointError>(())
+/// ```
 #[non_exhaustive]
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum CheckpointValue {

@@ -9,6 +9,22 @@ use super::memorymanager_pod::{MemoryManagerCheckpointV2, MemoryManagerCheckpoin
 use crate::error::{CheckpointError, Result};
 
 /// Whose restore order to follow.
+///
+/// # Example
+///
+/// A v1.37 file read by each release: v1.37 reads its `data`; v1.32 reads the copy at the
+/// top level, kept for older readers with checksum 0, which they accept unchecked.
+///
+/// ```
+/// use corral_checkpoint::{CpuManagerState, RestoreOrder, restore_cpu_manager_state_as};
+///
+/// // Conformance vector `cpumanager_v4/none_policy_empty`.
+/// let v4 = br#"{"policyName":"none","defaultCpuSet":"","checksum":0,"data":"{\"policyName\":\"none\",\"defaultCpuSet\":\"\"}","dataChecksum":3028111495}"#;
+/// assert!(matches!(restore_cpu_manager_state_as(v4, RestoreOrder::V137)?, CpuManagerState::V4(_)));
+/// assert!(matches!(restore_cpu_manager_state_as(v4, RestoreOrder::Any)?, CpuManagerState::V4(_)));
+/// assert!(matches!(restore_cpu_manager_state_as(v4, RestoreOrder::V132)?, CpuManagerState::V1(_)));
+/// # Ok::<(), corral_checkpoint::CheckpointError>(())
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum RestoreOrder {
@@ -54,7 +70,7 @@ pub enum MemoryManagerState {
 }
 
 impl CpuManagerState {
-    /// `cpumanager_v1` … `cpumanager_v4`.
+    /// `v1` … `v4`: the version that read the file.
     pub fn version(&self) -> &'static str {
         match self {
             CpuManagerState::V1(_) => "v1",
@@ -78,6 +94,21 @@ impl MemoryManagerState {
 
 /// Reads `cpu_manager_state` as the kubelet's `restoreState` does in k8s 1.32: v1 if it
 /// decodes and verifies as v1, else v2; when both fail, the v2 error is returned.
+///
+/// # Example
+///
+/// ```
+/// use corral_checkpoint::{CpuManagerState, restore_cpu_manager_state};
+///
+/// // Conformance vectors `cpumanager_v1_legacy/empty` and `cpumanager_v2/none_policy_empty`:
+/// // the same content under each version's checksum, and the version that reads it.
+/// let v1 = br#"{"policyName":"none","defaultCpuSet":"","checksum":3242152201}"#;
+/// let v2 = br#"{"policyName":"none","defaultCpuSet":"","checksum":1353318690}"#;
+/// assert!(matches!(restore_cpu_manager_state(v1)?, CpuManagerState::V1(_)));
+/// let restored = restore_cpu_manager_state(v2)?;
+/// assert_eq!(restored.version(), "v2");
+/// # Ok::<(), corral_checkpoint::CheckpointError>(())
+/// ```
 pub fn restore_cpu_manager_state(bytes: &[u8]) -> Result<CpuManagerState> {
     restore_cpu_manager_state_as(bytes, RestoreOrder::V132)
 }
@@ -110,6 +141,8 @@ fn has_data(bytes: &[u8], data: fn(&[u8]) -> Result<(String, u64)>) -> bool {
 }
 
 /// Reads `cpu_manager_state` in `order` (see [`RestoreOrder`]).
+///
+/// # Example
 ///
 /// ```
 /// use corral_checkpoint::{Checkpoint, CpuManagerCheckpointV3, CpuManagerState, RestoreOrder};
