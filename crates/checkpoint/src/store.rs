@@ -49,6 +49,24 @@ const KEY_MAX_LENGTH: usize = 250;
 const TEMP_MARKER: &str = ".tmp.";
 
 /// How the store creates files and directories.
+///
+/// # Example
+///
+/// ```
+/// use std::os::unix::fs::PermissionsExt;
+/// use corral_checkpoint::{CheckpointStore, StoreOptions};
+///
+/// # fn main() -> Result<(), corral_checkpoint::CheckpointError> {
+/// let dir = tempfile::tempdir().expect("temp dir");
+/// let options = StoreOptions { file_mode: 0o640, ..StoreOptions::default() };
+/// assert!(options.sync_directory, "durable by default");
+/// let store = CheckpointStore::with_options(dir.path().join("state"), options)?;
+/// store.write_bytes("key", b"{}")?;
+/// let mode = std::fs::metadata(dir.path().join("state/key")).unwrap().permissions().mode();
+/// assert_eq!(mode & 0o777, 0o640, "applied exactly, whatever the umask");
+/// # Ok(())
+/// # }
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StoreOptions {
     /// Permission bits of checkpoint files, applied exactly (not masked by the umask).

@@ -42,6 +42,22 @@ go_struct! {
 
 go_struct! {
     /// The pre-1.20 device manager state (`checkpoint.checkpointDataV1`).
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use corral_checkpoint::{Checkpoint, DeviceManagerCheckpoint, DeviceManagerCheckpointV1};
+    ///
+    /// // Conformance vector `devicemanager_v1/single_entry`: device ids as a flat list.
+    /// let old = br#"{"Data":{"PodDeviceEntries":[{"PodUID":"pod1","ContainerName":"con1","ResourceName":"domain1.com/resource1","DeviceIDs":["dev1","dev2"],"AllocResp":"AQID"}],"RegisteredDevices":{"domain1.com/resource1":["dev1","dev2"]}},"Checksum":2372526871}"#;
+    /// let state = DeviceManagerCheckpointV1::decode(old)?;
+    /// let entry = &state.pod_device_entries.as_ref().unwrap()[0];
+    /// assert_eq!(entry.device_ids.as_deref(), Some(&["dev1".to_owned(), "dev2".to_owned()][..]));
+    /// assert_eq!(state.encode()?, old);
+    /// // The current reader wants ids per NUMA node, as upstream's: a decode error.
+    /// assert!(DeviceManagerCheckpoint::decode(old).unwrap_err().is_decode_error());
+    /// # Ok::<(), corral_checkpoint::CheckpointError>(())
+    /// ```
     #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
     pub struct DeviceManagerCheckpointV1 in static DATA_V1 = "checkpoint.checkpointDataV1" {
         /// Allocations.

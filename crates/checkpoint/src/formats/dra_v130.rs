@@ -96,6 +96,21 @@ go_struct! {
 }
 
 /// The v1.26–v1.30 DRA checkpoint (`state.DRAManagerCheckpoint`, without its checksum).
+///
+/// # Example
+///
+/// ```
+/// use corral_checkpoint::{Checkpoint, DraManagerCheckpointV130};
+///
+/// // Conformance vectors `dra_v130/empty_list` and `dra_v130/nil_list`: v1.30 refuses the
+/// // file it writes for a nil list (its reader rebuilds an empty one, whose dump differs).
+/// let empty = br#"{"version":"v1","checksum":991151041}"#;
+/// let state = DraManagerCheckpointV130::decode(empty)?;
+/// assert_eq!((state.version.as_str(), state.entries.as_deref()), ("v1", Some(&[][..])));
+/// let nil_list = br#"{"version":"v1","checksum":3675879976}"#;
+/// assert!(DraManagerCheckpointV130::decode(nil_list).unwrap_err().is_checksum_mismatch());
+/// # Ok::<(), corral_checkpoint::CheckpointError>(())
+/// ```
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct DraManagerCheckpointV130 {
     /// Always `v1` when written by a kubelet.

@@ -50,6 +50,22 @@ go_struct! {
 pub type PodMemoryEntries = BTreeMap<String, PodMemoryEntry>;
 
 /// The memory manager's checkpoint v2 (without its checksum): v1 plus pod entries.
+///
+/// # Example
+///
+/// ```
+/// use corral_checkpoint::{Checkpoint, MemoryManagerCheckpoint, MemoryManagerCheckpointV2};
+///
+/// // Conformance vector `memorymanager_v2/upstream_restore_test_pod_entries` (v1.36's bytes).
+/// let kubelet = br#"{"policyName":"static","machineState":{"0":{"numberOfAssignments":0,"memoryMap":{"memory":{"total":2048,"systemReserved":512,"allocatable":1536,"reserved":512,"free":1024}},"cells":[]}},"entries":{"pod":{"container1":[{"numaAffinity":[0],"type":"memory","size":512}]}},"podEntries":{"pod":{"memoryBlocks":[{"numaAffinity":[0],"type":"memory","size":512}]}},"checksum":1278640530}"#;
+/// let state = MemoryManagerCheckpointV2::decode(kubelet)?;
+/// let pod = &state.pod_entries.as_ref().unwrap()["pod"];
+/// assert_eq!(pod.memory_blocks.as_ref().unwrap()[0].size, 512);
+/// assert_eq!(state.encode()?, kubelet);
+/// // A v1 reader refuses it: v1.36's documented downgrade hazard.
+/// assert!(MemoryManagerCheckpoint::decode(kubelet).unwrap_err().is_checksum_mismatch());
+/// # Ok::<(), corral_checkpoint::CheckpointError>(())
+/// ```
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct MemoryManagerCheckpointV2 {
     /// `None` or `Static`.

@@ -183,6 +183,21 @@ pub fn restore_cpu_manager_state_as(bytes: &[u8], order: RestoreOrder) -> Result
 }
 
 /// Reads `memory_manager_state` in `order` (see [`RestoreOrder`]).
+///
+/// # Example
+///
+/// ```
+/// use corral_checkpoint::{MemoryManagerState, RestoreOrder, restore_memory_manager_state};
+///
+/// // Conformance vector `memorymanager_v3/none_empty`: v1.37's bytes.
+/// let v3 = br#"{"policyName":"None","machineState":{},"checksum":4236770233,"data":"{\"policyName\":\"None\",\"machineState\":{}}","dataChecksum":3093843326}"#;
+/// let restored = restore_memory_manager_state(v3, RestoreOrder::V137)?;
+/// assert!(matches!(restored, MemoryManagerState::V3(_)));
+/// // v1.32 reads the v1 copy at the top level, with v1's checksum.
+/// let old = restore_memory_manager_state(v3, RestoreOrder::V132)?;
+/// assert_eq!(old.version(), "v1");
+/// # Ok::<(), corral_checkpoint::CheckpointError>(())
+/// ```
 pub fn restore_memory_manager_state(
     bytes: &[u8],
     order: RestoreOrder,
