@@ -8,6 +8,22 @@
 use std::collections::BTreeMap;
 
 /// Requests or limits of one container (or of the whole pod).
+///
+/// # Example
+///
+/// ```
+/// use corral_topology::{ResourceList, parse_bytes};
+///
+/// let mut list = ResourceList::default();
+/// assert!(list.is_empty());
+/// list.memory_bytes = Some(parse_bytes("1Gi")?);
+/// list.extended.insert("hugepages-2Mi".into(), parse_bytes("4Mi")?);
+/// assert_eq!(list.len(), 2);
+/// assert_eq!(list.get("memory"), Some(1 << 30));
+/// assert_eq!(list.get("hugepages-2Mi"), Some(4 << 20));
+/// assert_eq!(list.get("cpu"), None);
+/// # Ok::<(), corral_topology::QuantityError>(())
+/// ```
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize))]
 pub struct ResourceList {
@@ -43,6 +59,18 @@ impl ResourceList {
 }
 
 /// Requests and limits (upstream `ResourceRequirements`).
+///
+/// # Example
+///
+/// ```
+/// use corral_topology::{Container, ResourceRequirements};
+///
+/// let mut resources = ResourceRequirements::default();
+/// resources.requests.cpu_millis = Some(2000);
+/// resources.limits.cpu_millis = Some(2000);
+/// let app = Container { resources, ..Container::new("app") };
+/// assert_eq!(app.resources.requests.get("cpu"), app.resources.limits.get("cpu"));
+/// ```
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize))]
 pub struct ResourceRequirements {
@@ -179,6 +207,20 @@ pub struct Pod {
 
 /// How the resource managers treat pods that set pod-level resources (the kubelet's
 /// `PodLevelResourceManagers` feature gate, alpha in v1.36).
+///
+/// # Example
+///
+/// ```
+/// use corral_topology::{FeatureGates, Pod, PodLevelResources, ResourceRequirements};
+///
+/// let mut resources = ResourceRequirements::default();
+/// resources.limits.cpu_millis = Some(4000);
+/// let pod = Pod { uid: "u".into(), resources: Some(resources), ..Pod::default() };
+/// assert!(!pod.is_managed_at_pod_level(PodLevelResources::Unmanaged));
+/// assert!(pod.is_managed_at_pod_level(PodLevelResources::Managed));
+/// // v1.37 turns the gate on by default.
+/// assert_eq!(FeatureGates::v1_37_defaults().pod_level_resources(), PodLevelResources::Managed);
+/// ```
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum PodLevelResources {

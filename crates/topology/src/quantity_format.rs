@@ -17,6 +17,17 @@ use std::fmt;
 use crate::quantity::{Quantity, QuantityError};
 
 /// Upstream `resource.Format`.
+///
+/// # Example
+///
+/// ```
+/// use corral_topology::{Quantity, QuantityFormat};
+///
+/// assert_eq!(Quantity::parse("1Gi")?.format(), QuantityFormat::BinarySi);
+/// assert_eq!(Quantity::parse("1e3")?.format(), QuantityFormat::DecimalExponent);
+/// assert_eq!(Quantity::parse("500m")?.format(), QuantityFormat::DecimalSi);
+/// # Ok::<(), corral_topology::QuantityError>(())
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum QuantityFormat {
     /// `1e3`.

@@ -8,6 +8,27 @@ use std::path::{Path, PathBuf};
 use crate::CpuSet;
 
 /// Why discovery failed.
+///
+/// Each variant names the file, and prints its cause once (the I/O error is the source).
+///
+/// # Example
+///
+/// ```
+/// use std::error::Error;
+/// use corral_topology::{DiscoveryError, discover};
+///
+/// let root = tempfile::tempdir()?;
+/// std::fs::create_dir_all(root.path().join("sys/devices/system/cpu"))?;
+/// std::fs::write(root.path().join("sys/devices/system/cpu/online"), "zero\n")?;
+/// match discover(root.path()) {
+///     Err(err @ DiscoveryError::Parse { .. }) => {
+///         assert!(err.to_string().contains("sys/devices/system/cpu/online"), "{err}");
+///         assert!(err.source().is_none());
+///     }
+///     other => panic!("{other:?}"),
+/// }
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum DiscoveryError {

@@ -121,6 +121,23 @@ impl fmt::Display for ShowHint<'_> {
 
 /// Hints of one provider, per resource name. A `None` list means "no preference for this
 /// resource" (upstream nil); `Some(vec![])` means "this resource cannot be satisfied".
+///
+/// # Example
+///
+/// ```
+/// use std::collections::BTreeMap;
+/// use corral_topology::{NumaInfo, NumaMask, Policy, PolicyName, PolicyOptions, ResourceHints, TopologyHint};
+///
+/// let policy = Policy::new(PolicyName::Restricted, NumaInfo::from_ids([0, 1])?, PolicyOptions::default());
+/// let node1 = TopologyHint::new(Some(NumaMask::new([1])?), true);
+/// let fits: ResourceHints = BTreeMap::from([("example.com/nic".to_owned(), Some(vec![node1]))]);
+/// let no_preference: ResourceHints = BTreeMap::from([("memory".to_owned(), None)]);
+/// let impossible: ResourceHints = BTreeMap::from([("example.com/gpu".to_owned(), Some(vec![]))]);
+/// assert!(policy.merge(&[Some(fits.clone()), Some(no_preference)]).admit);
+/// assert_eq!(policy.merge(&[Some(fits.clone()), None]).best_hint, node1);
+/// assert!(!policy.merge(&[Some(fits), Some(impossible)]).admit);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 pub type ResourceHints = BTreeMap<String, Option<Vec<TopologyHint>>>;
 
 /// What one provider returned: `None` (or an empty map) means "no preference at all".

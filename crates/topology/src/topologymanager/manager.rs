@@ -99,6 +99,21 @@ impl TopologyManagerConfig {
 }
 
 /// Why a topology manager could not be built.
+///
+/// # Example
+///
+/// ```
+/// use std::collections::BTreeMap;
+/// use corral_topology::{NumaNode, TopologyManager, TopologyManagerConfig, TopologyManagerError};
+///
+/// // Upstream's limit: 8 NUMA nodes unless `max-allowable-numa-nodes` says more.
+/// let nodes: Vec<NumaNode> = (0..9).map(|id| NumaNode { id, distances: None }).collect();
+/// let config = TopologyManagerConfig::from_strings("best-effort", "container", &BTreeMap::new())?;
+/// let err = TopologyManager::new(&config, &nodes).unwrap_err();
+/// assert!(matches!(err, TopologyManagerError::TooManyNumaNodes { count: 9, max: 8 }));
+/// assert_eq!(err.to_string(), "unsupported on machines with more than 8 NUMA Nodes");
+/// # Ok::<(), corral_topology::PolicyConfigError>(())
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum TopologyManagerError {

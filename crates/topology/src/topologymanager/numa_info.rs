@@ -6,6 +6,15 @@ use std::collections::BTreeMap;
 use crate::NumaMask;
 
 /// Why a [`NumaInfo`] could not be built.
+///
+/// # Example
+///
+/// ```
+/// use corral_topology::{NumaInfo, NumaInfoError};
+///
+/// assert_eq!(NumaInfo::from_ids([0, 64]).unwrap_err(), NumaInfoError::IdOutOfRange { id: 64 });
+/// assert_eq!(NumaInfo::from_ids([1, 1]).unwrap_err(), NumaInfoError::DuplicateNode { id: 1 });
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum NumaInfoError {
@@ -51,6 +60,24 @@ pub enum NumaInfoError {
 /// One NUMA node as discovery reports it: its id and its distance row (indexed by node id).
 /// Ids are mask bits: the Linux node ids, unless the machine has one of 64 or more (see
 /// [`NumaIds`](crate::NumaIds)).
+///
+/// # Example
+///
+/// ```
+/// use corral_topology::{NumaDistances, NumaInfo, NumaNode};
+///
+/// let nodes = [
+///     NumaNode { id: 0, distances: Some(vec![10, 21]) },
+///     NumaNode { id: 1, distances: Some(vec![21, 10]) },
+/// ];
+/// let info = NumaInfo::new(&nodes, NumaDistances::Require)?;
+/// assert_eq!(info.distances()[&1], [21, 10]);
+/// // `prefer-closest-numa-nodes` needs every row.
+/// let blind = [NumaNode { id: 0, distances: None }];
+/// assert!(NumaInfo::new(&blind, NumaDistances::Require).is_err());
+/// assert!(NumaInfo::new(&blind, NumaDistances::Ignore).is_ok());
+/// # Ok::<(), corral_topology::NumaInfoError>(())
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct NumaNode {
     /// Node id (mask bit).

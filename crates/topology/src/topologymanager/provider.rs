@@ -8,6 +8,24 @@ use super::store::AffinityStore;
 use crate::{Container, Pod};
 
 /// Why a provider could not allocate for a container.
+///
+/// # Example
+///
+/// ```
+/// use std::error::Error;
+/// use corral_topology::{AllocationError, PodAdmitResult};
+///
+/// let err = AllocationError::Admission {
+///     reason: "SMTAlignmentError".into(),
+///     message: "not enough free physical cores".into(),
+/// };
+/// let refused = PodAdmitResult::from_allocation_error(&err);
+/// assert_eq!((refused.reason.as_str(), refused.message.as_str()), ("SMTAlignmentError", "not enough free physical cores"));
+///
+/// let io = std::io::Error::other("device plugin gone");
+/// let err = AllocationError::unexpected(io);
+/// assert_eq!(err.source().unwrap().to_string(), "device plugin gone");
+/// ```
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum AllocationError {
