@@ -57,6 +57,54 @@ impl IntWidth {
 }
 
 /// A Go type, as far as checkpoint encoding needs it.
+///
+/// # Example
+///
+/// Upstream's v2 `state.CPUManagerCheckpoint` described by hand: a serde struct with the Go
+/// field order and JSON names, and its [`GoType`] tree, dump and hash as the kubelet does.
+///
+/// ```
+/// use std::collections::BTreeMap;
+/// use corral_checkpoint::gotype::{CHECKSUM, MAP_STRING_STRING, STRING};
+/// use corral_checkpoint::{GoField, GoStruct, GoType, dump_for_hash, fnv32a};
+///
+/// #[derive(serde::Serialize)]
+/// struct CpuCheckpoint {
+///     #[serde(rename = "policyName")]
+///     policy_name: String,
+///     #[serde(rename = "defaultCpuSet")]
+///     default_cpu_set: String,
+///     entries: BTreeMap<String, BTreeMap<String, String>>,
+///     checksum: u64,
+/// }
+///
+/// static ENTRIES: GoType = GoType::Map(&STRING, &MAP_STRING_STRING);
+/// static CHECKPOINT: GoType = GoType::Ptr(&GoType::Struct(&GoStruct {
+///     name: "state.CPUManagerCheckpoint",
+///     fields: &[
+///         GoField::tagged("PolicyName", "policyName", &STRING),
+///         GoField::tagged("DefaultCPUSet", "defaultCpuSet", &STRING),
+///         GoField::tagged("Entries", "entries", &ENTRIES),
+///         GoField::tagged("Checksum", "checksum", &CHECKSUM),
+///     ],
+/// }));
+///
+/// let empty = CpuCheckpoint {
+///     policy_name: "none".into(),
+///     default_cpu_set: String::new(),
+///     entries: BTreeMap::new(),
+///     checksum: 0,
+/// };
+/// let dump = dump_for_hash(&empty, &CHECKPOINT)?;
+/// // The oracle's `hash_input` and checksum for `cpumanager_v2/none_policy_empty`.
+/// assert_eq!(
+///     dump,
+///     "(*state.CPUManagerCheckpoint){PolicyName:(string)none DefaultCPUSet:(string) \
+///      Entries:(map[string]map[string]string)map[] Checksum:(checksum.Checksum)0}"
+/// );
+/// assert_eq!(fnv32a(dump.as_bytes()), 1_353_318_690);
+/// # Ok::<(), corral_checkpoint::CheckpointError>(())
+/// ```
 #[derive(Debug)]
 #[non_exhaustive]
 pub enum GoType {

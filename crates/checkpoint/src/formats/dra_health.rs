@@ -43,6 +43,20 @@ pub const UNKNOWN: &str = "Unknown";
 
 go_struct! {
     /// One device's last known health (`state.DeviceHealth`).
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use std::time::{Duration, UNIX_EPOCH};
+    /// use corral_checkpoint::DeviceHealth;
+    /// use corral_checkpoint::formats::dra_health::UNHEALTHY;
+    ///
+    /// let at = UNIX_EPOCH + Duration::from_secs(1_764_059_400); // 2025-11-25T08:30:00Z
+    /// let health = DeviceHealth::new("node-1", "gpu-0", UNHEALTHY, at, Some(Duration::from_secs(30)));
+    /// assert_eq!(health.key(), "node-1/gpu-0");
+    /// assert_eq!(health.last_updated, "2025-11-25T08:30:00Z", "as Go's time.Time writes it");
+    /// assert_eq!(health.timeout(), Some(Duration::from_secs(30)));
+    /// ```
     #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
     pub struct DeviceHealth in static DEVICE_HEALTH = "state.DeviceHealth" {
         /// Resource pool of the device.

@@ -69,6 +69,22 @@ use mark::MarkFile;
 use record::{Entry, Kind, Stamp};
 
 /// Journal settings.
+///
+/// # Example
+///
+/// ```
+/// use corral_checkpoint::{Journal, JournalOptions, Managed};
+///
+/// let root = tempfile::tempdir()?;
+/// let options = JournalOptions { compact_at: 64 << 10, ..JournalOptions::default() };
+/// assert_eq!(options.max_bytes, 256 << 20);
+/// let managed = [Managed::Dir("pods".into())];
+/// let (journal, recovery) = Journal::open(root.path(), "pods.journal", &managed, options)?;
+/// assert!(!recovery.replayed && recovery.restored.is_empty());
+/// journal.activate()?;
+/// assert!(journal.is_active() && !journal.has_pending());
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct JournalOptions {
     /// Once the journal is larger than this many bytes, the next commit replaces it with a
