@@ -12,7 +12,9 @@
 //! - [`FeatureGates`]: the kubelet's feature gates the managers read, with v1.37's defaults
 //!   and [`Maturity`], parsed from a `featureGates` map with upstream's refusals.
 //! - [`topologymanager`]: hints, the four policies and their options, the hint merge, the two
-//!   scopes, the affinity store and admission.
+//!   scopes, the affinity store and admission. A [`TopologyHint`] prints as the kubelet
+//!   logs it; [`NumaIds::show`] and [`TopologyHint::show`] print masks with the NUMA nodes
+//!   their bits stand for where those are dense bits, not node ids.
 //!
 //! # Deviations from upstream
 //!
