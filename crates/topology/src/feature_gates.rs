@@ -283,6 +283,25 @@ impl std::fmt::Display for Feature {
 
 /// Why a `featureGates` map was refused. The messages are upstream's exact texts
 /// (`featuregate.unsafeSetFromMap`, `utilerrors.NewAggregate`), which the unit tests assert.
+///
+/// # Example
+///
+/// ```
+/// use std::collections::BTreeMap;
+/// use corral_topology::{FeatureGateError, FeatureGates};
+///
+/// // On while the gate it depends on is off: refused, as upstream's dependency check does.
+/// let map = BTreeMap::from([
+///     ("PodLevelResources".to_owned(), false),
+///     ("PodLevelResourceManagers".to_owned(), true),
+/// ]);
+/// let err = FeatureGates::from_map(&map).unwrap_err();
+/// assert!(err.to_string().contains("PodLevelResourceManagers"), "{err}");
+/// assert!(matches!(
+///     FeatureGates::from_map(&BTreeMap::from([("CPUManager".to_owned(), true)])),
+///     Err(FeatureGateError::Unrecognized { .. })
+/// ));
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum FeatureGateError {

@@ -4,6 +4,16 @@
 use super::{CpuSet, WORD_BITS};
 
 /// Ascending iterator over a [`CpuSet`].
+///
+/// # Example
+///
+/// ```
+/// use corral_topology::CpuSet;
+///
+/// let set = CpuSet::from_iter([7, 1, 3]);
+/// assert_eq!(set.iter().collect::<Vec<_>>(), [1, 3, 7]);
+/// assert_eq!(set.iter().max(), Some(7));
+/// ```
 #[derive(Debug, Clone)]
 pub struct Iter<'a> {
     set: &'a CpuSet,
@@ -52,6 +62,16 @@ impl Iterator for Iter<'_> {
 ///
 /// Walks the dense words a run at a time (`trailing_zeros` / `trailing_ones`), so a run
 /// costs a few instructions however long it is.
+///
+/// # Example
+///
+/// ```
+/// use corral_topology::CpuSet;
+///
+/// let set: CpuSet = "0-3,8,10-11".parse()?;
+/// assert_eq!(set.ranges().collect::<Vec<_>>(), [(0, 3), (8, 8), (10, 11)]);
+/// # Ok::<(), corral_topology::CpuSetParseError>(())
+/// ```
 #[derive(Debug, Clone)]
 pub struct Ranges<'a> {
     set: &'a CpuSet,

@@ -76,6 +76,18 @@ enum_strings! {
 }
 
 /// Why a policy name, scope name or policy option was refused.
+///
+/// # Example
+///
+/// ```
+/// use std::collections::BTreeMap;
+/// use corral_topology::{PolicyConfigError, PolicyOptions};
+///
+/// let typo = BTreeMap::from([("prefer-closest-numa-node".to_owned(), "true".to_owned())]);
+/// assert!(matches!(PolicyOptions::from_map(&typo), Err(PolicyConfigError::UnknownOption(_))));
+/// let not_bool = BTreeMap::from([("prefer-closest-numa-nodes".to_owned(), "yes".to_owned())]);
+/// assert!(matches!(PolicyOptions::from_map(&not_bool), Err(PolicyConfigError::BadBool { .. })));
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum PolicyConfigError {
