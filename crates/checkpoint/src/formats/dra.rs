@@ -130,6 +130,22 @@ pub struct DraManagerCheckpoint {
 }
 
 /// The outer file (`state.Checkpoint`): the `Data` JSON string and its CRC32.
+///
+/// # Example
+///
+/// ```
+/// use corral_checkpoint::{DraManagerCheckpoint, DraManagerCheckpointFile, crc32_ieee};
+///
+/// // Conformance vector `dra_v132/empty_list`.
+/// let kubelet = br#"{"Data":"{\"kind\":\"DRACheckpoint\",\"apiVersion\":\"checkpoint.dra.kubelet.k8s.io/v1\",\"ClaimInfoStateList\":[]}","Checksum":2361995144}"#;
+/// let file = DraManagerCheckpointFile::decode(kubelet)?;
+/// assert_eq!(crc32_ieee(file.data.as_bytes()), file.checksum);
+/// assert_eq!(file.claim_info_state_list()?.claim_info_state_list, Some(vec![]));
+///
+/// let again = DraManagerCheckpointFile::new(&DraManagerCheckpoint { claim_info_state_list: Some(vec![]) })?;
+/// assert_eq!(again.encode()?, kubelet);
+/// # Ok::<(), corral_checkpoint::CheckpointError>(())
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DraManagerCheckpointFile {
     /// The serialized `CheckpointData`.

@@ -44,6 +44,20 @@ pub enum RestoreOrder {
 }
 
 /// A restored `cpu_manager_state`, by the version that read it.
+///
+/// # Example
+///
+/// ```
+/// use corral_checkpoint::{CpuManagerState, RestoreOrder, restore_cpu_manager_state_as};
+///
+/// // Conformance vector `cpumanager_v2/static_default_only`.
+/// let v2 = br#"{"policyName":"static","defaultCpuSet":"0-7","checksum":14413152}"#;
+/// match restore_cpu_manager_state_as(v2, RestoreOrder::V137)? {
+///     CpuManagerState::V2(state) => assert_eq!(state.default_cpu_set, "0-7"),
+///     other => panic!("read as {}", other.version()),
+/// }
+/// # Ok::<(), corral_checkpoint::CheckpointError>(())
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum CpuManagerState {

@@ -105,6 +105,33 @@ impl Default for JournalOptions {
 }
 
 /// What opening a journal did to the files.
+///
+/// # Example
+///
+/// A file changed behind the journal's back is put back to what the journal committed:
+///
+/// ```
+/// use std::sync::Arc;
+/// use corral_checkpoint::{CheckpointStore, Journal, JournalOptions, Managed};
+///
+/// let root = tempfile::tempdir()?;
+/// let managed = [Managed::File("memory_manager_state".into())];
+/// let open = || Journal::open(root.path(), "state.journal", &managed, JournalOptions::default());
+/// {
+///     let (journal, _) = open()?;
+///     journal.activate()?;
+///     let journal = Arc::new(journal);
+///     let store = CheckpointStore::open(root.path())?.with_journal(Arc::clone(&journal));
+///     store.write_bytes("memory_manager_state", b"committed")?;
+///     journal.commit()?;
+/// }
+/// std::fs::write(root.path().join("memory_manager_state"), b"edited by hand")?;
+/// let (_journal, recovery) = open()?;
+/// assert!(recovery.replayed);
+/// assert_eq!(recovery.restored, [root.path().join("memory_manager_state")]);
+/// assert_eq!(std::fs::read(root.path().join("memory_manager_state"))?, b"committed");
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Recovery {
     /// Whether a journal was found (else the files were taken as they were).
