@@ -18,6 +18,10 @@ mod tests;
 #[cfg(test)]
 mod tests_accounting;
 #[cfg(test)]
+mod tests_adversary;
+#[cfg(test)]
+mod tests_fake_server;
+#[cfg(test)]
 mod tests_hostile;
 #[cfg(test)]
 mod tests_scheduler;

@@ -1,0 +1,144 @@
+//! The publisher's promises attacked with a lying server: answers that carry another
+//! object's name or a stale `resourceVersion`, or report a write that was then lost; a
+//! server that conflicts forever; a restart that finds its own object. Every test ends with
+//! the object equal to the node's state, or with a bound on what the publisher asked of the
+//! server.
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+use corral_nrt::NodeResourceTopology;
+
+use super::api::ApiError;
+use super::tests_fake_server::{Harness, Scripted};
+use crate::node::tests::WAIT;
+
+/// Wait (bounded by `WAIT`) until `cond` holds.
+async fn until(what: &str, cond: impl Fn() -> bool) {
+    let deadline = Instant::now() + WAIT;
+    while !cond() {
+        assert!(Instant::now() < deadline, "never: {what}");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+fn renamed(nrt: &mut NodeResourceTopology) {
+    nrt.metadata.name = "worker-2".to_owned();
+}
+
+fn stale(nrt: &mut NodeResourceTopology) {
+    nrt.metadata.resource_version = Some("1".to_owned());
+}
+
+/// A write answered with another object's name: the next resync reads and repairs.
+#[tokio::test]
+async fn a_write_answered_with_another_name_converges() {
+    let harness = Harness::start(Duration::from_millis(200)).await;
+    harness.converged().await;
+    harness.server.script([Scripted::Twist(renamed)]);
+    harness.admit("p1", &[2]).await;
+    harness.converged().await;
+    // Another change after it: written with the right name too.
+    harness.admit("p2", &[2]).await;
+    let nrt = harness.converged().await;
+    assert_eq!(nrt.metadata.name, "worker-1");
+    harness.stop().await;
+}
+
+/// A write answered with a stale `resourceVersion`: the next write meets a conflict, reads
+/// the fresh object and succeeds.
+#[tokio::test]
+async fn a_stale_resource_version_in_an_answer_costs_one_conflict() {
+    let harness = Harness::start(Duration::from_secs(3600)).await;
+    harness.converged().await;
+    harness.server.script([Scripted::Twist(stale)]);
+    harness.admit("p1", &[2]).await;
+    harness.converged().await;
+    let reads = harness.stats.reads.load(Ordering::Relaxed);
+    harness.admit("p2", &[2]).await;
+    harness.converged().await;
+    // One conflict, one read of the fresh object, no failure.
+    assert_eq!(harness.stats.reads.load(Ordering::Relaxed), reads + 1);
+    assert_eq!(harness.stats.failures(), 0);
+    harness.stop().await;
+}
+
+/// The server answers 200 to a write and then has not got it: with nothing else changing,
+/// the resync finds and rewrites it.
+#[tokio::test]
+async fn a_write_the_server_lost_is_rewritten_by_the_resync() {
+    let harness = Harness::start(Duration::from_millis(300)).await;
+    harness.converged().await;
+    let writes = harness.stats.writes();
+    harness.server.script([Scripted::Lose]);
+    harness.admit("p1", &[2]).await;
+    harness.converged().await;
+    // The lost write and the resync's rewrite.
+    assert!(harness.stats.writes() >= writes + 2);
+    harness.stop().await;
+}
+
+/// A server that conflicts on every call: each attempt is bounded (a replace and a read per
+/// conflict retry at most), and attempts keep to the backoff.
+#[tokio::test]
+async fn a_server_that_always_conflicts_is_not_hammered() {
+    let harness = Harness::start(Duration::from_secs(3600)).await;
+    harness.converged().await;
+    harness
+        .server
+        .script((0..40).map(|_| Scripted::Fail(|| ApiError::Conflict)));
+    let calls = harness.server.calls();
+    let started = Instant::now();
+    harness.admit("p1", &[2]).await;
+    harness.converged().await;
+    let elapsed = started.elapsed();
+    let failures = harness.stats.failures();
+    let made = harness.server.calls() - calls;
+    // A failed attempt is one or two calls (a replace and the read after its conflict;
+    // after a failed read, the read alone); then a read and the replace that succeeds.
+    assert!(made <= 42, "{made} calls for 40 conflicts");
+    assert!(
+        failures >= 20,
+        "{failures} failed attempts for {made} calls"
+    );
+    // Every failed attempt waited its backoff: 10, 20, 40, … capped at 200 ms.
+    let least: Duration = (0..failures)
+        .map(|i| Duration::from_millis(10 << i.min(5)).min(Duration::from_millis(200)))
+        .sum();
+    assert!(elapsed >= least, "{failures} failures in {elapsed:?}");
+    harness.stop().await;
+}
+
+/// A restart (a new publisher) that finds its own object already right writes nothing; its
+/// first change is one write.
+#[tokio::test]
+async fn a_restart_that_finds_its_object_right_does_not_rewrite_it() {
+    let first = Harness::start(Duration::from_secs(3600)).await;
+    first.converged().await;
+    let server = Arc::clone(&first.server);
+    first.stop().await;
+    let second = Harness::start_with(Duration::from_secs(3600), server).await;
+    until("the restart read the object", || {
+        second.stats.reads.load(Ordering::Relaxed) >= 1
+    })
+    .await;
+    second.admit("p1", &[2]).await;
+    second.converged().await;
+    assert_eq!(second.stats.writes(), 1, "only the admission is written");
+    second.stop().await;
+}
+
+/// Resyncs of an object nobody changed read it and write nothing.
+#[tokio::test]
+async fn a_resync_of_an_unchanged_object_writes_nothing() {
+    let harness = Harness::start(Duration::from_millis(50)).await;
+    harness.converged().await;
+    let writes = harness.stats.writes();
+    until("five resyncs", || {
+        harness.stats.reads.load(Ordering::Relaxed) >= 6
+    })
+    .await;
+    assert_eq!(harness.stats.writes(), writes);
+    harness.stop().await;
+}
