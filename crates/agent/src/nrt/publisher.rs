@@ -7,7 +7,7 @@
 //!
 //! It is never on the admission path: admissions only bump a counter, and a dead or slow API
 //! server delays nothing but the next write. Each episode of failures is logged once when it
-//! starts (and again only if the failure changes kind) and once when it ends.
+//! starts and once when it ends (with the count of failed attempts and the last error).
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -151,8 +151,10 @@ impl<A: NrtApi> Publisher<A> {
         let mut dirty = true;
         loop {
             let now = Instant::now();
-            let due = dirty && retry_at.is_none_or(|at| at <= now) && not_before <= now
-                || resync_due <= now;
+            // A retry's wait (backoff or `Retry-After`) holds off the resync too: a resync
+            // period shorter than it must not turn into calls at the resync's pace.
+            let due = retry_at.is_none_or(|at| at <= now)
+                && (dirty && not_before <= now || resync_due <= now);
             if due {
                 changes.borrow_and_update();
                 let resync = resync_due <= now;
@@ -196,11 +198,12 @@ impl<A: NrtApi> Publisher<A> {
                 }
                 continue;
             }
-            let wake_at = match (dirty, retry_at) {
-                (true, Some(at)) => at.max(not_before).min(resync_due),
-                (true, None) => not_before.min(resync_due),
-                (false, _) => resync_due,
+            let next = if dirty {
+                not_before.min(resync_due)
+            } else {
+                resync_due
             };
+            let wake_at = retry_at.map_or(next, |at| at.max(next));
             tokio::select! {
                 () = &mut stop => return,
                 changed = changes.changed() => {

@@ -1,8 +1,8 @@
-//! The publisher's promises attacked with a lying server: answers that carry another
-//! object's name or a stale `resourceVersion`, or report a write that was then lost; a
-//! server that conflicts forever; a restart that finds its own object. Every test ends with
-//! the object equal to the node's state, or with a bound on what the publisher asked of the
-//! server.
+//! The publisher's promises attacked with a lying server: answers that name another object,
+//! carry a stale `resourceVersion` or report a write that was then lost; a 429 whose
+//! `Retry-After` a resync falls inside; a server that conflicts forever; a restart that finds
+//! its own object. Every test ends with the object equal to the node's state, or with a
+//! bound on what the publisher asked of the server.
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use corral_nrt::NodeResourceTopology;
 
 use super::api::ApiError;
-use super::tests_fake_server::{Harness, Scripted};
+use super::tests_fake_server::{FakeServer, Harness, Scripted};
 use crate::node::tests::WAIT;
 
 /// Wait (bounded by `WAIT`) until `cond` holds.
@@ -76,6 +76,68 @@ async fn a_write_the_server_lost_is_rewritten_by_the_resync() {
     harness.converged().await;
     // The lost write and the resync's rewrite.
     assert!(harness.stats.writes() >= writes + 2);
+    harness.stop().await;
+}
+
+/// A 429 with `Retry-After: 3` while the resync period is far shorter: no call reaches the
+/// server before the 3 s are up (neither the retry nor a resync). Lower bounds on measured
+/// gaps: a slow machine only makes them longer.
+#[tokio::test]
+async fn retry_after_holds_off_the_resync_too() {
+    let harness = Harness::start(Duration::from_millis(100)).await;
+    harness.converged().await;
+    harness
+        .server
+        .script([Scripted::Fail(|| ApiError::TooManyRequests {
+            retry_after: Some(Duration::from_secs(3)),
+        })]);
+    until("the 429 was answered", || harness.stats.failures() == 1).await;
+    // The 429'd call is the last one so far (unless a call followed at once: then that one
+    // is the one measured from, and the bound is as strict).
+    let times = harness.server.call_times();
+    let refused = *times.last().unwrap();
+    until("a call after the 429", || {
+        harness.server.call_times().len() > times.len()
+    })
+    .await;
+    let next = harness.server.call_times()[times.len()];
+    let gap = next - refused;
+    assert!(
+        gap >= Duration::from_secs(3),
+        "the server was called again {gap:?} after its 429 asked for 3 s"
+    );
+    harness.converged().await;
+    harness.stop().await;
+}
+
+/// A failing server with a resync period shorter than the backoff: calls keep to the
+/// backoff, not to the resync period.
+#[tokio::test]
+async fn the_resync_does_not_shortcut_the_backoff() {
+    let server = Arc::new(FakeServer::default());
+    let harness = Harness::start_with(Duration::from_millis(20), Arc::clone(&server)).await;
+    harness.converged().await;
+    server.script((0..8).map(|_| {
+        Scripted::Fail(|| ApiError::Status {
+            status: 503,
+            message: "etcd leader changed".into(),
+        })
+    }));
+    until("eight failures", || harness.stats.failures() >= 8).await;
+    // The harness' backoff: 10 ms doubling to 200 ms. The gaps between failed calls after
+    // the first must each be at least the backoff then due.
+    let times = server.call_times();
+    let failed: Vec<Instant> = times[times.len() - 8..].to_vec();
+    let mut backoff = Duration::from_millis(10);
+    for pair in failed.windows(2) {
+        let gap = pair[1] - pair[0];
+        assert!(
+            gap >= backoff,
+            "a call {gap:?} after a failure, backoff {backoff:?}"
+        );
+        backoff = (backoff * 2).min(Duration::from_millis(200));
+    }
+    harness.converged().await;
     harness.stop().await;
 }
 

@@ -5,7 +5,7 @@
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use corral_nrt::NodeResourceTopology;
 use tokio::sync::{Notify, watch};
@@ -45,6 +45,8 @@ pub(super) struct FakeServer {
     writes: Mutex<u64>,
     /// Every call received (get, create, replace), scripted or not.
     calls: AtomicU64,
+    /// When each call was received.
+    call_times: Mutex<Vec<Instant>>,
 }
 
 impl Default for FakeServer {
@@ -58,6 +60,7 @@ impl Default for FakeServer {
             hung: AtomicU64::default(),
             writes: Mutex::default(),
             calls: AtomicU64::default(),
+            call_times: Mutex::default(),
         }
     }
 }
@@ -76,6 +79,11 @@ impl FakeServer {
         self.calls.load(Ordering::SeqCst)
     }
 
+    /// When each call so far was received.
+    pub(super) fn call_times(&self) -> Vec<Instant> {
+        self.call_times.lock().unwrap().clone()
+    }
+
     /// Someone else changes the object (bumping its version).
     pub(super) fn tamper(&self, change: impl FnOnce(&mut NodeResourceTopology)) {
         let mut object = self.object.lock().unwrap();
@@ -89,6 +97,7 @@ impl FakeServer {
     /// The scripted step for this call, after any hang or hold; `Err` when it fails.
     async fn before_call(&self, write: bool) -> Result<Option<Scripted>, ApiError> {
         self.calls.fetch_add(1, Ordering::SeqCst);
+        self.call_times.lock().unwrap().push(Instant::now());
         if *self.hang.borrow() {
             self.hung.fetch_add(1, Ordering::SeqCst);
             let mut hang = self.hang.subscribe();
