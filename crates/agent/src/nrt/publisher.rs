@@ -234,7 +234,14 @@ impl<A: NrtApi> Publisher<A> {
         }
         for _ in 0..CONFLICT_RETRIES {
             let result = match &self.server {
-                Some(server) if server.same_content(&desired) => return Ok(()),
+                // An answer naming another object (a misrouting proxy, a hostile server)
+                // is not ours however alike: `same_content` ignores the name.
+                Some(server)
+                    if server.metadata.name == desired.metadata.name
+                        && server.same_content(&desired) =>
+                {
+                    return Ok(());
+                }
                 Some(server) => {
                     let mut update = desired.clone();
                     update.metadata.resource_version = server.metadata.resource_version.clone();

@@ -31,6 +31,40 @@ fn stale(nrt: &mut NodeResourceTopology) {
     nrt.metadata.resource_version = Some("1".to_owned());
 }
 
+/// The server answers a read with another node's object that says the same: the publisher
+/// must not take it for its own (`same_content` ignores the name) and must write its own.
+#[tokio::test]
+async fn another_objects_answer_is_not_taken_for_ours() {
+    let harness = Harness::start(Duration::from_millis(100)).await;
+    harness.converged().await;
+    // The server's only object now answers as `worker-2`, same content, same version.
+    harness
+        .server
+        .object
+        .lock()
+        .unwrap()
+        .as_mut()
+        .unwrap()
+        .metadata
+        .name = "worker-2".to_owned();
+    // The resync (every 100 ms) reads it; the publisher writes `worker-1` over it.
+    let deadline = Instant::now() + WAIT;
+    loop {
+        let object = harness.server.object().unwrap();
+        if object.metadata.name == "worker-1" {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the publisher took worker-2's object for its own ({} reads)",
+            harness.stats.reads.load(Ordering::Relaxed)
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    harness.converged().await;
+    harness.stop().await;
+}
+
 /// A write answered with another object's name: the next resync reads and repairs.
 #[tokio::test]
 async fn a_write_answered_with_another_name_converges() {
