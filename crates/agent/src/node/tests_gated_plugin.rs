@@ -242,7 +242,7 @@ impl Drop for GatedPlugin {
 
 /// A device plugin's server on `<plugin dir>/<socket>`, registered with a node; stopped
 /// (gracefully, bounded) by [`Served::stop`], aborted when dropped.
-pub(super) struct Served {
+pub(crate) struct Served {
     stop: Option<tokio::sync::oneshot::Sender<()>>,
     server: tokio::task::JoinHandle<()>,
 }
@@ -250,7 +250,7 @@ pub(super) struct Served {
 impl Served {
     /// Serve `service` on `<plugin dir>/<socket>`, register it with `node` for `resource`
     /// with `options`, and wait until its devices are listed.
-    pub(super) async fn start<S: DevicePlugin>(
+    pub(crate) async fn start<S: DevicePlugin>(
         node: &Arc<Node>,
         socket: &str,
         resource: &str,
@@ -293,7 +293,7 @@ impl Served {
     }
 
     /// Stop serving (bounded).
-    pub(super) async fn stop(&mut self) {
+    pub(crate) async fn stop(&mut self) {
         if let Some(stop) = self.stop.take() {
             let _ = stop.send(());
         }

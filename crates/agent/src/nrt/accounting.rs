@@ -13,8 +13,10 @@
 //!   machine state (total, allocatable, free) per NUMA node; otherwise what sysfs gave, all
 //!   of it allocatable and available (no policy holds memory per NUMA node).
 //! - device resources: a device plugin's devices on this NUMA node (on each of its nodes
-//!   when it names several); capacity counts them all, allocatable the healthy ones,
-//!   available the healthy ones no pod holds. Devices without topology are in no zone.
+//!   when it names several; NUMA ids the machine lacks make no zone); capacity counts them
+//!   all, allocatable the healthy ones (by the device manager's health, which marks a
+//!   disconnected plugin's devices unhealthy), available the healthy ones no pod holds.
+//!   Devices without topology are in no zone.
 //! - attributes: the topology manager's policy and scope, and the pod fingerprint over the
 //!   admitted pods holding exclusive resources (see `pods_fingerprint`).
 
@@ -249,8 +251,18 @@ fn memory_tables(node: &Node) -> BTreeMap<usize, BTreeMap<String, Counts>> {
 
 /// Per device resource, per NUMA node.
 fn device_counts(node: &Node) -> BTreeMap<String, BTreeMap<usize, Counts>> {
+    // Healthy as the device manager holds it, not as the plugin last listed it: when a
+    // plugin's stream ends, its devices turn unhealthy (upstream `PluginDisconnected`) though
+    // its last list called them healthy, and the manager allocates none of them.
+    let healthy: BTreeMap<String, BTreeSet<String>> = node
+        .devices()
+        .allocatable_devices()
+        .into_iter()
+        .map(|(resource, devices)| (resource, devices.into_iter().map(|d| d.id).collect()))
+        .collect();
     let mut out: BTreeMap<String, BTreeMap<usize, Counts>> = BTreeMap::new();
     for (resource, inventory) in node.devices().device_inventory() {
+        let healthy = healthy.get(&resource);
         let per_node = out.entry(resource).or_default();
         for device in &inventory.devices {
             let numa: BTreeSet<usize> = device
@@ -262,7 +274,7 @@ fn device_counts(node: &Node) -> BTreeMap<String, BTreeMap<usize, Counts>> {
             for id in numa {
                 let counts = per_node.entry(id).or_default();
                 counts.capacity += 1;
-                if device.healthy {
+                if healthy.is_some_and(|ids| ids.contains(&device.id)) {
                     counts.allocatable += 1;
                     if !inventory.allocated.contains(&device.id) {
                         counts.available += 1;

@@ -20,6 +20,8 @@ mod tests_accounting;
 #[cfg(test)]
 mod tests_adversary;
 #[cfg(test)]
+mod tests_adversary_accounting;
+#[cfg(test)]
 mod tests_fake_server;
 #[cfg(test)]
 mod tests_hostile;
