@@ -160,7 +160,8 @@ impl<A: NrtApi> Publisher<A> {
                 let resync = resync_due <= now;
                 let desired = self.accounting.take(&node);
                 let writes = self.stats.writes();
-                // A stop does not wait for a slow server (a call may take its whole deadline).
+                // A stop does not wait for the server: the call in flight is dropped (written
+                // or not, the next start reads the server's copy first).
                 let published = tokio::select! {
                     () = &mut stop => return,
                     published = self.publish(desired, resync) => published,

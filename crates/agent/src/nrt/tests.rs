@@ -185,33 +185,6 @@ async fn error_storms_and_429s_are_retried_until_the_object_is_right() {
 }
 
 #[tokio::test]
-async fn a_stop_does_not_wait_for_a_server_that_never_answers() {
-    let harness = Harness::start(Duration::from_secs(3600)).await;
-    harness.converged().await;
-    harness.server.hang.send_replace(true);
-    harness.admit("p0", &[1]).await;
-    // The publisher is inside a call that will not end while the server hangs.
-    let deadline = tokio::time::Instant::now() + WAIT;
-    while harness
-        .server
-        .hung
-        .load(std::sync::atomic::Ordering::SeqCst)
-        == 0
-    {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "the publisher never called"
-        );
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    let _ = harness.stop.send(true);
-    tokio::time::timeout(WAIT, harness.task)
-        .await
-        .expect("the publisher stopped without its call's answer")
-        .unwrap();
-}
-
-#[tokio::test]
 async fn a_server_that_never_answers_delays_no_admission_or_release() {
     let harness = Harness::start(Duration::from_secs(3600)).await;
     harness.converged().await;

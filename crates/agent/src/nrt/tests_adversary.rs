@@ -1,7 +1,7 @@
 //! The publisher's promises attacked with a lying server: answers that name another object,
 //! carry a stale `resourceVersion` or report a write that was then lost; a 429 whose
 //! `Retry-After` a resync falls inside; a server that conflicts forever; a restart that finds
-//! its own object. Every test ends with the object equal to the node's state, or with a
+//! its own object; a stop while a call hangs. Every test ends with the object equal to the node's state, or with a
 //! bound on what the publisher asked of the server.
 
 use std::sync::Arc;
@@ -237,4 +237,18 @@ async fn a_resync_of_an_unchanged_object_writes_nothing() {
     .await;
     assert_eq!(harness.stats.writes(), writes);
     harness.stop().await;
+}
+
+/// The server never answers the call in flight when the agent stops: the stop does not
+/// wait for it (the agent's shutdown awaits the publisher, then retires its journal; a
+/// hostile server could hold it for a deadline per call, up to seven calls in one attempt).
+#[tokio::test]
+async fn a_stop_does_not_wait_for_a_call_in_flight() {
+    let harness = Harness::start(Duration::from_secs(3600)).await;
+    harness.converged().await;
+    harness.server.hang.send_replace(true);
+    let calls = harness.server.calls();
+    harness.admit("p1", &[2]).await;
+    until("a call in flight", || harness.server.calls() > calls).await;
+    harness.stop_now().await;
 }

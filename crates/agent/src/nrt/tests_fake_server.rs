@@ -40,8 +40,6 @@ pub(super) struct FakeServer {
     pub(super) release: Notify,
     /// While true, every call hangs (then fails as a timed-out call does).
     pub(super) hang: watch::Sender<bool>,
-    /// Calls that found the server hanging.
-    pub(super) hung: AtomicU64,
     writes: Mutex<u64>,
     /// Every call received (get, create, replace), scripted or not.
     calls: AtomicU64,
@@ -57,7 +55,6 @@ impl Default for FakeServer {
             script: Mutex::default(),
             release: Notify::new(),
             hang: watch::channel(false).0,
-            hung: AtomicU64::default(),
             writes: Mutex::default(),
             calls: AtomicU64::default(),
             call_times: Mutex::default(),
@@ -99,7 +96,6 @@ impl FakeServer {
         self.calls.fetch_add(1, Ordering::SeqCst);
         self.call_times.lock().unwrap().push(Instant::now());
         if *self.hang.borrow() {
-            self.hung.fetch_add(1, Ordering::SeqCst);
             let mut hang = self.hang.subscribe();
             let _ = hang.wait_for(|h| !*h).await;
             return Err(ApiError::Timeout(Duration::from_secs(10)));
@@ -247,6 +243,15 @@ impl Harness {
             matches!(answer, crate::node::Admission::Admitted(_)),
             "{answer:?}"
         );
+    }
+
+    /// Stop the publisher without releasing the server's hang or hold: it must end anyway.
+    pub(super) async fn stop_now(self) {
+        let _ = self.stop.send(true);
+        tokio::time::timeout(WAIT, self.task)
+            .await
+            .expect("the publisher waits for a call in flight before it stops")
+            .unwrap();
     }
 
     pub(super) async fn stop(self) {
