@@ -1,7 +1,8 @@
 //! The publisher's promises attacked with a lying server: answers that name another object,
 //! carry a stale `resourceVersion` or report a write that was then lost; a 429 whose
 //! `Retry-After` a resync falls inside; a server that conflicts forever; a restart that finds
-//! its own object; a stop while a call hangs. Every test ends with the object equal to the node's state, or with a
+//! its own object; a stop while a call hangs; changes spread over seconds (their writes a
+//! second apart). Every test ends with the object equal to the node's state, or with a
 //! bound on what the publisher asked of the server.
 
 use std::sync::Arc;
@@ -11,6 +12,7 @@ use std::time::{Duration, Instant};
 use corral_nrt::NodeResourceTopology;
 
 use super::api::ApiError;
+use super::publisher::MIN_WRITE_INTERVAL;
 use super::tests_fake_server::{FakeServer, Harness, Scripted};
 use crate::node::tests::WAIT;
 
@@ -251,4 +253,31 @@ async fn a_stop_does_not_wait_for_a_call_in_flight() {
     harness.admit("p1", &[2]).await;
     until("a call in flight", || harness.server.calls() > calls).await;
     harness.stop_now().await;
+}
+
+/// Changes spread over seconds: the writes they cause are at least `MIN_WRITE_INTERVAL`
+/// apart (lower bounds on the server's own timestamps: a slow machine only widens them).
+#[tokio::test]
+async fn writes_after_changes_are_a_second_apart() {
+    let harness = Harness::start(Duration::from_secs(3600)).await;
+    harness.converged().await;
+    let before = harness.server.write_times().len();
+    for i in 0..12 {
+        harness.admit(&format!("p{i}"), &[1]).await;
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+    harness.converged().await;
+    let times = harness.server.write_times();
+    // From the last write before the changes (the first one is held off by it too).
+    let writes = &times[before - 1..];
+    assert!(
+        writes.len() >= 3,
+        "{} writes over 3.6 s of changes",
+        writes.len() - 1
+    );
+    for pair in writes.windows(2) {
+        let gap = pair[1] - pair[0];
+        assert!(gap >= MIN_WRITE_INTERVAL, "two writes {gap:?} apart");
+    }
+    harness.stop().await;
 }

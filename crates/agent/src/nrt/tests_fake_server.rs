@@ -45,6 +45,8 @@ pub(super) struct FakeServer {
     calls: AtomicU64,
     /// When each call was received.
     call_times: Mutex<Vec<Instant>>,
+    /// When each write was stored.
+    write_times: Mutex<Vec<Instant>>,
 }
 
 impl Default for FakeServer {
@@ -58,6 +60,7 @@ impl Default for FakeServer {
             writes: Mutex::default(),
             calls: AtomicU64::default(),
             call_times: Mutex::default(),
+            write_times: Mutex::default(),
         }
     }
 }
@@ -79,6 +82,11 @@ impl FakeServer {
     /// When each call so far was received.
     pub(super) fn call_times(&self) -> Vec<Instant> {
         self.call_times.lock().unwrap().clone()
+    }
+
+    /// When each write so far was stored.
+    pub(super) fn write_times(&self) -> Vec<Instant> {
+        self.write_times.lock().unwrap().clone()
     }
 
     /// Someone else changes the object (bumping its version).
@@ -127,6 +135,7 @@ impl FakeServer {
         if !matches!(step, Some(Scripted::Lose)) {
             *self.object.lock().unwrap() = Some(stored.clone());
             *self.writes.lock().unwrap() += 1;
+            self.write_times.lock().unwrap().push(Instant::now());
         }
         twisted(stored, step)
     }
