@@ -7,7 +7,8 @@
 //!
 //! `AreExclusiveForPod` (scheduler-plugins `pkg/noderesourcetopology/resourcerequests`, read at
 //! 903da7df): a pod holds exclusive resources when one of its app or sidecar containers asks for
-//! - a resource that is not native (a device resource) and the object lists it in a zone;
+//! - a resource that is not native (a device resource) and the object lists it in a zone,
+//!   in any quantity (zero too);
 //! - being Guaranteed: a whole number of CPUs above zero, or memory or huge pages above zero.
 
 use std::collections::BTreeSet;
@@ -51,7 +52,9 @@ fn container_is_exclusive(
     let names = requests.extended.keys().chain(limits.extended.keys());
     for name in names {
         if !is_native(name) {
-            if amount(name) > 0 && listed.contains(name) {
+            // Upstream `IsExclusive`: `nrtResources.Has(resource)`, whatever the quantity
+            // (zero too).
+            if listed.contains(name) {
                 return true;
             }
         } else if guaranteed && name.starts_with("hugepages-") && amount(name) > 0 {

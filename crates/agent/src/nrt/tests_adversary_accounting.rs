@@ -21,6 +21,7 @@ use tonic::{Request, Response, Status};
 
 use super::accounting::Accounting;
 use super::kube_api::MAX_BODY_BYTES;
+use super::pods_fingerprint::exclusive_pods_fingerprint;
 use super::tests_fake_server::{FakeServer, Harness};
 use crate::node::tests::WAIT;
 use crate::node::tests_concurrent::{config, guaranteed, machine, open};
@@ -438,4 +439,40 @@ async fn a_half_done_admission_that_fails_leaves_no_trace() {
     assert_eq!(free(&after), free(&before));
     plugin.stop().await;
     harness.stop().await;
+}
+
+/// scheduler-plugins' `IsExclusive` (resourcerequests, 903da7df) takes a non-native
+/// resource any zone lists as exclusive whatever its quantity: `return
+/// nrtResources.Has(resource)`, zero included. A pod that names a listed device with a
+/// zero request is in the plugin's fingerprint, so it must be in corral's.
+#[test]
+fn a_listed_device_requested_at_zero_is_exclusive_as_upstream_says() {
+    use corral_topology::{Container, Pod, ResourceList};
+
+    let mut container = Container::new("c");
+    container.resources.requests = ResourceList {
+        cpu_millis: Some(100),
+        ..ResourceList::default()
+    };
+    container
+        .resources
+        .requests
+        .extended
+        .insert("example.com/gpu".to_owned(), 0);
+    let pod = Pod {
+        uid: "u".into(),
+        namespace: "ns".into(),
+        name: "zero-gpu".into(),
+        containers: vec![container],
+        ..Pod::default()
+    };
+    let listed = BTreeSet::from(["example.com/gpu".to_owned()]);
+    let mut expected = corral_nrt::PodFingerprint::new();
+    expected.add("ns", "zero-gpu");
+    assert_eq!(exclusive_pods_fingerprint([&pod], &listed), expected.sign());
+    // Not listed: not exclusive (a Burstable pod holds nothing else).
+    assert_eq!(
+        exclusive_pods_fingerprint([&pod], &BTreeSet::new()),
+        corral_nrt::PodFingerprint::new().sign()
+    );
 }
