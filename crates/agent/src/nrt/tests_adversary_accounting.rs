@@ -1,7 +1,8 @@
 //! The accounting attacked with crafted device lists and large machines: devices on two
 //! NUMA nodes, on NUMA nodes the machine lacks (negative, absent, huge ids) or on none,
 //! unhealthy devices, a plugin with thousands of devices flapping its health under a
-//! publisher, an admission published half done that then fails, and a 64-NUMA machine; what the object says, what it costs to take, and that
+//! publisher, an admission published half done that then fails, a 64-NUMA machine and
+//! memory-only NUMA nodes; what the object says, what it costs to take, and that
 //! it fits the body limit with room to spare.
 
 use std::collections::BTreeSet;
@@ -475,4 +476,38 @@ fn a_listed_device_requested_at_zero_is_exclusive_as_upstream_says() {
         exclusive_pods_fingerprint([&pod], &BTreeSet::new()),
         corral_nrt::PodFingerprint::new().sign()
     );
+}
+
+/// A GB200-like shape in small: CPUs on NUMA nodes 0 and 1, memory on 0–3 (2 and 3 are
+/// memory-only, as GPU memory nodes are). Every NUMA node gets a zone with its memory; the
+/// memory-only ones list no `cpu` (the plugin then refuses them any pod asking for CPUs,
+/// which is right: they have none).
+#[tokio::test]
+async fn memory_only_numa_nodes_get_zones_without_cpu() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = config(dir.path(), "single-numa-node", "container");
+    let (topology, mut memory) = machine(2, 4, 1024, 0);
+    for id in [2, 3] {
+        let mut numa = memory[&0].clone();
+        numa.node = id;
+        memory.insert(id, numa);
+    }
+    let node = Arc::new(
+        Node::open(
+            &config,
+            &topology,
+            &memory,
+            Arc::new(crate::node::NoRuntime),
+        )
+        .unwrap(),
+    );
+    node.start_devices().await.unwrap();
+    let nrt = Accounting::new("n", &config.cpu_manager).take(&node);
+    assert_eq!(zone_names(&nrt), ["node-0", "node-1", "node-2", "node-3"]);
+    for zone in ["node-2", "node-3"] {
+        assert_eq!(counts(&nrt, zone, "cpu"), None, "{zone}");
+        let (capacity, _, available) = counts(&nrt, zone, "memory").unwrap();
+        assert_eq!(capacity, 1024 << 20, "{zone}");
+        assert!(available > 0, "{zone}");
+    }
 }
