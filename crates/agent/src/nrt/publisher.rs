@@ -31,6 +31,9 @@ pub(crate) const MIN_WRITE_INTERVAL: Duration = Duration::from_secs(1);
 pub(crate) const FIRST_BACKOFF: Duration = Duration::from_millis(250);
 /// The longest delay between retries (a `Retry-After` is honoured up to [`MAX_RETRY_AFTER`]).
 pub(crate) const MAX_BACKOFF: Duration = Duration::from_secs(8);
+/// How much further than [`MAX_BACKOFF`] retries of a 4xx refusal (not 404, 409 or 429)
+/// back off: 64 s by default.
+pub(crate) const CLIENT_ERROR_BACKOFF_FACTOR: u32 = 8;
 /// The longest `Retry-After` honoured.
 pub(crate) const MAX_RETRY_AFTER: Duration = Duration::from_secs(60);
 /// Conflicts retried at once with the fresh object before the attempt counts as failed.
@@ -194,7 +197,16 @@ impl<A: NrtApi> Publisher<A> {
                         if resync {
                             resync_due = Instant::now() + self.resync_period;
                         }
-                        backoff = (backoff * 2).min(max_backoff);
+                        // A refusal that will not change by itself (403: RBAC missing, 422:
+                        // the CRD's schema) backs off eight times further: about once a
+                        // minute, as the exporters retry, not every few seconds per node.
+                        let cap = match &err {
+                            ApiError::Status { status, .. } if (400..500).contains(status) => {
+                                max_backoff * CLIENT_ERROR_BACKOFF_FACTOR
+                            }
+                            _ => max_backoff,
+                        };
+                        backoff = (backoff * 2).min(cap);
                     }
                 }
                 continue;

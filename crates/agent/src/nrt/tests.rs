@@ -156,6 +156,30 @@ async fn someone_elses_change_is_overwritten_on_conflict_and_on_resync() {
 }
 
 #[tokio::test]
+async fn a_refusal_that_will_not_change_is_retried_far_less_often() {
+    // Eight 403s (RBAC missing): the harness' backoff (10 ms doubling, 200 ms cap) would
+    // retry them all within 0.91 s; a 4xx backs off to 8 × the cap, 2.55 s in all.
+    let server = Arc::new(FakeServer::default());
+    server.script((0..8).map(|_| {
+        Scripted::Fail(|| ApiError::Status {
+            status: 403,
+            message: "noderesourcetopologies is forbidden".into(),
+        })
+    }));
+    let started = std::time::Instant::now();
+    let harness = Harness::start_with(Duration::from_secs(3600), server).await;
+    harness.converged().await;
+    assert_eq!(harness.stats.failures(), 8);
+    // A lower bound: waits only grow on a busy machine.
+    assert!(
+        started.elapsed() >= Duration::from_millis(2550),
+        "{:?}",
+        started.elapsed()
+    );
+    harness.stop().await;
+}
+
+#[tokio::test]
 async fn error_storms_and_429s_are_retried_until_the_object_is_right() {
     let server = Arc::new(FakeServer::default());
     server.script((0..6).map(|i| {
