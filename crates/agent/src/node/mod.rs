@@ -13,6 +13,7 @@ mod admission;
 mod container_events;
 mod containers;
 mod decision;
+mod device_capacity;
 mod device_health;
 mod device_metrics;
 
@@ -58,6 +59,7 @@ use device_metrics::DevicePluginMetrics;
 use locks::{DecisionLock, PodLocks};
 
 pub(crate) use container_events::StartedContainer;
+pub(crate) use device_capacity::CAPACITY_PERIOD;
 pub(crate) use kubelet_devices::{DeviceNumaNodes, KubeletDevices};
 pub(crate) use pod_record::{Affinity, HeldMemory, Holding, PodRecord};
 pub(crate) use pods::{AdmittedPod, PodBook};

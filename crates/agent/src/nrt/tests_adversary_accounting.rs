@@ -511,3 +511,39 @@ async fn memory_only_numa_nodes_get_zones_without_cpu() {
         assert!(available > 0, "{zone}");
     }
 }
+
+/// A plugin that is gone for good: once its grace period is over, the capacity refresher
+/// (upstream's `GetCapacity` with every node status) drops its resource, and the object
+/// no longer lists it — not even as capacity.
+#[tokio::test]
+async fn a_plugin_gone_past_its_grace_period_leaves_the_object() {
+    let dir = tempfile::tempdir().unwrap();
+    let source: crate::config::ConfigSource = serde_json::from_value(serde_json::json!({
+        "cpuManagerPolicy": "static",
+        "reservedSystemCPUs": "0",
+        "topologyManagerPolicy": "single-numa-node",
+        "devicePluginGracePeriod": "1s",
+    }))
+    .unwrap();
+    let config = crate::config::ConfigSource {
+        root: Some(dir.path().to_path_buf()),
+        ..source
+    }
+    .validate()
+    .unwrap();
+    assert_eq!(config.device_plugin_grace_period, Duration::from_secs(1));
+    let node = open(&config, &machine(2, 4, 1024, 0)).await;
+    let refresher = node.spawn_device_capacity_refresher(Duration::from_millis(100));
+    let accounting = Accounting::new("worker-1", &config.cpu_manager);
+    let plugin = Plugin::start(&node, vec![device("a", Some(&[0]), true)]).await;
+    taken_when(&accounting, &node, "listed the NIC", |nrt| {
+        counts(nrt, "node-0", NIC) == Some((1, 1, 1))
+    })
+    .await;
+    plugin.stop().await;
+    taken_when(&accounting, &node, "dropped the NIC", |nrt| {
+        counts(nrt, "node-0", NIC).is_none()
+    })
+    .await;
+    refresher.abort();
+}

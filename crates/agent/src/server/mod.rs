@@ -69,6 +69,7 @@ pub(crate) async fn run(config: AgentConfig, demo_devices: usize) -> Result<()> 
     let node = Arc::new(node);
     node.start_devices().await?;
     let flusher = node.spawn_journal_flusher();
+    let capacity = node.spawn_device_capacity_refresher(crate::node::CAPACITY_PERIOD);
     let demo = match demo_devices {
         0 => None,
         n => Some(demo::start(&node, &config, n).await?),
@@ -192,6 +193,7 @@ pub(crate) async fn run(config: AgentConfig, demo_devices: usize) -> Result<()> 
     }
     node.stop_devices().await;
     flusher.abort();
+    capacity.abort();
     // A journal that cannot be retired (a full disk) is kept for the next start to replay:
     // nothing is lost, but the stop was not clean, and the exit status says so.
     node.retire_journal()
