@@ -121,10 +121,13 @@ pub(crate) enum Command {
         target: AgentTarget,
     },
     /// Release everything a pod holds (its CPUs, affinities, claims).
-    #[command(after_help = "Example:\n  corral release 6f1c0d7e-5a2b-4c3d-9e8f-0a1b2c3d4e5f")]
+    #[command(
+        after_help = "Examples:\n  corral release 6f1c0d7e-5a2b-4c3d-9e8f-0a1b2c3d4e5f\n  corral release default/web-0"
+    )]
     Release {
-        /// The pod's uid.
-        pod_uid: String,
+        /// The pod: its uid, or NAMESPACE/NAME of an admitted pod.
+        #[arg(value_name = "UID|NAMESPACE/NAME")]
+        pod: String,
         #[command(flatten)]
         target: AgentTarget,
     },
@@ -212,8 +215,9 @@ pub(crate) struct AgentTarget {
     /// Config file whose `root`/`kubeletLayout` locate the agent.
     #[arg(short, long)]
     pub(crate) config: Option<PathBuf>,
-    /// Root directory of the agent (its socket is ROOT/corral/agent.sock).
-    #[arg(long)]
+    /// Root directory of the agent (its socket is ROOT/corral/agent.sock; `--root-dir`, the
+    /// kubelet's name, is the same flag).
+    #[arg(long, visible_alias = "root-dir", value_name = "DIR")]
     pub(crate) root: Option<PathBuf>,
     /// The agent runs with the kubelet's standard paths.
     #[arg(long)]
@@ -231,8 +235,10 @@ pub(crate) struct ConfigArgs {
     /// YAML or JSON file with KubeletConfiguration keys (cpuManagerPolicy, …) and corral's.
     #[arg(short, long)]
     pub(crate) config: Option<PathBuf>,
-    /// Root directory for sockets and state files (kubelet's relative layout beneath it).
-    #[arg(long)]
+    /// Root directory for sockets and state files, the kubelet's relative layout beneath it
+    /// (the kubelet's `--root-dir` is the same flag: `--root-dir /var/lib/kubelet` is
+    /// `--kubelet-layout`).
+    #[arg(long, visible_alias = "root-dir", value_name = "DIR")]
     pub(crate) root: Option<PathBuf>,
     /// Use the kubelet's standard paths (/var/lib/kubelet/...).
     #[arg(long)]
@@ -256,6 +262,29 @@ pub(crate) struct ConfigArgs {
     /// same flag).
     #[arg(long, visible_alias = "reserved-cpus")]
     pub(crate) reserved_system_cpus: Option<String>,
+    /// `cpuManagerReconcilePeriod`: how often the CPU manager pushes cpusets to the runtime
+    /// (a duration like 10s).
+    #[arg(long, value_name = "DURATION")]
+    pub(crate) cpu_manager_reconcile_period: Option<String>,
+    /// `kubeReserved`, as KEY=VALUE,KEY=VALUE (cpu=500m,memory=1Gi; repeatable, the later
+    /// value of a key wins; replaces the file's map).
+    #[arg(long, value_name = "KEY=VALUE,...", value_parser = parse_key_values)]
+    pub(crate) kube_reserved: Vec<KeyValues>,
+    /// `systemReserved`, as KEY=VALUE,KEY=VALUE (as --kube-reserved).
+    #[arg(long, value_name = "KEY=VALUE,...", value_parser = parse_key_values)]
+    pub(crate) system_reserved: Vec<KeyValues>,
+    /// `memoryManagerPolicy`: None or Static.
+    #[arg(long, value_name = "POLICY")]
+    pub(crate) memory_manager_policy: Option<String>,
+    /// `reservedMemory`, as the kubelet's flag: `0:memory=1Gi,hugepages-2Mi=2Mi;1:memory=1Gi`
+    /// (nodes separated by `;`; repeatable, each occurrence adds its nodes; replaces the
+    /// file's list).
+    #[arg(long, value_name = "ID:TYPE=QUANTITY,...;...", value_parser = crate::kubelet_flags::parse_reserved_memory)]
+    pub(crate) reserved_memory: Vec<crate::kubelet_flags::ReservedMemoryValues>,
+    /// `featureGates`, as Name=true,Other=false (repeatable; merged gate by gate over the
+    /// file's, the flag winning, as the kubelet).
+    #[arg(long, value_name = "NAME=BOOL,...", value_parser = crate::kubelet_flags::parse_feature_gates)]
+    pub(crate) feature_gates: Vec<crate::kubelet_flags::GateValues>,
     /// `topologyManagerPolicy`: none, best-effort, restricted or single-numa-node.
     #[arg(long)]
     pub(crate) topology_manager_policy: Option<String>,
@@ -411,6 +440,166 @@ mod tests {
         assert!(
             corral.contains(r#"reserved_system_cpus: CpuSet("0-1")"#),
             "{corral}"
+        );
+    }
+
+    /// Each kubelet flag gives the config its KubeletConfiguration key gives.
+    #[test]
+    fn kubelet_flags_give_the_config_their_keys_give() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().join("state");
+        let file = dir.path().join("config.yaml");
+        std::fs::write(
+            &file,
+            format!(
+                "root: {}\nfeatureGates: {{PodLevelResourceManagers: false, CPUManagerPolicyAlphaOptions: true}}\n\
+                 memoryManagerPolicy: Static\nreservedMemory:\n  - {{numaNode: 0, limits: {{memory: 1124Mi, hugepages-2Mi: 2Mi}}}}\n  - {{numaNode: 1, limits: {{memory: 1Gi}}}}\n\
+                 kubeReserved: {{cpu: 500m, memory: 1Gi}}\nsystemReserved: {{cpu: '1', memory: 100Mi}}\n\
+                 cpuManagerReconcilePeriod: 5s\n",
+                root.display()
+            ),
+        )
+        .unwrap();
+        let from_file = loaded(&["config", "check", "-c", file.to_str().unwrap()]);
+        let from_flags = loaded(&[
+            "config",
+            "check",
+            "--root-dir",
+            root.to_str().unwrap(),
+            "--feature-gates",
+            "PodLevelResourceManagers=false",
+            "--feature-gates=CPUManagerPolicyAlphaOptions=true",
+            "--memory-manager-policy",
+            "Static",
+            "--reserved-memory",
+            "0:memory=1124Mi,hugepages-2Mi=2Mi;1:memory=1Gi",
+            "--kube-reserved",
+            "cpu=500m,memory=1Gi",
+            "--system-reserved=cpu=1",
+            "--system-reserved=memory=100Mi",
+            "--cpu-manager-reconcile-period=5s",
+        ]);
+        assert_eq!(from_file, from_flags);
+        for part in [
+            "reconcile_period: 5s",
+            "reserved_cpu_millis: Some(1500)",
+            "numa_node: 1",
+            "hugepages-2Mi",
+        ] {
+            assert!(from_flags.contains(part), "{part}: {from_flags}");
+        }
+        // The same with --reserved-memory given once per node.
+        let split = loaded(&[
+            "config",
+            "check",
+            "-c",
+            file.to_str().unwrap(),
+            "--reserved-memory=0:memory=1124Mi,hugepages-2Mi=2Mi",
+            "--reserved-memory=1:memory=1Gi",
+        ]);
+        assert_eq!(split, from_file);
+    }
+
+    /// Flags override the file: feature gates gate by gate (the kubelet's
+    /// `kubeletConfigFlagPrecedence`), every other map and list whole.
+    #[test]
+    fn kubelet_flags_override_the_files_keys() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("config.yaml");
+        std::fs::write(
+            &file,
+            "featureGates: {PodLevelResourceManagers: false, CPUManagerPolicyAlphaOptions: true}\n\
+             kubeReserved: {cpu: 500m, memory: 1Gi}\nmemoryManagerPolicy: Static\n\
+             reservedMemory: [{numaNode: 0, limits: {memory: 1124Mi}}]\n\
+             cpuManagerReconcilePeriod: 5s\n",
+        )
+        .unwrap();
+        let args = config_args(&[
+            "config",
+            "check",
+            "-c",
+            file.to_str().unwrap(),
+            "--root",
+            dir.path().to_str().unwrap(),
+            "--feature-gates",
+            "CPUManagerPolicyAlphaOptions=false",
+            "--kube-reserved=cpu=2",
+            "--memory-manager-policy=None",
+            "--reserved-memory=1:memory=1Gi",
+            "--cpu-manager-reconcile-period=1m",
+        ]);
+        let (config, _) = crate::config::load(&args).unwrap();
+        let gates = &config.feature_gates;
+        use corral_topology::Feature;
+        assert!(
+            !gates.enabled(Feature::PodLevelResourceManagers),
+            "the file's gate stays"
+        );
+        assert!(
+            !gates.enabled(Feature::CpuManagerPolicyAlphaOptions),
+            "the flag wins"
+        );
+        assert_eq!(config.cpu_manager.reserved_cpu_millis, Some(2000));
+        let memory = &config.memory_manager;
+        assert!(
+            !memory.kube_reserved.contains_key("memory"),
+            "replaced whole"
+        );
+        assert_eq!(memory.policy, corral_memmgr::MemoryPolicy::None);
+        let nodes: Vec<usize> = memory.reserved_memory.iter().map(|r| r.numa_node).collect();
+        assert_eq!(nodes, [1]);
+        assert_eq!(
+            config.cpu_manager.reconcile_period,
+            std::time::Duration::from_secs(60)
+        );
+        // `--root-dir` is `--root`: one of them, once.
+        let err = Cli::parse_args([
+            "corral",
+            "config",
+            "check",
+            "--root",
+            "/a",
+            "--root-dir",
+            "/b",
+        ])
+        .unwrap_err();
+        assert_eq!(
+            err.kind(),
+            clap::error::ErrorKind::ArgumentConflict,
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn kubelet_flag_values_are_refused_with_upstreams_messages() {
+        let err = |args: &[&str]| {
+            let args = ["corral", "config", "check"].iter().chain(args);
+            Cli::parse_args(args).unwrap_err().to_string()
+        };
+        let text = err(&["--feature-gates", "A=maybe"]);
+        assert!(
+            text.contains(r#"invalid value of A: maybe, err: strconv.ParseBool: parsing "maybe": invalid syntax"#),
+            "{text}"
+        );
+        let text = err(&["--reserved-memory", "0:cpu=1"]);
+        assert!(
+            text.contains(r#"memory type conversion error, unknown type: "cpu""#),
+            "{text}"
+        );
+        let text = err(&["--kube-reserved", "cpu"]);
+        assert!(text.contains(r#"malformed pair "cpu""#), "{text}");
+        // Values the flags parse are still validated as the keys are.
+        let args = config_args(&["config", "check", "--cpu-manager-reconcile-period", "soon"]);
+        let errors = crate::config::load(&args).unwrap_err().to_string();
+        assert!(
+            errors.contains("cpuManagerReconcilePeriod: \"soon\""),
+            "{errors}"
+        );
+        let args = config_args(&["config", "check", "--memory-manager-policy", "static"]);
+        let errors = crate::config::load(&args).unwrap_err().to_string();
+        assert!(
+            errors.contains("memoryManagerPolicy: \"static\""),
+            "{errors}"
         );
     }
 

@@ -10,6 +10,7 @@ mod error_text;
 mod exposition;
 #[cfg(test)]
 mod fuzz_tests;
+mod kubelet_flags;
 mod logging;
 mod manifest;
 mod node;

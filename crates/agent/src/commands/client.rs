@@ -337,16 +337,69 @@ pub(crate) fn admit(
     })
 }
 
-pub(crate) fn release(target: &AgentTarget, pod_uid: &str) -> Result<ExitCode> {
-    with_client(target, async |mut client, socket| {
+/// A `NAMESPACE/NAME` that names no admitted pod, or several.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub(crate) enum PodNameError {
+    /// No admitted pod has the name.
+    #[error("no admitted pod is named {name} (`corral status` lists them)")]
+    NoPod {
+        /// `NAMESPACE/NAME`.
+        name: String,
+    },
+    /// Several admitted pods have it (a pod deleted and created again under one name).
+    #[error("{} admitted pods are named {name} (uids {}): release one by its uid", uids.len(), uids.join(", "))]
+    Several {
+        /// `NAMESPACE/NAME`.
+        name: String,
+        /// Their uids.
+        uids: Vec<String>,
+    },
+}
+
+/// The uid of the one admitted pod named `namespace/name` among `pods`.
+pub(crate) fn uid_of(
+    pods: &[api::PodAllocation],
+    namespace: &str,
+    name: &str,
+) -> Result<String, PodNameError> {
+    let uids: Vec<String> = pods
+        .iter()
+        .filter(|pod| pod.namespace == namespace && pod.name == name)
+        .map(|pod| pod.uid.clone())
+        .collect();
+    let full = || format!("{namespace}/{name}");
+    match &uids[..] {
+        [] => Err(PodNameError::NoPod { name: full() }),
+        [uid] => Ok(uid.clone()),
+        _ => Err(PodNameError::Several { name: full(), uids }),
+    }
+}
+
+/// Release a pod given by uid or by `NAMESPACE/NAME` (looked up in the agent's list of
+/// admitted pods).
+pub(crate) fn release(target: &AgentTarget, pod: &str) -> Result<ExitCode> {
+    let released = with_client(target, async |mut client, socket| {
+        let pod_uid = match pod.split_once('/') {
+            None => pod.to_owned(),
+            Some((namespace, name)) => {
+                let list = api::ListPodsRequest {};
+                let call = client.list_pods(request(list, target.request_timeout));
+                let pods = answer(socket, call, target.request_timeout).await?.pods;
+                uid_of(&pods, namespace, name)?
+            }
+        };
         let message = api::PodRemovedRequest {
-            pod_uid: pod_uid.to_owned(),
+            pod_uid: pod_uid.clone(),
         };
         let call = client.pod_removed(request(message, target.request_timeout));
         answer(socket, call, target.request_timeout).await?;
-        Ok(())
+        Ok(pod_uid)
     })?;
-    outln!("pod {pod_uid} released");
+    if released == pod {
+        outln!("pod {pod} released");
+    } else {
+        outln!("pod {pod} (uid {released}) released");
+    }
     Ok(ExitCode::SUCCESS)
 }
 

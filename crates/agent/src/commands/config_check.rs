@@ -1,20 +1,72 @@
 //! `corral config check`: validate the configuration file and flags, print the result.
+//! With `--host-root`, the managers are also built on that machine's topology, as `run`
+//! builds them, so what only the machine can refuse (a reserved CPU it lacks, a memory
+//! reservation above a node's memory) is refused here too, with `run`'s message.
 
 use std::process::ExitCode;
 
-use anyhow::Result;
+use anyhow::{Context, Result};
+use corral_topology::topologymanager::TopologyManager;
 
 use crate::cli::ConfigArgs;
-use crate::config::{self, GoDuration};
+use crate::config::{self, AgentConfig, GoDuration};
 use crate::output::outln;
+
+/// Build the managers `run` builds from the machine under `config.host_root` (nothing is
+/// started, no file written); the machine's size when they accept the configuration.
+fn check_machine(config: &AgentConfig) -> Result<String> {
+    let host_root = &config.host_root;
+    let topology = corral_topology::sysfs::discover(host_root)
+        .with_context(|| format!("discovering the CPU topology under {}", host_root.display()))?;
+    TopologyManager::new(&config.topology, &topology.numa_nodes_for_manager())
+        .context("building the topology manager")?;
+    corral_cpumgr::CpuManager::new(&config.cpu_manager, &topology)
+        .context("building the CPU manager")?;
+    if config.memory_manager.policy == corral_memmgr::MemoryPolicy::Static {
+        let memory = corral_topology::sysfs::discover_memory(host_root).with_context(|| {
+            format!(
+                "discovering the NUMA nodes' memory under {}",
+                host_root.display()
+            )
+        })?;
+        let memory_config = config
+            .memory_manager
+            .manager_config(&memory)
+            .context("computing the node allocatable reservation of memory")?;
+        corral_memmgr::MemoryManager::new(&memory_config, &memory)
+            .context("building the memory manager")?;
+    }
+    Ok(format!(
+        "{} CPUs, {} NUMA nodes under {}",
+        topology.num_cpus(),
+        topology.numa_nodes().len(),
+        host_root.display()
+    ))
+}
 
 pub(crate) fn run(args: &ConfigArgs) -> Result<ExitCode> {
     match config::load(args) {
         Ok((config, unknown)) => {
             for key in unknown {
-                eprintln!("corral: warning: config key {key:?} is not read by corral");
+                eprintln!("corral: warning: {key}");
             }
+            let machine = match args.host_root {
+                None => None,
+                Some(_) => match check_machine(&config) {
+                    Ok(machine) => Some(machine),
+                    Err(err) => {
+                        eprintln!(
+                            "corral: the configuration does not fit the machine: {}",
+                            crate::error_text::anyhow_chain(&err)
+                        );
+                        return Ok(ExitCode::from(2));
+                    }
+                },
+            };
             outln!("configuration is valid");
+            if let Some(machine) = machine {
+                outln!("  machine (--host-root):      {machine}, the managers accept it");
+            }
             let cpu = &config.cpu_manager;
             outln!("  cpuManagerPolicy:           {}", cpu.policy);
             outln!(

@@ -41,7 +41,7 @@ pub(crate) fn run(command: Command) -> Result<ExitCode> {
             output,
             target,
         } => client::admit(&target, &files, output),
-        Command::Release { pod_uid, target } => client::release(&target, &pod_uid),
+        Command::Release { pod, target } => client::release(&target, &pod),
         Command::Status { output, target } => client::status(&target, output),
         Command::Explain { files, output } => explain::run(&files, output),
         Command::Checkpoint(CheckpointCommand::Inspect { file, output }) => {

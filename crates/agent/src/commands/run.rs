@@ -9,8 +9,15 @@ use crate::config;
 
 pub(crate) fn run(args: &ConfigArgs, demo_devices: usize) -> Result<ExitCode> {
     let (config, unknown) = config::load(args)?;
-    for key in unknown {
-        tracing::warn!(key, "configuration key not read by corral");
+    for unknown in unknown {
+        match unknown.suggestion {
+            Some(known) => tracing::warn!(
+                key = unknown.key,
+                did_you_mean = known,
+                "configuration key not read by corral"
+            ),
+            None => tracing::warn!(key = unknown.key, "configuration key not read by corral"),
+        }
     }
     for gate in config.feature_gates.ignored() {
         tracing::warn!(gate, "feature gate not read by corral");

@@ -6,6 +6,7 @@
 mod cpu;
 mod errors;
 mod gates;
+mod keys;
 mod layout;
 mod memory;
 mod nri;
@@ -26,6 +27,7 @@ use crate::cli::ConfigArgs;
 pub(crate) use crate::duration::{GoDuration, parse_go_duration};
 pub(crate) use errors::ConfigErrors;
 use errors::options_text;
+pub(crate) use keys::UnknownKey;
 pub(crate) use layout::Layout;
 pub(crate) use memory::{MemorySettings, ReservedMemoryEntry};
 pub(crate) use nri::{NriMode, NriSettings, PinnedCpusets};
@@ -123,7 +125,6 @@ impl ConfigSource {
             reserved_memory,
             eviction_hard,
             merge_default_eviction_settings,
-            feature_gates,
             root,
             kubelet_layout,
             host_root,
@@ -143,6 +144,11 @@ impl ConfigSource {
             node_name,
             node_resource_topology_resync_period
         );
+        // As the kubelet (`kubeletConfigFlagPrecedence`): feature gates merge gate by gate,
+        // the flag's value winning; every other map is replaced whole.
+        if let Some(gates) = flags.feature_gates {
+            self.feature_gates.get_or_insert_default().extend(gates);
+        }
         self.in_cluster |= flags.in_cluster;
         self
     }
@@ -350,12 +356,16 @@ impl PodLimits {
 
 /// Load the file named by `args` (if any), overlay the flags, validate. Returns the config
 /// and the config-file keys corral does not read (for a warning).
-pub(crate) fn load(args: &ConfigArgs) -> Result<(AgentConfig, Vec<String>), ConfigErrors> {
+pub(crate) fn load(args: &ConfigArgs) -> Result<(AgentConfig, Vec<UnknownKey>), ConfigErrors> {
     let file = match &args.config {
         Some(path) => ConfigSource::from_file(path)?,
         None => ConfigSource::default(),
     };
-    let unknown = file.unknown_keys().into_iter().map(str::to_owned).collect();
+    let unknown = file
+        .unknown_keys()
+        .into_iter()
+        .map(UnknownKey::new)
+        .collect();
     // Every occurrence of a map flag, in order (`--x a=1,b=2 --x a=3`: a=3, b=2), as the
     // kubelet's mapStringString flags.
     let options = |values: &[crate::cli::KeyValues]| {
@@ -366,9 +376,31 @@ pub(crate) fn load(args: &ConfigArgs) -> Result<(AgentConfig, Vec<String>), Conf
                 .collect::<BTreeMap<_, _>>()
         })
     };
+    let gates = &args.feature_gates;
     let flags = ConfigSource {
         cpu_manager_policy: args.cpu_manager_policy.clone(),
         cpu_manager_policy_options: options(&args.cpu_manager_policy_option),
+        cpu_manager_reconcile_period: args.cpu_manager_reconcile_period.clone(),
+        kube_reserved: options(&args.kube_reserved),
+        system_reserved: options(&args.system_reserved),
+        memory_manager_policy: args.memory_manager_policy.clone(),
+        // Each occurrence adds its nodes, as the kubelet's `ReservedMemoryVar`.
+        reserved_memory: (!args.reserved_memory.is_empty()).then(|| {
+            let values = args.reserved_memory.iter();
+            let nodes = values.flat_map(|value| value.0.iter());
+            nodes
+                .map(|node| ReservedMemoryEntry {
+                    numa_node: node.numa_node,
+                    limits: node.limits.clone(),
+                })
+                .collect()
+        }),
+        feature_gates: (!gates.is_empty()).then(|| {
+            gates
+                .iter()
+                .flat_map(|value| value.0.iter().cloned())
+                .collect()
+        }),
         reserved_system_cpus: args.reserved_system_cpus.clone(),
         topology_manager_policy: args.topology_manager_policy.clone(),
         topology_manager_scope: args.topology_manager_scope.clone(),

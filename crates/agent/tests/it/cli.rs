@@ -811,3 +811,236 @@ fn config_check_prints_durations_as_go() {
         assert!(out.contains(line), "{line:?} in {out}");
     }
 }
+
+/// The kubelet's flags for keys corral reads are accepted by `run` and `config check`:
+/// `run` gets past the command line to the machine (here absent), `config check` prints
+/// what they set.
+#[test]
+fn kubelet_flags_are_accepted_by_run_and_config_check() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("state");
+    let flags = [
+        "--feature-gates=CPUManagerPolicyAlphaOptions=true",
+        "--feature-gates",
+        "PodLevelResourceManagers=false",
+        "--memory-manager-policy=Static",
+        "--reserved-memory",
+        "0:memory=1Gi,hugepages-2Mi=2Mi;1:memory=1Gi",
+        "--kube-reserved=cpu=500m,memory=1Gi",
+        "--system-reserved",
+        "cpu=500m,memory=100Mi",
+        "--cpu-manager-reconcile-period=30s",
+        "--root-dir",
+        root.to_str().unwrap(),
+    ];
+    let check = corral(&[&["config", "check"][..], &flags].concat());
+    assert!(check.status.success(), "{}", stderr(&check));
+    let out = stdout(&check);
+    for line in [
+        "cpuManagerReconcilePeriod:  30s",
+        "reserved CPU (kube+system): 1000m",
+        "memoryManagerPolicy:        Static",
+        "reservedMemory:             0: hugepages-2Mi=2Mi,memory=1Gi; 1: memory=1Gi",
+        &format!("root:                       {}", root.display()),
+    ] {
+        assert!(out.contains(line), "{line:?} in {out}");
+    }
+    let line = out
+        .lines()
+        .find(|l| l.trim_start().starts_with("PodLevelResourceManagers"))
+        .unwrap();
+    assert!(line.contains("false") && line.ends_with("(set)"), "{line}");
+
+    let run = [
+        &["run", "--host-root", "/nonexistent-host-root"][..],
+        &flags,
+    ]
+    .concat();
+    let output = corral(&run);
+    assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
+    assert!(
+        stderr(&output).contains("discovering the CPU topology under /nonexistent-host-root"),
+        "{}",
+        stderr(&output)
+    );
+    // A malformed value is refused by both, with the kubelet's message.
+    for command in [&["run"][..], &["config", "check"]] {
+        let output = corral(&[command, &["--reserved-memory", "0:memory=1Be"]].concat());
+        assert_eq!(output.status.code(), Some(2));
+        assert!(
+            stderr(&output)
+                .contains("failed to parse the quantatity, expected quantatity, got 1Be"),
+            "{}",
+            stderr(&output)
+        );
+    }
+}
+
+/// `config check --host-root` builds the managers on that machine, as `run` does: CPUs the
+/// machine lacks are refused with `run`'s message. Without `--host-root` the same
+/// configuration is valid (nothing is known of the machine).
+#[test]
+fn config_check_with_a_host_root_refuses_what_run_refuses() {
+    let machine = workspace().join("testdata/sysfs/16em64t-4s2c2t");
+    let machine = machine.to_str().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("config.yaml");
+    std::fs::write(
+        &file,
+        "cpuManagerPolicy: static\nreservedSystemCPUs: \"0-99\"\n",
+    )
+    .unwrap();
+    let config = file.to_str().unwrap();
+    let root = dir.path().join("state");
+    let root = root.to_str().unwrap();
+
+    let unchecked = corral(&["config", "check", "-c", config, "--root", root]);
+    assert!(unchecked.status.success(), "{}", stderr(&unchecked));
+    assert!(!stdout(&unchecked).contains("machine (--host-root)"));
+
+    let check = corral(&[
+        "config",
+        "check",
+        "-c",
+        config,
+        "--root",
+        root,
+        "--host-root",
+        machine,
+    ]);
+    assert_eq!(check.status.code(), Some(2), "{}", stdout(&check));
+    assert!(stdout(&check).is_empty(), "{}", stdout(&check));
+    let run = corral(&["run", "-c", config, "--root", root, "--host-root", machine]);
+    assert_eq!(run.status.code(), Some(1), "{}", stderr(&run));
+    // The same words from the CPU manager in both.
+    let why = |output: &Output| {
+        let err = stderr(output);
+        let at = err
+            .find("building the CPU manager: ")
+            .unwrap_or_else(|| panic!("{err}"));
+        err[at..].trim_end().to_owned()
+    };
+    assert_eq!(why(&check), why(&run));
+    assert!(
+        why(&check).ends_with("unknown CPU ID: 16"),
+        "{}",
+        why(&check)
+    );
+
+    // What fits passes, and the machine is named.
+    std::fs::write(
+        &file,
+        "cpuManagerPolicy: static\nreservedSystemCPUs: \"0-1\"\n",
+    )
+    .unwrap();
+    let check = corral(&[
+        "config",
+        "check",
+        "-c",
+        config,
+        "--root",
+        root,
+        "--host-root",
+        machine,
+    ]);
+    assert!(check.status.success(), "{}", stderr(&check));
+    assert!(
+        stdout(&check).contains("machine (--host-root):      16 CPUs, 1 NUMA nodes under"),
+        "{}",
+        stdout(&check)
+    );
+}
+
+/// A misspelled key is warned about with the key it likely means.
+#[test]
+fn config_check_suggests_the_key_a_misspelling_means() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("config.yaml");
+    std::fs::write(
+        &file,
+        "cpuManagerPolicyy: static\nclusterDomain: cluster.local\n",
+    )
+    .unwrap();
+    let output = corral(&["config", "check", "-c", file.to_str().unwrap()]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let err = stderr(&output);
+    assert!(
+        err.contains(r#"warning: config key "cpuManagerPolicyy" is not read by corral (did you mean "cpuManagerPolicy"?)"#),
+        "{err}"
+    );
+    assert!(
+        err.contains("warning: config key \"clusterDomain\" is not read by corral\n"),
+        "{err}"
+    );
+}
+
+/// `release NAMESPACE/NAME` finds the pod's uid in the agent's list; a name of no pod, or
+/// of several, is refused and nothing is released.
+#[test]
+fn release_takes_a_namespace_and_name() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("root");
+    let machine = workspace().join(support::MACHINE);
+    let agent = support::RunningAgent::start(&root, &machine, &[], &dir.path().join("agent.log"));
+    let pods = dir.path().join("pods.yaml");
+    let pod = |name: &str, uid: &str| {
+        format!(
+            "apiVersion: v1\nkind: Pod\nmetadata: {{name: {name}, namespace: default, uid: {uid}}}\n\
+             spec: {{containers: [{{name: c, image: pause}}]}}\n"
+        )
+    };
+    std::fs::write(
+        &pods,
+        [
+            pod("web", "web-1"),
+            pod("web", "web-2"),
+            pod("solo", "solo-uid"),
+        ]
+        .join("---\n"),
+    )
+    .unwrap();
+    let admitted = agent.cli(&["admit", "-f", pods.to_str().unwrap()]);
+    assert!(admitted.status.success(), "{}", stderr(&admitted));
+    let uids = || {
+        let out = agent.cli(&["status", "-o", "json"]);
+        let doc: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
+        let mut uids: Vec<String> = doc
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|p| p["uid"].as_str().unwrap().to_owned())
+            .collect();
+        uids.sort();
+        uids
+    };
+    assert_eq!(uids(), ["solo-uid", "web-1", "web-2"]);
+
+    let solo = agent.cli(&["release", "default/solo"]);
+    assert!(solo.status.success(), "{}", stderr(&solo));
+    assert_eq!(stdout(&solo), "pod default/solo (uid solo-uid) released\n");
+    assert_eq!(uids(), ["web-1", "web-2"]);
+
+    let several = agent.cli(&["release", "default/web"]);
+    assert_eq!(several.status.code(), Some(1));
+    assert!(
+        stderr(&several).contains(
+            "2 admitted pods are named default/web (uids web-1, web-2): release one by its uid"
+        ),
+        "{}",
+        stderr(&several)
+    );
+    let none = agent.cli(&["release", "kube-system/web"]);
+    assert_eq!(none.status.code(), Some(1));
+    assert!(
+        stderr(&none).contains("no admitted pod is named kube-system/web"),
+        "{}",
+        stderr(&none)
+    );
+    assert_eq!(uids(), ["web-1", "web-2"]);
+
+    assert!(agent.cli(&["release", "web-1"]).status.success());
+    let web = agent.cli(&["release", "default/web"]);
+    assert!(web.status.success(), "{}", stderr(&web));
+    assert_eq!(stdout(&web), "pod default/web (uid web-2) released\n");
+    assert!(uids().is_empty());
+}
