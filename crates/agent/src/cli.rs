@@ -177,6 +177,24 @@ pub(crate) enum Command {
         #[command(subcommand)]
         command: ConfigCommand,
     },
+    /// Print the shell completion script for SHELL.
+    #[command(
+        after_help = "Examples:\n  corral completions bash > /etc/bash_completion.d/corral\n  corral completions zsh > \"${fpath[1]}/_corral\"\n  corral completions fish > ~/.config/fish/completions/corral.fish"
+    )]
+    Completions {
+        /// The shell.
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
+    /// Print the man page (roff, section 1) of corral, or of one of its commands.
+    #[command(
+        after_help = "Examples:\n  corral man | man -l -\n  corral man run | man -l -\n  corral man config check > /usr/local/share/man/man1/corral-config-check.1"
+    )]
+    Man {
+        /// The command whose page to print (its words: run, config check); none: corral's.
+        #[arg(value_name = "COMMAND")]
+        command: Vec<String>,
+    },
 }
 
 #[derive(Debug, Subcommand)]

@@ -42,6 +42,14 @@ pub(crate) fn line(args: std::fmt::Arguments<'_>) -> Result<(), StdoutError> {
     Ok(())
 }
 
+/// Write `data` to stdout as it is (a generated script or page).
+pub(crate) fn bytes(data: &[u8]) -> Result<(), StdoutError> {
+    let mut out = std::io::stdout().lock();
+    out.write_all(data)?;
+    out.flush()?;
+    Ok(())
+}
+
 /// Whether `err` comes from a write to a closed stdout ([`StdoutError::Closed`] is in its
 /// chain). No other error is: an `io::ErrorKind::BrokenPipe` from a socket is not.
 pub(crate) fn is_stdout_closed(err: &anyhow::Error) -> bool {

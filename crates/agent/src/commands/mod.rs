@@ -5,6 +5,7 @@ mod checkpoint;
 mod client;
 mod config_check;
 mod explain;
+mod generate;
 mod run;
 mod topology;
 
@@ -51,5 +52,7 @@ pub(crate) fn run(command: Command) -> Result<ExitCode> {
         Command::Config {
             command: ConfigCommand::Check(args),
         } => config_check::run(&args),
+        Command::Completions { shell } => generate::completions(shell),
+        Command::Man { command } => generate::man(&command),
     }
 }

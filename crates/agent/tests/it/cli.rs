@@ -1044,3 +1044,53 @@ fn release_takes_a_namespace_and_name() {
     assert_eq!(stdout(&web), "pod default/web (uid web-2) released\n");
     assert!(uids().is_empty());
 }
+
+/// `corral completions bash` is a script bash parses (`bash -n`) that completes every
+/// command; `corral man` and `corral man COMMAND` print man roff; both on stdout.
+#[test]
+fn completions_and_man_pages_come_from_the_command_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let script = dir.path().join("corral.bash");
+    let output = corral(&["completions", "bash"]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    std::fs::write(&script, &output.stdout).unwrap();
+    let parsed = std::process::Command::new("bash")
+        .arg("-n")
+        .arg(&script)
+        .output()
+        .expect("run bash");
+    assert!(parsed.status.success(), "{}", stderr(&parsed));
+    let text = stdout(&output);
+    for command in [
+        "run",
+        "admit",
+        "release",
+        "status",
+        "topology",
+        "explain",
+        "checkpoint",
+        "config",
+        "completions",
+        "man",
+    ] {
+        // The script's dispatch on the words typed so far.
+        assert!(text.contains(&format!("corral,{command})")), "{command}");
+    }
+    assert!(text.contains("corral__subcmd__config,check)"), "{text}");
+    for shell in ["zsh", "fish"] {
+        let output = corral(&["completions", shell]);
+        assert!(output.status.success(), "{shell}: {}", stderr(&output));
+        assert!(stdout(&output).contains("reserved-memory"), "{shell}");
+    }
+    assert_eq!(corral(&["completions", "tcsh"]).status.code(), Some(2));
+
+    let page = corral(&["man"]);
+    assert!(page.status.success(), "{}", stderr(&page));
+    assert!(stdout(&page).contains(".TH corral 1"), "{}", stdout(&page));
+    let page = corral(&["man", "config", "check"]);
+    assert!(page.status.success(), "{}", stderr(&page));
+    assert!(stdout(&page).contains(".TH corral-config-check 1"));
+    let missing = corral(&["man", "frobnicate"]);
+    assert_eq!(missing.status.code(), Some(1));
+    assert!(stderr(&missing).contains("no command `corral frobnicate`"));
+}
