@@ -927,6 +927,50 @@ fn config_check_with_a_host_root_refuses_what_run_refuses() {
         why(&check)
     );
 
+    // The Static memory policy's reservations are checked against the machine's nodes and
+    // its node allocatable reservation (100Mi of eviction threshold by default), as `run`'s
+    // memory manager checks them.
+    for (reserved, why) in [
+        (
+            "1:memory=100Mi",
+            "building the memory manager: the reserved memory configuration references a NUMA node 1 that does not exist on this machine",
+        ),
+        (
+            "0:memory=50Mi",
+            "building the memory manager: the total amount \"50Mi\" of type \"memory\" is not equal to the value \"100Mi\" determined by Node Allocatable feature",
+        ),
+    ] {
+        let check = corral(&[
+            "config",
+            "check",
+            "--root",
+            root,
+            "--host-root",
+            machine,
+            "--memory-manager-policy=Static",
+            "--reserved-memory",
+            reserved,
+        ]);
+        assert_eq!(check.status.code(), Some(2), "{}", stdout(&check));
+        assert!(
+            stderr(&check).trim_end().ends_with(why),
+            "{}",
+            stderr(&check)
+        );
+    }
+    let fits = [
+        "config",
+        "check",
+        "--root",
+        root,
+        "--host-root",
+        machine,
+        "--memory-manager-policy=Static",
+        "--reserved-memory=0:memory=100Mi",
+    ];
+    let check = corral(&fits);
+    assert!(check.status.success(), "{}", stderr(&check));
+
     // What fits passes, and the machine is named.
     std::fs::write(
         &file,
