@@ -113,8 +113,11 @@ mod tests {
 /// ([`DeviceManager::device_inventory`](crate::DeviceManager::device_inventory)).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct ResourceInventory {
-    /// Every device, healthy or not, with its NUMA nodes.
+    /// Every device as the plugin last listed it, with its NUMA nodes.
     pub devices: Vec<Device>,
+    /// The ids the manager holds healthy (upstream `GetAllocatableDevices`): a disconnected
+    /// plugin's devices are not, though its last list called them healthy.
+    pub healthy: std::collections::BTreeSet<String>,
     /// The ids of the devices pods hold.
     pub allocated: std::collections::BTreeSet<String>,
 }

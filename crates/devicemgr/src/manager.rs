@@ -264,9 +264,10 @@ impl DeviceManager {
             .collect()
     }
 
-    /// Every registered resource's devices as its plugin last listed them (healthy or not,
-    /// with their NUMA nodes), and which of them pods hold: what a NodeResourceTopology
-    /// publishes per NUMA node.
+    /// Every registered resource's devices as its plugin last listed them (with their NUMA
+    /// nodes), which of them the manager holds healthy (a disconnected plugin's are not,
+    /// whatever its last list said) and which pods hold: what a NodeResourceTopology
+    /// publishes per NUMA node, read under one lock.
     pub fn device_inventory(&self) -> BTreeMap<String, ResourceInventory> {
         let state = self.shared.state();
         state
@@ -276,6 +277,7 @@ impl DeviceManager {
             .map(|r| {
                 let inventory = ResourceInventory {
                     devices: state.all_devices(&r),
+                    healthy: state.healthy_devices(&r),
                     allocated: state.allocated_devices(&r),
                 };
                 (r, inventory)

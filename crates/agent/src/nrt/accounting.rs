@@ -254,15 +254,8 @@ fn device_counts(node: &Node) -> BTreeMap<String, BTreeMap<usize, Counts>> {
     // Healthy as the device manager holds it, not as the plugin last listed it: when a
     // plugin's stream ends, its devices turn unhealthy (upstream `PluginDisconnected`) though
     // its last list called them healthy, and the manager allocates none of them.
-    let healthy: BTreeMap<String, BTreeSet<String>> = node
-        .devices()
-        .allocatable_devices()
-        .into_iter()
-        .map(|(resource, devices)| (resource, devices.into_iter().map(|d| d.id).collect()))
-        .collect();
     let mut out: BTreeMap<String, BTreeMap<usize, Counts>> = BTreeMap::new();
     for (resource, inventory) in node.devices().device_inventory() {
-        let healthy = healthy.get(&resource);
         let per_node = out.entry(resource).or_default();
         for device in &inventory.devices {
             let numa: BTreeSet<usize> = device
@@ -274,7 +267,7 @@ fn device_counts(node: &Node) -> BTreeMap<String, BTreeMap<usize, Counts>> {
             for id in numa {
                 let counts = per_node.entry(id).or_default();
                 counts.capacity += 1;
-                if healthy.is_some_and(|ids| ids.contains(&device.id)) {
+                if inventory.healthy.contains(&device.id) {
                     counts.allocatable += 1;
                     if !inventory.allocated.contains(&device.id) {
                         counts.available += 1;
