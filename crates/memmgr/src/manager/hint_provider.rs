@@ -5,8 +5,10 @@
 use corral_topology::topologymanager::{
     DECISION_STEPS, Grant, PodGrants, ProviderHintSets, TopologyHint, bounded_apart,
 };
+use std::sync::atomic::Ordering;
+
 use corral_topology::{
-    AffinityStore, AllocationError, Container, HintProvider, Pod, ProviderHints,
+    AffinityStore, AllocationError, Container, HintProvider, Pod, ProviderHints, QosClass,
 };
 
 use super::{EMPTY_POD_SHARED_POOL_ERROR, MemoryManager, MemoryManagerError};
@@ -74,15 +76,20 @@ impl HintProvider for MemoryManager {
             return Err(AllocationError::unexpected(MemoryManagerError::NotStarted));
         }
         let before = inner.policy.clone();
-        if let Some(policy) = inner.policy.as_mut() {
-            // A budget of its own: the decision's hints may have used up theirs.
-            bounded_apart(DECISION_STEPS, || policy.allocate(pod, container, affinity))
-                .0
-                .map_err(allocation_error)?;
-        }
-        inner
-            .commit(self.policy, before)
-            .map_err(AllocationError::unexpected)?;
+        let counted = inner.policy.as_ref().is_some_and(|p| !p.skipped(pod));
+        let allocated = (|| {
+            if let Some(policy) = inner.policy.as_mut() {
+                // A budget of its own: the decision's hints may have used up theirs.
+                bounded_apart(DECISION_STEPS, || policy.allocate(pod, container, affinity))
+                    .0
+                    .map_err(allocation_error)?;
+            }
+            inner
+                .commit(self.policy, before)
+                .map_err(AllocationError::unexpected)
+        })();
+        self.count(counted, allocated.is_ok());
+        allocated?;
         Ok(Grant::memory(inner.granted(&pod.uid, &container.name)))
     }
 
@@ -97,16 +104,18 @@ impl HintProvider for MemoryManager {
             store.affinity(&pod.uid, &name)
         });
         let before = inner.policy.clone();
+        let counted = inner.policy.is_some() && pod.qos_class() == QosClass::Guaranteed;
         if let Some(policy) = inner.policy.as_mut()
             && let (Err(err), _) =
                 bounded_apart(DECISION_STEPS, || policy.allocate_pod(pod, affinity))
         {
             inner.policy = before;
+            self.count(counted, false);
             return Err(allocation_error(err));
         }
-        inner
-            .commit(self.policy, before)
-            .map_err(AllocationError::unexpected)?;
+        let committed = inner.commit(self.policy, before);
+        self.count(counted, committed.is_ok());
+        committed.map_err(AllocationError::unexpected)?;
         Ok(pod
             .all_containers()
             .map(|(_, c)| {
@@ -116,6 +125,20 @@ impl HintProvider for MemoryManager {
                 )
             })
             .collect())
+    }
+}
+
+impl MemoryManager {
+    /// Count a pinning request (`counted`: one upstream's static policy counts) and
+    /// whether it failed.
+    fn count(&self, counted: bool, succeeded: bool) {
+        if counted {
+            let metrics = self.metrics();
+            metrics.pinning_requests_total.fetch_add(1, Ordering::Relaxed);
+            if !succeeded {
+                metrics.pinning_errors_total.fetch_add(1, Ordering::Relaxed);
+            }
+        }
     }
 }
 

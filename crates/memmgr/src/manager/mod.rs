@@ -11,12 +11,14 @@ mod allocatable;
 mod config;
 mod error;
 mod hint_provider;
+mod metrics;
 
 pub use allocatable::{EvictionThreshold, node_allocatable_reservation};
 pub use config::{
     ConfigError, MemoryManagerConfig, MemoryPolicy, MemoryReservation, check_system_reserved,
 };
 pub use error::MemoryManagerError;
+pub use metrics::MemoryManagerMetrics;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Mutex, MutexGuard, PoisonError};
@@ -75,6 +77,7 @@ pub struct MemoryManager {
     /// The machine's state with nothing assigned (`None` for the `None` policy).
     default: Option<MachineState>,
     inner: Mutex<Inner>,
+    metrics: MemoryManagerMetrics,
 }
 
 #[derive(Debug, Default)]
@@ -223,6 +226,7 @@ impl MemoryManager {
                 pod_level: config.pod_level_resources,
                 ..Inner::default()
             }),
+            metrics: MemoryManagerMetrics::default(),
         })
     }
 
@@ -233,6 +237,11 @@ impl MemoryManager {
     /// The policy.
     pub fn policy(&self) -> MemoryPolicy {
         self.policy
+    }
+
+    /// The counters upstream exports (`kubelet_memory_manager_pinning_*`).
+    pub fn metrics(&self) -> &MemoryManagerMetrics {
+        &self.metrics
     }
 
     /// Upstream `Start`: restores `memory_manager_state` from `state_file` (or starts empty

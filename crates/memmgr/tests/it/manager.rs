@@ -301,3 +301,51 @@ fn a_snapshot_puts_back_the_split_a_release_would_move() {
     assert_eq!(file(dir.path()), written);
     assert!(manager.container_memory("big", "app").is_empty());
 }
+
+/// `kubelet_memory_manager_pinning_{requests,errors}_total` count as upstream's static
+/// policy does: each Guaranteed container (a second allocation of one already placed
+/// included), not a Burstable one, and a failed allocation counts as both.
+#[test]
+fn pinning_counters_count_guaranteed_allocations_and_their_failures() {
+    use std::sync::atomic::Ordering::Relaxed;
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("state");
+    let manager = started(&state, MemoryPolicy::Static).unwrap();
+    let counts = |m: &MemoryManager| {
+        let metrics = m.metrics();
+        (
+            metrics.pinning_requests_total.load(Relaxed),
+            metrics.pinning_errors_total.load(Relaxed),
+        )
+    };
+    assert_eq!(counts(&manager), (0, 0));
+    let (pod, c) = guaranteed("p1", GI, 0);
+    manager.allocate(&pod, &c, &AffinityStore::new()).unwrap();
+    manager.allocate(&pod, &c, &AffinityStore::new()).unwrap();
+    assert_eq!(counts(&manager), (2, 0));
+
+    let (mut burstable, mut b) = guaranteed("p2", GI, 0);
+    b.resources.limits.memory_bytes = Some(2 * GI as i64);
+    burstable.containers = vec![b.clone()];
+    manager
+        .allocate(&burstable, &b, &AffinityStore::new())
+        .unwrap();
+    assert_eq!(counts(&manager), (2, 0), "a Burstable container is not pinned");
+
+    // More memory than the machine has fails.
+    let (huge, h) = guaranteed("p3", 64 * GI, 0);
+    manager.allocate(&huge, &h, &AffinityStore::new()).unwrap_err();
+    assert_eq!(counts(&manager), (3, 1));
+
+    // A failed write counts as an error too.
+    std::fs::remove_dir_all(&state).unwrap();
+    std::fs::write(&state, b"not a dir").unwrap();
+    let (pod, c) = guaranteed("p4", GI, 0);
+    manager.allocate(&pod, &c, &AffinityStore::new()).unwrap_err();
+    assert_eq!(counts(&manager), (4, 2));
+
+    let none = started(&dir.path().join("none"), MemoryPolicy::None).unwrap();
+    let (pod, c) = guaranteed("p5", GI, 0);
+    none.allocate(&pod, &c, &AffinityStore::new()).unwrap();
+    assert_eq!(counts(&none), (0, 0), "the None policy pins nothing");
+}
