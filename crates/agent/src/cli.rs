@@ -321,8 +321,10 @@ pub(crate) struct ConfigArgs {
     /// `containerRuntimeEndpoint`: the CRI socket cpusets are pushed to.
     #[arg(long)]
     pub(crate) container_runtime_endpoint: Option<String>,
-    /// Serve Prometheus metrics on this loopback address (e.g. 127.0.0.1:9464).
-    #[arg(long)]
+    /// `metricsAddress`: serve Prometheus metrics, `/healthz` and `/readyz` on this address
+    /// and port (e.g. 127.0.0.1:9464; 0.0.0.0:9464 for probes and Prometheus in a
+    /// host-network pod). Off unless set.
+    #[arg(long, value_name = "ADDR:PORT")]
     pub(crate) metrics_addr: Option<String>,
     /// `nri`: run as an NRI plugin of the container runtime (containerd, CRI-O): its pod
     /// and container events drive admission.
@@ -344,6 +346,11 @@ pub(crate) struct ConfigArgs {
     /// needs an NRI v0.10 runtime: containerd 2.2, CRI-O 1.34). Default true.
     #[arg(long, value_name = "BOOL")]
     pub(crate) nri_guard_pinned_cpusets: Option<bool>,
+    /// `nriDisconnectedGracePeriod`: in NRI mode, how long corral may be without a
+    /// synchronized connection to the runtime (since it started or lost it) before
+    /// `/healthz` fails (default 1m).
+    #[arg(long, value_name = "DURATION")]
+    pub(crate) nri_disconnected_grace_period: Option<String>,
     /// `kubeconfig`: the API server to publish the node's NodeResourceTopology to (the
     /// kubelet's flag). In a pod, the service account is used when this is not set.
     #[arg(long, value_name = "FILE")]

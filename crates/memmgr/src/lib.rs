@@ -53,8 +53,8 @@ pub use machine_state::{
 };
 pub use manager::{
     ConfigError, EMPTY_POD_SHARED_POOL_ERROR, EvictionThreshold, MemoryManager,
-    MemoryManagerConfig, MemoryManagerError, MemoryManagerMetrics, MemoryPolicy, MemoryReservation, MemorySnapshot,
-    check_system_reserved, node_allocatable_reservation,
+    MemoryManagerConfig, MemoryManagerError, MemoryManagerMetrics, MemoryPolicy, MemoryReservation,
+    MemorySnapshot, check_system_reserved, node_allocatable_reservation,
 };
 pub use restore::{restore_machine_state, restore_machine_state_with_pods};
 pub use static_policy::{StaticPolicy, pod_requested, requested};

@@ -143,6 +143,33 @@ pub(crate) fn run(args: &ConfigArgs) -> Result<ExitCode> {
                     outln!("  nodeName:                   - (no NodeResourceTopology is published)")
                 }
             }
+            match &config.nri {
+                config::NriMode::Plugin(nri) => {
+                    outln!("  nri:                        true");
+                    outln!(
+                        "  nriSocket:                  {}",
+                        nri.plugin.socket.display()
+                    );
+                    outln!("  nriPluginIndex:             {}", nri.plugin.index);
+                    outln!(
+                        "  kubeletPodResourcesSocket:  {}",
+                        nri.kubelet_pod_resources.display()
+                    );
+                    outln!(
+                        "  nriGuardPinnedCpusets:      {}",
+                        nri.pinned_cpusets == config::PinnedCpusets::Guarded
+                    );
+                    outln!(
+                        "  nriDisconnectedGracePeriod: {}",
+                        GoDuration(nri.disconnected_grace)
+                    );
+                }
+                config::NriMode::Off => {
+                    outln!(
+                        "  nri:                        false (pods come through the admission API)"
+                    )
+                }
+            }
             let gates = &config.feature_gates;
             for warning in gates.warnings() {
                 eprintln!("corral: warning: {warning}");

@@ -36,6 +36,7 @@ pub(crate) const KNOWN_KEYS: &[&str] = &[
     "nriPluginIndex",
     "kubeletPodResourcesSocket",
     "nriGuardPinnedCpusets",
+    "nriDisconnectedGracePeriod",
     "kubeconfig",
     "nodeName",
     "nodeResourceTopologyResyncPeriod",

@@ -30,6 +30,8 @@ use errors::options_text;
 pub(crate) use keys::UnknownKey;
 pub(crate) use layout::Layout;
 pub(crate) use memory::{MemorySettings, ReservedMemoryEntry};
+#[cfg(test)]
+pub(crate) use nri::DEFAULT_NRI_DISCONNECTED_GRACE;
 pub(crate) use nri::{NriMode, NriSettings, PinnedCpusets};
 pub(crate) use nrt::{Credentials, NrtSettings};
 
@@ -70,6 +72,7 @@ pub(crate) struct ConfigSource {
     pub(crate) nri_plugin_index: Option<String>,
     pub(crate) kubelet_pod_resources_socket: Option<PathBuf>,
     pub(crate) nri_guard_pinned_cpusets: Option<bool>,
+    pub(crate) nri_disconnected_grace_period: Option<String>,
     pub(crate) kubeconfig: Option<PathBuf>,
     pub(crate) node_name: Option<String>,
     pub(crate) node_resource_topology_resync_period: Option<String>,
@@ -140,6 +143,7 @@ impl ConfigSource {
             nri_plugin_index,
             kubelet_pod_resources_socket,
             nri_guard_pinned_cpusets,
+            nri_disconnected_grace_period,
             kubeconfig,
             node_name,
             node_resource_topology_resync_period
@@ -226,13 +230,13 @@ impl ConfigSource {
         let metrics_address = match self.metrics_address.as_deref() {
             None | Some("") => None,
             Some(text) => match text.parse::<SocketAddr>() {
-                Ok(addr) if addr.ip().is_loopback() => Some(addr),
-                Ok(_) => {
-                    errors.push("metricsAddress", text, "a loopback address like 127.0.0.1:9464 (metrics are never exposed beyond the node's loopback)");
-                    None
-                }
+                Ok(addr) => Some(addr),
                 Err(_) => {
-                    errors.push("metricsAddress", text, "an address like 127.0.0.1:9464");
+                    errors.push(
+                        "metricsAddress",
+                        text,
+                        "an address and port like 127.0.0.1:9464 or 0.0.0.0:9464",
+                    );
                     None
                 }
             },
@@ -415,6 +419,7 @@ pub(crate) fn load(args: &ConfigArgs) -> Result<(AgentConfig, Vec<UnknownKey>), 
         nri_plugin_index: args.nri_plugin_index.clone(),
         kubelet_pod_resources_socket: args.kubelet_pod_resources_socket.clone(),
         nri_guard_pinned_cpusets: args.nri_guard_pinned_cpusets,
+        nri_disconnected_grace_period: args.nri_disconnected_grace_period.clone(),
         kubeconfig: args.kubeconfig.clone(),
         node_name: args.node_name.clone(),
         in_cluster: std::env::var_os("KUBERNETES_SERVICE_HOST").is_some_and(|h| !h.is_empty()),
@@ -449,7 +454,8 @@ pub(crate) struct AgentConfig {
     pub(crate) layout: Layout,
     /// The host root sysfs is read under.
     pub(crate) host_root: PathBuf,
-    /// Where to serve Prometheus metrics (loopback only), when asked.
+    /// Where to serve Prometheus metrics and the probes, when asked (any address given:
+    /// off unless set; the examples use loopback).
     pub(crate) metrics_address: Option<SocketAddr>,
     /// How long a device plugin's resource outlives its plugin.
     pub(crate) device_plugin_grace_period: Duration,

@@ -1,8 +1,9 @@
 //! `nri`, `nriSocket`, `nriPluginIndex`, `kubeletPodResourcesSocket`,
-//! `nriGuardPinnedCpusets`: whether corral runs as the container runtime's NRI plugin, and
+//! `nriGuardPinnedCpusets`, `nriDisconnectedGracePeriod`: whether corral runs as the container runtime's NRI plugin, and
 //! how.
 
 use std::path::PathBuf;
+use std::time::Duration;
 
 use super::{ConfigErrors, ConfigSource};
 
@@ -33,7 +34,14 @@ pub(crate) struct NriSettings {
     /// `nriGuardPinnedCpusets`: whether another plugin may change the cpuset of a
     /// container corral pinned.
     pub(crate) pinned_cpusets: PinnedCpusets,
+    /// `nriDisconnectedGracePeriod`: how long corral may be without a synchronized
+    /// connection before `/healthz` fails.
+    pub(crate) disconnected_grace: Duration,
 }
+
+/// The default `nriDisconnectedGracePeriod`: longer than the redial backoff's 30 s cap, so
+/// one lost connection redialed at the cap still reconnects in time.
+pub(crate) const DEFAULT_NRI_DISCONNECTED_GRACE: Duration = Duration::from_secs(60);
 
 /// Whether corral, as an NRI validator (v0.10 runtimes on), rejects another plugin's
 /// adjustment that changes the cpuset CPUs or memory nodes corral gave a pinned container
@@ -100,10 +108,16 @@ impl ConfigSource {
             Some(false) => PinnedCpusets::Open,
             Some(true) | None => PinnedCpusets::Guarded,
         };
+        let disconnected_grace = errors.duration(
+            "nriDisconnectedGracePeriod",
+            self.nri_disconnected_grace_period.as_deref(),
+            DEFAULT_NRI_DISCONNECTED_GRACE,
+        );
         NriMode::Plugin(NriSettings {
             plugin,
             kubelet_pod_resources,
             pinned_cpusets,
+            disconnected_grace,
         })
     }
 }

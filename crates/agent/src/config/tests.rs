@@ -113,7 +113,7 @@ cpuManagerReconcilePeriod: soon
 reservedSystemCPUs: "3-1"
 kubeReserved: {cpu: lots}
 topologyManagerPolicy: strict
-metricsAddress: 0.0.0.0:9464
+metricsAddress: 0.0.0.0
 containerRuntimeEndpoint: relative.sock
 "#,
     )
@@ -631,4 +631,44 @@ fn feature_gates_example_config_is_valid() {
     );
     assert_eq!(config.cpu_manager.feature_gates, *gates);
     assert!(config.topology.options.prefer_closest_numa);
+}
+
+/// `metricsAddress` takes any address when given (a host-network DaemonSet's probes and
+/// Prometheus reach it on the node's address); unset, nothing is served.
+#[test]
+fn the_metrics_address_takes_any_address_and_port() {
+    for text in ["0.0.0.0:9464", "127.0.0.1:0", "[::]:9464", "10.1.2.3:8080"] {
+        let config = source(&format!("metricsAddress: \"{text}\"\n"))
+            .validate()
+            .unwrap();
+        assert_eq!(
+            config.metrics_address,
+            Some(text.parse().unwrap()),
+            "{text}"
+        );
+    }
+    for text in ["0.0.0.0", "localhost:9464", ":9464"] {
+        let errors = source(&format!("metricsAddress: \"{text}\"\n"))
+            .validate()
+            .unwrap_err();
+        assert_eq!(errors.0[0].key, "metricsAddress", "{text}");
+    }
+}
+
+/// `nriDisconnectedGracePeriod`: a Go duration, 1m by default.
+#[test]
+fn the_nri_disconnected_grace_period_is_a_duration() {
+    let grace = |text: &str| match source(text).validate().unwrap().nri {
+        NriMode::Plugin(settings) => settings.disconnected_grace,
+        NriMode::Off => panic!("NRI off"),
+    };
+    assert_eq!(grace("nri: true\n"), Duration::from_secs(60));
+    assert_eq!(
+        grace("nri: true\nnriDisconnectedGracePeriod: 2s\n"),
+        Duration::from_secs(2)
+    );
+    let errors = source("nri: true\nnriDisconnectedGracePeriod: soon\n")
+        .validate()
+        .unwrap_err();
+    assert_eq!(errors.0[0].key, "nriDisconnectedGracePeriod");
 }

@@ -223,6 +223,17 @@ impl Node {
         .await
     }
 
+    /// Run `work` holding the decision lock, as a decision would (tests: a wedged one).
+    #[cfg(test)]
+    pub(crate) async fn hold_decision_lock_for_test(
+        self: &Arc<Self>,
+        work: impl FnOnce() + Send + 'static,
+    ) {
+        self.with_decision_lock(move |_| work())
+            .await
+            .expect("the held lock's work panicked");
+    }
+
     /// One decision under the lock; a refused or deferred one is given back before the
     /// lock is.
     async fn decide_once(

@@ -10,14 +10,17 @@
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
 
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 /// The decision lock: taken by an async task, first come first served, and held by the
-/// blocking thread the task hands the decision to.
+/// blocking thread the task hands the decision to. It knows since when it is held, so a
+/// wedged decision shows on `/healthz`.
 #[derive(Debug)]
 pub(crate) struct DecisionLock {
     permit: Arc<Semaphore>,
+    held_since: Arc<Mutex<Option<Instant>>>,
 }
 
 /// Holding the [`DecisionLock`] (movable to a blocking thread); dropping it lets the next
@@ -25,6 +28,7 @@ pub(crate) struct DecisionLock {
 #[derive(Debug)]
 pub(crate) struct DecisionGuard {
     _permit: OwnedSemaphorePermit,
+    held_since: Arc<Mutex<Option<Instant>>>,
 }
 
 impl DecisionLock {
@@ -32,6 +36,7 @@ impl DecisionLock {
     pub(crate) fn new() -> DecisionLock {
         DecisionLock {
             permit: Arc::new(Semaphore::new(1)),
+            held_since: Arc::default(),
         }
     }
 
@@ -41,8 +46,29 @@ impl DecisionLock {
             .acquire_owned()
             .await
             .expect("the decision semaphore is never closed");
-        DecisionGuard { _permit: permit }
+        *lock(&self.held_since) = Some(Instant::now());
+        DecisionGuard {
+            _permit: permit,
+            held_since: Arc::clone(&self.held_since),
+        }
     }
+
+    /// How long the current holder has held the lock (`None`: free).
+    pub(crate) fn held_for(&self) -> Option<Duration> {
+        lock(&self.held_since).map(|since| since.elapsed())
+    }
+}
+
+impl Drop for DecisionGuard {
+    fn drop(&mut self) {
+        // Cleared before the permit is given back (fields drop after this), so the next
+        // holder's time is never overwritten by this one's end.
+        *lock(&self.held_since) = None;
+    }
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 /// One async lock per key, created on demand and dropped when nobody holds or waits for it.
@@ -140,5 +166,21 @@ pub(in crate::node) mod tests {
         drop(_a);
         drop(_b);
         assert_eq!(locks.len(), 0);
+    }
+
+    #[tokio::test]
+    async fn the_decision_lock_knows_how_long_it_is_held() {
+        let lock = DecisionLock::new();
+        assert_eq!(lock.held_for(), None);
+        let guard = lock.acquire().await;
+        std::thread::sleep(Duration::from_millis(5));
+        assert!(lock.held_for().unwrap() >= Duration::from_millis(5));
+        // Moved to a blocking thread and dropped there, as a decision does.
+        tokio::task::spawn_blocking(move || drop(guard))
+            .await
+            .unwrap();
+        assert_eq!(lock.held_for(), None);
+        let _again = tokio::time::timeout(WAIT, lock.acquire()).await.unwrap();
+        assert!(lock.held_for().is_some());
     }
 }

@@ -490,6 +490,13 @@ impl Node {
         &self.memory
     }
 
+    /// How long the decision under way has held the decision lock (`None`: no decision
+    /// under way). Decisions are bounded by their search budget, so a long hold means a
+    /// wedged manager (`/healthz` says so).
+    pub(crate) fn decision_held_for(&self) -> Option<std::time::Duration> {
+        self.decisions.held_for()
+    }
+
     /// The topology manager.
     pub(crate) fn topology(&self) -> &TopologyManager {
         &self.topology

@@ -1,8 +1,7 @@
-//! The metrics endpoint on `--metrics-addr` (loopback only, off by default): `GET /metrics`
-//! answers the kubelet's resource-manager series under the kubelet's exact names, help
-//! texts, labels and buckets (upstream `pkg/kubelet/metrics/metrics.go`, v1.36), in the
-//! text format the kubelet serves ([`crate::exposition`]); `GET /healthz` answers `ok`
-//! while the agent serves; any other path is 404.
+//! What `GET /metrics` on `--metrics-addr` answers (served by [`super::http`]): the
+//! kubelet's resource-manager series under the kubelet's exact names, help texts, labels
+//! and buckets (upstream `pkg/kubelet/metrics/metrics.go`, v1.37), in the text format the
+//! kubelet serves ([`crate::exposition`]).
 //!
 //! Served: `kubelet_topology_manager_admission_requests_total`, `…_admission_errors_total`,
 //! `…_admission_duration_ms`; `kubelet_cpu_manager_pinning_requests_total`,
@@ -24,28 +23,11 @@
 //! `…_allocation_per_numa` has a series for every NUMA node of a `static` policy, 0 included
 //! (upstream only sets the nodes that held CPUs and never lowers a node back to 0).
 
-use std::future::Future;
-use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::Duration;
-
-use anyhow::{Context, Result};
-use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
-use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::Semaphore;
 
 use crate::exposition::{self, Family, HistogramSnapshot, Kind, Series, Value};
 use crate::node::Node;
-
-/// Connections served at once; more are closed at once.
-const MAX_CONNECTIONS: usize = 64;
-/// How long one connection may take, request head to last byte of the answer.
-const CONNECTION_DEADLINE: Duration = Duration::from_secs(10);
-/// The largest request head read.
-const MAX_HEAD: usize = 16 * 1024;
-/// Pause after a failed accept (e.g. EMFILE) before the next one.
-const ACCEPT_BACKOFF: Duration = Duration::from_millis(100);
 
 /// A family's name, help text (as upstream defines it, without the stability prefix) and
 /// type.
@@ -78,6 +60,16 @@ const CPU_PINNING_REQUESTS: Def = Def {
 const CPU_PINNING_ERRORS: Def = Def {
     name: "kubelet_cpu_manager_pinning_errors_total",
     help: "The number of cpu core allocations which required pinning failed.",
+    kind: Kind::Counter,
+};
+const MEMORY_PINNING_REQUESTS: Def = Def {
+    name: "kubelet_memory_manager_pinning_requests_total",
+    help: "The number of memory pages allocations which required pinning.",
+    kind: Kind::Counter,
+};
+const MEMORY_PINNING_ERRORS: Def = Def {
+    name: "kubelet_memory_manager_pinning_errors_total",
+    help: "The number of memory pages allocations which required pinning that failed.",
     kind: Kind::Counter,
 };
 const CPU_SHARED_POOL: Def = Def {
@@ -272,6 +264,15 @@ pub(crate) fn families(node: &Node) -> Vec<Family> {
     }
     families.push(alpha(&CPU_PER_NUMA, per_numa));
 
+    // Registered whatever the policy (upstream registers them while the MemoryManager gate,
+    // GA and locked, is on); only the Static policy counts.
+    let mm = node.memory().metrics();
+    families.push(counter(
+        &MEMORY_PINNING_REQUESTS,
+        &mm.pinning_requests_total,
+    ));
+    families.push(counter(&MEMORY_PINNING_ERRORS, &mm.pinning_errors_total));
+
     // Which series exist follows upstream: the static CPU policy's `initializeMetrics`
     // creates the physical_cpu and uncore_cache ones, a topology manager policy other than
     // `none` the numa_node ones.
@@ -365,163 +366,11 @@ pub(crate) fn render(node: &Node) -> String {
 }
 
 /// The body of `GET /metrics` with `extra`'s families after the node's.
-fn render_with(node: &Node, extra: &ExtraFamilies) -> String {
+pub(crate) fn render_with(node: &Node, extra: &ExtraFamilies) -> String {
     let mut all = families(node);
     all.extend(extra());
     exposition::encode(&all)
 }
 
-/// Bind the metrics address; the error names it.
-pub(crate) async fn bind(addr: SocketAddr) -> Result<TcpListener> {
-    TcpListener::bind(addr)
-        .await
-        .with_context(|| format!("binding the metrics address {addr}"))
-}
-
-/// Answer on `listener` until `shutdown` completes. Each connection gets one answer within
-/// [`CONNECTION_DEADLINE`]; beyond [`MAX_CONNECTIONS`] at once, connections are closed.
-pub(crate) async fn serve(
-    listener: TcpListener,
-    node: Arc<Node>,
-    extra: ExtraFamilies,
-    shutdown: impl Future<Output = ()>,
-) {
-    if let Ok(addr) = listener.local_addr() {
-        tracing::info!(%addr, "serving metrics");
-    }
-    let slots = Arc::new(Semaphore::new(MAX_CONNECTIONS));
-    tokio::pin!(shutdown);
-    loop {
-        let stream = tokio::select! {
-            () = &mut shutdown => return,
-            accepted = listener.accept() => match accepted {
-                Ok((stream, _)) => stream,
-                Err(err) => {
-                    tracing::warn!(%err, "metrics accept failed");
-                    tokio::time::sleep(ACCEPT_BACKOFF).await;
-                    continue;
-                }
-            },
-        };
-        let Ok(slot) = Arc::clone(&slots).try_acquire_owned() else {
-            // Too many at once: dropping the stream closes it.
-            continue;
-        };
-        let node = Arc::clone(&node);
-        let extra = Arc::clone(&extra);
-        tokio::spawn(async move {
-            let _ = tokio::time::timeout(CONNECTION_DEADLINE, answer(stream, &node, &extra)).await;
-            drop(slot);
-        });
-    }
-}
-
-/// What to send back.
-struct Reply {
-    status: &'static str,
-    content_type: &'static str,
-    allow: bool,
-    body: String,
-    head_only: bool,
-}
-
-impl Reply {
-    fn text(status: &'static str, body: &str) -> Reply {
-        Reply {
-            status,
-            content_type: "text/plain; charset=utf-8",
-            allow: false,
-            body: body.to_owned(),
-            head_only: false,
-        }
-    }
-}
-
-/// The answer to one request head (`GET /path HTTP/1.1 …`).
-fn route(head: &[u8], node: &Node, extra: &ExtraFamilies) -> Reply {
-    let line = head.split(|b| *b == b'\r').next().unwrap_or_default();
-    let line = String::from_utf8_lossy(line);
-    let mut words = line.split(' ');
-    let (Some(method), Some(target), Some(version), None) =
-        (words.next(), words.next(), words.next(), words.next())
-    else {
-        return Reply::text("400 Bad Request", "400 Bad Request\n");
-    };
-    if !version.starts_with("HTTP/1.") {
-        return Reply::text("400 Bad Request", "400 Bad Request\n");
-    }
-    let path = target.split_once('?').map_or(target, |(path, _)| path);
-    let mut reply = match path {
-        "/metrics" => Reply {
-            status: "200 OK",
-            content_type: exposition::CONTENT_TYPE,
-            allow: false,
-            body: String::new(),
-            head_only: false,
-        },
-        "/healthz" => match node.state_trouble() {
-            None => Reply::text("200 OK", "ok"),
-            Some(trouble) => Reply::text(
-                "503 Service Unavailable",
-                &format!("state journal: {trouble}\n"),
-            ),
-        },
-        // Go's http.NotFound, as the kubelet answers an unknown path.
-        _ => return Reply::text("404 Not Found", "404 page not found\n"),
-    };
-    match method {
-        "GET" => {}
-        "HEAD" => reply.head_only = true,
-        _ => {
-            let mut refused = Reply::text("405 Method Not Allowed", "Method Not Allowed\n");
-            refused.allow = true;
-            return refused;
-        }
-    }
-    if path == "/metrics" {
-        reply.body = render_with(node, extra);
-    }
-    reply
-}
-
-/// Read one request head from `stream` and answer it.
-async fn answer(mut stream: TcpStream, node: &Node, extra: &ExtraFamilies) {
-    let mut head = Vec::with_capacity(1024);
-    let mut buf = [0u8; 1024];
-    while !head.windows(4).any(|w| w == b"\r\n\r\n") {
-        if head.len() >= MAX_HEAD {
-            break;
-        }
-        match stream.read(&mut buf).await {
-            Ok(0) | Err(_) => return,
-            Ok(n) => head.extend_from_slice(&buf[..n]),
-        }
-    }
-    let reply = if head.windows(4).any(|w| w == b"\r\n\r\n") {
-        route(&head, node, extra)
-    } else {
-        Reply::text(
-            "431 Request Header Fields Too Large",
-            "431 Request Header Fields Too Large\n",
-        )
-    };
-    let allow = if reply.allow {
-        "Allow: GET, HEAD\r\n"
-    } else {
-        ""
-    };
-    let mut response = format!(
-        "HTTP/1.1 {}\r\nContent-Type: {}\r\n{allow}Content-Length: {}\r\nConnection: close\r\n\r\n",
-        reply.status,
-        reply.content_type,
-        reply.body.len()
-    );
-    if !reply.head_only {
-        response.push_str(&reply.body);
-    }
-    let _ = stream.write_all(response.as_bytes()).await;
-    let _ = stream.shutdown().await;
-}
-
 #[cfg(test)]
-mod tests;
+pub(super) mod tests;

@@ -9,6 +9,8 @@
 mod agent_api;
 mod cri;
 mod demo;
+mod health;
+mod http;
 mod metrics;
 mod nri;
 mod podresources;
@@ -30,11 +32,26 @@ const SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
 
 /// Run the agent until a signal asks it to stop.
 pub(crate) async fn run(config: AgentConfig, demo_devices: usize) -> Result<()> {
-    // First, so that a taken port fails before anything is touched.
+    // First, so that a taken port fails before anything is touched; served at once, so
+    // the probes answer while the state is restored.
     let metrics_listener = match config.metrics_address {
-        Some(addr) => Some(metrics::bind(addr).await?),
+        Some(addr) => Some(http::bind(addr).await?),
         None => None,
     };
+    let (stop_tx, stop_rx) = watch::channel(false);
+    let stopped = move || {
+        let mut rx = stop_rx.clone();
+        async move {
+            let _ = rx.wait_for(|stop| *stop).await;
+        }
+    };
+    let nri_link = nri::NriLink::new();
+    let probes = Arc::new(health::Probes::new(match &config.nri {
+        NriMode::Plugin(settings) => Some((nri_link.clone(), settings.disconnected_grace)),
+        NriMode::Off => None,
+    }));
+    let metrics_server = metrics_listener
+        .map(|listener| tokio::spawn(http::serve(listener, Arc::clone(&probes), stopped())));
     let topology = corral_topology::sysfs::discover(&config.host_root).with_context(|| {
         format!(
             "discovering the CPU topology under {}",
@@ -81,13 +98,6 @@ pub(crate) async fn run(config: AgentConfig, demo_devices: usize) -> Result<()> 
         "managers restored"
     );
     let watcher = node.registry().watch();
-    let (stop_tx, stop_rx) = watch::channel(false);
-    let stopped = move || {
-        let mut rx = stop_rx.clone();
-        async move {
-            let _ = rx.wait_for(|stop| *stop).await;
-        }
-    };
     let pushes_cpusets = config.container_runtime_endpoint.is_some() || config.nri != NriMode::Off;
     let reconcile =
         pushes_cpusets.then(|| tokio::spawn(reconcile_loop(Arc::clone(&node), stopped())));
@@ -104,19 +114,13 @@ pub(crate) async fn run(config: AgentConfig, demo_devices: usize) -> Result<()> 
         }
         None => Arc::new(Vec::new),
     };
-    let metrics_server = metrics_listener.map(|listener| {
-        tokio::spawn(metrics::serve(
-            listener,
-            Arc::clone(&node),
-            extra,
-            stopped(),
-        ))
-    });
+    probes.restored(Arc::clone(&node), extra);
     let nri_plugin = match &config.nri {
         NriMode::Plugin(settings) => Some(tokio::spawn(nri::serve(
             Arc::clone(&node),
             settings.clone(),
             nri_slot.clone(),
+            nri_link.clone(),
             stopped(),
         ))),
         NriMode::Off => None,

@@ -25,6 +25,8 @@ const AT_START: &[&str] = &[
     "kubelet_cpu_manager_pinning_errors_total",
     "kubelet_cpu_manager_pinning_requests_total",
     "kubelet_cpu_manager_shared_pool_size_millicores",
+    "kubelet_memory_manager_pinning_errors_total",
+    "kubelet_memory_manager_pinning_requests_total",
     "kubelet_topology_manager_admission_duration_ms",
     "kubelet_topology_manager_admission_errors_total",
     "kubelet_topology_manager_admission_requests_total",

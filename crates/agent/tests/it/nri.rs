@@ -631,3 +631,88 @@ async fn a_v0_12_runtime_gets_pod_resizes_followed_and_pinned_cpusets_guarded() 
     let answer = validate(&conn, validation(&pinned, "8-15", None)).await;
     assert_eq!(answer, api::ValidateContainerAdjustmentResponse::default());
 }
+
+/// The address the agent logged it serves metrics and probes on.
+fn served_addr(root: &Path) -> Option<std::net::SocketAddr> {
+    let log = std::fs::read_to_string(root.with_extension("log")).unwrap_or_default();
+    let line = log.lines().find(|l| l.contains("serving metrics"))?;
+    let addr = line.split("addr=").nth(1)?.split_whitespace().next()?;
+    Some(addr.parse().expect("a socket address"))
+}
+
+/// `path`'s status line and body once `done` accepts them (polled; the agent is in
+/// another process and the clock is its own).
+async fn probe_until(
+    root: &Path,
+    path: &str,
+    done: impl Fn(&str, &str) -> bool,
+) -> (String, String) {
+    let deadline = tokio::time::Instant::now() + WAIT;
+    loop {
+        if let Some(addr) = served_addr(root) {
+            let path = path.to_owned();
+            let got =
+                tokio::task::spawn_blocking(move || crate::metrics_endpoint::get(addr, &path))
+                    .await
+                    .unwrap();
+            if let Ok((status, _, body)) = got
+                && done(&status, &body)
+            {
+                return (status, body);
+            }
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "{path} never answered as expected: {}",
+            std::fs::read_to_string(root.with_extension("log")).unwrap_or_default()
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+}
+
+/// The probes of `corral run --nri`: `/readyz` waits for the runtime's first Synchronize;
+/// `/healthz` fails while corral is not synchronized past `nriDisconnectedGracePeriod` —
+/// before the runtime ever answers, and again after it goes away — and is ok once it is.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn healthz_fails_while_nri_is_disconnected_and_readyz_waits_for_synchronize() {
+    const OK: &str = "HTTP/1.1 200 OK";
+    const UNAVAILABLE: &str = "HTTP/1.1 503 Service Unavailable";
+    let (_dir, root, socket, listener) = runtime_socket();
+    let _agent = start_with(
+        &root,
+        &socket,
+        &[
+            "--metrics-addr=127.0.0.1:0",
+            "--nri-disconnected-grace-period=1s",
+        ],
+    );
+    // The runtime does not answer yet (the agent's dial waits in the listener's backlog).
+    let (_, body) = probe_until(&root, "/readyz", |s, b| {
+        s == UNAVAILABLE && b != "restoring state\n"
+    })
+    .await;
+    assert!(
+        body == "NRI: waiting for the runtime's first Synchronize\n"
+            || body.starts_with("NRI: not synchronized"),
+        "{body}"
+    );
+    let (_, body) = probe_until(&root, "/healthz", |s, _| s == UNAVAILABLE).await;
+    assert!(
+        body.starts_with("NRI: not synchronized with the runtime for ")
+            && body.contains("since corral started"),
+        "{body}"
+    );
+
+    let conn = connect(&listener).await;
+    let sync = api::SynchronizeRequest::default();
+    let _: api::SynchronizeResponse = conn.call("Synchronize", &sync).await.unwrap();
+    probe_until(&root, "/healthz", |s, b| s == OK && b == "ok").await;
+    probe_until(&root, "/readyz", |s, b| s == OK && b == "ok").await;
+
+    // The runtime goes away and does not come back (its socket is closed).
+    conn.close();
+    drop(conn);
+    drop(listener);
+    let (_, body) = probe_until(&root, "/healthz", |s, _| s == UNAVAILABLE).await;
+    assert!(body.contains("since corral lost"), "{body}");
+}

@@ -134,7 +134,9 @@ impl MemoryManager {
     fn count(&self, counted: bool, succeeded: bool) {
         if counted {
             let metrics = self.metrics();
-            metrics.pinning_requests_total.fetch_add(1, Ordering::Relaxed);
+            metrics
+                .pinning_requests_total
+                .fetch_add(1, Ordering::Relaxed);
             if !succeeded {
                 metrics.pinning_errors_total.fetch_add(1, Ordering::Relaxed);
             }

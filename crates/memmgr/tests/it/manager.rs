@@ -330,18 +330,26 @@ fn pinning_counters_count_guaranteed_allocations_and_their_failures() {
     manager
         .allocate(&burstable, &b, &AffinityStore::new())
         .unwrap();
-    assert_eq!(counts(&manager), (2, 0), "a Burstable container is not pinned");
+    assert_eq!(
+        counts(&manager),
+        (2, 0),
+        "a Burstable container is not pinned"
+    );
 
     // More memory than the machine has fails.
     let (huge, h) = guaranteed("p3", 64 * GI, 0);
-    manager.allocate(&huge, &h, &AffinityStore::new()).unwrap_err();
+    manager
+        .allocate(&huge, &h, &AffinityStore::new())
+        .unwrap_err();
     assert_eq!(counts(&manager), (3, 1));
 
     // A failed write counts as an error too.
     std::fs::remove_dir_all(&state).unwrap();
     std::fs::write(&state, b"not a dir").unwrap();
     let (pod, c) = guaranteed("p4", GI, 0);
-    manager.allocate(&pod, &c, &AffinityStore::new()).unwrap_err();
+    manager
+        .allocate(&pod, &c, &AffinityStore::new())
+        .unwrap_err();
     assert_eq!(counts(&manager), (4, 2));
 
     let none = started(&dir.path().join("none"), MemoryPolicy::None).unwrap();

@@ -1,21 +1,14 @@
-//! The scrape against upstream's definitions, the values after admissions, and the HTTP
-//! endpoint (content type, `/healthz`, 404).
+//! The scrape against upstream's definitions and the values after admissions (the HTTP
+//! endpoint is tested in `server::http`).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
-use tokio::net::TcpStream;
-use tokio::sync::oneshot;
-
 use crate::node::Node;
-use crate::node::tests::{config, fixture, open, pod, started};
+use crate::node::tests::{config, fixture, open, pod};
 
 const MACHINE: &str = "32em64t-2n8c+dax+nvme+mic+dimms";
-/// The bound of every wait for something that must happen: it happens far sooner, also on a
-/// busy machine; this only ends a test that would otherwise hang.
-const WAIT: Duration = Duration::from_secs(60);
 
 /// Upstream's families, from `pkg/kubelet/metrics/metrics.go` at v1.36.0 (Subsystem
 /// `kubelet`, except `DRASubsystem` `dra`; every one `StabilityLevel: metrics.ALPHA`, which
@@ -71,6 +64,18 @@ const UPSTREAM: &[(&str, &str, &str, &[&str])] = &[
         "kubelet_cpu_manager_pinning_errors_total",
         "counter",
         "[ALPHA] The number of cpu core allocations which required pinning failed.",
+        &[],
+    ),
+    (
+        "kubelet_memory_manager_pinning_requests_total",
+        "counter",
+        "[ALPHA] The number of memory pages allocations which required pinning.",
+        &[],
+    ),
+    (
+        "kubelet_memory_manager_pinning_errors_total",
+        "counter",
+        "[ALPHA] The number of memory pages allocations which required pinning that failed.",
         &[],
     ),
     (
@@ -150,7 +155,7 @@ const UPSTREAM: &[(&str, &str, &str, &[&str])] = &[
 /// A family as read back from a scrape: type, help and the label names of its samples
 /// (`le` left out).
 #[derive(Debug, Default, PartialEq)]
-struct Scraped {
+pub(in crate::server) struct Scraped {
     kind: String,
     help: String,
     labels: BTreeSet<String>,
@@ -159,7 +164,7 @@ struct Scraped {
 /// Parse the 0.0.4 text: every sample must belong to the family of the `# TYPE` before it
 /// (a counter's samples carry exactly the family name, a histogram's `_bucket`, `_sum` and
 /// `_count`).
-fn parse(text: &str) -> BTreeMap<String, Scraped> {
+pub(in crate::server) fn parse(text: &str) -> BTreeMap<String, Scraped> {
     let mut families: BTreeMap<String, Scraped> = BTreeMap::new();
     let mut current: Option<(String, String)> = None;
     for line in text.lines() {
@@ -413,150 +418,48 @@ async fn under_the_none_policies_only_upstreams_unconditional_series_exist() {
     );
 }
 
-/// A raw HTTP/1.1 exchange: the status line, the headers (lower-cased names) and the body.
-async fn request(
-    addr: std::net::SocketAddr,
-    head: &str,
-) -> (String, BTreeMap<String, String>, String) {
-    tokio::time::timeout(WAIT, async {
-        let mut stream = TcpStream::connect(addr).await.unwrap();
-        stream.write_all(head.as_bytes()).await.unwrap();
-        let mut answer = Vec::new();
-        stream.read_to_end(&mut answer).await.unwrap();
-        let answer = String::from_utf8(answer).unwrap();
-        let (head, body) = answer.split_once("\r\n\r\n").unwrap();
-        let mut lines = head.split("\r\n");
-        let status = lines.next().unwrap().to_owned();
-        let headers = lines
-            .map(|l| {
-                let (name, value) = l.split_once(": ").unwrap();
-                (name.to_ascii_lowercase(), value.to_owned())
-            })
-            .collect();
-        (status, headers, body.to_owned())
-    })
-    .await
-    .expect("an answer in time")
-}
-
-fn get(path: &str) -> String {
-    format!("GET {path} HTTP/1.1\r\nHost: localhost\r\nAccept: */*\r\n\r\n")
-}
-
-/// Serve a fresh node's metrics (its state in a temp dir) on an ephemeral loopback port;
-/// the server stops, and the dir goes, when the guard is dropped.
-async fn endpoint() -> (
-    std::net::SocketAddr,
-    (oneshot::Sender<()>, tempfile::TempDir),
-) {
-    let (dir, _, node) = started(MACHINE, "single-numa-node", &[]).await;
-    let listener = super::bind("127.0.0.1:0".parse().unwrap()).await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    let (stop, stopped) = oneshot::channel::<()>();
-    tokio::spawn(super::serve(
-        listener,
-        node,
-        Arc::new(Vec::new),
-        async move {
-            let _ = stopped.await;
-        },
-    ));
-    (addr, (stop, dir))
-}
-
+/// The memory manager's counters under the Static policy: a Guaranteed pod's container is
+/// one pinning request; one that asks more memory than a NUMA node set has fails and is
+/// counted as an error too.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn metrics_are_served_with_the_content_type_of_the_body() {
-    let (addr, _stop) = endpoint().await;
-    let (status, headers, body) = request(addr, &get("/metrics")).await;
-    assert_eq!(status, "HTTP/1.1 200 OK");
+async fn memory_pinning_counters_follow_the_static_memory_policy() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = config(dir.path(), "best-effort", &[]);
+    config.memory_manager.policy = corral_memmgr::MemoryPolicy::Static;
+    config.memory_manager.reserved_memory =
+        vec![corral_memmgr::MemoryReservation::new(0, [("memory", "100Mi")]).unwrap()];
+    let node = crate::node::tests::open_on(
+        &config,
+        &fixture(MACHINE),
+        &crate::node::tests::fixture_memory(MACHINE),
+    )
+    .await;
+    let text = super::render(&node);
     assert_eq!(
-        headers["content-type"],
-        "text/plain; version=0.0.4; charset=utf-8"
+        line_value(&text, "kubelet_memory_manager_pinning_requests_total"),
+        "0"
     );
-    assert_eq!(headers["content-length"], body.len().to_string());
-    // The 0.0.4 text format, not OpenMetrics: no `# EOF`, and a counter's `# TYPE` names
-    // its samples (OpenMetrics would name the family without `_total`).
-    assert!(!body.contains("# EOF"), "{body}");
-    assert!(
-        body.contains("# TYPE kubelet_cpu_manager_pinning_requests_total counter\n"),
-        "{body}"
-    );
-    parse(&body);
-    // HEAD: the same headers, no body.
-    let (status, headers, body) =
-        request(addr, "HEAD /metrics HTTP/1.1\r\nHost: localhost\r\n\r\n").await;
-    assert_eq!(status, "HTTP/1.1 200 OK");
-    assert_ne!(headers["content-length"], "0");
-    assert_eq!(body, "");
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn healthz_answers_ok() {
-    let (addr, _stop) = endpoint().await;
-    let (status, headers, body) = request(addr, &get("/healthz")).await;
-    assert_eq!(status, "HTTP/1.1 200 OK");
-    assert_eq!(headers["content-type"], "text/plain; charset=utf-8");
-    assert_eq!(body, "ok");
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn unknown_paths_are_404_and_a_query_string_is_ignored() {
-    let (addr, _stop) = endpoint().await;
-    for path in ["/", "/metricsx", "/metrics/", "/healthz/x", "/nope"] {
-        let (status, _, body) = request(addr, &get(path)).await;
-        assert_eq!(status, "HTTP/1.1 404 Not Found", "{path}");
-        // Go's http.NotFound, as the kubelet answers.
-        assert_eq!(body, "404 page not found\n", "{path}");
-    }
-    let (status, _, body) = request(addr, &get("/metrics?collect%5B%5D=x")).await;
-    assert_eq!(status, "HTTP/1.1 200 OK");
-    assert!(body.starts_with("# HELP "), "{body}");
-    let (status, headers, _) =
-        request(addr, "POST /metrics HTTP/1.1\r\nContent-Length: 0\r\n\r\n").await;
-    assert_eq!(status, "HTTP/1.1 405 Method Not Allowed");
-    assert_eq!(headers["allow"], "GET, HEAD");
-    let (status, _, _) = request(addr, "nonsense\r\n\r\n").await;
-    assert_eq!(status, "HTTP/1.1 400 Bad Request");
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn binding_a_taken_address_fails_naming_it() {
-    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let addr = taken.local_addr().unwrap();
-    let err = super::bind(addr).await.unwrap_err();
+    crate::node::tests::admitted(&node, pod("small", &[1])).await;
+    let mut huge = pod("huge", &[1]);
+    huge.spec.as_mut().unwrap().containers[0]
+        .resources
+        .as_mut()
+        .unwrap()
+        .limits
+        .as_mut()
+        .unwrap()
+        .insert(
+            "memory".into(),
+            k8s_openapi::apimachinery::pkg::api::resource::Quantity("64Ti".into()),
+        );
+    let _ = node.admit(huge, Vec::new()).await;
+    let text = super::render(&node);
     assert_eq!(
-        err.to_string(),
-        format!("binding the metrics address {addr}")
+        line_value(&text, "kubelet_memory_manager_pinning_requests_total"),
+        "2"
     );
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn excess_connections_are_closed_and_the_endpoint_keeps_answering() {
-    let (addr, _stop) = endpoint().await;
-    // Idle connections that never send a request hold every slot...
-    let mut idle = Vec::new();
-    for _ in 0..super::MAX_CONNECTIONS {
-        idle.push(TcpStream::connect(addr).await.unwrap());
-    }
-    // ...so the next one is closed at once, without an answer.
-    let mut excess = TcpStream::connect(addr).await.unwrap();
-    let mut buf = Vec::new();
-    let read = tokio::time::timeout(WAIT, excess.read_to_end(&mut buf))
-        .await
-        .expect("closed in time");
-    assert!(read.is_err() || buf.is_empty(), "{buf:?}");
-    drop(idle);
-    // Slots come back once the idle connections are gone.
-    let deadline = tokio::time::Instant::now() + WAIT;
-    loop {
-        let mut stream = TcpStream::connect(addr).await.unwrap();
-        stream.write_all(get("/healthz").as_bytes()).await.unwrap();
-        let mut answer = Vec::new();
-        let _ = tokio::time::timeout(WAIT, stream.read_to_end(&mut answer)).await;
-        if answer.ends_with(b"\r\n\r\nok") {
-            break;
-        }
-        assert!(tokio::time::Instant::now() < deadline, "no slot came back");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    assert_eq!(
+        line_value(&text, "kubelet_memory_manager_pinning_errors_total"),
+        "1"
+    );
 }

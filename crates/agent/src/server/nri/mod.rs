@@ -3,8 +3,10 @@
 //! [`plugin::NodePlugin`]; a lost connection is redialed with backoff (1 s doubling to
 //! 30 s), the node's state kept, and the runtime's Synchronize on reconnect reconciles it.
 //! Launched by the runtime itself (`NRI_PLUGIN_SOCKET` set), corral serves the inherited
-//! connection once, with the name and index the runtime gave, and stops with it.
+//! connection once, with the name and index the runtime gave, and stops with it. The
+//! [`NriLink`] tells the probes whether corral is synchronized with the runtime.
 
+mod link;
 mod plugin;
 mod pod;
 mod pod_resources;
@@ -25,6 +27,7 @@ use std::time::Duration;
 
 use corral_proto::nri::plugin::PluginStub;
 
+pub(crate) use link::{LinkStatus, NriLink};
 pub(crate) use runtime::{NriRuntime, RuntimeSlot};
 
 use crate::config::NriSettings;
@@ -49,11 +52,12 @@ pub(crate) async fn serve(
     node: Arc<Node>,
     settings: NriSettings,
     slot: RuntimeSlot,
+    link: NriLink,
     stop: impl std::future::Future<Output = ()>,
 ) -> NriEnd {
     tokio::pin!(stop);
     let config = &settings.plugin;
-    let plugin = || plugin::NodePlugin::new(Arc::clone(&node), &settings);
+    let plugin = || plugin::NodePlugin::new(Arc::clone(&node), &settings).with_link(link.clone());
     match PluginStub::from_runtime_env() {
         Ok(Some(stub)) => {
             slot.set(Some(stub.runtime()));
@@ -63,6 +67,7 @@ pub(crate) async fn serve(
                 ended = stub.run(plugin()) => ended,
             };
             slot.set(None);
+            link.lost();
             match ended {
                 Ok(()) => tracing::info!("NRI: the runtime closed its connection; exiting"),
                 Err(err) => {
@@ -94,6 +99,7 @@ pub(crate) async fn serve(
             ended = session => ended,
         };
         slot.set(None);
+        link.lost();
         give_back_memory();
         match ended {
             Ok(()) => {

@@ -11,6 +11,7 @@ use corral_proto::nri::NriStatus;
 use corral_proto::nri::api::{self, Event, EventMask};
 use corral_proto::nri::plugin::NriPlugin;
 
+use super::link::NriLink;
 use super::pod::{NriPodError, QosClass, container_manifest, pod_resized};
 use super::pod_resources::container_devices;
 use super::updates::{Cpuset, OnFailure, cpu_resources, cpuset_update};
@@ -39,6 +40,8 @@ pub(crate) struct NodePlugin {
     pinned_cpusets: PinnedCpusets,
     /// The name the runtime knows corral by (`<index>-<name>`), as `owners` name plugins.
     runtime_name: String,
+    /// Told when a Synchronize is answered (the probes read it).
+    link: Option<NriLink>,
 }
 
 impl NodePlugin {
@@ -49,7 +52,14 @@ impl NodePlugin {
             pod_resources: settings.kubelet_pod_resources.clone(),
             pinned_cpusets: settings.pinned_cpusets,
             runtime_name: format!("{}-{}", plugin.index, plugin.name),
+            link: None,
         }
+    }
+
+    /// The same plugin, telling `link` when it has synchronized with the runtime.
+    pub(crate) fn with_link(mut self, link: NriLink) -> Self {
+        self.link = Some(link);
+        self
     }
 
     /// Records the devices the kubelet gave a container of a Guaranteed pod (`qos`), so
@@ -280,6 +290,14 @@ impl NriPlugin for NodePlugin {
             shared
                 .into_iter()
                 .filter(|u| !ids.contains(&u.container_id)),
+        );
+        if let Some(link) = &self.link {
+            link.synchronized();
+        }
+        tracing::info!(
+            pods = request.pods.len(),
+            containers = request.containers.len(),
+            "NRI: synchronized with the runtime"
         );
         Ok(api::SynchronizeResponse {
             update,

@@ -48,6 +48,7 @@ pub(super) fn settings(pinned_cpusets: PinnedCpusets) -> crate::config::NriSetti
         plugin: corral_proto::nri::plugin::PluginConfig::new("corral", "50").unwrap(),
         kubelet_pod_resources: "/nonexistent/kubelet.sock".into(),
         pinned_cpusets,
+        disconnected_grace: crate::config::DEFAULT_NRI_DISCONNECTED_GRACE,
     }
 }
 
