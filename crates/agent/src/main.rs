@@ -4,6 +4,7 @@
 mod cli;
 mod commands;
 mod config;
+mod deploy_overlays;
 mod deployment_files;
 mod duration;
 mod error_text;

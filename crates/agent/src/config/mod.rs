@@ -361,6 +361,16 @@ impl PodLimits {
 /// Load the file named by `args` (if any), overlay the flags, validate. Returns the config
 /// and the config-file keys corral does not read (for a warning).
 pub(crate) fn load(args: &ConfigArgs) -> Result<(AgentConfig, Vec<UnknownKey>), ConfigErrors> {
+    let in_pod = std::env::var_os("KUBERNETES_SERVICE_HOST").is_some_and(|h| !h.is_empty());
+    load_as(args, in_pod)
+}
+
+/// [`load`], in a pod (`KUBERNETES_SERVICE_HOST` set: the service account is the API
+/// server's credentials when no kubeconfig is given) or not.
+pub(crate) fn load_as(
+    args: &ConfigArgs,
+    in_pod: bool,
+) -> Result<(AgentConfig, Vec<UnknownKey>), ConfigErrors> {
     let file = match &args.config {
         Some(path) => ConfigSource::from_file(path)?,
         None => ConfigSource::default(),
@@ -422,7 +432,7 @@ pub(crate) fn load(args: &ConfigArgs) -> Result<(AgentConfig, Vec<UnknownKey>), 
         nri_disconnected_grace_period: args.nri_disconnected_grace_period.clone(),
         kubeconfig: args.kubeconfig.clone(),
         node_name: args.node_name.clone(),
-        in_cluster: std::env::var_os("KUBERNETES_SERVICE_HOST").is_some_and(|h| !h.is_empty()),
+        in_cluster: in_pod,
         ..ConfigSource::default()
     };
     let config = file.overlay(flags).validate()?;

@@ -1138,3 +1138,38 @@ fn completions_and_man_pages_come_from_the_command_line() {
     assert_eq!(missing.status.code(), Some(1));
     assert!(stderr(&missing).contains("no command `corral frobnicate`"));
 }
+
+/// `config check` on the NRI overlay's config and flags prints the NRI keys it runs with,
+/// and `metricsAddress` on every address (probes reach it in a host-network pod).
+#[test]
+fn config_check_prints_the_nri_keys_and_the_metrics_address() {
+    let config = workspace().join("deploy/base/config.yaml");
+    let output = corral(&[
+        "config",
+        "check",
+        "-c",
+        config.to_str().unwrap(),
+        "--nri",
+        "--nri-socket=/var/run/nri/nri.sock",
+        "--nri-disconnected-grace-period=90s",
+    ]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let out = stdout(&output);
+    for line in [
+        "nri:                        true",
+        "nriSocket:                  /var/run/nri/nri.sock",
+        "nriPluginIndex:             50",
+        "kubeletPodResourcesSocket:  /var/lib/kubelet/pod-resources/kubelet.sock",
+        "nriGuardPinnedCpusets:      true",
+        "nriDisconnectedGracePeriod: 1m30s",
+        "metricsAddress:             0.0.0.0:9464",
+    ] {
+        assert!(out.contains(line), "{line:?} in {out}");
+    }
+    let output = corral(&["config", "check", "-c", config.to_str().unwrap()]);
+    assert!(
+        stdout(&output).contains("nri:                        false"),
+        "{}",
+        stdout(&output)
+    );
+}
