@@ -14,7 +14,8 @@
 //!   packages) on loopback, with its CA and a `system:masters` client certificate; it can be
 //!   stopped and restarted while etcd keeps the data.
 //! - [`Tmpfs`]: a small tmpfs mounted for one test, to fill a disk (root only).
-//! - [`object_keys_in_order`]: a JSON log line's keys in written order.
+//! - [`object_keys_in_order`]: a JSON log line's keys in written order; [`repeated_keys`]:
+//!   the keys a JSON line repeats (which `serde_json::Value` hides).
 //! - Upstream fixtures as plain data: [`upstream_topologies`] (the CPU manager tests'
 //!   machines), [`conformance_topology`] (loading `testdata/` files, their topologies and
 //!   hint lists), [`merge_inputs`] (the hint-merge inputs of the Go vectors and benches) and
@@ -59,7 +60,7 @@ pub use fuzz::{
     CaseError, DEFAULT_FUZZ_CASES, DEFAULT_FUZZ_SEED, FUZZ_CASES_VAR, FUZZ_SAVE_VAR, FUZZ_SEED_VAR,
     FuzzInput, FuzzTarget, REGRESSIONS_DIR, fuzz_cases, fuzz_seed,
 };
-pub use json_lines::object_keys_in_order;
+pub use json_lines::{object_keys_in_order, repeated_keys};
 pub use peer::{PEER_TIMEOUT, PeerError, PythonPeer};
 pub use proptest::test_runner::TestCaseResult;
 pub use python_env::{PythonEnvError, ensure_python_env};
