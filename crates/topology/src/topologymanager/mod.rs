@@ -7,6 +7,7 @@ mod budget;
 mod family;
 mod grant;
 mod hint;
+mod hint_text;
 mod manager;
 mod merge;
 mod merge_sets;
@@ -29,6 +30,7 @@ pub use family::{
 };
 pub use grant::{Grant, MemoryGrant, PodGrants};
 pub use hint::{ProviderHints, ResourceHints, TopologyHint};
+pub use hint_text::{LISTED_FAMILY_NODES, show_provider_hints};
 pub use manager::{TopologyManager, TopologyManagerConfig, TopologyManagerError};
 pub use metrics::{
     ADMISSION_DURATION_MS_BUCKETS, AdmissionDurations, AdmissionDurationsSnapshot,

@@ -11,7 +11,7 @@ use super::family::ProviderHintSets;
 use super::grant::{PodGrants, merge_into};
 use super::metrics::ManagerMetrics;
 use super::metrics::inc;
-use super::policy::{MergeResult, Policy, PolicyConfigError};
+use super::policy::{MergeResult, Policy, PolicyConfigError, PolicyName};
 use super::provider::HintProvider;
 use super::store::AffinityStore;
 use crate::{Container, Pod, PodLevelResources};
@@ -72,12 +72,17 @@ fn container_hint_sets(
     providers
         .iter()
         .map(|p| p.hint_sets_for_container(pod, container))
+        .inspect(|hints| log::provider_hints(pod, Some(container), hints))
         .collect()
 }
 
 /// Every provider's hint sets for the whole pod, in provider order.
 fn pod_hint_sets(providers: &[Arc<dyn HintProvider>], pod: &Pod) -> Vec<ProviderHintSets> {
-    providers.iter().map(|p| p.hint_sets_for_pod(pod)).collect()
+    providers
+        .iter()
+        .map(|p| p.hint_sets_for_pod(pod))
+        .inspect(|hints| log::provider_hints(pod, None, hints))
+        .collect()
 }
 
 #[cfg(test)]
@@ -159,9 +164,8 @@ impl Admission<'_> {
         let guaranteed = self.policy.is_alignment_guaranteed();
         let alignment = &self.metrics.numa_alignment;
         for (_, container) in pod.all_containers() {
-            let merged =
-                self.policy
-                    .merge_sets(&container_hint_sets(self.providers, pod, container));
+            let sets = container_hint_sets(self.providers, pod, container);
+            let merged = self.merge(pod, Some(container), &sets);
             let failures = guaranteed.then_some(&alignment.container_failures);
             if let Err(rejected) = self.store_and_allocate(pod, merged, [container], failures) {
                 if !merged.admit && pod.is_managed_at_pod_level(self.pod_level) {
@@ -172,6 +176,7 @@ impl Admission<'_> {
                 return rejected;
             }
             if guaranteed {
+                log::alignment_guaranteed(pod, true);
                 inc(&alignment.container);
             }
         }
@@ -184,7 +189,7 @@ impl Admission<'_> {
     pub(crate) fn pod_scope(&self, pod: &Pod) -> PodAdmitResult {
         let guaranteed = self.policy.is_alignment_guaranteed();
         let alignment = &self.metrics.numa_alignment;
-        let merged = self.policy.merge_sets(&pod_hint_sets(self.providers, pod));
+        let merged = self.merge(pod, None, &pod_hint_sets(self.providers, pod));
         if pod.is_managed_at_pod_level(self.pod_level) {
             return self.pod_level(pod, merged);
         }
@@ -194,9 +199,26 @@ impl Admission<'_> {
             return rejected;
         }
         if guaranteed {
+            log::alignment_guaranteed(pod, false);
             inc(&alignment.pod);
         }
         PodAdmitResult::admitted()
+    }
+
+    /// The policy's merge of `sets` for `container` (the pod at pod scope), logged as
+    /// upstream's `calculateAffinity` and `Admit` log it.
+    fn merge(
+        &self,
+        pod: &Pod,
+        container: Option<&Container>,
+        sets: &[ProviderHintSets],
+    ) -> MergeResult {
+        if self.policy.name() != PolicyName::None {
+            log::filtered(sets);
+        }
+        let merged = self.policy.merge_sets(sets);
+        log::merged(pod, container, merged);
+        merged
     }
 
     /// Upstream `admitUsingPodResources`: the pod's best hint stored for every container,
@@ -211,7 +233,9 @@ impl Admission<'_> {
             inc(&self.metrics.admission_errors_total);
             return PodAdmitResult::pod_level_topology_affinity_error(POD_LEVEL_POD_SCOPE);
         }
+        log::allocate_pod(pod);
         for (_, container) in pod.all_containers() {
+            log::affinity(pod, container, merged);
             self.store
                 .set_affinity(&pod.uid, &container.name, merged.best_hint);
         }
@@ -219,6 +243,7 @@ impl Admission<'_> {
             match provider.allocate_pod(pod, self.store) {
                 Ok(grants) => merge_into(&mut self.grants.borrow_mut(), grants),
                 Err(err) => {
+                    log::pod_level_allocation_failed(pod, &err);
                     let rejected = PodAdmitResult::from_allocation_error(&err);
                     self.count_error(&rejected);
                     return rejected;
@@ -226,6 +251,7 @@ impl Admission<'_> {
             }
         }
         if guaranteed {
+            log::alignment_guaranteed(pod, false);
             inc(&alignment.pod);
         }
         PodAdmitResult::admitted()
@@ -250,6 +276,7 @@ impl Admission<'_> {
             return Err(PodAdmitResult::topology_affinity_error());
         }
         for container in containers {
+            log::affinity(pod, container, merged);
             self.store
                 .set_affinity(&pod.uid, &container.name, merged.best_hint);
             self.allocate(pod, container)
@@ -259,5 +286,6 @@ impl Admission<'_> {
     }
 }
 
+mod log;
 #[cfg(test)]
 mod tests;
