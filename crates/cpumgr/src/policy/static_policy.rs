@@ -26,6 +26,7 @@ use corral_topology::{
 };
 
 mod assign;
+mod log;
 
 use super::pod_level::validate_pod_scope_resources;
 use super::{AllocateError, Policy, PolicyError, SmtAlignmentError, ValidationError};
@@ -330,6 +331,8 @@ impl Policy for StaticPolicy {
         container: &Container,
         affinity: TopologyHint,
     ) -> Result<(), AllocateError> {
+        let _span = log::allocate_span(pod, container).entered();
+        let _end = log::AllocateLog::start();
         let num_cpus = self.guaranteed_cpus_of(pod, container);
         // Pod-level resources: the shared pool while PodLevelResourceManagers is off (v1.36).
         if num_cpus == 0 || self.skips(pod) {
@@ -338,12 +341,17 @@ impl Policy for StaticPolicy {
         self.enforce_smt_alignment(state, num_cpus)?;
         if let Some(cpus) = state.cpu_set(&pod.uid, &container.name).cloned() {
             self.update_cpus_to_reuse(pod, container, &cpus);
+            log::already_present();
             return Ok(());
         }
+        log::topology_affinity(affinity);
         let reusable = self.cpus_to_reuse(&pod.uid);
-        let cpus = self.allocate_cpus(state, num_cpus, affinity.numa_affinity, &reusable)?;
+        let cpus = self
+            .allocate_cpus(state, num_cpus, affinity.numa_affinity, &reusable)
+            .inspect_err(|err| log::unable_to_allocate(num_cpus, err))?;
         state.set_cpu_set(&pod.uid, &container.name, cpus.clone());
         self.update_cpus_to_reuse(pod, container, &cpus);
+        log::allocated(&cpus);
         Ok(())
     }
 
@@ -365,6 +373,8 @@ impl Policy for StaticPolicy {
         pod: &Pod,
         affinity: TopologyHint,
     ) -> Result<(), AllocateError> {
+        let _span = log::allocate_pod_span(pod).entered();
+        tracing::trace!("AllocatePod called for pod-level managed pod");
         self.allocate_pod_cpus(state, pod, affinity)
     }
 
@@ -478,13 +488,17 @@ impl StaticPolicy {
                 if Self::is_released_init(pod, container, allocated, requested) {
                     return None;
                 }
+                log::different_number(pod, container, requested, allocated.len());
                 return cpu_hints(HintSet::List(Vec::new()));
             }
+            log::regenerating(pod, Some(container));
             return cpu_hints(self.hint_set(form, allocated, &CpuSet::new(), requested));
         }
         let available = self.available_cpus(state);
         let reusable = self.cpus_to_reuse(&pod.uid);
-        cpu_hints(self.hint_set(form, &available, &reusable, requested))
+        let hints = self.hint_set(form, &available, &reusable, requested);
+        log::hints_generated(pod, Some(container), &hints);
+        cpu_hints(hints)
     }
 
     /// Upstream `GetPodTopologyHints`, in `form`.
@@ -504,6 +518,7 @@ impl StaticPolicy {
                 if pod_cpus.len() != requested {
                     return cpu_hints(HintSet::List(Vec::new()));
                 }
+                log::regenerating(pod, None);
                 return cpu_hints(self.hint_set(form, pod_cpus, &CpuSet::new(), requested));
             }
         }
@@ -515,16 +530,20 @@ impl StaticPolicy {
                     if Self::is_released_init(pod, container, allocated, by_container) {
                         continue;
                     }
+                    log::different_number(pod, container, by_container, allocated.len());
                     return cpu_hints(HintSet::List(Vec::new()));
                 }
                 assigned.union_with(allocated);
             }
         }
         if assigned.len() == requested {
+            log::regenerating(pod, None);
             return cpu_hints(self.hint_set(form, &assigned, &CpuSet::new(), requested));
         }
         let available = self.available_cpus(state);
         let reusable = self.cpus_to_reuse(&pod.uid).union(&assigned);
-        cpu_hints(self.hint_set(form, &available, &reusable, requested))
+        let hints = self.hint_set(form, &available, &reusable, requested);
+        log::hints_generated(pod, None, &hints);
+        cpu_hints(hints)
     }
 }

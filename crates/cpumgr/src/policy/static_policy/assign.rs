@@ -91,6 +91,7 @@ impl StaticPolicy {
         affinity: Option<NumaMask>,
         reusable: &CpuSet,
     ) -> Result<CpuSet, TakeError> {
+        super::log::allocate_cpus(num_cpus, affinity);
         let allocatable = self.available_cpus(state).union(reusable);
         let mut result = CpuSet::new();
         if let Some(mask) = affinity {
@@ -102,6 +103,7 @@ impl StaticPolicy {
             self.take_by_topology(&allocatable.difference(&result), num_cpus - result.len())?;
         result.union_with(&rest);
         state.set_default_cpu_set(state.default_cpu_set().difference(&result));
+        super::log::allocate_cpus_result(&result);
         Ok(result)
     }
 }
