@@ -24,6 +24,8 @@ enum Plan {
 use crate::machine_state::{Assignments, Block, MEMORY, MachineState};
 use crate::restore::restore_machine_state_with_pods;
 
+mod log;
+
 /// Per mask, per resource: memory the pod's regular init containers hold and its later
 /// containers may reuse (upstream `initContainersReusableMemory` of the pod being admitted;
 /// in memory only, as upstream).
@@ -324,14 +326,18 @@ impl StaticPolicy {
         container: &Container,
         affinity: TopologyHint,
     ) -> Result<(), AllocateError> {
+        let _span = log::allocate_span(pod, container).entered();
         if self.skipped(pod) {
             return Ok(());
         }
+        tracing::info!("Allocate");
         if let Some(blocks) = self.blocks(&pod.uid, &container.name) {
             let blocks = blocks.to_vec();
             self.update_reusable(pod, container, &blocks);
+            tracing::info!("Container already present in state, skipping");
             return Ok(());
         }
+        tracing::info!(hint = %affinity, "Got topology affinity");
         let requested = self.requested_of(pod, container);
         let mask = self.resolve_mask(&pod.uid, &requested, affinity)?;
         let bits = mask.get_bits();
@@ -351,6 +357,7 @@ impl StaticPolicy {
             .entry(pod.uid.clone())
             .or_default()
             .insert(container.name.clone(), blocks);
+        tracing::trace!("Allocated exclusive memory");
         Ok(())
     }
 
