@@ -23,3 +23,4 @@ mod python_agent;
 mod real_containerd;
 mod support;
 mod unanswered;
+mod verbose_log;
