@@ -4,7 +4,7 @@
 
 use std::fmt;
 
-use super::family::{HintSet, ProviderHintSets};
+use super::family::{HintSet, Preferred, ProviderHintSets};
 use super::hint::TopologyHint;
 
 /// A [`HintFamily`](super::HintFamily) over at most this many NUMA nodes is printed as its
@@ -14,7 +14,8 @@ pub const LISTED_FAMILY_NODES: usize = 8;
 impl fmt::Display for HintSet {
     /// As klog prints a `[]TopologyHint`: `[{"NUMANodeAffinity":1,"Preferred":true},…]`. A
     /// family over more than [`LISTED_FAMILY_NODES`] nodes is not listed:
-    /// `"family of NUMA nodes 0-15, narrowest 2"` (a JSON string, so the value stays JSON).
+    /// `"family of NUMA nodes 0-15, preferred size 2"` (a JSON string, so the value stays
+    /// JSON), read from the family's description without a search.
     ///
     /// # Example
     ///
@@ -45,9 +46,12 @@ impl fmt::Display for HintSet {
                     "\"family of NUMA nodes {}",
                     NodeRanges(family.universe())
                 )?;
-                match family.narrowest_size() {
-                    Some(size) => write!(f, ", narrowest {size}\""),
-                    None => f.write_str(", empty\""),
+                // No search here: a log line must not spend the decision's budget.
+                match family.preferred_rule() {
+                    Preferred::Size(size) => write!(f, ", preferred size {size}\""),
+                    Preferred::SizeOrSockets { size, .. } => {
+                        write!(f, ", preferred size {size} or socket-aligned\"")
+                    }
                 }
             }
         }
@@ -146,7 +150,7 @@ impl fmt::Display for ShowProviderHints<'_> {
 mod tests {
     use super::*;
     use crate::NumaMask;
-    use crate::topologymanager::{Demand, HintFamily, Preferred};
+    use crate::topologymanager::{Demand, HintFamily};
 
     #[test]
     fn a_small_family_prints_its_list_and_a_wide_one_a_summary() {
@@ -166,7 +170,7 @@ mod tests {
         let free = Demand::per_node(ids.iter().map(|&n| (n, 4)), 6);
         let wide = HintFamily::upward(&ids, all, NumaMask::EMPTY, vec![free], Preferred::Size(2));
         let text = HintSet::Family(wide).to_string();
-        assert_eq!(text, r#""family of NUMA nodes 0-15, narrowest 2""#);
+        assert_eq!(text, r#""family of NUMA nodes 0-15, preferred size 2""#);
         let parsed: serde_json::Value = serde_json::from_str(&text).unwrap();
         assert!(parsed.is_string());
     }
