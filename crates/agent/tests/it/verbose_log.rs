@@ -195,3 +195,76 @@ fn rust_log_brings_http2_internals_back() {
     // corral's own messages are still there.
     assert!(!with_msg(&lines, "Best TopologyHint").is_empty());
 }
+
+/// Logging everything (TRACE) changes no decision on the large machines: the log lines
+/// search nothing (a family too wide to list is summarised from its description), so they
+/// spend none of a decision's budget. Both scopes, with the memory manager; the log has the
+/// best hint, and the 64-node families as summaries.
+#[test]
+fn logging_at_trace_decides_as_without_it() {
+    use corral_testkit::large_machines::{gb200, synthetic64};
+    use corral_topology::{PolicyName, ScopeName};
+
+    use crate::in_process::{GI, NodeConfig, Providers, guaranteed, holdings, node};
+
+    for machine in [gb200(), synthetic64()] {
+        for scope in [ScopeName::Container, ScopeName::Pod] {
+            let config = NodeConfig {
+                policy: PolicyName::Restricted,
+                scope,
+                prefer_closest_numa: false,
+                providers: Providers::CpusDevicesAndMemory,
+            };
+            let pod = guaranteed("pod", machine.resource, 4, 4 * GI, 1);
+            let quiet = node(&machine, config);
+            let decided = quiet.manager.admit(&pod);
+            let held = holdings(&quiet, &machine, &pod);
+
+            let logged = node(&machine, config);
+            let buffer = std::sync::Arc::new(std::sync::Mutex::new(Vec::<u8>::new()));
+            let writer = buffer.clone();
+            let subscriber = tracing_subscriber::fmt()
+                .with_max_level(tracing::Level::TRACE)
+                .with_ansi(false)
+                .with_writer(move || SharedBuffer(writer.clone()))
+                .finish();
+            let again =
+                tracing::subscriber::with_default(subscriber, || logged.manager.admit(&pod));
+            let what = format!("{} {config:?}", machine.resource);
+            assert_eq!(
+                (again.admit, &again.reason, again.approximate),
+                (decided.admit, &decided.reason, decided.approximate),
+                "{what}"
+            );
+            assert_eq!(holdings(&logged, &machine, &pod), held, "{what}");
+            assert_eq!(
+                logged.manager.affinity("pod", "app"),
+                quiet.manager.affinity("pod", "app"),
+                "{what}"
+            );
+            let log = String::from_utf8(buffer.lock().unwrap().clone()).unwrap();
+            assert!(log.contains("Best TopologyHint bestHint="), "{what}: {log}");
+            let merged = match scope {
+                ScopeName::Pod => "PodTopologyHint",
+                _ => "ContainerTopologyHint",
+            };
+            assert!(log.contains(merged), "{what}: {log}");
+            if machine.nodes.len() > corral_topology::topologymanager::LISTED_FAMILY_NODES {
+                assert!(log.contains("\"family of NUMA nodes "), "{what}: {log}");
+            }
+        }
+    }
+}
+
+/// A writer into a shared buffer, for a subscriber's output.
+struct SharedBuffer(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
+
+impl std::io::Write for SharedBuffer {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(bytes);
+        Ok(bytes.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
