@@ -264,20 +264,24 @@ impl DeviceState {
         form: HintForm,
     ) -> Option<HintSet> {
         if !self.device_has_topology_alignment(resource) {
-            tracing::debug!(resource, "resource does not have a topology preference");
+            tracing::info!(resource, "Resource does not have a topology preference");
             return None;
         }
         let table = self.resources.get(resource)?;
         if let Some(held) = held.filter(|h| !h.is_empty()) {
             if held.len() != requested {
-                tracing::warn!(
+                tracing::info!(
                     resource,
-                    requested,
+                    request = requested,
                     allocated = held.len(),
-                    "resource already allocated with a different number than requested"
+                    "Resource already allocated to pod with different number than request"
                 );
                 return Some(HintSet::List(Vec::new()));
             }
+            tracing::info!(
+                resource,
+                "Regenerating TopologyHints for resource already allocated to pod"
+            );
             return Some(self.device_hint_set(resource, &held, &BTreeSet::new(), requested, form));
         }
         let available: BitSet = table.healthy.difference(&table.allocated);
@@ -288,11 +292,11 @@ impl DeviceState {
             .filter(|id| table.index_of(id).is_none_or(|i| !available.contains(i)))
             .count();
         if available.len() + extra < requested {
-            tracing::warn!(
+            tracing::error!(
                 resource,
-                requested,
+                request = requested,
                 available = available.len() + extra,
-                "unable to generate topology hints: requested number of devices unavailable"
+                "Unable to generate topology hints: requested number of devices unavailable"
             );
             return Some(HintSet::List(Vec::new()));
         }
