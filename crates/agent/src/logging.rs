@@ -36,15 +36,14 @@ use std::io::IsTerminal as _;
 
 use anyhow::Result;
 use tracing_subscriber::EnvFilter;
-use tracing_subscriber::fmt::format::JsonFields;
 
 use crate::cli::LogFormat;
 
 mod json;
 
-use json::KubernetesJson;
 #[cfg(test)]
 use json::klog_verbosity;
+use json::{KubernetesJson, SpanFields};
 
 /// The tracing level of corral's own messages for corral's `-v` count and the kubelet's
 /// `-v=N` (see the module docs).
@@ -88,7 +87,7 @@ pub(crate) fn init(format: LogFormat, verbose: u8, klog_v: Option<u32>) -> Resul
         LogFormat::Json => tracing_subscriber::fmt()
             .with_env_filter(filter)
             .with_writer(std::io::stderr)
-            .fmt_fields(JsonFields::new())
+            .fmt_fields(SpanFields)
             .event_format(KubernetesJson)
             .try_init(),
     };

@@ -8,7 +8,8 @@
 //! - `caller`: `dir/file.rs:line` (zap's short caller);
 //! - `msg`: the message;
 //! - `v`: the verbosity (see [`super`]) — absent on errors, as zapr writes errors;
-//! - the fields of the enclosing spans, then the event's own, each flattened at top level
+//! - the fields of the enclosing spans (outermost first, each span's in the order they were
+//!   recorded: klog's `WithValues`), then the event's own, each flattened at top level
 //!   (numbers and booleans as JSON numbers and booleans, everything else as its text);
 //! - `err`: the error (a field named `err` or `error`), last, as zapr's `ErrorKey("err")`.
 //!
@@ -30,6 +31,7 @@ use std::fmt::Write as _;
 
 use tracing::field::{Field, Visit};
 use tracing::{Event, Level, Subscriber};
+use tracing_subscriber::field::RecordFields;
 use tracing_subscriber::fmt::format::{FormatEvent, FormatFields, Writer};
 use tracing_subscriber::fmt::{FmtContext, FormattedFields};
 use tracing_subscriber::registry::LookupSpan;
@@ -92,11 +94,7 @@ where
                 let Some(formatted) = extensions.get::<FormattedFields<N>>() else {
                     continue;
                 };
-                if let Ok(serde_json::Value::Object(map)) =
-                    serde_json::from_str::<serde_json::Value>(&formatted.fields)
-                {
-                    pairs.extend(map);
-                }
+                pairs.extend(SpanFields::pairs(&formatted.fields));
             }
         }
         pairs.extend(fields.values.into_iter().map(|(k, v)| (k.to_owned(), v)));
@@ -107,6 +105,55 @@ where
             line.push_field(&key, value);
         }
         writeln!(writer, "{}", line.finish())
+    }
+}
+
+/// How a span's fields are kept for [`KubernetesJson`] (the subscriber's `fmt_fields`): one
+/// `["key",value]` JSON pair a line, in the order they were recorded, as klog writes
+/// `WithValues` (tracing-subscriber's `JsonFields` sorts them by name). A field recorded
+/// later (`Span::record`) is a line more.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct SpanFields;
+
+impl SpanFields {
+    /// The pairs of a span's stored fields, in order.
+    fn pairs(stored: &str) -> impl Iterator<Item = (String, serde_json::Value)> + '_ {
+        stored
+            .lines()
+            .filter_map(|line| serde_json::from_str::<(String, serde_json::Value)>(line).ok())
+    }
+}
+
+impl<'writer> FormatFields<'writer> for SpanFields {
+    fn format_fields<R: RecordFields>(
+        &self,
+        mut writer: Writer<'writer>,
+        fields: R,
+    ) -> std::fmt::Result {
+        let mut visitor = Fields {
+            span: true,
+            ..Fields::default()
+        };
+        fields.record(&mut visitor);
+        for (at, pair) in visitor.values.iter().enumerate() {
+            if at > 0 {
+                writer.write_char('\n')?;
+            }
+            let text = serde_json::to_string(pair).map_err(|_| std::fmt::Error)?;
+            writer.write_str(&text)?;
+        }
+        Ok(())
+    }
+
+    fn add_fields(
+        &self,
+        current: &'writer mut FormattedFields<Self>,
+        fields: &tracing::span::Record<'_>,
+    ) -> std::fmt::Result {
+        if !current.fields.is_empty() {
+            current.fields.push('\n');
+        }
+        self.format_fields(current.as_writer(), fields)
     }
 }
 
@@ -194,9 +241,11 @@ impl Line {
     }
 }
 
-/// An event's fields: the message, the error, the rest in order.
+/// An event's fields: the message, the error, the rest in order (a span's: all in order).
 #[derive(Default)]
 struct Fields {
+    /// A span's fields: `message` and `err` are fields like the others.
+    span: bool,
     message: Option<String>,
     err: Option<String>,
     values: Vec<(&'static str, serde_json::Value)>,
@@ -205,6 +254,9 @@ struct Fields {
 impl Fields {
     fn put(&mut self, field: &Field, value: serde_json::Value) {
         match field.name() {
+            // tracing-log's bridge fields say where a `log` record came from.
+            name if name.starts_with("log.") => {}
+            name if self.span => self.values.push((name, value)),
             "message" => {
                 self.message = Some(match value {
                     serde_json::Value::String(text) => text,
@@ -217,8 +269,6 @@ impl Fields {
                     other => other.to_string(),
                 });
             }
-            // tracing-log's bridge fields say where a `log` record came from.
-            name if name.starts_with("log.") => {}
             name => self.values.push((name, value)),
         }
     }
@@ -269,7 +319,6 @@ mod tests {
     use tracing_subscriber::fmt::MakeWriter;
 
     use super::*;
-    use tracing_subscriber::fmt::format::JsonFields;
 
     #[derive(Clone, Default)]
     struct Buffer(Arc<Mutex<Vec<u8>>>);
@@ -297,7 +346,7 @@ mod tests {
         let subscriber = tracing_subscriber::fmt()
             .with_max_level(Level::TRACE)
             .with_writer(buffer.clone())
-            .fmt_fields(JsonFields::new())
+            .fmt_fields(SpanFields)
             .event_format(KubernetesJson)
             .finish();
         tracing::subscriber::with_default(subscriber, emit);
@@ -315,7 +364,7 @@ mod tests {
         let subscriber = tracing_subscriber::fmt()
             .with_env_filter(tracing_subscriber::EnvFilter::try_new(filter).unwrap())
             .with_writer(buffer.clone())
-            .fmt_fields(JsonFields::new())
+            .fmt_fields(SpanFields)
             .event_format(KubernetesJson)
             .finish();
         tracing::subscriber::with_default(subscriber, emit);
@@ -584,6 +633,41 @@ mod tests {
                 "corral library",
                 "corral binary"
             ]
+        );
+    }
+
+    #[test]
+    fn span_fields_keep_the_order_they_were_recorded_in() {
+        let lines = json_lines(|| {
+            let span = tracing::info_span!(
+                "Allocate",
+                pod = "default/web",
+                podUID = "0b5c",
+                containerName = "app",
+                late = tracing::field::Empty
+            );
+            span.record("late", 3);
+            let _entered = span.enter();
+            tracing::info!(numCPUs = 4, "AllocateCPUs");
+        });
+        assert_eq!(
+            keys(&lines[0]),
+            [
+                "ts",
+                "caller",
+                "msg",
+                "v",
+                "pod",
+                "podUID",
+                "containerName",
+                "late",
+                "numCPUs"
+            ]
+        );
+        let line: serde_json::Value = serde_json::from_str(&lines[0]).unwrap();
+        assert_eq!(
+            (line["late"].clone(), line["pod"]["name"].clone()),
+            (3.into(), "web".into())
         );
     }
 }

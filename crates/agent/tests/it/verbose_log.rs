@@ -18,8 +18,16 @@ const TOO_WIDE: &str = "apiVersion: v1\nkind: Pod\n\
     metadata: {name: too-wide, namespace: default, uid: too-wide-uid}\n\
     spec: {containers: [{name: wide, image: pause, resources: {limits: {cpu: \"12\", memory: 64Mi}}}]}\n";
 
-/// Dependencies whose internals the issue saw fill the log (`hpack` is `h2::hpack`).
-const HTTP2_AND_GRPC: &[&str] = &["h2", "hyper", "hyper_util", "tonic", "tower", "tower_http"];
+/// Dependencies whose internals the issue saw fill the log (HPACK is `loona_hpack`).
+const HTTP2_AND_GRPC: &[&str] = &[
+    "h2",
+    "loona_hpack",
+    "hyper",
+    "hyper_util",
+    "tonic",
+    "tower",
+    "tower_http",
+];
 
 /// `corral run` at `-v=4 --logging-format=json` with `RUST_LOG` as given; one admitted
 /// and one refused pod through `corral admit`, then SIGTERM: the log, one line per entry.
