@@ -442,6 +442,10 @@ impl DeviceManager {
 /// block a runtime thread and need no runtime; plugins are called after the decision (see
 /// [`DeviceManager::realize`]).
 impl HintProvider for DeviceManager {
+    fn name(&self) -> &str {
+        "device manager"
+    }
+
     /// Container hints (upstream `GetTopologyHints`, after freeing stale pods).
     fn hints_for_container(&self, pod: &Pod, container: &Container) -> ProviderHints {
         self.shared.update_allocated_devices();

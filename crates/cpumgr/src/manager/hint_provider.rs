@@ -9,6 +9,10 @@ use corral_topology::{
 use super::{CpuManager, CpuManagerError};
 
 impl HintProvider for CpuManager {
+    fn name(&self) -> &str {
+        "cpu manager"
+    }
+
     /// Upstream `GetTopologyHints` (after removing stale state).
     fn hints_for_container(&self, pod: &Pod, container: &Container) -> ProviderHints {
         self.remove_stale_from_source(Some(pod));

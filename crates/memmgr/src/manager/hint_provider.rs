@@ -38,6 +38,10 @@ fn provider_hint_sets(hints: Option<crate::hints::MemoryHintSets>) -> ProviderHi
 }
 
 impl HintProvider for MemoryManager {
+    fn name(&self) -> &str {
+        "memory manager"
+    }
+
     fn hints_for_container(&self, pod: &Pod, container: &Container) -> ProviderHints {
         let inner = self.lock();
         provider_hints(inner.policy.as_ref()?.hints_for_container(pod, container))

@@ -1,6 +1,8 @@
 //! Admission results (upstream `lifecycle.PodAdmitResult` and `admission.GetPodAdmitResult`).
 
+use super::family::ProviderHintSets;
 use super::grant::PodGrants;
+use super::policy::MergeResult;
 use super::provider::AllocationError;
 
 /// Upstream's reason for a pod rejected for lack of NUMA alignment.
@@ -62,6 +64,40 @@ pub struct PodAdmitResult {
     /// granted before the failure when not (upstream leaves it allocated; the caller gives
     /// back exactly this).
     pub grants: PodGrants,
+    /// On a rejection after hints were merged: what was merged for the container (or, at
+    /// pod scope, the pod) that failed. Built only when a pod is refused, from the hints
+    /// the merge already had, so an admission pays nothing for it.
+    pub rejected_hints: Option<Box<RejectedHints>>,
+}
+
+/// What the topology manager merged for the container (or pod) whose admission failed:
+/// each provider's hints as given to the merge, and the merge's answer. A refusal by the
+/// policy has `merged.admit == false`; a refusal by a provider's allocation (the CPU
+/// manager's `SMTAlignmentError`, …) was merged and admitted, then failed.
+///
+/// # Example
+///
+/// ```
+/// use std::collections::BTreeMap;
+/// use corral_topology::{Container, NumaNode, Pod, TopologyManager, TopologyManagerConfig};
+///
+/// let config = TopologyManagerConfig::from_strings("single-numa-node", "container", &BTreeMap::new())?;
+/// let manager = TopologyManager::new(&config, &[0, 1].map(|id| NumaNode { id, distances: None }))?;
+/// let pod = Pod { uid: "u".into(), containers: vec![Container::new("c")], ..Pod::default() };
+/// let admitted = manager.admit(&pod);
+/// assert!(admitted.admit && admitted.rejected_hints.is_none(), "only a refusal carries them");
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+///
+/// [`HintProvider`](super::HintProvider)'s example shows a refusal with its hints.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RejectedHints {
+    /// The container whose hints were merged; `None` at pod scope (one merge for the pod).
+    pub container: Option<String>,
+    /// Each provider's [`name`](super::HintProvider::name) and hints, in provider order.
+    pub providers: Vec<(String, ProviderHintSets)>,
+    /// The merged best hint, and whether the policy admitted it.
+    pub merged: MergeResult,
 }
 
 impl PodAdmitResult {

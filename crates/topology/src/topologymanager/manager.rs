@@ -269,12 +269,23 @@ impl TopologyManager {
     /// [`AllocationError::Deferred`](super::AllocationError::Deferred) ends it
     /// [`deferred`](PodAdmitResult::deferred), counted nowhere.
     pub fn admit(&self, pod: &Pod) -> PodAdmitResult {
+        self.admit_counting_in(pod, &self.metrics)
+    }
+
+    /// [`admit`](Self::admit) counted in none of the manager's metrics: a trial (corral's
+    /// `admit --dry-run`), whose caller gives back what the providers granted. The
+    /// providers' own counters are theirs to leave alone.
+    pub fn admit_uncounted(&self, pod: &Pod) -> PodAdmitResult {
+        self.admit_counting_in(pod, &ManagerMetrics::default())
+    }
+
+    fn admit_counting_in(&self, pod: &Pod, metrics: &ManagerMetrics) -> PodAdmitResult {
         let started = Instant::now();
         let admission = Admission {
             policy: &self.policy,
             providers: &self.providers,
             store: &self.store,
-            metrics: &self.metrics,
+            metrics,
             pod_level: self.pod_level,
             grants: Default::default(),
         };
@@ -290,18 +301,16 @@ impl TopologyManager {
             // Not a decision: the pod is admitted again once the provider has its answer.
             return result;
         }
-        self.metrics
+        metrics
             .admission_requests_total
             .fetch_add(1, Ordering::Relaxed);
         if !effort.exact {
             result.approximate = true;
-            self.metrics
+            metrics
                 .approximate_decisions_total
                 .fetch_add(1, Ordering::Relaxed);
         }
-        self.metrics
-            .admission_duration_ms
-            .observe(started.elapsed());
+        metrics.admission_duration_ms.observe(started.elapsed());
         result
     }
 }

@@ -21,7 +21,8 @@ mod search;
 mod store;
 
 pub use admission::{
-    PodAdmitResult, TOPOLOGY_AFFINITY_ERROR, TOPOLOGY_AFFINITY_MESSAGE, UNEXPECTED_ADMISSION_ERROR,
+    PodAdmitResult, RejectedHints, TOPOLOGY_AFFINITY_ERROR, TOPOLOGY_AFFINITY_MESSAGE,
+    UNEXPECTED_ADMISSION_ERROR,
 };
 pub use budget::{DECISION_STEPS, Effort, bounded, bounded_apart, spend};
 pub use family::{

@@ -90,6 +90,10 @@ impl AllocationError {
 /// struct Gpus;
 ///
 /// impl HintProvider for Gpus {
+///     fn name(&self) -> &str {
+///         "gpus"
+///     }
+///
 ///     fn hints_for_container(&self, _pod: &Pod, container: &Container) -> ProviderHints {
 ///         let wanted = container.resources.requests.get(GPU)?;
 ///         let hint = |ids: &[usize]| TopologyHint::new(NumaMask::new(ids.iter().copied()).ok(), ids.len() as i64 == wanted);
@@ -130,9 +134,20 @@ impl AllocationError {
 /// let two = manager.admit(&pod_asking("two", 2));
 /// assert!(!two.admit);
 /// assert_eq!(two.reason, TOPOLOGY_AFFINITY_ERROR);
+/// // Why: the hints merged for the container that failed, by provider, and the merge.
+/// let why = two.rejected_hints.as_deref().expect("a refusal after a merge says why");
+/// assert_eq!(why.container.as_deref(), Some("app"));
+/// assert_eq!(why.providers[0].0, "gpus");
+/// assert!(!why.merged.admit && !why.merged.best_hint.preferred);
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 pub trait HintProvider: Send + Sync {
+    /// What the provider is called where a refusal is explained
+    /// ([`RejectedHints`](super::RejectedHints)), e.g. `cpu manager`.
+    fn name(&self) -> &str {
+        "hint provider"
+    }
+
     /// Hints for one container: `None` (or an empty map) = no preference for anything; per
     /// resource, `None` = no preference, `Some(vec![])` = cannot be satisfied.
     fn hints_for_container(&self, pod: &Pod, container: &Container) -> ProviderHints;

@@ -6,7 +6,7 @@ use std::str::FromStr;
 use std::sync::Arc;
 use std::sync::atomic::AtomicU64;
 
-use super::admission::PodAdmitResult;
+use super::admission::{PodAdmitResult, RejectedHints};
 use super::family::ProviderHintSets;
 use super::grant::{PodGrants, merge_into};
 use super::metrics::ManagerMetrics;
@@ -168,12 +168,12 @@ impl Admission<'_> {
             let merged = self.merge(pod, Some(container), &sets);
             let failures = guaranteed.then_some(&alignment.container_failures);
             if let Err(rejected) = self.store_and_allocate(pod, merged, [container], failures) {
-                if !merged.admit && pod.is_managed_at_pod_level(self.pod_level) {
-                    return PodAdmitResult::pod_level_topology_affinity_error(
-                        POD_LEVEL_CONTAINER_SCOPE,
-                    );
-                }
-                return rejected;
+                let rejected = if !merged.admit && pod.is_managed_at_pod_level(self.pod_level) {
+                    PodAdmitResult::pod_level_topology_affinity_error(POD_LEVEL_CONTAINER_SCOPE)
+                } else {
+                    rejected
+                };
+                return self.with_hints(rejected, Some(&container.name), sets, merged);
             }
             if guaranteed {
                 log::alignment_guaranteed(pod, true);
@@ -189,14 +189,16 @@ impl Admission<'_> {
     pub(crate) fn pod_scope(&self, pod: &Pod) -> PodAdmitResult {
         let guaranteed = self.policy.is_alignment_guaranteed();
         let alignment = &self.metrics.numa_alignment;
-        let merged = self.merge(pod, None, &pod_hint_sets(self.providers, pod));
+        let sets = pod_hint_sets(self.providers, pod);
+        let merged = self.merge(pod, None, &sets);
         if pod.is_managed_at_pod_level(self.pod_level) {
-            return self.pod_level(pod, merged);
+            let result = self.pod_level(pod, merged);
+            return self.with_hints(result, None, sets, merged);
         }
         let containers = pod.all_containers().map(|(_, container)| container);
         let failures = guaranteed.then_some(&alignment.pod_failures);
         if let Err(rejected) = self.store_and_allocate(pod, merged, containers, failures) {
-            return rejected;
+            return self.with_hints(rejected, None, sets, merged);
         }
         if guaranteed {
             log::alignment_guaranteed(pod, false);
@@ -219,6 +221,26 @@ impl Admission<'_> {
         let merged = self.policy.merge_sets(sets);
         log::merged(pod, container, merged);
         merged
+    }
+
+    /// `result` with the hints merged for `container` (`None`: the pod) when it is a
+    /// refusal (not a deferral): only a refused pod pays for naming the providers.
+    fn with_hints(
+        &self,
+        mut result: PodAdmitResult,
+        container: Option<&str>,
+        sets: Vec<ProviderHintSets>,
+        merged: MergeResult,
+    ) -> PodAdmitResult {
+        if !result.admit && !result.deferred {
+            let providers = self.providers.iter().map(|p| p.name().to_owned());
+            result.rejected_hints = Some(Box::new(RejectedHints {
+                container: container.map(str::to_owned),
+                providers: providers.zip(sets).collect(),
+                merged,
+            }));
+        }
+        result
     }
 
     /// Upstream `admitUsingPodResources`: the pod's best hint stored for every container,

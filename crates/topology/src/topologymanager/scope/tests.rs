@@ -281,3 +281,58 @@ fn pod_level_resources_are_allocated_once_per_pod() {
     );
     assert_eq!(spans.pods.load(Ordering::Relaxed), 0);
 }
+
+/// A refusal carries what was merged for the container (container scope) or the pod (pod
+/// scope) that failed; an admission carries nothing.
+#[test]
+fn a_refusal_carries_the_hints_it_merged() {
+    let info = NumaInfo::from_ids(0..2).expect("nodes");
+    let policy = Policy::new(PolicyName::Restricted, info, PolicyOptions::default());
+    let node0 = p(&[("cpu", Some(vec![h(&[0], true)]))]);
+    let node1 = p(&[("example.com/nic", Some(vec![h(&[1], true)]))]);
+    let providers = providers(&[node0.clone(), node1.clone()]);
+    let store = AffinityStore::new();
+    let metrics = super::ManagerMetrics::default();
+    let admission = Admission {
+        policy: &policy,
+        providers: &providers,
+        store: &store,
+        metrics: &metrics,
+        pod_level: crate::PodLevelResources::default(),
+        grants: Default::default(),
+    };
+    let expected = |container: Option<&str>| super::RejectedHints {
+        container: container.map(str::to_owned),
+        providers: vec![
+            (
+                "hint provider".to_owned(),
+                crate::topologymanager::hint_sets(node0.clone()),
+            ),
+            (
+                "hint provider".to_owned(),
+                crate::topologymanager::hint_sets(node1.clone()),
+            ),
+        ],
+        merged: crate::topologymanager::MergeResult {
+            best_hint: h(&[0, 1], false),
+            admit: false,
+        },
+    };
+    let refused = admission.container_scope(&pod());
+    assert!(!refused.admit);
+    assert_eq!(
+        refused.rejected_hints.as_deref(),
+        Some(&expected(Some("c")))
+    );
+    let refused = admission.pod_scope(&pod());
+    assert_eq!(refused.rejected_hints.as_deref(), Some(&expected(None)));
+
+    let providers = self::providers(&[node0]);
+    let admission = Admission {
+        providers: &providers,
+        ..admission
+    };
+    let admitted = admission.container_scope(&pod());
+    assert!(admitted.admit);
+    assert_eq!(admitted.rejected_hints, None);
+}
