@@ -123,6 +123,7 @@ fn admit(c: &mut Criterion) {
                             pod_json: pod_json(&uid, cpu),
                             resource_claims_json: Vec::new(),
                             resource_slices_json: Vec::new(),
+                            ..Default::default()
                         };
                         let started = Instant::now();
                         let answer = client.admit(request).await.expect("admit").into_inner();

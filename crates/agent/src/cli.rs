@@ -108,7 +108,7 @@ pub(crate) enum Command {
     /// Admit the pods of manifest files through a running agent and print what each
     /// container got (exit 1 when a pod is rejected).
     #[command(
-        after_help = "Examples:\n  corral admit -f examples/pods/guaranteed.yaml\n  corral admit -f pod.yaml -f claims.yaml --root /tmp/corral -o json\n  corral admit -f pod.yaml -o wide"
+        after_help = "Examples:\n  corral admit -f examples/pods/guaranteed.yaml\n  corral admit -f pod.yaml -f claims.yaml --root /tmp/corral -o json\n  corral admit -f pod.yaml -o wide\n  corral admit --dry-run -f pod.yaml -o json   # would it fit, and if not, why"
     )]
     Admit {
         /// Pod and ResourceClaim manifests (YAML or JSON, several documents each); `-` for stdin.
@@ -119,6 +119,11 @@ pub(crate) enum Command {
         output: OutputFormat,
         #[command(flatten)]
         target: AgentTarget,
+        /// Answer what the admission would (the allocation, or the rejection and why)
+        /// without changing anything: no state, file, NodeResourceTopology or metric
+        /// changes; device plugins are not asked to allocate, claims are not prepared.
+        #[arg(long)]
+        dry_run: bool,
     },
     /// Release everything a pod holds (its CPUs, affinities, claims).
     #[command(
@@ -133,7 +138,7 @@ pub(crate) enum Command {
     },
     /// Show what every container of every admitted pod holds.
     #[command(
-        after_help = "Examples:\n  corral status\n  corral status -o wide\n  corral status -o yaml --root /tmp/corral"
+        after_help = "Examples:\n  corral status\n  corral status -o wide\n  corral status --numa -o json   # per NUMA node: CPUs, memory, devices free\n  corral status -o yaml --root /tmp/corral"
     )]
     Status {
         /// Output format.
@@ -141,6 +146,11 @@ pub(crate) enum Command {
         output: OutputFormat,
         #[command(flatten)]
         target: AgentTarget,
+        /// Only what each NUMA node has and has free (CPUs, memory and huge pages under the
+        /// static memory policy, devices), in any output format; the table shows it after
+        /// the pods anyway.
+        #[arg(long)]
+        numa: bool,
     },
     /// Show the machine's CPU topology as the managers see it.
     #[command(

@@ -14,6 +14,12 @@ pub struct AdmitRequest {
     /// CPUs and memory to that NUMA node (the kubelet's topology manager ignores DRA devices).
     #[prost(bytes = "vec", repeated, tag = "3")]
     pub resource_slices_json: ::prost::alloc::vec::Vec<::prost::alloc::vec::Vec<u8>>,
+    /// Answer as an admission would, changing nothing: no state, file, NodeResourceTopology
+    /// or metric changes; the CPUs of an admitted answer stay free. Devices are the ones the
+    /// device manager would choose; device plugins are not asked to `Allocate` them, so
+    /// `run_options` is empty, and DRA claims are not prepared.
+    #[prost(bool, tag = "4")]
+    pub dry_run: bool,
 }
 /// The verdict.
 #[derive(Clone, PartialEq, ::prost::Message)]
@@ -31,6 +37,122 @@ pub struct AdmitResponse {
     /// On admission, what each container got.
     #[prost(message, optional, tag = "4")]
     pub allocation: ::core::option::Option<PodAllocation>,
+    /// On a rejection after the topology manager merged hints: why.
+    #[prost(message, optional, tag = "5")]
+    pub explanation: ::core::option::Option<Explanation>,
+}
+/// Why a pod was refused: for the container (or, at pod scope, the pod) whose admission
+/// failed, what each NUMA node had free when the decision was taken, each hint provider's
+/// hints and the merged best hint.
+#[derive(Clone, PartialEq, ::prost::Message)]
+pub struct Explanation {
+    /// The container whose hints were merged; empty at pod scope (one merge for the pod).
+    #[prost(string, tag = "1")]
+    pub container: ::prost::alloc::string::String,
+    /// Per NUMA node, the resources the container (or pod) asks for.
+    #[prost(message, repeated, tag = "2")]
+    pub numa_nodes: ::prost::alloc::vec::Vec<NumaNode>,
+    /// Each hint provider's hints, in the order the topology manager asks them.
+    #[prost(message, repeated, tag = "3")]
+    pub providers: ::prost::alloc::vec::Vec<ProviderHints>,
+    /// The merged best hint.
+    #[prost(message, optional, tag = "4")]
+    pub best_hint: ::core::option::Option<Hint>,
+    /// Whether the policy admitted the best hint (then a provider's allocation refused it,
+    /// e.g. SMTAlignmentError).
+    #[prost(bool, tag = "5")]
+    pub policy_admitted: bool,
+}
+/// One hint provider's hints.
+#[derive(Clone, PartialEq, ::prost::Message)]
+pub struct ProviderHints {
+    /// "cpu manager", "device manager", "dra", "kubelet devices" (NRI mode), "memory manager".
+    #[prost(string, tag = "1")]
+    pub provider: ::prost::alloc::string::String,
+    /// Per resource; none: no preference for anything.
+    #[prost(message, repeated, tag = "2")]
+    pub resources: ::prost::alloc::vec::Vec<ResourceHints>,
+}
+/// A provider's hints for one resource.
+#[derive(Clone, PartialEq, ::prost::Message)]
+pub struct ResourceHints {
+    #[prost(string, tag = "1")]
+    pub resource: ::prost::alloc::string::String,
+    /// No preference (upstream's nil list); `hints` is then empty.
+    #[prost(bool, tag = "2")]
+    pub no_preference: bool,
+    /// The hints; empty without `no_preference`: the resource cannot be satisfied anywhere.
+    #[prost(message, repeated, tag = "3")]
+    pub hints: ::prost::alloc::vec::Vec<Hint>,
+    /// Too many to list (a family of hints over more than 10 NUMA nodes); `hints` is empty.
+    #[prost(bool, tag = "4")]
+    pub not_listed: bool,
+}
+/// A topology hint.
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct Hint {
+    /// The NUMA nodes, as the OS numbers them; empty: any node.
+    #[prost(int64, repeated, tag = "1")]
+    pub numa_affinity: ::prost::alloc::vec::Vec<i64>,
+    #[prost(bool, tag = "2")]
+    pub preferred: bool,
+}
+/// What one NUMA node has, and has free.
+#[derive(Clone, PartialEq, ::prost::Message)]
+pub struct NumaNode {
+    /// The NUMA node, as the OS numbers it.
+    #[prost(int64, tag = "1")]
+    pub id: i64,
+    /// Its CPUs (unset: none, or not asked for).
+    #[prost(message, optional, tag = "2")]
+    pub cpus: ::core::option::Option<NumaCpus>,
+    /// Memory and huge pages (bytes) per resource, only with the memory manager's static
+    /// policy (without it nothing holds memory per NUMA node).
+    #[prost(message, repeated, tag = "3")]
+    pub memory: ::prost::alloc::vec::Vec<ResourceCounts>,
+    /// Devices per resource.
+    #[prost(message, repeated, tag = "4")]
+    pub devices: ::prost::alloc::vec::Vec<ResourceCounts>,
+}
+/// One NUMA node's CPUs.
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct NumaCpus {
+    /// Online CPUs.
+    #[prost(uint64, tag = "1")]
+    pub total: u64,
+    /// Reserved for the system (reservedSystemCPUs, or the static policy's reservation).
+    #[prost(uint64, tag = "2")]
+    pub reserved: u64,
+    /// Held exclusively by containers or pods.
+    #[prost(uint64, tag = "3")]
+    pub exclusive: u64,
+    /// Free for exclusive use.
+    #[prost(uint64, tag = "4")]
+    pub free: u64,
+    /// The free CPUs, Linux list format (empty with the `none` CPU policy).
+    #[prost(string, tag = "5")]
+    pub free_cpus: ::prost::alloc::string::String,
+}
+/// One resource on one NUMA node, in bytes (memory, huge pages) or devices.
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct ResourceCounts {
+    #[prost(string, tag = "1")]
+    pub resource: ::prost::alloc::string::String,
+    #[prost(uint64, tag = "2")]
+    pub capacity: u64,
+    /// What pods may have (reserved memory and unhealthy devices left out).
+    #[prost(uint64, tag = "3")]
+    pub allocatable: u64,
+    /// What is free now.
+    #[prost(uint64, tag = "4")]
+    pub free: u64,
+}
+#[derive(Clone, Copy, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct ListNumaNodesRequest {}
+#[derive(Clone, PartialEq, ::prost::Message)]
+pub struct ListNumaNodesResponse {
+    #[prost(message, repeated, tag = "1")]
+    pub numa_nodes: ::prost::alloc::vec::Vec<NumaNode>,
 }
 /// What a pod holds.
 #[derive(Clone, PartialEq, ::prost::Message)]
@@ -472,6 +594,31 @@ pub mod agent_client {
             req.extensions_mut().insert(GrpcMethod::new("corral.v1.Agent", "ListPods"));
             self.inner.unary(req, path, codec).await
         }
+        /// What each NUMA node has and has free (CPUs, memory and huge pages, devices).
+        pub async fn list_numa_nodes(
+            &mut self,
+            request: impl tonic::IntoRequest<super::ListNumaNodesRequest>,
+        ) -> std::result::Result<
+            tonic::Response<super::ListNumaNodesResponse>,
+            tonic::Status,
+        > {
+            self.inner
+                .ready()
+                .await
+                .map_err(|e| {
+                    tonic::Status::unknown(
+                        format!("Service was not ready: {}", e.into()),
+                    )
+                })?;
+            let codec = tonic_prost::ProstCodec::default();
+            let path = http::uri::PathAndQuery::from_static(
+                "/corral.v1.Agent/ListNumaNodes",
+            );
+            let mut req = request.into_request();
+            req.extensions_mut()
+                .insert(GrpcMethod::new("corral.v1.Agent", "ListNumaNodes"));
+            self.inner.unary(req, path, codec).await
+        }
     }
 }
 /// Generated server implementations.
@@ -536,6 +683,14 @@ pub mod agent_server {
             request: tonic::Request<super::ListPodsRequest>,
         ) -> std::result::Result<
             tonic::Response<super::ListPodsResponse>,
+            tonic::Status,
+        >;
+        /// What each NUMA node has and has free (CPUs, memory and huge pages, devices).
+        async fn list_numa_nodes(
+            &self,
+            request: tonic::Request<super::ListNumaNodesRequest>,
+        ) -> std::result::Result<
+            tonic::Response<super::ListNumaNodesResponse>,
             tonic::Status,
         >;
     }
@@ -908,6 +1063,51 @@ pub mod agent_server {
                     let inner = self.inner.clone();
                     let fut = async move {
                         let method = ListPodsSvc(inner);
+                        let codec = tonic_prost::ProstCodec::default();
+                        let mut grpc = tonic::server::Grpc::new(codec)
+                            .apply_compression_config(
+                                accept_compression_encodings,
+                                send_compression_encodings,
+                            )
+                            .apply_max_message_size_config(
+                                max_decoding_message_size,
+                                max_encoding_message_size,
+                            );
+                        let res = grpc.unary(method, req).await;
+                        Ok(res)
+                    };
+                    Box::pin(fut)
+                }
+                "/corral.v1.Agent/ListNumaNodes" => {
+                    #[allow(non_camel_case_types)]
+                    struct ListNumaNodesSvc<T: Agent>(pub Arc<T>);
+                    impl<
+                        T: Agent,
+                    > tonic::server::UnaryService<super::ListNumaNodesRequest>
+                    for ListNumaNodesSvc<T> {
+                        type Response = super::ListNumaNodesResponse;
+                        type Future = BoxFuture<
+                            tonic::Response<Self::Response>,
+                            tonic::Status,
+                        >;
+                        fn call(
+                            &mut self,
+                            request: tonic::Request<super::ListNumaNodesRequest>,
+                        ) -> Self::Future {
+                            let inner = Arc::clone(&self.0);
+                            let fut = async move {
+                                <T as Agent>::list_numa_nodes(&inner, request).await
+                            };
+                            Box::pin(fut)
+                        }
+                    }
+                    let accept_compression_encodings = self.accept_compression_encodings;
+                    let send_compression_encodings = self.send_compression_encodings;
+                    let max_decoding_message_size = self.max_decoding_message_size;
+                    let max_encoding_message_size = self.max_encoding_message_size;
+                    let inner = self.inner.clone();
+                    let fut = async move {
+                        let method = ListNumaNodesSvc(inner);
                         let codec = tonic_prost::ProstCodec::default();
                         let mut grpc = tonic::server::Grpc::new(codec)
                             .apply_compression_config(

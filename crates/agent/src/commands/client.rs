@@ -1,5 +1,6 @@
-//! The client commands (`admit`, `release`, `status`): dial the agent socket under the root
-//! and print the answers.
+//! Talking to the agent: dial its socket under the root, a deadline on every call, errors
+//! that name the socket; and `release`. `admit` and `status` print their answers in
+//! `admit.rs` and `status.rs`.
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -10,11 +11,8 @@ use corral_proto::corral::v1 as api;
 use corral_proto::corral::v1::agent_client::AgentClient;
 use corral_proto::uds::{Channel, UdsError};
 
-use crate::cli::{AgentTarget, ConfigArgs, OutputFormat};
-use crate::commands::explain::read_manifests;
-use crate::commands::print_document;
-use crate::config::{self, GoDuration, PodLimits};
-use crate::manifest::pod_from_manifest;
+use crate::cli::{AgentTarget, ConfigArgs};
+use crate::config::{self, GoDuration};
 use crate::output::outln;
 
 const DIAL_TIMEOUT: Duration = Duration::from_secs(5);
@@ -186,14 +184,14 @@ fn call_error(socket: &Path, status: tonic::Status) -> ClientError {
 }
 
 /// `message` as a request that tells the agent the deadline (`grpc-timeout`).
-fn request<T>(message: T, timeout: Duration) -> tonic::Request<T> {
+pub(super) fn request<T>(message: T, timeout: Duration) -> tonic::Request<T> {
     let mut request = tonic::Request::new(message);
     request.set_timeout(timeout);
     request
 }
 
 /// Wait for one call to the agent at `socket`, at most `timeout` (`--request-timeout`).
-async fn answer<T>(
+pub(super) async fn answer<T>(
     socket: &Path,
     call: impl Future<Output = Result<tonic::Response<T>, tonic::Status>>,
     timeout: Duration,
@@ -231,7 +229,7 @@ fn socket(target: &AgentTarget) -> Result<PathBuf> {
 }
 
 /// Dial the agent and run `call` with a client and the socket's path.
-fn with_client<T>(
+pub(super) fn with_client<T>(
     target: &AgentTarget,
     call: impl AsyncFnOnce(AgentClient<Channel>, &Path) -> Result<T>,
 ) -> Result<T> {
@@ -244,96 +242,6 @@ fn with_client<T>(
             .await
             .map_err(|err| dial_error(&socket, err))?;
         call(AgentClient::new(channel), &socket).await
-    })
-}
-
-pub(crate) fn admit(
-    target: &AgentTarget,
-    files: &[PathBuf],
-    output: OutputFormat,
-) -> Result<ExitCode> {
-    let manifests = read_manifests(files)?;
-    let claims: Vec<Vec<u8>> = manifests
-        .claims
-        .iter()
-        .map(serde_json::to_vec)
-        .collect::<Result<_, _>>()?;
-    let slices: Vec<Vec<u8>> = manifests
-        .slices
-        .iter()
-        .map(serde_json::to_vec)
-        .collect::<Result<_, _>>()?;
-    let mut requests = Vec::new();
-    let mut names = Vec::new();
-    for mut pod in manifests.pods {
-        let converted = pod_from_manifest(&pod, &PodLimits::DEFAULT)?;
-        pod.metadata.uid = Some(converted.uid.clone());
-        names.push(format!("{}/{}", converted.namespace, converted.name));
-        requests.push(api::AdmitRequest {
-            pod_json: serde_json::to_vec(&pod)?,
-            resource_claims_json: claims.clone(),
-            resource_slices_json: slices.clone(),
-        });
-    }
-    if requests.is_empty() {
-        anyhow::bail!("no Pod in {files:?}");
-    }
-    // A call that fails does not hide the answers before it: they are printed, then the
-    // failure, with a non-zero exit.
-    let (answers, failed) = with_client(target, async |mut client, socket| {
-        let mut answers = Vec::new();
-        for message in requests {
-            let call = client.admit(request(message, target.request_timeout));
-            match answer(socket, call, target.request_timeout).await {
-                Ok(answer) => answers.push(answer),
-                Err(err) => return Ok((answers, Some(err))),
-            }
-        }
-        Ok((answers, None))
-    })?;
-    let rejected = answers.iter().any(|a| !a.admitted);
-    match output {
-        OutputFormat::Json | OutputFormat::Yaml => {
-            let doc: Vec<_> = answers
-                .iter()
-                .zip(&names)
-                .map(|(a, name)| {
-                    serde_json::json!({
-                        "pod": name,
-                        "admitted": a.admitted,
-                        "reason": a.reason,
-                        "message": a.message,
-                        "allocation": a.allocation.as_ref().map(allocation_json),
-                    })
-                })
-                .collect();
-            print_document(&serde_json::Value::from(doc), output == OutputFormat::Yaml)?;
-        }
-        OutputFormat::Table | OutputFormat::Wide => {
-            for (answer, name) in answers.iter().zip(&names) {
-                match &answer.allocation {
-                    Some(pod) if answer.admitted => {
-                        outln!(
-                            "pod {}/{} admitted (uid {})",
-                            pod.namespace,
-                            pod.name,
-                            pod.uid
-                        );
-                        print_table(std::slice::from_ref(pod), output == OutputFormat::Wide)?;
-                    }
-                    _ => eprintln!("pod {name} rejected: {}: {}", answer.reason, answer.message),
-                }
-            }
-        }
-    }
-    if let Some(err) = failed {
-        let pod = &names[answers.len()];
-        return Err(anyhow::Error::from(err).context(format!("admitting pod {pod}")));
-    }
-    Ok(if rejected {
-        ExitCode::FAILURE
-    } else {
-        ExitCode::SUCCESS
     })
 }
 
@@ -401,169 +309,4 @@ pub(crate) fn release(target: &AgentTarget, pod: &str) -> Result<ExitCode> {
         outln!("pod {pod} (uid {released}) released");
     }
     Ok(ExitCode::SUCCESS)
-}
-
-pub(crate) fn status(target: &AgentTarget, output: OutputFormat) -> Result<ExitCode> {
-    let pods = with_client(target, async |mut client, socket| {
-        let call = client.list_pods(request(api::ListPodsRequest {}, target.request_timeout));
-        Ok(answer(socket, call, target.request_timeout).await?.pods)
-    })?;
-    match output {
-        OutputFormat::Json | OutputFormat::Yaml => {
-            let doc: Vec<_> = pods.iter().map(allocation_json).collect();
-            print_document(&serde_json::Value::from(doc), output == OutputFormat::Yaml)?;
-        }
-        OutputFormat::Table => print_table(&pods, false)?,
-        OutputFormat::Wide => print_table(&pods, true)?,
-    }
-    Ok(ExitCode::SUCCESS)
-}
-
-/// The container's NUMA nodes; `~` after them when the pod's decision was approximate.
-fn numa(pod: &api::PodAllocation, container: &api::ContainerAllocation) -> String {
-    let mark = if pod.approximate { "~" } else { "" };
-    if container.numa_affinity.is_empty() {
-        return format!("-{mark}");
-    }
-    let ids: Vec<String> = container.numa_affinity.iter().map(i64::to_string).collect();
-    format!("{}{mark}", ids.join(","))
-}
-
-/// What `~` in the NUMA column means.
-const APPROXIMATE_NOTE: &str = "~ approximate: the decision ran out of its search budget; its NUMA nodes or CPUs are the best found, not proven to be upstream's";
-
-/// One line per container; `wide` adds its container id, device nodes and environment.
-fn print_table(pods: &[api::PodAllocation], wide: bool) -> Result<()> {
-    let mut header = format!(
-        "{:<36}  {:<28}  {:<16}  {:<7}  {:<16}  {:<4}  {:<5}  {:<24}  {:<24}",
-        "POD UID", "POD", "CONTAINER", "KIND", "CPUSET", "EXCL", "NUMA", "MEMORY", "DEVICES"
-    );
-    if wide {
-        header.push_str(&format!(
-            "  {:<16}  {:<24}  ENV",
-            "CONTAINER ID", "DEVICE NODES"
-        ));
-    }
-    outln!("{}", header.trim_end());
-    for pod in pods {
-        for c in &pod.containers {
-            let mut held: Vec<String> = c
-                .devices
-                .iter()
-                .map(|d| format!("{}={}", d.resource, d.device_ids.join(",")))
-                .collect();
-            held.extend(
-                c.run_options
-                    .iter()
-                    .flat_map(|o| o.cdi_devices.iter().map(|d| format!("cdi:{d}"))),
-            );
-            let memory: Vec<String> = c.memory.iter().map(memory_cell).collect();
-            let mut line = format!(
-                "{:<36}  {:<28}  {:<16}  {:<7}  {:<16}  {:<4}  {:<5}  {:<24}  {:<24}",
-                pod.uid,
-                format!("{}/{}", pod.namespace, pod.name),
-                c.name,
-                c.kind,
-                c.cpuset,
-                if c.exclusive_cpus { "yes" } else { "no" },
-                numa(pod, c),
-                dash_if_empty(memory.join(" ")),
-                dash_if_empty(held.join(" "))
-            );
-            if wide {
-                let nodes: Vec<&str> = c
-                    .run_options
-                    .iter()
-                    .flat_map(|o| o.devices.iter().map(|d| d.host_path.as_str()))
-                    .collect();
-                let envs: std::collections::BTreeMap<&str, &str> = c
-                    .run_options
-                    .iter()
-                    .flat_map(|o| o.envs.iter().map(|(k, v)| (k.as_str(), v.as_str())))
-                    .collect();
-                let envs: Vec<String> = envs.iter().map(|(k, v)| format!("{k}={v}")).collect();
-                line.push_str(&format!(
-                    "  {:<16}  {:<24}  {}",
-                    dash_if_empty(c.container_id.clone()),
-                    dash_if_empty(nodes.join(",")),
-                    dash_if_empty(envs.join(","))
-                ));
-            }
-            outln!("{}", line.trim_end());
-        }
-    }
-    if pods.iter().any(|p| p.approximate) {
-        outln!("{APPROXIMATE_NOTE}");
-    }
-    Ok(())
-}
-
-/// `memory=1Gi@0`, `hugepages-2Mi=512Mi@0,1`: the type, the size in the largest binary unit
-/// that divides it, the NUMA nodes.
-fn memory_cell(block: &api::MemoryBlock) -> String {
-    let size = corral_topology::QuantitySum::of(
-        i64::try_from(block.size).unwrap_or(i64::MAX),
-        corral_topology::QuantityFormat::BinarySi,
-    );
-    let nodes: Vec<String> = block.numa_affinity.iter().map(i64::to_string).collect();
-    format!("{}={size}@{}", block.r#type, nodes.join(","))
-}
-
-fn dash_if_empty(text: String) -> String {
-    if text.is_empty() {
-        "-".to_owned()
-    } else {
-        text
-    }
-}
-
-/// A pod's holdings as JSON; `approximate: true` only on a decision that ran out of its
-/// search budget (omitted otherwise, as the kubelet's `omitempty`).
-fn allocation_json(pod: &api::PodAllocation) -> serde_json::Value {
-    let mut json = allocation_json_fields(pod);
-    if pod.approximate {
-        json["approximate"] = true.into();
-    }
-    json
-}
-
-fn allocation_json_fields(pod: &api::PodAllocation) -> serde_json::Value {
-    serde_json::json!({
-        "uid": pod.uid,
-        "namespace": pod.namespace,
-        "name": pod.name,
-        "containers": pod.containers.iter().map(|c| serde_json::json!({
-            "name": c.name,
-            "kind": c.kind,
-            "cpuset": c.cpuset,
-            "exclusiveCpus": c.exclusive_cpus,
-            "cpuQuotaDisabled": c.cpu_quota_disabled,
-            "numaAffinity": c.numa_affinity,
-            "devices": c.devices.iter().map(|d| (d.resource.clone(), d.device_ids.clone())).collect::<std::collections::BTreeMap<_, _>>(),
-            "cdiDevices": c.run_options.as_ref().map(|o| o.cdi_devices.clone()).unwrap_or_default(),
-            "envs": c.run_options.as_ref().map(|o| o.envs.iter().map(|(k, v)| (k.clone(), v.clone())).collect::<std::collections::BTreeMap<_, _>>()).unwrap_or_default(),
-            "deviceNodes": c.run_options.as_ref().map(|o| o.devices.iter().map(|d| d.host_path.clone()).collect::<Vec<_>>()).unwrap_or_default(),
-            "containerId": c.container_id,
-            "memory": c.memory.iter().map(|m| serde_json::json!({
-                "type": m.r#type,
-                "size": m.size,
-                "numaAffinity": m.numa_affinity,
-            })).collect::<Vec<_>>(),
-            // The kubelet's JSON names (`v1.ResourceStatus`, `v1.ResourceHealth`).
-            "allocatedResourcesStatus": c.allocated_resources_status.iter().map(|s| serde_json::json!({
-                "name": s.name,
-                "resources": s.resources.iter().map(|r| {
-                    let mut health = serde_json::json!({
-                        "resourceID": r.resource_id,
-                        "health": r.health,
-                    });
-                    // `message` is omitted when unset, as the kubelet's `omitempty`.
-                    if !r.message.is_empty() {
-                        health["message"] = r.message.clone().into();
-                    }
-                    health
-                }).collect::<Vec<_>>(),
-            })).collect::<Vec<_>>(),
-        })).collect::<Vec<_>>(),
-    })
 }

@@ -1,12 +1,15 @@
 //! One module per command; each turns parsed arguments into calls on the library crates and
 //! prints the result.
 
+mod admit;
 mod checkpoint;
 mod client;
 mod config_check;
 mod explain;
 mod generate;
+mod numa_nodes;
 mod run;
+mod status;
 mod topology;
 
 use std::process::ExitCode;
@@ -41,9 +44,28 @@ pub(crate) fn run(command: Command) -> Result<ExitCode> {
             files,
             output,
             target,
-        } => client::admit(&target, &files, output),
+            dry_run,
+        } => {
+            let trial = if dry_run {
+                admit::Trial::DryRun
+            } else {
+                admit::Trial::Real
+            };
+            admit::admit(&target, &files, output, trial)
+        }
         Command::Release { pod, target } => client::release(&target, &pod),
-        Command::Status { output, target } => client::status(&target, output),
+        Command::Status {
+            output,
+            target,
+            numa,
+        } => {
+            let view = if numa {
+                status::StatusView::NumaNodes
+            } else {
+                status::StatusView::Pods
+            };
+            status::status(&target, output, view)
+        }
         Command::Explain { files, output } => explain::run(&files, output),
         Command::Checkpoint(CheckpointCommand::Inspect { file, output }) => {
             checkpoint::inspect(&file, output)

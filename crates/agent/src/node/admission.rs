@@ -80,6 +80,7 @@ impl Node {
             return Ok(Admission::Rejected {
                 reason: POD_LEVEL_RESOURCES_NOT_SUPPORTED.to_owned(),
                 message: "PodLevelResources feature gate is disabled".to_owned(),
+                explanation: None,
             });
         }
         let _pod_lock = self.pod_locks.lock(&pod.uid).await;
@@ -96,8 +97,8 @@ impl Node {
             .metrics()
             .pinning_errors_total
             .load(Ordering::Relaxed);
-        let result = match self.decide(&pod, Undo::Pod).await {
-            Ok(result) => result,
+        let (result, explanation) = match self.decide(&pod, Undo::Pod).await {
+            Ok(verdict) => verdict,
             Err(err) => {
                 self.release_managers(&pod).await;
                 return Err(anyhow!("the topology manager's admission panicked: {err}").into());
@@ -115,10 +116,12 @@ impl Node {
         }
         if !result.admit {
             // `decide` gave back what the managers took.
-            tracing::info!(pod = pod_ref(&pod), podUID = %pod.uid, reason = %result.reason, detail = %result.message, "pod rejected");
+            let why = explanation.as_ref().map(ToString::to_string);
+            tracing::info!(pod = pod_ref(&pod), podUID = %pod.uid, reason = %result.reason, detail = %result.message, explanation = why, "pod rejected");
             return Ok(Admission::Rejected {
                 reason: result.reason,
                 message: approximate_message(result.message, result.approximate),
+                explanation,
             });
         }
         if !pod.resource_claims.is_empty() {
@@ -135,6 +138,7 @@ impl Node {
                 return Ok(Admission::Rejected {
                     reason: UNEXPECTED_ADMISSION_ERROR.to_owned(),
                     message: format!("Allocate failed due to {err}, which is unexpected"),
+                    explanation: None,
                 });
             }
         }

@@ -90,8 +90,9 @@ impl Node {
             self.forget_container(&pod.uid, &name)?;
         }
         self.release_finished_containers(&pod.uid).await?;
-        let result = match self.decide(&pod, super::decision::Undo::Container).await {
-            Ok(result) => result,
+        let (result, explanation) = match self.decide(&pod, super::decision::Undo::Container).await
+        {
+            Ok(verdict) => verdict,
             Err(err) => {
                 self.release_container(&pod).await;
                 return Err(anyhow!("the topology manager's admission panicked: {err}").into());
@@ -100,10 +101,12 @@ impl Node {
         super::admission::approximate_note(&pod, Some(&name), &result);
         if !result.admit {
             // `decide` gave back what the managers took for the container.
-            tracing::info!(pod = pod_ref(&pod), podUID = %pod.uid, container = %name, reason = %result.reason, detail = %result.message, "container rejected");
+            let why = explanation.as_ref().map(ToString::to_string);
+            tracing::info!(pod = pod_ref(&pod), podUID = %pod.uid, container = %name, reason = %result.reason, detail = %result.message, explanation = why, "container rejected");
             return Ok(Admission::Rejected {
                 reason: result.reason,
                 message: super::admission::approximate_message(result.message, result.approximate),
+                explanation,
             });
         }
         if let Err(err) = self.join(&pod, &manifest, &result) {

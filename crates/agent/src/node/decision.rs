@@ -19,6 +19,7 @@ use corral_memmgr::MemorySnapshot;
 use corral_topology::Pod;
 use corral_topology::topologymanager::{AllocationError, PodAdmitResult};
 
+use super::explain::Explanation;
 use super::{Node, pod_ref};
 
 /// How often a refused pod is decided again because an allocation under way when it was
@@ -132,9 +133,14 @@ impl Realizing {
     }
 }
 
+/// A decision's answer and, for a refusal after hints were merged, why.
+pub(super) type Verdict = (PodAdmitResult, Option<Box<Explanation>>);
+
 /// One decision's outcome, and what it saw.
 struct Decided {
     result: PodAdmitResult,
+    /// Refused after hints were merged: why, as the managers were when it was decided.
+    explanation: Option<Box<Explanation>>,
     /// Admitted with devices to allocate: its allocation under way.
     realize: Option<u64>,
     /// Refused: the allocations under way then.
@@ -155,7 +161,7 @@ impl Node {
         self: &Arc<Self>,
         pod: &Pod,
         undo: Undo,
-    ) -> Result<PodAdmitResult, tokio::task::JoinError> {
+    ) -> Result<Verdict, tokio::task::JoinError> {
         self.devices.wait_for_plugins(pod).await;
         let decided = self.decide_with_plugins(pod, undo).await;
         self.devices.end_admission(&pod.uid);
@@ -166,7 +172,7 @@ impl Node {
         self: &Arc<Self>,
         pod: &Pod,
         undo: Undo,
-    ) -> Result<PodAdmitResult, tokio::task::JoinError> {
+    ) -> Result<Verdict, tokio::task::JoinError> {
         let mut redecided = 0;
         loop {
             let decided = self.decide_once(pod, undo).await?;
@@ -178,7 +184,7 @@ impl Node {
                         .metrics()
                         .admission_requests_total
                         .fetch_add(1, Ordering::Relaxed);
-                    return Ok(self.devices_refused(err));
+                    return Ok((self.devices_refused(err), None));
                 }
                 continue;
             }
@@ -202,9 +208,9 @@ impl Node {
                 if let Some(pending) = &mut pending {
                     pending.given_back = true;
                 }
-                return Ok(self.devices_refused(err));
+                return Ok((self.devices_refused(err), None));
             }
-            return Ok(result);
+            return Ok((result, decided.explanation));
         }
     }
 
@@ -251,6 +257,11 @@ impl Node {
             // decision lock, so its snapshot undoes nobody else's.)
             let before = (node.cpu.policy_snapshot(), node.memory.snapshot());
             let result = node.topology.admit(&admitting);
+            // Before the undo: the managers as the refused decision saw them.
+            let explanation = match &result.rejected_hints {
+                Some(hints) if !result.deferred => Some(Box::new(node.explain(&admitting, hints))),
+                _ => None,
+            };
             if !result.admit {
                 node.undo_decision(&admitting, undo);
             }
@@ -263,6 +274,7 @@ impl Node {
             let seen = refused.then(|| node.realizing.seen());
             Decided {
                 result,
+                explanation,
                 realize,
                 seen,
             }

@@ -22,13 +22,17 @@ pub(crate) type DeviceNumaNodes = BTreeMap<String, Vec<usize>>;
 /// Devices the kubelet allocated, per (pod uid, container name).
 #[derive(Debug)]
 pub(crate) struct KubeletDevices {
+    /// What it is called where a refusal is explained.
+    name: &'static str,
     numa_ids: NumaIds,
     by_container: Mutex<BTreeMap<(String, String), DeviceNumaNodes>>,
 }
 
 impl KubeletDevices {
-    pub(crate) fn new(numa_ids: NumaIds) -> Self {
+    /// Devices called `name` where a refusal is explained (`kubelet devices`, `dra`).
+    pub(crate) fn new(name: &'static str, numa_ids: NumaIds) -> Self {
         KubeletDevices {
+            name,
             numa_ids,
             by_container: Mutex::default(),
         }
@@ -90,6 +94,10 @@ impl KubeletDevices {
 }
 
 impl HintProvider for KubeletDevices {
+    fn name(&self) -> &str {
+        self.name
+    }
+
     /// The list of the family (every mask holding the devices' nodes): exponential in the
     /// nodes, for callers that ask for upstream's list; the topology manager asks
     /// [`hint_sets_for_container`](HintProvider::hint_sets_for_container).
@@ -132,7 +140,7 @@ mod tests {
 
     #[test]
     fn hints_are_the_masks_holding_every_device_preferred_when_minimal() {
-        let devices = KubeletDevices::new(NumaIds::new([0, 1, 2]).unwrap());
+        let devices = KubeletDevices::new("kubelet devices", NumaIds::new([0, 1, 2]).unwrap());
         let pod = Pod {
             uid: "u".into(),
             ..Pod::default()

@@ -18,9 +18,11 @@ mod device_health;
 mod device_metrics;
 
 mod dra_devices;
+mod explain;
 mod journal;
 mod kubelet_devices;
 mod locks;
+pub(crate) mod numa_resources;
 mod pod_files;
 mod pod_record;
 mod pods;
@@ -60,6 +62,7 @@ use locks::{DecisionLock, PodLocks};
 
 pub(crate) use container_events::StartedContainer;
 pub(crate) use device_capacity::CAPACITY_PERIOD;
+pub(crate) use explain::{Explanation, HintView};
 pub(crate) use kubelet_devices::{DeviceNumaNodes, KubeletDevices};
 pub(crate) use pod_record::{Affinity, HeldMemory, Holding, PodRecord};
 pub(crate) use pods::{AdmittedPod, PodBook};
@@ -80,6 +83,8 @@ pub(crate) enum Admission {
         reason: String,
         /// The message.
         message: String,
+        /// Why, when the topology manager merged hints for it.
+        explanation: Option<Box<Explanation>>,
     },
 }
 
@@ -332,13 +337,17 @@ impl Node {
         // answer after it.
         manager.add_hint_provider(Arc::clone(&devices) as _);
         // In NRI mode the kubelet allocates devices; CPUs align with what it gave.
-        let kubelet_devices = (config.nri != crate::config::NriMode::Off)
-            .then(|| Arc::new(KubeletDevices::new(topology.numa_ids().clone())));
+        let kubelet_devices = (config.nri != crate::config::NriMode::Off).then(|| {
+            Arc::new(KubeletDevices::new(
+                "kubelet devices",
+                topology.numa_ids().clone(),
+            ))
+        });
         if let Some(provider) = &kubelet_devices {
             manager.add_hint_provider(Arc::clone(provider) as _);
         }
         // DRA devices their ResourceSlices place on a NUMA node (the kubelet has none).
-        let dra_devices = Arc::new(KubeletDevices::new(topology.numa_ids().clone()));
+        let dra_devices = Arc::new(KubeletDevices::new("dra", topology.numa_ids().clone()));
         manager.add_hint_provider(Arc::clone(&dra_devices) as _);
         // Memory last, as the kubelet registers it after the CPU and device managers.
         manager.add_hint_provider(Arc::clone(&memory) as _);
@@ -585,6 +594,8 @@ mod tests_dra_extended;
 mod tests_dra_health;
 #[cfg(test)]
 mod tests_dra_numa;
+#[cfg(test)]
+mod tests_explain;
 #[cfg(test)]
 pub(crate) mod tests_gated_plugin;
 #[cfg(test)]

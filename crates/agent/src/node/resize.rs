@@ -94,6 +94,7 @@ impl Node {
             return Ok(Some(Admission::Rejected {
                 reason: INFEASIBLE.to_owned(),
                 message: message.to_owned(),
+                explanation: None,
             }));
         }
         // Nothing was granted anew: the pod keeps what it holds, its containers their ids.

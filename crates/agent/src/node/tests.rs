@@ -149,7 +149,9 @@ pub(crate) fn snapshot(dir: &Path) -> BTreeMap<PathBuf, Vec<u8>> {
 pub(crate) async fn admitted(node: &Arc<Node>, pod: K8sPod) -> super::PodView {
     match node.admit(pod, Vec::new()).await.unwrap() {
         Admission::Admitted(view) => view,
-        Admission::Rejected { reason, message } => panic!("rejected: {reason}: {message}"),
+        Admission::Rejected {
+            reason, message, ..
+        } => panic!("rejected: {reason}: {message}"),
     }
 }
 
@@ -190,7 +192,10 @@ async fn an_smt_alignment_error_with_full_pcpus_only_leaves_every_checkpoint_byt
     admitted(&node, pod("first", &[2])).await;
     let before = snapshot(dir.path());
     let answer = node.admit(pod("odd", &[2, 3]), Vec::new()).await.unwrap();
-    let Admission::Rejected { reason, message } = answer else {
+    let Admission::Rejected {
+        reason, message, ..
+    } = answer
+    else {
         panic!("admitted: {answer:?}");
     };
     assert_eq!(reason, "SMTAlignmentError", "{message}");
@@ -325,7 +330,10 @@ async fn dra_claims_are_prepared_reported_and_a_failed_prepare_leaves_no_trace()
     ));
     let (pod, claim) = pod_with_claim("owner", "owner");
     let answer = node.admit(pod, vec![claim]).await.unwrap();
-    let Admission::Rejected { reason, message } = answer else {
+    let Admission::Rejected {
+        reason, message, ..
+    } = answer
+    else {
         panic!("admitted: {answer:?}");
     };
     assert_eq!(reason, "UnexpectedAdmissionError");

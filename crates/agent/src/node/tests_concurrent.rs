@@ -113,7 +113,9 @@ pub(crate) fn guaranteed(uid: &str, limits: serde_json::Value) -> K8sPod {
 pub(super) fn outcome(answer: &Admission) -> String {
     match answer {
         Admission::Admitted(_) => "admitted".to_owned(),
-        Admission::Rejected { reason, message } => format!("{reason}: {message}"),
+        Admission::Rejected {
+            reason, message, ..
+        } => format!("{reason}: {message}"),
     }
 }
 
@@ -265,7 +267,9 @@ fn random_pod(rng: &mut XorShift, uid: &str, multi_container: bool, gpus: bool) 
 /// each container's exclusive CPUs, NUMA affinity and memory blocks.
 fn decided(answer: &Admission) -> String {
     match answer {
-        Admission::Rejected { reason, message } => format!("rejected {reason}: {message}"),
+        Admission::Rejected {
+            reason, message, ..
+        } => format!("rejected {reason}: {message}"),
         Admission::Admitted(view) => {
             let mut text = "admitted".to_owned();
             for c in &view.containers {

@@ -26,7 +26,9 @@ fn one(uid: &str, name: &str, cpus: u32) -> K8sPod {
 async fn joined(node: &Arc<Node>, manifest: K8sPod) -> PodView {
     match node.admit_container(manifest).await.unwrap() {
         Admission::Admitted(view) => view,
-        Admission::Rejected { reason, message } => panic!("rejected: {reason}: {message}"),
+        Admission::Rejected {
+            reason, message, ..
+        } => panic!("rejected: {reason}: {message}"),
     }
 }
 

@@ -54,7 +54,10 @@ async fn with_pod_level_resources_off_such_pods_are_refused() {
     )
     .await;
     let answer = node.admit(pod_level_pod("p"), Vec::new()).await.unwrap();
-    let Admission::Rejected { reason, message } = answer else {
+    let Admission::Rejected {
+        reason, message, ..
+    } = answer
+    else {
         panic!("admitted: {answer:?}");
     };
     assert_eq!(reason, "PodLevelResourcesNotSupported");
@@ -187,7 +190,10 @@ async fn a_pod_level_pod_refused_after_its_decision_or_released_holds_nothing() 
     let before = super::tests::snapshot(dir.path());
     let (pod, claims) = pod_level_pod_with("p", true);
     let answer = node.admit(pod, claims).await.unwrap();
-    let Admission::Rejected { reason, message } = &answer else {
+    let Admission::Rejected {
+        reason, message, ..
+    } = &answer
+    else {
         panic!("admitted: {answer:?}");
     };
     // Refused by the claim's preparation, after the decision.

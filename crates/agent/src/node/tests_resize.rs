@@ -32,7 +32,10 @@ async fn a_guaranteed_pod_under_the_static_policy_is_not_resized() {
     let first = admitted(&node, pod("g", &[2])).await;
     let before = snapshot(dir.path());
     let answer = node.admit(pod("g", &[3]), Vec::new()).await.unwrap();
-    let Admission::Rejected { reason, message } = answer else {
+    let Admission::Rejected {
+        reason, message, ..
+    } = answer
+    else {
         panic!("resized: {answer:?}");
     };
     assert_eq!(

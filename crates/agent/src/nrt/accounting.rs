@@ -27,11 +27,11 @@ use corral_nrt::{
     AttributeInfo, CostInfo, METHOD_WITH_EXCLUSIVE_RESOURCES, NodeResourceTopology, ResourceInfo,
     Zone, numa_zone_name,
 };
-use corral_topology::CpuSet;
 use corral_topology::topologymanager::{PolicyName, ScopeName};
 
 use super::pods_fingerprint::exclusive_pods_fingerprint;
 use crate::node::Node;
+use crate::node::numa_resources::{Counts, cpu_counts, device_counts, memory_manager_tables};
 
 /// How one node's NodeResourceTopology is taken from its managers.
 #[derive(Clone, Debug)]
@@ -103,14 +103,14 @@ fn node_resource_topology(
             })
             .collect();
         if let Some(counts) = cpus.get(&id) {
-            zone.resources.push(counts.resource("cpu"));
+            zone.resources.push(resource(counts.counts, "cpu"));
         }
         for (name, counts) in memory.get(&id).into_iter().flatten() {
-            zone.resources.push(counts.resource(name));
+            zone.resources.push(resource(*counts, name));
         }
         for (name, per_node) in &devices {
             if let Some(counts) = per_node.get(&id) {
-                zone.resources.push(counts.resource(name));
+                zone.resources.push(resource(*counts, name));
             }
         }
         nrt.zones.push(zone);
@@ -151,83 +151,15 @@ fn legacy_policy(policy: PolicyName, scope: ScopeName) -> &'static str {
     }
 }
 
-/// Capacity, allocatable and available of one resource in one zone.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub(crate) struct Counts {
-    pub(crate) capacity: u64,
-    pub(crate) allocatable: u64,
-    pub(crate) available: u64,
+fn resource(counts: Counts, name: &str) -> ResourceInfo {
+    ResourceInfo::new(name, counts.capacity, counts.allocatable, counts.available)
 }
 
-impl Counts {
-    fn resource(self, name: &str) -> ResourceInfo {
-        ResourceInfo::new(name, self.capacity, self.allocatable, self.available)
-    }
-}
-
-/// Per NUMA node: its CPUs, those pods may have, those still free for exclusive use.
-fn cpu_counts(node: &Node, reserved_cpus: usize) -> BTreeMap<usize, Counts> {
-    let cpu = node.cpu();
-    let index = cpu.topology();
-    let all = cpu.all_cpus();
-    let allocatable = cpu.allocatable_cpus();
-    let state = cpu.state();
-    let mut held = state.exclusive_cpus();
-    for cpus in state.pod_cpu_sets().values() {
-        held.union_with(cpus);
-    }
-    // The `none` policy has no allocatable set: its reservation (a count, by the CPU
-    // manager's config) is spread over the NUMA nodes, remainder to the lowest ids.
-    let policy_none = allocatable.is_empty();
-    let reserved_none = if policy_none {
-        reserved_cpus.min(all.len())
-    } else {
-        0
-    };
-    let ids = index.numa_node_ids();
-    ids.iter()
-        .enumerate()
-        .map(|(at, &id)| {
-            let on_node: CpuSet = index.cpus_in_numa_node(id);
-            let capacity = on_node.len() as u64;
-            let allocatable_here = if policy_none {
-                let share = reserved_none / ids.len() + usize::from(at < reserved_none % ids.len());
-                capacity.saturating_sub(share as u64)
-            } else {
-                on_node.intersection(&allocatable).len() as u64
-            };
-            let held_here = on_node.intersection(&held).len() as u64;
-            let counts = Counts {
-                capacity,
-                allocatable: allocatable_here,
-                available: allocatable_here.saturating_sub(held_here),
-            };
-            (id, counts)
-        })
-        .collect()
-}
-
-/// Per NUMA node, per memory resource (`memory`, `hugepages-2Mi`, …).
+/// Per NUMA node, per memory resource: the memory manager's static policy's, otherwise
+/// what sysfs gave, all of it allocatable and available.
 fn memory_tables(node: &Node) -> BTreeMap<usize, BTreeMap<String, Counts>> {
-    if let Some(machine) = node.memory().machine_state() {
-        return machine
-            .iter()
-            .map(|(&id, state)| {
-                let tables = state
-                    .memory
-                    .iter()
-                    .map(|(name, table)| {
-                        let counts = Counts {
-                            capacity: table.total,
-                            allocatable: table.allocatable,
-                            available: table.free,
-                        };
-                        (name.clone(), counts)
-                    })
-                    .collect();
-                (id, tables)
-            })
-            .collect();
+    if let Some(tables) = memory_manager_tables(node) {
+        return tables;
     }
     node.numa_memory()
         .iter()
@@ -247,35 +179,4 @@ fn memory_tables(node: &Node) -> BTreeMap<usize, BTreeMap<String, Counts>> {
             (id, tables)
         })
         .collect()
-}
-
-/// Per device resource, per NUMA node.
-fn device_counts(node: &Node) -> BTreeMap<String, BTreeMap<usize, Counts>> {
-    // Healthy as the device manager holds it, not as the plugin last listed it: when a
-    // plugin's stream ends, its devices turn unhealthy (upstream `PluginDisconnected`) though
-    // its last list called them healthy, and the manager allocates none of them.
-    let mut out: BTreeMap<String, BTreeMap<usize, Counts>> = BTreeMap::new();
-    for (resource, inventory) in node.devices().device_inventory() {
-        let per_node = out.entry(resource).or_default();
-        for device in &inventory.devices {
-            let numa: BTreeSet<usize> = device
-                .numa_nodes
-                .iter()
-                .flatten()
-                .filter_map(|&id| usize::try_from(id).ok())
-                .collect();
-            for id in numa {
-                let counts = per_node.entry(id).or_default();
-                counts.capacity += 1;
-                if inventory.healthy.contains(&device.id) {
-                    counts.allocatable += 1;
-                    if !inventory.allocated.contains(&device.id) {
-                        counts.available += 1;
-                    }
-                }
-            }
-        }
-    }
-    out.retain(|_, per_node| !per_node.is_empty());
-    out
 }

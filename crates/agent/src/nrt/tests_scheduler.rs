@@ -138,7 +138,12 @@ async fn replay(scope: &str, seed: u64, steps: usize) -> (usize, usize) {
                     assert_eq!(&placed, numa, "seed {seed} step {step}: {asks:?}");
                 }
             }
-            (Err(_), Admission::Rejected { reason, message }) => {
+            (
+                Err(_),
+                Admission::Rejected {
+                    reason, message, ..
+                },
+            ) => {
                 refusals += 1;
                 // Upstream's two refusals of a pod no NUMA node can hold: the merge's, and
                 // the memory manager's when no group of nodes has the memory left either.

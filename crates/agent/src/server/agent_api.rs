@@ -9,6 +9,8 @@ use tonic::{Request, Response, Status};
 
 use crate::node::{Admission, AdmitError, Node, PodView};
 
+mod numa_wire;
+
 /// The admission API's service.
 #[derive(Debug, Clone)]
 pub(crate) struct AgentService {
@@ -167,11 +169,16 @@ impl Agent for AgentService {
                 allocation: Some(allocation(view)),
                 ..api::AdmitResponse::default()
             },
-            Admission::Rejected { reason, message } => api::AdmitResponse {
+            Admission::Rejected {
+                reason,
+                message,
+                explanation,
+            } => api::AdmitResponse {
                 admitted: false,
                 reason,
                 message,
                 allocation: None,
+                explanation: explanation.map(|e| numa_wire::explanation(*e)),
             },
         };
         Ok(Response::new(answer))
@@ -241,6 +248,16 @@ impl Agent for AgentService {
     ) -> Result<Response<api::ListPodsResponse>, Status> {
         Ok(Response::new(api::ListPodsResponse {
             pods: self.node.views().into_iter().map(allocation).collect(),
+        }))
+    }
+
+    async fn list_numa_nodes(
+        &self,
+        _: Request<api::ListNumaNodesRequest>,
+    ) -> Result<Response<api::ListNumaNodesResponse>, Status> {
+        let nodes = self.node.numa_resources();
+        Ok(Response::new(api::ListNumaNodesResponse {
+            numa_nodes: nodes.into_iter().map(numa_wire::numa_node).collect(),
         }))
     }
 }

@@ -198,6 +198,7 @@ async fn worker(
                 pod_json: pod_json(&uid, cpus, gpus),
                 resource_claims_json: Vec::new(),
                 resource_slices_json: Vec::new(),
+                ..Default::default()
             });
             match tokio::time::timeout(RPC, call).await {
                 Ok(Ok(answer)) => {

@@ -259,6 +259,7 @@ async fn admit(root: &Path, uid: &str, cpu_limit: Option<&str>) -> String {
             pod_json: serde_json::to_vec(&pod).unwrap(),
             resource_claims_json: Vec::new(),
             resource_slices_json: Vec::new(),
+            ..Default::default()
         })
         .await
         .unwrap()

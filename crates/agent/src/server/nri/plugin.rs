@@ -115,11 +115,17 @@ impl NodePlugin {
             .await;
         let view = match admitted {
             Ok(Admission::Admitted(view)) => view,
-            Ok(Admission::Rejected { reason, message }) => {
-                return Err(NriStatus::new(
-                    NriStatus::UNKNOWN,
-                    format!("{reason}: {message}"),
-                ));
+            Ok(Admission::Rejected {
+                reason,
+                message,
+                explanation,
+            }) => {
+                // The runtime shows the text (kubectl describe: CreateContainerError).
+                let why = match explanation {
+                    Some(explanation) => format!("{reason}: {message} ({explanation})"),
+                    None => format!("{reason}: {message}"),
+                };
+                return Err(NriStatus::new(NriStatus::UNKNOWN, why));
             }
             Err(AdmitError::InvalidPod(err)) => {
                 let why = crate::error_text::error_chain(&err);
