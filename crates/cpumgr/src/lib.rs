@@ -83,7 +83,7 @@ pub use container_map::ContainerMap;
 pub use hints::{SocketAlignment, cpu_topology_hint_family, generate_cpu_topology_hints};
 pub use index::TopologyIndex;
 pub use manager::{
-    CpuManager, CpuManagerConfig, CpuManagerError, CpuManagerMetrics, PolicySnapshot,
+    CpuManager, CpuManagerConfig, CpuManagerError, CpuManagerMetrics, CpuTrial, PolicySnapshot,
 };
 pub use options::{
     ALIGN_BY_SOCKET, ALL_OPTIONS, DISTRIBUTE_CPUS_ACROSS_CORES, DISTRIBUTE_CPUS_ACROSS_NUMA,

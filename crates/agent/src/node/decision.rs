@@ -304,7 +304,7 @@ impl Node {
     }
 
     /// What a decision that does not stand gives back, with the decision lock held.
-    fn undo_decision(&self, pod: &Pod, undo: Undo) {
+    pub(super) fn undo_decision(&self, pod: &Pod, undo: Undo) {
         self.pods.end_admitting(&pod.uid);
         self.devices.cancel_reserved(&pod.uid);
         match undo {

@@ -18,6 +18,7 @@ mod device_health;
 mod device_metrics;
 
 mod dra_devices;
+mod dry_run;
 mod explain;
 mod journal;
 mod kubelet_devices;
@@ -594,6 +595,8 @@ mod tests_dra_extended;
 mod tests_dra_health;
 #[cfg(test)]
 mod tests_dra_numa;
+#[cfg(test)]
+mod tests_dry_run;
 #[cfg(test)]
 mod tests_explain;
 #[cfg(test)]

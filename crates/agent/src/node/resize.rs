@@ -27,7 +27,7 @@ pub(crate) const MEMORY_STATIC_INFEASIBLE: &str =
 /// Whether `new` asks for other resources than `held`: pod-level, or of a container both
 /// have (a container only one of them has is not a resize: the NRI front door admits a
 /// pod container by container).
-fn resized(held: &Pod, new: &Pod) -> bool {
+pub(super) fn resized(held: &Pod, new: &Pod) -> bool {
     held.resources != new.resources
         || new.all_containers().any(|(_, c)| {
             held.container(&c.name)

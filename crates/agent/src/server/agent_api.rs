@@ -158,7 +158,11 @@ impl Agent for AgentService {
             crate::manifest::slice_from_document,
         )?;
         // Runs to its end even when the client goes away (see `Node::admit`).
-        let admission = self.node.admit_with_slices(pod, claims, slices).await;
+        let admission = if request.dry_run {
+            self.node.admit_dry_run(pod, claims, slices).await
+        } else {
+            self.node.admit_with_slices(pod, claims, slices).await
+        };
         let admission = admission.map_err(|err| match err {
             AdmitError::Internal(err) => internal(err),
             invalid => Status::invalid_argument(crate::error_text::error_chain(&invalid)),

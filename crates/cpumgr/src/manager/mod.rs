@@ -19,7 +19,7 @@ mod undo;
 pub use config::CpuManagerConfig;
 pub use error::CpuManagerError;
 pub use metrics::CpuManagerMetrics;
-pub use undo::PolicySnapshot;
+pub use undo::{CpuTrial, PolicySnapshot};
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -66,12 +66,14 @@ struct Inner {
     file_version: CpuStateFileVersion,
     /// How pods with pod-level resources are treated.
     pod_level: PodLevelResources,
+    /// A trial is under way (`undo.rs`): nothing is written or counted.
+    trial: bool,
 }
 
 impl Inner {
     /// Persist the state if it changed since `before`; roll back on failure.
     fn commit(&mut self, before: CpuState) -> Result<(), CpuManagerError> {
-        if self.state == before {
+        if self.state == before || self.trial {
             return Ok(());
         }
         let Some(edges) = self.edges.as_mut() else {
@@ -218,6 +220,7 @@ impl CpuManager {
                 last_sweep: None,
                 file_version: CpuStateFileVersion::default(),
                 pod_level: PodLevelResources::default(),
+                trial: false,
             }),
         }
     }
@@ -475,7 +478,8 @@ impl CpuManager {
     ) -> Result<CpuSet, CpuManagerError> {
         self.remove_stale_from_source(Some(pod));
         let mut inner = self.lock();
-        let pinning = inner.policy.name() == "static" && guaranteed_cpus(pod, container) > 0;
+        let pinning =
+            !inner.trial && inner.policy.name() == "static" && guaranteed_cpus(pod, container) > 0;
         if pinning {
             self.metrics
                 .pinning_requests_total

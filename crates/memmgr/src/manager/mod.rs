@@ -92,6 +92,8 @@ struct Inner {
     allocatable: Vec<Block>,
     /// The `memory_manager_state` version written.
     pod_level: PodLevelResources,
+    /// A trial is under way ([`MemoryManager::begin_trial`]): nothing is written.
+    trial: bool,
 }
 
 impl Inner {
@@ -110,7 +112,7 @@ impl Inner {
     }
 
     fn write(&self, policy: MemoryPolicy) -> Result<(), MemoryManagerError> {
-        let Some(state_file) = &self.state_file else {
+        let Some(state_file) = self.state_file.as_ref().filter(|_| !self.trial) else {
             return Ok(());
         };
         let v1 = self.checkpoint(policy);
@@ -445,6 +447,25 @@ impl MemoryManager {
                 *policy = before;
             }
         })
+    }
+
+    /// Start a trial (corral's `admit --dry-run`): until [`end_trial`](Self::end_trial),
+    /// changes are made in memory only, never written. Only for a caller that serializes
+    /// every change of the manager, as for [`restore`](Self::restore).
+    pub fn begin_trial(&self) -> MemorySnapshot {
+        let mut inner = self.lock();
+        inner.trial = true;
+        MemorySnapshot(inner.policy.clone())
+    }
+
+    /// End a trial: the state as [`begin_trial`](Self::begin_trial) found it (what the
+    /// state file holds); writes resume.
+    pub fn end_trial(&self, trial: MemorySnapshot) {
+        let mut inner = self.lock();
+        if let Some(before) = trial.0 {
+            inner.policy = Some(before);
+        }
+        inner.trial = false;
     }
 
     /// Runs `change` on the static policy and persists the result (nothing with `None`).
