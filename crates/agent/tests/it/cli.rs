@@ -1,6 +1,7 @@
 //! The `corral` binary's offline commands, run as a user would: `topology` on real-machine
 //! sysfs dumps, `checkpoint inspect|verify` on kubelet-written files, `config check`.
 
+use std::collections::BTreeMap;
 use std::process::Output;
 
 use crate::support;
@@ -577,6 +578,162 @@ fn explain_uid_is_stable_and_outputs_agree() {
     );
 }
 
+/// Every file under the agent's root but its log, with its bytes: checkpoints, pod
+/// records, the state journal and its mark.
+fn state_bytes(root: &std::path::Path) -> BTreeMap<std::path::PathBuf, Vec<u8>> {
+    let mut files = BTreeMap::new();
+    let mut stack = vec![root.to_path_buf()];
+    while let Some(dir) = stack.pop() {
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                stack.push(path);
+            } else if path.is_file() && !path.ends_with("agent.log") {
+                files.insert(path.clone(), std::fs::read(&path).unwrap());
+            }
+        }
+    }
+    files
+}
+
+/// A rejection explains itself — in `-o json` each NUMA node's free CPUs and each hint
+/// provider's hints with the best hint, in the table the same, in the agent's log line a
+/// summary — and `--dry-run` answers as the admission does without changing a byte, a
+/// pod or a CPU. `status` shows the NUMA nodes.
+#[test]
+fn a_rejection_names_each_numa_nodes_free_resources_and_the_hints() {
+    let agent = Agent::start();
+    let root = agent.root.path();
+    let numa = |agent: &Agent| {
+        let out = agent.cli(&["status", "--numa", "-o", "json"]);
+        assert!(out.status.success(), "{}", stderr(&out));
+        serde_json::from_str::<serde_json::Value>(&stdout(&out)).unwrap()
+    };
+    let pods = |agent: &Agent| stdout(&agent.cli(&["status", "-o", "json"]));
+    let (files, nodes, held) = (state_bytes(root), numa(&agent), pods(&agent));
+    let ids: Vec<i64> = nodes
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|n| n["id"].as_i64().unwrap())
+        .collect();
+    assert_eq!(ids, [0, 1], "{nodes}");
+    assert_eq!(nodes[0]["cpus"]["reserved"], 1, "{nodes}");
+    assert_eq!(nodes[0]["cpus"]["free"], 7, "{nodes}");
+    assert_eq!(nodes[1]["devices"]["example.com/gpu"]["free"], 2, "{nodes}");
+
+    // A dry run of a pod that fits, then of one that does not: nothing changes.
+    let fits = agent.cli(&[
+        "admit",
+        "--dry-run",
+        "-f",
+        "examples/pods/gpu.yaml",
+        "-o",
+        "json",
+    ]);
+    assert!(fits.status.success(), "{}", stderr(&fits));
+    let doc: serde_json::Value = serde_json::from_str(&stdout(&fits)).unwrap();
+    assert_eq!(
+        (doc[0]["admitted"].clone(), doc[0]["dryRun"].clone()),
+        (true.into(), true.into())
+    );
+    let devices = &doc[0]["allocation"]["containers"][0]["devices"]["example.com/gpu"];
+    assert_eq!(devices.as_array().map(Vec::len), Some(2), "{doc}");
+    let dry = agent.cli(&[
+        "admit",
+        "--dry-run",
+        "-f",
+        "examples/pods/unalignable.yaml",
+        "-o",
+        "json",
+    ]);
+    assert_eq!(dry.status.code(), Some(1), "{}", stderr(&dry));
+    let dry: serde_json::Value = serde_json::from_str(&stdout(&dry)).unwrap();
+    assert_eq!(state_bytes(root), files, "a dry run wrote");
+    assert_eq!((numa(&agent), pods(&agent)), (nodes.clone(), held));
+
+    let rejected = agent.cli(&[
+        "admit",
+        "-f",
+        "examples/pods/unalignable.yaml",
+        "-o",
+        "json",
+    ]);
+    assert_eq!(rejected.status.code(), Some(1));
+    let doc: serde_json::Value = serde_json::from_str(&stdout(&rejected)).unwrap();
+    assert_camel_case(&doc, "admit -o json (rejected)");
+    let why = &doc[0]["explanation"];
+    assert_eq!(why, &dry[0]["explanation"], "the dry run explains the same");
+    assert_eq!(doc[0]["reason"], "TopologyAffinityError");
+    assert_eq!(why["container"], "huge", "{why}");
+    // As the decision saw them: `small`'s 2 CPUs (and GPU) were held then.
+    let free: Vec<i64> = why["numaNodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|n| n["cpus"]["free"].as_i64().unwrap())
+        .collect();
+    assert_eq!(free.len(), 2, "{why}");
+    assert_eq!(free.iter().sum::<i64>(), 7 + 8 - 2, "{why}");
+    for node in why["numaNodes"].as_array().unwrap() {
+        let cpus: corral_topology::CpuSet =
+            node["cpus"]["freeCpus"].as_str().unwrap().parse().unwrap();
+        assert_eq!(
+            cpus.len() as i64,
+            node["cpus"]["free"].as_i64().unwrap(),
+            "{why}"
+        );
+    }
+    let providers: Vec<&str> = why["hints"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["provider"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        providers,
+        ["cpu manager", "device manager", "dra", "memory manager"],
+        "{why}"
+    );
+    // 20 CPUs fit no set of NUMA nodes: the CPU manager's hints for cpu are none.
+    assert_eq!(
+        why["hints"][0]["resources"]["cpu"],
+        serde_json::json!([]),
+        "{why}"
+    );
+    assert_eq!(why["policyAdmitted"], false, "{why}");
+    assert_eq!(why["bestHint"]["preferred"], false, "{why}");
+
+    let table = agent.cli(&["admit", "-f", "examples/pods/unalignable.yaml"]);
+    let text = stderr(&table);
+    for part in [
+        "container huge:",
+        "NUMA  CPUS",
+        "cpu manager",
+        "none: cannot be satisfied",
+        "best hint:",
+    ] {
+        assert!(text.contains(part), "{part:?} not in\n{text}");
+    }
+    let lines = agent.log_lines();
+    let logged = lines
+        .iter()
+        .find(|l| l["msg"] == "pod rejected")
+        .unwrap_or_else(|| panic!("{lines:#?}"));
+    let summary = logged["explanation"].as_str().unwrap_or_default();
+    assert!(
+        summary.starts_with("container huge: NUMA 0 free cpu="),
+        "{logged}"
+    );
+    assert!(summary.contains("cpu manager cpu=[]"), "{logged}");
+
+    let status = stdout(&agent.cli(&["status"]));
+    assert!(
+        status.contains("NUMA  CPUS  RESERVED  EXCLUSIVE  FREE"),
+        "{status}"
+    );
+}
+
 /// A running `corral run` on a two-NUMA-node fixture, killed and reaped on drop.
 /// A running `corral run` (killed and reaped on drop; field order drops it before its root).
 struct Agent {
@@ -671,8 +828,10 @@ fn admit_and_status_speak_yaml_and_wide() {
     assert_eq!(yaml_doc(&yaml), json);
     assert_camel_case(&json, "status -o json");
 
-    let table = stdout(&agent.cli(&["status"]));
-    let wide = stdout(&agent.cli(&["status", "-o", "wide"]));
+    // The pods' lines come first; the NUMA nodes follow a blank line.
+    let pods_part = |text: String| text.split("\n\n").next().unwrap().to_owned();
+    let table = pods_part(stdout(&agent.cli(&["status"])));
+    let wide = pods_part(stdout(&agent.cli(&["status", "-o", "wide"])));
     let header = wide.lines().next().unwrap();
     for column in [
         "POD UID",
