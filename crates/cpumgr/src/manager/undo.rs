@@ -64,3 +64,114 @@ impl CpuManager {
         inner.trial = false;
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+    use std::sync::atomic::Ordering;
+
+    use corral_checkpoint::StateFile;
+    use corral_topology::{Container, CpuInfo, CpuRecord, CpuSet, CpuTopology, Pod, TopologyHint};
+
+    use crate::{
+        CfsQuota, ContainerMap, ContainerRuntime, CpuManager, CpuManagerConfig, PodSource,
+        PodStatus, RuntimeError,
+    };
+
+    struct NoPods;
+    impl PodSource for NoPods {
+        fn active_pods(&self) -> Vec<Pod> {
+            Vec::new()
+        }
+        fn pod_status(&self, _: &str) -> Option<PodStatus> {
+            None
+        }
+    }
+    struct NoRuntime;
+    #[crate::async_trait]
+    impl ContainerRuntime for NoRuntime {
+        async fn update_container_cpuset(
+            &self,
+            _: &str,
+            _: &CpuSet,
+            _: CfsQuota,
+        ) -> Result<(), RuntimeError> {
+            Ok(())
+        }
+    }
+
+    /// A trial allocates in memory only: nothing written, nothing counted, and its end
+    /// puts the manager back as it was.
+    #[test]
+    fn a_trial_writes_and_counts_nothing_and_ends_as_it_began() {
+        let records: Vec<CpuRecord> = (0..8)
+            .map(|cpu| CpuRecord {
+                cpu,
+                info: CpuInfo {
+                    core: cpu % 4,
+                    socket: 0,
+                    numa: 0,
+                    uncore: 0,
+                },
+            })
+            .collect();
+        let config = CpuManagerConfig {
+            policy: "static".into(),
+            reserved_cpu_millis: Some(1000),
+            ..CpuManagerConfig::default()
+        };
+        let manager = CpuManager::new(&config, &CpuTopology::new(&records).unwrap()).unwrap();
+        let file = StateFile::in_memory();
+        manager
+            .start(
+                file.clone(),
+                Arc::new(NoPods),
+                Arc::new(NoRuntime),
+                ContainerMap::new(),
+            )
+            .unwrap();
+        let mut app = Container::new("app");
+        for list in [&mut app.resources.requests, &mut app.resources.limits] {
+            list.cpu_millis = Some(2000);
+            list.memory_bytes = Some(1 << 30);
+        }
+        let pod = Pod {
+            uid: "uid".into(),
+            containers: vec![app.clone()],
+            ..Pod::default()
+        };
+        let (bytes, state) = (file.load().unwrap(), manager.state());
+
+        let trial = manager.begin_trial();
+        let cpus = manager
+            .allocate(&pod, &app, TopologyHint::default())
+            .unwrap();
+        assert_eq!(cpus.len(), 2, "allocated in memory");
+        assert_eq!(file.load().unwrap(), bytes, "not written");
+        assert_eq!(
+            manager
+                .metrics()
+                .pinning_requests_total
+                .load(Ordering::Relaxed),
+            0
+        );
+        manager.end_trial(trial);
+        assert_eq!(manager.state(), state);
+
+        // Writes and counting resume: the same allocation, for real.
+        assert_eq!(
+            manager
+                .allocate(&pod, &app, TopologyHint::default())
+                .unwrap(),
+            cpus
+        );
+        assert_ne!(file.load().unwrap(), bytes);
+        assert_eq!(
+            manager
+                .metrics()
+                .pinning_requests_total
+                .load(Ordering::Relaxed),
+            1
+        );
+    }
+}

@@ -507,3 +507,65 @@ fn allocatable_blocks(state: &MachineState) -> Vec<Block> {
 
 /// Upstream's reason for a pod whose spec leaves containers without memory.
 pub const EMPTY_POD_SHARED_POOL_ERROR: &str = "EmptyPodSharedPoolError";
+
+#[cfg(test)]
+mod trial_tests {
+    use std::collections::BTreeMap;
+
+    use corral_checkpoint::StateFile;
+    use corral_topology::memory::NumaMemory;
+    use corral_topology::{Container, HintProvider, Pod};
+
+    use crate::{MemoryManager, MemoryManagerConfig, MemoryPolicy, MemoryReservation};
+
+    /// A trial allocates in memory only, nothing written; its end puts the state back.
+    #[test]
+    fn a_trial_writes_nothing_and_ends_as_it_began() {
+        let memory = BTreeMap::from([(
+            0,
+            NumaMemory {
+                node: 0,
+                memory_bytes: 8 << 30,
+                huge_pages: vec![],
+            },
+        )]);
+        let config = MemoryManagerConfig {
+            policy: MemoryPolicy::Static,
+            reserved_memory: vec![MemoryReservation::new(0, [("memory", "1Gi")]).unwrap()],
+            node_allocatable_reservation: crate::node_allocatable_reservation(
+                ["memory"],
+                &MemoryReservation::limits([("memory", "1Gi")]).unwrap(),
+                &BTreeMap::new(),
+                None,
+                8 << 30,
+            )
+            .unwrap(),
+            ..MemoryManagerConfig::default()
+        };
+        let manager = MemoryManager::new(&config, &memory).unwrap();
+        let file = StateFile::in_memory();
+        manager.start(file.clone()).unwrap();
+        let mut app = Container::new("app");
+        for list in [&mut app.resources.requests, &mut app.resources.limits] {
+            list.cpu_millis = Some(1000);
+            list.memory_bytes = Some(1 << 30);
+        }
+        let pod = Pod {
+            uid: "p".into(),
+            containers: vec![app.clone()],
+            ..Pod::default()
+        };
+        let store = corral_topology::AffinityStore::new();
+        let (bytes, state) = (file.load().unwrap(), manager.machine_state());
+
+        let trial = manager.begin_trial();
+        manager.allocate(&pod, &app, &store).unwrap();
+        assert_ne!(manager.machine_state(), state, "allocated in memory");
+        assert_eq!(file.load().unwrap(), bytes, "not written");
+        manager.end_trial(trial);
+        assert_eq!(manager.machine_state(), state);
+
+        manager.allocate(&pod, &app, &store).unwrap();
+        assert_ne!(file.load().unwrap(), bytes, "writes resume");
+    }
+}
