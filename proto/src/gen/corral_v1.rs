@@ -40,6 +40,11 @@ pub struct AdmitResponse {
     /// On a rejection after the topology manager merged hints: why.
     #[prost(message, optional, tag = "5")]
     pub explanation: ::core::option::Option<Explanation>,
+    /// The request was a dry run and nothing was changed. An agent older than `dry_run`
+    /// ignores the request's field and admits for real; such an agent also lacks
+    /// ListNumaNodes, which a client can ask first.
+    #[prost(bool, tag = "6")]
+    pub dry_run: bool,
 }
 /// Why a pod was refused: for the container (or, at pod scope, the pod) whose admission
 /// failed, what each NUMA node had free when the decision was taken, each hint provider's

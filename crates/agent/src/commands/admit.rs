@@ -8,7 +8,7 @@ use std::process::ExitCode;
 use anyhow::Result;
 use corral_proto::corral::v1 as api;
 
-use super::client::{answer, request, with_client};
+use super::client::{ClientError, answer, request, with_client};
 use super::numa_nodes::{explanation_json, explanation_lines};
 use super::status::{allocation_json, print_table};
 use crate::cli::{AgentTarget, OutputFormat};
@@ -65,10 +65,32 @@ pub(crate) fn admit(
     // A call that fails does not hide the answers before it: they are printed, then the
     // failure, with a non-zero exit.
     let (answers, failed) = with_client(target, async |mut client, socket| {
+        if trial == Trial::DryRun {
+            // An agent that does not know `dry_run` would admit for real; one that serves
+            // ListNumaNodes (the same release) knows it.
+            let call = client.list_numa_nodes(request(
+                api::ListNumaNodesRequest {},
+                target.request_timeout,
+            ));
+            match answer(socket, call, target.request_timeout).await {
+                Err(ClientError::Answered {
+                    code: tonic::Code::Unimplemented,
+                    ..
+                }) => anyhow::bail!("the agent is older than `admit --dry-run`: nothing was sent"),
+                other => {
+                    other?;
+                }
+            }
+        }
         let mut answers = Vec::new();
         for message in requests {
             let call = client.admit(request(message, target.request_timeout));
             match answer(socket, call, target.request_timeout).await {
+                Ok(answer) if trial == Trial::DryRun && !answer.dry_run => {
+                    anyhow::bail!(
+                        "the agent did not answer as a dry run: it may have admitted the pod (`corral status`)"
+                    );
+                }
                 Ok(answer) => answers.push(answer),
                 Err(err) => return Ok((answers, Some(err))),
             }

@@ -6,7 +6,7 @@ use std::process::ExitCode;
 use anyhow::Result;
 use corral_proto::corral::v1 as api;
 
-use super::client::{answer, request, with_client};
+use super::client::{ClientError, answer, request, with_client};
 use super::numa_nodes::{numa_nodes_json, numa_table};
 use crate::cli::{AgentTarget, OutputFormat};
 use crate::commands::print_document;
@@ -39,10 +39,18 @@ pub(crate) fn status(
             let call = client.list_pods(request(api::ListPodsRequest {}, timeout));
             pods = answer(socket, call, timeout).await?.pods;
         }
-        let mut numa = Vec::new();
+        let mut numa = None;
         if want_numa {
             let call = client.list_numa_nodes(request(api::ListNumaNodesRequest {}, timeout));
-            numa = answer(socket, call, timeout).await?.numa_nodes;
+            match answer(socket, call, timeout).await {
+                Ok(answer) => numa = Some(answer.numa_nodes),
+                // An agent older than ListNumaNodes: the table shows its pods alone.
+                Err(ClientError::Answered {
+                    code: tonic::Code::Unimplemented,
+                    ..
+                }) if want_pods => {}
+                Err(err) => return Err(err.into()),
+            }
         }
         Ok((pods, numa))
     })?;
@@ -53,18 +61,20 @@ pub(crate) fn status(
             print_document(&serde_json::Value::from(doc), yaml)?;
         }
         (OutputFormat::Json | OutputFormat::Yaml, StatusView::NumaNodes) => {
-            print_document(&numa_nodes_json(&numa), yaml)?;
+            print_document(&numa_nodes_json(&numa.unwrap_or_default()), yaml)?;
         }
         (OutputFormat::Table | OutputFormat::Wide, StatusView::NumaNodes) => {
-            for line in numa_table(&numa) {
+            for line in numa_table(&numa.unwrap_or_default()) {
                 outln!("{line}");
             }
         }
         (OutputFormat::Table | OutputFormat::Wide, StatusView::Pods) => {
             print_table(&pods, output == OutputFormat::Wide)?;
-            outln!();
-            for line in numa_table(&numa) {
-                outln!("{line}");
+            if let Some(numa) = numa {
+                outln!();
+                for line in numa_table(&numa) {
+                    outln!("{line}");
+                }
             }
         }
     }

@@ -167,7 +167,7 @@ impl Agent for AgentService {
             AdmitError::Internal(err) => internal(err),
             invalid => Status::invalid_argument(crate::error_text::error_chain(&invalid)),
         });
-        let answer = match admission? {
+        let mut answer = match admission? {
             Admission::Admitted(view) => api::AdmitResponse {
                 admitted: true,
                 allocation: Some(allocation(view)),
@@ -183,8 +183,10 @@ impl Agent for AgentService {
                 message,
                 allocation: None,
                 explanation: explanation.map(|e| numa_wire::explanation(*e)),
+                dry_run: false,
             },
         };
+        answer.dry_run = request.dry_run;
         Ok(Response::new(answer))
     }
 
