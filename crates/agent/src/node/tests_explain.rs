@@ -100,3 +100,62 @@ async fn a_refusal_by_an_allocation_says_the_policy_admitted_the_hint() {
     // The `none` topology policy merges no hints: nothing to explain.
     assert!(explanation.is_none(), "{explanation:?}");
 }
+
+/// Under the static memory policy an explanation shows each node's free memory of the
+/// types asked for (not the others), and the memory manager's hints.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refusal_for_memory_shows_each_nodes_free_memory() {
+    use super::tests_concurrent::{config, guaranteed, machine, open};
+    const MI: u64 = 1 << 20;
+    let dir = tempfile::tempdir().unwrap();
+    let node = open(
+        &config(dir.path(), "single-numa-node", "container"),
+        &machine(2, 4, 1024, 8),
+    )
+    .await;
+    let answer = node
+        .admit(
+            guaranteed("big", serde_json::json!({"cpu": "1", "memory": "1536Mi"})),
+            Vec::new(),
+        )
+        .await
+        .unwrap();
+    let Admission::Rejected {
+        explanation: Some(explanation),
+        ..
+    } = answer
+    else {
+        panic!("not a refusal with an explanation: {answer:?}");
+    };
+    let free: Vec<u64> = explanation
+        .numa_nodes
+        .iter()
+        .map(|n| n.memory["memory"].available)
+        .collect();
+    // Each node: 1024 MiB less its 16 MiB of huge pages; node 0 less 100 MiB reserved.
+    assert_eq!(
+        free,
+        [(1024 - 16 - 100) * MI, (1024 - 16) * MI],
+        "{explanation:?}"
+    );
+    assert!(
+        explanation
+            .numa_nodes
+            .iter()
+            .all(|n| !n.memory.contains_key("hugepages-2Mi")),
+        "huge pages were not asked for: {explanation:?}"
+    );
+    let memory = explanation
+        .providers
+        .iter()
+        .find(|p| p.provider == "memory manager")
+        .unwrap();
+    let hints = memory.resources[0].hints.as_ref().unwrap();
+    assert_eq!(memory.resources[0].resource, "memory");
+    assert!(
+        hints
+            .iter()
+            .all(|h| h.numa_affinity.as_deref() == Some(&[0, 1][..])),
+        "{hints:?}"
+    );
+}
