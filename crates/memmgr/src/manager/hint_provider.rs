@@ -80,7 +80,8 @@ impl HintProvider for MemoryManager {
             return Err(AllocationError::unexpected(MemoryManagerError::NotStarted));
         }
         let before = inner.policy.clone();
-        let counted = inner.policy.as_ref().is_some_and(|p| !p.skipped(pod));
+        // A trial (a dry run) counts nothing.
+        let counted = !inner.trial && inner.policy.as_ref().is_some_and(|p| !p.skipped(pod));
         let allocated = (|| {
             if let Some(policy) = inner.policy.as_mut() {
                 // A budget of its own: the decision's hints may have used up theirs.
@@ -108,7 +109,8 @@ impl HintProvider for MemoryManager {
             store.affinity(&pod.uid, &name)
         });
         let before = inner.policy.clone();
-        let counted = inner.policy.is_some() && pod.qos_class() == QosClass::Guaranteed;
+        let counted =
+            !inner.trial && inner.policy.is_some() && pod.qos_class() == QosClass::Guaranteed;
         if let Some(policy) = inner.policy.as_mut()
             && let (Err(err), _) =
                 bounded_apart(DECISION_STEPS, || policy.allocate_pod(pod, affinity))

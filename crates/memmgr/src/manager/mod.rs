@@ -564,8 +564,16 @@ mod trial_tests {
         assert_eq!(file.load().unwrap(), bytes, "not written");
         manager.end_trial(trial);
         assert_eq!(manager.machine_state(), state);
+        let requests = || {
+            let metrics = manager.metrics();
+            metrics
+                .pinning_requests_total
+                .load(std::sync::atomic::Ordering::Relaxed)
+        };
+        assert_eq!(requests(), 0, "a trial counts nothing");
 
         manager.allocate(&pod, &app, &store).unwrap();
         assert_ne!(file.load().unwrap(), bytes, "writes resume");
+        assert_eq!(requests(), 1, "counting resumes");
     }
 }
