@@ -8,6 +8,8 @@
 //! - `cargo xtask ci` runs everything `.ci/run` checks.
 //! - `cargo xtask containerd-bundle`, `cargo xtask apiserver-bundle` prepare the real
 //!   programs the tests drive (containerd releases; etcd, a CRD API server and kubectl).
+//! - `cargo xtask image [--binary PATH] [--output PATH]` writes corral's OCI image archive
+//!   (`target/image/corral-oci.tar`), assembled offline from the release binary.
 //! - `cargo xtask conformance DIR` runs every upstream conformance vector file in `DIR`.
 //! - `cargo xtask fuzz [--cases N] [--seed S] [FILTER]` explores every parser's fuzz target
 //!   with N inputs from a new seed, saving failures as regression cases.
@@ -20,6 +22,7 @@ mod containerd_bundle;
 mod debian;
 mod dependency_rules;
 mod fuzz;
+mod image;
 #[cfg(test)]
 mod module_cycles;
 mod python_env;
@@ -92,6 +95,19 @@ enum Command {
     /// Prepare the real CRD API server, etcd and kubectl the NodeResourceTopology tests
     /// drive, from Debian sid (`target/apiserver-bundle`; what `cargo xtask test` does first).
     ApiserverBundle,
+    /// Write corral's OCI image archive (no base image: the binary, the libraries `ldd`
+    /// names, /etc/passwd and /etc/group, the state dir), from the release build by default.
+    Image {
+        /// Put this binary in the image instead of building the release one.
+        #[arg(long, value_name = "PATH")]
+        binary: Option<PathBuf>,
+        /// Where to write the archive (default: target/image/corral-oci.tar).
+        #[arg(long, value_name = "PATH")]
+        output: Option<PathBuf>,
+        /// The image's name (default: docker.io/library/corral:dev, deploy/'s `corral:dev`).
+        #[arg(long, value_name = "NAME")]
+        reference: Option<String>,
+    },
     /// Run every `*.json` conformance vector file in DIR, dispatching on its `suite` field.
     Conformance {
         /// Directory holding vector files (default: testdata/conformance).
@@ -169,6 +185,21 @@ fn main() -> ExitCode {
                 filter: filter.as_deref(),
             },
         ),
+        Command::Image {
+            binary,
+            output,
+            reference,
+        } => {
+            let options = image::ImageOptions {
+                binary,
+                output,
+                reference,
+            };
+            image::run(&workspace_root(), &options).map(|(output, image)| {
+                print!("{}", image::describe(&output, &image));
+                true
+            })
+        }
         Command::Conformance { dir } => {
             let dir = dir.unwrap_or_else(|| workspace_root().join("testdata/conformance"));
             corral_conformance::run_dir(&dir)

@@ -14,6 +14,8 @@
 //!   packages) on loopback, with its CA and a `system:masters` client certificate; it can be
 //!   stopped and restarted while etcd keeps the data.
 //! - [`Tmpfs`]: a small tmpfs mounted for one test, to fill a disk (root only).
+//! - [`oci_image`]: corral's OCI image, assembled from a binary and the libraries it loads
+//!   (`cargo xtask image`, and the real-containerd test from the binary under test).
 //! - [`object_keys_in_order`]: a JSON log line's keys in written order; [`repeated_keys`]:
 //!   the keys a JSON line repeats (which `serde_json::Value` hides).
 //! - Upstream fixtures as plain data: [`upstream_topologies`] (the CPU manager tests'
@@ -48,6 +50,7 @@ pub mod adversarial;
 pub mod conformance_topology;
 pub mod large_machines;
 pub mod merge_inputs;
+pub mod oci_image;
 pub mod upstream_topologies;
 
 use std::path::{Path, PathBuf};
