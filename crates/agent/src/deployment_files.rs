@@ -1,12 +1,14 @@
 //! Checks of the deployment files shipped with the agent (`deploy/crd/`, the role in
-//! `deploy/components/nrt/`, `Dockerfile`; the kustomize overlays in `deploy_overlays`), run
-//! by `cargo test`: no cluster or Docker engine is needed to know that
-//! their manifests are valid Kubernetes objects, that their configuration passes the agent's
-//! own validation, and that the command lines they run parse.
+//! `deploy/components/nrt/`, `Dockerfile`, `.dockerignore`; the kustomize overlays in
+//! `deploy_overlays`), run by `cargo test`: no cluster or Docker engine is needed to know
+//! that their manifests are valid Kubernetes objects, that the command lines they run
+//! parse, and that the Dockerfile builds the image `cargo xtask image` assembles offline.
 
 #[cfg(test)]
 mod tests {
     use clap::Parser as _;
+
+    use k8s_openapi::api::apps::v1::DaemonSet;
 
     use crate::cli::{Cli, Command};
 
@@ -92,5 +94,54 @@ mod tests {
         let args: Vec<String> = serde_json::from_str(cmd).unwrap();
         run_args(&args);
         assert!(text.contains("ENTRYPOINT [\"/usr/local/bin/corral\"]"));
+    }
+
+    /// The Dockerfile and `cargo xtask image` (corral_testkit::oci_image) build the same
+    /// image: entrypoint, default arguments (deploy/base's DaemonSet's, which the overlays
+    /// extend), the `corral` user and its state dir.
+    #[test]
+    fn the_dockerfile_the_offline_image_and_the_base_daemonset_agree() {
+        use corral_testkit::oci_image;
+
+        let text = workspace_file("Dockerfile");
+        let json_line = |prefix: &str| -> Vec<String> {
+            let line = text.lines().find_map(|l| l.strip_prefix(prefix));
+            serde_json::from_str(line.unwrap_or_else(|| panic!("no {prefix}"))).unwrap()
+        };
+        assert_eq!(json_line("ENTRYPOINT "), [oci_image::ENTRYPOINT]);
+        assert_eq!(json_line("CMD "), oci_image::DEFAULT_ARGS);
+        let uid = oci_image::CORRAL_UID;
+        assert!(text.contains(&format!("--uid {uid} --gid {uid}")), "{text}");
+        assert!(text.contains(&format!(
+            "-o {uid} -g {uid} -m 0755 {}",
+            oci_image::STATE_DIR
+        )));
+        run_args(&oci_image::DEFAULT_ARGS.map(str::to_owned));
+
+        // The base DaemonSet runs the image's default command (the overlays add flags).
+        let base: DaemonSet =
+            serde_saphyr::from_str(&workspace_file("deploy/base/daemonset.yaml")).unwrap();
+        let pod = base.spec.unwrap().template.spec.unwrap();
+        assert_eq!(pod.containers[0].args.clone().unwrap(), oci_image::DEFAULT_ARGS);
+        assert_eq!(pod.containers[0].image.as_deref(), Some("corral"));
+        let kustomization = workspace_file("deploy/base/kustomization.yaml");
+        assert!(kustomization.contains("newTag: dev"), "{kustomization}");
+        assert!(oci_image::REFERENCE.ends_with("/corral:dev"));
+    }
+
+    /// `docker build`'s context leaves out the build output and the venv (`COPY . .` would
+    /// otherwise send gigabytes) and git's history.
+    #[test]
+    fn the_docker_build_context_leaves_out_target_and_the_venv() {
+        let ignored = workspace_file(".dockerignore");
+        let patterns: Vec<&str> = ignored
+            .lines()
+            .map(str::trim)
+            .filter(|l| !l.is_empty() && !l.starts_with('#'))
+            .collect();
+        for needed in ["target/", ".venv/", ".git/"] {
+            assert!(patterns.contains(&needed), "{needed} in {patterns:?}");
+        }
+        assert!(!patterns.iter().any(|p| p.starts_with('!')), "{patterns:?}");
     }
 }

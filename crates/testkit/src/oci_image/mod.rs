@@ -12,8 +12,8 @@
 //!   DaemonSet runs as root to reach the runtime's NRI socket);
 //! - the state directory [`STATE_DIR`], owned by `corral`.
 //!
-//! The default command is [`DEFAULT_ARGS`], deploy/daemonset-nri.yaml's arguments but the
-//! node name (which needs the downward API).
+//! The default command is [`DEFAULT_ARGS`], the arguments of deploy/base's DaemonSet
+//! (which the overlays extend).
 //!
 //! **Reproducible:** every mtime is 0, owners and modes are fixed, entries sorted, no
 //! creation date in the config: the same binary (and libraries) give the same bytes, so the
@@ -47,7 +47,7 @@ pub use libraries::{LibrariesError, shared_libraries};
 pub const REFERENCE: &str = "docker.io/library/corral:dev";
 /// Where the binary is, and the image's entrypoint.
 pub const ENTRYPOINT: &str = "/usr/local/bin/corral";
-/// The image's default arguments: deploy/daemonset-nri.yaml's, but `--node-name`.
+/// The image's default arguments: deploy/base's DaemonSet's.
 pub const DEFAULT_ARGS: [&str; 7] = [
     "run",
     "-c",
