@@ -337,15 +337,34 @@ pub struct RemovePodSandboxRequest {
 /// No payload.
 #[derive(Clone, Copy, PartialEq, Eq, Hash, ::prost::Message)]
 pub struct RemovePodSandboxResponse {}
-/// Security settings of a container (corral declares the namespaces and privilege only).
+/// Security settings of a container (corral declares the namespaces, privilege, user and a
+/// read-only root only).
 #[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
 pub struct LinuxContainerSecurityContext {
     #[prost(bool, tag = "2")]
     pub privileged: bool,
     #[prost(message, optional, tag = "3")]
     pub namespace_options: ::core::option::Option<NamespaceOption>,
+    #[prost(message, optional, tag = "5")]
+    pub run_as_user: ::core::option::Option<Int64Value>,
     #[prost(bool, tag = "7")]
     pub readonly_rootfs: bool,
+}
+/// An int64 that may be unset (a uid: 0 is root).
+#[derive(Clone, Copy, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct Int64Value {
+    #[prost(int64, tag = "1")]
+    pub value: i64,
+}
+/// A host path bind-mounted into a container (as a kubelet mounts a hostPath volume).
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct Mount {
+    #[prost(string, tag = "1")]
+    pub container_path: ::prost::alloc::string::String,
+    #[prost(string, tag = "2")]
+    pub host_path: ::prost::alloc::string::String,
+    #[prost(bool, tag = "3")]
+    pub readonly: bool,
 }
 /// Linux settings of a container: its resources as the kubelet derives them.
 #[derive(Clone, PartialEq, ::prost::Message)]
@@ -368,6 +387,8 @@ pub struct ContainerConfig {
     pub args: ::prost::alloc::vec::Vec<::prost::alloc::string::String>,
     #[prost(string, tag = "5")]
     pub working_dir: ::prost::alloc::string::String,
+    #[prost(message, repeated, tag = "7")]
+    pub mounts: ::prost::alloc::vec::Vec<Mount>,
     #[prost(map = "string, string", tag = "9")]
     pub labels: ::std::collections::HashMap<
         ::prost::alloc::string::String,

@@ -19,7 +19,7 @@ use crate::support::{Reaped, WAIT, corral, log_file};
 
 /// `version`'s bundle and this machine's CPUs, or `None` (the reason printed) where the
 /// test cannot run.
-fn runnable(version: Version) -> Option<(Bundle, corral_topology::CpuSet)> {
+pub(crate) fn runnable(version: Version) -> Option<(Bundle, corral_topology::CpuSet)> {
     let bundle = Containerd::bundle(version)
         .map_err(|why| println!("skipped: {why}"))
         .ok()?;
@@ -62,7 +62,7 @@ fn agent(root: &Path, nri_socket: &Path) -> Reaped {
 }
 
 /// Runs a sandbox and one started container in it; the container id.
-async fn run_pod(
+pub(crate) async fn run_pod(
     containerd: &mut Containerd,
     uid: &str,
     qos_dir: &str,
@@ -102,7 +102,7 @@ async fn run_pod(
 }
 
 /// Stops and removes the sandboxes (and so their containers), as the kubelet does.
-async fn remove_pods(containerd: &Containerd, sandboxes: &[String]) {
+pub(crate) async fn remove_pods(containerd: &Containerd, sandboxes: &[String]) {
     let mut client = containerd.cri().await;
     for id in sandboxes {
         let stop = cri::StopPodSandboxRequest {
@@ -127,7 +127,7 @@ async fn stop_container(containerd: &Containerd, id: &str) {
 }
 
 /// Polls until `parent`/`id`'s cgroup holds `want`.
-async fn wait_for_cpus(parent: &str, id: &str, want: &str) {
+pub(crate) async fn wait_for_cpus(parent: &str, id: &str, want: &str) {
     let deadline = tokio::time::Instant::now() + WAIT;
     loop {
         let got = cgroup_cpus(parent, id);
@@ -160,6 +160,8 @@ macro_rules! on_each_containerd {
         }
     )*};
 }
+
+pub(crate) use on_each_containerd;
 
 on_each_containerd!(
     real_cgroups_follow_corrals_decisions_across_an_agent_sigkill,

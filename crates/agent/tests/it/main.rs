@@ -7,6 +7,7 @@ mod checkpoint_cpusets;
 mod cli;
 mod config_parity;
 mod containerd;
+mod containerized;
 mod disk_full;
 mod dra;
 mod dra_health;

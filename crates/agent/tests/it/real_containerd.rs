@@ -62,6 +62,8 @@ static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
 pub(crate) struct Containerd {
     child: Child,
     dir: PathBuf,
+    /// The bundle's directory (its `ctr`).
+    bundle: PathBuf,
     /// Pod cgroup directories to remove at the end (relative to each controller).
     pub(crate) pod_cgroups: Vec<String>,
     /// Released after the drop's clean-up (fields drop after `Drop::drop`).
@@ -102,7 +104,14 @@ impl Containerd {
         let (version, bundle) = (bundle.version, bundle.dir.as_path());
         // A test that failed holding it poisoned it; its clean-up ran all the same.
         let turn = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
-        for sub in ["nri-plugins", "nri-conf", "logs", "cni-bin", "cni-conf"] {
+        for sub in [
+            "nri",
+            "nri-plugins",
+            "nri-conf",
+            "logs",
+            "cni-bin",
+            "cni-conf",
+        ] {
             std::fs::create_dir_all(dir.join(sub)).unwrap();
         }
         let config = dir.join("config.toml");
@@ -124,26 +133,44 @@ impl Containerd {
         let containerd = Containerd {
             child,
             dir: dir.to_path_buf(),
+            bundle: bundle.to_path_buf(),
             pod_cgroups: Vec::new(),
             _turn: turn,
         };
         containerd.wait_for_log("containerd successfully booted");
-        let import = Command::new(bundle.join("root/usr/bin/ctr"))
-            .arg("-a")
-            .arg(containerd.socket())
-            .args(["-n", "k8s.io", "images", "import"])
-            .arg(bundle.join("busybox.tar"))
-            .output()
-            .unwrap();
-        assert!(
-            import.status.success(),
-            "{}",
-            String::from_utf8_lossy(&import.stderr)
-        );
+        containerd.import(&bundle.join("busybox.tar"));
         // CRI has taken the image in once it labels it the pinned sandbox image; a sandbox
         // run before would try to pull it.
         containerd.wait_for_log("io.cri-containerd.pinned");
         containerd
+    }
+
+    /// `ctr images import` of an OCI image archive into CRI's namespace (`k8s.io`).
+    fn import(&self, archive: &Path) {
+        let import = Command::new(self.bundle.join("root/usr/bin/ctr"))
+            .arg("-a")
+            .arg(self.socket())
+            .args(["-n", "k8s.io", "images", "import"])
+            .arg(archive)
+            .output()
+            .unwrap();
+        assert!(
+            import.status.success(),
+            "{}: {}",
+            archive.display(),
+            String::from_utf8_lossy(&import.stderr)
+        );
+    }
+
+    /// Imports the OCI image archive `archive` named `reference` (e.g. corral's, from
+    /// `corral_testkit::oci_image`) and waits until CRI has it: a container of it created
+    /// before would find no image.
+    pub(crate) fn import_image(&self, archive: &Path, reference: &str) {
+        // Both releases log this once CRI has labelled the image its own, in its store.
+        let managed = format!(r#"ImageUpdate event name:\"{reference}\""#);
+        let before = self.log().matches(&managed).count();
+        self.import(archive);
+        self.wait_for_log_count(&managed, before + 1);
     }
 
     /// The CRI socket.
@@ -153,7 +180,12 @@ impl Containerd {
 
     /// The NRI socket.
     pub(crate) fn nri_socket(&self) -> PathBuf {
-        self.dir.join("nri.sock")
+        self.nri_dir().join("nri.sock")
+    }
+
+    /// The directory of the NRI socket (what the NRI DaemonSet mounts at /var/run/nri).
+    pub(crate) fn nri_dir(&self) -> PathBuf {
+        self.dir.join("nri")
     }
 
     /// containerd's log so far.
@@ -403,7 +435,7 @@ fn nri_section(dir: &Path) -> String {
         r#"[plugins."io.containerd.nri.v1.nri"]
   disable = false
   disable_connections = false
-  socket_path = "{d}/nri.sock"
+  socket_path = "{d}/nri/nri.sock"
   plugin_path = "{d}/nri-plugins"
   plugin_config_path = "{d}/nri-conf"
   # Longer than corral takes to answer on a busy machine: no test here is about these.

@@ -131,11 +131,12 @@ pub fn write_archive(binary: &Path, reference: &str, output: &Path) -> Result<Im
     let mut archive = tempfile::NamedTempFile::new_in(dir).map_err(|e| failed(e.into()))?;
     let manifest_digest = layout::write(archive.as_file_mut(), &layer, &mut staged, reference)
         .map_err(|e| failed(e.into()))?;
-    let archive_bytes = archive
-        .as_file()
-        .metadata()
-        .map_err(|e| failed(e.into()))?
-        .len();
+    // Readable by all, as a build's output (a temporary file is its owner's only).
+    let readable = std::os::unix::fs::PermissionsExt::from_mode(0o644);
+    let file = archive.as_file();
+    file.set_permissions(readable)
+        .map_err(|e| failed(e.into()))?;
+    let archive_bytes = file.metadata().map_err(|e| failed(e.into()))?.len();
     archive
         .persist(output)
         .map_err(|e| failed(e.error.into()))?;
