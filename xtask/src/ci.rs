@@ -1,15 +1,16 @@
 //! `cargo xtask ci`: everything `.ci/run` checks, in order, stopping at the first failure:
 //! formatting, clippy (default and all features), generated code, the dependency rules of
 //! the foundation crates, licenses and duplicate versions (cargo-deny), the test command,
-//! docs, packaging every library crate as crates.io would take it, the conformance vectors,
-//! and a benchmark smoke run. Closes with the test totals line.
+//! the image assembler (on the debug binary), docs, packaging every library crate as
+//! crates.io would take it, the conformance vectors, and a benchmark smoke run. Closes with
+//! the test totals line.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use anyhow::{Context, Result, bail};
 
-use crate::{bench, codegen, dependency_rules, run_tests};
+use crate::{bench, codegen, dependency_rules, image, run_tests};
 
 pub(crate) fn run(root: &Path) -> Result<()> {
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
@@ -71,6 +72,10 @@ pub(crate) fn run(root: &Path) -> Result<()> {
     if !ok || totals.failed > 0 {
         bail!("tests failed: {}", totals.line());
     }
+
+    // The debug binary the tests ran: a release build for the real image would add ~4 min.
+    step("cargo xtask image --binary target/debug/corral (the image assembler)");
+    image::check_on_debug_binary(root)?;
 
     // The suite must pass on a busy machine: once more with every core overloaded.
     let hogs = run_tests::stress_hogs();

@@ -97,3 +97,27 @@ fn target_dir(root: &Path) -> PathBuf {
         })
         .unwrap_or_else(|| root.join("target"))
 }
+
+/// CI's check of `cargo xtask image` without a release build (about 4 minutes more on CI's
+/// 2 cores): the image of the debug `corral` the tests built, its layer holding the
+/// entrypoint; the archive is removed afterwards (the debug binary makes it ~370 MB).
+pub(crate) fn check_on_debug_binary(root: &Path) -> Result<()> {
+    let target = target_dir(root);
+    let options = ImageOptions {
+        binary: Some(target.join("debug/corral")),
+        output: Some(target.join("image/ci-debug-oci.tar")),
+        reference: None,
+    };
+    let (output, image) = run(root, &options)?;
+    let _ = std::fs::remove_file(&output);
+    if !image.layer.iter().any(|e| e.path == oci_image::ENTRYPOINT) {
+        bail!("the image's layer has no {}", oci_image::ENTRYPOINT);
+    }
+    println!(
+        "image of the debug corral: {} ({} bytes, {} layer entries)",
+        image.manifest_digest,
+        image.archive_bytes,
+        image.layer.len()
+    );
+    Ok(())
+}

@@ -5,7 +5,7 @@ use std::fs::File;
 use std::io::{self, BufWriter, Seek, Write};
 use std::path::{Path, PathBuf};
 
-use super::layout::Hashing;
+use super::digest::Hashing;
 use super::ustar::{self, Header, Kind};
 use super::{CORRAL_UID, ENTRYPOINT, ImageError, LayerEntry, STATE_DIR, shared_libraries};
 

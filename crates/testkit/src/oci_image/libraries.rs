@@ -57,10 +57,7 @@ pub fn shared_libraries(binary: &Path) -> Result<Vec<PathBuf>, LibrariesError> {
             stderr: stderr.trim().to_owned(),
         });
     }
-    parse_ldd(&stdout).map_err(|library| LibrariesError::NotFound {
-        binary: binary.to_owned(),
-        library,
-    })
+    parse_ldd(binary, &stdout)
 }
 
 /// What ldd says of a program without dynamic sections (glibc's and musl's wording).
@@ -70,7 +67,7 @@ fn is_static(said: &str) -> bool {
 
 /// The paths in ldd's lines (`soname => /path (0x…)`, `/path/of/the/loader (0x…)`); the
 /// vDSO, which the kernel maps, has no file and is left out. `Err`: a soname not found.
-fn parse_ldd(stdout: &str) -> Result<Vec<PathBuf>, String> {
+fn parse_ldd(binary: &Path, stdout: &str) -> Result<Vec<PathBuf>, LibrariesError> {
     let mut paths = Vec::new();
     for line in stdout.lines().map(str::trim).filter(|l| !l.is_empty()) {
         let (soname, resolved) = match line.split_once(" => ") {
@@ -79,7 +76,10 @@ fn parse_ldd(stdout: &str) -> Result<Vec<PathBuf>, String> {
         };
         let path = resolved.split(" (0x").next().unwrap_or_default().trim();
         if path == "not found" {
-            return Err(soname.to_owned());
+            return Err(LibrariesError::NotFound {
+                binary: binary.to_owned(),
+                library: soname.to_owned(),
+            });
         }
         if path.starts_with('/') {
             paths.push(PathBuf::from(path));
@@ -98,7 +98,7 @@ mod tests {
                     \tlibgcc_s.so.1 => /lib/x86_64-linux-gnu/libgcc_s.so.1 (0x00007f1)\n\
                     \tlibc.so.6 => /lib/x86_64-linux-gnu/libc.so.6 (0x00007f2)\n\
                     \t/lib64/ld-linux-x86-64.so.2 (0x00007f3)\n";
-        let paths = parse_ldd(said).unwrap();
+        let paths = parse_ldd(Path::new("corral"), said).unwrap();
         let want: Vec<PathBuf> = [
             "/lib/x86_64-linux-gnu/libgcc_s.so.1",
             "/lib/x86_64-linux-gnu/libc.so.6",
@@ -109,7 +109,11 @@ mod tests {
         .collect();
         assert_eq!(paths, want);
         let missing = "\tlibfoo.so.1 => not found\n\tlibc.so.6 => /lib/libc.so.6 (0x1)\n";
-        assert_eq!(parse_ldd(missing), Err("libfoo.so.1".to_owned()));
+        let refused = parse_ldd(Path::new("corral"), missing);
+        assert!(
+            matches!(&refused, Err(LibrariesError::NotFound { library, .. }) if library == "libfoo.so.1"),
+            "{refused:?}"
+        );
     }
 
     #[test]

@@ -33,6 +33,7 @@
 //! println!("{} ({} bytes)", image.manifest_digest, image.archive_bytes);
 //! ```
 
+mod digest;
 mod layer;
 mod layout;
 mod libraries;

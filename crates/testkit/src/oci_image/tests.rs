@@ -1,3 +1,5 @@
+//! The image archive as GNU tar reads it: reproducible, the layout and the layer complete.
+
 use std::path::Path;
 use std::process::Command;
 
