@@ -122,7 +122,10 @@ mod tests {
         let base: DaemonSet =
             serde_saphyr::from_str(&workspace_file("deploy/base/daemonset.yaml")).unwrap();
         let pod = base.spec.unwrap().template.spec.unwrap();
-        assert_eq!(pod.containers[0].args.clone().unwrap(), oci_image::DEFAULT_ARGS);
+        assert_eq!(
+            pod.containers[0].args.clone().unwrap(),
+            oci_image::DEFAULT_ARGS
+        );
         assert_eq!(pod.containers[0].image.as_deref(), Some("corral"));
         let kustomization = workspace_file("deploy/base/kustomization.yaml");
         assert!(kustomization.contains("newTag: dev"), "{kustomization}");

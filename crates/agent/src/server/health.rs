@@ -31,7 +31,12 @@ pub(crate) struct Probes {
 }
 
 /// A probe's answer: `Ok` with its body, or why not.
-pub(crate) type ProbeAnswer = Result<&'static str, String>;
+pub(crate) type ProbeAnswer = Result<&'static str, ProbeFailure>;
+
+/// Why a probe is not 200: every trouble found, a line each.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{}", .0.join("\n"))]
+pub(crate) struct ProbeFailure(Vec<String>);
 
 impl Probes {
     /// Probes for an agent still restoring its state; `nri`: the NRI link and its
@@ -92,19 +97,21 @@ impl Probes {
         match (troubles.is_empty(), self.node.get().is_some()) {
             (true, true) => Ok("ok"),
             (true, false) => Ok("restoring state"),
-            (false, _) => Err(troubles.join("\n")),
+            (false, _) => Err(ProbeFailure(troubles)),
         }
     }
 
     /// `/readyz`.
     pub(crate) fn readiness(&self) -> ProbeAnswer {
         if self.node.get().is_none() {
-            return Err("restoring state".to_owned());
+            return Err(ProbeFailure(vec!["restoring state".to_owned()]));
         }
         if let Some((link, _)) = &self.nri
             && let LinkStatus::Unsynchronized { ever: false, .. } = link.status()
         {
-            return Err("NRI: waiting for the runtime's first Synchronize".to_owned());
+            return Err(ProbeFailure(vec![
+                "NRI: waiting for the runtime's first Synchronize".to_owned(),
+            ]));
         }
         self.health().map(|_| "ok")
     }

@@ -1,4 +1,4 @@
-//! corral *as a container*, the way deploy/daemonset-nri.yaml runs it, on a real containerd
+//! corral *as a container*, the way deploy/overlays/nri runs it, on a real containerd
 //! (1.7 and 2.1, a test per release): its OCI image (`corral_testkit::oci_image`, the
 //! assembler of `cargo xtask image`, fed the binary under test with its debug info
 //! stripped) imported with `ctr images import`, then run through CRI in a host-network
