@@ -17,6 +17,13 @@ use super::numa_resources::NumaNodeResources;
 /// exponential in the nodes): the explanation says so instead.
 const MAX_LISTED_NODES: usize = 10;
 
+/// At most this many hints are listed in one explanation, over all its providers and
+/// resources (a resource whose hints would pass it is not listed): 10 NUMA nodes give
+/// over 1,000 hints per resource, and a pod may ask for every device resource the node
+/// has, which would grow the admission API's answer, the log line and NRI's error text
+/// without bound.
+pub(crate) const MAX_LISTED_HINTS: usize = 2048;
+
 /// Why a pod was refused, as far as NUMA alignment goes.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub(crate) struct Explanation {
@@ -50,8 +57,8 @@ pub(crate) struct ResourceHintsView {
     pub(crate) resource: String,
     /// `None`: no preference; `Some([])`: it cannot be satisfied anywhere.
     pub(crate) hints: Option<Vec<HintView>>,
-    /// The hints were too many to list (a family over more than `MAX_LISTED_NODES` nodes):
-    /// `hints` holds none of them.
+    /// The hints were too many to list (a family over more than `MAX_LISTED_NODES` nodes,
+    /// or more than the explanation's `MAX_LISTED_HINTS` had left): `hints` holds none.
     pub(crate) not_listed: bool,
 }
 
@@ -70,6 +77,7 @@ impl Node {
     /// no hints were merged (a refusal before the topology manager, or the `none` policy).
     pub(super) fn explain(&self, pod: &Pod, hints: &RejectedHints) -> Explanation {
         let wanted = wanted_resources(pod, hints);
+        let mut budget = MAX_LISTED_HINTS;
         Explanation {
             container: hints.container.clone(),
             numa_nodes: self
@@ -85,7 +93,9 @@ impl Node {
                     resources: sets
                         .iter()
                         .flatten()
-                        .map(|(resource, set)| self.resource_hints(resource, set.as_ref()))
+                        .map(|(resource, set)| {
+                            self.resource_hints(resource, set.as_ref(), &mut budget)
+                        })
                         .collect(),
                 })
                 .collect(),
@@ -94,14 +104,26 @@ impl Node {
         }
     }
 
-    fn resource_hints(&self, resource: &str, set: Option<&HintSet>) -> ResourceHintsView {
+    /// `budget`: the hints the explanation may still list; those listed are taken from it.
+    fn resource_hints(
+        &self,
+        resource: &str,
+        set: Option<&HintSet>,
+        budget: &mut usize,
+    ) -> ResourceHintsView {
         let too_many = |set: &HintSet| matches!(set, HintSet::Family(f) if f.universe().count() > MAX_LISTED_NODES);
-        let not_listed = set.is_some_and(too_many);
+        let mut not_listed = set.is_some_and(too_many);
         let hints = set.map(|set| {
             if not_listed {
                 return Vec::new();
             }
-            set.to_hints().iter().map(|h| self.hint_view(h)).collect()
+            let list = set.to_hints();
+            if list.len() > *budget {
+                not_listed = true;
+                return Vec::new();
+            }
+            *budget -= list.len();
+            list.iter().map(|h| self.hint_view(h)).collect()
         });
         ResourceHintsView {
             resource: resource.to_owned(),

@@ -600,6 +600,8 @@ mod tests_dry_run;
 #[cfg(test)]
 mod tests_explain;
 #[cfg(test)]
+mod tests_explain_hostile;
+#[cfg(test)]
 pub(crate) mod tests_gated_plugin;
 #[cfg(test)]
 mod tests_hostile;

@@ -171,6 +171,18 @@ impl GatedPlugin {
         held: Held,
         allocate_fails: bool,
     ) -> Self {
+        Self::start_as(node, "gated.sock", GPU, numa, held, allocate_fails).await
+    }
+
+    /// [`GatedPlugin::start`] on `socket` for `resource`.
+    pub(crate) async fn start_as(
+        node: &Arc<Node>,
+        socket: &str,
+        resource: &str,
+        numa: &[i64],
+        held: Held,
+        allocate_fails: bool,
+    ) -> Self {
         let devices = numa
             .iter()
             .enumerate()
@@ -193,7 +205,7 @@ impl GatedPlugin {
             gate: Arc::clone(&gate),
             devices,
         };
-        let served = Served::start(node, "gated.sock", GPU, options(), service).await;
+        let served = Served::start(node, socket, resource, options(), service).await;
         GatedPlugin { gate, served }
     }
 
