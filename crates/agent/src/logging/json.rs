@@ -313,6 +313,9 @@ impl Visit for Fields {
 }
 
 #[cfg(test)]
+mod tests_hostile;
+
+#[cfg(test)]
 mod tests {
     use std::sync::{Arc, Mutex};
 
