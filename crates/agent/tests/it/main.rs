@@ -25,3 +25,4 @@ mod real_containerd;
 mod support;
 mod unanswered;
 mod verbose_log;
+mod verbose_log_nri;

@@ -17,7 +17,7 @@ use tokio::net::UnixListener;
 use crate::support::{FakeServer, Reaped, STATIC_SINGLE_NUMA, WAIT, corral_run, log_file};
 
 /// A temp dir, the agent's root in it, and the runtime's NRI socket there, listening.
-fn runtime_socket() -> (tempfile::TempDir, PathBuf, PathBuf, UnixListener) {
+pub(crate) fn runtime_socket() -> (tempfile::TempDir, PathBuf, PathBuf, UnixListener) {
     let dir = tempfile::tempdir().unwrap();
     let (root, socket) = (dir.path().join("root"), dir.path().join("nri.sock"));
     let listener = UnixListener::bind(&socket).unwrap();
@@ -28,7 +28,7 @@ fn start(root: &Path, socket: &Path) -> Reaped {
     start_with(root, socket, &[])
 }
 
-fn start_with(root: &Path, socket: &Path, more: &[&str]) -> Reaped {
+pub(crate) fn start_with(root: &Path, socket: &Path, more: &[&str]) -> Reaped {
     let mut flags = STATIC_SINGLE_NUMA.to_vec();
     let socket = socket.to_str().unwrap();
     flags.extend(["--nri", "--nri-socket", socket, "--nri-plugin-index", "42"]);
@@ -43,7 +43,7 @@ fn start_with(root: &Path, socket: &Path, more: &[&str]) -> Reaped {
 /// Accepts corral's connection, waits for its registration and configures it as a v0.8
 /// runtime (containerd 2.0) does: one that names no NRI release and refuses a subscription
 /// to any event past v0.8's.
-async fn connect(listener: &UnixListener) -> PluginConnection {
+pub(crate) async fn connect(listener: &UnixListener) -> PluginConnection {
     connect_as(listener, "", EventMask::V0_8).await.0
 }
 
@@ -90,7 +90,7 @@ async fn connect_as(
     (conn, mask)
 }
 
-fn pod(uid: &str, qos_dir: &str) -> api::PodSandbox {
+pub(crate) fn pod(uid: &str, qos_dir: &str) -> api::PodSandbox {
     let cgroup_parent = format!("/kubepods{qos_dir}/pod{uid}");
     let linux = api::LinuxPodSandbox {
         cgroup_parent,
@@ -109,7 +109,7 @@ fn pod(uid: &str, qos_dir: &str) -> api::PodSandbox {
 
 /// A container as the kubelet creates it: `cpu.shares` from `request_milli`, CFS quota from
 /// `limit_milli` (0: none), a 64 MiB memory limit.
-fn container(
+pub(crate) fn container(
     pod: &api::PodSandbox,
     id: &str,
     request_milli: u64,
@@ -146,7 +146,7 @@ fn container(
     }
 }
 
-async fn create(
+pub(crate) async fn create(
     conn: &PluginConnection,
     pod: &api::PodSandbox,
     container: &api::Container,
@@ -168,7 +168,7 @@ async fn state_change(conn: &PluginConnection, event: Event, pod: api::PodSandbo
     let _: api::Empty = conn.call("StateChange", &event).await.unwrap();
 }
 
-fn adjusted_cpus(response: &api::CreateContainerResponse) -> CpuSet {
+pub(crate) fn adjusted_cpus(response: &api::CreateContainerResponse) -> CpuSet {
     let adjust = response.adjust.as_ref().expect("an adjustment");
     let resources = adjust.linux.as_ref().unwrap().resources.as_ref().unwrap();
     resources.cpu.as_ref().unwrap().cpus.parse().unwrap()
@@ -372,7 +372,7 @@ async fn resizes_are_refused_for_pinned_pods_and_keep_the_pool_for_others() {
 /// The kubelet's podresources API, as far as NRI mode reads it: pod `gpu-pod`'s container
 /// holds one `example.com/gpu` on NUMA node 1.
 #[derive(Clone)]
-struct FakeKubelet;
+pub(crate) struct FakeKubelet;
 
 #[corral_proto::tonic::async_trait]
 impl corral_proto::podresources::v1::pod_resources_lister_server::PodResourcesLister
