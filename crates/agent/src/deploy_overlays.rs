@@ -86,10 +86,23 @@ mod tests {
                 Some("kube-system"),
                 "{overlay}"
             );
-            let pod = daemonset.spec.unwrap().template.spec.unwrap();
+            let template = daemonset.spec.unwrap().template;
+            let pod = template.spec.unwrap();
             let container = &pod.containers[0];
             let config_map: ConfigMap = one(&docs, "ConfigMap");
             check_config(overlay, &pod, container, &config_map, nri, nrt);
+            // Prometheus scrapes the port the probes use.
+            let annotations = template.metadata.unwrap().annotations.unwrap_or_default();
+            let port = container
+                .ports
+                .iter()
+                .flatten()
+                .find(|p| p.name.as_deref() == Some("metrics"));
+            assert_eq!(
+                annotations.get("prometheus.io/port"),
+                port.map(|p| p.container_port.to_string()).as_ref(),
+                "{overlay}: the scrape annotation's port"
+            );
             check_pod(overlay, &pod, container);
             check_publishing(overlay, &docs, &pod, container, nrt);
         }
@@ -108,7 +121,12 @@ mod tests {
         let config_volume = volumes.iter().find(|v| v.name == "config").unwrap();
         let mounted = config_volume.config_map.as_ref().unwrap().name.clone();
         assert_eq!(Some(mounted), config_map.metadata.name.clone(), "{overlay}");
-        let text = &config_map.data.as_ref().unwrap()["config.yaml"];
+        let data = config_map.data.as_ref().unwrap();
+        // One config: a second file in the ConfigMap would be one corral never reads.
+        let files: Vec<&String> = data.keys().collect();
+        assert_eq!(files, ["config.yaml"], "{overlay}");
+        assert!(config_map.binary_data.is_none(), "{overlay}");
+        let text = &data["config.yaml"];
         let file: ConfigSource = serde_saphyr::from_str(text).unwrap();
         assert!(
             file.unknown_keys().is_empty(),
@@ -199,9 +217,23 @@ mod tests {
         assert!(
             tolerations
                 .iter()
-                .any(|t| t.operator.as_deref() == Some("Exists") && t.key.is_none()),
-            "{overlay}: every taint tolerated"
+                .any(|t| t.operator.as_deref() == Some("Exists")
+                    && t.key.is_none()
+                    && t.effect.is_none()
+                    && t.toleration_seconds.is_none()),
+            "{overlay}: every taint tolerated, of every effect, for ever"
         );
+        let security = container
+            .security_context
+            .as_ref()
+            .expect("a securityContext");
+        assert_eq!(security.read_only_root_filesystem, Some(true), "{overlay}");
+        assert_eq!(
+            security.allow_privilege_escalation,
+            Some(false),
+            "{overlay}"
+        );
+        assert_ne!(security.privileged, Some(true), "{overlay}");
         let resources = container.resources.as_ref().unwrap();
         let requests = resources.requests.as_ref().unwrap();
         assert!(
@@ -287,7 +319,17 @@ mod tests {
         assert_eq!(count(docs, "CustomResourceDefinition"), 1, "{overlay}");
         let role: ClusterRole = one(docs, "ClusterRole");
         let binding: ClusterRoleBinding = one(docs, "ClusterRoleBinding");
-        let rule = &role.rules.unwrap()[0];
+        // One rule, and no verb beyond what keeping its NodeResourceTopology takes.
+        let rules = role.rules.unwrap();
+        assert_eq!(rules.len(), 1, "{overlay}: {rules:?}");
+        let rule = &rules[0];
+        for verb in &rule.verbs {
+            assert!(
+                ["get", "create", "update", "patch"].contains(&verb.as_str()),
+                "{overlay}: verb {verb}"
+            );
+        }
+        assert!(rule.resource_names.is_none() && rule.non_resource_urls.is_none());
         assert_eq!(
             rule.api_groups.as_deref(),
             Some(&[corral_nrt::GROUP.to_owned()][..])
