@@ -141,3 +141,111 @@ fn a_missing_binary_is_named() {
     assert!(matches!(err, ImageError::Libraries(_)), "{err:?}");
     assert!(!dir.path().join("i.tar").exists());
 }
+
+/// `sha256sum FILE`'s digest, as `sha256:HEX`.
+fn sha256sum(file: &Path) -> String {
+    let output = Command::new("sha256sum")
+        .arg(file)
+        .output()
+        .expect("run sha256sum");
+    assert!(output.status.success(), "{output:?}");
+    let text = String::from_utf8(output.stdout).unwrap();
+    format!("sha256:{}", text.split_whitespace().next().unwrap())
+}
+
+/// Every blob, checked without this crate's hashing: GNU tar unpacks the archive,
+/// `sha256sum` hashes each blob, and every descriptor (index → manifest → config and layer)
+/// names a blob by its true digest and size; the config's `diff_ids` is the layer's.
+#[test]
+fn every_descriptor_names_its_blob_by_the_digest_sha256sum_gives() {
+    let dir = tempfile::tempdir().unwrap();
+    let binary = std::env::current_exe().unwrap();
+    let archive = dir.path().join("image.tar");
+    let image = write_archive(&binary, REFERENCE, &archive).unwrap();
+    let unpacked = dir.path().join("unpacked");
+    std::fs::create_dir(&unpacked).unwrap();
+    let status = Command::new("tar")
+        .arg("-xf")
+        .arg(&archive)
+        .arg("-C")
+        .arg(&unpacked)
+        .status()
+        .expect("run tar");
+    assert!(status.success());
+    let blobs = unpacked.join("blobs/sha256");
+    let mut names = 0;
+    for entry in std::fs::read_dir(&blobs).unwrap() {
+        let path = entry.unwrap().path();
+        let name = path.file_name().unwrap().to_string_lossy().into_owned();
+        assert_eq!(sha256sum(&path), format!("sha256:{name}"));
+        names += 1;
+    }
+    assert_eq!(names, 3, "manifest, config, layer");
+    let layout: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(unpacked.join("oci-layout")).unwrap()).unwrap();
+    assert_eq!(layout["imageLayoutVersion"], "1.0.0");
+    // A descriptor's blob: there, of its size, of its digest.
+    let blob = |descriptor: &serde_json::Value| -> Vec<u8> {
+        let digest = descriptor["digest"].as_str().unwrap();
+        let path = blobs.join(digest.trim_start_matches("sha256:"));
+        assert_eq!(sha256sum(&path), digest);
+        let bytes = std::fs::read(&path).unwrap();
+        assert_eq!(descriptor["size"].as_u64(), Some(bytes.len() as u64));
+        bytes
+    };
+    let index: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(unpacked.join("index.json")).unwrap()).unwrap();
+    assert_eq!(index["schemaVersion"], 2);
+    let manifests = index["manifests"].as_array().unwrap();
+    assert_eq!(manifests.len(), 1);
+    assert_eq!(
+        manifests[0]["mediaType"],
+        "application/vnd.oci.image.manifest.v1+json"
+    );
+    assert_eq!(manifests[0]["digest"], image.manifest_digest);
+    let manifest: serde_json::Value = serde_json::from_slice(&blob(&manifests[0])).unwrap();
+    assert_eq!(
+        manifest["config"]["mediaType"],
+        "application/vnd.oci.image.config.v1+json"
+    );
+    let config: serde_json::Value = serde_json::from_slice(&blob(&manifest["config"])).unwrap();
+    let layers = manifest["layers"].as_array().unwrap();
+    assert_eq!(layers.len(), 1);
+    assert_eq!(
+        layers[0]["mediaType"],
+        "application/vnd.oci.image.layer.v1.tar"
+    );
+    blob(&layers[0]);
+    // Uncompressed: the layer's diff_id is its digest.
+    assert_eq!(config["rootfs"]["type"], "layers");
+    assert_eq!(
+        config["rootfs"]["diff_ids"],
+        serde_json::json!([layers[0]["digest"]])
+    );
+    assert_eq!(config["os"], "linux");
+}
+
+/// A binary named through a symlink (in a directory with a space) is copied, not linked:
+/// the same archive as from its own path.
+#[test]
+fn a_binary_behind_a_symlink_gives_the_archive_of_the_binary() {
+    let dir = tempfile::tempdir().unwrap();
+    let binary = std::env::current_exe().unwrap();
+    let spaced = dir.path().join("a dir");
+    std::fs::create_dir(&spaced).unwrap();
+    let link = spaced.join("corral link");
+    std::os::unix::fs::symlink(&binary, &link).unwrap();
+    let (direct, linked) = (dir.path().join("direct.tar"), dir.path().join("linked.tar"));
+    let image = write_archive(&binary, REFERENCE, &direct).unwrap();
+    let again = write_archive(&link, REFERENCE, &linked).unwrap();
+    assert_eq!(image, again);
+    assert_eq!(
+        std::fs::read(&direct).unwrap(),
+        std::fs::read(&linked).unwrap()
+    );
+    let corral = image.layer.iter().find(|e| e.path == ENTRYPOINT).unwrap();
+    assert_eq!(
+        corral.bytes,
+        Some(std::fs::metadata(&binary).unwrap().len())
+    );
+}
