@@ -89,7 +89,8 @@ pub struct ResourceHints {
     /// The hints; empty without `no_preference`: the resource cannot be satisfied anywhere.
     #[prost(message, repeated, tag = "3")]
     pub hints: ::prost::alloc::vec::Vec<Hint>,
-    /// Too many to list (a family of hints over more than 10 NUMA nodes); `hints` is empty.
+    /// Too many to list (a family of hints over more than 10 NUMA nodes, or past the 2048
+    /// hints one explanation lists over all its resources); `hints` is empty.
     #[prost(bool, tag = "4")]
     pub not_listed: bool,
 }
