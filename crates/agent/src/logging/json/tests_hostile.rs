@@ -100,3 +100,36 @@ fn hostile_field_values_keep_each_line_one_json_object_without_repeated_keys() {
     let first: serde_json::Value = serde_json::from_str(lines[10]).unwrap();
     assert_eq!(first["msg"], HOSTILE[5], "{}", lines[10]);
 }
+
+/// A span's field recorded again (`Span::record`, twice), nested spans sharing keys, and a
+/// field literally named like a renamed one (`field.msg` next to `msg`): one key each, the
+/// innermost and latest value.
+#[test]
+fn fields_recorded_again_or_renamed_onto_each_other_appear_once() {
+    let bytes = logged(|| {
+        let outer = tracing::info_span!("outer", pod = "ns/outer", podUID = tracing::field::Empty);
+        let _outer = outer.enter();
+        outer.record("podUID", "first\n");
+        outer.record("podUID", "second\"");
+        let inner = tracing::info_span!("inner", pod = "ns/inner", msg = "span msg");
+        let _inner = inner.enter();
+        tracing::info!(
+            field.msg = "literal",
+            msg = "renamed",
+            podUID = "event",
+            "the message"
+        );
+    });
+    let text = String::from_utf8(bytes).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), 1, "{text}");
+    assert!(
+        corral_testkit::repeated_keys(lines[0]).is_empty(),
+        "{}",
+        lines[0]
+    );
+    let doc: serde_json::Value = serde_json::from_str(lines[0]).unwrap();
+    assert_eq!(doc["msg"], "the message");
+    assert_eq!(doc["podUID"], "event");
+    assert_eq!(doc["pod"]["name"], "inner", "{}", lines[0]);
+}
