@@ -675,9 +675,25 @@ fn a_rejection_names_each_numa_nodes_free_resources_and_the_hints() {
         .collect();
     assert_eq!(free.len(), 2, "{why}");
     assert_eq!(free.iter().sum::<i64>(), 7 + 8 - 2, "{why}");
-    for node in why["numaNodes"].as_array().unwrap() {
+    for (at, node) in why["numaNodes"].as_array().unwrap().iter().enumerate() {
         let cpus: corral_topology::CpuSet =
             node["cpus"]["freeCpus"].as_str().unwrap().parse().unwrap();
+        // Node by node, what `status --numa` showed before less what `small` then held.
+        let before: corral_topology::CpuSet = nodes[at]["cpus"]["freeCpus"]
+            .as_str()
+            .unwrap()
+            .parse()
+            .unwrap();
+        assert_eq!(node["id"], nodes[at]["id"], "{why}");
+        assert!(
+            cpus.is_subset_of(&before),
+            "{before} before, {cpus} seen: {why}"
+        );
+        assert_eq!(node["cpus"]["total"], nodes[at]["cpus"]["total"], "{why}");
+        assert_eq!(
+            node["cpus"]["reserved"], nodes[at]["cpus"]["reserved"],
+            "{why}"
+        );
         assert_eq!(
             cpus.len() as i64,
             node["cpus"]["free"].as_i64().unwrap(),
