@@ -183,3 +183,56 @@ async fn an_explanation_of_a_pod_asking_for_many_device_resources_stays_small() 
         plugin.stop().await;
     }
 }
+
+/// Thousands of devices of one resource over 64 NUMA nodes: the NUMA nodes carry counts,
+/// not devices, and the device family is not listed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_explanation_over_thousands_of_devices_on_64_numa_nodes_stays_small() {
+    const DEVICES: i64 = 4096;
+    let dir = tempfile::tempdir().unwrap();
+    let node = open(
+        &config(dir.path(), "single-numa-node", "container", 64),
+        &machine(64, 2, 1024, 8),
+    )
+    .await;
+    let numa: Vec<i64> = (0..DEVICES).map(|at| at % 64).collect();
+    let plugin = GatedPlugin::start_as(
+        &node,
+        "many.sock",
+        "example.com/many",
+        &numa,
+        Held::Allocate,
+        false,
+    )
+    .await;
+    let limits = serde_json::json!({"cpu": "3", "memory": "1536Mi", "example.com/many": "100"});
+    let started = Instant::now();
+    let answer = node
+        .admit(pod("big", 1, &limits), Vec::new())
+        .await
+        .unwrap();
+    let took = started.elapsed();
+    let Admission::Rejected {
+        explanation: Some(explanation),
+        ..
+    } = answer
+    else {
+        panic!("not a refusal with an explanation: {answer:?}");
+    };
+    let json = serde_json::to_string(&explanation).unwrap();
+    let line = explanation.to_string();
+    eprintln!(
+        "{DEVICES} devices on 64 nodes: JSON {} bytes, line {} bytes, admission {took:?}",
+        json.len(),
+        line.len()
+    );
+    assert!(json.len() < MAX_JSON_BYTES, "{} bytes of JSON", json.len());
+    assert!(line.len() < MAX_JSON_BYTES, "{} bytes of text", line.len());
+    let available: u64 = explanation
+        .numa_nodes
+        .iter()
+        .map(|n| n.devices["example.com/many"].available)
+        .sum();
+    assert_eq!(available, DEVICES as u64);
+    plugin.stop().await;
+}
