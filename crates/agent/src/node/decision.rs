@@ -263,6 +263,8 @@ impl Node {
                 _ => None,
             };
             if !result.admit {
+                #[cfg(test)]
+                super::settled::pause::point(&admitting.uid);
                 node.undo_decision(&admitting, undo);
             }
             if result.deferred {

@@ -136,6 +136,8 @@ impl Node {
         let memory = self.memory.begin_trial();
         let result = self.topology.admit_uncounted(pod);
         let answer = self.answer_of(pod, manifest, claims, &result);
+        #[cfg(test)]
+        super::settled::pause::point(&pod.uid);
         self.undo_decision(pod, Undo::Pod);
         self.cpu.end_trial(cpu);
         self.memory.end_trial(memory);

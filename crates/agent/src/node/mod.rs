@@ -30,8 +30,11 @@ mod pods;
 mod resize;
 pub(crate) mod resource_metrics;
 pub(crate) use resize::INFEASIBLE;
+#[cfg(test)]
+pub(crate) use settled::pause;
 mod resource_status;
 mod restore_check;
+mod settled;
 mod state_changes;
 mod view;
 

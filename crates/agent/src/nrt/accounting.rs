@@ -21,6 +21,7 @@
 //!   admitted pods holding exclusive resources (see `pods_fingerprint`).
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 
 use corral_nrt::{
     ATTRIBUTE_FINGERPRINT, ATTRIBUTE_FINGERPRINT_METHOD, ATTRIBUTE_POLICY, ATTRIBUTE_SCOPE,
@@ -69,6 +70,17 @@ impl Accounting {
     /// The object as the node's managers hold it now.
     pub(crate) fn take(&self, node: &Node) -> NodeResourceTopology {
         node_resource_topology(node, &self.node_name, self.reserved_cpus)
+    }
+
+    /// The object as the node's managers hold it once no decision is under way: never the
+    /// holdings of a decision that is yet to be given back (an `admit --dry-run` trial, a
+    /// refusal), which would be published as taken (see [`Node::settled`]).
+    pub(crate) async fn take_settled(
+        &self,
+        node: &Arc<Node>,
+    ) -> anyhow::Result<NodeResourceTopology> {
+        let accounting = self.clone();
+        node.settled(move |node| accounting.take(node)).await
     }
 }
 

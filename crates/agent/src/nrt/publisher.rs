@@ -161,7 +161,19 @@ impl<A: NrtApi> Publisher<A> {
             if due {
                 changes.borrow_and_update();
                 let resync = resync_due <= now;
-                let desired = self.accounting.take(&node);
+                // Settled: a dry run's trial or a refusal under way is never published.
+                let taken = tokio::select! {
+                    () = &mut stop => return,
+                    taken = self.accounting.take_settled(&node) => taken,
+                };
+                let desired = match taken {
+                    Ok(desired) => desired,
+                    Err(err) => {
+                        tracing::error!(err = %format!("{err:#}"), "reading the node for its NodeResourceTopology failed");
+                        retry_at = Some(Instant::now() + backoff);
+                        continue;
+                    }
+                };
                 let writes = self.stats.writes();
                 // A stop does not wait for the server: the call in flight is dropped (written
                 // or not, the next start reads the server's copy first).

@@ -241,9 +241,11 @@ impl Agent for AgentService {
         request: Request<api::GetPodRequest>,
     ) -> Result<Response<api::PodAllocation>, Status> {
         let uid = request.into_inner().pod_uid;
+        // Settled: never what a decision under way holds before it stands or is given back.
         let view = self
             .node
-            .view(&uid)
+            .settled_view(&uid)
+            .await
             .map_err(|e| Status::not_found(format!("{e:#}")))?;
         Ok(Response::new(allocation(view)))
     }
@@ -253,7 +255,11 @@ impl Agent for AgentService {
         _: Request<api::ListPodsRequest>,
     ) -> Result<Response<api::ListPodsResponse>, Status> {
         Ok(Response::new(api::ListPodsResponse {
-            pods: self.node.views().into_iter().map(allocation).collect(),
+            pods: (self.node.settled_views().await)
+                .map_err(internal)?
+                .into_iter()
+                .map(allocation)
+                .collect(),
         }))
     }
 
@@ -261,7 +267,7 @@ impl Agent for AgentService {
         &self,
         _: Request<api::ListNumaNodesRequest>,
     ) -> Result<Response<api::ListNumaNodesResponse>, Status> {
-        let nodes = self.node.numa_resources();
+        let nodes = self.node.settled_numa_resources().await.map_err(internal)?;
         Ok(Response::new(api::ListNumaNodesResponse {
             numa_nodes: nodes.into_iter().map(numa_wire::numa_node).collect(),
         }))

@@ -14,7 +14,7 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::Semaphore;
 
 use super::health::{ProbeAnswer, Probes};
-use super::metrics::render_with;
+use super::metrics::render_settled;
 use crate::exposition;
 
 /// Connections served at once; more are closed at once.
@@ -99,7 +99,7 @@ fn probe(answer: ProbeAnswer) -> Reply {
 }
 
 /// The answer to one request head (`GET /path HTTP/1.1 …`).
-fn route(head: &[u8], probes: &Probes) -> Reply {
+async fn route(head: &[u8], probes: &Probes) -> Reply {
     let line = head.split(|b| *b == b'\r').next().unwrap_or_default();
     let line = String::from_utf8_lossy(line);
     let mut words = line.split(' ');
@@ -140,7 +140,12 @@ fn route(head: &[u8], probes: &Probes) -> Reply {
     if path == "/metrics"
         && let Some((node, extra)) = probes.node()
     {
-        reply.body = render_with(node, extra);
+        match render_settled(node, extra).await {
+            Ok(body) => reply.body = body,
+            Err(err) => {
+                return Reply::text("500 Internal Server Error", &format!("{err:#}\n"));
+            }
+        }
     }
     reply
 }
@@ -159,7 +164,7 @@ async fn answer(mut stream: TcpStream, probes: &Probes) {
         }
     }
     let reply = if head.windows(4).any(|w| w == b"\r\n\r\n") {
-        route(&head, probes)
+        route(&head, probes).await
     } else {
         Reply::text(
             "431 Request Header Fields Too Large",

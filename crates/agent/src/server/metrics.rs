@@ -365,11 +365,16 @@ pub(crate) fn render(node: &Node) -> String {
     exposition::encode(&families(node))
 }
 
-/// The body of `GET /metrics` with `extra`'s families after the node's.
-pub(crate) fn render_with(node: &Node, extra: &ExtraFamilies) -> String {
-    let mut all = families(node);
+/// The body of `GET /metrics` with `extra`'s families after the node's, the node's read
+/// settled ([`Node::settled`]): a gauge never counts the CPUs of a decision under way that
+/// is yet to be given back (a dry run's trial, a refusal), nor a counter a trial's count.
+pub(crate) async fn render_settled(
+    node: &Arc<Node>,
+    extra: &ExtraFamilies,
+) -> anyhow::Result<String> {
+    let mut all = node.settled(families).await?;
     all.extend(extra());
-    exposition::encode(&all)
+    Ok(exposition::encode(&all))
 }
 
 #[cfg(test)]

@@ -14,6 +14,8 @@ mod http;
 mod metrics;
 mod nri;
 mod podresources;
+#[cfg(test)]
+mod tests_settled;
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -25,83 +25,82 @@ impl PodResourcesService {
     pub(crate) fn new(node: Arc<Node>) -> Self {
         Self { node }
     }
+}
 
-    fn pod_resources(&self, view: &PodView) -> api::PodResources {
-        api::PodResources {
-            name: view.name.clone(),
-            namespace: view.namespace.clone(),
-            cpu_ids: self
-                .node
-                .cpu()
-                .pod_cpus(&view.uid)
-                .iter()
-                .map(|cpu| cpu as i64)
-                .collect(),
-            memory: self
-                .node
-                .memory()
-                .pod_memory(&view.uid)
-                .iter()
-                .map(|b| memory_of(&b.resource, b.size, &b.numa_affinity))
-                .collect(),
-            containers: view
-                .containers
-                .iter()
-                .filter(|c| c.kind != "init")
-                .map(|c| api::ContainerResources {
-                    name: c.name.clone(),
-                    cpu_ids: self
-                        .node
-                        .cpu()
-                        .exclusive_cpus(&view.uid, &c.name)
-                        .iter()
-                        .map(|cpu| cpu as i64)
-                        .collect(),
-                    devices: c
-                        .devices
-                        .iter()
-                        .flat_map(|(resource, per_numa)| {
-                            // One entry per NUMA node, as the kubelet reports devices.
-                            per_numa.iter().map(|(numa, ids)| api::ContainerDevices {
-                                resource_name: resource.clone(),
-                                device_ids: ids.clone(),
-                                topology: (*numa >= 0).then(|| api::TopologyInfo {
-                                    nodes: vec![api::NumaNode { id: *numa }],
-                                }),
+/// A pod's resources as podresources reports them, read from `node` (settled: see
+/// [`Node::settled`]).
+fn pod_resources(node: &Node, view: &PodView) -> api::PodResources {
+    api::PodResources {
+        name: view.name.clone(),
+        namespace: view.namespace.clone(),
+        cpu_ids: node
+            .cpu()
+            .pod_cpus(&view.uid)
+            .iter()
+            .map(|cpu| cpu as i64)
+            .collect(),
+        memory: node
+            .memory()
+            .pod_memory(&view.uid)
+            .iter()
+            .map(|b| memory_of(&b.resource, b.size, &b.numa_affinity))
+            .collect(),
+        containers: view
+            .containers
+            .iter()
+            .filter(|c| c.kind != "init")
+            .map(|c| api::ContainerResources {
+                name: c.name.clone(),
+                cpu_ids: node
+                    .cpu()
+                    .exclusive_cpus(&view.uid, &c.name)
+                    .iter()
+                    .map(|cpu| cpu as i64)
+                    .collect(),
+                devices: c
+                    .devices
+                    .iter()
+                    .flat_map(|(resource, per_numa)| {
+                        // One entry per NUMA node, as the kubelet reports devices.
+                        per_numa.iter().map(|(numa, ids)| api::ContainerDevices {
+                            resource_name: resource.clone(),
+                            device_ids: ids.clone(),
+                            topology: (*numa >= 0).then(|| api::TopologyInfo {
+                                nodes: vec![api::NumaNode { id: *numa }],
+                            }),
+                        })
+                    })
+                    .collect(),
+                dynamic_resources: c
+                    .claims
+                    .iter()
+                    .map(|claim| api::DynamicResource {
+                        claim_name: claim.name.clone(),
+                        claim_namespace: claim.namespace.clone(),
+                        claim_resources: claim
+                            .devices
+                            .iter()
+                            .map(|d| api::ClaimResource {
+                                cdi_devices: d
+                                    .cdi_devices
+                                    .iter()
+                                    .map(|name| api::CdiDevice { name: name.clone() })
+                                    .collect(),
+                                driver_name: d.driver.clone(),
+                                pool_name: d.pool.clone(),
+                                device_name: d.device.clone(),
+                                share_id: d.share_id.clone(),
                             })
-                        })
-                        .collect(),
-                    dynamic_resources: c
-                        .claims
-                        .iter()
-                        .map(|claim| api::DynamicResource {
-                            claim_name: claim.name.clone(),
-                            claim_namespace: claim.namespace.clone(),
-                            claim_resources: claim
-                                .devices
-                                .iter()
-                                .map(|d| api::ClaimResource {
-                                    cdi_devices: d
-                                        .cdi_devices
-                                        .iter()
-                                        .map(|name| api::CdiDevice { name: name.clone() })
-                                        .collect(),
-                                    driver_name: d.driver.clone(),
-                                    pool_name: d.pool.clone(),
-                                    device_name: d.device.clone(),
-                                    share_id: d.share_id.clone(),
-                                })
-                                .collect(),
-                        })
-                        .collect(),
-                    memory: c
-                        .memory
-                        .iter()
-                        .map(|m| memory_of(&m.resource, m.size, &m.numa_affinity))
-                        .collect(),
-                })
-                .collect(),
-        }
+                            .collect(),
+                    })
+                    .collect(),
+                memory: c
+                    .memory
+                    .iter()
+                    .map(|m| memory_of(&m.resource, m.size, &m.numa_affinity))
+                    .collect(),
+            })
+            .collect(),
     }
 }
 
@@ -125,12 +124,17 @@ impl PodResourcesLister for PodResourcesService {
         &self,
         _: Request<api::ListPodResourcesRequest>,
     ) -> Result<Response<api::ListPodResourcesResponse>, Status> {
+        // Settled: never what a decision under way holds before it stands or is given back.
         let pod_resources = self
             .node
-            .views()
-            .iter()
-            .map(|view| self.pod_resources(view))
-            .collect();
+            .settled(|node| {
+                node.views()
+                    .iter()
+                    .map(|view| pod_resources(node, view))
+                    .collect()
+            })
+            .await
+            .map_err(|err| Status::internal(format!("{err:#}")))?;
         Ok(Response::new(api::ListPodResourcesResponse {
             pod_resources,
         }))
@@ -178,20 +182,26 @@ impl PodResourcesLister for PodResourcesService {
         request: Request<api::GetPodResourcesRequest>,
     ) -> Result<Response<api::GetPodResourcesResponse>, Status> {
         let r = request.into_inner();
-        let view = self
+        let (name, namespace) = (r.pod_name.clone(), r.pod_namespace.clone());
+        let found = self
             .node
-            .views()
-            .into_iter()
-            .find(|v| v.name == r.pod_name && v.namespace == r.pod_namespace)
-            // Upstream returns a plain error, which gRPC sends as UNKNOWN.
-            .ok_or_else(|| {
-                Status::unknown(format!(
-                    "pod {} in namespace {} not found",
-                    r.pod_name, r.pod_namespace
-                ))
-            })?;
+            .settled(move |node| {
+                node.views()
+                    .into_iter()
+                    .find(|v| v.name == name && v.namespace == namespace)
+                    .map(|view| pod_resources(node, &view))
+            })
+            .await
+            .map_err(|err| Status::internal(format!("{err:#}")))?;
+        // Upstream returns a plain error, which gRPC sends as UNKNOWN.
+        let found = found.ok_or_else(|| {
+            Status::unknown(format!(
+                "pod {} in namespace {} not found",
+                r.pod_name, r.pod_namespace
+            ))
+        })?;
         Ok(Response::new(api::GetPodResourcesResponse {
-            pod_resources: Some(self.pod_resources(&view)),
+            pod_resources: Some(found),
         }))
     }
 }
