@@ -89,7 +89,7 @@ impl Node {
             if let Some(refused) = self.resize(&held, &pod, &manifest, &claims)? {
                 return Ok(refused);
             }
-            return Ok(Admission::Admitted(self.view(&pod.uid)?));
+            return Ok(Admission::Admitted(self.settled_view(&pod.uid).await?));
         }
         let pod_level = self.pod_level_managed && pod.has_pod_level_resources();
         let cpu_refusals = self
@@ -166,7 +166,7 @@ impl Node {
         self.resource_metrics
             .admitted(&pod, &result.grants, pod_level);
         tracing::info!(pod = pod_ref(&pod), podUID = %uid, "pod admitted");
-        Ok(Admission::Admitted(self.view(&uid)?))
+        Ok(Admission::Admitted(self.settled_view(&uid).await?))
     }
 
     /// What the pod's file records: its manifests, its containers' affinities and what the

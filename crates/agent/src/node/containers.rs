@@ -83,7 +83,7 @@ impl Node {
         };
         if admitted.pod.container(&name).is_some() {
             if !admitted.record.removed_containers.contains(&name) {
-                return Ok(Admission::Admitted(self.view(&pod.uid)?));
+                return Ok(Admission::Admitted(self.settled_view(&pod.uid).await?));
             }
             // What it held went back (its pod's sandbox stopped, and the runtime creates
             // it again): it is admitted again, as a container joining the pod.
@@ -116,7 +116,7 @@ impl Node {
                 .into());
         }
         tracing::info!(pod = pod_ref(&pod), podUID = %pod.uid, container = %name, "container admitted");
-        Ok(Admission::Admitted(self.view(&pod.uid)?))
+        Ok(Admission::Admitted(self.settled_view(&pod.uid).await?))
     }
 
     /// Before a container new to pod `uid` joins it: the pod's stopped containers give back

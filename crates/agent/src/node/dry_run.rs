@@ -83,7 +83,7 @@ impl Node {
                     explanation: None,
                 });
             }
-            return Ok(Admission::Admitted(self.view(&pod.uid)?));
+            return Ok(Admission::Admitted(self.settled_view(&pod.uid).await?));
         }
         let _device_hints = DeviceHints::give(&self.dra_devices, &pod, &claims, &slices);
         self.devices.wait_for_plugins(&pod).await;

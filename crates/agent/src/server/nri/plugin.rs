@@ -168,25 +168,17 @@ impl NodePlugin {
         }))
     }
 
-    /// Updates for every container in the shared pool but `except`: the pool as it is now.
-    fn shared_pool_updates(&self, except: &str) -> Vec<api::ContainerUpdate> {
-        let cpu = self.node.cpu();
-        let mut updates = Vec::new();
-        for admitted in self.node.pods().all() {
-            let uid = &admitted.pod.uid;
-            for (name, id) in &admitted.record.container_ids {
-                let runs = id != except && !self.node.pods().is_stopped(id);
-                if runs && cpu.exclusive_cpus(uid, name).is_empty() {
-                    let cpuset = Cpuset {
-                        cpus: cpu.cpu_affinity(uid, name).to_string(),
-                        mems: String::new(),
-                        quota: CfsQuota::Unchanged,
-                    };
-                    updates.push(cpuset_update(id, cpuset, OnFailure::Ignore));
-                }
-            }
-        }
-        updates
+    /// Updates for every container in the shared pool but `except`: the pool as it is now,
+    /// settled (never shrunk by a dry run's trial or a refusal under way).
+    async fn shared_pool_updates(&self, except: &str) -> Vec<api::ContainerUpdate> {
+        let except = except.to_owned();
+        self.node
+            .settled(move |node| shared_pool_now(node, &except))
+            .await
+            .unwrap_or_else(|err| {
+                tracing::error!(err = %format!("{err:#}"), "reading the shared pool failed: no container updated");
+                Vec::new()
+            })
     }
 
     /// The container stopped or went away (durable with the event's [`Self::committed`]).
@@ -291,7 +283,7 @@ impl NriPlugin for NodePlugin {
         }
         let ids: std::collections::BTreeSet<String> =
             update.iter().map(|u| u.container_id.clone()).collect();
-        let shared = self.shared_pool_updates("");
+        let shared = self.shared_pool_updates("").await;
         update.extend(
             shared
                 .into_iter()
@@ -333,7 +325,7 @@ impl NriPlugin for NodePlugin {
         };
         // The shared pool shrank: every container in it runs on the smaller pool.
         let update = if exclusive {
-            self.shared_pool_updates(&container.id)
+            self.shared_pool_updates(&container.id).await
         } else {
             Vec::new()
         };
@@ -383,12 +375,17 @@ impl NriPlugin for NodePlugin {
                 return Err(NriStatus::new(NriStatus::INVALID_ARGUMENT, why));
             }
         }
-        let cpu = self.node.cpu();
-        let cpuset = Cpuset {
-            cpus: cpu.cpu_affinity(&pod.uid, &container.name).to_string(),
-            mems: String::new(),
-            quota: cpu.cfs_quota(&pod.uid, &container.name),
-        };
+        // Settled: never the pool as a dry run's trial or a refusal under way left it.
+        let (uid, name) = (pod.uid.clone(), container.name.clone());
+        let cpuset = self
+            .node
+            .settled(move |node| Cpuset {
+                cpus: node.cpu().cpu_affinity(&uid, &name).to_string(),
+                mems: String::new(),
+                quota: node.cpu().cfs_quota(&uid, &name),
+            })
+            .await
+            .map_err(|err| NriStatus::new(NriStatus::UNKNOWN, format!("{err:#}")))?;
         Ok(api::UpdateContainerResponse {
             update: vec![cpuset_update(&container.id, cpuset, OnFailure::Ignore)],
             evict: Vec::new(),
@@ -489,4 +486,26 @@ impl NriPlugin for NodePlugin {
         }
         Ok(())
     }
+}
+
+/// Updates for every running container in the shared pool but `except`, read from `node`
+/// (with the decision lock held: see [`Node::settled`]).
+fn shared_pool_now(node: &Node, except: &str) -> Vec<api::ContainerUpdate> {
+    let cpu = node.cpu();
+    let mut updates = Vec::new();
+    for admitted in node.pods().all() {
+        let uid = &admitted.pod.uid;
+        for (name, id) in &admitted.record.container_ids {
+            let runs = id != except && !node.pods().is_stopped(id);
+            if runs && cpu.exclusive_cpus(uid, name).is_empty() {
+                let cpuset = Cpuset {
+                    cpus: cpu.cpu_affinity(uid, name).to_string(),
+                    mems: String::new(),
+                    quota: CfsQuota::Unchanged,
+                };
+                updates.push(cpuset_update(id, cpuset, OnFailure::Ignore));
+            }
+        }
+    }
+    updates
 }
