@@ -601,6 +601,8 @@ mod tests_dra_numa;
 #[cfg(test)]
 mod tests_dry_run;
 #[cfg(test)]
+mod tests_dry_run_races;
+#[cfg(test)]
 mod tests_explain;
 #[cfg(test)]
 mod tests_explain_hostile;
