@@ -48,6 +48,10 @@ impl CpuManager {
                     }
                     ContainerState::Terminated => {
                         let mut inner = self.lock();
+                        if inner.trial {
+                            // Undone with the trial: the next pass releases it.
+                            continue;
+                        }
                         let before = inner.state.clone();
                         let Inner { policy, state, .. } = &mut *inner;
                         if policy.release_terminated_init_container(state, &pod, name)
@@ -69,12 +73,14 @@ impl CpuManager {
                         .init_containers
                         .iter()
                         .any(|c| c.name == name && !c.is_restartable());
-                    let cpus = match inner.state.cpu_set(&pod.uid, name) {
+                    // What stands: never a trial's CPUs (`admit --dry-run`).
+                    let state = inner.settled_state();
+                    let cpus = match state.cpu_set(&pod.uid, name) {
                         Some(cpus) if cpus.is_empty() && released_init => {
-                            inner.state.default_cpu_set().clone()
+                            state.default_cpu_set().clone()
                         }
                         Some(cpus) => cpus.clone(),
-                        None => inner.state.default_cpu_set().clone(),
+                        None => state.default_cpu_set().clone(),
                     };
                     let last = inner.last_update.cpu_set_or_default(&pod.uid, name).clone();
                     (cpus, last)
@@ -96,5 +102,134 @@ impl CpuManager {
             }
         }
         report
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::{Arc, Mutex};
+
+    use corral_checkpoint::StateFile;
+    use corral_topology::{Container, CpuInfo, CpuRecord, CpuSet, CpuTopology, Pod, TopologyHint};
+
+    use crate::{
+        CfsQuota, ContainerMap, ContainerRuntime, ContainerState, ContainerStatus, CpuManager,
+        CpuManagerConfig, PodSource, PodStatus, RuntimeError,
+    };
+
+    /// One running shared-pool container, `sp/shared`, id `containerd://shared`, and the
+    /// pod being tried (in flight, as corral's pod source lists it; no status yet).
+    struct SharedPod;
+    impl PodSource for SharedPod {
+        fn active_pods(&self) -> Vec<Pod> {
+            let mut shared = Container::new("shared");
+            shared.resources.requests.cpu_millis = Some(500);
+            vec![
+                Pod {
+                    uid: "sp".into(),
+                    containers: vec![shared],
+                    ..Pod::default()
+                },
+                trial_pod(),
+            ]
+        }
+        fn pod_status(&self, uid: &str) -> Option<PodStatus> {
+            if uid != "sp" {
+                return None;
+            }
+            Some(PodStatus {
+                init_container_statuses: Vec::new(),
+                container_statuses: vec![ContainerStatus {
+                    name: "shared".into(),
+                    container_id: "containerd://shared".into(),
+                    state: ContainerState::Running,
+                }],
+            })
+        }
+    }
+
+    /// A Guaranteed pod of 2 CPUs.
+    fn trial_pod() -> Pod {
+        let mut app = Container::new("app");
+        for list in [&mut app.resources.requests, &mut app.resources.limits] {
+            list.cpu_millis = Some(2000);
+            list.memory_bytes = Some(1 << 30);
+        }
+        Pod {
+            uid: "trial".into(),
+            containers: vec![app],
+            ..Pod::default()
+        }
+    }
+
+    /// Every cpuset pushed.
+    #[derive(Default)]
+    struct Recorded(Mutex<Vec<CpuSet>>);
+    #[crate::async_trait]
+    impl ContainerRuntime for Recorded {
+        async fn update_container_cpuset(
+            &self,
+            _: &str,
+            cpus: &CpuSet,
+            _: CfsQuota,
+        ) -> Result<(), RuntimeError> {
+            self.0.lock().unwrap().push(cpus.clone());
+            Ok(())
+        }
+    }
+
+    /// A reconcile pass while a trial (`admit --dry-run`) holds CPUs pushes the pool as
+    /// it stands, never the pool less the trial's CPUs, and a trial keeps none of the
+    /// pass's stale-state sweep.
+    #[tokio::test]
+    async fn a_reconcile_pass_during_a_trial_pushes_the_settled_pool() {
+        let records: Vec<CpuRecord> = (0..8)
+            .map(|cpu| CpuRecord {
+                cpu,
+                info: CpuInfo {
+                    core: cpu % 4,
+                    socket: 0,
+                    numa: 0,
+                    uncore: 0,
+                },
+            })
+            .collect();
+        let config = CpuManagerConfig {
+            policy: "static".into(),
+            reserved_cpu_millis: Some(1000),
+            ..CpuManagerConfig::default()
+        };
+        let manager = CpuManager::new(&config, &CpuTopology::new(&records).unwrap()).unwrap();
+        let runtime = Arc::new(Recorded::default());
+        manager
+            .start(
+                StateFile::in_memory(),
+                Arc::new(SharedPod),
+                Arc::clone(&runtime) as Arc<dyn ContainerRuntime>,
+                ContainerMap::new(),
+            )
+            .unwrap();
+        manager.reconcile_once().await;
+        let pool = runtime.0.lock().unwrap().clone();
+        assert_eq!(pool.len(), 1, "the shared container pinned once");
+
+        let trial_pod = trial_pod();
+        let trial = manager.begin_trial();
+        manager
+            .allocate(
+                &trial_pod,
+                &trial_pod.containers[0],
+                TopologyHint::default(),
+            )
+            .unwrap();
+        manager.reconcile_once().await;
+        manager.end_trial(trial);
+        assert_eq!(
+            *runtime.0.lock().unwrap(),
+            pool,
+            "a reconcile pass pushed the trial's shrunk pool"
+        );
+        manager.reconcile_once().await;
+        assert_eq!(*runtime.0.lock().unwrap(), pool);
     }
 }

@@ -35,19 +35,25 @@ impl CpuManager {
 pub struct CpuTrial {
     state: CpuState,
     policy: PolicySnapshot,
+    /// The last stale-state sweep's key: a sweep made during the trial is undone with it,
+    /// so the next one is not skipped.
+    last_sweep: Option<(u64, Option<String>)>,
 }
 
 impl CpuManager {
     /// Start a trial (corral's `admit --dry-run`): until [`end_trial`](Self::end_trial),
-    /// changes are made in memory only — no state file write, no metric counted. Only for a
+    /// changes are made in memory only — no state file write, no metric counted — and a
+    /// reconcile pass meanwhile pushes the state as the trial found it. Only for a
     /// caller that serializes every change of the manager (corral's decision lock), so the
     /// trial puts back nobody else's change.
     pub fn begin_trial(&self) -> CpuTrial {
         let mut inner = self.lock();
         inner.trial = true;
+        inner.before_trial = Some(inner.state.clone());
         CpuTrial {
             state: inner.state.clone(),
             policy: PolicySnapshot(inner.policy.snapshot()),
+            last_sweep: inner.last_sweep.clone(),
         }
     }
 
@@ -61,6 +67,8 @@ impl CpuManager {
         if let Some(policy) = trial.policy.0 {
             inner.policy = policy;
         }
+        inner.last_sweep = trial.last_sweep;
+        inner.before_trial = None;
         inner.trial = false;
     }
 }
