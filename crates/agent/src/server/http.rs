@@ -3,6 +3,7 @@
 //! the probes ([`super::health`]); any other path is 404. It is bound before anything else
 //! and served from the start, so the probes answer while the state is being restored.
 
+use std::collections::BTreeMap;
 use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -11,7 +12,7 @@ use std::time::Duration;
 use anyhow::{Context, Result};
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::Semaphore;
+use tokio::sync::{Semaphore, oneshot};
 
 use super::health::{ProbeAnswer, Probes};
 use super::metrics::render_settled;
@@ -34,7 +35,9 @@ pub(crate) async fn bind(addr: SocketAddr) -> Result<TcpListener> {
 }
 
 /// Answer on `listener` until `shutdown` completes. Each connection gets one answer within
-/// [`CONNECTION_DEADLINE`]; beyond [`MAX_CONNECTIONS`] at once, connections are closed.
+/// [`CONNECTION_DEADLINE`]; beyond [`MAX_CONNECTIONS`] at once, the connection that has
+/// waited longest for its request head is closed for the new one (a connection finding
+/// every slot answering is closed).
 pub(crate) async fn serve(
     listener: TcpListener,
     probes: Arc<Probes>,
@@ -44,6 +47,7 @@ pub(crate) async fn serve(
         tracing::info!(%addr, "serving metrics");
     }
     let slots = Arc::new(Semaphore::new(MAX_CONNECTIONS));
+    let reading = Arc::new(Reading::default());
     tokio::pin!(shutdown);
     loop {
         let stream = tokio::select! {
@@ -57,15 +61,75 @@ pub(crate) async fn serve(
                 }
             },
         };
-        let Ok(slot) = Arc::clone(&slots).try_acquire_owned() else {
-            // Too many at once: dropping the stream closes it.
-            continue;
+        let slot = match Arc::clone(&slots).try_acquire_owned() {
+            Ok(slot) => Some(slot),
+            // Every slot taken: the connection that has waited longest for its request
+            // head gives its slot up (idle or slow clients must not keep a probe out);
+            // with every one answering, this one is closed (dropped).
+            Err(_) if reading.evict_oldest() => None,
+            Err(_) => continue,
         };
-        let probes = Arc::clone(&probes);
+        let (probes, slots, reading) = (
+            Arc::clone(&probes),
+            Arc::clone(&slots),
+            Arc::clone(&reading),
+        );
         tokio::spawn(async move {
-            let _ = tokio::time::timeout(CONNECTION_DEADLINE, answer(stream, &probes)).await;
+            let slot = match slot {
+                Some(slot) => slot,
+                None => {
+                    match tokio::time::timeout(CONNECTION_DEADLINE, slots.acquire_owned()).await {
+                        Ok(Ok(slot)) => slot,
+                        _ => return,
+                    }
+                }
+            };
+            let (id, evicted) = reading.register();
+            let _ = tokio::time::timeout(
+                CONNECTION_DEADLINE,
+                answer(stream, &probes, evicted, || reading.done(id)),
+            )
+            .await;
+            reading.done(id);
             drop(slot);
         });
+    }
+}
+
+/// The connections still reading their request head, oldest first, each with the sender
+/// that closes it.
+#[derive(Default)]
+struct Reading(std::sync::Mutex<(u64, BTreeMap<u64, oneshot::Sender<()>>)>);
+
+impl Reading {
+    fn lock(&self) -> std::sync::MutexGuard<'_, (u64, BTreeMap<u64, oneshot::Sender<()>>)> {
+        self.0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// A connection starts reading its head: its id, and what tells it to give up.
+    fn register(&self) -> (u64, oneshot::Receiver<()>) {
+        let (evict, evicted) = oneshot::channel();
+        let mut reading = self.lock();
+        let id = reading.0;
+        reading.0 += 1;
+        reading.1.insert(id, evict);
+        (id, evicted)
+    }
+
+    /// Connection `id` has its head (or ended): it is no longer evicted.
+    fn done(&self, id: u64) {
+        self.lock().1.remove(&id);
+    }
+
+    /// Close the connection that has waited longest for its head; false with none.
+    fn evict_oldest(&self) -> bool {
+        let oldest = self.lock().1.pop_first();
+        oldest.is_some_and(|(_, evict)| {
+            let _ = evict.send(());
+            true
+        })
     }
 }
 
@@ -150,19 +214,29 @@ async fn route(head: &[u8], probes: &Probes) -> Reply {
     reply
 }
 
-/// Read one request head from `stream` and answer it.
-async fn answer(mut stream: TcpStream, probes: &Probes) {
+/// Read one request head from `stream` (giving up when `evicted` says so) and answer it;
+/// `head_read` once the head is in.
+async fn answer(
+    mut stream: TcpStream,
+    probes: &Probes,
+    mut evicted: oneshot::Receiver<()>,
+    head_read: impl FnOnce(),
+) {
     let mut head = Vec::with_capacity(1024);
     let mut buf = [0u8; 1024];
     while !head.windows(4).any(|w| w == b"\r\n\r\n") {
         if head.len() >= MAX_HEAD {
             break;
         }
-        match stream.read(&mut buf).await {
-            Ok(0) | Err(_) => return,
-            Ok(n) => head.extend_from_slice(&buf[..n]),
+        tokio::select! {
+            _ = &mut evicted => return,
+            read = stream.read(&mut buf) => match read {
+                Ok(0) | Err(_) => return,
+                Ok(n) => head.extend_from_slice(&buf[..n]),
+            },
         }
     }
+    head_read();
     let reply = if head.windows(4).any(|w| w == b"\r\n\r\n") {
         route(&head, probes).await
     } else {

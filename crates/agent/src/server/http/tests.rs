@@ -138,35 +138,90 @@ async fn binding_a_taken_address_fails_naming_it() {
     );
 }
 
+/// Idle and slow clients (connections that never finish their request head) hold every
+/// slot, again and again: a probe still gets its answer, the oldest of them closed for it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn excess_connections_are_closed_and_the_endpoint_keeps_answering() {
+async fn idle_and_slow_connections_never_keep_healthz_out() {
     let (addr, _stop) = endpoint().await;
-    // Idle connections that never send a request hold every slot...
     let mut idle = Vec::new();
-    for _ in 0..super::MAX_CONNECTIONS {
-        idle.push(TcpStream::connect(addr).await.unwrap());
-    }
-    // ...so the next one is closed at once, without an answer.
-    let mut excess = TcpStream::connect(addr).await.unwrap();
-    let mut buf = Vec::new();
-    let read = tokio::time::timeout(WAIT, excess.read_to_end(&mut buf))
-        .await
-        .expect("closed in time");
-    assert!(read.is_err() || buf.is_empty(), "{buf:?}");
-    drop(idle);
-    // Slots come back once the idle connections are gone.
-    let deadline = tokio::time::Instant::now() + WAIT;
-    loop {
+    for i in 0..3 * super::MAX_CONNECTIONS {
         let mut stream = TcpStream::connect(addr).await.unwrap();
-        stream.write_all(get("/healthz").as_bytes()).await.unwrap();
-        let mut answer = Vec::new();
-        let _ = tokio::time::timeout(WAIT, stream.read_to_end(&mut answer)).await;
-        if answer.ends_with(b"\r\n\r\nok") {
-            break;
+        // Some send half a head and stop (slow heads), some nothing at all.
+        if i % 2 == 0 {
+            stream
+                .write_all(b"GET /metrics HTTP/1.1\r\nX-Slow: ")
+                .await
+                .unwrap();
         }
-        assert!(tokio::time::Instant::now() < deadline, "no slot came back");
-        tokio::time::sleep(Duration::from_millis(20)).await;
+        idle.push(stream);
     }
+    for _ in 0..3 {
+        let (status, _, body) = request(addr, &get("/healthz")).await;
+        assert_eq!((status.as_str(), body.as_str()), ("HTTP/1.1 200 OK", "ok"));
+    }
+    // The oldest idle connection was closed for the newer ones.
+    let mut buf = Vec::new();
+    let read = tokio::time::timeout(WAIT, idle[0].read_to_end(&mut buf))
+        .await
+        .expect("the oldest idle connection is closed");
+    assert!(read.is_err() || buf.is_empty(), "{buf:?}");
+    // A huge head is refused, and does not stop the probe either.
+    let huge = format!(
+        "GET /healthz HTTP/1.1\r\nX-Big: {}\r\n\r\n",
+        "a".repeat(64 * 1024)
+    );
+    let mut stream = TcpStream::connect(addr).await.unwrap();
+    let _ = stream.write_all(huge.as_bytes()).await;
+    let mut answer = Vec::new();
+    let _ = tokio::time::timeout(WAIT, stream.read_to_end(&mut answer)).await;
+    assert!(
+        answer.is_empty() || answer.starts_with(b"HTTP/1.1 431 "),
+        "{}",
+        String::from_utf8_lossy(&answer)
+    );
+    let (status, _, _) = request(addr, &get("/healthz")).await;
+    assert_eq!(status, "HTTP/1.1 200 OK");
+}
+
+/// Scrapes of `/metrics` wait for a wedged decision (they read settled state); `/healthz`
+/// answers meanwhile, off the decision lock, and the scrapes answer once it is let go.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn healthz_answers_while_metrics_wait_for_a_wedged_decision() {
+    let (dir, _, node) = started(MACHINE, "single-numa-node", &[]).await;
+    let probes = Arc::new(Probes::new(None));
+    probes.restored(Arc::clone(&node), Arc::new(Vec::new));
+    let (addr, _stop) = serve(probes).await;
+    let (release, released) = std::sync::mpsc::channel::<()>();
+    let wedged = tokio::spawn({
+        let node = Arc::clone(&node);
+        async move {
+            node.hold_decision_lock_for_test(move || {
+                let _ = released.recv_timeout(WAIT);
+            })
+            .await;
+        }
+    });
+    // A few scrapes wait for the decision (settled metrics)...
+    let mut scrapes = Vec::new();
+    for _ in 0..4 {
+        let mut stream = TcpStream::connect(addr).await.unwrap();
+        stream.write_all(get("/metrics").as_bytes()).await.unwrap();
+        scrapes.push(stream);
+    }
+    // ...and /healthz answers at once, off the lock.
+    let (status, _, _) = request(addr, &get("/healthz")).await;
+    assert_eq!(status, "HTTP/1.1 200 OK");
+    release.send(()).unwrap();
+    wedged.await.unwrap();
+    for mut stream in scrapes {
+        let mut answer = Vec::new();
+        tokio::time::timeout(WAIT, stream.read_to_end(&mut answer))
+            .await
+            .unwrap()
+            .unwrap();
+        assert!(answer.starts_with(b"HTTP/1.1 200 OK"));
+    }
+    drop(dir);
 }
 
 /// While the state is restored, `/healthz` is 200 (a liveness probe must not kill a
