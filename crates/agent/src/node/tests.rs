@@ -261,7 +261,7 @@ async fn sync_active_pods_releases_the_others() {
 
 /// A pod with one container using claim `gpu-claim`, and that claim, allocated on the sample
 /// driver and reserved for `reserved_for`.
-fn pod_with_claim(uid: &str, reserved_for: &str) -> (K8sPod, K8sResourceClaim) {
+pub(crate) fn pod_with_claim(uid: &str, reserved_for: &str) -> (K8sPod, K8sResourceClaim) {
     let pod = serde_json::from_value(serde_json::json!({
         "apiVersion": "v1", "kind": "Pod",
         "metadata": {"name": uid, "namespace": "default", "uid": uid},
@@ -289,7 +289,7 @@ fn pod_with_claim(uid: &str, reserved_for: &str) -> (K8sPod, K8sResourceClaim) {
     (pod, claim)
 }
 
-const DRIVER: &str = "gpu.example.com";
+pub(crate) const DRIVER: &str = "gpu.example.com";
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn dra_claims_are_prepared_reported_and_a_failed_prepare_leaves_no_trace() {

@@ -166,3 +166,78 @@ async fn a_dry_run_of_an_admitted_pod_asking_for_more_writes_nothing() {
     assert_eq!(node.numa_resources(), numa);
     assert_eq!(node.view("p").unwrap(), held);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_deferred_dry_run_asks_for_the_preferred_allocation_and_allocates_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = config(dir.path(), "restricted", "container");
+    let node = open(&config, &machine(2, 4, 1024, 0)).await;
+    // Three devices on node 0, two wanted: a choice, so the plugin is asked its preference
+    // (the decision is deferred, put back, and taken again); Allocate is held.
+    let plugin = GatedPlugin::start(&node, &[0, 0, 0], Held::Allocate, false).await;
+    let (files, numa) = (snapshot(dir.path()), node.numa_resources());
+    let two = || {
+        guaranteed(
+            "two",
+            serde_json::json!({"cpu": "1", "memory": "100Mi", GPU: "2"}),
+        )
+    };
+    let answer = tokio::time::timeout(WAIT, node.admit_dry_run(two(), Vec::new(), Vec::new()))
+        .await
+        .expect("the dry run waited for Allocate")
+        .unwrap();
+    assert_eq!(outcome(&answer), "admitted", "{answer:?}");
+    assert_eq!(plugin.questions().len(), 1, "the preference asked once");
+    assert!(plugin.allocations().is_empty(), "a dry run called Allocate");
+    assert_eq!(snapshot(dir.path()), files, "a dry run wrote");
+    assert_eq!(node.numa_resources(), numa, "a dry run kept something");
+    plugin.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dry_run_with_a_dra_claim_prepares_nothing() {
+    use super::tests::{DRIVER, pod_with_claim};
+    let (dir, config, node) =
+        started("32em64t-2n8c+dax+nvme+mic+dimms", "single-numa-node", &[]).await;
+    let driver_config = corral_dra::sample::SampleDriverConfig::new(
+        DRIVER,
+        config.layout.plugins_registry_dir(),
+        dir.path().join("plugins").join(DRIVER),
+    );
+    let driver = corral_dra::sample::SampleDriver::start(driver_config)
+        .await
+        .unwrap();
+    let deadline = std::time::Instant::now() + WAIT;
+    while node.registry().plugin(DRIVER).is_none() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "driver never registered"
+        );
+        node.registry().sync_once().await;
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    // Any call to the driver fails: a dry run that prepared would be refused for it.
+    driver.set_behavior(corral_dra::sample::Behavior::FailCall(
+        "a dry run called the driver".into(),
+    ));
+    let (files, numa) = (snapshot(dir.path()), node.numa_resources());
+    let (pod, claim) = pod_with_claim("owner", "owner");
+    let answer = node
+        .admit_dry_run(pod, vec![claim], Vec::new())
+        .await
+        .unwrap();
+    assert_eq!(outcome(&answer), "admitted", "{answer:?}");
+    assert!(
+        node.dra.claim_infos().is_empty(),
+        "a dry run recorded a claim"
+    );
+    assert_eq!(snapshot(dir.path()), files, "a dry run wrote");
+    assert_eq!(node.numa_resources(), numa);
+    // The real admission does call it (and is refused for the driver's failure).
+    let (pod, claim) = pod_with_claim("owner", "owner");
+    let real = node.admit(pod, vec![claim]).await.unwrap();
+    assert!(
+        outcome(&real).contains("a dry run called the driver"),
+        "{real:?}"
+    );
+}
