@@ -26,6 +26,26 @@ use crate::manifest::pod_from_manifest;
 /// What a dry run's refused answer says of a pod already admitted with other resources.
 const DRY_RUN_OF_A_RESIZE: &str = "DryRunOfResize";
 
+/// A trial under way: dropped, it gives the decision back and ends the managers' trials.
+struct Trial<'a> {
+    node: &'a Node,
+    pod: &'a Pod,
+    cpu: Option<corral_cpumgr::CpuTrial>,
+    memory: Option<corral_memmgr::MemorySnapshot>,
+}
+
+impl Drop for Trial<'_> {
+    fn drop(&mut self) {
+        self.node.undo_decision(self.pod, Undo::Pod);
+        if let Some(cpu) = self.cpu.take() {
+            self.node.cpu.end_trial(cpu);
+        }
+        if let Some(memory) = self.memory.take() {
+            self.node.memory.end_trial(memory);
+        }
+    }
+}
+
 /// One tried decision.
 enum Tried {
     /// A provider needs an answer from a device plugin first.
@@ -132,15 +152,19 @@ impl Node {
         claims: &[K8sResourceClaim],
     ) -> Result<Tried> {
         self.pods.begin_admitting(pod);
-        let cpu = self.cpu.begin_trial();
-        let memory = self.memory.begin_trial();
+        // Given back when dropped, a panic's unwinding included: a trial left open would
+        // leave the managers writing and counting nothing for every later decision.
+        let trial = Trial {
+            node: self,
+            pod,
+            cpu: Some(self.cpu.begin_trial()),
+            memory: Some(self.memory.begin_trial()),
+        };
         let result = self.topology.admit_uncounted(pod);
         let answer = self.answer_of(pod, manifest, claims, &result);
         #[cfg(test)]
         super::settled::pause::point(&pod.uid);
-        self.undo_decision(pod, Undo::Pod);
-        self.cpu.end_trial(cpu);
-        self.memory.end_trial(memory);
+        drop(trial);
         if result.deferred {
             return Ok(Tried::Deferred);
         }

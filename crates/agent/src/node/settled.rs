@@ -60,6 +60,17 @@ pub(crate) mod pause {
 
     static ARMED: Mutex<BTreeMap<String, Armed>> = Mutex::new(BTreeMap::new());
 
+    /// Pods whose next decision that does not stand panics at the pause point.
+    static PANICS: Mutex<BTreeMap<String, ()>> = Mutex::new(BTreeMap::new());
+
+    /// Make the next decision of pod `uid` that does not stand panic before its undo.
+    pub(crate) fn arm_panic(uid: &str) {
+        PANICS
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(uid.to_owned(), ());
+    }
+
     /// The next decision of pod `uid` that does not stand, paused before its undo.
     pub(crate) struct Paused {
         reached: Option<tokio::sync::oneshot::Receiver<()>>,
@@ -98,6 +109,14 @@ pub(crate) mod pause {
 
     /// Where a decision of `uid` that does not stand pauses, if armed (lock held).
     pub(in crate::node) fn point(uid: &str) {
+        let panics = PANICS
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(uid);
+        assert!(
+            panics.is_none(),
+            "a test-armed panic in the decision of {uid}"
+        );
         let armed = ARMED
             .lock()
             .unwrap_or_else(PoisonError::into_inner)

@@ -241,3 +241,42 @@ async fn a_dry_run_with_a_dra_claim_prepares_nothing() {
         "{real:?}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dry_run_whose_decision_panics_leaves_no_trial_open() {
+    let (dir, _config, node) =
+        started("32em64t-2n8c+dax+nvme+mic+dimms", "single-numa-node", &[]).await;
+    let numa = node.numa_resources();
+    super::pause::arm_panic("boom");
+    let failed = node
+        .admit_dry_run(pod("boom", &[4]), Vec::new(), Vec::new())
+        .await;
+    assert!(failed.is_err(), "{failed:?}");
+    assert_eq!(
+        node.numa_resources(),
+        numa,
+        "the panicked trial kept its CPUs"
+    );
+    assert!(node.pods().get("boom").is_none());
+    // The managers left their trial: a real admission is written and counted.
+    let files = snapshot(dir.path());
+    let requests = node
+        .cpu()
+        .metrics()
+        .pinning_requests_total
+        .load(std::sync::atomic::Ordering::Relaxed);
+    admitted(&node, pod("real", &[2])).await;
+    assert_ne!(
+        snapshot(dir.path()),
+        files,
+        "a real admission after the panic wrote nothing"
+    );
+    assert_eq!(
+        node.cpu()
+            .metrics()
+            .pinning_requests_total
+            .load(std::sync::atomic::Ordering::Relaxed),
+        requests + 1,
+        "a real admission after the panic was not counted"
+    );
+}
