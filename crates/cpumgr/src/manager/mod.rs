@@ -68,17 +68,11 @@ struct Inner {
     pod_level: PodLevelResources,
     /// A trial is under way (`undo.rs`): nothing is written or counted.
     trial: bool,
-    /// During a trial, the state as it found it: what stands, for readers outside the
-    /// caller's serialization (the reconcile pass pushes it, never the trial's).
+    /// During a trial, the state as it found it (what the reconcile pass pushes).
     before_trial: Option<CpuState>,
 }
 
 impl Inner {
-    /// The state that stands: during a trial, the state as the trial found it.
-    fn settled_state(&self) -> &CpuState {
-        self.before_trial.as_ref().unwrap_or(&self.state)
-    }
-
     /// Persist the state if it changed since `before`; roll back on failure.
     fn commit(&mut self, before: CpuState) -> Result<(), CpuManagerError> {
         if self.state == before || self.trial {

@@ -10,6 +10,13 @@ use crate::state::CpuState;
 #[derive(Debug)]
 pub struct PolicySnapshot(Option<Box<dyn Policy>>);
 
+impl super::Inner {
+    /// The state that stands: during a trial, the state as the trial found it.
+    pub(super) fn settled_state(&self) -> &CpuState {
+        self.before_trial.as_ref().unwrap_or(&self.state)
+    }
+}
+
 impl CpuManager {
     /// A copy of the policy's own bookkeeping (the static policy's CPUs an init container
     /// left for reuse), to put back with [`restore_policy`](Self::restore_policy).
