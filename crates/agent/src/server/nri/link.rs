@@ -105,4 +105,19 @@ mod tests {
         };
         assert!(for_ >= Duration::from_millis(5));
     }
+
+    /// A runtime that accepts, registers and drops before Synchronize, again and again:
+    /// every loss leaves the count from start, so `/healthz` fails after the grace period.
+    #[test]
+    fn a_reconnect_storm_before_synchronize_never_restarts_the_count() {
+        let link = NriLink::new();
+        std::thread::sleep(Duration::from_millis(20));
+        for _ in 0..10_000 {
+            link.lost();
+        }
+        let LinkStatus::Unsynchronized { for_, ever: false } = link.status() else {
+            panic!("{:?}", link.status());
+        };
+        assert!(for_ >= Duration::from_millis(20), "restarted: {for_:?}");
+    }
 }
