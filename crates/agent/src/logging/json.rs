@@ -345,20 +345,7 @@ mod tests {
 
     /// The JSON lines `emit` logs, at TRACE and above.
     fn json_lines(emit: impl FnOnce()) -> Vec<String> {
-        let buffer = Buffer::default();
-        let subscriber = tracing_subscriber::fmt()
-            .with_max_level(Level::TRACE)
-            .with_writer(buffer.clone())
-            .fmt_fields(SpanFields)
-            .event_format(KubernetesJson)
-            .finish();
-        tracing::subscriber::with_default(subscriber, emit);
-        let bytes = buffer.0.lock().unwrap().clone();
-        String::from_utf8(bytes)
-            .unwrap()
-            .lines()
-            .map(str::to_owned)
-            .collect()
+        filtered_json_lines("trace", emit)
     }
 
     /// The JSON lines `emit` logs through `filter` (a [`super::super::default_filter`]).
