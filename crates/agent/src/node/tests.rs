@@ -291,14 +291,16 @@ pub(crate) fn pod_with_claim(uid: &str, reserved_for: &str) -> (K8sPod, K8sResou
 
 pub(crate) const DRIVER: &str = "gpu.example.com";
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn dra_claims_are_prepared_reported_and_a_failed_prepare_leaves_no_trace() {
-    let (dir, config, node) =
-        started("32em64t-2n8c+dax+nvme+mic+dimms", "single-numa-node", &[]).await;
+/// The sample DRA driver [`DRIVER`], its socket under `dir`, registered with `node`.
+pub(crate) async fn sample_driver(
+    dir: &Path,
+    config: &AgentConfig,
+    node: &Node,
+) -> corral_dra::sample::SampleDriver {
     let driver_config = corral_dra::sample::SampleDriverConfig::new(
         DRIVER,
         config.layout.plugins_registry_dir(),
-        dir.path().join("plugins").join(DRIVER),
+        dir.join("plugins").join(DRIVER),
     );
     let driver = corral_dra::sample::SampleDriver::start(driver_config)
         .await
@@ -312,6 +314,14 @@ async fn dra_claims_are_prepared_reported_and_a_failed_prepare_leaves_no_trace()
         node.registry().sync_once().await;
         tokio::time::sleep(std::time::Duration::from_millis(20)).await;
     }
+    driver
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dra_claims_are_prepared_reported_and_a_failed_prepare_leaves_no_trace() {
+    let (dir, config, node) =
+        started("32em64t-2n8c+dax+nvme+mic+dimms", "single-numa-node", &[]).await;
+    let driver = sample_driver(dir.path(), &config, &node).await;
 
     // A claim reserved for another pod: DRA refuses after CPUs were allocated; nothing stays.
     let before = snapshot(dir.path());

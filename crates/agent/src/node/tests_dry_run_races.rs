@@ -196,26 +196,10 @@ async fn a_deferred_dry_run_asks_for_the_preferred_allocation_and_allocates_noth
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_dry_run_with_a_dra_claim_prepares_nothing() {
-    use super::tests::{DRIVER, pod_with_claim};
+    use super::tests::{pod_with_claim, sample_driver};
     let (dir, config, node) =
         started("32em64t-2n8c+dax+nvme+mic+dimms", "single-numa-node", &[]).await;
-    let driver_config = corral_dra::sample::SampleDriverConfig::new(
-        DRIVER,
-        config.layout.plugins_registry_dir(),
-        dir.path().join("plugins").join(DRIVER),
-    );
-    let driver = corral_dra::sample::SampleDriver::start(driver_config)
-        .await
-        .unwrap();
-    let deadline = std::time::Instant::now() + WAIT;
-    while node.registry().plugin(DRIVER).is_none() {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "driver never registered"
-        );
-        node.registry().sync_once().await;
-        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-    }
+    let driver = sample_driver(dir.path(), &config, &node).await;
     // Any call to the driver fails: a dry run that prepared would be refused for it.
     driver.set_behavior(corral_dra::sample::Behavior::FailCall(
         "a dry run called the driver".into(),

@@ -52,26 +52,15 @@ fn pod(uid: &str, containers: usize, limits: &serde_json::Value) -> K8sPod {
     .unwrap()
 }
 
-/// Admit `pod` (refused), then the same pod's cost with no explanation to build: a
-/// decision that fails before the topology manager is not comparable, so the time is
-/// reported against the whole admission.
-async fn refused(
-    nodes: usize,
-    scope: &str,
-    containers: usize,
-    limits: serde_json::Value,
-) -> (String, String, std::time::Duration) {
-    let dir = tempfile::tempdir().unwrap();
-    let node = open(
-        &config(dir.path(), "single-numa-node", scope, nodes.max(8)),
-        &machine(nodes, 2, 1024, 8),
-    )
-    .await;
+/// Admit `pod` on `node`, which must refuse it with an explanation: the explanation, its
+/// JSON and its one-line text, the sizes printed under `what` with the admission's time.
+async fn explained(
+    node: &std::sync::Arc<super::Node>,
+    pod: K8sPod,
+    what: &str,
+) -> (Box<super::explain::Explanation>, String, String) {
     let started = Instant::now();
-    let answer = node
-        .admit(pod("big", containers, &limits), Vec::new())
-        .await
-        .unwrap();
+    let answer = node.admit(pod, Vec::new()).await.unwrap();
     let took = started.elapsed();
     let Admission::Rejected {
         explanation: Some(explanation),
@@ -80,17 +69,33 @@ async fn refused(
     else {
         panic!("not a refusal with an explanation: {answer:?}");
     };
-    let started = Instant::now();
     let json = serde_json::to_string(&explanation).unwrap();
     let line = explanation.to_string();
     eprintln!(
-        "{nodes} nodes, {scope} scope, {containers} containers: JSON {} bytes, line {} bytes, \
-         admission {took:?}, encoding {:?}",
+        "{what}: JSON {} bytes, line {} bytes, admission {took:?}",
         json.len(),
-        line.len(),
-        started.elapsed()
+        line.len()
     );
-    (json, line, took)
+    (explanation, json, line)
+}
+
+/// Admit a pod of `containers` containers with `limits` on a fresh node of `nodes` NUMA
+/// nodes at `scope` (refused): its explanation's JSON and one-line text.
+async fn refused(
+    nodes: usize,
+    scope: &str,
+    containers: usize,
+    limits: serde_json::Value,
+) -> (String, String) {
+    let dir = tempfile::tempdir().unwrap();
+    let node = open(
+        &config(dir.path(), "single-numa-node", scope, nodes.max(8)),
+        &machine(nodes, 2, 1024, 8),
+    )
+    .await;
+    let what = format!("{nodes} nodes, {scope} scope, {containers} containers");
+    let (_, json, line) = explained(&node, pod("big", containers, &limits), &what).await;
+    (json, line)
 }
 
 /// Ten NUMA nodes (the most whose hints are listed): every set of nodes with room is a
@@ -100,7 +105,7 @@ async fn an_explanation_over_ten_numa_nodes_stays_small() {
     // 3 CPUs, 1.5 GiB and 24 huge pages: more than one node has, so no single-node hint.
     let limits = serde_json::json!({"cpu": "3", "memory": "1536Mi", "hugepages-2Mi": "48Mi"});
     for scope in ["container", "pod"] {
-        let (json, line, _) = refused(10, scope, 1, limits.clone()).await;
+        let (json, line) = refused(10, scope, 1, limits.clone()).await;
         assert!(json.len() < MAX_JSON_BYTES, "{} bytes of JSON", json.len());
         assert!(line.len() < MAX_JSON_BYTES, "{} bytes of text", line.len());
     }
@@ -111,7 +116,7 @@ async fn an_explanation_over_ten_numa_nodes_stays_small() {
 async fn an_explanation_over_64_numa_nodes_and_many_containers_stays_small() {
     let limits = serde_json::json!({"cpu": "3", "memory": "1536Mi", "hugepages-2Mi": "48Mi"});
     for scope in ["container", "pod"] {
-        let (json, line, _) = refused(64, scope, 40, limits.clone()).await;
+        let (json, line) = refused(64, scope, 40, limits.clone()).await;
         assert!(json.len() < MAX_JSON_BYTES, "{} bytes of JSON", json.len());
         assert!(line.len() < MAX_JSON_BYTES, "{} bytes of text", line.len());
     }
@@ -140,26 +145,8 @@ async fn an_explanation_of_a_pod_asking_for_many_device_resources_stays_small() 
         );
         limits[resource] = serde_json::json!("2");
     }
-    let started = Instant::now();
-    let answer = node
-        .admit(pod("big", 1, &limits), Vec::new())
-        .await
-        .unwrap();
-    let took = started.elapsed();
-    let Admission::Rejected {
-        explanation: Some(explanation),
-        ..
-    } = answer
-    else {
-        panic!("not a refusal with an explanation: {answer:?}");
-    };
-    let json = serde_json::to_string(&explanation).unwrap();
-    let line = explanation.to_string();
-    eprintln!(
-        "{RESOURCES} device resources: JSON {} bytes, line {} bytes, admission {took:?}",
-        json.len(),
-        line.len()
-    );
+    let what = format!("{RESOURCES} device resources");
+    let (explanation, json, line) = explained(&node, pod("big", 1, &limits), &what).await;
     assert!(json.len() < MAX_JSON_BYTES, "{} bytes of JSON", json.len());
     assert!(line.len() < MAX_JSON_BYTES, "{} bytes of text", line.len());
     let resources: Vec<_> = explanation
@@ -206,26 +193,8 @@ async fn an_explanation_over_thousands_of_devices_on_64_numa_nodes_stays_small()
     )
     .await;
     let limits = serde_json::json!({"cpu": "3", "memory": "1536Mi", "example.com/many": "100"});
-    let started = Instant::now();
-    let answer = node
-        .admit(pod("big", 1, &limits), Vec::new())
-        .await
-        .unwrap();
-    let took = started.elapsed();
-    let Admission::Rejected {
-        explanation: Some(explanation),
-        ..
-    } = answer
-    else {
-        panic!("not a refusal with an explanation: {answer:?}");
-    };
-    let json = serde_json::to_string(&explanation).unwrap();
-    let line = explanation.to_string();
-    eprintln!(
-        "{DEVICES} devices on 64 nodes: JSON {} bytes, line {} bytes, admission {took:?}",
-        json.len(),
-        line.len()
-    );
+    let what = format!("{DEVICES} devices on 64 nodes");
+    let (explanation, json, line) = explained(&node, pod("big", 1, &limits), &what).await;
     assert!(json.len() < MAX_JSON_BYTES, "{} bytes of JSON", json.len());
     assert!(line.len() < MAX_JSON_BYTES, "{} bytes of text", line.len());
     let available: u64 = explanation

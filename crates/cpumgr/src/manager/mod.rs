@@ -14,6 +14,8 @@ mod error;
 mod hint_provider;
 mod metrics;
 mod reconcile;
+#[cfg(test)]
+mod test_machine;
 mod undo;
 
 pub use config::CpuManagerConfig;

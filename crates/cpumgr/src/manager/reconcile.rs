@@ -110,11 +110,11 @@ mod tests {
     use std::sync::{Arc, Mutex};
 
     use corral_checkpoint::StateFile;
-    use corral_topology::{Container, CpuInfo, CpuRecord, CpuSet, CpuTopology, Pod, TopologyHint};
+    use corral_topology::{Container, CpuSet, Pod, TopologyHint};
 
     use crate::{
-        CfsQuota, ContainerMap, ContainerRuntime, ContainerState, ContainerStatus, CpuManager,
-        CpuManagerConfig, PodSource, PodStatus, RuntimeError,
+        CfsQuota, ContainerMap, ContainerRuntime, ContainerState, ContainerStatus, PodSource,
+        PodStatus, RuntimeError,
     };
 
     /// One running shared-pool container, `sp/shared`, id `containerd://shared`, and the
@@ -183,23 +183,7 @@ mod tests {
     /// pass's stale-state sweep.
     #[tokio::test]
     async fn a_reconcile_pass_during_a_trial_pushes_the_settled_pool() {
-        let records: Vec<CpuRecord> = (0..8)
-            .map(|cpu| CpuRecord {
-                cpu,
-                info: CpuInfo {
-                    core: cpu % 4,
-                    socket: 0,
-                    numa: 0,
-                    uncore: 0,
-                },
-            })
-            .collect();
-        let config = CpuManagerConfig {
-            policy: "static".into(),
-            reserved_cpu_millis: Some(1000),
-            ..CpuManagerConfig::default()
-        };
-        let manager = CpuManager::new(&config, &CpuTopology::new(&records).unwrap()).unwrap();
+        let manager = crate::manager::test_machine::eight_cpu_static_manager();
         let runtime = Arc::new(Recorded::default());
         manager
             .start(

@@ -86,12 +86,9 @@ mod tests {
     use std::sync::atomic::Ordering;
 
     use corral_checkpoint::StateFile;
-    use corral_topology::{Container, CpuInfo, CpuRecord, CpuSet, CpuTopology, Pod, TopologyHint};
+    use corral_topology::{Container, CpuSet, Pod, TopologyHint};
 
-    use crate::{
-        CfsQuota, ContainerMap, ContainerRuntime, CpuManager, CpuManagerConfig, PodSource,
-        PodStatus, RuntimeError,
-    };
+    use crate::{CfsQuota, ContainerMap, ContainerRuntime, PodSource, PodStatus, RuntimeError};
 
     struct NoPods;
     impl PodSource for NoPods {
@@ -119,23 +116,7 @@ mod tests {
     /// puts the manager back as it was.
     #[test]
     fn a_trial_writes_and_counts_nothing_and_ends_as_it_began() {
-        let records: Vec<CpuRecord> = (0..8)
-            .map(|cpu| CpuRecord {
-                cpu,
-                info: CpuInfo {
-                    core: cpu % 4,
-                    socket: 0,
-                    numa: 0,
-                    uncore: 0,
-                },
-            })
-            .collect();
-        let config = CpuManagerConfig {
-            policy: "static".into(),
-            reserved_cpu_millis: Some(1000),
-            ..CpuManagerConfig::default()
-        };
-        let manager = CpuManager::new(&config, &CpuTopology::new(&records).unwrap()).unwrap();
+        let manager = crate::manager::test_machine::eight_cpu_static_manager();
         let file = StateFile::in_memory();
         manager
             .start(
